@@ -1,0 +1,73 @@
+"""Encoder backends: the one primitive that turns a batch of texts into token vectors.
+
+Everything else (prefixes, pooling, dense heads, truncation, normalisation, precision) is derived
+once, in :mod:`ctxemb_core.embedder`, so every backend yields the same vectors for a contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ctxemb_core.errors import InvalidInputError
+
+__all__ = ["BACKENDS", "Encoder", "TokenBatch", "load_encoder"]
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """Token vectors of a padded batch.
+
+    Attributes:
+        hidden: ``(batch, tokens, width)`` float32 contextual vectors (the encoder's last layer).
+        mask: ``(batch, tokens)`` 1 where a real token stands, 0 on padding.
+        truncated: per text, whether the tokenizer cut it to ``max_tokens``.
+        tokens: per text, the token strings (padding excluded), or ``None`` if not requested.
+        offsets: per text, ``(start, end)`` character offsets of each token in the text.
+        special: per text, 1 where the token is a special token ([CLS], [SEP], EOS, …).
+    """
+
+    hidden: np.ndarray
+    mask: np.ndarray
+    truncated: np.ndarray
+    tokens: list[list[str]] | None = None
+    offsets: list[list[tuple[int, int]]] | None = None
+    special: list[list[int]] | None = None
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """A loaded network and its tokenizer."""
+
+    #: Width of the token vectors.
+    hidden_size: int
+
+    def encode(
+        self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
+    ) -> TokenBatch:
+        """Tokenize (truncating to ``max_tokens``) and run the network over one batch."""
+        ...
+
+
+def _load_torch(folder: Path, device: str) -> Encoder:
+    from ctxemb_core.backends.torch import TorchEncoder
+
+    return TorchEncoder(folder, device=device)
+
+
+BACKENDS = {"torch": _load_torch}
+
+
+def load_encoder(folder: Path, backend: str, device: str) -> Encoder:
+    """Load the network in ``folder`` with the named backend."""
+    try:
+        loader = BACKENDS[backend]
+    except KeyError:
+        raise InvalidInputError(
+            f"backend={backend!r} is not known; valid backends are {sorted(BACKENDS)}"
+        ) from None
+    return loader(folder, device)

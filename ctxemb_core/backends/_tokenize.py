@@ -1,0 +1,66 @@
+"""Tokenization shared by the backends: the Rust ``tokenizers`` pipeline of a model folder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ctxemb_core.errors import ModelNotFoundError
+
+
+class FolderTokenizer:
+    """The fast tokenizer of a model folder, truncating and padding the way the model expects.
+
+    It is the same Rust pipeline transformers' fast tokenizers call, used directly so that the
+    truncation of each text can be reported (``Encoding.overflowing``) at no extra cost.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoTokenizer
+
+        try:
+            hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"{folder} has no usable tokenizer: {exc}") from None
+        if not getattr(hf, "is_fast", False):
+            raise ModelNotFoundError(f"{folder}: only fast (Rust) tokenizers are supported")
+        self.tokenizer = hf.backend_tokenizer
+        self.model_input_names = list(hf.model_input_names)
+        self.pad_id = hf.pad_token_id if hf.pad_token_id is not None else 0
+        self.pad_token = hf.pad_token or ""
+        self.padding_left = getattr(hf, "padding_side", "right") == "left"
+        self._max_tokens: int | None = None
+
+    def __call__(self, texts: Sequence[str], max_tokens: int) -> tuple[list, dict[str, np.ndarray]]:
+        """Encode a batch; returns the encodings and the model's input arrays (int64)."""
+        if self._max_tokens != max_tokens:
+            self.tokenizer.enable_truncation(max_length=max_tokens)
+            self.tokenizer.enable_padding(
+                pad_id=self.pad_id,
+                pad_token=self.pad_token,
+                direction="left" if self.padding_left else "right",
+            )
+            self._max_tokens = max_tokens
+        encodings = self.tokenizer.encode_batch(list(texts))
+        arrays = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+        }
+        if "token_type_ids" in self.model_input_names:
+            arrays["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        return encodings, arrays
+
+
+def token_details(
+    encodings: list, mask: np.ndarray
+) -> tuple[list[list[str]], list[list[tuple[int, int]]], list[list[int]]]:
+    """Token strings, character offsets and special-token flags without the padding."""
+    tokens, offsets, special = [], [], []
+    for enc, m in zip(encodings, mask):
+        keep = [i for i, v in enumerate(m) if v]
+        tokens.append([enc.tokens[i] for i in keep])
+        offsets.append([tuple(enc.offsets[i]) for i in keep])
+        special.append([enc.special_tokens_mask[i] for i in keep])
+    return tokens, offsets, special

@@ -1,0 +1,58 @@
+"""The PyTorch backend: transformers' ``AutoModel`` run on the CPU (or a given device)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ctxemb_core.backends import TokenBatch
+from ctxemb_core.backends._tokenize import FolderTokenizer, token_details
+from ctxemb_core.errors import MissingDependencyError, ModelNotFoundError
+
+
+class TorchEncoder:
+    """A transformers encoder (or decoder) returning its last hidden layer.
+
+    Example:
+        >>> enc = TorchEncoder(Path("my-bert"))  # doctest: +SKIP
+        >>> enc.encode(["hello"], max_tokens=128).hidden.shape  # doctest: +SKIP
+        (1, 3, 384)
+    """
+
+    def __init__(self, folder: Path, *, device: str = "cpu") -> None:
+        try:
+            import torch
+            from transformers import AutoModel
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"the torch backend needs torch and transformers ({exc}); install them with "
+                "pip install torch==2.13.0 transformers"
+            ) from None
+        self._torch = torch
+        self.tokenizer = FolderTokenizer(folder)
+        try:
+            model = AutoModel.from_pretrained(str(folder))
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"cannot load the network in {folder}: {exc}") from None
+        self.model = model.to(device).eval()
+        self.device = device
+        self.hidden_size = int(self.model.config.hidden_size)
+        self._inputs = set(self.tokenizer.model_input_names)
+
+    def encode(
+        self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
+    ) -> TokenBatch:
+        torch = self._torch
+        encodings, arrays = self.tokenizer(texts, max_tokens)
+        feeds = {k: torch.from_numpy(v).to(self.device) for k, v in arrays.items() if k in self._inputs}
+        with torch.inference_mode():
+            out = self.model(**feeds)
+        hidden = out.last_hidden_state.float().cpu().numpy()
+        mask = arrays["attention_mask"]
+        truncated = np.array([bool(e.overflowing) for e in encodings])
+        if not with_tokens:
+            return TokenBatch(hidden, mask, truncated)
+        tokens, offsets, special = token_details(encodings, mask)
+        return TokenBatch(hidden, mask, truncated, tokens, offsets, special)

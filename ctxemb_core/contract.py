@@ -1,0 +1,347 @@
+"""The embedding contract: the whole recipe that gives a vector its meaning.
+
+A vector is only comparable with vectors made by the same encoder and weights, pooling,
+instruction prefix per role, normalisation, truncation and precision. The contract pins all of
+them in one frozen object whose :attr:`~EmbeddingContract.fingerprint` an index remembers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from typing import Any
+
+from ctxemb_core.errors import DataFormatError, InvalidContractError
+
+__all__ = [
+    "CONTRACT_SCHEMA",
+    "ContractDiff",
+    "DiffKind",
+    "EmbeddingContract",
+    "FieldChange",
+    "Pooling",
+    "Precision",
+    "Role",
+]
+
+#: Version of the contract's JSON format; part of the fingerprint.
+CONTRACT_SCHEMA = 1
+
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class _StrEnum(str, Enum):
+    """A string enum whose constructor error lists the valid values."""
+
+    @classmethod
+    def parse(cls, value: Any, field: str) -> Any:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in cls)
+            raise InvalidContractError(
+                f"{field}={value!r} is not valid; valid values are {valid}"
+            ) from None
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Pooling(_StrEnum):
+    """How token vectors become one text vector.
+
+    ``cls`` takes the first token, ``mean`` averages the unpadded tokens, ``max`` takes the
+    element-wise maximum, ``last_token`` the last unpadded token (decoder embedders),
+    ``weighted_mean`` weights position *i* by *i* (later tokens count more, as in SGPT), and
+    ``mean_sqrt_len`` divides the sum by the square root of the length.
+    """
+
+    CLS = "cls"
+    MEAN = "mean"
+    MAX = "max"
+    LAST_TOKEN = "last_token"
+    WEIGHTED_MEAN = "weighted_mean"
+    MEAN_SQRT_LEN = "mean_sqrt_len"
+
+
+class Role(_StrEnum):
+    """Which side of retrieval a text is on; each role has its own prefix."""
+
+    QUERY = "query"
+    DOCUMENT = "document"
+
+
+class Precision(_StrEnum):
+    """The numeric form of an output vector.
+
+    ``int8`` maps each component of a unit vector to ``round(127 * x)``; ``binary`` keeps the
+    sign bit of each component, packed eight to a byte. Both are lossy and so are contracts of
+    their own.
+    """
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    INT8 = "int8"
+    BINARY = "binary"
+
+
+class DiffKind(_StrEnum):
+    """What a contract change means for an index written under the old contract."""
+
+    IDENTICAL = "identical"
+    #: Only the query side changed: stored document vectors stay valid.
+    QUERY_ONLY = "query_only"
+    #: The document vectors themselves would change: the index must be re-embedded.
+    REEMBED = "reembed"
+
+
+# Fields whose change leaves document vectors as they are.
+_QUERY_SIDE = frozenset({"query_prefix", "query_model", "query_weights"})
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One differing field: its value on the index's side and on the caller's side."""
+
+    field: str
+    index: Any
+    caller: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: index={self.index!r}, caller={self.caller!r}"
+
+
+@dataclass(frozen=True)
+class ContractDiff:
+    """The differing fields between two contracts and what the difference means."""
+
+    changes: tuple[FieldChange, ...]
+    kind: DiffKind
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(c.field for c in self.changes)
+
+    def __bool__(self) -> bool:
+        return bool(self.changes)
+
+    def __str__(self) -> str:
+        if not self.changes:
+            return "identical"
+        return f"{self.kind.value}: " + "; ".join(str(c) for c in self.changes)
+
+
+@dataclass(frozen=True)
+class EmbeddingContract:
+    """The full recipe of an embedding, pinned and fingerprinted.
+
+    Build one with :func:`ctxemb_core.contract_for` rather than by hand: it reads the pooling,
+    prefixes, normalisation and limits from the model folder and digests the weights.
+
+    Attributes:
+        model: the model's identity (a hub-style name or a label), never a local path.
+        weights: ``sha256:`` digest over the weight, config and tokenizer files.
+        pooling: how token vectors become one vector (:class:`Pooling`).
+        dimension: the width the model emits after pooling (and its own dense head).
+        query_prefix: text prepended to every query (E5 ``"query: "``, BGE's instruction).
+        document_prefix: text prepended to every document (E5 ``"passage: "``).
+        normalize: L2-normalise to unit length (then cosine equals inner product).
+        truncate_dim: Matryoshka prefix length kept before normalisation, or ``None``.
+        max_tokens: tokenizer truncation length, special tokens included.
+        precision: numeric form of the output (:class:`Precision`).
+        query_model: a separate query encoder (DPR-style pairs), or ``None`` to share ``model``.
+        query_weights: the digest of that query encoder, set exactly when ``query_model`` is.
+        schema: version of the contract format.
+
+    Example:
+        >>> from ctxemb_core import contract_for
+        >>> c = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+        >>> c.pooling, c.normalize, c.output_dim
+        (<Pooling.MEAN: 'mean'>, True, 384)
+        >>> c.diff(c.with_(pooling="cls")).fields
+        ('pooling',)
+    """
+
+    model: str
+    weights: str
+    pooling: Pooling
+    dimension: int
+    query_prefix: str = ""
+    document_prefix: str = ""
+    normalize: bool = True
+    truncate_dim: int | None = None
+    max_tokens: int = 512
+    precision: Precision = Precision.FLOAT32
+    query_model: str | None = None
+    query_weights: str | None = None
+    schema: int = CONTRACT_SCHEMA
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: coercion happens once, here
+        set_(self, "pooling", Pooling.parse(self.pooling, "pooling"))
+        set_(self, "precision", Precision.parse(self.precision, "precision"))
+        _check_str(self.model, "model", nonempty=True)
+        _check_digest(self.weights, "weights")
+        _check_int(self.dimension, "dimension")
+        _check_int(self.max_tokens, "max_tokens")
+        _check_str(self.query_prefix, "query_prefix")
+        _check_str(self.document_prefix, "document_prefix")
+        if not isinstance(self.normalize, bool):
+            raise InvalidContractError(f"normalize must be True or False, got {self.normalize!r}")
+        if self.truncate_dim is not None:
+            _check_int(self.truncate_dim, "truncate_dim")
+            if self.truncate_dim > self.dimension:
+                raise InvalidContractError(
+                    f"truncate_dim={self.truncate_dim} is larger than the model's dimension "
+                    f"{self.dimension}; valid values are 1..{self.dimension} or None"
+                )
+        if (self.query_model is None) != (self.query_weights is None):
+            raise InvalidContractError(
+                "query_model and query_weights go together: set both for a separate query "
+                "encoder (DPR-style), or neither to share the document encoder"
+            )
+        if self.query_model is not None:
+            _check_str(self.query_model, "query_model", nonempty=True)
+            _check_digest(self.query_weights, "query_weights")
+        if self.precision is Precision.BINARY and self.output_dim % 8:
+            raise InvalidContractError(
+                f"binary precision packs 8 components per byte; output_dim={self.output_dim} "
+                "is not a multiple of 8 (choose another truncate_dim)"
+            )
+        if self.schema != CONTRACT_SCHEMA:
+            raise InvalidContractError(
+                f"contract schema {self.schema!r} is not supported; this ctxemb reads schema "
+                f"{CONTRACT_SCHEMA}"
+            )
+
+    # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def output_dim(self) -> int:
+        """The length of each output vector (``truncate_dim`` if set, else ``dimension``)."""
+        return self.truncate_dim or self.dimension
+
+    def prefix(self, role: Role | str) -> str:
+        """The instruction prefix of a role."""
+        role = Role.parse(role, "role")
+        return self.query_prefix if role is Role.QUERY else self.document_prefix
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values, every field included."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["pooling"] = self.pooling.value
+        out["precision"] = self.precision.value
+        return out
+
+    def to_json(self) -> str:
+        """The canonical JSON: sorted keys, compact separators, UTF-8 kept as is."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 hex digest of :meth:`to_json`; equal fingerprints mean equal recipes."""
+        return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EmbeddingContract:
+        """Rebuild a contract; missing or unknown fields are an error, never a default."""
+        if not isinstance(data, dict):
+            raise DataFormatError(f"a contract must be a JSON object, got {type(data).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        missing = [n for n in names if n not in data]
+        if unknown or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing fields {missing}")
+            if unknown:
+                parts.append(f"unknown fields {unknown}")
+            raise DataFormatError(
+                "not a ctxemb contract: " + " and ".join(parts) + f"; the fields are {names}"
+            )
+        try:
+            return cls(**data)
+        except TypeError as exc:  # e.g. a list where a string belongs
+            raise DataFormatError(f"not a ctxemb contract: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> EmbeddingContract:
+        """Rebuild a contract from its JSON (as stored in an index stamp)."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise DataFormatError(f"contract JSON cannot be parsed: {exc}") from None
+        return cls.from_dict(data)
+
+    def with_(self, **changes: Any) -> EmbeddingContract:
+        """A copy with some fields changed (and validated again).
+
+        Example:
+            >>> c2 = c.with_(truncate_dim=128)  # doctest: +SKIP
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise InvalidContractError(f"unknown contract fields {unknown}; the fields are {sorted(names)}")
+        return dataclasses.replace(self, **changes)
+
+    # -- comparison --------------------------------------------------------------------------
+
+    def diff(self, other: EmbeddingContract) -> ContractDiff:
+        """The fields in which ``other`` (the caller) differs from ``self`` (the index)."""
+        if not isinstance(other, EmbeddingContract):
+            raise InvalidContractError(f"can only diff two contracts, got {type(other).__name__}")
+        a, b = self.to_dict(), other.to_dict()
+        changes = tuple(
+            FieldChange(f.name, a[f.name], b[f.name])
+            for f in dataclasses.fields(self)
+            if a[f.name] != b[f.name]
+        )
+        if not changes:
+            kind = DiffKind.IDENTICAL
+        elif all(c.field in _QUERY_SIDE for c in changes):
+            kind = DiffKind.QUERY_ONLY
+        else:
+            kind = DiffKind.REEMBED
+        return ContractDiff(changes, kind)
+
+    def describe(self) -> str:
+        """A short human-readable summary, e.g. for logs and the CLI."""
+        parts = [
+            self.model,
+            f"pooling={self.pooling.value}",
+            f"normalize={self.normalize}",
+            f"dim={self.output_dim}",
+        ]
+        if self.query_prefix or self.document_prefix:
+            parts.append(f"prefixes={self.query_prefix!r}/{self.document_prefix!r}")
+        if self.precision is not Precision.FLOAT32:
+            parts.append(f"precision={self.precision.value}")
+        return " ".join(parts) + f" [{self.fingerprint[:12]}]"
+
+
+def _check_str(value: Any, field: str, *, nonempty: bool = False) -> None:
+    if not isinstance(value, str) or (nonempty and not value.strip()):
+        what = "a non-empty string" if nonempty else "a string"
+        raise InvalidContractError(f"{field} must be {what}, got {value!r}")
+
+
+def _check_int(value: Any, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidContractError(f"{field} must be a positive integer, got {value!r}")
+
+
+def _check_digest(value: Any, field: str) -> None:
+    if not isinstance(value, str) or not _DIGEST.match(value):
+        raise InvalidContractError(
+            f"{field} must be a 'sha256:<64 hex digits>' digest, got {value!r}"
+        )

@@ -1,0 +1,335 @@
+"""The embedder: one contract, both roles, the same path for every text."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
+from ctxemb_core.contract import EmbeddingContract, Role
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    InvalidContractError,
+    InvalidInputError,
+    TruncationWarning,
+)
+from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
+from ctxemb_core.resolve import locate_model, read_layout, weights_digest
+
+__all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
+
+# Loaded networks, keyed by the weights digest (the part of the fingerprint that names the
+# network), backend and device: never by name. Contracts that differ only in pooling, prefixes
+# or normalisation share one loaded network.
+_ENCODERS: dict[tuple[str, str, str], tuple[Encoder, tuple[DenseHead, ...]]] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+_AGGREGATES = ("mean", "median", "max")
+
+
+@dataclass(frozen=True)
+class TokenEmbeddings:
+    """The contextual vectors of one text's own tokens (no special or prefix tokens).
+
+    Attributes:
+        text: the text as given (without the role's prefix).
+        tokens: the token strings.
+        offsets: ``(start, end)`` character offsets of each token in ``text``.
+        vectors: ``(len(tokens), width)`` float32 vectors from the encoder's last layer.
+        truncated: whether the text was cut to the contract's ``max_tokens``.
+    """
+
+    text: str
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    vectors: np.ndarray
+    truncated: bool
+
+    def span(self, start: int, end: int) -> np.ndarray:
+        """Indices of the tokens that overlap characters ``start:end`` of the text."""
+        return np.array([i for i, (s, e) in enumerate(self.offsets) if s < end and e > start], dtype=int)
+
+
+@dataclass(frozen=True)
+class WordVector:
+    """A word-type vector derived from the word's occurrences: a statistic, not a model output.
+
+    Attributes:
+        word: the word.
+        vector: the aggregate of the occurrence vectors (each occurrence is the mean of its
+            sub-word token vectors).
+        aggregate: how occurrences were combined (``"mean"``, ``"median"`` or ``"max"``).
+        occurrences: how many occurrences went into it.
+    """
+
+    word: str
+    vector: np.ndarray
+    aggregate: str
+    occurrences: int
+
+
+class Embedder:
+    """Embeds texts exactly as one contract says, for documents and for queries.
+
+    The role decides the prefix, so a query can never be embedded with the document prefix; the
+    pooling, dense head, Matryoshka truncation, normalisation and precision follow the contract.
+
+    Args:
+        contract: the recipe, usually from :func:`ctxemb_core.contract_for`.
+        path: the model folder; found from the contract (its weights digest or name) if omitted.
+        query_path: the folder of a separate query encoder, for contracts that have one.
+        backend: ``"torch"``. Not part of the fingerprint: the stamp's canary proves a backend
+            reproduces the vectors.
+        device: where the network runs (``"cpu"``).
+        batch_size: texts per forward pass.
+        show_progress: a progress bar on long batches; ``None`` shows one for 1,000 texts or more
+            when stderr is a terminal.
+
+    Example:
+        >>> from ctxemb_core import Embedder, contract_for
+        >>> emb = Embedder(contract_for("sentence-transformers/all-MiniLM-L6-v2"))
+        >>> emb.embed_query("hello").shape
+        (384,)
+        >>> emb.embed_documents(["a cat", "a dog"]).shape
+        (2, 384)
+    """
+
+    def __init__(
+        self,
+        contract: EmbeddingContract,
+        *,
+        path: str | Path | None = None,
+        query_path: str | Path | None = None,
+        backend: str = "torch",
+        device: str = "cpu",
+        batch_size: int = 32,
+        show_progress: bool | None = None,
+    ) -> None:
+        if not isinstance(contract, EmbeddingContract):
+            raise InvalidInputError(
+                f"Embedder needs an EmbeddingContract (see contract_for), got {type(contract).__name__}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.contract = contract
+        self.backend = backend
+        self.device = device
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        #: How many texts the last call truncated to ``max_tokens``.
+        self.last_truncated = 0
+        self._doc = _load(contract, contract.model, contract.weights, path, backend, device)
+        if contract.query_model is not None and contract.query_weights is not None:
+            self._query = _load(
+                contract, contract.query_model, contract.query_weights, query_path, backend, device
+            )
+        else:
+            self._query = self._doc
+
+    def __repr__(self) -> str:
+        return f"Embedder({self.contract.describe()}, backend={self.backend!r})"
+
+    @property
+    def fingerprint(self) -> str:
+        """The contract's fingerprint."""
+        return self.contract.fingerprint
+
+    # -- text vectors ------------------------------------------------------------------------
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents (with the document prefix); ``(len(texts), output_dim)``."""
+        return self._embed(_check_texts(texts), Role.DOCUMENT)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed queries (with the query prefix); ``(len(texts), output_dim)``."""
+        return self._embed(_check_texts(texts), Role.QUERY)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; ``(output_dim,)``."""
+        _check_text(text, "text")
+        return self._embed([text], Role.QUERY)[0]
+
+    def embed(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
+        """Embed texts under an explicit role (what adapters with a role argument call)."""
+        return self._embed(_check_texts(texts), Role.parse(role, "role"))
+
+    def _embed(self, texts: list[str], role: Role) -> np.ndarray:
+        return quantize(self.embed_float(texts, role), self.contract.precision)
+
+    def embed_float(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        """The contract's vectors before the precision step (what the stamp's canary holds)."""
+        c = self.contract
+        encoder, dense = self._query if role is Role.QUERY else self._doc
+        prefix = c.prefix(role)
+        prefixed = [prefix + t for t in texts] if prefix else list(texts)
+        # Longest first, as sentence-transformers does: batches of similar length pad less.
+        order = np.argsort([-len(t) for t in prefixed], kind="stable")
+        out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
+        truncated = 0
+        starts = range(0, len(order), self.batch_size)
+        for start in _progress(starts, len(prefixed), self.batch_size, self.show_progress):
+            idx = order[start : start + self.batch_size]
+            batch = encoder.encode([prefixed[i] for i in idx], c.max_tokens)
+            truncated += int(batch.truncated.sum())
+            vectors = pool(batch.hidden, batch.mask, c.pooling)
+            for head in dense:
+                vectors = head(vectors)
+            if c.truncate_dim is not None:
+                vectors = vectors[:, : c.truncate_dim]
+            if c.normalize:
+                vectors = l2_normalize(vectors)
+            out[idx] = vectors
+        self.last_truncated = truncated
+        if truncated:
+            warnings.warn(
+                TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3
+            )
+        return out
+
+    # -- token vectors -----------------------------------------------------------------------
+
+    def embed_tokens(self, text: str, *, role: Role | str = Role.DOCUMENT) -> TokenEmbeddings:
+        """The contextual per-token vectors of one text, with tokens and character offsets.
+
+        The role's prefix is applied (the encoder sees what it sees when embedding the text),
+        and its tokens are dropped from the result, as are special tokens.
+        """
+        _check_text(text, "text")
+        role = Role.parse(role, "role")
+        encoder, _ = self._query if role is Role.QUERY else self._doc
+        prefix = self.contract.prefix(role)
+        batch: TokenBatch = encoder.encode([prefix + text], self.contract.max_tokens, with_tokens=True)
+        assert batch.tokens is not None and batch.offsets is not None and batch.special is not None
+        real = np.flatnonzero(batch.mask[0])
+        keep, tokens, offsets = [], [], []
+        for j, (tok, (s, e), sp) in enumerate(zip(batch.tokens[0], batch.offsets[0], batch.special[0])):
+            if sp or s < len(prefix) or e <= s:
+                continue
+            keep.append(real[j])
+            tokens.append(tok)
+            offsets.append((s - len(prefix), e - len(prefix)))
+        vectors = batch.hidden[0][keep].astype(np.float32)
+        self.last_truncated = int(batch.truncated[0])
+        if batch.truncated[0]:
+            warnings.warn(TruncationWarning(1, 1, self.contract.max_tokens), stacklevel=2)
+        return TokenEmbeddings(text, tokens, offsets, vectors, bool(batch.truncated[0]))
+
+    def word_vector(
+        self, word: str, contexts: Iterable[str], aggregate: str = "mean"
+    ) -> WordVector:
+        """A vector for a word type, aggregated over its occurrences in ``contexts``.
+
+        A contextual model has no single vector per word: each occurrence has its own. This
+        derives one by averaging each occurrence's sub-word token vectors and aggregating the
+        occurrences, and records the aggregation in the result.
+
+        Raises:
+            InvalidInputError: the word is empty, ``aggregate`` is unknown, or the word occurs
+                in none of the contexts.
+        """
+        _check_text(word, "word")
+        if not word.strip():
+            raise InvalidInputError("word must not be empty")
+        if aggregate not in _AGGREGATES:
+            raise InvalidInputError(f"aggregate={aggregate!r} is not valid; valid values are {_AGGREGATES}")
+        contexts = _check_texts(list(contexts) if not isinstance(contexts, str) else contexts)
+        pattern = re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
+        found = []
+        for context in contexts:
+            matches = list(pattern.finditer(context))
+            if not matches:
+                continue
+            toks = self.embed_tokens(context)
+            for m in matches:
+                idx = toks.span(m.start(), m.end())
+                if len(idx):
+                    found.append(toks.vectors[idx].mean(axis=0))
+        if not found:
+            raise InvalidInputError(f"{word!r} occurs in none of the {len(contexts)} contexts")
+        stack = np.stack(found)
+        combine = {"mean": np.mean, "median": np.median, "max": np.max}[aggregate]
+        return WordVector(word, combine(stack, axis=0).astype(np.float32), aggregate, len(found))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _load(
+    contract: EmbeddingContract,
+    model: str,
+    weights: str,
+    path: str | Path | None,
+    backend: str,
+    device: str,
+) -> tuple[Encoder, tuple[DenseHead, ...]]:
+    key = (weights, backend, device)
+    with _ENCODERS_LOCK:
+        cached = _ENCODERS.get(key)
+    if cached is not None:
+        return cached
+    folder = locate_model(path if path is not None else model, weights)
+    layout = read_layout(folder)
+    actual = weights_digest(layout)
+    if actual != weights:
+        # The folder found is not the network the contract pins: same name, other weights.
+        field = "weights" if weights == contract.weights else "query_weights"
+        raise ContractMismatchError(contract, contract.with_(**{field: actual}))
+    if layout.dimension != contract.dimension:
+        raise InvalidContractError(
+            f"the contract says dimension={contract.dimension} but {folder} emits "
+            f"{layout.dimension}"
+        )
+    encoder = load_encoder(layout.transformer, backend, device)
+    dense = tuple(DenseHead(d.path, d.activation) for d in layout.dense)
+    with _ENCODERS_LOCK:
+        return _ENCODERS.setdefault(key, (encoder, dense))
+
+
+def _check_text(text: Any, what: str) -> None:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
+
+
+def _check_texts(texts: Any) -> list[str]:
+    if isinstance(texts, str):
+        raise InvalidInputError(
+            "texts must be a list of strings, got one string; use embed_query for a single query "
+            "or wrap it in a list"
+        )
+    if texts is None or not isinstance(texts, Sequence):
+        raise InvalidInputError(f"texts must be a list of strings, got {type(texts).__name__}")
+    if len(texts) == 0:
+        raise InvalidInputError("texts is empty: there is nothing to embed")
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        i = bad[0]
+        raise InvalidInputError(
+            f"texts[{i}] is {type(texts[i]).__name__}, not a string "
+            f"({len(bad)} of {len(texts)} items are not strings)"
+        )
+    return list(texts)
+
+
+def _progress(starts: range, total: int, batch_size: int, show: bool | None) -> Iterable[int]:
+    if show is None:
+        show = total >= 1000 and sys.stderr.isatty()
+    if not show:
+        return starts
+    from tqdm.auto import tqdm
+
+    return _counting(tqdm(total=total, unit="text", desc="embedding"), starts, total, batch_size)
+
+
+def _counting(bar: Any, starts: range, total: int, batch_size: int) -> Iterable[int]:
+    with bar:
+        for start in starts:
+            yield start
+            bar.update(min(batch_size, total - start))

@@ -1,0 +1,175 @@
+"""The one error tree of ctxemb.
+
+Every error ctxemb raises on purpose derives from :class:`CtxembError`, so a caller can catch the
+whole family in one place, and each carries the context needed to act on it::
+
+    CtxembError
+    ├── InvalidInputError (+ ValueError)      bad texts, batches, arguments
+    ├── InvalidContractError (+ ValueError)   a contract that cannot exist (unknown pooling, …)
+    ├── DataFormatError (+ ValueError)        a corpus, qrels or stamp file that cannot be read
+    ├── ModelNotFoundError (+ FileNotFoundError)
+    │                                         no folder, or a folder without weights
+    ├── UnsupportedModelError                 a module graph ctxemb cannot reproduce exactly
+    ├── MissingDependencyError (+ ImportError)
+    │                                         an optional extra is not installed
+    └── StampError                            the index and the caller disagree
+        ├── MissingStampError                 the index carries no stamp
+        ├── ContractMismatchError             the fingerprints differ (names each field)
+        └── EncoderDriftError                 same contract on paper, other vectors in fact
+
+    CtxembWarning (UserWarning)
+    └── TruncationWarning                     texts were cut to the contract's max_tokens
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
+
+__all__ = [
+    "ContractMismatchError",
+    "CtxembError",
+    "CtxembWarning",
+    "DataFormatError",
+    "EncoderDriftError",
+    "InvalidContractError",
+    "InvalidInputError",
+    "MissingDependencyError",
+    "MissingStampError",
+    "ModelNotFoundError",
+    "StampError",
+    "TruncationWarning",
+    "UnsupportedModelError",
+]
+
+
+class CtxembError(Exception):
+    """Root of every error ctxemb raises on purpose."""
+
+
+class InvalidInputError(CtxembError, ValueError):
+    """An argument or input text is not acceptable (``None``, not a string, an empty batch, …)."""
+
+
+class InvalidContractError(CtxembError, ValueError):
+    """A contract field has a value no contract may have; the message lists the valid values."""
+
+
+class DataFormatError(CtxembError, ValueError):
+    """A file or JSON document does not have the expected format; the message names where."""
+
+
+class ModelNotFoundError(CtxembError, FileNotFoundError):
+    """A model folder does not exist, or exists without weights or a tokenizer."""
+
+
+class UnsupportedModelError(CtxembError):
+    """The model's module graph has a part ctxemb cannot reproduce exactly, so it refuses it."""
+
+
+class MissingDependencyError(CtxembError, ImportError):
+    """An optional dependency is missing; the message says which ``pip install`` fixes it."""
+
+
+class StampError(CtxembError):
+    """The index's stamp and the caller's embedder disagree; nothing was written or returned."""
+
+
+class MissingStampError(StampError):
+    """The index carries no ctxemb stamp, so nothing proves which contract wrote it."""
+
+
+class ContractMismatchError(StampError):
+    """The caller's contract is not the one the index was written with.
+
+    Attributes:
+        index: the contract recorded in the index's stamp.
+        caller: the contract of the embedder that tried to use the index.
+        diff: the full :class:`~ctxemb_core.contract.ContractDiff` (``diff.kind`` says whether
+            only the query side changed or the documents must be re-embedded).
+        fields: the names of the differing fields, in contract field order.
+    """
+
+    def __init__(self, index: EmbeddingContract, caller: EmbeddingContract) -> None:
+        self.index = index
+        self.caller = caller
+        self.diff: ContractDiff = index.diff(caller)
+        self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
+        super().__init__(_mismatch_message(self.diff.changes, self.diff.kind.value))
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Exceptions pickle their args by default; ours are rebuilt from the two contracts.
+        return (type(self), (self.index, self.caller))
+
+
+class EncoderDriftError(StampError):
+    """The contract matches, but the encoder no longer reproduces the index's canary vectors.
+
+    Same contract on paper, different vectors in fact: a changed library version, a lossy
+    backend or altered weights that kept their digest.
+
+    Attributes:
+        min_cosine: the lowest cosine between a stored canary vector and its re-embedding.
+        tolerance: the cosine below which the check fails.
+        probe: the probe text (and role) with the lowest cosine.
+    """
+
+    def __init__(self, min_cosine: float, tolerance: float, probe: str) -> None:
+        self.min_cosine = min_cosine
+        self.tolerance = tolerance
+        self.probe = probe
+        super().__init__(
+            f"encoder drift: the canary probe {probe!r} re-embeds with cosine {min_cosine:.6f} "
+            f"to the vector stored in the index (tolerance {tolerance}). The contract matches but "
+            "this encoder produces other vectors: check the library versions, the backend and the "
+            "weights, or re-embed the index with this encoder under a new contract."
+        )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.min_cosine, self.tolerance, self.probe))
+
+
+class CtxembWarning(UserWarning):
+    """Root of the warnings ctxemb emits."""
+
+
+class TruncationWarning(CtxembWarning):
+    """Some texts were longer than the contract's ``max_tokens`` and were truncated.
+
+    Attributes:
+        count: how many texts were truncated.
+        total: how many texts the call embedded.
+        max_tokens: the limit they were cut to.
+    """
+
+    def __init__(self, count: int, total: int, max_tokens: int) -> None:
+        self.count = count
+        self.total = total
+        self.max_tokens = max_tokens
+        super().__init__(
+            f"{count} of {total} texts were longer than max_tokens={max_tokens} and were "
+            "truncated as the contract says; chunk them if their ends matter"
+        )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.count, self.total, self.max_tokens))
+
+
+def _mismatch_message(changes: tuple[FieldChange, ...], kind: str) -> str:
+    lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in changes]
+    if kind == "query_only":
+        advice = (
+            "Only the query side differs: the stored documents stay valid. Query with the "
+            "index's contract, or re-stamp the index deliberately for the new query side."
+        )
+    else:
+        advice = (
+            "The stored vectors were made under another recipe. Use the index's contract "
+            "(EmbeddingContract.from_json of its stamp), or migrate the index by re-embedding."
+        )
+    return (
+        "contract mismatch: the index was written under another embedding contract; "
+        "nothing was written or returned.\n" + "\n".join(lines) + "\n" + advice
+    )

@@ -1,0 +1,107 @@
+"""Pooling and the post-pooling steps of a contract, on numpy arrays from any backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ctxemb_core.contract import Pooling, Precision
+from ctxemb_core.errors import ModelNotFoundError, UnsupportedModelError
+
+__all__ = ["DenseHead", "l2_normalize", "pool", "quantize"]
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
+    """One vector per text from ``(batch, tokens, width)`` token vectors and their mask.
+
+    Padding may sit on either side; every rule looks only at positions where ``mask`` is 1.
+    """
+    m = mask.astype(hidden.dtype)
+    if pooling is Pooling.CLS:
+        # The first real token: position 0 with right padding, later with left padding.
+        first = mask.argmax(axis=1)
+        return hidden[np.arange(len(hidden)), first]
+    if pooling is Pooling.LAST_TOKEN:
+        last = mask.shape[1] - 1 - mask[:, ::-1].argmax(axis=1)
+        return hidden[np.arange(len(hidden)), last]
+    if pooling is Pooling.MAX:
+        return np.where(m[..., None] > 0, hidden, -np.inf).max(axis=1).astype(hidden.dtype)
+    if pooling is Pooling.WEIGHTED_MEAN:
+        # Weight i for the i-th real token (1-based), whichever side the padding is on.
+        weights = (np.cumsum(mask, axis=1) * mask).astype(hidden.dtype)
+        total = np.einsum("bth,bt->bh", hidden, weights)
+        return total / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
+    total = np.einsum("bth,bt->bh", hidden, m)
+    count = np.maximum(m.sum(axis=1, keepdims=True), 1e-9)
+    if pooling is Pooling.MEAN:
+        return total / count
+    if pooling is Pooling.MEAN_SQRT_LEN:
+        return total / np.sqrt(count)
+    raise UnsupportedModelError(f"pooling {pooling!r} has no implementation")  # pragma: no cover
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Scale rows to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def quantize(vectors: np.ndarray, precision: Precision) -> np.ndarray:
+    """The numeric form a contract's precision asks for."""
+    if precision is Precision.FLOAT32:
+        return vectors.astype(np.float32, copy=False)
+    if precision is Precision.FLOAT16:
+        return vectors.astype(np.float16)
+    if precision is Precision.INT8:
+        return np.clip(np.rint(vectors * 127.0), -127, 127).astype(np.int8)
+    return np.packbits(vectors > 0, axis=-1)
+
+
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Identity": lambda x: x,
+    "Tanh": np.tanh,
+    "ReLU": lambda x: np.maximum(x, 0),
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+}
+
+
+class DenseHead:
+    """A sentence-transformers ``Dense`` module (linear layer + activation) in numpy."""
+
+    def __init__(self, folder: Path, activation: str) -> None:
+        name = activation.rsplit(".", 1)[-1]
+        if name not in _ACTIVATIONS:
+            raise UnsupportedModelError(
+                f"{folder}: dense activation {activation!r} is not supported; valid ones are "
+                f"{sorted(_ACTIVATIONS)}"
+            )
+        self.activation = _ACTIVATIONS[name]
+        tensors = _load_tensors(folder)
+        try:
+            self.weight = tensors["linear.weight"].astype(np.float32).T.copy()
+        except KeyError:
+            raise ModelNotFoundError(f"{folder}: no 'linear.weight' tensor") from None
+        bias = tensors.get("linear.bias")
+        self.bias = None if bias is None else bias.astype(np.float32)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = x @ self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return self.activation(y).astype(np.float32, copy=False)
+
+
+def _load_tensors(folder: Path) -> dict[str, np.ndarray]:
+    st = folder / "model.safetensors"
+    if st.is_file():
+        from safetensors.numpy import load_file
+
+        return load_file(str(st))
+    pt = folder / "pytorch_model.bin"
+    if pt.is_file():
+        import torch
+
+        return {k: v.float().numpy() for k, v in torch.load(pt, map_location="cpu", weights_only=True).items()}
+    raise ModelNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
