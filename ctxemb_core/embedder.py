@@ -271,17 +271,22 @@ def _load(
     device: str,
 ) -> tuple[Encoder, tuple[DenseHead, ...]]:
     key = (weights, backend, device)
-    with _ENCODERS_LOCK:
-        cached = _ENCODERS.get(key)
-    if cached is not None:
-        return cached
-    folder = locate_model(path if path is not None else model, weights)
+    if path is None:
+        with _ENCODERS_LOCK:
+            cached = _ENCODERS.get(key)
+        if cached is not None:
+            return cached  # loaded from bytes whose digest was checked when they were read
+    folder = locate_model(path) if path is not None else locate_model(model, weights)
     layout = read_layout(folder)
     actual = weights_digest(layout)
     if actual != weights:
         # The folder found is not the network the contract pins: same name, other weights.
         field = "weights" if weights == contract.weights else "query_weights"
         raise ContractMismatchError(contract, contract.with_(**{field: actual}))
+    with _ENCODERS_LOCK:
+        cached = _ENCODERS.get(key)
+    if cached is not None:
+        return cached
     if layout.dimension != contract.dimension:
         raise InvalidContractError(
             f"the contract says dimension={contract.dimension} but {folder} emits "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,7 +65,10 @@ _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Tanh": np.tanh,
     "ReLU": lambda x: np.maximum(x, 0),
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    # The exact (erf) GELU, as torch.nn.GELU() computes it; heads are small, so a ufunc is fine.
+    "GELU": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
 }
+_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 class DenseHead:

@@ -7,6 +7,7 @@ it: a Chroma collection's metadata, a JSON file beside a numpy matrix, a documen
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -139,11 +140,16 @@ class IndexStamp:
             )
         if not encoded.startswith("f32le:"):
             raise DataFormatError("the index's canary is not in a known encoding")
-        raw = base64.b64decode(encoded[len("f32le:") :])
-        canary = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        try:
+            raw = base64.b64decode(encoded[len("f32le:") :], validate=True)
+        except binascii.Error as exc:
+            raise DataFormatError(f"the index's canary is not valid base64: {exc}") from None
         expected = 2 * len(probes) * contract.output_dim
-        if canary.size != expected:
-            raise DataFormatError(f"the index's canary has {canary.size} values, expected {expected}")
+        if len(raw) != 4 * expected:
+            raise DataFormatError(
+                f"the index's canary has {len(raw)} bytes, expected {4 * expected}"
+            )
+        canary = np.frombuffer(raw, dtype="<f4").astype(np.float32)
         return cls(contract, probes, canary.reshape(2 * len(probes), contract.output_dim), schema)
 
     # -- checks ------------------------------------------------------------------------------

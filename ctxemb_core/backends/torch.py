@@ -32,10 +32,18 @@ class TorchEncoder:
             ) from None
         self._torch = torch
         self.tokenizer = FolderTokenizer(folder)
+        from transformers.utils import logging as hf_logging
+
+        # transformers draws a progress bar per load; ours are for long work only.
+        bar_was_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
         try:
             model = AutoModel.from_pretrained(str(folder))
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(f"cannot load the network in {folder}: {exc}") from None
+        finally:
+            if bar_was_on:
+                hf_logging.enable_progress_bar()
         self.model = model.to(device).eval()
         self.device = device
         self.hidden_size = int(self.model.config.hidden_size)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import SupportsFloat
 
 import numpy as np
 
@@ -46,7 +47,8 @@ __all__ = [
     "search_topk",
 ]
 
-Run = Mapping[str, Mapping[str, float]]
+# Scores may be numpy scalars (np.float32 from a search), hence SupportsFloat.
+Run = Mapping[str, Mapping[str, SupportsFloat]]
 Qrels = Mapping[str, Mapping[str, int]]
 
 
@@ -62,7 +64,7 @@ def _check_k(k: int) -> int:
     return int(k)
 
 
-def _ranked_ids(doc_scores: Mapping[str, float] | None, k: int) -> list[str]:
+def _ranked_ids(doc_scores: Mapping[str, SupportsFloat] | None, k: int) -> list[str]:
     """Top ``k`` document ids in trec_eval order: score descending, then doc id descending."""
     if not doc_scores:
         return []
@@ -261,8 +263,9 @@ def _select_topk(
     """Per row, keep the ``k`` best candidates by (score descending, index ascending), sorted.
 
     ``argpartition`` alone picks an arbitrary subset among scores tied at the k-th place, which
-    would make results depend on block sizes. Rows with such a boundary tie (rare: duplicate
-    documents) are redone with a full lexicographic sort, so the selection is deterministic.
+    would make the selection depend on its internal order. Rows with such a boundary tie (rare:
+    duplicate documents) are redone with a full lexicographic sort, so the selection is
+    deterministic.
     """
     n = cand_scores.shape[1]
     if n > k:
@@ -304,9 +307,11 @@ def search_topk(
 
     Returns:
         ``(indices, scores)``, both ``(n_queries, min(k, n_docs))``: document row indices
-        (``int64``) and their scores, sorted by score descending. Exactly tied scores are
-        ordered (and, at the k-th place, selected) by lower document index first, so the result
-        does not depend on the block sizes.
+        (``int64``) and their scores, sorted by score descending. Exactly equal scores are
+        ordered (and, at the k-th place, selected) by lower document index first. Note that
+        BLAS rounds a product differently depending on the tile shape, so changing the block
+        sizes can move a score by one ulp and reorder near-duplicates; fixed block sizes give
+        reproducible results.
 
     Raises:
         InvalidInputError: arrays are not 2-D floats, contain NaN/inf, have different widths,

