@@ -52,7 +52,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxemb",
-        description="Contract-aware embeddings: pin the whole recipe, stamp the index, refuse mixes.",
+        description="Contract-aware embeddings: pin the recipe, stamp the index, refuse mixes.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
@@ -101,7 +101,10 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"contract  {contract.describe()}")
     vectors = embedder.embed_documents([document_text(corpus[i]) for i in ids])
     index_metadata = IndexStamp.from_embedder(embedder).to_metadata()
-    print(f"indexed   {len(ids)} documents from {args.corpus.name}, stamped {contract.fingerprint[:12]}")
+    print(
+        f"indexed   {len(ids)} documents from {args.corpus.name}, "
+        f"stamped {contract.fingerprint[:12]}"
+    )
 
     def search(querier: Embedder, text: str) -> list[tuple[str, float]]:
         # The guard runs before any result leaves: the stamp is read from the index's metadata.

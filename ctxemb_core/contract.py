@@ -291,7 +291,9 @@ class EmbeddingContract:
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
-            raise InvalidContractError(f"unknown contract fields {unknown}; the fields are {sorted(names)}")
+            raise InvalidContractError(
+                f"unknown contract fields {unknown}; the fields are {sorted(names)}"
+            )
         return dataclasses.replace(self, **changes)
 
     # -- comparison --------------------------------------------------------------------------

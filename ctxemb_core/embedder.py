@@ -55,7 +55,9 @@ class TokenEmbeddings:
 
     def span(self, start: int, end: int) -> np.ndarray:
         """Indices of the tokens that overlap characters ``start:end`` of the text."""
-        return np.array([i for i, (s, e) in enumerate(self.offsets) if s < end and e > start], dtype=int)
+        return np.array(
+            [i for i, (s, e) in enumerate(self.offsets) if s < end and e > start], dtype=int
+        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ class Embedder:
     ) -> None:
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
-                f"Embedder needs an EmbeddingContract (see contract_for), got {type(contract).__name__}"
+                "Embedder needs an EmbeddingContract (see contract_for), got "
+                f"{type(contract).__name__}"
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -189,9 +192,7 @@ class Embedder:
             out[idx] = vectors
         self.last_truncated = truncated
         if truncated:
-            warnings.warn(
-                TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3
-            )
+            warnings.warn(TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3)
         return out
 
     # -- token vectors -----------------------------------------------------------------------
@@ -206,11 +207,15 @@ class Embedder:
         role = Role.parse(role, "role")
         encoder, _ = self._query if role is Role.QUERY else self._doc
         prefix = self.contract.prefix(role)
-        batch: TokenBatch = encoder.encode([prefix + text], self.contract.max_tokens, with_tokens=True)
+        batch: TokenBatch = encoder.encode(
+            [prefix + text], self.contract.max_tokens, with_tokens=True
+        )
         assert batch.tokens is not None and batch.offsets is not None and batch.special is not None
         real = np.flatnonzero(batch.mask[0])
         keep, tokens, offsets = [], [], []
-        for j, (tok, (s, e), sp) in enumerate(zip(batch.tokens[0], batch.offsets[0], batch.special[0])):
+        for j, (tok, (s, e), sp) in enumerate(
+            zip(batch.tokens[0], batch.offsets[0], batch.special[0], strict=True)
+        ):
             if sp or s < len(prefix) or e <= s:
                 continue
             keep.append(real[j])
@@ -239,7 +244,9 @@ class Embedder:
         if not word.strip():
             raise InvalidInputError("word must not be empty")
         if aggregate not in _AGGREGATES:
-            raise InvalidInputError(f"aggregate={aggregate!r} is not valid; valid values are {_AGGREGATES}")
+            raise InvalidInputError(
+                f"aggregate={aggregate!r} is not valid; valid values are {_AGGREGATES}"
+            )
         contexts = _check_texts(list(contexts) if not isinstance(contexts, str) else contexts)
         pattern = re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
         found = []
@@ -255,8 +262,13 @@ class Embedder:
         if not found:
             raise InvalidInputError(f"{word!r} occurs in none of the {len(contexts)} contexts")
         stack = np.stack(found)
-        combine = {"mean": np.mean, "median": np.median, "max": np.max}[aggregate]
-        return WordVector(word, combine(stack, axis=0).astype(np.float32), aggregate, len(found))
+        if aggregate == "median":
+            vector = np.median(stack, axis=0)
+        elif aggregate == "max":
+            vector = stack.max(axis=0)
+        else:
+            vector = stack.mean(axis=0)
+        return WordVector(word, vector.astype(np.float32), aggregate, len(found))
 
 
 # -- helpers ---------------------------------------------------------------------------------

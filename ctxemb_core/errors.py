@@ -23,7 +23,7 @@ whole family in one place, and each carries the context needed to act on it::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
@@ -99,7 +99,7 @@ class ContractMismatchError(StampError):
         self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
         super().__init__(_mismatch_message(self.diff.changes, self.diff.kind.value))
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions pickle their args by default; ours are rebuilt from the two contracts.
         return (type(self), (self.index, self.caller))
 
@@ -127,7 +127,7 @@ class EncoderDriftError(StampError):
             "weights, or re-embed the index with this encoder under a new contract."
         )
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.min_cosine, self.tolerance, self.probe))
 
 
@@ -153,7 +153,7 @@ class TruncationWarning(CtxembWarning):
             "truncated as the contract says; chunk them if their ends matter"
         )
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.count, self.total, self.max_tokens))
 
 

@@ -60,15 +60,15 @@ def quantize(vectors: np.ndarray, precision: Precision) -> np.ndarray:
     return np.packbits(vectors > 0, axis=-1)
 
 
+_ERF = np.frompyfunc(math.erf, 1, 1)
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Identity": lambda x: x,
     "Tanh": np.tanh,
     "ReLU": lambda x: np.maximum(x, 0),
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     # The exact (erf) GELU, as torch.nn.GELU() computes it; heads are small, so a ufunc is fine.
-    "GELU": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "GELU": lambda x: 0.5 * x * (1.0 + np.asarray(_ERF(x / math.sqrt(2.0)), dtype=x.dtype)),
 }
-_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 class DenseHead:
@@ -107,5 +107,8 @@ def _load_tensors(folder: Path) -> dict[str, np.ndarray]:
     if pt.is_file():
         import torch
 
-        return {k: v.float().numpy() for k, v in torch.load(pt, map_location="cpu", weights_only=True).items()}
+        return {
+            k: v.float().numpy()
+            for k, v in torch.load(pt, map_location="cpu", weights_only=True).items()
+        }
     raise ModelNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")

@@ -346,7 +346,9 @@ def _digest_files(layout: ModelLayout) -> list[Path]:
     t = layout.transformer
     files = list(_weight_files(t))
     files += [t / "config.json"]
-    files += sorted(p for p in t.iterdir() if p.name in _TOKENIZER_FILES or p.name.endswith(".index.json"))
+    files += sorted(
+        p for p in t.iterdir() if p.name in _TOKENIZER_FILES or p.name.endswith(".index.json")
+    )
     for d in layout.dense:
         files += [d.path / "config.json", *_weight_files(d.path)]
     return files
@@ -491,7 +493,9 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
             + ", ".join(repr(p.value) for p in Pooling)
         )
     query_prefix, document_prefix = _prefixes(layout, name, family)
-    max_tokens = overrides.pop("max_tokens", None) or layout.max_seq_length or layout.max_positions or 512
+    max_tokens = (
+        overrides.pop("max_tokens", None) or layout.max_seq_length or layout.max_positions or 512
+    )
     if layout.max_positions and isinstance(max_tokens, int) and max_tokens > layout.max_positions:
         raise InvalidContractError(
             f"max_tokens={max_tokens} exceeds the {layout.max_positions} positions the model "
@@ -516,7 +520,9 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
                 f"encoder {layout.dimension}: their vectors cannot be compared"
             )
         fields["query_weights"] = weights_digest(qlayout)
-        fields["query_model"] = qfolder.name if Path(os.fspath(query_encoder)).is_dir() else os.fspath(query_encoder)
+        fields["query_model"] = (
+            qfolder.name if Path(os.fspath(query_encoder)).is_dir() else os.fspath(query_encoder)
+        )
         register_model(fields["query_weights"], qfolder)
     fields.update(overrides)
     contract = EmbeddingContract(**fields)

@@ -97,9 +97,8 @@ class IndexStamp:
             _K + "fingerprint": self.fingerprint,
             _K + "contract": self.contract.to_json(),
             _K + "probes": json.dumps(list(self.probes), ensure_ascii=False),
-            _K + "canary": "f32le:" + base64.b64encode(
-                self.canary.astype("<f4").tobytes()
-            ).decode("ascii"),
+            _K + "canary": "f32le:"
+            + base64.b64encode(self.canary.astype("<f4").tobytes()).decode("ascii"),
         }
 
     @staticmethod
@@ -133,7 +132,9 @@ class IndexStamp:
         except (TypeError, ValueError) as exc:
             raise DataFormatError(f"the index's stamp cannot be read: {exc}") from None
         if schema != STAMP_SCHEMA:
-            raise DataFormatError(f"stamp schema {schema} is not supported (this ctxemb reads {STAMP_SCHEMA})")
+            raise DataFormatError(
+                f"stamp schema {schema} is not supported (this ctxemb reads {STAMP_SCHEMA})"
+            )
         if contract.fingerprint != stored_fp:
             raise DataFormatError(
                 "the index's stamp is damaged: its fingerprint does not match its contract JSON"

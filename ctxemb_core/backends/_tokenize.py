@@ -58,7 +58,7 @@ def token_details(
 ) -> tuple[list[list[str]], list[list[tuple[int, int]]], list[list[int]]]:
     """Token strings, character offsets and special-token flags without the padding."""
     tokens, offsets, special = [], [], []
-    for enc, m in zip(encodings, mask):
+    for enc, m in zip(encodings, mask, strict=True):
         keep = [i for i, v in enumerate(m) if v]
         tokens.append([enc.tokens[i] for i in keep])
         offsets.append([tuple(enc.offsets[i]) for i in keep])

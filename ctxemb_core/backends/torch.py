@@ -54,7 +54,9 @@ class TorchEncoder:
     ) -> TokenBatch:
         torch = self._torch
         encodings, arrays = self.tokenizer(texts, max_tokens)
-        feeds = {k: torch.from_numpy(v).to(self.device) for k, v in arrays.items() if k in self._inputs}
+        feeds = {
+            k: torch.from_numpy(v).to(self.device) for k, v in arrays.items() if k in self._inputs
+        }
         with torch.inference_mode():
             out = self.model(**feeds)
         hidden = out.last_hidden_state.float().cpu().numpy()

@@ -1,4 +1,4 @@
-"""ctxemb for Chroma: a thin adapter over ctxemb_core (install with `pip install ctxemb[chroma]`).
+"""ctxemb for Chroma (install with `pip install ctxemb[chroma]`).
 
 The adapter itself is tracked in its own issue; this package reserves the import name.
 """

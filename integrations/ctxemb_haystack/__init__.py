@@ -1,4 +1,4 @@
-"""ctxemb for Haystack: a thin adapter over ctxemb_core (install with `pip install ctxemb[haystack]`).
+"""ctxemb for Haystack (install with `pip install ctxemb[haystack]`).
 
 The adapter itself is tracked in its own issue; this package reserves the import name.
 """

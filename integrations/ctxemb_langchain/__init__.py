@@ -1,4 +1,4 @@
-"""ctxemb for Langchain: a thin adapter over ctxemb_core (install with `pip install ctxemb[langchain]`).
+"""ctxemb for Langchain (install with `pip install ctxemb[langchain]`).
 
 The adapter itself is tracked in its own issue; this package reserves the import name.
 """

@@ -1,0 +1,53 @@
+"""The public surface is exactly what we mean it to be, and the core imports no framework."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ctxemb_core
+import ctxemb_core.errors as errors
+
+
+def test_core_exports_exactly_the_intended_names():
+    assert ctxemb_core.__all__ == sorted(ctxemb_core.__all__)
+    assert set(ctxemb_core.__all__) == {
+        "DiffKind",
+        "Embedder",
+        "EmbeddingContract",
+        "IndexStamp",
+        "Pooling",
+        "Precision",
+        "Role",
+        "__version__",
+        "contract_for",
+    }
+
+
+def test_every_error_is_a_ctxemb_error():
+    names = set(errors.__all__) - {"CtxembError", "CtxembWarning", "TruncationWarning"}
+    for name in names:
+        assert issubclass(getattr(errors, name), errors.CtxembError), name
+    assert issubclass(errors.ContractMismatchError, errors.StampError)
+    assert issubclass(errors.EncoderDriftError, errors.StampError)
+    assert issubclass(errors.InvalidInputError, ValueError)
+    assert issubclass(errors.TruncationWarning, UserWarning)
+
+
+def test_core_imports_no_framework():
+    code = (
+        "import sys, ctxemb_core, ctxemb_core.cli, ctxemb_core.eval\n"
+        "from ctxemb_core import Embedder, contract_for\n"
+        "Embedder(contract_for('sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "{'chromadb','haystack','langchain','langchain_core','sentence_transformers'}]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_py_typed_is_shipped():
+    from pathlib import Path
+
+    assert (Path(ctxemb_core.__file__).parent / "py.typed").is_file()
