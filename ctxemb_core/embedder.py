@@ -9,11 +9,12 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
+from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -26,10 +27,17 @@ from ctxemb_core.resolve import locate_model, read_layout, weights_digest
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
 
+
 # Loaded networks, keyed by the weights digest (the part of the fingerprint that names the
 # network), backend and device: never by name. Contracts that differ only in pooling, prefixes
 # or normalisation share one loaded network.
-_ENCODERS: dict[tuple[str, str, str], tuple[Encoder, tuple[DenseHead, ...]]] = {}
+class _Network(NamedTuple):
+    encoder: Encoder
+    dense: tuple[DenseHead, ...]
+    folder: Path
+
+
+_ENCODERS: dict[tuple[str, str, str], _Network] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 _AGGREGATES = ("mean", "median", "max")
@@ -94,6 +102,8 @@ class Embedder:
         batch_size: texts per forward pass.
         show_progress: a progress bar on long batches; ``None`` shows one for 1,000 texts or more
             when stderr is a terminal.
+        cache: an :class:`~ctxemb_core.cache.EmbeddingCache`; texts already embedded under this
+            contract and role are read from it instead of being encoded again.
 
     Example:
         >>> from ctxemb_core import Embedder, contract_for
@@ -114,6 +124,7 @@ class Embedder:
         device: str = "cpu",
         batch_size: int = 32,
         show_progress: bool | None = None,
+        cache: EmbeddingCache | None = None,
     ) -> None:
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
@@ -127,6 +138,10 @@ class Embedder:
         self.device = device
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self.cache = cache
+        # The backend is not in the fingerprint; keep each backend's vectors apart in the cache
+        # so a hit is always bit-identical to what this embedder would compute.
+        self._cache_key = f"{contract.fingerprint}:{backend}"
         #: How many texts the last call truncated to ``max_tokens``.
         self.last_truncated = 0
         self._doc = _load(contract, contract.model, contract.weights, path, backend, device)
@@ -144,6 +159,11 @@ class Embedder:
     def fingerprint(self) -> str:
         """The contract's fingerprint."""
         return self.contract.fingerprint
+
+    @property
+    def model_path(self) -> Path:
+        """The local folder of the (document) encoder; machine-specific, never fingerprinted."""
+        return self._doc.folder
 
     # -- text vectors ------------------------------------------------------------------------
 
@@ -165,12 +185,20 @@ class Embedder:
         return self._embed(_check_texts(texts), Role.parse(role, "role"))
 
     def _embed(self, texts: list[str], role: Role) -> np.ndarray:
-        return quantize(self.embed_float(texts, role), self.contract.precision)
+        if self.cache is None:
+            vectors = self.embed_float(texts, role)
+        else:
+            self.last_truncated = 0  # counts only the texts encoded now
+            vectors = self.cache.get_or_compute(
+                self._cache_key, role, texts, lambda missing: self.embed_float(missing, role)
+            )
+        return quantize(vectors, self.contract.precision)
 
-    def embed_float(self, texts: Sequence[str], role: Role) -> np.ndarray:
+    def embed_float(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
         """The contract's vectors before the precision step (what the stamp's canary holds)."""
+        role = Role.parse(role, "role")
         c = self.contract
-        encoder, dense = self._query if role is Role.QUERY else self._doc
+        encoder, dense, _ = self._query if role is Role.QUERY else self._doc
         prefix = c.prefix(role)
         prefixed = [prefix + t for t in texts] if prefix else list(texts)
         # Longest first, as sentence-transformers does: batches of similar length pad less.
@@ -205,7 +233,7 @@ class Embedder:
         """
         _check_text(text, "text")
         role = Role.parse(role, "role")
-        encoder, _ = self._query if role is Role.QUERY else self._doc
+        encoder = (self._query if role is Role.QUERY else self._doc).encoder
         prefix = self.contract.prefix(role)
         batch: TokenBatch = encoder.encode(
             [prefix + text], self.contract.max_tokens, with_tokens=True
@@ -281,7 +309,7 @@ def _load(
     path: str | Path | None,
     backend: str,
     device: str,
-) -> tuple[Encoder, tuple[DenseHead, ...]]:
+) -> _Network:
     key = (weights, backend, device)
     if path is None:
         with _ENCODERS_LOCK:
@@ -307,7 +335,7 @@ def _load(
     encoder = load_encoder(layout.transformer, backend, device)
     dense = tuple(DenseHead(d.path, d.activation) for d in layout.dense)
     with _ENCODERS_LOCK:
-        return _ENCODERS.setdefault(key, (encoder, dense))
+        return _ENCODERS.setdefault(key, _Network(encoder, dense, folder))
 
 
 def _check_text(text: Any, what: str) -> None:

@@ -15,7 +15,8 @@ whole family in one place, and each carries the context needed to act on it::
     └── StampError                            the index and the caller disagree
         ├── MissingStampError                 the index carries no stamp
         ├── ContractMismatchError             the fingerprints differ (names each field)
-        └── EncoderDriftError                 same contract on paper, other vectors in fact
+        ├── EncoderDriftError                 same contract on paper, other vectors in fact
+        └── ForeignVectorsError               stored vectors that this contract did not make
 
     CtxembWarning (UserWarning)
     └── TruncationWarning                     texts were cut to the contract's max_tokens
@@ -34,6 +35,7 @@ __all__ = [
     "CtxembWarning",
     "DataFormatError",
     "EncoderDriftError",
+    "ForeignVectorsError",
     "InvalidContractError",
     "InvalidInputError",
     "MissingDependencyError",
@@ -129,6 +131,35 @@ class EncoderDriftError(StampError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.min_cosine, self.tolerance, self.probe))
+
+
+class ForeignVectorsError(StampError):
+    """Stored vectors in a stamped index were not made under its contract.
+
+    The stamp and canary agree, but re-embedding a sample of stored documents does not give their
+    stored vectors back: something wrote into the index around ctxemb (a raw client with another
+    embedding function, a hand-made upsert).
+
+    Attributes:
+        ids: the sampled ids whose stored vectors disagree.
+        sample_size: how many documents were sampled.
+        min_cosine: the lowest cosine found.
+    """
+
+    def __init__(self, ids: tuple[str, ...], sample_size: int, min_cosine: float) -> None:
+        self.ids = tuple(ids)
+        self.sample_size = sample_size
+        self.min_cosine = min_cosine
+        shown = ", ".join(self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        super().__init__(
+            f"{len(self.ids)} of {sample_size} sampled documents carry vectors that this "
+            f"contract did not make (lowest cosine {min_cosine:.4f}; ids {shown}). Something "
+            "wrote into the index around ctxemb; re-embed those documents (upsert through "
+            "ctxemb) or rebuild the index."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.ids, self.sample_size, self.min_cosine))
 
 
 class CtxembWarning(UserWarning):

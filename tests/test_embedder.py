@@ -274,3 +274,23 @@ def test_torch_is_left_as_found(minilm):
     threads = torch.get_num_threads()
     minilm.embed_documents(SENTENCES)
     assert torch.get_num_threads() == threads and torch.is_grad_enabled()
+
+
+def test_embedding_cache_serves_repeats_bit_identically(minilm_contract, tmp_path):
+    from ctxemb_core.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "cache.sqlite3")
+    emb = Embedder(minilm_contract, cache=cache)
+    first = emb.embed_documents(SENTENCES)
+    assert cache.stats().misses == len(SENTENCES)
+    again = emb.embed_documents(list(reversed(SENTENCES)))
+    assert cache.stats().hits == len(SENTENCES)
+    np.testing.assert_array_equal(again, first[::-1])
+    # Another role or another contract never reads these entries.
+    emb.embed_queries(SENTENCES[:1])
+    Embedder(minilm_contract.with_(truncate_dim=64), cache=cache).embed_documents(SENTENCES[:1])
+    assert cache.stats().hits == len(SENTENCES)
+    # The canary path is never served from the cache: it must prove the encoder itself.
+    before = cache.stats()
+    emb.embed_float(SENTENCES, "document")
+    assert cache.stats() == before

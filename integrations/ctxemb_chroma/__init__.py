@@ -1,6 +1,42 @@
-"""ctxemb for Chroma (install with `pip install ctxemb[chroma]`).
+"""ctxemb for Chroma: collections that remember their whole embedding contract.
 
-The adapter itself is tracked in its own issue; this package reserves the import name.
+Install with ``pip install ctxemb[chroma]``.
+
+Example:
+    >>> import chromadb
+    >>> from ctxemb_core import contract_for
+    >>> from ctxemb_chroma import open_collection
+    >>> client = chromadb.PersistentClient("./index")                          # doctest: +SKIP
+    >>> docs = open_collection(client, "docs", contract_for("all-MiniLM-L6-v2"))  # doctest: +SKIP
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+try:
+    import chromadb  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from ctxemb_core.errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
+    ) from exc
+
+from ctxemb_chroma._collection import (
+    GuardedCollection,
+    connect,
+    open_collection,
+    stamped_contract,
+    verify,
+)
+from ctxemb_chroma._function import ContractEmbeddingFunction
+from ctxemb_chroma._migrate import migrate
+
+__all__ = [
+    "ContractEmbeddingFunction",
+    "GuardedCollection",
+    "connect",
+    "migrate",
+    "open_collection",
+    "stamped_contract",
+    "verify",
+]

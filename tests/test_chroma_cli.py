@@ -1,0 +1,108 @@
+"""The ctxemb command against real Chroma: index, query, verify, migrate (resumed), eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import chromadb
+import pytest
+from chroma_server import chroma_server
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def ctxemb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxemb_core.cli", *args], capture_output=True, text=True
+    )
+    if check:
+        assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with chroma_server(tmp_path_factory.mktemp("cli-server") / "data") as port:
+        yield port
+
+
+def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path):
+    store = ["--path", str(tmp_path / "store"), "--collection", "demo"]
+    first = ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store)
+    assert "24 added, 24 documents" in first.stdout
+    again = ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store)
+    assert "0 added, 24 documents" in again.stdout
+    hits = ctxemb("query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json")
+    assert json.loads(hits.stdout.splitlines()[0])["ids"][0] == "garden-3"
+    report = json.loads(ctxemb("verify", *store).stdout)
+    assert report["ok"] and report["canary_cosine"] > 0.9999 and report["sample_size"] == 24
+    refused = ctxemb("query", "slugs", *store, "--pooling", "cls", check=False)
+    assert refused.returncode == 2
+    assert "ContractMismatchError" in refused.stderr and "pooling: index='mean'" in refused.stderr
+    mismatch = ctxemb("verify", *store, "--no-normalize", check=False)
+    assert mismatch.returncode == 1
+    assert json.loads(mismatch.stdout)["diff"] == ["normalize: index=True, caller=False"]
+
+
+def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):
+    store = ["--host", "127.0.0.1", "--port", str(server)]
+    ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store, "--collection", "src")
+    client = chromadb.HttpClient(host="127.0.0.1", port=server)
+    source_ids = sorted(client.get_collection("src", embedding_function=None).get()["ids"])
+    env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
+    args = ["migrate", *store, "--collection", "src", "--to", "dst", "--truncate-dim", "128"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxemb_core.cli", *args, "--batch-size", "2", "--no-cache"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    written = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            written = client.get_collection("dst", embedding_function=None).count()
+        except Exception:
+            written = 0
+        if written >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = client.get_collection("dst", embedding_function=None).count()
+    assert 0 < partial < len(source_ids), "the kill must land mid-way for this test to mean much"
+    resumed = ctxemb(*args)
+    assert "dst: 24 documents" in resumed.stdout and "truncate_dim" in resumed.stdout
+    dst = client.get_collection("dst", embedding_function=None).get()
+    assert sorted(dst["ids"]) == source_ids and len(dst["ids"]) == len(set(dst["ids"]))
+    src_after = sorted(client.get_collection("src", embedding_function=None).get()["ids"])
+    assert src_after == source_ids
+    report = json.loads(ctxemb("verify", *store, "--collection", "dst").stdout)
+    assert report["ok"] and report["sample_size"] == 24
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deployment", ["embedded", "server"])
+def test_scifact_eval_reproduces_the_published_ndcg(
+    deployment, data_dir, tmp_path_factory, request
+):
+    if deployment == "embedded":
+        store = ["--path", str(tmp_path_factory.mktemp("scifact"))]
+    else:
+        store = ["--host", "127.0.0.1", "--port", str(request.getfixturevalue("server"))]
+    out = ctxemb("eval", "--data", str(data_dir / "scifact"), *store)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    published = json.loads(
+        next((data_dir / "mteb_results" / "sentence-transformers__all-MiniLM-L6-v2").iterdir())
+        .joinpath("SciFact.json")
+        .read_text()
+    )["scores"]["test"][0]["ndcg_at_10"]
+    assert abs(result["ndcg@10"] - published) <= 0.005, (result["ndcg@10"], published)
+    assert result["documents"] == 5183 and result["queries"] == 300
+    assert {"recall@100", "mrr@10", "fingerprint"} <= set(result)
