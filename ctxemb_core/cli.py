@@ -67,14 +67,20 @@ def _parser() -> argparse.ArgumentParser:
     _contract_args(p)
     p = sub.add_parser(
         "demo",
-        help="embed a small corpus, stamp it, query it, and show mismatches refused",
-        description="Embed the example corpus with the bundled model, stamp the index, run the "
-        "example queries, then show embedders under other contracts being refused.",
+        help="index a small corpus into a stamped Chroma collection, query it, show mismatches",
+        description="Index the example corpus with the bundled model into an embedded, "
+        "contract-stamped Chroma collection, run the example queries, then show the collection "
+        "refusing embedders under other contracts.",
     )
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--corpus", type=Path, default=_EXAMPLES / "corpus.jsonl")
     p.add_argument("--queries", type=Path, default=_EXAMPLES / "queries.jsonl")
     p.add_argument("--top-k", type=int, default=3)
+    p.add_argument("--collection", default="ctxemb-demo")
+    p.add_argument("--store", default="chroma")
+    p.add_argument("--path", default="./ctxemb-demo-chroma", help="embedded store folder")
+    p.add_argument("--host", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=8000, help=argparse.SUPPRESS)
 
     p = sub.add_parser(
         "index",
@@ -310,46 +316,34 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from ctxemb_core import Embedder, IndexStamp, contract_for
+    from ctxemb_core import Embedder, contract_for
     from ctxemb_core.errors import ContractMismatchError
-    from ctxemb_core.eval.beir import document_text, load_jsonl_corpus
 
-    corpus = load_jsonl_corpus(args.corpus)
-    ids = list(corpus)
+    adapter, client = _adapter(args)
+    corpus = _load_documents(args.corpus)
     queries = [json.loads(line)["text"] for line in args.queries.read_text().splitlines() if line]
 
     contract = contract_for(args.model)
-    embedder = Embedder(contract)
-    print(f"contract  {contract.describe()}")
-    vectors = embedder.embed_documents([document_text(corpus[i]) for i in ids])
-    index_metadata = IndexStamp.from_embedder(embedder).to_metadata()
+    print(f"contract   {contract.describe()}")
+    collection = adapter.open_collection(client, args.collection, Embedder(contract))
+    added = _index_missing(collection, corpus, 512)
     print(
-        f"indexed   {len(ids)} documents from {args.corpus.name}, "
-        f"stamped {contract.fingerprint[:12]}"
+        f"collection {args.collection!r} in {args.path}: {added} documents added, "
+        f"{collection.count()} in all, stamped {contract.fingerprint[:12]}"
     )
+    result = collection.query(queries, n_results=args.top_k)
+    for q, ids, dists in zip(queries, result["ids"], result["distances"], strict=True):
+        hits = ", ".join(f"{i} ({1 - d:.3f})" for i, d in zip(ids, dists, strict=True))
+        print(f"query      {q!r}\n  -> {hits}")
 
-    def search(querier: Embedder, text: str) -> list[tuple[str, float]]:
-        # The guard runs before any result leaves: the stamp is read from the index's metadata.
-        IndexStamp.from_metadata(index_metadata).check_contract(querier.contract)
-        scores = vectors @ querier.embed_query(text)
-        top = np.argsort(-scores)[: args.top_k]
-        return [(ids[i], float(scores[i])) for i in top]
-
-    IndexStamp.from_metadata(index_metadata).verify(embedder)
-    for q in queries:
-        hits = ", ".join(f"{i} ({s:.3f})" for i, s in search(embedder, q))
-        print(f"query     {q!r}\n  -> {hits}")
-
-    print("\nThe same index asked through embedders under other contracts:")
+    print("\nThe same collection opened under other contracts:")
     for label, other in (
         ("CLS pooling instead of mean", contract.with_(pooling="cls")),
         ("normalisation switched off", contract.with_(normalize=False)),
         ("an E5-style query prefix added", contract.with_(query_prefix="query: ")),
     ):
         try:
-            search(Embedder(other), queries[0])
+            adapter.open_collection(client, args.collection, Embedder(other), create=False)
         except ContractMismatchError as exc:
             print(f"- {label}: refused ({exc.diff.kind.value}), fields {', '.join(exc.fields)}")
             print("  " + str(exc).replace("\n", "\n  "))

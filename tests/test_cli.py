@@ -37,10 +37,12 @@ def test_errors_are_one_readable_line_and_exit_code_2(tmp_path):
     assert out.returncode == 2 and "valid values are" in out.stderr
 
 
-def test_demo_indexes_queries_and_shows_every_mismatch_refused():
-    out = run("demo")
+def test_demo_indexes_queries_and_shows_every_mismatch_refused(tmp_path):
+    out = run("demo", "--path", str(tmp_path / "demo"))
     assert out.returncode == 0, out.stderr
-    assert "indexed   24 documents" in out.stdout
+    assert "24 documents added, 24 in all" in out.stdout
+    again = run("demo", "--path", str(tmp_path / "demo"))
+    assert "0 documents added, 24 in all" in again.stdout
     assert "-> garden-3" in out.stdout  # the slug query finds the slug document first
     assert out.stdout.count(": refused (") == 3
     assert "pooling: index='mean', caller='cls'" in out.stdout
