@@ -64,10 +64,8 @@ def machine_info() -> dict[str, Any]:
         info["sentence_transformers"] = sentence_transformers.__version__
     except ImportError:
         pass
-    try:
+    if hasattr(os, "getloadavg"):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        pass
     return info
 
 
@@ -89,6 +87,14 @@ def command_line() -> str:
     except ValueError:
         script_arg = str(script)
     return shlex.join([".venv/bin/python", script_arg, *sys.argv[1:]])
+
+
+def shown(path: Path) -> str:
+    """A path as printed: relative to the repository when inside it."""
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:

@@ -99,7 +99,9 @@ class Embedder:
         backend: ``"torch"``. Not part of the fingerprint: the stamp's canary proves a backend
             reproduces the vectors.
         device: where the network runs (``"cpu"``).
-        batch_size: texts per forward pass.
+        batch_size: the most texts in one forward pass.
+        token_budget: the most padded tokens in one forward pass; long texts go in smaller
+            batches, short ones in larger (up to ``batch_size``).
         show_progress: a progress bar on long batches; ``None`` shows one for 1,000 texts or more
             when stderr is a terminal.
         cache: an :class:`~ctxemb_core.cache.EmbeddingCache`; texts already embedded under this
@@ -122,7 +124,8 @@ class Embedder:
         query_path: str | Path | None = None,
         backend: str = "torch",
         device: str = "cpu",
-        batch_size: int = 32,
+        batch_size: int = 64,
+        token_budget: int = 8192,
         show_progress: bool | None = None,
         cache: EmbeddingCache | None = None,
     ) -> None:
@@ -131,12 +134,14 @@ class Embedder:
                 "Embedder needs an EmbeddingContract (see contract_for), got "
                 f"{type(contract).__name__}"
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        for name, value in (("batch_size", batch_size), ("token_budget", token_budget)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
         self.contract = contract
         self.backend = backend
         self.device = device
         self.batch_size = batch_size
+        self.token_budget = token_budget
         self.show_progress = show_progress
         self.cache = cache
         # The backend is not in the fingerprint; keep each backend's vectors apart in the cache
@@ -201,13 +206,10 @@ class Embedder:
         encoder, dense, _ = self._query if role is Role.QUERY else self._doc
         prefix = c.prefix(role)
         prefixed = [prefix + t for t in texts] if prefix else list(texts)
-        # Longest first, as sentence-transformers does: batches of similar length pad less.
-        order = np.argsort([-len(t) for t in prefixed], kind="stable")
         out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
         truncated = 0
-        starts = range(0, len(order), self.batch_size)
-        for start in _progress(starts, len(prefixed), self.batch_size, self.show_progress):
-            idx = order[start : start + self.batch_size]
+        batches = self._plan(encoder, prefixed)
+        for idx in _progress(batches, len(prefixed), self.show_progress):
             batch = encoder.encode([prefixed[i] for i in idx], c.max_tokens)
             truncated += int(batch.truncated.sum())
             vectors = pool(batch.hidden, batch.mask, c.pooling)
@@ -222,6 +224,26 @@ class Embedder:
         if truncated:
             warnings.warn(TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3)
         return out
+
+    def _plan(self, encoder: Encoder, texts: list[str]) -> list[np.ndarray]:
+        """Index batches: by token length, longest first, each within the token budget.
+
+        Sorting by real token counts and filling each batch up to ``token_budget`` padded
+        tokens (at most ``batch_size`` texts) keeps padding low on corpora of mixed lengths;
+        results are written back by index, so the output order is always the input order.
+        """
+        if len(texts) == 1:
+            return [np.zeros(1, dtype=np.int64)]
+        lengths = encoder.tokenizer.lengths(texts, self.contract.max_tokens)
+        order = np.argsort(-lengths, kind="stable")
+        batches: list[np.ndarray] = []
+        start = 0
+        while start < len(order):
+            longest = int(lengths[order[start]])  # sorted: the first is the longest
+            size = max(1, min(self.batch_size, self.token_budget // max(longest, 1)))
+            batches.append(order[start : start + size])
+            start += size
+        return batches
 
     # -- token vectors -----------------------------------------------------------------------
 
@@ -363,18 +385,18 @@ def _check_texts(texts: Any) -> list[str]:
     return list(texts)
 
 
-def _progress(starts: range, total: int, batch_size: int, show: bool | None) -> Iterable[int]:
+def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
     if show is None:
         show = total >= 1000 and sys.stderr.isatty()
     if not show:
-        return starts
+        return batches
     from tqdm.auto import tqdm
 
-    return _counting(tqdm(total=total, unit="text", desc="embedding"), starts, total, batch_size)
+    return _counting(tqdm(total=total, unit="text", desc="embedding"), batches)
 
 
-def _counting(bar: Any, starts: range, total: int, batch_size: int) -> Iterable[int]:
+def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:
     with bar:
-        for start in starts:
-            yield start
-            bar.update(min(batch_size, total - start))
+        for idx in batches:
+            yield idx
+            bar.update(len(idx))

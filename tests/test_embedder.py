@@ -294,3 +294,20 @@ def test_embedding_cache_serves_repeats_bit_identically(minilm_contract, tmp_pat
     before = cache.stats()
     emb.embed_float(SENTENCES, "document")
     assert cache.stats() == before
+
+
+def test_token_budget_batches_keep_order_and_the_budget(minilm_contract):
+    texts = [("word " * n).strip() for n in (3, 200, 1, 17, 2, 60, 5, 120, 9, 40)]
+    emb = Embedder(minilm_contract, batch_size=4, token_budget=256)
+    encoder = emb._doc.encoder
+    lengths = encoder.tokenizer.lengths(texts, minilm_contract.max_tokens)
+    plan = emb._plan(encoder, texts)
+    assert sorted(i for b in plan for i in b) == list(range(len(texts)))
+    for batch in plan:
+        padded = len(batch) * max(lengths[i] for i in batch)
+        assert len(batch) == 1 or padded <= 256
+        assert len(batch) <= 4
+    one_by_one = np.stack([emb.embed_documents([t])[0] for t in texts])
+    assert cosines(emb.embed_documents(texts), one_by_one).min() > 0.99999
+    with pytest.raises(InvalidInputError, match="token_budget"):
+        Embedder(minilm_contract, token_budget=0)

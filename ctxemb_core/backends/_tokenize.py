@@ -33,16 +33,19 @@ class FolderTokenizer:
         self.padding_left = getattr(hf, "padding_side", "right") == "left"
         self._max_tokens: int | None = None
 
-    def __call__(self, texts: Sequence[str], max_tokens: int) -> tuple[list, dict[str, np.ndarray]]:
-        """Encode a batch; returns the encodings and the model's input arrays (int64)."""
+    def _configure(self, max_tokens: int) -> None:
         if self._max_tokens != max_tokens:
             self.tokenizer.enable_truncation(max_length=max_tokens)
-            self.tokenizer.enable_padding(
-                pad_id=self.pad_id,
-                pad_token=self.pad_token,
-                direction="left" if self.padding_left else "right",
-            )
             self._max_tokens = max_tokens
+        self.tokenizer.enable_padding(
+            pad_id=self.pad_id,
+            pad_token=self.pad_token,
+            direction="left" if self.padding_left else "right",
+        )
+
+    def __call__(self, texts: Sequence[str], max_tokens: int) -> tuple[list, dict[str, np.ndarray]]:
+        """Encode a batch; returns the encodings and the model's input arrays (int64)."""
+        self._configure(max_tokens)
         encodings = self.tokenizer.encode_batch(list(texts))
         arrays = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
@@ -51,6 +54,16 @@ class FolderTokenizer:
         if "token_type_ids" in self.model_input_names:
             arrays["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
         return encodings, arrays
+
+    def lengths(self, texts: Sequence[str], max_tokens: int) -> np.ndarray:
+        """Token count of each text after truncation, special tokens included."""
+        self._configure(max_tokens)
+        self.tokenizer.no_padding()
+        try:
+            encodings = self.tokenizer.encode_batch(list(texts))
+        finally:
+            self._configure(max_tokens)
+        return np.array([len(e.ids) for e in encodings], dtype=np.int64)
 
 
 def token_details(
