@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ctxemb_core.backends._tokenize import FolderTokenizer
 from ctxemb_core.errors import InvalidInputError
 
 __all__ = ["BACKENDS", "Encoder", "TokenBatch", "load_encoder"]
@@ -45,6 +46,8 @@ class Encoder(Protocol):
 
     #: Width of the token vectors.
     hidden_size: int
+    #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
+    tokenizer: FolderTokenizer
 
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
@@ -59,7 +62,13 @@ def _load_torch(folder: Path, device: str) -> Encoder:
     return TorchEncoder(folder, device=device)
 
 
-BACKENDS = {"torch": _load_torch}
+def _load_onnx(folder: Path, device: str) -> Encoder:
+    from ctxemb_core.backends.onnx import OnnxEncoder
+
+    return OnnxEncoder(folder, device=device)
+
+
+BACKENDS = {"torch": _load_torch, "onnx": _load_onnx}
 
 
 def load_encoder(folder: Path, backend: str, device: str) -> Encoder:
