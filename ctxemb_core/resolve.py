@@ -525,9 +525,9 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
         )
         register_model(fields["query_weights"], qfolder)
     fields.update(overrides)
-    contract = EmbeddingContract(**fields)
-    register_model(contract.model, folder)
-    return contract
+    # Registered by digest only: a name given to a local folder must never redirect the name
+    # (a copy with altered weights under the same name would hijack it).
+    return EmbeddingContract(**fields)
 
 
 def _prefixes(layout: ModelLayout, name: str, family: str | None) -> tuple[str, str]:

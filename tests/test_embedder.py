@@ -98,13 +98,13 @@ def test_cls_and_mean_follow_their_definitions_on_the_token_vectors(tiny_bert):
 
 
 def _ENCODERS_for(contract):
-    Embedder(contract)
+    Embedder(contract, backend="torch")
     return _ENCODERS[(contract.weights, "torch", "cpu")][0]
 
 
 def test_decoder_last_token_pooling_lands_on_eos(tiny_decoder):
     c = contract_for(tiny_decoder, pooling="last_token", normalize=False)
-    emb = Embedder(c)
+    emb = Embedder(c, backend="torch")
     texts = ["the cat sat", "a much longer sentence about the river bank and money"]
     vectors = emb.embed_documents(texts)  # one batch: the short text is right-padded
     for text, vec in zip(texts, vectors, strict=True):

@@ -163,3 +163,12 @@ def test_module_graphs_we_cannot_reproduce_are_refused(tiny_st_factory, tmp_path
     pooling.write_text(json.dumps({**config, "pooling_mode": ["cls", "mean"]}))
     with pytest.raises(UnsupportedModelError, match="pooling"):
         contract_for(folder)
+
+
+def test_a_local_folder_named_like_a_known_model_does_not_hijack_the_name(
+    tmp_path, minilm_contract
+):
+    impostor = build_bert(tmp_path / "impostor", hidden=384, layers=1, heads=6, max_position=512)
+    other = contract_for(impostor, pooling="mean", name=MINILM)
+    assert other.weights != minilm_contract.weights
+    assert contract_for(MINILM) == minilm_contract
