@@ -31,6 +31,7 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truncate-dim", type=int)
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--precision", help="float32, float16, int8, binary")
+    p.add_argument("--quantization", help="int8-dynamic (int8 weights, onnx backend)")
     p.add_argument(
         "--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2 normalise"
     )
@@ -46,6 +47,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "truncate_dim",
         "max_tokens",
         "precision",
+        "quantization",
         "normalize",
     )
     return {k: getattr(args, k) for k in keys if getattr(args, k) is not None}

@@ -26,6 +26,7 @@ __all__ = [
     "FieldChange",
     "Pooling",
     "Precision",
+    "Quantization",
     "Role",
 ]
 
@@ -92,6 +93,16 @@ class Precision(_StrEnum):
     BINARY = "binary"
 
 
+class Quantization(_StrEnum):
+    """Lossy forms of the network's weights, each a contract of its own.
+
+    ``int8-dynamic`` is onnxruntime's dynamic quantisation of the exported graph (int8 weights,
+    activations quantised per batch at run time); it runs on the ``onnx`` backend.
+    """
+
+    INT8_DYNAMIC = "int8-dynamic"
+
+
 class DiffKind(_StrEnum):
     """What a contract change means for an index written under the old contract."""
 
@@ -156,6 +167,7 @@ class EmbeddingContract:
         truncate_dim: Matryoshka prefix length kept before normalisation, or ``None``.
         max_tokens: tokenizer truncation length, special tokens included.
         precision: numeric form of the output (:class:`Precision`).
+        quantization: a lossy form of the weights (:class:`Quantization`), or ``None``.
         query_model: a separate query encoder (DPR-style pairs), or ``None`` to share ``model``.
         query_weights: the digest of that query encoder, set exactly when ``query_model`` is.
         schema: version of the contract format.
@@ -179,6 +191,7 @@ class EmbeddingContract:
     truncate_dim: int | None = None
     max_tokens: int = 512
     precision: Precision = Precision.FLOAT32
+    quantization: Quantization | None = None
     query_model: str | None = None
     query_weights: str | None = None
     schema: int = CONTRACT_SCHEMA
@@ -187,6 +200,8 @@ class EmbeddingContract:
         set_ = object.__setattr__  # frozen: coercion happens once, here
         set_(self, "pooling", Pooling.parse(self.pooling, "pooling"))
         set_(self, "precision", Precision.parse(self.precision, "precision"))
+        if self.quantization is not None:
+            set_(self, "quantization", Quantization.parse(self.quantization, "quantization"))
         _check_str(self.model, "model", nonempty=True)
         _check_digest(self.weights, "weights")
         _check_int(self.dimension, "dimension")
@@ -238,6 +253,8 @@ class EmbeddingContract:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["pooling"] = self.pooling.value
         out["precision"] = self.precision.value
+        if self.quantization is not None:
+            out["quantization"] = self.quantization.value
         return out
 
     def to_json(self) -> str:
@@ -328,6 +345,8 @@ class EmbeddingContract:
             parts.append(f"prefixes={self.query_prefix!r}/{self.document_prefix!r}")
         if self.precision is not Precision.FLOAT32:
             parts.append(f"precision={self.precision.value}")
+        if self.quantization is not None:
+            parts.append(f"weights={self.quantization.value}")
         return " ".join(parts) + f" [{self.fingerprint[:12]}]"
 
 

@@ -364,7 +364,9 @@ def _load(
     backend: str,
     device: str,
 ) -> _Network:
-    key = (weights, backend, device)
+    # The quantised network is another network: it gets its own place in the cache.
+    quant = f"+{contract.quantization.value}" if contract.quantization else ""
+    key = (weights, backend + quant, device)
     if path is None:
         with _ENCODERS_LOCK:
             cached = _ENCODERS.get(key)
@@ -386,7 +388,8 @@ def _load(
             f"the contract says dimension={contract.dimension} but {folder} emits "
             f"{layout.dimension}"
         )
-    encoder = load_encoder(layout.transformer, backend, device)
+    quantization = contract.quantization.value if contract.quantization else None
+    encoder = load_encoder(layout.transformer, backend, device, quantization)
     dense = tuple(DenseHead(d.path, d.activation) for d in layout.dense)
     with _ENCODERS_LOCK:
         return _ENCODERS.setdefault(key, _Network(encoder, dense, folder))

@@ -98,6 +98,7 @@ _CONTRACT_OVERRIDES = (
     "truncate_dim",
     "max_tokens",
     "precision",
+    "quantization",
 )
 
 
@@ -448,9 +449,9 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
             ``sentence-transformers/all-MiniLM-L6-v2``, a registered name, the local HF cache).
         **overrides: contract fields to set explicitly (``pooling``, ``normalize``,
             ``query_prefix``, ``document_prefix``, ``truncate_dim``, ``max_tokens``,
-            ``precision``), plus ``name=`` (the identity to record for a local folder),
-            ``family=`` (a key of :data:`FAMILY_PRESETS`) and ``query_encoder=`` (a separate
-            query encoder's folder or name, for DPR-style pairs).
+            ``precision``, ``quantization``), plus ``name=`` (the identity to record for a
+            local folder), ``family=`` (a key of :data:`FAMILY_PRESETS`) and
+            ``query_encoder=`` (a separate query encoder's folder or name, for DPR pairs).
 
     Returns:
         The contract; the folder is registered under its weights digest so that

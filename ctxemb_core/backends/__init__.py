@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ctxemb_core.backends._tokenize import FolderTokenizer
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import InvalidInputError, UnsupportedModelError
 
 __all__ = ["BACKENDS", "Encoder", "TokenBatch", "load_encoder"]
 
@@ -56,27 +56,33 @@ class Encoder(Protocol):
         ...
 
 
-def _load_torch(folder: Path, device: str) -> Encoder:
+def _load_torch(folder: Path, device: str, quantization: str | None) -> Encoder:
     from ctxemb_core.backends.torch import TorchEncoder
 
+    if quantization is not None:
+        raise UnsupportedModelError(
+            f"quantization={quantization!r} runs on the onnx backend, not on torch"
+        )
     return TorchEncoder(folder, device=device)
 
 
-def _load_onnx(folder: Path, device: str) -> Encoder:
+def _load_onnx(folder: Path, device: str, quantization: str | None) -> Encoder:
     from ctxemb_core.backends.onnx import OnnxEncoder
 
-    return OnnxEncoder(folder, device=device)
+    return OnnxEncoder(folder, device=device, quantization=quantization)
 
 
 BACKENDS = {"torch": _load_torch, "onnx": _load_onnx}
 
 
-def load_encoder(folder: Path, backend: str, device: str) -> Encoder:
-    """Load the network in ``folder`` with the named backend."""
+def load_encoder(
+    folder: Path, backend: str, device: str, quantization: str | None = None
+) -> Encoder:
+    """Load the network in ``folder`` with the named backend (and weight quantization)."""
     try:
         loader = BACKENDS[backend]
     except KeyError:
         raise InvalidInputError(
             f"backend={backend!r} is not known; valid backends are {sorted(BACKENDS)}"
         ) from None
-    return loader(folder, device)
+    return loader(folder, device, quantization)

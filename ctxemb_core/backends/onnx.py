@@ -82,7 +82,14 @@ class OnnxEncoder:
         (1, 3, 384)
     """
 
-    def __init__(self, folder: Path, *, device: str = "cpu", threads: int | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        device: str = "cpu",
+        threads: int | None = None,
+        quantization: str | None = None,
+    ) -> None:
         ort = _import_onnxruntime()
         if device not in _DEVICES:
             raise InvalidInputError(
@@ -100,6 +107,8 @@ class OnnxEncoder:
         self.hidden_size = int(layout.hidden_size)
         self.weights = weights_digest(layout)
         model_file, scratch = _ensure_export(folder, self.weights, self.tokenizer)
+        if quantization is not None:
+            model_file = _quantized(model_file, quantization)
         try:
             self.session = ort.InferenceSession(
                 str(model_file), _session_options(ort, threads), providers=["CPUExecutionProvider"]
@@ -207,6 +216,31 @@ def _ensure_export(
         except OSError:
             return work / _MODEL_FILE, work
         return target / _MODEL_FILE, work
+
+
+def _quantized(model_file: Path, quantization: str) -> Path:
+    """The dynamically quantised twin of an export, made once beside it (atomically)."""
+    if quantization != "int8-dynamic":
+        raise UnsupportedModelError(f"quantization={quantization!r} is not supported")
+    target = model_file.with_name(f"model.{quantization}.onnx")
+    if target.is_file():
+        return target
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _EXPORT_LOCK:
+        if not target.is_file():
+            work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            root = logging.getLogger()
+            level = root.level
+            root.setLevel(logging.ERROR)  # its advice to pre-process is for static quantisation
+            try:
+                quantize_dynamic(str(model_file), str(work), weight_type=QuantType.QInt8)
+            finally:
+                root.setLevel(level)
+            os.replace(work, target)
+    return target
 
 
 def _publish(work: Path, target: Path, meta: dict[str, Any]) -> None:
