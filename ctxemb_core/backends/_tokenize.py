@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxemb_core.errors import ModelNotFoundError
+
+if TYPE_CHECKING:
+    from ctxemb_core.backends import TokenBatch
 
 
 class FolderTokenizer:
@@ -64,6 +68,20 @@ class FolderTokenizer:
         finally:
             self._configure(max_tokens)
         return np.array([len(e.ids) for e in encodings], dtype=np.int64)
+
+
+def token_batch(
+    encodings: list, arrays: dict[str, np.ndarray], hidden: np.ndarray, with_tokens: bool
+) -> TokenBatch:
+    """The :class:`TokenBatch` of a forward pass, the same for every backend."""
+    from ctxemb_core.backends import TokenBatch
+
+    mask = arrays["attention_mask"]
+    truncated = np.array([bool(e.overflowing) for e in encodings])
+    if not with_tokens:
+        return TokenBatch(hidden, mask, truncated)
+    tokens, offsets, special = token_details(encodings, mask)
+    return TokenBatch(hidden, mask, truncated, tokens, offsets, special)
 
 
 def token_details(

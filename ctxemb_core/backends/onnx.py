@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core.backends import TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, token_details
+from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, UnsupportedModelError
 from ctxemb_core.resolve import _cache_dir, read_layout, weights_digest
 
@@ -125,13 +125,7 @@ class OnnxEncoder:
     ) -> TokenBatch:
         encodings, arrays = self.tokenizer(texts, max_tokens)
         (hidden,) = self.session.run([_OUTPUT], {k: arrays[k] for k in self._inputs})
-        hidden = np.asarray(hidden, dtype=np.float32)
-        mask = arrays["attention_mask"]
-        truncated = np.array([bool(e.overflowing) for e in encodings])
-        if not with_tokens:
-            return TokenBatch(hidden, mask, truncated)
-        tokens, offsets, special = token_details(encodings, mask)
-        return TokenBatch(hidden, mask, truncated, tokens, offsets, special)
+        return token_batch(encodings, arrays, np.asarray(hidden, dtype=np.float32), with_tokens)
 
 
 def export_dir(weights: str) -> Path:

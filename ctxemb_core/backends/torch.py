@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from ctxemb_core.backends import TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, token_details
+from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
 from ctxemb_core.errors import MissingDependencyError, ModelNotFoundError
 
 
@@ -60,9 +58,4 @@ class TorchEncoder:
         with torch.inference_mode():
             out = self.model(**feeds)
         hidden = out.last_hidden_state.float().cpu().numpy()
-        mask = arrays["attention_mask"]
-        truncated = np.array([bool(e.overflowing) for e in encodings])
-        if not with_tokens:
-            return TokenBatch(hidden, mask, truncated)
-        tokens, offsets, special = token_details(encodings, mask)
-        return TokenBatch(hidden, mask, truncated, tokens, offsets, special)
+        return token_batch(encodings, arrays, hidden, with_tokens)
