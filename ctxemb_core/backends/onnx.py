@@ -107,9 +107,9 @@ class OnnxEncoder:
         self.hidden_size = int(layout.hidden_size)
         self.weights = weights_digest(layout)
         model_file, scratch = _ensure_export(folder, self.weights, self.tokenizer)
-        if quantization is not None:
-            model_file = _quantized(model_file, quantization)
         try:
+            if quantization is not None:
+                model_file = _quantized(model_file, quantization)
             self.session = ort.InferenceSession(
                 str(model_file), _session_options(ort, threads), providers=["CPUExecutionProvider"]
             )
@@ -241,6 +241,9 @@ def _publish(work: Path, target: Path, meta: dict[str, Any]) -> None:
     # Each file arrives whole (os.replace) and the record last, so a reader that trusts the
     # record finds a complete model; two processes exporting at once each replace the files with
     # an equivalent export of the same weights.
+    # Quantised twins belong to the export they were made from: a new export drops them.
+    for twin in target.glob("model.*.onnx"):
+        twin.unlink(missing_ok=True)
     for file in sorted(work.iterdir()):
         if file.name != _MODEL_FILE:
             os.replace(file, target / file.name)  # external weight data, for a graph over 2 GB
