@@ -212,11 +212,13 @@ def test_bad_writes_leave_the_collection_as_it_was(stamped):
         (["z"], ["ok", "extra"], None),
         ([], [], None),
         ("tea", "a string", None),
-        (["tea", "new"], ["replaced?", "fresh"], [{"ok": 1}, {"bad": {"nested": 1}}]),
     ]
     for ids, docs, metas in bad_calls:
-        with pytest.raises((InvalidInputError, ValueError, TypeError, Exception)):
+        with pytest.raises(InvalidInputError):
             stamped.upsert(ids, docs, metas)
+    # Chroma itself refuses a nested metadata value only when writing: the upsert is undone.
+    with pytest.raises(ValueError):
+        stamped.upsert(["tea", "new"], ["replaced?", "fresh"], [{"ok": 1}, {"bad": {"n": 1}}])
     after = stamped.get(include=["documents", "embeddings"])
     assert sorted(after["ids"]) == sorted(snapshot["ids"])
     order = {i: k for k, i in enumerate(after["ids"])}
