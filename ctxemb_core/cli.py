@@ -38,18 +38,9 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    keys = (
-        "pooling",
-        "name",
-        "family",
-        "query_prefix",
-        "document_prefix",
-        "truncate_dim",
-        "max_tokens",
-        "precision",
-        "quantization",
-        "normalize",
-    )
+    from ctxemb_core.resolve import CONTRACT_OVERRIDES
+
+    keys = (*CONTRACT_OVERRIDES, "name", "family")
     return {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
 
 

@@ -28,6 +28,7 @@ from ctxemb_core.errors import (
 )
 
 __all__ = [
+    "CONTRACT_OVERRIDES",
     "FAMILY_PRESETS",
     "ModelLayout",
     "contract_for",
@@ -90,7 +91,8 @@ _TOKENIZER_FILES = frozenset(
         "tokenizer.model",
     }
 )
-_CONTRACT_OVERRIDES = (
+#: Contract fields a caller may set explicitly through contract_for (and the CLI).
+CONTRACT_OVERRIDES = (
     "pooling",
     "normalize",
     "query_prefix",
@@ -470,7 +472,7 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
     """
     if model is None or not isinstance(model, (str, os.PathLike)) or not os.fspath(model).strip():
         raise InvalidInputError(f"model must be a folder path or a model name, got {model!r}")
-    valid = (*_CONTRACT_OVERRIDES, "name", "family", "query_encoder")
+    valid = (*CONTRACT_OVERRIDES, "name", "family", "query_encoder")
     unknown = sorted(set(overrides) - set(valid))
     if unknown:
         raise InvalidContractError(f"unknown arguments {unknown}; valid ones are {sorted(valid)}")
