@@ -427,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         "docs_per_s": docs_per_s,
         "docs_ratio": docs_ratio,
         "docs_ratio_paired_median": statistics.median(paired),
+        "chunk_seconds": {name: [c[name] for c in per_chunk] for name in seconds},
         "target_docs_ratio": TARGET_DOCS_RATIO,
         "min_cosine_vs_reference": min_cosine_st,
         "latency_ms_median": latency_ms,
