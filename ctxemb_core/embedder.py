@@ -99,7 +99,7 @@ class Embedder:
         path: the model folder; found from the contract (its weights digest or name) if omitted.
         query_path: the folder of a separate query encoder, for contracts that have one.
         backend: ``"auto"`` (ONNX Runtime when it is installed and the model exports, else
-            torch: measured 1.5-2x the throughput and a quarter of the single-query latency of
+            torch: measured 1.4x the throughput and under half the single-query latency of
             torch on 2 CPU cores, see benchmarks/throughput.py), ``"onnx"`` or ``"torch"``.
             Not part of the fingerprint: the stamp's canary proves a backend
             reproduces the vectors.
