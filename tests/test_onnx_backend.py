@@ -18,7 +18,7 @@ from ctxemb_core import Embedder, Pooling, contract_for
 from ctxemb_core.backends import BACKENDS, Encoder, load_encoder
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
-from ctxemb_core.errors import InvalidInputError, MissingDependencyError
+from ctxemb_core.errors import InvalidInputError, MissingDependencyError, UnsupportedModelError
 from ctxemb_core.stamp import IndexStamp
 
 # Varied on purpose: one word to several hundred tokens (cut at max_tokens), digits, punctuation,
@@ -240,3 +240,48 @@ def test_other_devices_and_bad_threads_are_refused(tiny_bert):
         OnnxEncoder(tiny_bert, device="cuda")
     with pytest.raises(InvalidInputError, match="threads"):
         OnnxEncoder(tiny_bert, threads=0)
+
+
+# -- the export recipe -----------------------------------------------------------------------
+
+
+def _record(encoder: OnnxEncoder) -> dict:
+    return json.loads((encoder.model_file.parent / "export.json").read_text())
+
+
+def test_bert_exports_with_fused_attention_and_decoders_without(own_cache, tiny_decoder, tmp_path):
+    bert = _record(OnnxEncoder(build_bert(tmp_path / "bert", seed=31)))
+    assert bert["attention"] == "eager" and bert["rejected"] == []
+    assert bert["fused"]["Attention"] == 2 and bert["fused"]["SkipLayerNormalization"] == 4
+    decoder = _record(OnnxEncoder(tiny_decoder))
+    assert decoder["attention"] == "eager" and decoder["fused"] == {}
+    assert min(bert["check_min_cosine"], decoder["check_min_cosine"]) >= 0.99999
+
+
+def test_a_recipe_that_fails_gives_way_to_the_next(own_cache, tmp_path, monkeypatch):
+    import ctxemb_core.backends.onnx as onnx_backend
+
+    def broken_fusion(model_file: Path, config: object) -> dict:
+        raise RuntimeError("fusion pattern not recognised")
+
+    monkeypatch.setattr(onnx_backend, "_fuse", broken_fusion)
+    folder = build_bert(tmp_path / "bert", seed=32)
+    encoder = OnnxEncoder(folder)
+    record = _record(encoder)
+    assert record["attention"] == "eager" and record["fused"] == {}
+    assert record["rejected"] == ["eager + fused: RuntimeError: fusion pattern not recognised"]
+    torch_vectors = TorchEncoder(folder).encode(TEXTS[:6], 32).hidden
+    np.testing.assert_allclose(encoder.encode(TEXTS[:6], 32).hidden, torch_vectors, atol=1e-5)
+
+
+def test_an_export_no_recipe_reproduces_is_refused_and_not_cached(own_cache, tmp_path, monkeypatch):
+    import ctxemb_core.backends.onnx as onnx_backend
+
+    monkeypatch.setattr(onnx_backend, "CHECK_MIN_COSINE", 1.5)  # no cosine reaches it
+    folder = build_bert(tmp_path / "bert", seed=33)
+    with pytest.raises(UnsupportedModelError) as caught:
+        OnnxEncoder(folder)
+    message = str(caught.value)
+    for recipe in ("eager + fused:", "eager:", "sdpa:", "backend='torch'"):
+        assert recipe in message
+    assert not list(export_dir(_digest(folder)).iterdir())  # nothing published, no scratch
