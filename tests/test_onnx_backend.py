@@ -285,3 +285,17 @@ def test_an_export_no_recipe_reproduces_is_refused_and_not_cached(own_cache, tmp
     for recipe in ("eager + fused:", "eager:", "sdpa:", "backend='torch'"):
         assert recipe in message
     assert not list(export_dir(_digest(folder)).iterdir())  # nothing published, no scratch
+
+
+def test_without_switchable_attention_the_model_exports_as_it_runs(own_cache, tmp_path, monkeypatch):
+    # transformers releases before set_attn_implementation: only the network's own attention.
+    from transformers import PreTrainedModel
+
+    monkeypatch.delattr(PreTrainedModel, "set_attn_implementation")
+    folder = build_bert(tmp_path / "bert", seed=34)
+    encoder = OnnxEncoder(folder)
+    record = _record(encoder)
+    assert record["attention"] == TorchEncoder(folder).model.config._attn_implementation
+    assert record["fused"] == {} and record["rejected"] == []
+    torch_vectors = TorchEncoder(folder).encode(TEXTS[:6], 32).hidden
+    np.testing.assert_allclose(encoder.encode(TEXTS[:6], 32).hidden, torch_vectors, atol=1e-5)

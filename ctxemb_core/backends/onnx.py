@@ -299,23 +299,27 @@ def _export(
     names = [k for k in _INPUTS if k in arrays and k in accepted]
     want = reference.encode(list(_CHECK_TEXTS), _CHECK_TOKENS).hidden  # the network as it runs
     attention = model.config._attn_implementation
-    fusable = model.config.model_type in _FUSABLE
-    # Fastest first: eager attention fused, eager attention, the attention torch runs.
-    recipes = [("eager", True)] if fusable else []
+    # Fastest first: eager attention fused, eager attention, the attention torch runs. Older
+    # transformers cannot switch a loaded model's attention: only the last recipe is left then.
+    switch: Any = getattr(model, "set_attn_implementation", None)
+    recipes = [("eager", True)] if model.config.model_type in _FUSABLE else []
     recipes += [("eager", False)] if attention != "eager" else []
+    recipes = [r for r in recipes if switch is not None or r[0] == attention]
     recipes += [(attention, False)]
     tried: list[str] = []
     for implementation, fuse in recipes:
         recipe = f"{implementation}{' + fused' if fuse else ''}"
         try:
-            model.set_attn_implementation(implementation)
+            if implementation != attention:
+                switch(implementation)
             _trace(torch, model, names, arrays, model_file)
             fused = _fuse(model_file, model.config) if fuse else {}
         except Exception as exc:  # a recipe this network or toolchain cannot take
             tried.append(f"{recipe}: {type(exc).__name__}: {exc}")
             continue
         finally:
-            model.set_attn_implementation(attention)
+            if implementation != attention:
+                switch(attention)
         min_cosine = _self_check(model_file, want, tokenizer, names)
         if min_cosine >= CHECK_MIN_COSINE:
             break
