@@ -27,7 +27,8 @@ on the CPU.
    the float vector, so the documents' vectors are derived from the default path's float vectors
    and the run checks, on the queries and on a sample of documents, that each precision
    contract's own Embedder gives exactly those. If the contract has a ``quantization`` field,
-   the int8-weight contract (``quantization="int8-dynamic"``) joins items 1 and 4 as a side.
+   the int8-weight contract (``quantization="int8-dynamic"``) joins items 1 and 4 as a side,
+   and its document vectors' cosines to the float contract's are reported (min, median).
 
 With ``--n`` below the corpus size, nDCG is computed on that sub-corpus (qrels restricted to its
 documents), which is not comparable with published figures; its absolute target is not checked.
@@ -338,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         ndcg[name] = _ndcg_scores(score(q_lossy, d_lossy), qids, doc_ids, qrels)
         bytes_per_vector[name] = d_lossy.nbytes // len(d_lossy)
+    int8w_cosine: dict[str, float] = {}
     if int8w is not None:
         bytes_per_vector["int8 weights"] = doc_vectors[INT8_WEIGHTS].nbytes // len(a)
+        # How far the int8-weight contract's vectors are from the float contract's, per document.
+        cos = np.sum(doc_vectors[INT8_WEIGHTS] * a, axis=1)
+        int8w_cosine = {"min": float(cos.min()), "median": float(np.median(cos))}
     load_end = os.getloadavg()
 
     # -- report ------------------------------------------------------------------------------
@@ -392,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, size in bytes_per_vector.items():
         rows.append((f"index bytes/vector {name}", str(size), "", ""))
+    for stat, value in int8w_cosine.items():
+        rows.append((f"cosine int8 weights to float ({stat})", f"{value:.4f}", "", ""))
     for name, ok in precision_checks.items():
         rows.append((f"{name} Embedder == quantized floats", str(ok), "True", _pass(ok)))
 
@@ -448,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         "ndcg_onnx_torch_difference": agreement,
         "target_ndcg_agreement": TARGET_NDCG_AGREEMENT,
         "bytes_per_vector": bytes_per_vector,
+        "int8_weights_cosine_to_float": int8w_cosine,
         "precision_embedder_matches_quantized": precision_checks,
         "load_average_start": [round(x, 2) for x in load_start],
         "load_average_end": [round(x, 2) for x in load_end],
