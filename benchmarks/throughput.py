@@ -51,13 +51,21 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DEFAULT_DATA, MODEL, command_line, machine_info, offline, shown, write_result
+from _common import (
+    DEFAULT_DATA,
+    MODEL,
+    command_line,
+    machine_info,
+    offline,
+    quiet_truncation,
+    shown,
+    write_result,
+)
 
 ST_BATCH = 32
 REFERENCE = "sentence-transformers"
@@ -196,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     # SciFact abstracts often exceed the model's 256 tokens; every side truncates them alike.
-    warnings.filterwarnings("ignore", message=".*were truncated as the contract says.*")
+    quiet_truncation()
     folder = args.data / "scifact"
     if not folder.is_dir():
         raise SystemExit(f"{folder} not found; pass --data pointing at the shared data folder")
