@@ -287,7 +287,7 @@ def test_an_export_no_recipe_reproduces_is_refused_and_not_cached(own_cache, tmp
     assert not list(export_dir(_digest(folder)).iterdir())  # nothing published, no scratch
 
 
-def test_without_switchable_attention_the_model_exports_as_it_runs(own_cache, tmp_path, monkeypatch):
+def test_without_switchable_attention_the_network_exports_as_is(own_cache, tmp_path, monkeypatch):
     # transformers releases before set_attn_implementation: only the network's own attention.
     from transformers import PreTrainedModel
 
