@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
-from tiny_models import build_bert
+from tiny_models import build_bert, build_roberta
 
 from ctxemb_core import Embedder, Pooling, contract_for
 from ctxemb_core.backends import BACKENDS, Encoder, load_encoder
@@ -249,13 +249,22 @@ def _record(encoder: OnnxEncoder) -> dict:
     return json.loads((encoder.model_file.parent / "export.json").read_text())
 
 
-def test_bert_exports_with_fused_attention_and_decoders_without(own_cache, tiny_decoder, tmp_path):
-    bert = _record(OnnxEncoder(build_bert(tmp_path / "bert", seed=31)))
-    assert bert["attention"] == "eager" and bert["rejected"] == []
-    assert bert["fused"]["Attention"] == 2 and bert["fused"]["SkipLayerNormalization"] == 4
-    decoder = _record(OnnxEncoder(tiny_decoder))
-    assert decoder["attention"] == "eager" and decoder["fused"] == {}
-    assert min(bert["check_min_cosine"], decoder["check_min_cosine"]) >= 0.99999
+@pytest.mark.parametrize("build", [build_bert, build_roberta])
+def test_bert_family_exports_with_fused_attention(own_cache, tmp_path, build):
+    folder = build(tmp_path / "encoder", seed=31)
+    encoder = OnnxEncoder(folder)
+    record = _record(encoder)
+    assert record["attention"] == "eager" and record["rejected"] == []
+    assert record["fused"]["Attention"] == 2 and record["fused"]["SkipLayerNormalization"] == 4
+    assert record["check_min_cosine"] >= 0.99999
+    torch_vectors = TorchEncoder(folder).encode(TEXTS, 48).hidden
+    np.testing.assert_allclose(encoder.encode(TEXTS, 48).hidden, torch_vectors, atol=1e-5)
+
+
+def test_a_decoder_exports_with_eager_attention_unfused(own_cache, tiny_decoder):
+    record = _record(OnnxEncoder(tiny_decoder))
+    assert record["attention"] == "eager" and record["fused"] == {}
+    assert record["check_min_cosine"] >= 0.99999
 
 
 def test_a_recipe_that_fails_gives_way_to_the_next(own_cache, tmp_path, monkeypatch):

@@ -119,6 +119,8 @@ from transformers import (
     LlamaConfig,
     LlamaModel,
     PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaModel,
 )
 
 __all__ = [
@@ -268,6 +270,32 @@ def build_bert(
         model = BertModel(config)
     model.save_pretrained(str(path))
     _write_bert_tokenizer(path, max_length=max_position)
+    return path
+
+
+def build_roberta(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Write a random ``RobertaModel`` folder over VOCAB's WordPiece tokenizer.
+
+    The architecture is what matters here (its position ids count from the padding id, and it has
+    one token type); the tokenizer only supplies ids, so the BERT one over VOCAB serves.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = RobertaConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=130,  # 128 tokens after the padding id's offset of 2
+        pad_token_id=0,
+        type_vocab_size=1,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = RobertaModel(config)
+    model.save_pretrained(str(path))
+    _write_bert_tokenizer(path, max_length=128)
     return path
 
 
