@@ -267,18 +267,31 @@ def test_a_decoder_exports_with_eager_attention_unfused(own_cache, tiny_decoder)
     assert record["check_min_cosine"] >= 0.99999
 
 
-def test_a_recipe_that_fails_gives_way_to_the_next(own_cache, tmp_path, monkeypatch):
+def _fusion_raises(model_file: Path, config: object) -> dict:
+    raise RuntimeError("fusion pattern not recognised")
+
+
+def _fusion_writes_a_broken_graph(model_file: Path, config: object) -> dict:
+    model_file.write_bytes(b"not an onnx graph")
+    return {"Attention": 2}
+
+
+@pytest.mark.parametrize(
+    ("fusion", "reason"),
+    [(_fusion_raises, "RuntimeError: fusion pattern"), (_fusion_writes_a_broken_graph, "")],
+)
+def test_a_recipe_that_fails_gives_way_to_the_next(
+    own_cache, tmp_path, monkeypatch, fusion, reason
+):
     import ctxemb_core.backends.onnx as onnx_backend
 
-    def broken_fusion(model_file: Path, config: object) -> dict:
-        raise RuntimeError("fusion pattern not recognised")
-
-    monkeypatch.setattr(onnx_backend, "_fuse", broken_fusion)
+    monkeypatch.setattr(onnx_backend, "_fuse", fusion)
     folder = build_bert(tmp_path / "bert", seed=32)
     encoder = OnnxEncoder(folder)
     record = _record(encoder)
     assert record["attention"] == "eager" and record["fused"] == {}
-    assert record["rejected"] == ["eager + fused: RuntimeError: fusion pattern not recognised"]
+    assert len(record["rejected"]) == 1 and record["rejected"][0].startswith("eager + fused: ")
+    assert reason in record["rejected"][0]
     torch_vectors = TorchEncoder(folder).encode(TEXTS[:6], 32).hidden
     np.testing.assert_allclose(encoder.encode(TEXTS[:6], 32).hidden, torch_vectors, atol=1e-5)
 

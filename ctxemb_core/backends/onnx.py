@@ -314,13 +314,13 @@ def _export(
                 switch(implementation)
             _trace(torch, model, names, arrays, model_file)
             fused = _fuse(model_file, model.config) if fuse else {}
+            min_cosine = _self_check(model_file, want, tokenizer, names)
         except Exception as exc:  # a recipe this network or toolchain cannot take
             tried.append(f"{recipe}: {type(exc).__name__}: {exc}")
             continue
         finally:
             if implementation != attention:
                 switch(attention)
-        min_cosine = _self_check(model_file, want, tokenizer, names)
         if min_cosine >= CHECK_MIN_COSINE:
             break
         tried.append(f"{recipe}: token cosine {min_cosine:.6f} < {CHECK_MIN_COSINE}")
