@@ -264,12 +264,18 @@ def build_bert(
         max_position_embeddings=max_position,
         pad_token_id=0,
     )
+    return _save_random_encoder(BertModel, config, path, seed=seed, max_length=max_position)
+
+
+def _save_random_encoder(
+    model_class: type, config: Any, path: Path, *, seed: int, max_length: int
+) -> Path:
     # fork_rng: seed the init without disturbing the caller's global RNG state.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = BertModel(config)
+        model = model_class(config)
     model.save_pretrained(str(path))
-    _write_bert_tokenizer(path, max_length=max_position)
+    _write_bert_tokenizer(path, max_length=max_length)
     return path
 
 
@@ -291,12 +297,7 @@ def build_roberta(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: 
         pad_token_id=0,
         type_vocab_size=1,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = RobertaModel(config)
-    model.save_pretrained(str(path))
-    _write_bert_tokenizer(path, max_length=128)
-    return path
+    return _save_random_encoder(RobertaModel, config, path, seed=seed, max_length=128)
 
 
 def _activation(name: str | None) -> torch.nn.Module:
