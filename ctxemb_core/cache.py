@@ -41,7 +41,7 @@ from ctxemb_core.contract import Role
 from ctxemb_core.errors import CtxembWarning, InvalidInputError
 from ctxemb_core.resolve import _cache_dir
 
-__all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache"]
+__all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache", "check_texts"]
 
 T = TypeVar("T")
 
@@ -224,7 +224,7 @@ class EmbeddingCache:
             InvalidInputError: a non-string text, an empty fingerprint or an unknown role.
         """
         fingerprint, role = _check_namespace(fingerprint, role)
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         keys = [_text_key(t) for t in texts]
         n = len(keys)
         found = np.zeros(n, dtype=bool)
@@ -280,7 +280,7 @@ class EmbeddingCache:
                 fingerprint and role.
         """
         fingerprint, role = _check_namespace(fingerprint, role)
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         array = _check_vectors(vectors, len(texts))
         if not texts:
             return
@@ -328,7 +328,7 @@ class EmbeddingCache:
         Raises:
             InvalidInputError: as :meth:`put_many`, including for what ``compute`` returned.
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         lookup = self.get_many(fingerprint, role, texts)
         if lookup.found.all():  # also the empty batch: nothing to compute
             return lookup.vectors
@@ -774,12 +774,16 @@ def _check_namespace(fingerprint: Any, role: Any) -> tuple[str, str]:
     return fingerprint, value
 
 
-def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise InvalidInputError(
-            f"texts must be a list of strings, got {type(texts).__name__}"
-            + ("; wrap a single text in a list" if isinstance(texts, str) else "")
-        )
+def check_texts(texts: Any, *, single: str = "wrap a single text in a list") -> list[str]:
+    """A batch of texts as a list, or :class:`InvalidInputError` saying what is wrong with it.
+
+    ``single`` is the advice given when one string arrives where a list belongs. Shared by the
+    cache and the :class:`~ctxemb_core.Embedder`, which also refuses an empty batch.
+    """
+    if isinstance(texts, str):
+        raise InvalidInputError(f"texts must be a list of strings, got one string; {single}")
+    if not isinstance(texts, Sequence):
+        raise InvalidInputError(f"texts must be a list of strings, got {type(texts).__name__}")
     bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
     if bad:
         raise InvalidInputError(

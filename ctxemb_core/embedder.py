@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
-from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.cache import EmbeddingCache, check_texts
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -404,23 +404,10 @@ def _check_text(text: Any, what: str) -> None:
 
 
 def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, str):
-        raise InvalidInputError(
-            "texts must be a list of strings, got one string; use embed_query for a single query "
-            "or wrap it in a list"
-        )
-    if texts is None or not isinstance(texts, Sequence):
-        raise InvalidInputError(f"texts must be a list of strings, got {type(texts).__name__}")
-    if len(texts) == 0:
+    checked = check_texts(texts, single="use embed_query for a single query or wrap it in a list")
+    if not checked:
         raise InvalidInputError("texts is empty: there is nothing to embed")
-    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-    if bad:
-        i = bad[0]
-        raise InvalidInputError(
-            f"texts[{i}] is {type(texts[i]).__name__}, not a string "
-            f"({len(bad)} of {len(texts)} items are not strings)"
-        )
-    return list(texts)
+    return checked
 
 
 def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
