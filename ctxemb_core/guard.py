@@ -26,6 +26,7 @@ from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
 
 __all__ = [
     "VerifyReport",
+    "adopt_stamp",
     "check_records",
     "check_sample",
     "open_stamp",
@@ -169,6 +170,29 @@ def verify_index(
         size = len(sample[0])
         low, bad = check_sample(embedder, *sample, tolerance=tolerance)
     return VerifyReport(stamp is not None, match, diff or None, canary, size, low, bad, tolerance)
+
+
+def adopt_stamp(
+    embedder: Embedder,
+    sample: tuple[Sequence[str], Sequence[str | None], Any],
+    stored: int,
+    name: str,
+    tolerance: float = CANARY_TOLERANCE,
+) -> IndexStamp:
+    """The stamp to write on an unstamped index of ``stored`` records, once its sample proves it.
+
+    Raises:
+        MissingStampError: a sampled stored vector is not this contract's, or the index has
+            records but none with text to re-embed (nothing proves whose vectors they are).
+    """
+    report = verify_index(None, embedder, sample, tolerance)
+    if report.bad_ids or (stored and report.sample_min_cosine is None):
+        raise MissingStampError(
+            f"cannot adopt {name!r}: its stored vectors are not this contract's "
+            f"(lowest cosine {report.sample_min_cosine}, {len(report.bad_ids)} of "
+            f"{report.sample_size} sampled documents differ, or no documents to re-embed)"
+        )
+    return IndexStamp.from_embedder(embedder)
 
 
 def sample_ranges(count: int, size: int) -> Iterator[tuple[int, int]]:

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ctxemb_core import IndexStamp
-from ctxemb_core.errors import ContractMismatchError, ForeignVectorsError, InvalidInputError
-from ctxemb_core.guard import check_records, open_stamp, sample_ranges, verify_index
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    ForeignVectorsError,
+    InvalidInputError,
+    MissingStampError,
+)
+from ctxemb_core.guard import adopt_stamp, check_records, open_stamp, sample_ranges, verify_index
 
 
 @pytest.mark.parametrize(
@@ -56,3 +61,18 @@ def test_verify_index_reports_every_finding(minilm, minilm_contract):
         open_stamp(md, other)
     unstamped = verify_index({}, minilm)
     assert not unstamped.stamped and not unstamped.ok
+
+
+def test_adopt_stamp_needs_a_sample_that_proves_the_stored_vectors(minilm, minilm_contract):
+    from ctxemb_core import Embedder
+
+    texts = ["green tea", "bike chains"]
+    good = minilm.embed_documents(texts)
+    stamp = adopt_stamp(minilm, (["a", "b"], texts, good), stored=2, name="docs")
+    assert stamp.verify(minilm).min_cosine > 0.9999
+    other = Embedder(minilm_contract.with_(pooling="max")).embed_documents(texts)
+    with pytest.raises(MissingStampError, match=r"cannot adopt 'docs'.*1 of 2 sampled"):
+        adopt_stamp(minilm, (["a", "b"], texts, [good[0], other[1]]), stored=2, name="docs")
+    with pytest.raises(MissingStampError, match="no documents to re-embed"):
+        adopt_stamp(minilm, (["a"], [None], good[:1]), stored=1, name="docs")
+    assert adopt_stamp(minilm, ([], [], []), stored=0, name="empty").contract == minilm_contract

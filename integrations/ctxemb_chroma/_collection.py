@@ -14,6 +14,7 @@ from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.guard import (
     VerifyReport,
+    adopt_stamp,
     check_records,
     open_stamp,
     sample_ranges,
@@ -126,14 +127,7 @@ def open_collection(
 def _adopt(
     raw: Collection, embedder: Embedder, ef: ContractEmbeddingFunction, sample: int
 ) -> IndexStamp:
-    report = verify_index(None, embedder, _sample(raw, max(sample, 1)))
-    if report.bad_ids or (raw.count() and report.sample_min_cosine is None):
-        raise MissingStampError(
-            f"cannot adopt {raw.name!r}: its stored vectors are not this contract's "
-            f"(lowest cosine {report.sample_min_cosine}, {len(report.bad_ids)} of "
-            f"{report.sample_size} sampled documents differ, or no documents to re-embed)"
-        )
-    stamp = IndexStamp.from_embedder(embedder)
+    stamp = adopt_stamp(embedder, _sample(raw, max(sample, 1)), raw.count(), raw.name)
     raw.modify(
         metadata={**(raw.metadata or {}), **stamp.to_metadata()},
         configuration={"embedding_function": ef},
@@ -147,10 +141,7 @@ def verify(
     sample: int = 32,
 ) -> VerifyReport:
     """Check a collection against a contract and report every finding (never raises for them)."""
-    if isinstance(collection, GuardedCollection):
-        raw = collection.client.get_collection(collection.name, embedding_function=None)
-    else:
-        raw = collection
+    raw = collection.stored() if isinstance(collection, GuardedCollection) else collection
     return verify_index(raw.metadata, _embedder(contract), _sample(raw, sample))
 
 
@@ -183,9 +174,9 @@ class GuardedCollection:
     def ids(self) -> set[str]:
         return set(self.raw.get(include=[])["ids"])
 
-    def _fresh_stamp(self) -> IndexStamp:
-        fresh = self.client.get_collection(self.name, embedding_function=None)
-        return IndexStamp.from_metadata(fresh.metadata)
+    def stored(self) -> Collection:
+        """The collection as the store has it now (another process may have replaced it)."""
+        return self.client.get_collection(self.name, embedding_function=None)
 
     def add(
         self,
@@ -197,7 +188,7 @@ class GuardedCollection:
     ) -> None:
         """Embed documents under the contract and write them; nothing is written on any error."""
         ids, metadatas = check_records(ids, documents, metadatas)
-        self._fresh_stamp().check_contract(self.contract)
+        IndexStamp.from_metadata(self.stored().metadata).check_contract(self.contract)
         vectors = self.embedder.embed_documents(list(documents))
         write = self.raw.upsert if upsert else self.raw.add
         previous = (
