@@ -241,8 +241,8 @@ def _query(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     adapter, client = _adapter(args)
     contract = _caller_contract(args, adapter, client)
-    raw = client.get_collection(args.collection, embedding_function=None)
-    report = adapter.verify(raw, contract, sample=args.sample)
+    stored = adapter.stored_collection(client, args.collection)
+    report = adapter.verify(stored, contract, sample=args.sample)
     print(json.dumps(report.to_dict(), indent=2))
     return 0 if report.ok else 1
 

@@ -48,6 +48,12 @@ def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path):
     mismatch = ctxemb("verify", *store, "--no-normalize", check=False)
     assert mismatch.returncode == 1
     assert json.loads(mismatch.stdout)["diff"] == ["normalize: index=True, caller=False"]
+    store[-1] = "nothing-here"
+    missing = ctxemb(
+        "verify", *store, "--model", "sentence-transformers/all-MiniLM-L6-v2", check=False
+    )
+    assert missing.returncode == 2
+    assert "InvalidInputError: collection 'nothing-here' does not exist" in missing.stderr
 
 
 def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):

@@ -26,6 +26,7 @@ from ctxemb_chroma._collection import (
     connect,
     open_collection,
     stamped_contract,
+    stored_collection,
     verify,
 )
 from ctxemb_chroma._function import ContractEmbeddingFunction
@@ -38,5 +39,6 @@ __all__ = [
     "migrate",
     "open_collection",
     "stamped_contract",
+    "stored_collection",
     "verify",
 ]

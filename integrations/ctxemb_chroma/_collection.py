@@ -33,13 +33,17 @@ def connect(path: str | None = None, host: str | None = None, port: int = 8000) 
     return chromadb.PersistentClient(path=path or "./chroma")
 
 
-def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
-    """The contract recorded in a collection's stamp (raises if it has none)."""
+def stored_collection(client: ClientAPI, name: str) -> Collection:
+    """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
     try:
-        raw = client.get_collection(name, embedding_function=None)
+        return client.get_collection(name, embedding_function=None)
     except NotFoundError:
         raise InvalidInputError(f"collection {name!r} does not exist") from None
-    return IndexStamp.from_metadata(raw.metadata).contract
+
+
+def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
+    """The contract recorded in a collection's stamp (raises if it has none)."""
+    return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
 
 
 def _embedder(contract: EmbeddingContract | Embedder) -> Embedder:
@@ -176,7 +180,7 @@ class GuardedCollection:
 
     def stored(self) -> Collection:
         """The collection as the store has it now (another process may have replaced it)."""
-        return self.client.get_collection(self.name, embedding_function=None)
+        return stored_collection(self.client, self.name)
 
     def add(
         self,
