@@ -368,8 +368,8 @@ def _trace(
 
 def _fuse(model_file: Path, config: Any) -> dict[str, int]:
     """Rewrite a BERT-family graph in place with onnxruntime's fused kernels; the counts."""
-    if any(p != model_file for p in model_file.parent.iterdir() if p.name != _META_FILE):
-        # External weight data (a graph over 2 GB): keep it as exported.
+    if any(p != model_file for p in model_file.parent.iterdir()):
+        # External weight data beside the graph (over 2 GB): keep it as exported.
         raise UnsupportedModelError("graphs with external weight data are not fused")
     from onnxruntime.transformers.optimizer import optimize_model
 
