@@ -5,6 +5,7 @@ whole family in one place, and each carries the context needed to act on it::
 
     CtxembError
     ├── InvalidInputError (+ ValueError)      bad texts, batches, arguments
+    │   └── ExistingIdsError                  ``add`` of ids the index already holds
     ├── InvalidContractError (+ ValueError)   a contract that cannot exist (unknown pooling, …)
     ├── DataFormatError (+ ValueError)        a corpus, qrels or stamp file that cannot be read
     ├── ModelNotFoundError (+ FileNotFoundError)
@@ -12,8 +13,13 @@ whole family in one place, and each carries the context needed to act on it::
     ├── UnsupportedModelError                 a module graph ctxemb cannot reproduce exactly
     ├── MissingDependencyError (+ ImportError)
     │                                         an optional extra is not installed
+    ├── StoreUnavailableError (+ ConnectionError)
+    │                                         a store's server or folder cannot be used
+    ├── IncompleteWriteError                  a failed write could not be fully undone
     └── StampError                            the index and the caller disagree
         ├── MissingStampError                 the index carries no stamp
+        ├── DamagedStampError (+ DataFormatError)
+        │                                     a stamp that cannot be read or is inconsistent
         ├── ContractMismatchError             the fingerprints differ (names each field)
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
         └── ForeignVectorsError               stored vectors that this contract did not make
@@ -33,15 +39,19 @@ __all__ = [
     "ContractMismatchError",
     "CtxembError",
     "CtxembWarning",
+    "DamagedStampError",
     "DataFormatError",
     "EncoderDriftError",
+    "ExistingIdsError",
     "ForeignVectorsError",
+    "IncompleteWriteError",
     "InvalidContractError",
     "InvalidInputError",
     "MissingDependencyError",
     "MissingStampError",
     "ModelNotFoundError",
     "StampError",
+    "StoreUnavailableError",
     "TruncationWarning",
     "UnsupportedModelError",
 ]
@@ -53,6 +63,25 @@ class CtxembError(Exception):
 
 class InvalidInputError(CtxembError, ValueError):
     """An argument or input text is not acceptable (``None``, not a string, an empty batch, …)."""
+
+
+class ExistingIdsError(InvalidInputError):
+    """``add`` was given ids the index already holds; nothing was written.
+
+    Attributes:
+        ids: the ids that are already present.
+    """
+
+    def __init__(self, ids: tuple[str, ...]) -> None:
+        self.ids = tuple(ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        super().__init__(
+            f"{len(self.ids)} ids are already in the index ({shown}); add never replaces a "
+            "record, so nothing was written. Use upsert to replace them, or leave them out."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.ids,))
 
 
 class InvalidContractError(CtxembError, ValueError):
@@ -75,12 +104,45 @@ class MissingDependencyError(CtxembError, ImportError):
     """An optional dependency is missing; the message says which ``pip install`` fixes it."""
 
 
+class StoreUnavailableError(CtxembError, ConnectionError):
+    """A store's server cannot be reached, or its folder cannot be used; nothing was changed."""
+
+
+class IncompleteWriteError(CtxembError):
+    """A write failed and undoing it failed too: the index may hold part of the write.
+
+    Attributes:
+        error: the error that failed the write.
+        undo_error: the error that failed the undo.
+        ids: the ids whose records may differ from their state before the call.
+    """
+
+    def __init__(self, error: BaseException, undo_error: BaseException, ids: tuple[str, ...]):
+        self.error = error
+        self.undo_error = undo_error
+        self.ids = tuple(ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        super().__init__(
+            f"the write failed ({type(error).__name__}: {error}) and undoing it failed too "
+            f"({type(undo_error).__name__}: {undo_error}); the records of {len(self.ids)} ids "
+            f"may differ from before the call ({shown}). Run the same write again once the "
+            "store is reachable (it is idempotent), or verify the index."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error, self.undo_error, self.ids))
+
+
 class StampError(CtxembError):
     """The index's stamp and the caller's embedder disagree; nothing was written or returned."""
 
 
 class MissingStampError(StampError):
     """The index carries no ctxemb stamp, so nothing proves which contract wrote it."""
+
+
+class DamagedStampError(StampError, DataFormatError):
+    """The index carries a stamp that cannot be read or contradicts itself (never a clean pass)."""
 
 
 class ContractMismatchError(StampError):
