@@ -2,6 +2,11 @@
 
 Store commands (Chroma, …) are reached by name and loaded on demand, so this module imports no
 integration at module level.
+
+A user's mistake never ends in a traceback: every one is a :class:`CtxembError` (argparse's own
+usage errors included), printed as one ``ctxemb: error:`` line on stderr with exit code 2, and is
+found before the store is touched wherever the inputs allow it. A failed ``verify`` exits 1 and an
+interrupt 130. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -9,29 +14,83 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import CtxembError, MissingDependencyError
+from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
+from ctxemb_core.errors import (
+    CtxembError,
+    DataFormatError,
+    InvalidInputError,
+    MissingDependencyError,
+    StoreUnavailableError,
+)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: The stores the CLI has adapters for; each is the import package ``ctxemb_<store>``.
+STORES = ("chroma",)
+INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are :class:`InvalidInputError` naming the argument.
+
+    argparse would print the usage and exit; raising instead lets :func:`main` report every user
+    mistake the same way (one line, exit 2) and lets in-process callers catch it.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise InvalidInputError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=`` accepting integers in ``low..high``; argparse names the option."""
+
+    def parse(text: str) -> int:
+        bounds = f"{low}..{high}" if high is not None else f"≥ {low}"
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer {bounds}, got {text!r}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+_POSITIVE = _int_at_least(1)
+_COUNT = _int_at_least(0)
+_PORT = _int_at_least(1, 65535)
+
+
+def _choices(values: Sequence[object]) -> str:
+    return ", ".join(str(v) for v in values)
 
 
 def _contract_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pooling", help="cls, mean, max, last_token, weighted_mean, mean_sqrt_len")
+    from ctxemb_core.resolve import FAMILY_PRESETS
+
+    # Contract values are checked by contract_for alone (one validator, whose errors list the
+    # valid values): the CLI only parses them and passes the user's value through unchanged.
+    p.add_argument("--pooling", help=_choices(list(Pooling)))
     p.add_argument("--name", help="identity to record for a local folder (default: its name)")
-    p.add_argument("--family", help="prefix preset: e5, bge-en, bge-zh, instructor, nomic")
+    p.add_argument("--family", help=f"prefix preset: {_choices(list(FAMILY_PRESETS))}")
     p.add_argument("--query-prefix")
     p.add_argument("--document-prefix")
-    p.add_argument("--truncate-dim", type=int)
-    p.add_argument("--max-tokens", type=int)
-    p.add_argument("--precision", help="float32, float16, int8, binary")
-    p.add_argument("--quantization", help="int8-dynamic (int8 weights, onnx backend)")
+    p.add_argument("--truncate-dim", type=int, help="Matryoshka prefix length (≥ 1)")
+    p.add_argument("--max-tokens", type=int, help="tokenizer truncation length (≥ 1)")
+    p.add_argument("--precision", help=_choices(list(Precision)))
+    p.add_argument(
+        "--quantization", help=f"{_choices(list(Quantization))} (int8 weights, onnx backend)"
+    )
     p.add_argument(
         "--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2 normalise"
     )
@@ -44,8 +103,19 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
 
 
+_VERIFY_DESCRIPTION = """\
+Check a collection against a contract (the given one, else the collection's own) and print a JSON
+report of what was checked and what could not be. The checks: the collection carries a ctxemb
+stamp; the stamp's fingerprint equals the caller's (each differing field listed); this encoder
+re-embeds the stamp's canary probes to the stored canary vectors; and stored documents re-embed to
+their stored vectors — a sample (--sample, half the newest records and half at random) or every
+record (--all, read in pages, with progress). A record stored without its text cannot be
+re-embedded and is reported as unchecked, and records outside the sample are not checked at all.
+Exit code 0 when every check passes, 1 when any fails, 2 on an error."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxemb",
         description="Contract-aware embeddings: pin the recipe, stamp the index, refuse mixes.",
     )
@@ -68,12 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--corpus", type=Path, default=_EXAMPLES / "corpus.jsonl")
     p.add_argument("--queries", type=Path, default=_EXAMPLES / "queries.jsonl")
-    p.add_argument("--top-k", type=int, default=3)
+    p.add_argument("--top-k", type=_POSITIVE, default=3)
     p.add_argument("--collection", default="ctxemb-demo")
-    p.add_argument("--store", default="chroma")
+    p.add_argument("--store", default="chroma", choices=STORES)
     p.add_argument("--path", default="./ctxemb-demo-chroma", help="embedded store folder")
     p.add_argument("--host", help=argparse.SUPPRESS)
-    p.add_argument("--port", type=int, default=8000, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=_PORT, default=8000, help=argparse.SUPPRESS)
 
     p = sub.add_parser(
         "index",
@@ -84,7 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("data", type=Path, help="a BEIR folder or a .jsonl(.gz) file")
     _store_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--batch-size", type=int, default=512, help="documents per write")
+    p.add_argument("--batch-size", type=_POSITIVE, default=512, help="documents per write (≥ 1)")
+    _open_sample_arg(p)
     _contract_args(p)
 
     p = sub.add_parser(
@@ -95,20 +166,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("text", nargs="+", help="one or more query texts")
     _store_args(p)
-    p.add_argument("-k", "--top-k", type=int, default=5)
+    p.add_argument("-k", "--top-k", type=_POSITIVE, default=5, help="results per query (≥ 1)")
     p.add_argument("--model", help="query with this model's contract (must match the index)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
+    _open_sample_arg(p)
     _contract_args(p)
 
     p = sub.add_parser(
         "verify",
         help="check a collection against a contract and print a report",
-        description="Report the stamp, the fingerprint match (with the differing fields), the "
-        "canary cosine and a sampled re-embedding. Exit code 1 when anything fails.",
+        description=_VERIFY_DESCRIPTION,
     )
     _store_args(p)
     p.add_argument("--model", help="the caller's model (default: the collection's own contract)")
-    p.add_argument("--sample", type=int, default=32)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--sample",
+        type=_COUNT,
+        default=32,
+        help="stored documents to re-embed and compare (default 32; 0: stamp and canary only)",
+    )
+    scope.add_argument(
+        "--all", action="store_true", help="re-embed and compare every stored document"
+    )
     _contract_args(p)
 
     p = sub.add_parser(
@@ -121,7 +201,8 @@ def _parser() -> argparse.ArgumentParser:
     _store_args(p)
     p.add_argument("--to", required=True, help="name of the new collection")
     p.add_argument("--model", help="the target model (default: the source's model)")
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-size", type=_POSITIVE, default=256, help="documents per write (≥ 1)")
+    _open_sample_arg(p)
     _contract_args(p)
 
     p = sub.add_parser(
@@ -134,19 +215,74 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test")
     _store_args(p, collection_required=False)
     p.add_argument("--model", default=DEFAULT_MODEL)
+    _open_sample_arg(p)
     _contract_args(p)
     return parser
 
 
 def _store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) -> None:
     p.add_argument("--collection", required=collection_required, help="collection name")
-    p.add_argument("--store", default="chroma", help="the store's adapter (default: chroma)")
+    p.add_argument(
+        "--store", default="chroma", choices=STORES, help="the store's adapter (default: chroma)"
+    )
     p.add_argument("--path", default="./chroma", help="embedded store folder (default ./chroma)")
     p.add_argument("--host", help="a store server's host (instead of --path)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=_PORT, default=8000)
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
+
+
+def _open_sample_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sample",
+        type=_COUNT,
+        default=None,
+        help="stored documents re-embedded and compared when an existing collection is opened "
+        "(default: the adapter's; 0: stamp and canary only)",
+    )
+
+
+def _open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    # Only what the user set: the adapter keeps its own default sample.
+    return {} if args.sample is None else {"sample": args.sample}
+
+
+def _check_store_path(args: argparse.Namespace, *, existing: bool) -> None:
+    """Refuse an embedded store folder that cannot be used, before anything touches it.
+
+    Args:
+        existing: the command reads a collection, so the store must already be there (a
+            missing folder would otherwise be created empty just to report that nothing is in
+            it).
+
+    Raises:
+        InvalidInputError: ``existing`` and there is no folder at ``--path``.
+        StoreUnavailableError: ``--path`` is a file, or a folder that cannot be created there.
+    """
+    if args.host:
+        return
+    path = Path(args.path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise StoreUnavailableError(
+            f"--path {args.path} is a file, not a store folder; pass a folder (it is created if "
+            "it does not exist)"
+        )
+    if path.is_dir():
+        return
+    if existing:
+        raise InvalidInputError(
+            f"--path {args.path}: no store there; pass the folder of an existing store (or "
+            "--host of a server), or create one with ctxemb index"
+        )
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        what = "is a file" if not parent.is_dir() else "is not writable"
+        raise StoreUnavailableError(
+            f"--path {args.path} cannot be created: {parent} {what}; pass a folder you can write"
+        )
 
 
 def _adapter(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -162,14 +298,23 @@ def _adapter(args: argparse.Namespace) -> tuple[Any, Any]:
     return adapter, adapter.connect(path=args.path, host=args.host, port=args.port)
 
 
-def _caller_contract(args: argparse.Namespace, adapter: Any, client: Any) -> EmbeddingContract:
-    """The contract given on the command line, else the collection's own."""
+def _given_contract(args: argparse.Namespace) -> EmbeddingContract | None:
+    """The contract that ``--model`` names, resolved before any store is opened."""
     from ctxemb_core.resolve import contract_for
 
+    return contract_for(args.model, **_overrides(args)) if args.model else None
+
+
+def _caller_contract(
+    args: argparse.Namespace, given: EmbeddingContract | None, adapter: Any, client: Any
+) -> EmbeddingContract:
+    """The contract given on the command line, else the collection's own (with the overrides)."""
+    from ctxemb_core.resolve import contract_for
+
+    if given is not None:
+        return given
+    stamped: EmbeddingContract = adapter.stamped_contract(client, args.collection)
     overrides = _overrides(args)
-    if args.model:
-        return contract_for(args.model, **overrides)
-    stamped = adapter.stamped_contract(client, args.collection)
     if not overrides:
         return stamped
     return contract_for(stamped.model, **overrides)
@@ -183,11 +328,47 @@ def _embedder(args: argparse.Namespace, contract: EmbeddingContract) -> Any:
 
 
 def _load_documents(data: Path) -> dict[str, dict[str, str]]:
-    from ctxemb_core.eval.beir import load_beir, load_jsonl_corpus
+    """A JSONL corpus, or a BEIR folder's; refuses a corpus without documents."""
+    from ctxemb_core.eval.beir import load_jsonl_corpus
 
     if data.is_dir():
-        return load_beir(data).corpus
-    return load_jsonl_corpus(data)
+        # Indexing needs only the corpus: a folder without queries or qrels is fine here.
+        found = [data / n for n in ("corpus.jsonl", "corpus.jsonl.gz") if (data / n).is_file()]
+        if not found:
+            raise DataFormatError(f"{data} holds no corpus.jsonl (or corpus.jsonl.gz)")
+        data = found[0]
+    return _non_empty(load_jsonl_corpus(data), data)
+
+
+def _non_empty(corpus: dict[str, dict[str, str]], source: Path) -> dict[str, dict[str, str]]:
+    if not corpus:
+        raise DataFormatError(
+            f"{source} holds no documents; a corpus is one JSON object "
+            '{"_id", "title", "text"} per line'
+        )
+    return corpus
+
+
+def _load_queries(path: Path) -> list[str]:
+    """The texts of a JSONL file of ``{"text": ...}`` queries (the demo's)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path}: not valid UTF-8 ({exc.reason})") from None
+    queries = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            text = json.loads(line)["text"]
+        except (ValueError, TypeError, KeyError):
+            text = None
+        if not isinstance(text, str):
+            raise DataFormatError(f'{path}:{lineno}: expected a JSON object with a string "text"')
+        queries.append(text)
+    if not queries:
+        raise DataFormatError(f'{path} holds no queries; write one {{"text": ...}} per line')
+    return queries
 
 
 def _index_missing(collection: Any, corpus: dict[str, dict[str, str]], batch: int) -> int:
@@ -209,10 +390,12 @@ def _index_missing(collection: Any, corpus: dict[str, dict[str, str]], batch: in
 def _index(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
-    adapter, client = _adapter(args)
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
-    collection = adapter.open_collection(client, args.collection, _embedder(args, contract))
+    embedder = _embedder(args, contract)
+    _check_store_path(args, existing=False)
+    adapter, client = _adapter(args)
+    collection = adapter.open_collection(client, args.collection, embedder, **_open_kwargs(args))
     added = _index_missing(collection, corpus, args.batch_size)
     print(
         f"{args.collection}: {added} added, {collection.count()} documents, "
@@ -222,9 +405,13 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    given = _given_contract(args)
+    _check_store_path(args, existing=True)
     adapter, client = _adapter(args)
-    contract = _caller_contract(args, adapter, client)
-    collection = adapter.open_collection(client, args.collection, contract, create=False)
+    contract = _caller_contract(args, given, adapter, client)
+    collection = adapter.open_collection(
+        client, args.collection, contract, create=False, **_open_kwargs(args)
+    )
     result = collection.query(args.text, n_results=args.top_k)
     for q, ids, dists, docs in zip(
         args.text, result["ids"], result["distances"], result["documents"], strict=True
@@ -239,10 +426,14 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    given = _given_contract(args)
+    _check_store_path(args, existing=True)
     adapter, client = _adapter(args)
-    contract = _caller_contract(args, adapter, client)
+    contract = _caller_contract(args, given, adapter, client)
     stored = adapter.stored_collection(client, args.collection)
-    report = adapter.verify(stored, contract, sample=args.sample)
+    # --all reads every record in pages, with a progress bar on stderr (stdout stays the JSON).
+    scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
+    report = adapter.verify(stored, contract, **scope)
     print(json.dumps(report.to_dict(), indent=2))
     return 0 if report.ok else 1
 
@@ -250,11 +441,19 @@ def _verify(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
+    given = _given_contract(args)
+    if args.to == args.collection:
+        raise InvalidInputError(
+            f"--to {args.to!r} is the source collection; migrate writes a new collection and "
+            "never modifies the source: pass another name"
+        )
+    _check_store_path(args, existing=True)
     adapter, client = _adapter(args)
     source_contract = adapter.stamped_contract(client, args.collection)
-    source = adapter.open_collection(client, args.collection, source_contract, create=False)
-    overrides = _overrides(args)
-    target = contract_for(args.model or source_contract.model, **overrides)
+    source = adapter.open_collection(
+        client, args.collection, source_contract, create=False, **_open_kwargs(args)
+    )
+    target = given or contract_for(source_contract.model, **_overrides(args))
     done = adapter.migrate(source, _embedder(args, target), args.to, batch_size=args.batch_size)
     print(f"{args.to}: {done.count()} documents under {target.describe()}")
     print(f"changed: {source_contract.diff(target)}")
@@ -266,11 +465,14 @@ def _eval(args: argparse.Namespace) -> int:
     from ctxemb_core.eval.metrics import evaluate
     from ctxemb_core.resolve import contract_for
 
-    adapter, client = _adapter(args)
     data = load_beir(args.data, split=args.split)
+    _non_empty(data.corpus, args.data)
     contract = contract_for(args.model, **_overrides(args))
+    embedder = _embedder(args, contract)
+    _check_store_path(args, existing=False)
+    adapter, client = _adapter(args)
     name = args.collection or f"beir-{args.data.resolve().name}-{contract.fingerprint[:12]}"
-    collection = adapter.open_collection(client, name, _embedder(args, contract))
+    collection = adapter.open_collection(client, name, embedder, **_open_kwargs(args))
     added = _index_missing(collection, data.corpus, 512)
     qids = list(data.queries)
     run: dict[str, dict[str, float]] = {}
@@ -312,11 +514,11 @@ def _demo(args: argparse.Namespace) -> int:
     from ctxemb_core import Embedder, contract_for
     from ctxemb_core.errors import ContractMismatchError
 
-    adapter, client = _adapter(args)
     corpus = _load_documents(args.corpus)
-    queries = [json.loads(line)["text"] for line in args.queries.read_text().splitlines() if line]
-
+    queries = _load_queries(args.queries)
     contract = contract_for(args.model)
+    _check_store_path(args, existing=False)
+    adapter, client = _adapter(args)
     print(f"contract   {contract.describe()}")
     collection = adapter.open_collection(client, args.collection, Embedder(contract))
     added = _index_missing(collection, corpus, 512)
@@ -346,25 +548,55 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "inspect": _inspect,
+    "demo": _demo,
+    "index": _index,
+    "query": _query,
+    "verify": _verify,
+    "migrate": _migrate,
+    "eval": _eval,
+}
+
+
+def _error(message: str) -> int:
+    """Print one ``ctxemb: error:`` line (a multi-line message joined) and return exit code 2."""
+    parts = [part.strip() for part in message.splitlines() if part.strip()]
+    line = parts[0] if parts else "unknown error"
+    for part in parts[1:]:
+        line += (" " if line.endswith((".", ":", ";")) else "; ") + part
+    print(f"ctxemb: error: {line}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ctxemb`` console script."""
-    args = _parser().parse_args(argv)
-    handlers = {
-        "inspect": _inspect,
-        "demo": _demo,
-        "index": _index,
-        "query": _query,
-        "verify": _verify,
-        "migrate": _migrate,
-        "eval": _eval,
-    }
+    """Entry point of the ``ctxemb`` console script.
+
+    Returns:
+        0 on success, 1 when ``verify`` finds a failed check, 2 for a user's mistake (one
+        ``ctxemb: error:`` line on stderr, nothing changed), 130 when interrupted.
+    """
     try:
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:  # --help: argparse printed it and asks to exit
+            return exc.code if isinstance(exc.code, int) else 0
         with warnings.catch_warnings():
             warnings.simplefilter("default")
-            return handlers[args.command](args)
+            return _HANDLERS[args.command](args)
     except CtxembError as exc:
-        print(f"ctxemb: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        return _error(f"{type(exc).__name__}: {exc}")
+    except OSError as exc:
+        # A user's path (a corpus, a queries file, a store folder) that cannot be read or written;
+        # errors from ctxemb's own files are CtxembErrors and are caught above.
+        return _error(f"{type(exc).__name__}: {exc}; check the path and its permissions")
+    except KeyboardInterrupt:
+        print(
+            "ctxemb: error: interrupted; index, migrate and eval continue where they stopped "
+            "when run again",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
