@@ -10,10 +10,23 @@ A vector is only ever returned for the exact fingerprint and role it was stored 
 to any part of the contract is a miss, never a stale vector. Texts are hashed, never stored: the
 file holds no document content (privacy) and each entry costs 32 bytes of key plus its vector.
 
+Every row carries a checksum (64-bit BLAKE2b) over everything its vector's meaning depends on:
+fingerprint, role, dtype, width, text hash and the vector bytes; the namespace row that records
+the dtype and width carries its own. A flipped bit anywhere in them is a miss and a
+:class:`CacheWarning`, never a wrong vector.
+
 It is only a cache. A corrupt, unreadable or unwritable file, or one locked for too long by
 another process, degrades to misses with a :class:`CacheWarning`; it never fails the embedding job
 that uses it. Several processes may read and write one file at once (SQLite WAL mode, a busy
 timeout and retries; every write is one transaction, so no reader sees half a batch).
+
+The path may point at something that is not ours. The file is proven to be a ctxemb cache (its
+SQLite header carries our ``application_id``) or to be new (absent, empty, or an SQLite file with
+no schema at all) from its raw header bytes *before* SQLite opens it, so no pragma, journal
+rollback or WAL sidecar ever touches anything else. Anything else (another program's database,
+a file that is not SQLite, a directory, a cache whose header is damaged so that it can no longer be
+proven ours) is never modified nor deleted: the cache is off with a :class:`CacheWarning`, and
+:meth:`EmbeddingCache.clear` refuses with one.
 """
 
 from __future__ import annotations
@@ -23,12 +36,12 @@ import hashlib
 import os
 import random
 import sqlite3
+import stat
 import sys
 import threading
 import time
 import warnings
 import weakref
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,18 +50,23 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import CtxembWarning, InvalidInputError
 from ctxemb_core.resolve import _cache_dir
 
-__all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache", "check_texts"]
+__all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache"]
 
 T = TypeVar("T")
 
-#: Version of the file's table layout (``PRAGMA user_version``).
-CACHE_SCHEMA = 1
+#: Version of the file's table layout (``PRAGMA user_version``). 2: checksums cover the
+#: namespace's dtype and width, and the namespace row has its own.
+CACHE_SCHEMA = 2
 # 'ctxe': marks a file as ours, so a path pointing at someone else's database is left alone.
 _APPLICATION_ID = 0x63747865
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# Salts the checksums, so that no other use of BLAKE2b can produce a matching row by accident.
+_PERSON = b"ctxemb-cache-v2"
 _DEFAULT_MAX_BYTES = 2 * 1024**3
 _FILE_NAME = "embeddings.sqlite3"
 # Below SQLite's historic limit of 999 bound parameters per statement.
@@ -63,6 +81,9 @@ _LOW_WATER = 0.9
 _TOUCH_ROWS = 10_000
 _TOUCH_SECONDS = 30.0
 _VALID_ROLES = tuple(r.value for r in Role)
+_FOREIGN_DATABASE = (
+    "it is an SQLite database of another application (it lacks ctxemb's application_id)"
+)
 # SQLite result codes (low byte of the extended code).
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 
@@ -82,6 +103,7 @@ CREATE TABLE IF NOT EXISTS namespaces (
     role TEXT NOT NULL,
     dtype TEXT NOT NULL,
     dim INTEGER NOT NULL,
+    checksum INTEGER NOT NULL,
     UNIQUE (fingerprint, role)
 );
 CREATE TABLE IF NOT EXISTS vectors (
@@ -89,7 +111,7 @@ CREATE TABLE IF NOT EXISTS vectors (
     ns INTEGER NOT NULL,
     key BLOB NOT NULL,
     last_access INTEGER NOT NULL,
-    crc INTEGER NOT NULL,
+    checksum INTEGER NOT NULL,
     vector BLOB NOT NULL,
     UNIQUE (ns, key)
 );
@@ -155,8 +177,10 @@ class EmbeddingCache:
 
     Texts are hashed (sha256), never stored. A vector comes back bit-identical to the one put,
     and only under the same fingerprint and role. Any failure of the file itself (corrupt,
-    unreadable, locked too long) is a :class:`CacheWarning` and a miss, never an exception;
-    invalid arguments raise :class:`~ctxemb_core.errors.InvalidInputError`.
+    unreadable, locked too long, not a ctxemb cache) is a :class:`CacheWarning` and a miss, never
+    an exception; invalid arguments raise :class:`~ctxemb_core.errors.InvalidInputError`. Texts
+    follow the Embedder's rules: a list or tuple of valid Unicode strings (see
+    ``ctxemb_core._validate``).
 
     Safe to share between threads (calls are serialised) and between processes (each opens the
     file itself; a cache passed to a worker process reopens it there).
@@ -181,14 +205,15 @@ class EmbeddingCache:
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise InvalidInputError(f"path must be a file path or None, got {path!r}")
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise InvalidInputError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+        check_positive_int(max_bytes, "max_bytes")
         self.path = Path(path) if path is not None else _cache_dir() / _FILE_NAME
         self.max_bytes = max_bytes
         self._lock = threading.RLock()
         self._handle = _Handle()
-        # Set when the file is not a usable cache; cleared by clear(), which rebuilds it.
+        # Set when the file is not a usable cache ("foreign", "corrupt" or "schema", and why);
+        # cleared by clear(), which rebuilds a file proven ours and never touches another.
         self._broken: str | None = None
+        self._broken_reason = ""
         self._warned: set[str] = set()
         self._hits = self._misses = self._evicted = 0
         self._finalizer = weakref.finalize(self, _release, self._handle)
@@ -221,7 +246,8 @@ class EmbeddingCache:
             A :class:`CacheLookup`: which texts were found, and their vectors in input order.
 
         Raises:
-            InvalidInputError: a non-string text, an empty fingerprint or an unknown role.
+            InvalidInputError: ``texts`` is not a list of valid Unicode strings (the message
+                names the index of the first bad one), an empty fingerprint or an unknown role.
         """
         fingerprint, role = _check_namespace(fingerprint, role)
         texts = check_texts(texts)
@@ -234,10 +260,19 @@ class EmbeddingCache:
                 write=False,
                 what="lookup",
             )
+            if result is not None and result.dtype is None:
+                self._warn(
+                    "corrupt-namespace",
+                    f"the record of how vectors are stored (dtype, width) for fingerprint "
+                    f"{fingerprint[:12]}… role {role!r} in {self.path} failed its checksum; its "
+                    "texts were treated as misses, and the next store under it rewrites it",
+                )
+                result = None
             if result is None:  # nothing stored under this namespace, or the file failed
                 self._misses += n
                 return CacheLookup(found, np.empty((0, 0), dtype=np.float32))
             dtype, dim, rows, corrupt = result
+            assert dtype is not None  # for mypy: a damaged namespace was handled above
             if corrupt:
                 self._warn(
                     "corrupt-rows",
@@ -275,9 +310,9 @@ class EmbeddingCache:
                 one width and dtype. A text stored before is overwritten.
 
         Raises:
-            InvalidInputError: a non-string text, mismatched lengths, a non-float or non-2-D
-                array, or a width or dtype other than the one already stored for this
-                fingerprint and role.
+            InvalidInputError: ``texts`` is not a list of valid Unicode strings, mismatched
+                lengths, a non-float or non-2-D array, or a width or dtype other than the one
+                already stored for this fingerprint and role.
         """
         fingerprint, role = _check_namespace(fingerprint, role)
         texts = check_texts(texts)
@@ -287,25 +322,34 @@ class EmbeddingCache:
         # Little-endian on disk, whatever the machine, so a file can move between machines.
         stored = array.dtype.newbyteorder("<")
         array = np.ascontiguousarray(array, dtype=stored)
-        seed = _namespace_crc(fingerprint, role)
+        dim = int(array.shape[1])
+        base = _namespace_hash(fingerprint, role, stored.str, dim)
         # Keyed by text hash: a text given twice is stored once (the last vector wins).
         rows: dict[bytes, tuple[int, bytes]] = {}
         for text, row in zip(texts, array, strict=True):
             key = _text_key(text)
             blob = row.tobytes()
-            rows[key] = (zlib.crc32(blob, zlib.crc32(key, seed)), blob)
+            rows[key] = (_row_checksum(base, key, blob), blob)
         with self._lock:
             pending = list(self._handle.pending)
-            evicted = self._transact(
+            done = self._transact(
                 lambda conn: self._insert(
-                    conn, fingerprint, role, stored.str, array.shape[1], rows, pending
+                    conn, fingerprint, role, stored.str, dim, _digest(base), rows, pending
                 ),
                 write=True,
                 what="store",
             )
-            if evicted is not None:  # committed
+            if done is not None:  # committed
+                evicted, repaired = done
                 self._handle.pending.difference_update(pending)
                 self._evicted += evicted
+                if repaired:
+                    self._warn(
+                        "corrupt-namespace",
+                        f"the record of how vectors are stored (dtype, width) for fingerprint "
+                        f"{fingerprint[:12]}… role {role!r} in {self.path} failed its checksum "
+                        "and was rewritten; vectors stored under the damaged record are misses",
+                    )
 
     def get_or_compute(
         self,
@@ -356,29 +400,49 @@ class EmbeddingCache:
     def clear(self) -> None:
         """Remove every entry (all fingerprints and roles).
 
-        A cache file that cannot be used (corrupt, or of another cache schema) is deleted and
-        created anew; other processes with it open keep their copy until they reopen it. A
-        database of another application is left alone.
+        A ctxemb cache file that cannot be used (corrupt, or of another cache schema) is deleted
+        with its journal files and created anew, once its header proves again, just before,
+        that it is ours; other processes with it open keep their copy until they reopen it.
+        Anything that is not provably a ctxemb cache (another program's database, a file that
+        is not SQLite, a damaged header, a directory) is left exactly as it is, with a
+        :class:`CacheWarning` on every call.
         """
         with self._lock:
             self._handle.pending.clear()
-            if self._broken == "foreign":
-                return  # someone else's database: never deleted on our behalf
-            if self._broken is not None:
+            if self._broken is None and self._transact(
+                _drop_all, write=True, what="clear", quiet=True
+            ):
+                self._vacuum()
+                return
+            if self._broken is None:
+                return  # busy or unavailable: warned, and nothing was changed
+            state = "foreign"
+            if self._broken != "foreign":
+                # Proven ours when it was opened; proven again now, as it may have been replaced.
                 self._close()
-                for suffix in ("", "-wal", "-shm"):
+                state, reason = _inspect(self.path)
+                if state == "foreign":
+                    self._broken, self._broken_reason = "foreign", reason
+            if self._broken == "foreign":
+                warnings.warn(
+                    CacheWarning(
+                        f"clear() left {self.path} as it is: {self._broken_reason}, so nothing "
+                        "proves it is a ctxemb cache and ctxemb never modifies or deletes it. "
+                        "Move or delete it yourself if it is yours, or give EmbeddingCache a "
+                        "path of its own"
+                    ),
+                    stacklevel=2,
+                )
+                return
+            if state == "ours":
+                # The journals go too: replayed into a new file, they would resurrect old pages.
+                for suffix in ("", "-wal", "-shm", "-journal"):
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(f"{self.path}{suffix}")
-                self._broken = None
-                self._warned.clear()
-            self._transact(_drop_all, write=True, what="clear")
-            # Return the freed pages to the file system (the file was made with
-            # auto_vacuum=incremental); a failure only costs disk space.
-            conn = self._handle.conn
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    # Stepped to the end: each step of this pragma frees one page.
-                    conn.execute("PRAGMA incremental_vacuum").fetchall()
+            self._broken, self._broken_reason = None, ""
+            self._warned.clear()
+            if self._transact(_drop_all, write=True, what="clear"):
+                self._vacuum()
 
     def close(self) -> None:
         """Write pending access times and close the file; later calls reopen it."""
@@ -389,6 +453,15 @@ class EmbeddingCache:
 
     def _close(self) -> None:
         _release(self._handle)
+
+    def _vacuum(self) -> None:
+        # Return the freed pages to the file system (the file was made with
+        # auto_vacuum=incremental); a failure only costs disk space.
+        conn = self._handle.conn
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                # Stepped to the end: each step of this pragma frees one page.
+                conn.execute("PRAGMA incremental_vacuum").fetchall()
 
     def _remember_hits(self, ids: Iterable[int]) -> None:
         handle = self._handle
@@ -407,18 +480,31 @@ class EmbeddingCache:
         role: str,
         dtype: str,
         dim: int,
+        checksum: int,
         rows: dict[bytes, tuple[int, bytes]],
         touched: list[int],
-    ) -> int:
+    ) -> tuple[int, bool]:
+        """Store ``rows``; returns how many entries were evicted and whether the namespace row
+        was damaged and rewritten."""
         ns = conn.execute(
-            "SELECT id, dtype, dim FROM namespaces WHERE fingerprint = ? AND role = ?",
+            "SELECT id, dtype, dim, checksum FROM namespaces WHERE fingerprint = ? AND role = ?",
             (fingerprint, role),
         ).fetchone()
+        repaired = False
         if ns is None:
             ns_id = conn.execute(
-                "INSERT INTO namespaces (fingerprint, role, dtype, dim) VALUES (?, ?, ?, ?)",
-                (fingerprint, role, dtype, dim),
+                "INSERT INTO namespaces (fingerprint, role, dtype, dim, checksum) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (fingerprint, role, dtype, dim, checksum),
             ).lastrowid
+        elif _namespace_layout(fingerprint, role, *ns[1:]) is None:
+            # A damaged record cannot say what was stored: it is rewritten as this put says.
+            # Rows stored under another layout then fail their own checksums (misses).
+            ns_id, repaired = ns[0], True
+            conn.execute(
+                "UPDATE namespaces SET dtype = ?, dim = ?, checksum = ? WHERE id = ?",
+                (dtype, dim, checksum, ns_id),
+            )
         elif (ns[1], ns[2]) != (dtype, dim):
             raise InvalidInputError(
                 f"vectors of width {dim} ({np.dtype(dtype).name}) do not match the "
@@ -442,9 +528,9 @@ class EmbeddingCache:
                 )
             )
         conn.executemany(
-            "INSERT INTO vectors (ns, key, last_access, crc, vector) VALUES (?, ?, ?, ?, ?) "
+            "INSERT INTO vectors (ns, key, last_access, checksum, vector) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (ns, key) DO UPDATE SET last_access = excluded.last_access, "
-            "crc = excluded.crc, vector = excluded.vector",
+            "checksum = excluded.checksum, vector = excluded.vector",
             [(ns_id, key, clock, crc, blob) for key, (crc, blob) in rows.items()],
         )
         added = sum(
@@ -455,15 +541,21 @@ class EmbeddingCache:
             "UPDATE state SET bytes = bytes + ?, entries = entries + ?",
             (added, len(rows) - len(old)),
         )
-        return _evict(conn, self.max_bytes)
+        return _evict(conn, self.max_bytes), repaired
 
     def _transact(
-        self, fn: Callable[[sqlite3.Connection], T], *, write: bool, what: str
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool,
+        what: str,
+        quiet: bool = False,
     ) -> T | None:
         """Run ``fn`` in one transaction, retrying while the file is locked.
 
         Returns ``None`` (after a warning) when the file fails; invalid arguments raised by
-        ``fn`` roll the transaction back and propagate.
+        ``fn`` roll the transaction back and propagate. ``quiet`` leaves the warning about a
+        file that is not a usable cache to the caller (clear() says what it did about it).
         """
         with self._lock:
             for attempt in range(_ATTEMPTS):
@@ -485,7 +577,7 @@ class EmbeddingCache:
                         # Jitter, so that two processes that collided do not collide again.
                         time.sleep(0.05 * 2**attempt * (0.5 + random.random()))
                         continue
-                    self._fail(kind, exc, what)
+                    self._fail(kind, exc, what, quiet=quiet)
                     return None
             return None  # pragma: no cover - the loop always returns
 
@@ -502,6 +594,11 @@ class EmbeddingCache:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise sqlite3.OperationalError(f"cannot create {self.path.parent}: {exc}") from exc
+            # Decided from the raw bytes before SQLite opens the file: opening alone may roll
+            # back a journal or create WAL sidecars, which must never happen to another file.
+            state, reason = _inspect(self.path)
+            if state == "foreign":
+                raise _ForeignFile(reason, ours=False)
             conn = sqlite3.connect(
                 self.path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
             )
@@ -513,14 +610,18 @@ class EmbeddingCache:
             handle.conn, handle.pid = conn, os.getpid()
         return handle.conn
 
-    def _fail(self, kind: str, exc: sqlite3.Error, what: str) -> None:
+    def _fail(self, kind: str, exc: sqlite3.Error, what: str, *, quiet: bool = False) -> None:
+        if kind in ("foreign", "corrupt", "schema"):
+            self._broken, self._broken_reason = kind, str(exc)
+            self._close()
+            if quiet:
+                return
         if kind == "foreign":
-            self._broken = kind
-            self._close()
-            advice = "the cache is off; give EmbeddingCache a path of its own"
+            advice = (
+                "nothing proves it is a ctxemb cache, so it is never modified or deleted; the "
+                "cache is off: give EmbeddingCache a path of its own"
+            )
         elif kind in ("corrupt", "schema"):
-            self._broken = kind
-            self._close()
             advice = "the cache is off; clear() starts a new one in its place"
         elif kind == "busy":
             advice = "another process held the file too long; this call skipped the cache"
@@ -539,29 +640,24 @@ class EmbeddingCache:
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == 0:
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables:
-            app = conn.execute("PRAGMA application_id").fetchone()[0]
-            if app != _APPLICATION_ID:
-                raise _ForeignFile(
-                    "the file is a SQLite database of another application", ours=False
-                )
-        else:
-            # Only possible before the first table exists: larger pages waste less around
-            # ~1.5 kB vectors; incremental vacuum lets clear() return space.
-            conn.execute("PRAGMA page_size = 8192")
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    # WAL: readers never block the writer nor each other; NORMAL sync is crash-safe in WAL
-    # (a power cut may lose the last transactions, never consistency), and this is a cache.
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    if version == 0:
+    # _inspect found the file absent, empty or carrying our application_id; nothing below
+    # writes to it before the same is proven again through SQLite, in a write transaction.
+    if conn.execute("PRAGMA application_id").fetchone()[0] != _APPLICATION_ID:
+        # Only possible before the first table exists: larger pages waste less around
+        # ~1.5 kB vectors; incremental vacuum lets clear() return space.
+        conn.execute("PRAGMA page_size = 8192")
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Two processes may race to create the file: the second finds the work done.
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            # Under the write lock: two processes may race to create the file (the second
+            # finds the work done), and another program may have filled it since _inspect.
+            if conn.execute("PRAGMA application_id").fetchone()[0] != _APPLICATION_ID:
+                tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if tables or version:
+                    raise _ForeignFile(_FOREIGN_DATABASE, ours=False)
+                # Tables, application_id and version in one transaction, in rollback-journal
+                # mode: a file is either empty or carries our mark, never half of it.
                 for statement in _statements(_SCHEMA_SQL):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
@@ -570,45 +666,61 @@ def _prepare(conn: sqlite3.Connection) -> None:
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-    elif version != CACHE_SCHEMA:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != CACHE_SCHEMA:
         raise _ForeignFile(
-            f"the file has cache schema {version}; this ctxemb reads schema {CACHE_SCHEMA}",
+            f"the file is a ctxemb cache of schema {version}; this ctxemb reads schema "
+            f"{CACHE_SCHEMA}",
             ours=True,
         )
+    # WAL: readers never block the writer nor each other; NORMAL sync is crash-safe in WAL
+    # (a power cut may lose the last transactions, never consistency), and this is a cache.
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+class _Rows(NamedTuple):
+    # What one lookup read; dtype is None when the namespace row failed its own checksum.
+    dtype: np.dtype[Any] | None
+    dim: int
+    rows: dict[bytes, tuple[int, bytes]]
+    corrupt: int
 
 
 def _select(
     conn: sqlite3.Connection, fingerprint: str, role: str, keys: list[bytes]
-) -> tuple[np.dtype[Any], int, dict[bytes, tuple[int, bytes]], int] | None:
+) -> _Rows | None:
     ns = conn.execute(
-        "SELECT id, dtype, dim FROM namespaces WHERE fingerprint = ? AND role = ?",
+        "SELECT id, dtype, dim, checksum FROM namespaces WHERE fingerprint = ? AND role = ?",
         (fingerprint, role),
     ).fetchone()
     if ns is None:
         return None
-    ns_id, dtype_str, dim = ns
-    dtype = np.dtype(dtype_str)
+    ns_id, dtype_str, dim, checksum = ns
+    layout = _namespace_layout(fingerprint, role, dtype_str, dim, checksum)
+    if layout is None:
+        return _Rows(None, 0, {}, 0)
+    dtype, base = layout
     size = dim * dtype.itemsize
-    seed = _namespace_crc(fingerprint, role)
     rows: dict[bytes, tuple[int, bytes]] = {}
     corrupt = 0
     for chunk in _chunks(keys, _CHUNK - 1):
         marks = ",".join("?" * len(chunk))
-        for row_id, key, crc, blob in conn.execute(
-            f"SELECT id, key, crc, vector FROM vectors WHERE ns = ? AND key IN ({marks})",
+        for row_id, key, stored, blob in conn.execute(
+            f"SELECT id, key, checksum, vector FROM vectors WHERE ns = ? AND key IN ({marks})",
             (ns_id, *chunk),
         ):
-            # The checksum covers fingerprint, role, key and vector: a flipped bit anywhere,
-            # even one that moved a row into another namespace, is a miss, not a wrong vector.
+            # The checksum covers fingerprint, role, dtype, width, key and vector: a flipped
+            # bit anywhere, even one that moved a row into another namespace, is a miss.
             if (
                 isinstance(blob, bytes)
                 and len(blob) == size
-                and zlib.crc32(blob, zlib.crc32(key, seed)) == crc
+                and _row_checksum(base, key, blob) == stored
             ):
                 rows[key] = (row_id, blob)
             else:
                 corrupt += 1
-    return dtype, dim, rows, corrupt
+    return _Rows(dtype, dim, rows, corrupt)
 
 
 def _tick(conn: sqlite3.Connection) -> int:
@@ -753,12 +865,95 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
 
 
 def _text_key(text: str) -> bytes:
-    # surrogatepass: a lone surrogate (possible in Python strings) still has one exact key.
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    # Texts were checked to be valid Unicode, so each has exactly one UTF-8 form.
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _namespace_crc(fingerprint: str, role: str) -> int:
-    return zlib.crc32(f"{fingerprint}\0{role}\0".encode())
+def _namespace_hash(fingerprint: str, role: str, dtype: str, dim: int) -> hashlib.blake2b:
+    # NUL-separated: no two (fingerprint, role, dtype, dim) give the same bytes.
+    h = hashlib.blake2b(digest_size=8, person=_PERSON)
+    h.update(f"{fingerprint}\0{role}\0{dtype}\0{dim}\0".encode())
+    return h
+
+
+def _digest(h: hashlib.blake2b) -> int:
+    # Signed: SQLite integers are signed 64-bit.
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _row_checksum(base: hashlib.blake2b, key: bytes, blob: bytes) -> int:
+    h = base.copy()
+    h.update(key)  # always 32 bytes: key and vector cannot trade bytes
+    h.update(blob)
+    return _digest(h)
+
+
+def _namespace_layout(
+    fingerprint: str, role: str, dtype: Any, dim: Any, checksum: Any
+) -> tuple[np.dtype[Any], hashlib.blake2b] | None:
+    """The dtype and the rows' checksum seed of a namespace row, or None if it is damaged.
+
+    SQLite's typing is dynamic: a flipped bit in a record header can turn a column into
+    another type, so types are checked before the checksum, and the dtype is parsed after it.
+    """
+    if (
+        not isinstance(dtype, str)
+        or isinstance(dim, bool)
+        or not isinstance(dim, int)
+        or not isinstance(checksum, int)
+        or dim <= 0
+    ):
+        return None
+    base = _namespace_hash(fingerprint, role, dtype, dim)
+    if _digest(base) != checksum:
+        return None
+    try:
+        parsed = np.dtype(dtype)
+    except (TypeError, ValueError):
+        return None
+    # Only little-endian floats are ever written.
+    if parsed.kind != "f" or parsed.byteorder == ">":
+        return None
+    return parsed, base
+
+
+def _inspect(path: Path) -> tuple[str, str]:
+    """Whether the file at ``path`` is ``"absent"``, ``"empty"``, ``"ours"`` or ``"foreign"``.
+
+    Read from the raw bytes of its SQLite header, without opening it in SQLite. "empty" is a
+    zero-byte file or an SQLite file in which no schema, version or application id was ever
+    set (what sqlite3.connect leaves). The second item says why a foreign file is foreign.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "absent", ""
+    except OSError as exc:
+        raise sqlite3.OperationalError(f"cannot inspect {path}: {exc}") from exc
+    if stat.S_ISDIR(info.st_mode):
+        return "foreign", "it is a directory"
+    if not stat.S_ISREG(info.st_mode):
+        return "foreign", "it is not a regular file"
+    if info.st_size == 0:
+        return "empty", ""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise sqlite3.OperationalError(f"cannot read {path}: {exc}") from exc
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        return "foreign", "it is not an SQLite database, or its header is damaged"
+    app = int.from_bytes(header[68:72], "big")
+    if app == _APPLICATION_ID:
+        return "ours", ""
+    # Schema cookie (40), user_version (60), WAL read/write versions (18, 19): all unset in a
+    # database nobody has used yet; ours are made in rollback mode, so WAL means another's.
+    untouched = header[40:44] == header[60:64] == bytes(4) and header[18:20] == b"\x01\x01"
+    if app == 0 and untouched:
+        return "empty", ""
+    if app == 0:
+        return "foreign", _FOREIGN_DATABASE
+    return "foreign", f"{_FOREIGN_DATABASE} (application_id {app:#010x})"
 
 
 def _check_namespace(fingerprint: Any, role: Any) -> tuple[str, str]:
@@ -766,31 +961,13 @@ def _check_namespace(fingerprint: Any, role: Any) -> tuple[str, str]:
         raise InvalidInputError(
             f"fingerprint must be a non-empty string (contract.fingerprint), got {fingerprint!r}"
         )
+    fingerprint = check_text(fingerprint, "fingerprint")
     value = role.value if isinstance(role, Role) else role
     if value not in _VALID_ROLES:
         raise InvalidInputError(
             f"role={role!r} is not valid; valid values are {', '.join(map(repr, _VALID_ROLES))}"
         )
     return fingerprint, value
-
-
-def check_texts(texts: Any, *, single: str = "wrap a single text in a list") -> list[str]:
-    """A batch of texts as a list, or :class:`InvalidInputError` saying what is wrong with it.
-
-    ``single`` is the advice given when one string arrives where a list belongs. Shared by the
-    cache and the :class:`~ctxemb_core.Embedder`, which also refuses an empty batch.
-    """
-    if isinstance(texts, str):
-        raise InvalidInputError(f"texts must be a list of strings, got one string; {single}")
-    if not isinstance(texts, Sequence):
-        raise InvalidInputError(f"texts must be a list of strings, got {type(texts).__name__}")
-    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-    if bad:
-        raise InvalidInputError(
-            f"texts[{bad[0]}] is {type(texts[bad[0]]).__name__}, not a string "
-            f"({len(bad)} of {len(texts)} items are not strings)"
-        )
-    return list(texts)
 
 
 def _check_vectors(vectors: Any, n: int) -> np.ndarray:

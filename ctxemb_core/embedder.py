@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
-from ctxemb_core.cache import EmbeddingCache, check_texts
+from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -198,7 +199,7 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query; ``(output_dim,)``."""
-        _check_text(text, "text")
+        text = _check_text(text, "text")
         return self._embed([text], Role.QUERY)[0]
 
     def embed(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
@@ -217,6 +218,7 @@ class Embedder:
 
     def embed_float(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
         """The contract's vectors before the precision step (what the stamp's canary holds)."""
+        texts = check_texts(texts)  # public too (stamp, guard): checked here, an empty batch ok
         role = Role.parse(role, "role")
         c = self.contract
         encoder, dense, _ = self._query if role is Role.QUERY else self._doc
@@ -269,7 +271,7 @@ class Embedder:
         The role's prefix is applied (the encoder sees what it sees when embedding the text),
         and its tokens are dropped from the result, as are special tokens.
         """
-        _check_text(text, "text")
+        text = _check_text(text, "text")
         role = Role.parse(role, "role")
         encoder = (self._query if role is Role.QUERY else self._doc).encoder
         prefix = self.contract.prefix(role)
@@ -294,7 +296,7 @@ class Embedder:
         return TokenEmbeddings(text, tokens, offsets, vectors, bool(batch.truncated[0]))
 
     def word_vector(
-        self, word: str, contexts: Iterable[str], aggregate: str = "mean"
+        self, word: str, contexts: Sequence[str], aggregate: str = "mean"
     ) -> WordVector:
         """A vector for a word type, aggregated over its occurrences in ``contexts``.
 
@@ -306,14 +308,14 @@ class Embedder:
             InvalidInputError: the word is empty, ``aggregate`` is unknown, or the word occurs
                 in none of the contexts.
         """
-        _check_text(word, "word")
+        word = _check_text(word, "word")
         if not word.strip():
             raise InvalidInputError("word must not be empty")
         if aggregate not in _AGGREGATES:
             raise InvalidInputError(
                 f"aggregate={aggregate!r} is not valid; valid values are {_AGGREGATES}"
             )
-        contexts = _check_texts(list(contexts) if not isinstance(contexts, str) else contexts)
+        contexts = _check_texts(contexts, "contexts")
         pattern = re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
         found = []
         for context in contexts:
@@ -398,16 +400,18 @@ def _load(
         return _ENCODERS.setdefault(key, _Network(encoder, dense, folder))
 
 
-def _check_text(text: Any, what: str) -> None:
-    if not isinstance(text, str):
-        raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
+def _check_text(text: Any, what: str) -> str:
+    # The one text of a call, as a plain, encodable str (rules in ctxemb_core._validate).
+    return check_text(text, what)
 
 
-def _check_texts(texts: Any) -> list[str]:
-    checked = check_texts(texts, single="use embed_query for a single query or wrap it in a list")
-    if not checked:
-        raise InvalidInputError("texts is empty: there is nothing to embed")
-    return checked
+def _check_texts(texts: Any, what: str = "texts") -> list[str]:
+    # A batch as a new list of plain, encodable strs; an Embedder call refuses an empty one.
+    if what == "texts":
+        single = "use embed_query for a single query or wrap it in a list"
+    else:
+        single = "wrap a single text in a list"
+    return check_texts(texts, what, single=single, allow_empty=False)
 
 
 def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
