@@ -112,3 +112,36 @@ def test_scifact_eval_reproduces_the_published_ndcg(
     assert abs(result["ndcg@10"] - published) <= 0.005, (result["ndcg@10"], published)
     assert result["documents"] == 5183 and result["queries"] == 300
     assert {"recall@100", "mrr@10", "fingerprint"} <= set(result)
+
+
+def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path):
+    store = ["--host", "127.0.0.1", "--port", str(server), "--collection", "interrupted"]
+    corpus = str(EXAMPLES / "corpus.jsonl")
+    env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
+    args = ["index", corpus, *store, "--batch-size", "1", "--no-cache"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxemb_core.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = chromadb.HttpClient(host="127.0.0.1", port=server)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if client.get_collection("interrupted", embedding_function=None).count() >= 2:
+                break
+        except Exception:
+            pass
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    partial = client.get_collection("interrupted", embedding_function=None).count()
+    assert 0 < partial < 24, "the interrupt must land mid-way for this test to mean much"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    said = [line for line in err.splitlines() if "ctxemb:" in line]
+    assert len(said) == 1 and said[0].split("\r")[-1].startswith("ctxemb: error: interrupted")
+    resumed = ctxemb("index", corpus, *store)
+    assert f"{24 - partial} added, 24 documents" in resumed.stdout
