@@ -602,6 +602,9 @@ class EmbeddingCache:
             conn = sqlite3.connect(
                 self.path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
             )
+            # A damaged row may hold text that is not UTF-8 where a blob belongs: decoded
+            # leniently, it fails its own checks (one miss) instead of failing the whole read.
+            conn.text_factory = _lenient_text
             try:
                 _prepare(conn)
             except BaseException:
@@ -849,6 +852,10 @@ def _caller_level() -> int:
     return level
 
 
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _restore(path: str, max_bytes: int) -> EmbeddingCache:
     return EmbeddingCache(path, max_bytes=max_bytes)
 
@@ -870,9 +877,10 @@ def _text_key(text: str) -> bytes:
 
 
 def _namespace_hash(fingerprint: str, role: str, dtype: str, dim: int) -> hashlib.blake2b:
-    # NUL-separated: no two (fingerprint, role, dtype, dim) give the same bytes.
+    # NUL-separated: no two (fingerprint, role, dtype, dim) give the same bytes. A damaged
+    # dtype read back leniently carries surrogates; they hash as the bytes they came from.
     h = hashlib.blake2b(digest_size=8, person=_PERSON)
-    h.update(f"{fingerprint}\0{role}\0{dtype}\0{dim}\0".encode())
+    h.update(f"{fingerprint}\0{role}\0{dtype}\0{dim}\0".encode("utf-8", "surrogateescape"))
     return h
 
 

@@ -30,9 +30,7 @@ def vectors_for(texts: list[str], dim: int = 16) -> np.ndarray:
     """Deterministic float32 vectors, one per text, the same in every process."""
     rows = []
     for text in texts:
-        seed = int.from_bytes(
-            hashlib.sha256(text.encode("utf-8")).digest()[:8], "little"
-        )
+        seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
         rows.append(np.random.default_rng(seed).standard_normal(dim).astype(np.float32))
     return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)
 
