@@ -14,6 +14,8 @@ import chromadb
 import pytest
 from chroma_server import chroma_server
 
+from ctxemb_core.cli import main
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -32,28 +34,38 @@ def server(tmp_path_factory):
         yield port
 
 
-def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path):
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     store = ["--path", str(tmp_path / "store"), "--collection", "demo"]
-    first = ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store)
-    assert "24 added, 24 documents" in first.stdout
-    again = ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store)
-    assert "0 added, 24 documents" in again.stdout
-    hits = ctxemb("query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json")
-    assert json.loads(hits.stdout.splitlines()[0])["ids"][0] == "garden-3"
-    report = json.loads(ctxemb("verify", *store).stdout)
-    assert report["ok"] and report["canary_cosine"] > 0.9999 and report["sample_size"] == 24
-    refused = ctxemb("query", "slugs", *store, "--pooling", "cls", check=False)
-    assert refused.returncode == 2
-    assert "ContractMismatchError" in refused.stderr and "pooling: index='mean'" in refused.stderr
-    mismatch = ctxemb("verify", *store, "--no-normalize", check=False)
-    assert mismatch.returncode == 1
-    assert json.loads(mismatch.stdout)["diff"] == ["normalize: index=True, caller=False"]
-    store[-1] = "nothing-here"
-    missing = ctxemb(
-        "verify", *store, "--model", "sentence-transformers/all-MiniLM-L6-v2", check=False
+    code, first, _ = cli(capsys, "index", str(EXAMPLES / "corpus.jsonl"), *store)
+    assert code == 0 and "24 added, 24 documents" in first
+    _, again, _ = cli(capsys, "index", str(EXAMPLES / "corpus.jsonl"), *store)
+    assert "0 added, 24 documents" in again
+    _, hits, _ = cli(
+        capsys, "query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json"
     )
-    assert missing.returncode == 2
-    assert "InvalidInputError: collection 'nothing-here' does not exist" in missing.stderr
+    assert json.loads(hits.splitlines()[0])["ids"][0] == "garden-3"
+    code, out, _ = cli(capsys, "verify", *store)
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["canary_cosine"] > 0.9999
+    assert report["sample_size"] == 24
+    code, _, err = cli(capsys, "query", "slugs", *store, "--pooling", "cls")
+    assert code == 2
+    assert "ContractMismatchError" in err and "pooling: index='mean'" in err
+    code, out, _ = cli(capsys, "verify", *store, "--no-normalize")
+    assert code == 1
+    assert json.loads(out)["diff"] == ["normalize: index=True, caller=False"]
+    store[-1] = "nothing-here"
+    code, _, err = cli(
+        capsys, "verify", *store, "--model", "sentence-transformers/all-MiniLM-L6-v2"
+    )
+    assert code == 2
+    assert "InvalidInputError: collection 'nothing-here' does not exist" in err
 
 
 def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):

@@ -6,50 +6,71 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import MINILM
 
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxemb_core.cli", *args], capture_output=True, text=True
-    )
+from ctxemb_core.cli import main
 
 
-def test_inspect_prints_the_contract_as_json(minilm_contract):
-    out = run("inspect", MINILM)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_inspect_prints_the_contract_as_json(minilm_contract, capsys):
+    code, out, err = run(capsys, "inspect", MINILM)
+    assert code == 0, err
+    data = json.loads(out)
     assert data["fingerprint"] == minilm_contract.fingerprint
     assert data["contract"]["pooling"] == "mean"
-    out = run("inspect", MINILM, "--pooling", "cls", "--no-normalize", "--truncate-dim", "128")
-    data = json.loads(out.stdout)["contract"]
+    code, out, _ = run(
+        capsys, "inspect", MINILM, "--pooling", "cls", "--no-normalize", "--truncate-dim", "128"
+    )
+    data = json.loads(out)["contract"]
     assert (data["pooling"], data["normalize"], data["truncate_dim"]) == ("cls", False, 128)
 
 
-def test_errors_are_one_readable_line_and_exit_code_2(tmp_path):
-    out = run("inspect", str(tmp_path / "missing"))
-    assert out.returncode == 2
-    assert (
-        out.stderr.startswith("ctxemb: error: ModelNotFoundError:")
-        and "Traceback" not in out.stderr
+def test_errors_are_one_readable_line_and_exit_code_2(tmp_path, capsys):
+    code, _, err = run(capsys, "inspect", str(tmp_path / "missing"))
+    assert code == 2
+    assert err.startswith("ctxemb: error: ModelNotFoundError:") and "Traceback" not in err
+    code, _, err = run(capsys, "inspect", MINILM, "--pooling", "average")
+    assert code == 2 and "valid values are" in err and len(err.splitlines()) == 1
+
+
+def test_demo_indexes_queries_and_shows_every_mismatch_refused(tmp_path, capsys):
+    code, out, err = run(capsys, "demo", "--path", str(tmp_path / "demo"))
+    assert code == 0, err
+    assert "24 documents added, 24 in all" in out
+    _, again, _ = run(capsys, "demo", "--path", str(tmp_path / "demo"))
+    assert "0 documents added, 24 in all" in again
+    assert "-> garden-3" in out  # the slug query finds the slug document first
+    assert out.count(": refused (") == 3
+    assert "pooling: index='mean', caller='cls'" in out
+    assert "NOT refused" not in out
+
+
+def test_help_for_every_command(capsys):
+    for command in (
+        [],
+        ["inspect"],
+        ["demo"],
+        ["index"],
+        ["query"],
+        ["verify"],
+        ["migrate"],
+        ["eval"],
+    ):
+        code, out, err = run(capsys, *command, "--help")
+        assert code == 0 and out.startswith("usage: ctxemb") and err == ""
+
+
+def test_the_console_module_runs_as_a_process():
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxemb_core.cli", "index", "--batch-size", "0"],
+        capture_output=True,
+        text=True,
     )
-    out = run("inspect", MINILM, "--pooling", "average")
-    assert out.returncode == 2 and "valid values are" in out.stderr
-
-
-def test_demo_indexes_queries_and_shows_every_mismatch_refused(tmp_path):
-    out = run("demo", "--path", str(tmp_path / "demo"))
-    assert out.returncode == 0, out.stderr
-    assert "24 documents added, 24 in all" in out.stdout
-    again = run("demo", "--path", str(tmp_path / "demo"))
-    assert "0 documents added, 24 in all" in again.stdout
-    assert "-> garden-3" in out.stdout  # the slug query finds the slug document first
-    assert out.stdout.count(": refused (") == 3
-    assert "pooling: index='mean', caller='cls'" in out.stdout
-    assert "NOT refused" not in out.stdout
-
-
-def test_help_for_every_command():
-    for args in (["--help"], ["inspect", "--help"], ["demo", "--help"]):
-        out = run(*args)
-        assert out.returncode == 0 and "usage: ctxemb" in out.stdout
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("ctxemb: error: ") and len(out.stderr.splitlines()) == 1
