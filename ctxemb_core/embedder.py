@@ -19,11 +19,10 @@ from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
+    CtxembWarning,
     InvalidContractError,
     InvalidInputError,
-    MissingDependencyError,
     TruncationWarning,
-    UnsupportedModelError,
 )
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import locate_model, read_layout, weights_digest
@@ -38,6 +37,10 @@ class _Network(NamedTuple):
     encoder: Encoder
     dense: tuple[DenseHead, ...]
     folder: Path
+    # What the loaded network emits (after its dense heads), and the most tokens it has
+    # positions for: every contract served from the cache is checked against both.
+    dimension: int
+    max_positions: int | None
 
 
 _ENCODERS: dict[tuple[str, str, str], _Network] = {}
@@ -221,7 +224,8 @@ class Embedder:
         texts = check_texts(texts)  # public too (stamp, guard): checked here, an empty batch ok
         role = Role.parse(role, "role")
         c = self.contract
-        encoder, dense, _ = self._query if role is Role.QUERY else self._doc
+        network = self._query if role is Role.QUERY else self._doc
+        encoder, dense = network.encoder, network.dense
         prefix = c.prefix(role)
         prefixed = [prefix + t for t in texts] if prefix else list(texts)
         out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
@@ -342,6 +346,10 @@ class Embedder:
 # -- helpers ---------------------------------------------------------------------------------
 
 
+class _BackendFailed(Exception):
+    """The backend could not load a network the folder and contract are fine for."""
+
+
 def _load_auto(
     contract: EmbeddingContract,
     model: str,
@@ -350,14 +358,31 @@ def _load_auto(
     backend: str,
     device: str,
 ) -> tuple[str, _Network]:
-    """Load with the backend asked for; ``"auto"`` prefers ONNX Runtime and falls back to torch."""
+    """Load with the backend asked for; ``"auto"`` prefers ONNX Runtime and falls back to torch.
+
+    Any failure of the onnx backend (no onnxruntime, a model no export reproduces, a cached
+    export that cannot be made again) falls back with a warning that says why; a failure of the
+    contract or the folder is raised, since torch would refuse it too. A quantised contract has
+    nothing to fall back to: torch does not run int8 weights.
+    """
     if backend != "auto":
         return backend, _load(contract, model, weights, path, backend, device)
     if device == "cpu":
         try:
-            return "onnx", _load(contract, model, weights, path, "onnx", device)
-        except (MissingDependencyError, UnsupportedModelError):
-            pass  # no onnxruntime, or a model the exporter cannot reproduce: torch serves it
+            return "onnx", _load(contract, model, weights, path, "onnx", device, fallible=True)
+        except _BackendFailed as failed:
+            error = failed.__cause__
+            if contract.quantization is not None and isinstance(error, BaseException):
+                raise error from None
+            warnings.warn(
+                CtxembWarning(
+                    f"backend='auto': the onnx backend cannot serve {model} "
+                    f"({type(error).__name__}: {error}); the torch backend serves it instead "
+                    "(same network, slower). Pass backend='torch' to choose it, or "
+                    "backend='onnx' to raise."
+                ),
+                stacklevel=3,
+            )
     return "torch", _load(contract, model, weights, path, "torch", device)
 
 
@@ -368,7 +393,15 @@ def _load(
     path: str | Path | None,
     backend: str,
     device: str,
+    *,
+    fallible: bool = False,
 ) -> _Network:
+    """The network the contract pins, loaded once per weights digest, backend and device.
+
+    Args:
+        fallible: raise a failure of the backend itself as :class:`_BackendFailed` (from the
+            original error), for ``"auto"`` to fall back on.
+    """
     # The quantised network is another network: it gets its own place in the cache.
     quant = f"+{contract.quantization.value}" if contract.quantization else ""
     key = (weights, backend + quant, device)
@@ -376,7 +409,9 @@ def _load(
         with _ENCODERS_LOCK:
             cached = _ENCODERS.get(key)
         if cached is not None:
-            return cached  # loaded from bytes whose digest was checked when they were read
+            # Loaded from bytes whose digest was checked when they were read; the contract
+            # asking for it now may still be one the network cannot serve.
+            return _fits(contract, cached)
     folder = locate_model(path) if path is not None else locate_model(model, weights)
     layout = read_layout(folder)
     actual = weights_digest(layout)
@@ -387,17 +422,43 @@ def _load(
     with _ENCODERS_LOCK:
         cached = _ENCODERS.get(key)
     if cached is not None:
-        return cached
-    if layout.dimension != contract.dimension:
-        raise InvalidContractError(
-            f"the contract says dimension={contract.dimension} but {folder} emits "
-            f"{layout.dimension}"
-        )
+        return _fits(contract, cached)
+    # What the folder says, checked before a load that may cost an export.
+    _check_fits(contract, layout.dimension, layout.max_positions, folder)
     quantization = contract.quantization.value if contract.quantization else None
-    encoder = load_encoder(layout.transformer, backend, device, quantization)
+    try:
+        encoder = load_encoder(layout.transformer, backend, device, quantization)
+    except Exception as exc:
+        if fallible:
+            raise _BackendFailed() from exc
+        raise
     dense = tuple(DenseHead(d.path, d.activation) for d in layout.dense)
+    width = dense[-1].weight.shape[1] if dense else encoder.hidden_size
+    network = _Network(encoder, dense, folder, int(width), layout.max_positions)
+    _check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:
-        return _ENCODERS.setdefault(key, _Network(encoder, dense, folder))
+        return _ENCODERS.setdefault(key, network)
+
+
+def _fits(contract: EmbeddingContract, network: _Network) -> _Network:
+    _check_fits(contract, network.dimension, network.max_positions, network.folder)
+    return network
+
+
+def _check_fits(
+    contract: EmbeddingContract, dimension: int, positions: int | None, folder: Path
+) -> None:
+    """Refuse a contract the network cannot serve: another dimension, more tokens than positions."""
+    if dimension != contract.dimension:
+        raise InvalidContractError(
+            f"the contract says dimension={contract.dimension} but {folder} emits {dimension}; "
+            "use the contract contract_for gives for this model"
+        )
+    if positions is not None and contract.max_tokens > positions:
+        raise InvalidContractError(
+            f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
+            f"{folder} has; valid values are 1..{positions}"
+        )
 
 
 def _check_text(text: Any, what: str) -> str:

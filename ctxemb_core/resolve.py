@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core._files import cache_dir, file_digests
 from ctxemb_core.contract import EmbeddingContract, Pooling
 from ctxemb_core.errors import (
     DataFormatError,
@@ -357,34 +358,9 @@ def _digest_files(layout: ModelLayout) -> list[Path]:
     return files
 
 
-_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
-_DIGEST_LOCK = threading.Lock()
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("CTXEMB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ctxemb"
-    )
-    return Path(base)
-
-
-def _file_digest(path: Path, disk: dict[str, str]) -> str:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    memo = _FILE_DIGESTS.get(key)
-    if memo:
-        return memo
-    disk_key = f"{key[0]}|{key[1]}|{key[2]}"
-    digest = disk.get(disk_key)
-    if digest is None:
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
-        disk[disk_key] = digest
-    _FILE_DIGESTS[key] = digest
-    return digest
+# The cache directory is shared with the embedding cache and the ONNX export; ``cache_dir`` is
+# its public home, the old private name stays importable.
+_cache_dir = cache_dir
 
 
 def weights_digest(folder: str | os.PathLike[str] | ModelLayout) -> str:
@@ -392,36 +368,17 @@ def weights_digest(folder: str | os.PathLike[str] | ModelLayout) -> str:
 
     The digest covers file names relative to the folder and their contents, so a moved or copied
     folder keeps it and any changed weight or vocabulary changes it. Per-file digests are cached
-    (in memory and under ``$CTXEMB_CACHE_DIR``) by path, size and mtime, so a repeat costs
-    milliseconds.
+    (in memory and under ``$CTXEMB_CACHE_DIR``) by the file's state: path, size, mtime, ctime,
+    device, inode and its first and last 64 KiB (see :mod:`ctxemb_core._files`), so a repeat costs
+    milliseconds, and a file replaced in place, even with its old mtime restored, is hashed again.
     """
     layout = folder if isinstance(folder, ModelLayout) else read_layout(folder)
-    cache_file = _cache_dir() / "digests.json"
-    with _DIGEST_LOCK:
-        disk: dict[str, str] = {}
-        if cache_file.is_file():
-            try:
-                disk = json.loads(cache_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                disk = {}  # a damaged cache is only a slower start
-        before = len(disk)
-        h = hashlib.sha256()
-        for path in _digest_files(layout):
-            rel = path.relative_to(layout.root).as_posix()
-            h.update(f"{rel}\0{_file_digest(path, disk)}\n".encode())
-        if len(disk) != before:
-            _write_atomic(cache_file, json.dumps(disk))
+    files = _digest_files(layout)
+    h = hashlib.sha256()
+    for path, digest in zip(files, file_digests(files), strict=True):
+        rel = path.relative_to(layout.root).as_posix()
+        h.update(f"{rel}\0{digest}\n".encode())
     return "sha256:" + h.hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache directory only costs speed
 
 
 # -- the contract ----------------------------------------------------------------------------

@@ -5,14 +5,25 @@ TorchScript exporter (``torch.onnx.export(..., dynamo=False)``: it needs only th
 package, where the dynamo exporter also needs ``onnxscript``, and it is several times faster),
 and kept under ``$CTXEMB_CACHE_DIR/onnx/<weights digest>/``::
 
-    model.onnx     the graph: input_ids, attention_mask[, token_type_ids] -> last_hidden_state
-    export.json    the weights digest it came from, the versions and the self-check's result
+    model.onnx                 the graph: input_ids, attention_mask[, token_type_ids]
+                               -> last_hidden_state
+    export.json                the weights digest it came from, the sha256 of each file of the
+                               graph, the versions and the self-check's result
+    model.int8-dynamic.onnx    a quantised twin, made on demand, and beside it
+    model.int8-dynamic.json    its record: the digest of the graph it was made from, its own
+                               digest and the recipe
 
 The directory is named by the weights digest, so a moved or copied folder reuses its export and
 changed weights get a new one. Before an export is published it must reproduce the torch
 network's token vectors on a batch shaped unlike the one it was traced with; an export that does
 not is refused, never cached. Whether the vectors of a *contract* are reproduced is the stamp's
 canary to decide, as for every backend.
+
+Nothing in the directory is served on its name alone. Every load checks each graph file against
+the digest its record holds, under the rule the weights digest follows (a file is hashed once per
+state: size, times, inode and its first and last 64 KiB, see :mod:`ctxemb_core._files`), so
+a graph replaced by another one (the int8 twin, another model's export), truncated or
+overwritten is rebuilt, never served, and so is a graph onnxruntime cannot load.
 
 The graph is traced with transformers' ``eager`` attention, whose plain MatMul / Softmax pattern
 onnxruntime runs about 25 % faster than the trace of torch's fused attention, and, for the BERT
@@ -38,15 +49,29 @@ from typing import Any
 
 import numpy as np
 
+from ctxemb_core._files import (
+    adopt_digest,
+    cache_dir,
+    file_digests,
+    sha256_file,
+    write_atomic,
+)
 from ctxemb_core.backends import TokenBatch
 from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
-from ctxemb_core.errors import InvalidInputError, MissingDependencyError, UnsupportedModelError
-from ctxemb_core.resolve import _cache_dir, read_layout, weights_digest
+from ctxemb_core.errors import (
+    CtxembError,
+    CtxembWarning,
+    InvalidInputError,
+    MissingDependencyError,
+    UnsupportedModelError,
+)
+from ctxemb_core.resolve import read_layout, weights_digest
 
 __all__ = ["CHECK_MIN_COSINE", "EXPORT_FORMAT", "OPSET", "OnnxEncoder", "export_dir"]
 
-#: Version of the export recipe; a cached export of another version is rebuilt.
-EXPORT_FORMAT = 2
+#: Version of the export recipe and its record; a cached export of another version is rebuilt.
+#: 3: the record holds the sha256 of each graph file; quantised twins have records of their own.
+EXPORT_FORMAT = 3
 #: ONNX opset of the export (17 has LayerNormalization, which onnxruntime fuses further).
 OPSET = 17
 
@@ -59,6 +84,14 @@ _DEVICES = ("cpu",)
 _EXPORT_LOCK = threading.Lock()
 # Model types whose graphs onnxruntime's "bert" optimizer knows how to fuse.
 _FUSABLE = frozenset({"bert", "roberta", "xlm-roberta"})
+# How each quantised twin is made; a twin recorded with another recipe is made again.
+_QUANTIZATION_RECIPES: dict[str, dict[str, str]] = {
+    "int8-dynamic": {
+        "tool": "onnxruntime.quantization.quantize_dynamic",
+        "weight_type": "QInt8",
+        "default_tensor_type": "FLOAT",
+    },
+}
 
 # The trace runs on a padded batch of two, so the attention mask is traced as data and not
 # folded away; the self-check then runs on three texts of other lengths (one cut by truncation).
@@ -116,16 +149,14 @@ class OnnxEncoder:
         layout = read_layout(folder)
         self.hidden_size = int(layout.hidden_size)
         self.weights = weights_digest(layout)
-        model_file, scratch = _ensure_export(folder, self.weights, self.tokenizer)
-        try:
-            if quantization is not None:
-                model_file = _quantized(model_file, quantization)
-            self.session = ort.InferenceSession(
-                str(model_file), _session_options(ort, threads), providers=["CPUExecutionProvider"]
+        if quantization is not None and quantization not in _QUANTIZATION_RECIPES:
+            raise UnsupportedModelError(
+                f"quantization={quantization!r} is not supported; valid values are "
+                f"{sorted(_QUANTIZATION_RECIPES)}"
             )
-        finally:
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
+        self.session, model_file = _open_session(
+            ort, folder, self.weights, self.tokenizer, quantization, threads
+        )
         #: Where the export lives (removed already if the cache directory was not writable).
         self.model_file = model_file
         self._inputs = [i.name for i in self.session.get_inputs()]
@@ -140,7 +171,7 @@ class OnnxEncoder:
 
 def export_dir(weights: str) -> Path:
     """The cache directory of the export of the network with weights digest ``weights``."""
-    return _cache_dir() / "onnx" / weights.removeprefix("sha256:")
+    return cache_dir() / "onnx" / weights.removeprefix("sha256:")
 
 
 # -- the export ------------------------------------------------------------------------------
@@ -174,35 +205,148 @@ def _available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _is_current(directory: Path, weights: str) -> bool:
-    try:
-        meta = json.loads((directory / _META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (
-        isinstance(meta, dict)
-        and meta.get("format") == EXPORT_FORMAT
-        and meta.get("weights") == weights
-        and (directory / _MODEL_FILE).is_file()
+def _open_session(
+    ort: Any,
+    folder: Path,
+    weights: str,
+    tokenizer: FolderTokenizer,
+    quantization: str | None,
+    threads: int | None,
+) -> tuple[Any, Path]:
+    """An onnxruntime session over the checked export (or its twin) and the graph it loaded.
+
+    A graph that passes its record's digests but that onnxruntime cannot quantise or load (a
+    record forged to match, an opset this onnxruntime does not know) is made again once: the
+    twin alone when the twin fails to load, else the export. What fails after that is refused
+    with :class:`UnsupportedModelError`, never passed on as onnxruntime's own exception.
+    """
+    options = _session_options(ort, threads)
+    redo_export: str | None = None
+    redo_twin = False
+    while True:
+        scratch: list[Path | None] = []
+        try:
+            model_file, work = _ensure_export(folder, weights, tokenizer, redo=redo_export)
+            scratch.append(work)
+            loading = _MODEL_FILE  # a twin that cannot be made is the export's failure
+            try:
+                if quantization is not None:
+                    model_file, work = _quantized(model_file, quantization, redo=redo_twin)
+                    scratch.append(work)
+                    loading = model_file.name
+                session = ort.InferenceSession(
+                    str(model_file), options, providers=["CPUExecutionProvider"]
+                )
+            except CtxembError:
+                raise
+            except Exception as exc:  # InvalidProtobuf, Fail, onnx's DecodeError, …
+                why = f"onnxruntime cannot use {loading} ({type(exc).__name__}: {exc})"
+                if redo_export is not None:
+                    raise UnsupportedModelError(
+                        f"the ONNX export of {folder} was made again and still {why}; use "
+                        "backend='torch' for this model"
+                    ) from exc
+                _warn_rebuild(model_file.parent, why)
+                if loading != _MODEL_FILE and not redo_twin:
+                    redo_twin = True  # the export itself passed: only its twin is made again
+                else:
+                    redo_export = why
+                continue
+            return session, model_file
+        finally:
+            for directory in scratch:
+                if directory is not None:
+                    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _warn_rebuild(directory: Path, why: str) -> None:
+    warnings.warn(
+        CtxembWarning(
+            f"the cached ONNX export in {directory} was not served: {why}. It is made again; if "
+            "this repeats, something else writes into the cache directory (CTXEMB_CACHE_DIR)."
+        ),
+        stacklevel=4,
     )
 
 
+def _read_record(file: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _check_files(directory: Path, files: Any) -> str | None:
+    """Why the files recorded as ``{name: sha256}`` do not match what lies in ``directory``."""
+    if (
+        not isinstance(files, dict)
+        or not files
+        or not all(
+            isinstance(n, str) and n == Path(n).name and not n.startswith(".") for n in files
+        )
+    ):
+        return "its record lists no graph files"
+    paths = [directory / name for name in sorted(files)]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        return f"{', '.join(missing)} is missing"
+    try:
+        digests = file_digests(paths)
+    except OSError as exc:
+        return f"its files cannot be read ({exc})"
+    for path, digest in zip(paths, digests, strict=True):
+        if files[path.name] != digest:
+            return (
+                f"{path.name} is not the file that was exported (sha256 {digest[:12]}…, the "
+                f"record says {str(files[path.name])[:12]}…)"
+            )
+    return None
+
+
+def _stale(directory: Path, weights: str) -> tuple[str, bool] | None:
+    """Why the export in ``directory`` cannot be served, and whether that means damage.
+
+    ``None`` when the record is of this format and these weights and every graph file it
+    lists has the digest it records. No export yet, or one of another format, is a plain miss.
+    """
+    meta = _read_record(directory / _META_FILE)
+    if meta is None:
+        return "there is no export", False
+    if meta.get("format") != EXPORT_FORMAT:
+        return f"the export is of format {meta.get('format')!r}, not {EXPORT_FORMAT}", False
+    if meta.get("weights") != weights:
+        return f"its record names the weights {meta.get('weights')!r}", True
+    files = meta.get("files")
+    if not isinstance(files, dict) or _MODEL_FILE not in files:
+        return f"its record lists no {_MODEL_FILE}", True
+    damage = _check_files(directory, files)
+    return None if damage is None else (damage, True)
+
+
 def _ensure_export(
-    folder: Path, weights: str, tokenizer: FolderTokenizer
+    folder: Path, weights: str, tokenizer: FolderTokenizer, *, redo: str | None = None
 ) -> tuple[Path, Path | None]:
-    """The model file of a current export, exporting first if there is none.
+    """The model file of a checked export, exporting first if there is none that passes.
+
+    Args:
+        redo: why the cached export, although it passes its record, must be made again.
 
     Returns the model file and the scratch directory of a new export, for the caller to remove
     once the model is loaded (it holds the model itself when the export could not be cached).
     """
     target = export_dir(weights)
-    if _is_current(target, weights):
+    if redo is None and _stale(target, weights) is None:
         return target / _MODEL_FILE, None
     # One export at a time in a process: the TorchScript exporter keeps global state, and a
     # second thread waiting here then finds the first one's export.
     with _EXPORT_LOCK:
-        if _is_current(target, weights):
+        stale = (redo, True) if redo is not None else _stale(target, weights)
+        if stale is None:
             return target / _MODEL_FILE, None
+        why, damaged = stale
+        if damaged and redo is None:
+            _warn_rebuild(target, why)
         try:
             target.mkdir(parents=True, exist_ok=True)
             # Scratch inside the target: the final os.replace stays on one filesystem (atomic).
@@ -212,9 +356,18 @@ def _ensure_export(
             work = Path(tempfile.mkdtemp(prefix="ctxemb-onnx-"))
         try:
             meta = _export(folder, work / _MODEL_FILE, tokenizer, weights)
+        except MissingDependencyError as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            if not damaged:
+                raise
+            raise MissingDependencyError(
+                f"the cached ONNX export in {target} cannot be served ({why}), and making it "
+                f"again failed: {exc}"
+            ) from None
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
+        meta["files"] = _hash_graph(work)
         try:
             _publish(work, target, meta)
         except OSError:
@@ -222,19 +375,44 @@ def _ensure_export(
         return target / _MODEL_FILE, work
 
 
-def _quantized(model_file: Path, quantization: str) -> Path:
-    """The dynamically quantised twin of an export, made once beside it (atomically)."""
-    if quantization != "int8-dynamic":
-        raise UnsupportedModelError(f"quantization={quantization!r} is not supported")
-    target = model_file.with_name(f"model.{quantization}.onnx")
-    if target.is_file():
-        return target
+def _hash_graph(work: Path) -> dict[str, str]:
+    """The sha256 of each file of a fresh export: the graph and any external weight data."""
+    return {p.name: sha256_file(p) for p in sorted(work.iterdir()) if p.name != _META_FILE}
+
+
+def _quantized(
+    model_file: Path, quantization: str, *, redo: bool = False
+) -> tuple[Path, Path | None]:
+    """The checked quantised twin of a checked export, made beside it (atomically) if needed.
+
+    The twin's record names the digest of the graph it was made from, its own digest and the
+    recipe; a twin that does not match all three is made again, never served. Returns the twin
+    and a scratch directory for the caller to remove (when the export's directory is read-only).
+    """
+    recipe = _QUANTIZATION_RECIPES[quantization]
+    twin = model_file.with_name(f"model.{quantization}.onnx")
+    record_file = model_file.with_name(f"model.{quantization}.json")
+    if not redo and _twin_stale(model_file, twin, record_file, recipe) is None:
+        return twin, None
     import onnx
+    from onnxruntime import __version__ as ort_version
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _EXPORT_LOCK:
-        if not target.is_file():
-            work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        stale = None if redo else _twin_stale(model_file, twin, record_file, recipe)
+        if not redo and stale is None:
+            return twin, None
+        if stale is not None and stale[1]:
+            _warn_rebuild(twin.parent, stale[0])
+        (source,) = file_digests([model_file])
+        scratch = None
+        work = twin.with_name(f".{twin.name}.{os.getpid()}.tmp")
+        try:
+            work.touch()
+        except OSError:  # a read-only export directory: a twin for this process alone
+            scratch = Path(tempfile.mkdtemp(prefix="ctxemb-onnx-"))
+            work = scratch / twin.name
+        try:
             with _quiet_logging():  # its advice to pre-process is for static quantisation
                 quantize_dynamic(
                     str(model_file),
@@ -243,8 +421,49 @@ def _quantized(model_file: Path, quantization: str) -> Path:
                     # The fused kernels are contrib ops, which shape inference cannot type.
                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                 )
-            os.replace(work, target)
-    return target
+            if scratch is not None:
+                return work, scratch
+            hashed = work.stat()
+            digest = sha256_file(work)
+            # The old record goes first: a reader never pairs it with the new twin.
+            record_file.unlink(missing_ok=True)
+            os.replace(work, twin)
+        except BaseException:
+            work.unlink(missing_ok=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        adopt_digest(twin, digest, hashed)
+        record = {
+            "format": EXPORT_FORMAT,
+            "quantization": quantization,
+            "source": source,
+            "digest": digest,
+            "recipe": recipe,
+            "onnxruntime": ort_version,
+        }
+        write_atomic(record_file, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return twin, None
+
+
+def _twin_stale(
+    model_file: Path, twin: Path, record_file: Path, recipe: dict[str, str]
+) -> tuple[str, bool] | None:
+    """Why a quantised twin cannot be served, and whether that means damage (as ``_stale``)."""
+    record = _read_record(record_file)
+    if record is None or not twin.is_file():
+        return f"there is no {twin.name} with its record", False
+    if record.get("format") != EXPORT_FORMAT or record.get("recipe") != recipe:
+        return f"{twin.name} was made by another recipe", False
+    try:
+        source, digest = file_digests([model_file, twin])
+    except OSError as exc:
+        return f"{twin.name} cannot be read ({exc})", True
+    if record.get("source") != source:
+        return f"{twin.name} was made from another graph than {model_file.name}", True
+    if record.get("digest") != digest:
+        return f"{twin.name} is not the twin its record describes (sha256 {digest[:12]}…)", True
+    return None
 
 
 @contextlib.contextmanager
@@ -264,12 +483,14 @@ def _publish(work: Path, target: Path, meta: dict[str, Any]) -> None:
     # record finds a complete model; two processes exporting at once each replace the files with
     # an equivalent export of the same weights.
     # Quantised twins belong to the export they were made from: a new export drops them.
-    for twin in target.glob("model.*.onnx"):
+    for twin in [*target.glob("model.*.onnx"), *target.glob("model.*.json")]:
         twin.unlink(missing_ok=True)
-    for file in sorted(work.iterdir()):
-        if file.name != _MODEL_FILE:
-            os.replace(file, target / file.name)  # external weight data, for a graph over 2 GB
-    os.replace(work / _MODEL_FILE, target / _MODEL_FILE)
+    files: dict[str, str] = meta["files"]
+    hashed = {name: (work / name).stat() for name in files}
+    for name in sorted(files, key=lambda n: n == _MODEL_FILE):  # the graph last
+        os.replace(work / name, target / name)  # external weight data, for a graph over 2 GB
+    for name, digest in files.items():
+        adopt_digest(target / name, digest, hashed[name])
     record = work / _META_FILE
     record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(record, target / _META_FILE)
