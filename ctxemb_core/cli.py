@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,7 +26,6 @@ from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
     MissingDependencyError,
-    StoreUnavailableError,
 )
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -248,40 +246,19 @@ def _open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {} if args.sample is None else {"sample": args.sample}
 
 
-def _check_store_path(args: argparse.Namespace, *, existing: bool) -> None:
-    """Refuse an embedded store folder that cannot be used, before anything touches it.
+def _require_store(args: argparse.Namespace) -> None:
+    """Refuse a ``--path`` with no store for a command that reads one, before connecting.
 
-    Args:
-        existing: the command reads a collection, so the store must already be there (a
-            missing folder would otherwise be created empty just to report that nothing is in
-            it).
+    Connecting would create the folder, empty, only to report that nothing is in it. A folder
+    that cannot be used at all (a file, not writable) is the adapter's ``connect`` to refuse.
 
     Raises:
-        InvalidInputError: ``existing`` and there is no folder at ``--path``.
-        StoreUnavailableError: ``--path`` is a file, or a folder that cannot be created there.
+        InvalidInputError: there is no folder at ``--path`` (and no ``--host``).
     """
-    if args.host:
-        return
-    path = Path(args.path).expanduser()
-    if path.exists() and not path.is_dir():
-        raise StoreUnavailableError(
-            f"--path {args.path} is a file, not a store folder; pass a folder (it is created if "
-            "it does not exist)"
-        )
-    if path.is_dir():
-        return
-    if existing:
+    if not args.host and not Path(args.path).expanduser().is_dir():
         raise InvalidInputError(
             f"--path {args.path}: no store there; pass the folder of an existing store (or "
             "--host of a server), or create one with ctxemb index"
-        )
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        what = "is a file" if not parent.is_dir() else "is not writable"
-        raise StoreUnavailableError(
-            f"--path {args.path} cannot be created: {parent} {what}; pass a folder you can write"
         )
 
 
@@ -393,7 +370,6 @@ def _index(args: argparse.Namespace) -> int:
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
     embedder = _embedder(args, contract)
-    _check_store_path(args, existing=False)
     adapter, client = _adapter(args)
     collection = adapter.open_collection(client, args.collection, embedder, **_open_kwargs(args))
     added = _index_missing(collection, corpus, args.batch_size)
@@ -406,7 +382,7 @@ def _index(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     given = _given_contract(args)
-    _check_store_path(args, existing=True)
+    _require_store(args)
     adapter, client = _adapter(args)
     contract = _caller_contract(args, given, adapter, client)
     collection = adapter.open_collection(
@@ -427,7 +403,7 @@ def _query(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     given = _given_contract(args)
-    _check_store_path(args, existing=True)
+    _require_store(args)
     adapter, client = _adapter(args)
     contract = _caller_contract(args, given, adapter, client)
     stored = adapter.stored_collection(client, args.collection)
@@ -447,7 +423,7 @@ def _migrate(args: argparse.Namespace) -> int:
             f"--to {args.to!r} is the source collection; migrate writes a new collection and "
             "never modifies the source: pass another name"
         )
-    _check_store_path(args, existing=True)
+    _require_store(args)
     adapter, client = _adapter(args)
     source_contract = adapter.stamped_contract(client, args.collection)
     source = adapter.open_collection(
@@ -469,7 +445,6 @@ def _eval(args: argparse.Namespace) -> int:
     _non_empty(data.corpus, args.data)
     contract = contract_for(args.model, **_overrides(args))
     embedder = _embedder(args, contract)
-    _check_store_path(args, existing=False)
     adapter, client = _adapter(args)
     name = args.collection or f"beir-{args.data.resolve().name}-{contract.fingerprint[:12]}"
     collection = adapter.open_collection(client, name, embedder, **_open_kwargs(args))
@@ -517,7 +492,6 @@ def _demo(args: argparse.Namespace) -> int:
     corpus = _load_documents(args.corpus)
     queries = _load_queries(args.queries)
     contract = contract_for(args.model)
-    _check_store_path(args, existing=False)
     adapter, client = _adapter(args)
     print(f"contract   {contract.describe()}")
     collection = adapter.open_collection(client, args.collection, Embedder(contract))

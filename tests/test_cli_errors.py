@@ -141,7 +141,7 @@ def test_bad_invocations_exit_2_with_one_line_and_create_nothing(
 
 
 @pytest.mark.parametrize(
-    ("where", "fragment"), [("{file}", "is a file"), ("{file}/store", "cannot be created")]
+    ("where", "fragment"), [("{file}", "is a file"), ("{file}/store", "a-file/store")]
 )
 @pytest.mark.parametrize("command", ["index", "eval", "demo"])
 def test_a_store_path_that_cannot_be_used_is_refused(command, where, fragment, files, capsys):
