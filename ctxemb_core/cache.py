@@ -50,10 +50,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from ctxemb_core._files import cache_dir
 from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import CtxembWarning, InvalidInputError
-from ctxemb_core.resolve import _cache_dir
 
 __all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache"]
 
@@ -206,7 +206,7 @@ class EmbeddingCache:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise InvalidInputError(f"path must be a file path or None, got {path!r}")
         check_positive_int(max_bytes, "max_bytes")
-        self.path = Path(path) if path is not None else _cache_dir() / _FILE_NAME
+        self.path = Path(path) if path is not None else cache_dir() / _FILE_NAME
         self.max_bytes = max_bytes
         self._lock = threading.RLock()
         self._handle = _Handle()
