@@ -11,6 +11,9 @@ whole family in one place, and each carries the context needed to act on it::
     ├── ModelNotFoundError (+ FileNotFoundError)
     │                                         no folder, or a folder without weights
     ├── UnsupportedModelError                 a module graph ctxemb cannot reproduce exactly
+    │   ├── MalformedModelError (+ DataFormatError)
+    │   │                                     a model folder's file that is not what it claims
+    │   └── PickledWeightsError               weights only in a pickle, which ctxemb never loads
     ├── MissingDependencyError (+ ImportError)
     │                                         an optional extra is not installed
     ├── StoreUnavailableError (+ ConnectionError)
@@ -21,6 +24,7 @@ whole family in one place, and each carries the context needed to act on it::
         ├── DamagedStampError (+ DataFormatError)
         │                                     a stamp that cannot be read or is inconsistent
         ├── ContractMismatchError             the fingerprints differ (names each field)
+        ├── ConfigurationMismatchError        the store's own embedding setting disagrees
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
         └── ForeignVectorsError               stored vectors that this contract did not make
 
@@ -30,12 +34,14 @@ whole family in one place, and each carries the context needed to act on it::
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
 
 __all__ = [
+    "ConfigurationMismatchError",
     "ContractMismatchError",
     "CtxembError",
     "CtxembWarning",
@@ -47,9 +53,11 @@ __all__ = [
     "IncompleteWriteError",
     "InvalidContractError",
     "InvalidInputError",
+    "MalformedModelError",
     "MissingDependencyError",
     "MissingStampError",
     "ModelNotFoundError",
+    "PickledWeightsError",
     "StampError",
     "StoreUnavailableError",
     "TruncationWarning",
@@ -98,6 +106,39 @@ class ModelNotFoundError(CtxembError, FileNotFoundError):
 
 class UnsupportedModelError(CtxembError):
     """The model's module graph has a part ctxemb cannot reproduce exactly, so it refuses it."""
+
+
+class MalformedModelError(UnsupportedModelError, DataFormatError):
+    """A file of a model folder is not what its format says, so the folder is refused.
+
+    A model folder is untrusted input: a JSON file of the wrong shape or size, a value of the
+    wrong type, or a module path that leaves the folder is refused here, by name, before
+    anything loads it. Catch it as :class:`UnsupportedModelError` or :class:`DataFormatError`.
+    """
+
+
+class PickledWeightsError(UnsupportedModelError):
+    """A model folder keeps its weights only in a pickle, which ctxemb never loads.
+
+    Unpickling can run any code the file names, so ctxemb reads safetensors only.
+
+    Attributes:
+        folder: the folder whose weights are pickled.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = os.fspath(folder)
+        super().__init__(
+            f"{self.folder} keeps its weights only as a pickle (pytorch_model.bin), and ctxemb "
+            "never unpickles a model folder (a pickle can run any code it names). Convert it "
+            "once, where you trust the file, to safetensors: for the network, "
+            "AutoModel.from_pretrained(folder).save_pretrained(folder); for a Dense head, "
+            "safetensors.torch.save_file(torch.load('pytorch_model.bin', weights_only=True), "
+            "'model.safetensors') in its folder."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.folder,))
 
 
 class MissingDependencyError(CtxembError, ImportError):
@@ -168,6 +209,33 @@ class ContractMismatchError(StampError):
         return (type(self), (self.index, self.caller))
 
 
+class ConfigurationMismatchError(StampError):
+    """The store's own record of how to embed queries disagrees with the index's stamp.
+
+    A store that embeds queries itself (Chroma's persisted embedding-function configuration, used
+    by a raw ``get_collection``) was changed around ctxemb: its raw clients would embed queries
+    under another recipe, or with another embedding function altogether.
+
+    Attributes:
+        stored: what the store says (``"ctxemb"`` with a contract, or another function's name).
+        fields: the differing contract fields when the store names a ctxemb contract, else ``()``.
+    """
+
+    def __init__(self, stored: str, fields: tuple[str, ...], detail: str) -> None:
+        self.stored = stored
+        self.fields = tuple(fields)
+        self.detail = detail
+        super().__init__(
+            f"the store's embedding-function configuration disagrees with the index's stamp: "
+            f"{detail}. Raw clients of the store would embed queries under it. Reopen with "
+            "repair=True to write the stamp's contract back into the configuration (the stamp "
+            "and its canary are checked first)."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.stored, self.fields, self.detail))
+
+
 class EncoderDriftError(StampError):
     """The contract matches, but the encoder no longer reproduces the index's canary vectors.
 
@@ -203,25 +271,34 @@ class ForeignVectorsError(StampError):
     embedding function, a hand-made upsert).
 
     Attributes:
-        ids: the sampled ids whose stored vectors disagree.
-        sample_size: how many documents were sampled.
-        min_cosine: the lowest cosine found.
+        ids: the checked ids whose stored vectors disagree.
+        sample_size: how many records were checked.
+        min_cosine: the lowest agreement (cosine, length-aware) found.
+        untexted: how many of ``ids`` have a vector but no text to re-embed.
     """
 
-    def __init__(self, ids: tuple[str, ...], sample_size: int, min_cosine: float) -> None:
+    def __init__(
+        self, ids: tuple[str, ...], sample_size: int, min_cosine: float, untexted: int = 0
+    ) -> None:
         self.ids = tuple(ids)
         self.sample_size = sample_size
         self.min_cosine = min_cosine
+        self.untexted = untexted
         shown = ", ".join(self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        without = (
+            f"; {untexted} of them have a vector but no text, which ctxemb never writes"
+            if untexted
+            else ""
+        )
         super().__init__(
-            f"{len(self.ids)} of {sample_size} sampled documents carry vectors that this "
-            f"contract did not make (lowest cosine {min_cosine:.4f}; ids {shown}). Something "
-            "wrote into the index around ctxemb; re-embed those documents (upsert through "
-            "ctxemb) or rebuild the index."
+            f"{len(self.ids)} of {sample_size} checked records carry vectors that this "
+            f"contract did not make (lowest agreement {min_cosine:.4f}; ids {shown}{without}). "
+            "Something wrote into the index around ctxemb; re-embed those documents (upsert "
+            "through ctxemb) or rebuild the index."
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.ids, self.sample_size, self.min_cosine))
+        return (type(self), (self.ids, self.sample_size, self.min_cosine, self.untexted))
 
 
 class CtxembWarning(UserWarning):

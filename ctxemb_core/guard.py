@@ -1,39 +1,99 @@
 """Store-agnostic guard logic: what an adapter asks of an index before it writes or returns.
 
-An adapter reads its store's metadata and a sample of stored (document, vector) pairs and hands
-them here; every decision — stamped or not, which fields differ, whether the vectors in the store
-are this contract's vectors — is made once, in this module.
+An adapter reads its store's metadata and stored (id, document, vector) records and hands them
+here; every decision — stamped or not, which fields differ, whether the store's own embedding
+setting agrees with the stamp, whether the vectors in the store are this contract's vectors — is
+made once, in this module.
+
+What the guard proves, and what it samples:
+
+- The stamp (fingerprint, contract, canary) is read strictly and checked completely on open and
+  whenever an adapter sees it change (:meth:`IndexStamp.from_metadata`, :meth:`IndexStamp.verify`).
+- Stored records are re-embedded and compared with :func:`~ctxemb_core.stamp.agreement` (angle
+  *and* length). On open only a sample is checked: the newest records (where writes around ctxemb
+  land) and a uniform random draw among the older ones; :func:`detection_probability` says how
+  likely that sample is to include a given number of altered older records. ``verify`` can check
+  every record. A record with a vector but no text cannot be re-embedded; ctxemb never writes
+  one, so it counts as foreign.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ctxemb_core.contract import ContractDiff, DiffKind, Role
+from ctxemb_core.contract import ContractDiff, DiffKind, EmbeddingContract, Precision, Role
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
+    ConfigurationMismatchError,
     EncoderDriftError,
     ForeignVectorsError,
+    IncompleteWriteError,
     InvalidInputError,
     MissingStampError,
+    StampError,
 )
-from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
+from ctxemb_core.pooling import quantize
+from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
 
 __all__ = [
+    "OPEN_SAMPLE",
+    "RecordCheck",
     "VerifyReport",
     "adopt_stamp",
+    "check_configuration",
     "check_records",
     "check_sample",
+    "check_stored",
+    "deferred_interrupts",
+    "detection_probability",
     "open_stamp",
+    "record_tolerance",
     "sample_cosines",
     "sample_ranges",
+    "storable",
+    "stored_form",
+    "undoable_write",
     "verify_index",
 ]
+
+#: Stored records re-embedded on open by default: the newest half and a random half.
+OPEN_SAMPLE = 16
+
+#: Why a stored record is not this contract's.
+NO_TEXT = "no text to re-embed"
+OTHER_WIDTH = "another width"
+OTHER_VECTOR = "another vector"
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """Stored records re-embedded and compared with their stored vectors.
+
+    Attributes:
+        checked: how many records were looked at.
+        min_agreement: the lowest :func:`~ctxemb_core.stamp.agreement` among the records that
+            could be re-embedded (``None`` when there were none).
+        bad: ``{id: reason}`` of the records whose stored vector is not this contract's.
+    """
+
+    checked: int = 0
+    min_agreement: float | None = None
+    bad: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: RecordCheck) -> RecordCheck:
+        lows = [x for x in (self.min_agreement, other.min_agreement) if x is not None]
+        return RecordCheck(
+            self.checked + other.checked, min(lows) if lows else None, {**self.bad, **other.bad}
+        )
 
 
 @dataclass(frozen=True)
@@ -44,12 +104,18 @@ class VerifyReport:
         stamped: the index carries a ctxemb stamp.
         fingerprint_match: the stamp's fingerprint equals the caller's.
         diff: the contract difference (empty when the fingerprints match or there is no stamp).
-        canary_cosine: lowest cosine between the stored canary and its re-embedding (or ``None``
-            when it was not computed because the contracts differ).
-        sample_size: how many stored documents were re-embedded and compared.
-        sample_min_cosine: the lowest cosine among them (``None`` without a sample).
-        bad_ids: ids of sampled documents whose stored vector is not this contract's.
-        tolerance: the cosine both checks require.
+        canary_cosine: lowest agreement between the stored canary and its re-embedding (or
+            ``None`` when it was not computed because the contracts differ).
+        sample_size: how many stored records were re-embedded and compared.
+        sample_min_cosine: the lowest agreement among them (``None`` without a sample).
+        bad_ids: ids of checked records whose stored vector is not this contract's.
+        tolerance: the agreement both checks require (for float vectors).
+        damaged: why the stamp could not be read, when it is there but damaged.
+        records: how many records the index holds (``None`` when unknown).
+        mode: ``"all"``, ``"sample"`` or ``"none"``: how the records were chosen.
+        configuration: the store's own embedding setting checked against the stamp: ``"match"``,
+            a description of the disagreement, or ``None`` when the store has no such setting.
+        reasons: ``{id: reason}`` for each bad id.
     """
 
     stamped: bool
@@ -60,47 +126,188 @@ class VerifyReport:
     sample_min_cosine: float | None
     bad_ids: tuple[str, ...] = field(default=())
     tolerance: float = CANARY_TOLERANCE
+    damaged: str | None = None
+    records: int | None = None
+    mode: str = "none"
+    configuration: str | None = None
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         canary_ok = self.canary_cosine is not None and self.canary_cosine >= self.tolerance
-        return self.stamped and self.fingerprint_match and canary_ok and not self.bad_ids
+        configuration_ok = self.configuration in (None, "match")
+        return (
+            self.stamped
+            and self.damaged is None
+            and self.fingerprint_match
+            and canary_ok
+            and configuration_ok
+            and not self.bad_ids
+        )
+
+    @property
+    def detection_probability(self) -> float:
+        """The chance that this check found one altered record among the older ones."""
+        if self.mode == "all":
+            return 1.0
+        if self.records is None or self.mode == "none":
+            return 0.0
+        return detection_probability(self.records, self.sample_size)
+
+    def checked(self) -> list[str]:
+        """What this report checked, in words."""
+        done = ["stamp: present and readable" if self.damaged is None else "stamp: read"]
+        if self.stamped and self.damaged is None:
+            done.append("fingerprint: the caller's contract against the stamp's")
+            if self.canary_cosine is not None:
+                done.append("canary: the probe texts re-embedded, angle and length")
+        if self.configuration is not None:
+            done.append("configuration: the store's embedding setting against the stamp")
+        if self.mode == "all":
+            done.append(f"records: all {self.sample_size} re-embedded, angle and length")
+        elif self.mode == "sample":
+            done.append(
+                f"records: a sample of {self.sample_size} of {self.records} (the newest half "
+                "and a random half) re-embedded, angle and length"
+            )
+        return done
+
+    def not_checked(self) -> list[str]:
+        """What this report could not check, in words."""
+        out = []
+        if self.mode == "sample" and self.records and self.sample_size < self.records:
+            p = self.detection_probability
+            out.append(
+                f"records: {self.records - self.sample_size} of {self.records} were not "
+                f"re-embedded; one altered older record is found with probability {p:.3f} "
+                "(check every record with all=True / --all)"
+            )
+        elif self.mode == "none":
+            out.append("records: no stored record was re-embedded")
+        out.append("record metadata: not part of the contract, never checked")
+        out.append("records written after this check: checked by the next one")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "stamped": self.stamped,
+            "damaged": self.damaged,
             "fingerprint_match": self.fingerprint_match,
             "diff": [str(c) for c in self.diff.changes] if self.diff else [],
             "diff_kind": self.diff.kind.value if self.diff else DiffKind.IDENTICAL.value,
             "canary_cosine": self.canary_cosine,
+            "configuration": self.configuration,
+            "records": self.records,
+            "mode": self.mode,
             "sample_size": self.sample_size,
             "sample_min_cosine": self.sample_min_cosine,
+            "detection_probability": round(self.detection_probability, 6),
             "bad_ids": list(self.bad_ids),
+            "reasons": dict(self.reasons),
             "tolerance": self.tolerance,
+            "checked": self.checked(),
+            "not_checked": self.not_checked(),
         }
 
 
-def sample_cosines(embedder: Embedder, documents: Sequence[str | None], vectors: Any) -> np.ndarray:
-    """Cosine between each stored vector and its document re-embedded under the contract.
+# -- the stored form of a contract's vectors --------------------------------------------------
 
-    A document stored without its text cannot be checked and gets ``nan``.
+
+def storable(vectors: np.ndarray, precision: Precision) -> np.ndarray:
+    """A contract's output vectors as float32 rows any vector store accepts and searches right.
+
+    ``int8`` vectors keep their integer values (cosine and inner product rank as on the
+    integers); ``binary`` vectors are unpacked to ±1 (cosine is then ``1 - 2·hamming/dim``, so
+    ranks are Hamming ranks).
+    """
+    array = np.asarray(vectors)
+    if precision is Precision.BINARY:
+        return np.unpackbits(array.astype(np.uint8), axis=-1).astype(np.float32) * 2.0 - 1.0
+    return array.astype(np.float32)
+
+
+def stored_form(embedder: Embedder, texts: Sequence[str], role: Role | str) -> np.ndarray:
+    """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows)."""
+    role = Role.parse(role, "role")
+    precision = embedder.contract.precision
+    return storable(quantize(embedder.embed_float(list(texts), role), precision), precision)
+
+
+def record_tolerance(contract: EmbeddingContract, tolerance: float = CANARY_TOLERANCE) -> float:
+    """The agreement a stored record must reach to count as this contract's.
+
+    Float vectors reproduce to a few parts in a million, so ``tolerance`` applies. A binary
+    vector's sign bits can flip where a component is within rounding of zero: up to 1 % of them
+    may differ (two unrelated vectors differ in about half).
+    """
+    if contract.precision is Precision.BINARY:
+        return min(
+            tolerance, 1.0 - 2.0 * max(1.0, 0.01 * contract.output_dim) / contract.output_dim
+        )
+    return tolerance
+
+
+# -- stored records ---------------------------------------------------------------------------
+
+
+def sample_cosines(embedder: Embedder, documents: Sequence[str | None], vectors: Any) -> np.ndarray:
+    """Agreement between each stored vector and its document re-embedded under the contract.
+
+    A record stored without its text cannot be checked and gets ``nan``; a stored vector of
+    another width gets ``-1``.
     """
     if len(documents) != len(vectors):
         raise InvalidInputError("documents and vectors must be of the same length")
     out = np.full(len(documents), np.nan)
-    keep = [i for i, d in enumerate(documents) if isinstance(d, str)]
+    keep = [i for i, d in enumerate(documents) if _readable(d)]
     if not keep:
         return out
-    stored = np.asarray([np.asarray(vectors[i], dtype=np.float32) for i in keep])
-    fresh = embedder.embed_float([documents[i] for i in keep], Role.DOCUMENT)  # type: ignore[misc]
-    if stored.shape != fresh.shape:
-        out[keep] = -1.0  # another width is another encoder
+    width = embedder.contract.output_dim
+    rows = [np.asarray(vectors[i], dtype=np.float32).ravel() for i in keep]
+    fits = [k for k, r in zip(keep, rows, strict=True) if r.shape == (width,)]
+    out[[k for k in keep if k not in set(fits)]] = -1.0  # another width is another encoder
+    if not fits:
         return out
-    num = (stored * fresh).sum(axis=1)
-    den = np.linalg.norm(stored, axis=1) * np.linalg.norm(fresh, axis=1)
-    out[keep] = num / np.maximum(den, 1e-12)
+    stored = np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in fits])
+    fresh = stored_form(embedder, [documents[i] for i in fits], Role.DOCUMENT)  # type: ignore[misc]
+    out[fits] = agreement(stored, fresh)
     return out
+
+
+def _readable(document: Any) -> bool:
+    # A text no tokenizer can encode (lone surrogates) was not written by ctxemb either.
+    if not isinstance(document, str):
+        return False
+    try:
+        document.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_stored(
+    embedder: Embedder,
+    ids: Sequence[str],
+    documents: Sequence[str | None],
+    vectors: Any,
+    tolerance: float = CANARY_TOLERANCE,
+) -> RecordCheck:
+    """Re-embed stored records and name each one whose stored vector is not this contract's."""
+    if not len(ids):
+        return RecordCheck()
+    scores = sample_cosines(embedder, documents, vectors)
+    need = record_tolerance(embedder.contract, tolerance)
+    bad: dict[str, str] = {}
+    for i, d, score in zip(ids, documents, scores, strict=True):
+        if not _readable(d):
+            bad[i] = NO_TEXT
+        elif score == -1.0:
+            bad[i] = OTHER_WIDTH
+        elif not score >= need:
+            bad[i] = OTHER_VECTOR
+    checked = scores[~np.isnan(scores)]
+    return RecordCheck(len(ids), float(checked.min()) if checked.size else None, bad)
 
 
 def check_sample(
@@ -110,13 +317,68 @@ def check_sample(
     vectors: Any,
     tolerance: float = CANARY_TOLERANCE,
 ) -> tuple[float | None, tuple[str, ...]]:
-    """The lowest sampled cosine and the ids whose stored vectors are not this contract's."""
-    if not len(ids):
-        return None, ()
-    cos = sample_cosines(embedder, documents, vectors)
-    bad = tuple(i for i, c in zip(ids, cos, strict=True) if not np.isnan(c) and c < tolerance)
-    checked = cos[~np.isnan(cos)]
-    return (float(checked.min()) if checked.size else None), bad
+    """The lowest agreement and the ids whose stored vectors are not this contract's."""
+    result = check_stored(embedder, ids, documents, vectors, tolerance)
+    return result.min_agreement, tuple(result.bad)
+
+
+def _raise_foreign(result: RecordCheck) -> None:
+    if result.bad:
+        low = result.min_agreement if result.min_agreement is not None else float("nan")
+        untexted = sum(r == NO_TEXT for r in result.bad.values())
+        raise ForeignVectorsError(tuple(result.bad), result.checked, low, untexted)
+
+
+def detection_probability(count: int, sample: int, altered: int = 1) -> float:
+    """The chance that an open-time sample includes at least one of ``altered`` older records.
+
+    The sample is the newest ``sample // 2`` records (a write around ctxemb that appends is
+    always seen) plus ``sample - sample // 2`` drawn uniformly from the older ones; this is the
+    hypergeometric chance for records altered in place (an upsert keeps a record's position).
+    """
+    newest = min(count, max(1, sample // 2)) if sample > 0 and count > 0 else 0
+    older = count - newest
+    draw = min(older, max(0, sample - newest))
+    altered = min(altered, older)
+    if older <= 0 or altered <= 0:
+        return 1.0 if altered > 0 else 0.0
+    if draw >= older:
+        return 1.0
+    missed = math.comb(older - altered, draw) / math.comb(older, draw)
+    return 1.0 - missed
+
+
+# -- the stamp and the store's own setting ----------------------------------------------------
+
+
+def check_configuration(
+    stamp: IndexStamp, name: str | None, contract: Mapping[str, Any] | None
+) -> None:
+    """The store's persisted embedding setting must be the stamp's contract.
+
+    Args:
+        stamp: the index's stamp (already read and verified).
+        name: the name of the embedding function the store persisted (``None`` for none).
+        contract: the contract dict in that setting, for a ctxemb function.
+
+    Raises:
+        ConfigurationMismatchError: another function, or a ctxemb function under another
+            contract (the differing fields named).
+    """
+    if name != "ctxemb":
+        what = f"embedding function {name!r}" if name else "no embedding function"
+        raise ConfigurationMismatchError(
+            str(name), (), f"the store records {what}, the stamp says ctxemb {stamp.fingerprint}"
+        )
+    try:
+        configured = EmbeddingContract.from_dict(dict(contract or {}))
+    except (StampError, ValueError, TypeError) as exc:
+        raise ConfigurationMismatchError(
+            "ctxemb", (), f"the ctxemb configuration holds no valid contract ({exc})"
+        ) from None
+    diff = stamp.contract.diff(configured)
+    if diff:
+        raise ConfigurationMismatchError("ctxemb", diff.fields, f"it differs in {diff}")
 
 
 def open_stamp(
@@ -129,32 +391,45 @@ def open_stamp(
 
     Raises:
         MissingStampError: no stamp.
+        DamagedStampError: a stamp that cannot be read or contradicts itself.
         ContractMismatchError: the caller's contract is another one (fields named).
         EncoderDriftError: the canary does not re-embed to its stored vectors.
-        ForeignVectorsError: sampled stored vectors were not made under this contract (e.g. a
-            raw client wrote into the index with another embedding function).
+        ForeignVectorsError: sampled stored records were not made under this contract (e.g. a
+            raw client wrote into the index with another embedding function, or without text).
     """
     stamp = IndexStamp.from_metadata(metadata)
     stamp.verify(embedder, tolerance)
     if sample is not None:
-        ids, documents, vectors = sample
-        low, bad = check_sample(embedder, ids, documents, vectors, tolerance)
-        if bad:
-            raise ForeignVectorsError(bad, len(ids), low if low is not None else float("nan"))
+        _raise_foreign(check_stored(embedder, *sample, tolerance=tolerance))
     return stamp
 
 
 def verify_index(
     metadata: Mapping[str, Any] | None,
     embedder: Embedder,
-    sample: tuple[Sequence[str], Sequence[str | None], Any] | None = None,
+    sample: tuple[Sequence[str], Sequence[str | None], Any] | RecordCheck | None = None,
     tolerance: float = CANARY_TOLERANCE,
+    *,
+    records: int | None = None,
+    mode: str | None = None,
+    configuration: tuple[str | None, Mapping[str, Any] | None] | None = None,
 ) -> VerifyReport:
-    """Like :func:`open_stamp`, but reports every finding instead of raising on the first."""
+    """Like :func:`open_stamp`, but reports every finding instead of raising on the first.
+
+    Args:
+        sample: stored ``(ids, documents, vectors)`` to re-embed, or a :class:`RecordCheck`
+            the adapter already made (page by page, for a check of every record).
+        records: how many records the index holds, for the detection probability.
+        mode: ``"all"`` or ``"sample"`` (default: ``"sample"`` when records were given).
+        configuration: the store's persisted ``(function name, contract dict)``, if it has one.
+    """
+    damaged = None
     try:
-        stamp = IndexStamp.from_metadata(metadata)
+        stamp: IndexStamp | None = IndexStamp.from_metadata(metadata)
     except MissingStampError:
         stamp = None
+    except StampError as exc:  # damaged: there, but not to be trusted in any part
+        stamp, damaged = None, str(exc)
     diff = stamp.contract.diff(embedder.contract) if stamp else None
     match = stamp is not None and not diff
     canary = None
@@ -163,34 +438,53 @@ def verify_index(
             canary = stamp.verify(embedder, tolerance).min_cosine
         except EncoderDriftError as exc:
             canary = exc.min_cosine
-    low: float | None = None
-    bad: tuple[str, ...] = ()
-    size = 0
-    if sample is not None:
-        size = len(sample[0])
-        low, bad = check_sample(embedder, *sample, tolerance=tolerance)
-    return VerifyReport(stamp is not None, match, diff or None, canary, size, low, bad, tolerance)
+    result = sample if isinstance(sample, RecordCheck) else None
+    if sample is not None and result is None:
+        result = check_stored(embedder, *sample, tolerance=tolerance)  # type: ignore[misc]
+    result = result or RecordCheck()
+    config_state = None
+    if configuration is not None and stamp is not None:
+        try:
+            check_configuration(stamp, *configuration)
+            config_state = "match"
+        except ConfigurationMismatchError as exc:
+            config_state = exc.detail
+    return VerifyReport(
+        stamped=stamp is not None or damaged is not None,
+        fingerprint_match=match,
+        diff=diff or None,
+        canary_cosine=canary,
+        sample_size=result.checked,
+        sample_min_cosine=result.min_agreement,
+        bad_ids=tuple(result.bad),
+        tolerance=tolerance,
+        damaged=damaged,
+        records=records,
+        mode=mode or ("sample" if sample is not None else "none"),
+        configuration=config_state,
+        reasons=dict(result.bad),
+    )
 
 
 def adopt_stamp(
     embedder: Embedder,
-    sample: tuple[Sequence[str], Sequence[str | None], Any],
+    sample: tuple[Sequence[str], Sequence[str | None], Any] | RecordCheck,
     stored: int,
     name: str,
     tolerance: float = CANARY_TOLERANCE,
 ) -> IndexStamp:
-    """The stamp to write on an unstamped index of ``stored`` records, once its sample proves it.
+    """The stamp to write on an unstamped index of ``stored`` records, once its records prove it.
 
     Raises:
-        MissingStampError: a sampled stored vector is not this contract's, or the index has
-            records but none with text to re-embed (nothing proves whose vectors they are).
+        MissingStampError: a checked stored record is not this contract's (records without
+            text included), or the index has records but none was checked.
     """
-    report = verify_index(None, embedder, sample, tolerance)
-    if report.bad_ids or (stored and report.sample_min_cosine is None):
+    result = sample if isinstance(sample, RecordCheck) else check_stored(embedder, *sample)
+    if result.bad or (stored and result.min_agreement is None):
         raise MissingStampError(
             f"cannot adopt {name!r}: its stored vectors are not this contract's "
-            f"(lowest cosine {report.sample_min_cosine}, {len(report.bad_ids)} of "
-            f"{report.sample_size} sampled documents differ, or no documents to re-embed)"
+            f"(lowest agreement {result.min_agreement}, {len(result.bad)} of "
+            f"{result.checked} sampled documents differ, or no documents to re-embed)"
         )
     return IndexStamp.from_embedder(embedder)
 
@@ -220,11 +514,22 @@ def check_records(
     """Validate one batch of records before anything is embedded or written.
 
     Raises:
-        InvalidInputError: single strings instead of lists, an empty batch, lengths that differ,
-            empty or non-string ids, or an id twice in the batch.
+        InvalidInputError: ``None`` or single strings instead of lists, an empty batch, lengths
+            that differ, empty or non-string ids, an id twice in the batch, documents that are
+            not strings, metadata entries that are neither a mapping nor ``None``.
     """
-    if isinstance(ids, str) or isinstance(documents, str):
-        raise InvalidInputError("ids and documents must be lists, not single strings")
+    for arg, value in (("ids", ids), ("documents", documents)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise InvalidInputError(
+                f"{arg} must be a list, got {type(value).__name__}"
+                + ("; wrap a single value in a list" if isinstance(value, (str, bytes)) else "")
+            )
+    if metadatas is not None and (
+        isinstance(metadatas, (str, bytes, Mapping)) or not isinstance(metadatas, Sequence)
+    ):
+        raise InvalidInputError(
+            f"metadatas must be a list of mappings (or None), got {type(metadatas).__name__}"
+        )
     ids = list(ids)
     if not ids:
         raise InvalidInputError("nothing to add: ids is empty")
@@ -238,4 +543,58 @@ def check_records(
         if i in seen:
             raise InvalidInputError(f"duplicate id {i!r} in one batch")
         seen.add(i)
+    for k, d in enumerate(documents):
+        if not isinstance(d, str):
+            raise InvalidInputError(
+                f"documents[{k}] (id {ids[k]!r}) is {type(d).__name__}, not a string"
+            )
+    if metadatas is not None:
+        for k, m in enumerate(metadatas):
+            if m is not None and not isinstance(m, Mapping):
+                raise InvalidInputError(
+                    f"metadatas[{k}] (id {ids[k]!r}) is {type(m).__name__}, not a mapping"
+                )
     return ids, list(metadatas) if metadatas is not None else None
+
+
+# -- writes that are undone whole -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) until the block ends, then raise it.
+
+    An undo that is itself interrupted would leave the index half-restored; it runs whole and
+    the interrupt arrives right after. Only the main thread receives signals, so elsewhere this
+    does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def undoable_write(write: Callable[[], None], undo: Callable[[], None], ids: Sequence[str]) -> None:
+    """Run ``write``; if anything stops it, Ctrl-C and ``SystemExit`` included, run ``undo``.
+
+    ``undo`` must restore the index to its state before the call (the adapter snapshots the
+    records of ``ids`` first). The original error is re-raised after a successful undo; if the
+    undo fails too, :class:`~ctxemb_core.errors.IncompleteWriteError` reports both and names the
+    ids whose records may have changed.
+    """
+    try:
+        write()
+    except BaseException as error:
+        try:
+            with deferred_interrupts():
+                undo()
+        except Exception as undo_error:
+            raise IncompleteWriteError(error, undo_error, tuple(ids)) from error
+        raise

@@ -18,7 +18,8 @@ import numpy as np
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
-    DataFormatError,
+    CtxembError,
+    DamagedStampError,
     EncoderDriftError,
     InvalidInputError,
     MissingStampError,
@@ -27,7 +28,7 @@ from ctxemb_core.errors import (
 if TYPE_CHECKING:
     from ctxemb_core.embedder import Embedder
 
-__all__ = ["CANARY_TOLERANCE", "PROBES", "STAMP_SCHEMA", "IndexStamp", "StampCheck"]
+__all__ = ["CANARY_TOLERANCE", "PROBES", "STAMP_SCHEMA", "IndexStamp", "StampCheck", "agreement"]
 
 #: Version of the stamp's metadata layout.
 STAMP_SCHEMA = 1
@@ -52,6 +53,8 @@ PROBES: tuple[str, ...] = (
 CANARY_TOLERANCE = 0.9995
 
 _K = "ctxemb:"
+# A stamp is a few kB (MiniLM: ~17 kB of canary); a field far beyond that is not ours.
+_MAX_FIELD = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -106,16 +109,29 @@ class IndexStamp:
     @staticmethod
     def is_stamped(metadata: Mapping[str, Any] | None) -> bool:
         """Whether a metadata mapping carries a ctxemb stamp."""
-        return bool(metadata) and (_K + "fingerprint") in metadata  # type: ignore[operator]
+        return isinstance(metadata, Mapping) and (_K + "fingerprint") in metadata
+
+    @staticmethod
+    def metadata_items(metadata: Mapping[str, Any] | None) -> str:
+        """The ``ctxemb:*`` entries of a metadata mapping, canonical: what to compare to see a
+        stamp change (``True`` and ``1`` differ here, as they do to :meth:`from_metadata`)."""
+        if not isinstance(metadata, Mapping):
+            return ""
+        items = {k: v for k, v in metadata.items() if isinstance(k, str) and k.startswith(_K)}
+        return json.dumps(items, sort_keys=True, default=repr)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> IndexStamp:
         """Read a stamp back; extra (non-ctxemb) keys are ignored.
 
+        Every part is checked before it is trusted: a stamp that is damaged in any way (a field
+        missing or of the wrong type, a fingerprint that does not match its contract, no probes,
+        probes that are not distinct non-empty strings, canary bytes of the wrong size, canary
+        values that are not finite or rows that are zero) is refused, never half-read.
+
         Raises:
             MissingStampError: the metadata has no stamp.
-            DataFormatError: a stamp is there but damaged (a field missing, a fingerprint that
-                does not match its contract, canary bytes of the wrong size).
+            DamagedStampError: a stamp is there but damaged (also a ``DataFormatError``).
         """
         if not cls.is_stamped(metadata):
             raise MissingStampError(
@@ -124,36 +140,45 @@ class IndexStamp:
             )
         assert metadata is not None
         try:
-            schema = int(metadata[_K + "schema"])
-            stored_fp = str(metadata[_K + "fingerprint"])
-            contract = EmbeddingContract.from_json(metadata[_K + "contract"])
-            probes = tuple(json.loads(metadata[_K + "probes"]))
-            encoded = str(metadata[_K + "canary"])
+            schema = metadata[_K + "schema"]
+            stored_fp = metadata[_K + "fingerprint"]
+            contract_json = metadata[_K + "contract"]
+            probes_json = metadata[_K + "probes"]
+            encoded = metadata[_K + "canary"]
         except KeyError as exc:
-            raise DataFormatError(f"the index's stamp lacks {exc.args[0]!r}") from None
-        except (TypeError, ValueError) as exc:
-            raise DataFormatError(f"the index's stamp cannot be read: {exc}") from None
+            raise DamagedStampError(f"the index's stamp lacks {exc.args[0]!r}") from None
+        if isinstance(schema, bool) or not isinstance(schema, int):
+            raise DamagedStampError(f"the index's stamp schema is not an integer: {schema!r}")
         if schema != STAMP_SCHEMA:
-            raise DataFormatError(
+            raise DamagedStampError(
                 f"stamp schema {schema} is not supported (this ctxemb reads {STAMP_SCHEMA})"
             )
+        for key, value in (
+            ("fingerprint", stored_fp),
+            ("contract", contract_json),
+            ("probes", probes_json),
+            ("canary", encoded),
+        ):
+            if not isinstance(value, str):
+                raise DamagedStampError(
+                    f"the index's stamp field {_K + key!r} is not a string: {type(value).__name__}"
+                )
+            if len(value) > _MAX_FIELD:
+                raise DamagedStampError(
+                    f"the index's stamp field {_K + key!r} is {len(value):,} characters long; "
+                    f"a stamp field is at most {_MAX_FIELD:,}"
+                )
+        try:
+            contract = EmbeddingContract.from_json(contract_json)
+        except (CtxembError, RecursionError) as exc:
+            raise DamagedStampError(f"the index's stamp holds no valid contract: {exc}") from None
         if contract.fingerprint != stored_fp:
-            raise DataFormatError(
+            raise DamagedStampError(
                 "the index's stamp is damaged: its fingerprint does not match its contract JSON"
             )
-        if not encoded.startswith("f32le:"):
-            raise DataFormatError("the index's canary is not in a known encoding")
-        try:
-            raw = base64.b64decode(encoded[len("f32le:") :], validate=True)
-        except binascii.Error as exc:
-            raise DataFormatError(f"the index's canary is not valid base64: {exc}") from None
-        expected = 2 * len(probes) * contract.output_dim
-        if len(raw) != 4 * expected:
-            raise DataFormatError(
-                f"the index's canary has {len(raw)} bytes, expected {4 * expected}"
-            )
-        canary = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-        return cls(contract, probes, canary.reshape(2 * len(probes), contract.output_dim), schema)
+        probes = _read_probes(probes_json)
+        canary = _read_canary(encoded, 2 * len(probes), contract.output_dim)
+        return cls(contract, probes, canary, schema)
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -177,13 +202,52 @@ class IndexStamp:
         """
         self.check_contract(embedder.contract)
         fresh = _canary(embedder, self.probes)
-        cos = _rowwise_cosine(self.canary, fresh)
+        cos = agreement(self.canary, fresh)
         worst = int(np.argmin(cos))
-        if cos[worst] < tolerance:
+        if not cos[worst] >= tolerance:  # also catches NaN from a broken encoder
             role = "document" if worst < len(self.probes) else "query"
             probe = f"{role}: {self.probes[worst % len(self.probes)]}"
             raise EncoderDriftError(float(cos[worst]), tolerance, probe)
         return StampCheck(self.fingerprint, float(cos.min()), tolerance)
+
+
+def _read_probes(text: str) -> tuple[str, ...]:
+    try:
+        probes = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DamagedStampError(f"the index's probe list cannot be parsed: {exc}") from None
+    if (
+        not isinstance(probes, list)
+        or not probes
+        or not all(isinstance(p, str) and p.strip() for p in probes)
+        or len(set(probes)) != len(probes)
+    ):
+        raise DamagedStampError(
+            "the index's probe list must be a non-empty list of distinct non-empty strings; "
+            "a stamp without probes would prove nothing"
+        )
+    return tuple(probes)
+
+
+def _read_canary(encoded: str, rows: int, dim: int) -> np.ndarray:
+    if not encoded.startswith("f32le:"):
+        raise DamagedStampError("the index's canary is not in a known encoding")
+    try:
+        raw = base64.b64decode(encoded[len("f32le:") :], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise DamagedStampError(f"the index's canary is not valid base64: {exc}") from None
+    expected = 4 * rows * dim
+    if len(raw) != expected:
+        raise DamagedStampError(
+            f"the index's canary has {len(raw)} bytes, expected {expected} "
+            f"({rows} probe vectors of {dim} float32 values)"
+        )
+    canary = np.frombuffer(raw, dtype="<f4").astype(np.float32).reshape(rows, dim)
+    if not np.isfinite(canary).all():
+        raise DamagedStampError("the index's canary holds values that are not finite numbers")
+    if not (np.linalg.norm(canary, axis=1) > 0).all():
+        raise DamagedStampError("the index's canary holds a zero vector, which proves nothing")
+    return canary
 
 
 def _canary(embedder: Embedder, probes: tuple[str, ...]) -> np.ndarray:
@@ -192,7 +256,20 @@ def _canary(embedder: Embedder, probes: tuple[str, ...]) -> np.ndarray:
     return np.concatenate([docs, queries]).astype(np.float32)
 
 
-def _rowwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def agreement(stored: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """Per row, how closely ``fresh`` reproduces ``stored``: direction and length alike.
+
+    ``<s, f> / max(|s|, |f|)²`` is the cosine when the lengths agree and falls below it as they
+    part (a vector scaled by 1.01 scores 0.99), so one tolerance checks what a contract promises
+    of its vectors, not only their angle. Rows that are not finite score ``-inf``; a row whose
+    vectors are both zero scores 0.
+    """
+    a = np.asarray(stored, dtype=np.float64)
+    b = np.asarray(fresh, dtype=np.float64)
+    if a.shape != b.shape:
+        raise InvalidInputError(f"cannot compare vectors of shapes {a.shape} and {b.shape}")
     num = (a * b).sum(axis=1)
-    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return num / np.maximum(den, 1e-12)
+    den = np.maximum((a * a).sum(axis=1), (b * b).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = num / np.maximum(den, 1e-30)
+    return np.where(np.isfinite(score), score, -np.inf)

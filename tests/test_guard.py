@@ -29,7 +29,7 @@ def test_sample_ranges_cover_the_newest_and_exactly_the_size_asked(count, size):
 def test_check_records_refuses_bad_batches():
     assert check_records(["a"], ["x"], None) == (["a"], None)
     for ids, docs, metas, msg in [
-        ("a", ["x"], None, "lists"),
+        ("a", ["x"], None, "must be a list"),
         ([], [], None, "empty"),
         (["a", "b"], ["x"], None, "same length"),
         (["a"], ["x"], [{}, {}], "same length"),
@@ -53,7 +53,7 @@ def test_verify_index_reports_every_finding(minilm, minilm_contract):
     mixed = [good[0], other.embed_documents(texts[1:])[0]]
     report = verify_index(md, minilm, (["a", "b"], texts, mixed))
     assert not report.ok and report.bad_ids == ("b",)
-    with pytest.raises(ForeignVectorsError, match="1 of 2 sampled"):
+    with pytest.raises(ForeignVectorsError, match="1 of 2 checked"):
         open_stamp(md, minilm, (["a", "b"], texts, mixed))
     report = verify_index(md, other)
     assert not report.ok and report.diff.fields == ("pooling",) and report.canary_cosine is None

@@ -21,16 +21,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
     ) from exc
 
-from ctxemb_chroma._collection import (
-    GuardedCollection,
-    connect,
-    open_collection,
-    stamped_contract,
-    stored_collection,
-    verify,
-)
+from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
+from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._store import connect, stamped_contract, stored_collection
+from ctxemb_chroma._verify import verify
 
 __all__ = [
     "ContractEmbeddingFunction",

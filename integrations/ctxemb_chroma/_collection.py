@@ -1,4 +1,4 @@
-"""Contract-stamped Chroma collections: created stamped, verified on open, guarded on every call."""
+"""A stamped Chroma collection bound to one contract: every call checked before it runs."""
 
 from __future__ import annotations
 
@@ -7,162 +7,38 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from chromadb.errors import NotFoundError
+from chromadb.api.types import validate_metadata
 
-from ctxemb_chroma._function import ContractEmbeddingFunction
+from ctxemb_chroma._store import stored_or_none, translated
+from ctxemb_chroma._verify import verify_open
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import InvalidInputError, MissingStampError
-from ctxemb_core.guard import (
-    VerifyReport,
-    adopt_stamp,
-    check_records,
-    open_stamp,
-    sample_ranges,
-    verify_index,
-)
-
-SAMPLE = 16  # stored documents re-embedded on open: the newest half and a random half
-
-
-def connect(path: str | None = None, host: str | None = None, port: int = 8000) -> ClientAPI:
-    """An embedded client on ``path`` (the default), or an HTTP client of a Chroma server."""
-    import chromadb
-
-    if host:
-        return chromadb.HttpClient(host=host, port=port)
-    return chromadb.PersistentClient(path=path or "./chroma")
-
-
-def stored_collection(client: ClientAPI, name: str) -> Collection:
-    """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
-    try:
-        return client.get_collection(name, embedding_function=None)
-    except NotFoundError:
-        raise InvalidInputError(f"collection {name!r} does not exist") from None
-
-
-def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
-    """The contract recorded in a collection's stamp (raises if it has none)."""
-    return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
-
-
-def _embedder(contract: EmbeddingContract | Embedder) -> Embedder:
-    return contract if isinstance(contract, Embedder) else Embedder(contract)
-
-
-def _existing(client: ClientAPI, name: str, ef: ContractEmbeddingFunction) -> Collection | None:
-    try:
-        return client.get_collection(name, embedding_function=ef)  # type: ignore[arg-type]
-    except NotFoundError:
-        return None
-    except ValueError as exc:
-        # Chroma refuses our function when the collection persisted another one by name.
-        raise MissingStampError(
-            f"collection {name!r} was created with another Chroma embedding function and "
-            f"carries no ctxemb stamp; ctxemb will not mix vectors into it ({exc})"
-        ) from None
-
-
-def _sample(raw: Collection, size: int = SAMPLE) -> tuple[list[str], list[Any], Any]:
-    ids: list[str] = []
-    docs: list[Any] = []
-    vecs: list[Any] = []
-    for start, stop in sample_ranges(raw.count(), size):
-        got = raw.get(offset=start, limit=stop - start, include=["documents", "embeddings"])
-        ids += got["ids"]
-        docs += got["documents"] or [None] * len(got["ids"])
-        vecs += list(got["embeddings"] if got["embeddings"] is not None else [])
-    return ids, docs, vecs
-
-
-def open_collection(
-    client: ClientAPI,
-    name: str,
-    contract: EmbeddingContract | Embedder,
-    *,
-    create: bool = True,
-    adopt: bool = False,
-    sample: int = SAMPLE,
-) -> GuardedCollection:
-    """Create a stamped collection, or open one and verify its stamp and stored vectors.
-
-    Args:
-        client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
-        name: the collection's name.
-        contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` built from it).
-        create: create the collection (stamped in the same call) if it does not exist.
-        adopt: stamp an existing unstamped collection after re-embedding a sample of its
-            documents and finding its stored vectors equal to this contract's.
-        sample: how many stored documents to re-embed and compare on open.
-
-    Raises:
-        ContractMismatchError: the collection was written under another contract.
-        EncoderDriftError: same contract, but the canary re-embeds to other vectors.
-        ForeignVectorsError: stored vectors that this contract did not make.
-        MissingStampError: an unstamped collection, without ``adopt=True``.
-
-    Example:
-        >>> client = chromadb.PersistentClient("./index")          # doctest: +SKIP
-        >>> docs = open_collection(client, "docs", contract)        # doctest: +SKIP
-        >>> docs.add(["d1"], ["Green tea is steamed."])             # doctest: +SKIP
-        >>> docs.query(["how is green tea made"], n_results=1)      # doctest: +SKIP
-    """
-    embedder = _embedder(contract)
-    ef = ContractEmbeddingFunction(embedder)
-    raw = _existing(client, name, ef)
-    if raw is None:
-        if not create:
-            raise InvalidInputError(f"collection {name!r} does not exist (create=False)")
-        stamp = IndexStamp.from_embedder(embedder)
-        # The stamp is part of the create call itself: no unstamped collection ever exists.
-        raw = client.create_collection(
-            name,
-            metadata=stamp.to_metadata(),
-            embedding_function=ef,  # type: ignore[arg-type]
-            configuration={"hnsw": {"space": ef.default_space(), "ef_search": 200}},
-        )
-        return GuardedCollection(client, raw, embedder, stamp)
-    if not IndexStamp.is_stamped(raw.metadata) and adopt:
-        return GuardedCollection(client, raw, embedder, _adopt(raw, embedder, ef, sample))
-    stamp = open_stamp(raw.metadata, embedder, _sample(raw, sample))
-    return GuardedCollection(client, raw, embedder, stamp)
-
-
-def _adopt(
-    raw: Collection, embedder: Embedder, ef: ContractEmbeddingFunction, sample: int
-) -> IndexStamp:
-    stamp = adopt_stamp(embedder, _sample(raw, max(sample, 1)), raw.count(), raw.name)
-    raw.modify(
-        metadata={**(raw.metadata or {}), **stamp.to_metadata()},
-        configuration={"embedding_function": ef},
-    )
-    return stamp
-
-
-def verify(
-    collection: GuardedCollection | Collection,
-    contract: EmbeddingContract | Embedder,
-    sample: int = 32,
-) -> VerifyReport:
-    """Check a collection against a contract and report every finding (never raises for them)."""
-    raw = collection.stored() if isinstance(collection, GuardedCollection) else collection
-    return verify_index(raw.metadata, _embedder(contract), _sample(raw, sample))
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.guard import OPEN_SAMPLE, check_records, storable, undoable_write
 
 
 class GuardedCollection:
     """A Chroma collection bound to one contract; every call is checked before it runs.
 
-    Writes re-read the stamp from the store (another process may have replaced the collection);
-    queries check against the stamp read on open, a string comparison.
+    Every call first reads the collection's stamp from the store (one metadata read, about
+    0.1 ms embedded): a stamp replaced or removed after open, or a collection deleted and
+    created again under the name, is verified again in full before the call runs, or refused.
     """
 
     def __init__(
-        self, client: ClientAPI, raw: Collection, embedder: Embedder, stamp: IndexStamp
+        self,
+        client: ClientAPI,
+        raw: Collection,
+        embedder: Embedder,
+        stamp: IndexStamp,
+        *,
+        sample: int = OPEN_SAMPLE,
     ) -> None:
         self.client = client
         self.raw = raw
         self.embedder = embedder
         self.stamp = stamp
+        self.sample = sample
+        self._seen = (raw.id, IndexStamp.metadata_items(raw.metadata))
 
     @property
     def name(self) -> str:
@@ -173,14 +49,29 @@ class GuardedCollection:
         return self.embedder.contract
 
     def count(self) -> int:
-        return self.raw.count()
+        with translated("count"):
+            return self.current().count()
 
     def ids(self) -> set[str]:
-        return set(self.raw.get(include=[])["ids"])
+        with translated("reading ids"):
+            return set(self.current().get(include=[])["ids"])
 
     def stored(self) -> Collection:
-        """The collection as the store has it now (another process may have replaced it)."""
-        return stored_collection(self.client, self.name)
+        """The collection as the store has it now, unguarded (for reading or verifying)."""
+        raw = stored_or_none(self.client, self.name)
+        if raw is None:
+            raise InvalidInputError(f"collection {self.name!r} no longer exists")
+        return raw
+
+    def current(self) -> Collection:
+        """The collection now, proven to carry the stamp this object verified (or re-verified)."""
+        raw = self.stored()
+        seen = (raw.id, IndexStamp.metadata_items(raw.metadata))
+        if seen != self._seen:
+            # Changed since it was verified (another process, a raw client): check it whole.
+            self.stamp = verify_open(self.client, raw, self.embedder, self.sample, repair=False)
+            self.raw, self._seen = raw, seen
+        return self.raw
 
     def add(
         self,
@@ -190,28 +81,72 @@ class GuardedCollection:
         *,
         upsert: bool = False,
     ) -> None:
-        """Embed documents under the contract and write them; nothing is written on any error."""
+        """Embed documents under the contract and write them.
+
+        Everything is checked before anything is written: the batch, the stamp (re-read from
+        the store) and, for ``add``, that no id is already stored (Chroma would silently keep
+        the old record: :class:`~ctxemb_core.errors.ExistingIdsError` points to ``upsert``).
+        A write that fails or is interrupted (Ctrl-C included) is undone: ids that were new are
+        deleted and replaced records restored, so the collection is as it was before the call.
+
+        Raises:
+            InvalidInputError: a bad batch (named), ExistingIdsError for ``add``.
+            IncompleteWriteError: the write failed and so did its undo (both reported).
+        """
         ids, metadatas = check_records(ids, documents, metadatas)
-        IndexStamp.from_metadata(self.stored().metadata).check_contract(self.contract)
-        vectors = self.embedder.embed_documents(list(documents))
-        write = self.raw.upsert if upsert else self.raw.add
-        previous = (
-            self.raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
-            if upsert
-            else None
-        )
+        for k, m in enumerate(metadatas or []):
+            if m is not None:
+                with translated(f"metadatas[{k}] (id {ids[k]!r})"):
+                    validate_metadata(m)
+        raw = self.current()
+        with translated("reading the records to be written"):
+            before = raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
+        if before["ids"] and not upsert:
+            raise ExistingIdsError(tuple(before["ids"]))
+        vectors = storable(self.embedder.embed_documents(list(documents)), self.contract.precision)
+        write = raw.upsert if upsert else raw.add
         step = self.client.get_max_batch_size()
-        try:
-            for i in range(0, len(ids), step):
-                write(
-                    ids=ids[i : i + step],
-                    embeddings=vectors[i : i + step],
-                    documents=list(documents[i : i + step]),
-                    metadatas=metadatas[i : i + step] if metadatas else None,
+
+        def run() -> None:
+            with translated("writing"):
+                for i in range(0, len(ids), step):
+                    write(
+                        ids=ids[i : i + step],
+                        embeddings=vectors[i : i + step],
+                        documents=list(documents[i : i + step]),
+                        metadatas=metadatas[i : i + step] if metadatas else None,
+                    )
+
+        undoable_write(run, lambda: _restore(raw, ids, before), ids)
+
+    def add_missing(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+    ) -> int:
+        """Add the records whose ids the collection lacks; returns how many this call added.
+
+        What indexing a corpus wants: a re-run, or another process indexing the same corpus
+        at the same time, adds nothing twice and fails on nothing that is already there.
+        """
+        ids, metadatas = check_records(ids, documents, metadatas)
+        for _ in range(5):
+            with translated("reading ids"):
+                have = set(self.current().get(ids=ids, include=[])["ids"])
+            keep = [k for k, i in enumerate(ids) if i not in have]
+            if not keep:
+                return 0
+            try:
+                self.add(
+                    [ids[k] for k in keep],
+                    [documents[k] for k in keep],
+                    [metadatas[k] for k in keep] if metadatas else None,
                 )
-        except Exception:
-            _undo(self.raw, ids, previous)
-            raise
+                return len(keep)
+            except ExistingIdsError:
+                continue  # another writer added some of them meanwhile: look again
+        raise ExistingIdsError(tuple(i for i in ids if i in have))
 
     def upsert(
         self,
@@ -236,26 +171,48 @@ class GuardedCollection:
         collection's, or :class:`~ctxemb_core.errors.ContractMismatchError` is raised and nothing
         is returned.
         """
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise InvalidInputError(
+                f"embedder must be an Embedder, got {type(embedder).__name__}"
+                + ("; pass Embedder(contract)" if isinstance(embedder, EmbeddingContract) else "")
+            )
+        if isinstance(n_results, bool) or not isinstance(n_results, int) or n_results <= 0:
+            raise InvalidInputError(f"n_results must be a positive integer, got {n_results!r}")
         querier = embedder or self.embedder
-        self.stamp.check_contract(querier.contract)
         if isinstance(query_texts, str):
             query_texts = [query_texts]
-        vectors = querier.embed_queries(list(query_texts))
-        return self.raw.query(query_embeddings=vectors, n_results=n_results, **kwargs)
+        raw = self.current()
+        self.stamp.check_contract(querier.contract)
+        vectors = storable(querier.embed_queries(query_texts), querier.contract.precision)
+        with translated("query"):
+            return raw.query(query_embeddings=vectors, n_results=n_results, **kwargs)
 
     def get(self, **kwargs: Any) -> Any:
-        return self.raw.get(**kwargs)
+        with translated("get"):
+            return self.current().get(**kwargs)
 
     def delete(self, ids: Sequence[str]) -> None:
-        self.raw.delete(ids=list(ids))
+        """Delete records by id (only by id: Chroma's ``where`` deletes are a raw client's)."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence) or not ids:
+            raise InvalidInputError(f"ids must be a non-empty list of ids, got {ids!r}")
+        if not all(isinstance(i, str) and i for i in ids):
+            raise InvalidInputError("ids must be non-empty strings")
+        raw = self.current()
+        with translated("delete"):
+            raw.delete(ids=list(ids))
 
 
-def _undo(raw: Collection, ids: list[str], previous: Any) -> None:
-    raw.delete(ids=ids)
-    if previous and previous["ids"]:
-        raw.add(
-            ids=previous["ids"],
-            embeddings=previous["embeddings"],
-            documents=previous["documents"],
-            metadatas=previous["metadatas"],
-        )
+def _restore(raw: Collection, ids: list[str], before: Any) -> None:
+    """Put the records of ``ids`` back as ``before`` holds them; delete those it lacks."""
+    with translated("undoing a failed write"):
+        kept = set(before["ids"])
+        new = [i for i in ids if i not in kept]
+        if new:
+            raw.delete(ids=new)
+        if before["ids"]:
+            raw.upsert(
+                ids=before["ids"],
+                embeddings=before["embeddings"],
+                documents=before["documents"],
+                metadatas=before["metadatas"],
+            )

@@ -6,7 +6,8 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 
-from ctxemb_chroma._collection import GuardedCollection, open_collection
+from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 

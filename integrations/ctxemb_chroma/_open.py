@@ -1,0 +1,95 @@
+"""Opening a Chroma collection through the guard: created stamped, or verified whole."""
+
+from __future__ import annotations
+
+from chromadb.api import ClientAPI
+
+from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._function import ContractEmbeddingFunction
+from ctxemb_chroma._store import (
+    as_embedder,
+    check_client,
+    check_name,
+    check_sample_size,
+    stored_or_none,
+    translated,
+)
+from ctxemb_chroma._verify import adopt as adopt_unstamped
+from ctxemb_chroma._verify import verify_open
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import OPEN_SAMPLE
+
+
+def open_collection(
+    client: ClientAPI,
+    name: str,
+    contract: EmbeddingContract | Embedder,
+    *,
+    create: bool = True,
+    adopt: bool = False,
+    repair: bool = False,
+    sample: int = OPEN_SAMPLE,
+) -> GuardedCollection:
+    """Create a stamped collection, or open one and verify its stamp and stored vectors.
+
+    Args:
+        client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
+        name: the collection's name.
+        contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` built from it).
+        create: create the collection (stamped in the same call) if it does not exist.
+        adopt: stamp an existing unstamped collection after re-embedding a sample of its
+            documents and finding its stored vectors equal to this contract's.
+        repair: write the stamp's contract back into Chroma's persisted embedding-function
+            configuration when it was changed around ctxemb (after the stamp is verified).
+        sample: how many stored records to re-embed and compare on open (the newest half and a
+            random half; 0 checks the stamp and canary only). See
+            :func:`ctxemb_core.guard.detection_probability` for what a sample finds.
+
+    Raises:
+        ContractMismatchError: the collection was written under another contract.
+        EncoderDriftError: same contract, but the canary re-embeds to other vectors.
+        ForeignVectorsError: stored records that this contract did not make (or without text).
+        ConfigurationMismatchError: Chroma's persisted embedding function is not the stamp's.
+        MissingStampError: an unstamped collection, without ``adopt=True``.
+        DamagedStampError: a stamp that cannot be read or contradicts itself.
+        InvalidInputError: a bad argument (a name Chroma refuses, a non-client, …).
+        StoreUnavailableError: the server cannot be reached.
+
+    Example:
+        >>> client = chromadb.PersistentClient("./index")          # doctest: +SKIP
+        >>> docs = open_collection(client, "docs", contract)        # doctest: +SKIP
+        >>> docs.add(["d1"], ["Green tea is steamed."])             # doctest: +SKIP
+        >>> docs.query(["how is green tea made"], n_results=1)      # doctest: +SKIP
+    """
+    check_client(client)
+    check_name(name)
+    embedder = as_embedder(contract)
+    check_sample_size(sample)
+    raw = stored_or_none(client, name)
+    if raw is None:
+        if not create:
+            raise InvalidInputError(f"collection {name!r} does not exist (create=False)")
+        stamp = IndexStamp.from_embedder(embedder)
+        ef = ContractEmbeddingFunction(embedder)
+        try:
+            with translated(f"creating collection {name!r}"):
+                # The stamp is part of the create call itself: no unstamped collection exists.
+                raw = client.create_collection(
+                    name,
+                    metadata=stamp.to_metadata(),
+                    embedding_function=ef,  # type: ignore[arg-type]
+                    configuration={"hnsw": {"space": ef.default_space(), "ef_search": 200}},
+                )
+            return GuardedCollection(client, raw, embedder, stamp, sample=sample)
+        except Exception:
+            raw = stored_or_none(client, name)
+            if raw is None:
+                raise
+            # Another process created it meanwhile: open what it made, with every check.
+    with translated(f"opening collection {name!r}"):
+        if adopt and not IndexStamp.is_stamped(raw.metadata):
+            stamp = adopt_unstamped(raw, embedder, sample)
+        else:
+            stamp = verify_open(client, raw, embedder, sample, repair)
+    return GuardedCollection(client, raw, embedder, stamp, sample=sample)

@@ -1,0 +1,159 @@
+"""Checking a Chroma collection against a contract: on open, on change, and on demand."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from tqdm.auto import tqdm
+
+from ctxemb_chroma._function import ContractEmbeddingFunction
+from ctxemb_chroma._store import (
+    as_embedder,
+    check_sample_size,
+    configured_function,
+    stored_or_none,
+    translated,
+)
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.errors import (
+    ConfigurationMismatchError,
+    InvalidInputError,
+    MissingStampError,
+    StampError,
+)
+from ctxemb_core.guard import (
+    RecordCheck,
+    VerifyReport,
+    adopt_stamp,
+    check_configuration,
+    check_stored,
+    open_stamp,
+    sample_ranges,
+    verify_index,
+)
+
+PAGE = 256  # records per read when every record is checked
+
+
+def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], list[Any]]:
+    """The newest half and a random half of ``size`` stored records, with text and vector."""
+    ids: list[str] = []
+    docs: list[Any] = []  # str, or None for a record stored without text
+    vecs: list[Any] = []
+    for start, stop in sample_ranges(raw.count(), size):
+        got = raw.get(offset=start, limit=stop - start, include=["documents", "embeddings"])
+        ids += got["ids"]
+        docs += got["documents"] or [None for _ in got["ids"]]
+        vecs += list(got["embeddings"] if got["embeddings"] is not None else [])
+    return ids, docs, vecs
+
+
+def check_every_record(raw: Collection, embedder: Embedder, progress: bool | None) -> RecordCheck:
+    """Re-embed every stored record, one page at a time, with a progress bar."""
+    total = raw.count()
+    result = RecordCheck()
+    with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
+        for offset in range(0, total, PAGE):
+            got = raw.get(offset=offset, limit=PAGE, include=["documents", "embeddings"])
+            if not got["ids"]:
+                break
+            texts: Any = got["documents"]
+            docs = list(texts) if texts else [None] * len(got["ids"])
+            result = result.merge(check_stored(embedder, got["ids"], docs, got["embeddings"]))
+            bar.update(len(got["ids"]))
+    return result
+
+
+def verify_open(
+    client: ClientAPI, raw: Collection, embedder: Embedder, sample: int, repair: bool
+) -> IndexStamp:
+    """Every check of an existing stamped collection; returns its stamp or raises."""
+    name, contract = configured_function(raw)
+    if not IndexStamp.is_stamped(raw.metadata) and name not in (None, "ctxemb"):
+        raise MissingStampError(
+            f"collection {raw.name!r} was created with another Chroma embedding function "
+            f"({name!r}) and carries no ctxemb stamp; ctxemb will not mix vectors into it"
+        )
+    stamp = IndexStamp.from_metadata(raw.metadata)
+    stamp.verify(embedder)
+    try:
+        check_configuration(stamp, name, contract)
+    except ConfigurationMismatchError:
+        if not repair:
+            raise
+        _write_configuration(raw, embedder)
+        check_configuration(stamp, *configured_function(_reread(client, raw.name)))
+    return open_stamp(raw.metadata, embedder, sample_records(raw, sample) if sample else None)
+
+
+def _write_configuration(raw: Collection, embedder: Embedder) -> None:
+    # Chroma persists a configuration first and checks it against the function it had after;
+    # that check fails when the stored function is another one, after the write is done.
+    # Whether it was written is read back and checked by the caller.
+    with (
+        translated(f"repairing the configuration of {raw.name!r}"),
+        contextlib.suppress(ValueError, StampError),
+    ):
+        raw.modify(configuration={"embedding_function": ContractEmbeddingFunction(embedder)})
+
+
+def _reread(client: ClientAPI, name: str) -> Collection:
+    again = stored_or_none(client, name)
+    if again is None:
+        raise InvalidInputError(f"collection {name!r} disappeared while it was opened")
+    return again
+
+
+def adopt(raw: Collection, embedder: Embedder, sample: int) -> IndexStamp:
+    """Stamp an unstamped collection once a sample of its records proves it is this contract's."""
+    stamp = adopt_stamp(embedder, sample_records(raw, max(sample, 1)), raw.count(), raw.name)
+    with translated(f"stamping {raw.name!r}"):
+        raw.modify(metadata={**(raw.metadata or {}), **stamp.to_metadata()})
+    _write_configuration(raw, embedder)
+    return stamp
+
+
+def verify(
+    collection: Any,
+    contract: EmbeddingContract | Embedder,
+    sample: int = 32,
+    *,
+    all: bool = False,
+    progress: bool | None = None,
+) -> VerifyReport:
+    """Check a collection against a contract and report every finding (never raises for them).
+
+    Args:
+        collection: a :class:`GuardedCollection` or a raw Chroma collection.
+        contract: the caller's contract (or embedder).
+        sample: how many stored records to re-embed (the newest half and a random half).
+        all: re-embed every stored record instead, page by page, with a progress bar.
+        progress: show the progress bar (``None``: when stderr is a terminal, tqdm's choice).
+
+    The report's ``checked()`` / ``not_checked()`` (and ``to_dict()``) say what was proven and
+    what was not, with the probability that a sample finds one altered older record.
+    """
+    from ctxemb_chroma._collection import GuardedCollection
+
+    raw = collection.stored() if isinstance(collection, GuardedCollection) else collection
+    if not isinstance(raw, Collection):
+        raise InvalidInputError(f"collection must be a Chroma collection, got {type(raw).__name__}")
+    embedder = as_embedder(contract)
+    size = check_sample_size(sample)
+    with translated(f"verifying {raw.name!r}"):
+        records = raw.count()
+        if all:
+            found: Any = check_every_record(raw, embedder, progress)
+        else:
+            found = sample_records(raw, size) if size else None
+        return verify_index(
+            raw.metadata,
+            embedder,
+            found,
+            records=records,
+            mode="all" if all else ("sample" if size else "none"),
+            configuration=configured_function(raw),
+        )
