@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -18,7 +19,12 @@ from ctxemb_core import Embedder, Pooling, contract_for
 from ctxemb_core.backends import BACKENDS, Encoder, load_encoder
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
-from ctxemb_core.errors import InvalidInputError, MissingDependencyError, UnsupportedModelError
+from ctxemb_core.errors import (
+    CtxembWarning,
+    InvalidInputError,
+    MissingDependencyError,
+    UnsupportedModelError,
+)
 from ctxemb_core.stamp import IndexStamp
 
 # Varied on purpose: one word to several hundred tokens (cut at max_tokens), digits, punctuation,
@@ -149,6 +155,9 @@ def test_export_is_cached_and_reused_by_a_moved_folder(own_cache, tmp_path):
     stamp = mtime(folder)
     meta = json.loads((first.model_file.parent / "export.json").read_text())
     assert meta["weights"] == _digest(folder) and meta["check_min_cosine"] >= 0.99999
+    assert meta["files"] == {
+        "model.onnx": hashlib.sha256(first.model_file.read_bytes()).hexdigest()
+    }
     assert first.model_file == own_cache / "onnx" / _digest(folder)[7:] / "model.onnx"
     assert not [p for p in first.model_file.parent.iterdir() if p.name.startswith(".")]
 
@@ -186,7 +195,8 @@ def test_an_export_whose_record_does_not_match_is_rebuilt(own_cache, tmp_path):
     model_file.write_bytes(b"half a file")  # what an interrupted writer might have left
     stamp = model_file.stat().st_mtime_ns
 
-    rebuilt = OnnxEncoder(folder)
+    with pytest.warns(CtxembWarning, match="its record names the weights 'sha256:000"):
+        rebuilt = OnnxEncoder(folder)
     assert model_file.stat().st_mtime_ns != stamp
     assert json.loads(record.read_text())["weights"] == meta["weights"]
     assert rebuilt.encode(["a cat"], 16).hidden.shape == (1, 4, 32)
