@@ -20,6 +20,7 @@ from ctxemb_core.errors import DataFormatError, InvalidContractError
 
 __all__ = [
     "CONTRACT_SCHEMA",
+    "MAX_CONTRACT_JSON",
     "ContractDiff",
     "DiffKind",
     "EmbeddingContract",
@@ -33,7 +34,10 @@ __all__ = [
 #: Version of the contract's JSON format; part of the fingerprint.
 CONTRACT_SCHEMA = 1
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Matched with fullmatch: "$" would also accept a digest followed by a newline.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+#: Largest contract JSON read back; a contract is a few hundred bytes, a stamp is not a file store.
+MAX_CONTRACT_JSON = 1 << 20
 
 
 class _StrEnum(str, Enum):
@@ -43,13 +47,14 @@ class _StrEnum(str, Enum):
     def parse(cls, value: Any, field: str) -> Any:
         if isinstance(value, cls):
             return value
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise InvalidContractError(
-                f"{field}={value!r} is not valid; valid values are {valid}"
-            ) from None
+        # Only strings are looked up: a list or a dict from JSON is unhashable (a TypeError).
+        if isinstance(value, str):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        valid = ", ".join(repr(m.value) for m in cls)
+        raise InvalidContractError(f"{field}={value!r} is not valid; valid values are {valid}")
 
     def __str__(self) -> str:
         return str(self.value)
@@ -230,7 +235,8 @@ class EmbeddingContract:
                 f"binary precision packs 8 components per byte; output_dim={self.output_dim} "
                 "is not a multiple of 8 (choose another truncate_dim)"
             )
-        if self.schema != CONTRACT_SCHEMA:
+        # `True == 1` and `1.0 == 1`: compare the type as well, or a bool passes as schema 1.
+        if type(self.schema) is not int or self.schema != CONTRACT_SCHEMA:
             raise InvalidContractError(
                 f"contract schema {self.schema!r} is not supported; this ctxemb reads schema "
                 f"{CONTRACT_SCHEMA}"
@@ -241,7 +247,7 @@ class EmbeddingContract:
     @property
     def output_dim(self) -> int:
         """The length of each output vector (``truncate_dim`` if set, else ``dimension``)."""
-        return self.truncate_dim or self.dimension
+        return self.dimension if self.truncate_dim is None else self.truncate_dim
 
     def prefix(self, role: Role | str) -> str:
         """The instruction prefix of a role."""
@@ -292,9 +298,26 @@ class EmbeddingContract:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> EmbeddingContract:
-        """Rebuild a contract from its JSON (as stored in an index stamp)."""
+        """Rebuild a contract from its JSON (as stored in an index stamp).
+
+        Raises:
+            DataFormatError: not JSON, not a contract's fields, larger than
+                :data:`MAX_CONTRACT_JSON` or nested too deeply to be a contract.
+            InvalidContractError: the fields are there but a value is not valid.
+        """
+        if isinstance(text, (str, bytes, bytearray)) and len(text) > MAX_CONTRACT_JSON:
+            raise DataFormatError(
+                f"contract JSON of {len(text):,} characters is refused: a contract is a few "
+                f"hundred, and at most {MAX_CONTRACT_JSON:,} are read. Check where it came from."
+            )
         try:
             data = json.loads(text)
+        except RecursionError:
+            # json recurses once per level: "[[[[…" a few thousand deep exhausts the stack.
+            raise DataFormatError(
+                "contract JSON is nested too deeply to be a contract (a contract is one flat "
+                "object); check where it came from"
+            ) from None
         except (TypeError, ValueError) as exc:
             raise DataFormatError(f"contract JSON cannot be parsed: {exc}") from None
         return cls.from_dict(data)
@@ -362,7 +385,7 @@ def _check_int(value: Any, field: str) -> None:
 
 
 def _check_digest(value: Any, field: str) -> None:
-    if not isinstance(value, str) or not _DIGEST.match(value):
+    if not isinstance(value, str) or not _DIGEST.fullmatch(value):
         raise InvalidContractError(
             f"{field} must be a 'sha256:<64 hex digits>' digest, got {value!r}"
         )
