@@ -5,13 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ctxemb_core.contract import Pooling, Precision
-from ctxemb_core.errors import ModelNotFoundError, UnsupportedModelError
+from ctxemb_core.errors import (
+    MalformedModelError,
+    ModelNotFoundError,
+    PickledWeightsError,
+    UnsupportedModelError,
+)
 
-__all__ = ["DenseHead", "l2_normalize", "pool", "quantize"]
+__all__ = ["DenseHead", "dense_activation", "l2_normalize", "pool", "quantize"]
 
 
 def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
@@ -71,23 +77,43 @@ _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+def dense_activation(activation: Any, where: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The numpy form of a Dense config's ``activation_function`` (a ``torch.nn`` class path).
+
+    Raises:
+        MalformedModelError: the value is not a string.
+        UnsupportedModelError: it names a class ctxemb does not implement, or one outside
+            ``torch`` (sentence-transformers would import the folder's own code for it, or fall
+            back to Tanh without saying so).
+    """
+    if not isinstance(activation, str):
+        raise MalformedModelError(
+            f"{where}: activation_function must be a torch.nn class path, got {activation!r}"
+        )
+    name = activation.rsplit(".", 1)[-1]
+    if not activation.startswith("torch.") or name not in _ACTIVATIONS:
+        raise UnsupportedModelError(
+            f"{where}: dense activation {activation!r} is not supported; valid ones are the "
+            f"torch.nn classes {sorted(_ACTIVATIONS)}"
+        )
+    return _ACTIVATIONS[name]
+
+
 class DenseHead:
     """A sentence-transformers ``Dense`` module (linear layer + activation) in numpy."""
 
     def __init__(self, folder: Path, activation: str) -> None:
-        name = activation.rsplit(".", 1)[-1]
-        if name not in _ACTIVATIONS:
-            raise UnsupportedModelError(
-                f"{folder}: dense activation {activation!r} is not supported; valid ones are "
-                f"{sorted(_ACTIVATIONS)}"
-            )
-        self.activation = _ACTIVATIONS[name]
+        self.activation = dense_activation(activation, str(folder))
         tensors = _load_tensors(folder)
-        try:
-            self.weight = tensors["linear.weight"].astype(np.float32).T.copy()
-        except KeyError:
-            raise ModelNotFoundError(f"{folder}: no 'linear.weight' tensor") from None
-        bias = tensors.get("linear.bias")
+        weight, bias = tensors.get("linear.weight"), tensors.get("linear.bias")
+        if weight is None:
+            raise ModelNotFoundError(f"{folder}: no 'linear.weight' tensor")
+        if weight.ndim != 2 or (bias is not None and bias.shape != weight.shape[:1]):
+            raise MalformedModelError(
+                f"{folder}: a Dense head needs a 2-d linear.weight and a bias of its first "
+                f"length; got {weight.shape} and {None if bias is None else bias.shape}"
+            )
+        self.weight = weight.astype(np.float32).T.copy()
         self.bias = None if bias is None else bias.astype(np.float32)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -98,17 +124,16 @@ class DenseHead:
 
 
 def _load_tensors(folder: Path) -> dict[str, np.ndarray]:
+    # Safetensors only, as for the network: a pickle can run code when it is loaded.
     st = folder / "model.safetensors"
-    if st.is_file():
-        from safetensors.numpy import load_file
+    if not st.is_file():
+        if (folder / "pytorch_model.bin").is_file():
+            raise PickledWeightsError(folder)
+        raise ModelNotFoundError(f"{folder}: no model.safetensors")
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
 
+    try:
         return load_file(str(st))
-    pt = folder / "pytorch_model.bin"
-    if pt.is_file():
-        import torch
-
-        return {
-            k: v.float().numpy()
-            for k, v in torch.load(pt, map_location="cpu", weights_only=True).items()
-        }
-    raise ModelNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+    except (SafetensorError, OSError) as exc:
+        raise MalformedModelError(f"{st} cannot be read as safetensors: {exc}") from None

@@ -21,12 +21,14 @@ from typing import Any
 from ctxemb_core._files import cache_dir, file_digests
 from ctxemb_core.contract import EmbeddingContract, Pooling
 from ctxemb_core.errors import (
-    DataFormatError,
     InvalidContractError,
     InvalidInputError,
+    MalformedModelError,
     ModelNotFoundError,
+    PickledWeightsError,
     UnsupportedModelError,
 )
+from ctxemb_core.pooling import dense_activation
 
 __all__ = [
     "CONTRACT_OVERRIDES",
@@ -36,6 +38,7 @@ __all__ = [
     "locate_model",
     "read_layout",
     "register_model",
+    "safetensors_files",
     "weights_digest",
 ]
 
@@ -46,7 +49,8 @@ BUNDLED: dict[str, tuple[str, str]] = {
 _ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 
 #: Instruction prefixes of families whose folders often do not save them: (query, document).
-#: Applied only when the folder saves no prompts; explicit arguments win over both.
+#: Found by name only when the folder saves no prompts; an explicit ``family=`` wins over the
+#: folder's prompts, and explicit prefixes win over both.
 FAMILY_PRESETS: dict[str, tuple[str, str]] = {
     "e5": ("query: ", "passage: "),
     "bge-en": ("Represent this sentence for searching relevant passages: ", ""),
@@ -161,10 +165,10 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
     """
     if weights and weights in _REGISTRY:
         return _REGISTRY[weights]
-    text = os.fspath(model)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return path.resolve()
+    text = _model_text(model, "model")
+    folder = _as_dir(text)
+    if folder is not None:
+        return folder
     name = _ALIASES.get(text, text)
     if name in _REGISTRY:
         return _REGISTRY[name]
@@ -190,6 +194,16 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
     )
 
 
+def _as_dir(text: str) -> Path | None:
+    """The resolved folder ``text`` names, or ``None`` if it names none."""
+    try:
+        path = Path(text).expanduser()
+        return path.resolve() if path.is_dir() else None
+    except (OSError, RuntimeError, ValueError):
+        # A name too long for a path, an unknown "~user", a NUL byte: not a folder here.
+        return None
+
+
 def _looks_like_hub_id(text: str) -> bool:
     parts = text.split("/")
     return len(parts) == 2 and all(parts) and not text.startswith("/")
@@ -210,81 +224,164 @@ def _hub_cache_folder(name: str) -> Path | None:
 
 # -- reading folders -------------------------------------------------------------------------
 
+#: Largest config JSON read from a model folder; configs are kilobytes (the tokenizer's own
+#: ``tokenizer.json`` is read by the tokenizer, not here).
+MAX_CONFIG_JSON = 16 << 20
+# The module graph ctxemb reproduces, in this order: a Transformer, then Pooling, any Dense
+# heads and a Normalize. A module's place in that order is its rank.
+_MODULE_RANK = {"Transformer": 0, "Pooling": 1, "Dense": 2, "Normalize": 3}
+_MODULE_ORDER = "Transformer, Pooling, Dense (any number), Normalize"
+# transformers' "no limit" model_max_length is int(1e30); anything this large says "none".
+_NO_LIMIT = 1_000_000
+
 
 def _read_json(path: Path) -> Any:
+    # At most one byte past the bound is read: a config linked to /dev/zero must not fill memory.
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataFormatError(f"cannot read {path}: {exc}") from None
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_JSON + 1)
+    except OSError as exc:
+        raise MalformedModelError(f"cannot read {path}: {exc}") from None
+    if len(raw) > MAX_CONFIG_JSON:
+        raise MalformedModelError(
+            f"{path} is larger than {MAX_CONFIG_JSON:,} bytes, which no model config is; the "
+            "folder is refused"
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:  # json recurses once per level of nesting
+        raise MalformedModelError(f"{path} is nested too deeply to be a model config") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise MalformedModelError(f"cannot read {path}: {exc}") from None
+
+
+def _present(path: Path) -> bool:
+    """Whether a folder has a file; one that is there but not a regular file is refused."""
+    if not path.exists():
+        return False
+    if not path.is_file():  # a directory, a FIFO, a link to /dev/zero: nothing to read
+        raise MalformedModelError(f"{path} is not a regular file; the folder is refused")
+    return True
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise MalformedModelError(
+            f"{path} must hold a JSON object, got a {type(data).__name__}; the folder is refused"
+        )
+    return data
+
+
+def _positive_int(data: dict[str, Any], key: str, where: Path) -> int | None:
+    """``data[key]`` as a positive integer (``True`` and ``1.0`` are not), or ``None``."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MalformedModelError(f"{where}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _first_positive_int(config: dict[str, Any], where: Path, *keys: str) -> int | None:
+    # The first key the config sets decides: a junk hidden_size must not fall through to "dim".
+    for key in keys:
+        if config.get(key) is not None:
+            return _positive_int(config, key, where)
+    return None
+
+
+def _refuse_custom_code(data: dict[str, Any], where: Path) -> None:
+    # transformers runs the folder's own Python for an auto_map class it does not know (after a
+    # "[y/N]" prompt on a terminal), and silently loads its own class for one it knows, which is
+    # not the network the author meant. ctxemb can reproduce neither, so it refuses both.
+    if "auto_map" in data:
+        raise UnsupportedModelError(
+            f"{where} maps its classes to Python code shipped with the model (auto_map "
+            f"{data['auto_map']!r}); ctxemb never runs code from a model folder and cannot "
+            "reproduce a custom architecture, so the folder is refused"
+        )
+
+
+def _inside(root: Path, relative: Any, where: str) -> Path:
+    """The resolved folder ``root / relative``, refused unless it stays inside ``root``."""
+    if not isinstance(relative, str):
+        raise MalformedModelError(f"{where}: path must be a string, got {relative!r}")
+    if Path(relative).is_absolute():
+        raise MalformedModelError(
+            f"{where}: path {relative!r} is absolute; module paths are relative to the folder"
+        )
+    # resolve() follows symlinks too: a module folder linked elsewhere leaves the root.
+    resolved = (root / relative).resolve()
+    if not resolved.is_relative_to(root):
+        raise MalformedModelError(
+            f"{where}: path {relative!r} leads to {resolved}, outside the model folder {root}; "
+            "ctxemb reads nothing outside the folder it is given"
+        )
+    return resolved
 
 
 def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
-    """Read a sentence-transformers or plain transformers folder (no weights are loaded)."""
+    """Read a sentence-transformers or plain transformers folder (no weights are loaded).
+
+    The folder is untrusted input: every file read is checked for shape and types, module paths
+    must stay inside the folder, and nothing in it is imported or unpickled.
+
+    Raises:
+        ModelNotFoundError: no such folder, or one without a config or weights.
+        MalformedModelError: a file is not what its format says (it is both a
+            :class:`~ctxemb_core.errors.DataFormatError` and an ``UnsupportedModelError``).
+        PickledWeightsError: the weights are only a pickle (``pytorch_model.bin``).
+        UnsupportedModelError: a module graph or architecture ctxemb cannot reproduce.
+    """
     root = Path(folder).resolve()
     if not root.is_dir():
         raise ModelNotFoundError(f"model folder {str(folder)!r} does not exist")
-    modules_file = root / "modules.json"
     transformer, pooling, normalize = root, None, None
-    dense: list[DenseSpec] = []
-    is_st = modules_file.is_file()
+    dense: tuple[DenseSpec, ...] = ()
+    is_st = _present(root / "modules.json")
     if is_st:
-        modules = _read_json(modules_file)
-        if not isinstance(modules, list):
-            raise DataFormatError(f"{modules_file} must hold a list of modules")
-        for module in sorted(modules, key=lambda m: m.get("idx", 0)):
-            kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-            mpath = root / module.get("path", "")
-            if kind == "Transformer":
-                transformer = mpath
-            elif kind == "Pooling":
-                pooling = _read_st_pooling(mpath / "config.json")
-            elif kind == "Dense":
-                dense.append(_read_st_dense(mpath))
-            elif kind == "Normalize":
-                normalize = True
-            else:
-                raise UnsupportedModelError(
-                    f"{root.name}: module {module.get('type')!r} is not supported; ctxemb "
-                    "reproduces Transformer, Pooling, Dense and Normalize modules exactly and "
-                    "refuses anything it cannot reproduce"
-                )
-        if normalize is None:
-            normalize = False
+        transformer, pooling, dense, normalize = _read_modules(root)
     config_file = transformer / "config.json"
-    if not config_file.is_file():
+    if not _present(config_file):
         raise ModelNotFoundError(f"{transformer} has no config.json: not a model folder")
-    if not any(_weight_files(transformer)):
-        raise ModelNotFoundError(
-            f"{transformer} has no weights (model.safetensors or pytorch_model.bin)"
-        )
-    config = _read_json(config_file)
-    hidden = _first_int(config, "hidden_size", "d_model", "n_embd", "dim")
+    safetensors_files(transformer)
+    config = _read_object(config_file)
+    _refuse_custom_code(config, config_file)
+    hidden = _first_positive_int(config, config_file, "hidden_size", "d_model", "n_embd", "dim")
     if hidden is None:
         raise UnsupportedModelError(f"{config_file} names no hidden size")
-    st_config = root / "config_sentence_transformers.json"
+    width = hidden
+    for spec in dense:
+        if spec.in_features != width:
+            raise MalformedModelError(
+                f"{spec.path}: the Dense head takes {spec.in_features} features but is given "
+                f"{width}; the folder's modules do not fit together"
+            )
+        width = spec.out_features
     prompts: dict[str, str] = {}
     default_prompt = None
-    if st_config.is_file():
-        data = _read_json(st_config)
-        prompts = {str(k): str(v) for k, v in (data.get("prompts") or {}).items()}
-        default_prompt = data.get("default_prompt_name")
+    if _present(root / "config_sentence_transformers.json"):
+        prompts, default_prompt = _read_st_config(root / "config_sentence_transformers.json")
     max_seq = None
     for name in ("sentence_bert_config.json", "sentence_xlm-roberta_config.json"):
-        if (transformer / name).is_file():
-            max_seq = _read_json(transformer / name).get("max_seq_length")
+        if _present(transformer / name):
+            max_seq = _read_st_transformer(transformer / name)
             break
-    tok_config = transformer / "tokenizer_config.json"
-    tok_max = _read_json(tok_config).get("model_max_length") if tok_config.is_file() else None
-    positions = _first_int(config, "max_position_embeddings", "n_positions", "n_ctx")
-    if isinstance(tok_max, int) and tok_max < 1_000_000:
-        positions = min(positions, tok_max) if positions else tok_max
+    positions = _first_positive_int(
+        config, config_file, "max_position_embeddings", "n_positions", "n_ctx"
+    )
+    if _present(transformer / "tokenizer_config.json"):
+        limit = _read_tokenizer_limit(transformer / "tokenizer_config.json")
+        if limit is not None:
+            positions = min(positions, limit) if positions else limit
     return ModelLayout(
         root=root,
         transformer=transformer,
         is_sentence_transformers=is_st,
         pooling=pooling,
         normalize=normalize,
-        dense=tuple(dense),
+        dense=dense,
         prompts=prompts,
         default_prompt_name=default_prompt,
         max_seq_length=max_seq,
@@ -293,18 +390,124 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
     )
 
 
-def _first_int(config: dict[str, Any], *keys: str) -> int | None:
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ...], bool]:
+    """The Transformer folder, pooling, Dense heads and normalisation of ``modules.json``."""
+    modules_file = root / "modules.json"
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list):
+        raise MalformedModelError(f"{modules_file} must hold a list of modules")
+    transformer: Path | None = None
+    pooling: Pooling | None = None
+    dense: list[DenseSpec] = []
+    normalize = False
+    kinds: list[str] = []
+    # List order, as sentence-transformers runs them (it never sorts by "idx").
+    for pos, module in enumerate(modules):
+        where = f"{modules_file} entry {pos}"
+        if not isinstance(module, dict):
+            raise MalformedModelError(f"{where} must be an object, got {module!r}")
+        kind = _module_kind(module.get("type"), where, root)
+        path = _inside(root, module.get("path"), where)
+        kinds.append(kind)
+        if kind == "Transformer":
+            transformer = path
+        elif kind == "Pooling":
+            pooling = _read_st_pooling(path / "config.json")
+        elif kind == "Dense":
+            dense.append(_read_st_dense(path))
+        else:
+            normalize = True
+    ranks = [_MODULE_RANK[k] for k in kinds]
+    repeated = [k for k in ("Transformer", "Pooling", "Normalize") if kinds.count(k) > 1]
+    headless = bool({"Dense", "Normalize"} & set(kinds)) and "Pooling" not in kinds
+    if transformer is None or ranks != sorted(ranks) or repeated or headless:
+        raise UnsupportedModelError(
+            f"{modules_file}: modules {kinds} are not a graph ctxemb reproduces exactly; it "
+            f"runs {_MODULE_ORDER}, in that order, each at most once but Dense"
+        )
+    return transformer, pooling, tuple(dense), normalize
+
+
+def _module_kind(type_name: Any, where: str, root: Path) -> str:
+    if not isinstance(type_name, str):
+        raise MalformedModelError(f"{where}: type must be a string, got {type_name!r}")
+    kind = type_name.rsplit(".", 1)[-1]
+    # A class named like ours from another package is the folder's own code: sentence-
+    # transformers would import and run it, ctxemb would run its own. Neither is exact.
+    if not type_name.startswith("sentence_transformers.") or kind not in _MODULE_RANK:
+        raise UnsupportedModelError(
+            f"{root.name}: module {type_name!r} is not supported; ctxemb reproduces "
+            "sentence-transformers' own Transformer, Pooling, Dense and Normalize modules "
+            "exactly and refuses anything it cannot reproduce"
+        )
+    return kind
+
+
+def _read_st_config(path: Path) -> tuple[dict[str, str], str | None]:
+    """The saved prompts and default prompt name of ``config_sentence_transformers.json``."""
+    data = _read_object(path)
+    model_type = data.get("model_type", "SentenceTransformer")
+    if model_type != "SentenceTransformer":
+        raise UnsupportedModelError(
+            f"{path}: a {model_type!r} folder is not a dense text embedder; ctxemb reads "
+            "SentenceTransformer folders"
+        )
+    prompts = data.get("prompts")
+    if prompts is None:
+        prompts = {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise MalformedModelError(
+            f"{path}: prompts must be an object of prompt names to strings, got {prompts!r}"
+        )
+    default = data.get("default_prompt_name")
+    if default is not None and (not isinstance(default, str) or default not in prompts):
+        raise MalformedModelError(
+            f"{path}: default_prompt_name {default!r} is not one of its prompts {sorted(prompts)}"
+        )
+    return dict(prompts), default
+
+
+def _read_st_transformer(path: Path) -> int | None:
+    """``max_seq_length`` of a Transformer module's config; refuses tasks ctxemb does not run."""
+    config = _read_object(path)
+    task = config.get("transformer_task", "feature-extraction")
+    if task != "feature-extraction":
+        raise UnsupportedModelError(
+            f"{path}: transformer_task {task!r} is not supported; ctxemb runs the "
+            "'feature-extraction' network (its last hidden state)"
+        )
+    modality = config.get("modality_config") or {}
+    text = modality.get("text") if isinstance(modality, dict) else None
+    if not isinstance(modality, dict) or not isinstance(text, (dict, type(None))):
+        raise MalformedModelError(f"{path}: modality_config must be an object, got {modality!r}")
+    output = (text or {}).get("method_output_name", "last_hidden_state")
+    if output != "last_hidden_state":
+        raise UnsupportedModelError(
+            f"{path}: the text output {output!r} is not supported; ctxemb pools the network's "
+            "last hidden state"
+        )
+    return _positive_int(config, "max_seq_length", path)
+
+
+def _read_tokenizer_limit(path: Path) -> int | None:
+    """``model_max_length`` of ``tokenizer_config.json``, ``None`` where it sets no limit."""
+    config = _read_object(path)
+    _refuse_custom_code(config, path)
+    value = config.get("model_max_length")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= _NO_LIMIT:
+        return None
+    return _positive_int(config, "model_max_length", path)
 
 
 def _read_st_pooling(path: Path) -> Pooling:
-    config = _read_json(path)
+    config = _read_object(path)
     mode = config.get("pooling_mode")
     if mode is None:
+        for key in _ST_LEGACY_POOLING:
+            if not isinstance(config.get(key, False), bool):
+                raise MalformedModelError(
+                    f"{path}: {key} must be true or false, got {config[key]!r}"
+                )
         modes = [m for key, m in _ST_LEGACY_POOLING.items() if config.get(key)]
         mode = modes if len(modes) != 1 else modes[0]
     if isinstance(mode, list) and len(mode) == 1:
@@ -313,7 +516,12 @@ def _read_st_pooling(path: Path) -> Pooling:
         raise UnsupportedModelError(
             f"{path}: pooling {mode!r} is not supported; one of {sorted(_ST_POOLING)} is"
         )
-    if config.get("include_prompt", True) is False:
+    include_prompt = config.get("include_prompt", True)
+    if not isinstance(include_prompt, bool):
+        raise MalformedModelError(
+            f"{path}: include_prompt must be true or false, got {include_prompt!r}"
+        )
+    if not include_prompt:
         raise UnsupportedModelError(
             f"{path}: pooling excludes the prompt tokens (include_prompt=false), which ctxemb "
             "does not reproduce yet"
@@ -322,28 +530,72 @@ def _read_st_pooling(path: Path) -> Pooling:
 
 
 def _read_st_dense(folder: Path) -> DenseSpec:
-    config = _read_json(folder / "config.json")
-    try:
-        return DenseSpec(
-            path=folder,
-            in_features=int(config["in_features"]),
-            out_features=int(config["out_features"]),
-            activation=str(config.get("activation_function", "torch.nn.modules.activation.Tanh")),
+    path = folder / "config.json"
+    config = _read_object(path)
+    in_features = _positive_int(config, "in_features", path)
+    out_features = _positive_int(config, "out_features", path)
+    if in_features is None or out_features is None:
+        missing = "in_features" if in_features is None else "out_features"
+        raise MalformedModelError(f"{path} lacks {missing!r}")
+    activation = config.get("activation_function", "torch.nn.modules.activation.Tanh")
+    dense_activation(activation, str(path))
+    bias = config.get("bias", True)
+    if not isinstance(bias, bool):
+        raise MalformedModelError(f"{path}: bias must be true or false, got {bias!r}")
+    if config.get("use_residual", False) is not False:
+        raise UnsupportedModelError(
+            f"{path}: a Dense head with a residual connection (use_residual) is not supported "
+            "yet; ctxemb reproduces linear + activation heads"
         )
-    except KeyError as exc:
-        raise DataFormatError(f"{folder}/config.json lacks {exc}") from None
+    _check_dense_weights(folder, in_features, out_features, bias)
+    return DenseSpec(folder, in_features, out_features, str(activation))
+
+
+def _check_dense_weights(folder: Path, in_features: int, out_features: int, bias: bool) -> None:
+    # Only the safetensors header is read: the shapes the config promises, before any load.
+    from safetensors import SafetensorError, safe_open
+
+    safetensors_files(folder)  # refuses a pickle-only head by name
+    file = folder / "model.safetensors"  # what the head loads, as sentence-transformers does
+    if not file.is_file():
+        raise ModelNotFoundError(f"{folder}: no model.safetensors for the Dense head")
+    expected = {"linear.weight": [out_features, in_features]}
+    if bias:
+        expected["linear.bias"] = [out_features]
+    try:
+        with safe_open(str(file), framework="np") as fh:
+            shapes = {k: list(fh.get_slice(k).get_shape()) for k in fh.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError) as exc:
+        raise MalformedModelError(f"{file} cannot be read as safetensors: {exc}") from None
+    for name, shape in expected.items():
+        if shapes.get(name) != shape:
+            raise MalformedModelError(
+                f"{file}: tensor {name!r} has shape {shapes.get(name)}, but its config.json "
+                f"says {shape}"
+            )
 
 
 # -- digests ---------------------------------------------------------------------------------
 
 
+def safetensors_files(folder: Path) -> list[Path]:
+    """The safetensors weight files of a folder: the only weights ctxemb reads or digests.
+
+    Raises:
+        PickledWeightsError: the folder has only pickled weights (``pytorch_model*.bin``).
+        ModelNotFoundError: the folder has no weights at all.
+    """
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return files
+    if any(folder.glob("pytorch_model*.bin")):
+        raise PickledWeightsError(folder)
+    raise ModelNotFoundError(f"{folder} has no weights (model.safetensors)")
+
+
 def _weight_files(folder: Path) -> Iterator[Path]:
-    # Digest what torch loads: safetensors when present, else the pickled checkpoint.
-    safetensors = sorted(folder.glob("*.safetensors"))
-    if safetensors:
-        yield from safetensors
-        return
-    yield from sorted(folder.glob("pytorch_model*.bin"))
+    # Digest what is loaded, and only safetensors are: a pickle beside them is never read.
+    yield from safetensors_files(folder)
 
 
 def _digest_files(layout: ModelLayout) -> list[Path]:
@@ -355,6 +607,9 @@ def _digest_files(layout: ModelLayout) -> list[Path]:
     )
     for d in layout.dense:
         files += [d.path / "config.json", *_weight_files(d.path)]
+    for path in files:
+        # Every file is hashed to its end: a vocabulary linked to /dev/zero has none.
+        _present(path)
     return files
 
 
@@ -411,6 +666,9 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
             ``precision``, ``quantization``), plus ``name=`` (the identity to record for a
             local folder), ``family=`` (a key of :data:`FAMILY_PRESETS`) and
             ``query_encoder=`` (a separate query encoder's folder or name, for DPR pairs).
+            ``None`` means "not given": what the folder says is kept. Any other value is used
+            exactly as given and validated, never replaced by a default (``max_tokens=0`` is
+            an error, not the folder's limit).
 
     Returns:
         The contract; the folder is registered under its weights digest so that
@@ -418,34 +676,43 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
 
     Raises:
         ModelNotFoundError: no such folder, or one without weights.
-        InvalidContractError: an override is unknown or invalid, or a plain transformers folder
-            was given without ``pooling=``.
-        UnsupportedModelError: the folder's module graph has parts ctxemb cannot reproduce.
+        InvalidContractError: an override is unknown or invalid (``max_tokens`` beyond the
+            model's positions included), or a plain transformers folder was given without
+            ``pooling=``.
+        UnsupportedModelError: the folder's module graph has parts ctxemb cannot reproduce,
+            its files are malformed (:class:`~ctxemb_core.errors.MalformedModelError`) or its
+            weights are pickled (:class:`~ctxemb_core.errors.PickledWeightsError`).
 
     Example:
         >>> contract_for("sentence-transformers/all-MiniLM-L6-v2").pooling
         <Pooling.MEAN: 'mean'>
         >>> contract_for("./my-bert", pooling="cls", name="acme/bert")  # doctest: +SKIP
     """
-    if model is None or not isinstance(model, (str, os.PathLike)) or not os.fspath(model).strip():
-        raise InvalidInputError(f"model must be a folder path or a model name, got {model!r}")
+    text = _model_text(model, "model")
     valid = (*CONTRACT_OVERRIDES, "name", "family", "query_encoder")
     unknown = sorted(set(overrides) - set(valid))
     if unknown:
         raise InvalidContractError(f"unknown arguments {unknown}; valid ones are {sorted(valid)}")
-    name = overrides.pop("name", None)
-    family = overrides.pop("family", None)
-    query_encoder = overrides.pop("query_encoder", None)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    name = given.pop("name", None)
+    family = given.pop("family", None)
+    query_encoder = given.pop("query_encoder", None)
+    qtext = None if query_encoder is None else _model_text(query_encoder, "query_encoder")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise InvalidContractError(f"name must be a non-empty string, got {name!r}")
+    if family is not None and (not isinstance(family, str) or family not in FAMILY_PRESETS):
+        raise InvalidContractError(
+            f"family={family!r} is not known; valid values are {sorted(FAMILY_PRESETS)}"
+        )
 
-    text = os.fspath(model)
     folder = locate_model(text)
     layout = read_layout(folder)
     if name is None:
-        name = _ALIASES.get(text, text) if not Path(text).expanduser().is_dir() else folder.name
+        name = folder.name if _as_dir(text) else _ALIASES.get(text, text)
     weights = weights_digest(layout)
     register_model(weights, folder)
 
-    pooling = overrides.pop("pooling", layout.pooling)
+    pooling = given.pop("pooling", layout.pooling)
     if pooling is None:
         raise InvalidContractError(
             f"{folder.name} is a plain transformers folder: it does not say how to pool token "
@@ -453,14 +720,6 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
             + ", ".join(repr(p.value) for p in Pooling)
         )
     query_prefix, document_prefix = _prefixes(layout, name, family)
-    max_tokens = (
-        overrides.pop("max_tokens", None) or layout.max_seq_length or layout.max_positions or 512
-    )
-    if layout.max_positions and isinstance(max_tokens, int) and max_tokens > layout.max_positions:
-        raise InvalidContractError(
-            f"max_tokens={max_tokens} exceeds the {layout.max_positions} positions the model "
-            f"has; valid values are 1..{layout.max_positions}"
-        )
     fields: dict[str, Any] = {
         "model": name,
         "weights": weights,
@@ -469,10 +728,12 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
         "query_prefix": query_prefix,
         "document_prefix": document_prefix,
         "normalize": True if layout.normalize is None else layout.normalize,
-        "max_tokens": max_tokens,
+        # Both are validated positive integers or None: `or` only skips what the folder omits.
+        "max_tokens": layout.max_seq_length or layout.max_positions or 512,
     }
-    if query_encoder is not None:
-        qfolder = locate_model(query_encoder)
+    layouts = [layout]
+    if qtext is not None:
+        qfolder = locate_model(qtext)
         qlayout = read_layout(qfolder)
         if qlayout.dimension != layout.dimension:
             raise InvalidContractError(
@@ -480,28 +741,50 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
                 f"encoder {layout.dimension}: their vectors cannot be compared"
             )
         fields["query_weights"] = weights_digest(qlayout)
-        fields["query_model"] = (
-            qfolder.name if Path(os.fspath(query_encoder)).is_dir() else os.fspath(query_encoder)
-        )
+        fields["query_model"] = qfolder.name if _as_dir(qtext) else qtext
         register_model(fields["query_weights"], qfolder)
-    fields.update(overrides)
+        layouts.append(qlayout)
+    fields.update(given)
     # Registered by digest only: a name given to a local folder must never redirect the name
     # (a copy with altered weights under the same name would hijack it).
-    return EmbeddingContract(**fields)
+    contract = EmbeddingContract(**fields)
+    for lay in layouts:
+        _check_positions(contract.max_tokens, lay, given=("max_tokens" in given))
+    return contract
+
+
+def _model_text(model: Any, field: str) -> str:
+    text = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInputError(f"{field} must be a folder path or a model name, got {model!r}")
+    return text
+
+
+def _check_positions(max_tokens: int, layout: ModelLayout, *, given: bool) -> None:
+    limit = layout.max_positions
+    if limit is None or max_tokens <= limit:
+        return
+    if given:
+        raise InvalidContractError(
+            f"max_tokens={max_tokens} exceeds the {limit} positions the model in "
+            f"{layout.root.name} has; valid values are 1..{limit}"
+        )
+    # The folder contradicts itself: its max_seq_length is beyond its own positions.
+    raise MalformedModelError(
+        f"{layout.transformer}: max_seq_length={max_tokens} exceeds the {limit} positions the "
+        f"model has; pass max_tokens= (1..{limit}) to choose the limit explicitly"
+    )
 
 
 def _prefixes(layout: ModelLayout, name: str, family: str | None) -> tuple[str, str]:
+    if family is not None:
+        # Asked for by name, so it wins over the folder's prompts as explicit prefixes do.
+        return FAMILY_PRESETS[family]
     prompts = layout.prompts
     default = prompts.get(layout.default_prompt_name or "", "")
     if any(prompts.values()):
         query = prompts.get("query", default)
         document = next((prompts[k] for k in _DOCUMENT_PROMPT_NAMES if k in prompts), default)
         return query, document
-    if family is not None:
-        if family not in FAMILY_PRESETS:
-            raise InvalidContractError(
-                f"family={family!r} is not known; valid values are {sorted(FAMILY_PRESETS)}"
-            )
-        return FAMILY_PRESETS[family]
     preset = _family_of(name)
     return FAMILY_PRESETS[preset] if preset else ("", "")

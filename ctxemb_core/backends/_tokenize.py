@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ctxemb_core.errors import ModelNotFoundError
+from ctxemb_core.errors import ModelNotFoundError, UnsupportedModelError
 
 if TYPE_CHECKING:
     from ctxemb_core.backends import TokenBatch
@@ -25,9 +25,14 @@ class FolderTokenizer:
         from transformers import AutoTokenizer
 
         try:
-            hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
-        except (OSError, ValueError) as exc:
+            # trust_remote_code=False: a tokenizer class mapped to the folder's own Python
+            # (auto_map) is refused outright, never run and never prompted for.
+            hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
+        except OSError as exc:
             raise ModelNotFoundError(f"{folder} has no usable tokenizer: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # A tokenizer config transformers cannot read (custom code, junk values).
+            raise UnsupportedModelError(f"{folder} has no usable tokenizer: {exc}") from None
         if not getattr(hf, "is_fast", False):
             raise ModelNotFoundError(f"{folder}: only fast (Rust) tokenizers are supported")
         self.tokenizer = hf.backend_tokenizer

@@ -7,7 +7,12 @@ from pathlib import Path
 
 from ctxemb_core.backends import TokenBatch
 from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
-from ctxemb_core.errors import MissingDependencyError, ModelNotFoundError
+from ctxemb_core.errors import (
+    MissingDependencyError,
+    ModelNotFoundError,
+    UnsupportedModelError,
+)
+from ctxemb_core.resolve import safetensors_files
 
 
 class TorchEncoder:
@@ -29,6 +34,7 @@ class TorchEncoder:
                 "pip install torch==2.13.0 transformers"
             ) from None
         self._torch = torch
+        safetensors_files(folder)  # a pickle-only folder is refused by name, before transformers
         self.tokenizer = FolderTokenizer(folder)
         from transformers.utils import logging as hf_logging
 
@@ -36,9 +42,18 @@ class TorchEncoder:
         bar_was_on = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
         try:
-            model = AutoModel.from_pretrained(str(folder))
-        except (OSError, ValueError) as exc:
+            # No code from the folder ever runs (an auto_map class is refused, never prompted
+            # for), and no pickle is ever loaded: safetensors only.
+            model = AutoModel.from_pretrained(
+                str(folder), trust_remote_code=False, use_safetensors=True
+            )
+        except OSError as exc:
             raise ModelNotFoundError(f"cannot load the network in {folder}: {exc}") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UnsupportedModelError(
+                f"cannot load the network in {folder} without running code from the folder or "
+                f"guessing its architecture: {exc}"
+            ) from None
         finally:
             if bar_was_on:
                 hf_logging.enable_progress_bar()
