@@ -423,6 +423,8 @@ def test_int8_and_binary_contracts_index_and_search_in_chroma(client, base, prec
     col.add(list(DOCS), list(DOCS.values()))
     assert col.query(["how is green tea made"], n_results=1)["ids"][0][0] == "tea"
     assert col.query(["lettuce pests at night"], n_results=1)["ids"][0][0] == "slug"
+    raw_query = client.get_collection(col.name).query(query_texts=["tea leaves"], n_results=3)
+    assert raw_query["ids"] == col.query(["tea leaves"], n_results=3)["ids"]
     assert verify(col, contract, all=True, progress=False).ok
     open_collection(client, col.name, contract, sample=100)
     raw = client.get_collection(col.name, embedding_function=None)

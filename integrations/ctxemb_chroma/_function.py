@@ -10,6 +10,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import ContractMismatchError
+from ctxemb_core.guard import storable
 from ctxemb_core.resolve import register_model
 
 NAME = "ctxemb"
@@ -20,8 +21,11 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     """A Chroma ``EmbeddingFunction`` that embeds exactly as one contract says.
 
     Chroma persists ``get_config()`` (the whole contract) with the collection and calls
-    ``build_from_config`` on reopen, so a raw ``client.get_collection(name)`` embeds queries
-    under the collection's own contract. ``validate_config_update`` refuses any change of it.
+    ``build_from_config`` on reopen, so a raw ``client.get_collection(name)`` in a process that
+    imported ``ctxemb_chroma`` embeds queries under the collection's own contract.
+    ``validate_config_update`` raises on any change of it, but Chroma has already saved the
+    change by then: :func:`~ctxemb_chroma.open_collection` compares the saved configuration
+    with the stamp and refuses (or, with ``repair=True``, restores) it.
 
     Example:
         >>> ef = ContractEmbeddingFunction(contract_for("sentence-transformers/all-MiniLM-L6-v2"))
@@ -36,10 +40,12 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         self.contract = self.embedder.contract
 
     def __call__(self, input: Documents) -> Embeddings:
-        return list(self.embedder.embed_documents(list(input)))
+        vectors = self.embedder.embed_documents(list(input))
+        return list(storable(vectors, self.contract.precision))
 
     def embed_query(self, input: Documents) -> Embeddings:
-        return list(self.embedder.embed_queries(list(input)))
+        vectors = self.embedder.embed_queries(list(input))
+        return list(storable(vectors, self.contract.precision))
 
     @staticmethod
     def name() -> str:
