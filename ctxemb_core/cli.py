@@ -103,13 +103,16 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 _VERIFY_DESCRIPTION = """\
 Check a collection against a contract (the given one, else the collection's own) and print a JSON
-report of what was checked and what could not be. The checks: the collection carries a ctxemb
-stamp; the stamp's fingerprint equals the caller's (each differing field listed); this encoder
-re-embeds the stamp's canary probes to the stored canary vectors; and stored documents re-embed to
-their stored vectors — a sample (--sample, half the newest records and half at random) or every
-record (--all, read in pages, with progress). A record stored without its text cannot be
-re-embedded and is reported as unchecked, and records outside the sample are not checked at all.
-Exit code 0 when every check passes, 1 when any fails, 2 on an error."""
+report whose "checked" and "not_checked" lists say what was proven and what was not. The checks:
+the stamp is there and readable; its fingerprint equals the caller's (each differing field
+listed); this encoder re-embeds the stamp's canary probes to the stored canary vectors; the
+store's own embedding setting agrees with the stamp; and stored records re-embed to their stored
+vectors -- a sample (--sample N: the newest half and a random half; the report gives the chance
+that it finds one altered older record) or every record (--all: read page by page, progress on
+stderr). Not checked: records outside the sample, records stored without their text (they cannot
+be re-embedded), record metadata (not part of the contract), and anything written after the
+check. Exit code 0 when every check passes; 1 when any fails, with one line on stderr naming
+what failed; 2 on an error."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -411,7 +414,41 @@ def _verify(args: argparse.Namespace) -> int:
     scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
     report = adapter.verify(stored, contract, **scope)
     print(json.dumps(report.to_dict(), indent=2))
-    return 0 if report.ok else 1
+    if report.ok:
+        return 0
+    print(f"ctxemb: error: verify failed: {_failures(report)}", file=sys.stderr)
+    return 1
+
+
+def _failures(report: Any) -> str:
+    """What a failed verify report found, and the next step for each, in one line."""
+    found = []
+    if not report.stamped:
+        found.append("the collection carries no ctxemb stamp (index it through ctxemb)")
+    elif report.damaged:
+        found.append(f"its stamp is damaged ({report.damaged})")
+    elif not report.fingerprint_match:
+        fields = ", ".join(c.field for c in report.diff.changes) if report.diff else "?"
+        found.append(
+            f"the contract differs in {fields} (use the index's own contract, or re-embed "
+            "with ctxemb migrate)"
+        )
+    elif report.canary_cosine is None or report.canary_cosine < report.tolerance:
+        found.append(
+            f"encoder drift: the canary re-embeds with cosine {report.canary_cosine} < "
+            f"{report.tolerance} (check library versions, backend and weights)"
+        )
+    if report.configuration not in (None, "match"):
+        found.append(
+            f"the store's embedding setting disagrees with the stamp ({report.configuration})"
+        )
+    if report.bad_ids:
+        shown = ", ".join(report.bad_ids[:3]) + (" …" if len(report.bad_ids) > 3 else "")
+        found.append(
+            f"{len(report.bad_ids)} of {report.sample_size} checked records carry vectors this "
+            f"contract did not make ({shown}; re-embed them through ctxemb)"
+        )
+    return "; ".join(found) + "; the report on stdout has the details"
 
 
 def _migrate(args: argparse.Namespace) -> int:

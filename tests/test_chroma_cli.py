@@ -57,9 +57,11 @@ def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     code, _, err = cli(capsys, "query", "slugs", *store, "--pooling", "cls")
     assert code == 2
     assert "ContractMismatchError" in err and "pooling: index='mean'" in err
-    code, out, _ = cli(capsys, "verify", *store, "--no-normalize")
+    code, out, err = cli(capsys, "verify", *store, "--no-normalize")
     assert code == 1
     assert json.loads(out)["diff"] == ["normalize: index=True, caller=False"]
+    assert err.startswith("ctxemb: error: verify failed: the contract differs in normalize")
+    assert len(err.splitlines()) == 1
     store[-1] = "nothing-here"
     code, _, err = cli(
         capsys, "verify", *store, "--model", "sentence-transformers/all-MiniLM-L6-v2"

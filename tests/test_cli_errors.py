@@ -198,7 +198,8 @@ def test_help_exits_0_in_process(capsys):
     code, out, err = run(capsys, "verify", "--help")
     assert code == 0 and err == ""
     # The description says what verify checks and what it cannot.
-    assert "--all" in out and "cannot be re-embedded" in out and "not checked" in out
+    text = " ".join(out.split())
+    assert "--all" in text and "cannot be re-embedded" in text and "Not checked:" in text
 
 
 def _tamper(store: Path, collection: str) -> str:
@@ -227,7 +228,11 @@ def test_verify_all_finds_what_a_sample_of_zero_does_not_check(tmp_path, capsys)
     report = json.loads(out)  # stdout is the JSON report alone; progress goes to stderr
     assert code == 1 and not report["ok"]
     assert report["bad_ids"] == [victim] and report["sample_size"] == N_DOCS
-    assert "ctxemb: error" not in err
+    assert report["mode"] == "all" and not any("records:" in n for n in report["not_checked"])
+    # One line on stderr (beside the progress bar) names what failed.
+    said = [line.split("\r")[-1] for line in err.splitlines() if "ctxemb:" in line]
+    assert len(said) == 1 and said[0].startswith("ctxemb: error: verify failed: 1 of 24")
+    assert victim in said[0] and "Traceback" not in err
 
 
 def test_the_open_sample_is_the_users(tmp_path, capsys):
