@@ -30,8 +30,12 @@ def migrate(
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
     """
-    if batch_size <= 0:
-        raise InvalidInputError(f"batch_size must be positive, got {batch_size}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(source, GuardedCollection):
+        raise InvalidInputError(
+            f"source must be a collection from open_collection, got {type(source).__name__}"
+        )
     client = client or source.client
     if target_name == source.name and client is source.client:
         raise InvalidInputError("the target must be a new collection: the source is never modified")
@@ -41,7 +45,7 @@ def migrate(
     bar = _bar(total, len(done), progress)
     offset = 0
     while offset < total:
-        page = source.raw.get(offset=offset, limit=batch_size, include=["documents", "metadatas"])
+        page = source.get(offset=offset, limit=batch_size, include=["documents", "metadatas"])
         if not page["ids"]:
             break
         offset += len(page["ids"])
