@@ -103,7 +103,8 @@ class Embedder:
         path: the model folder; found from the contract (its weights digest or name) if omitted.
         query_path: the folder of a separate query encoder, for contracts that have one.
         backend: ``"auto"`` (ONNX Runtime when it is installed and the model exports, else
-            torch: measured 1.95x sentence-transformers' documents/s and a third of its
+            torch, with a :class:`~ctxemb_core.errors.CtxembWarning` that says why: ONNX
+            measured 1.95x sentence-transformers' documents/s and a third of its
             single-query latency on 2 CPU cores, see benchmarks/throughput.py), ``"onnx"`` or
             ``"torch"``.
             Not part of the fingerprint: the stamp's canary proves a backend
