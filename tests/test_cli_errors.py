@@ -103,6 +103,7 @@ FRESH = [
     (["index", "{malformed}"], "invalid JSON"),
     (["index", "{no_text}"], "no string 'text'"),
     (["index", "{beir_empty}"], "no documents"),
+    (["index", "{beir_empty}/qrels"], "holds no corpus.jsonl"),
     (["index", CORPUS, "--pooling", "average"], "valid values are"),
     (["index", CORPUS, "--max-tokens", "0"], "max_tokens"),
     (["index", CORPUS, "--max-tokens", "-3"], "max_tokens"),
@@ -184,6 +185,22 @@ def test_bad_invocations_on_an_existing_store_change_nothing(args, fragment, sto
     assert code == 2, (out, err)
     assert_one_error_line(err, fragment)
     assert snapshot(client) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "required: command"),
+        (["nosuch"], "invalid choice: 'nosuch'"),
+        (["index", "--collection", "demo"], "required: data"),
+        (["query", "--collection", "demo"], "required: text"),
+        (["inspect", "--truncate-dim", "half"], "argument --truncate-dim"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_argument(args, fragment, capsys):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, "InvalidInputError", fragment, "--help")
 
 
 def test_a_contract_mismatch_is_one_line_that_still_names_each_field(store, capsys):
