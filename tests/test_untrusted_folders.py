@@ -18,6 +18,7 @@ import torch
 from tiny_models import build_bert, build_sentence_transformer
 
 from ctxemb_core import contract_for
+from ctxemb_core.backends._tokenize import FolderTokenizer
 from ctxemb_core.backends.torch import TorchEncoder
 from ctxemb_core.errors import (
     CtxembError,
@@ -141,6 +142,7 @@ def test_no_code_from_an_auto_map_folder_ever_runs(tmp_path, stdin):
     code = f"""
         from pathlib import Path
         from ctxemb_core import contract_for
+from ctxemb_core.backends._tokenize import FolderTokenizer
         from ctxemb_core.backends._tokenize import FolderTokenizer
         from ctxemb_core.backends.torch import TorchEncoder
         from ctxemb_core.errors import UnsupportedModelError
@@ -616,3 +618,23 @@ def test_files_linked_out_of_the_folder_still_load_as_in_the_hub_cache(tmp_path,
         shutil.move(file, blob)
         file.symlink_to(blob)
     assert contract_for(snapshot, name="acme/m") == contract_for(st_with_dense, name="acme/m")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("[" * 100_000, MalformedModelError),
+        ("{not json", UnsupportedModelError),
+        ('{"added_tokens": [], "model": 3}', UnsupportedModelError),
+        (
+            '{"version": "1.0", "added_tokens": [], "model": {"type": "Nope"}}',
+            UnsupportedModelError,
+        ),
+    ],
+    ids=["deep", "not-json", "model-not-object", "unknown-model-type"],
+)
+def test_a_broken_tokenizer_is_a_typed_error(tmp_path, text, error):
+    folder = build_bert(tmp_path / "bert")
+    (folder / "tokenizer.json").write_text(text, encoding="utf-8")
+    with pytest.raises(error, match="tokenizer"):
+        FolderTokenizer(folder)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ctxemb_core.errors import ModelNotFoundError, UnsupportedModelError
+from ctxemb_core.errors import MalformedModelError, ModelNotFoundError, UnsupportedModelError
 
 if TYPE_CHECKING:
     from ctxemb_core.backends import TokenBatch
@@ -30,8 +30,14 @@ class FolderTokenizer:
             hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
         except OSError as exc:
             raise ModelNotFoundError(f"{folder} has no usable tokenizer: {exc}") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            # A tokenizer config transformers cannot read (custom code, junk values).
+        except RecursionError:
+            raise MalformedModelError(
+                f"{folder}: a tokenizer file is nested too deeply to be a tokenizer"
+            ) from None
+        except Exception as exc:
+            # Untrusted files, untyped errors: the Rust tokenizers raise a bare Exception for a
+            # tokenizer.json they cannot read, transformers KeyError/TypeError/ValueError for
+            # junk values and custom code it will not run.
             raise UnsupportedModelError(f"{folder} has no usable tokenizer: {exc}") from None
         if not getattr(hf, "is_fast", False):
             raise ModelNotFoundError(f"{folder}: only fast (Rust) tokenizers are supported")
