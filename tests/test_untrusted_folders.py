@@ -142,7 +142,6 @@ def test_no_code_from_an_auto_map_folder_ever_runs(tmp_path, stdin):
     code = f"""
         from pathlib import Path
         from ctxemb_core import contract_for
-from ctxemb_core.backends._tokenize import FolderTokenizer
         from ctxemb_core.backends._tokenize import FolderTokenizer
         from ctxemb_core.backends.torch import TorchEncoder
         from ctxemb_core.errors import UnsupportedModelError
