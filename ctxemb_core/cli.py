@@ -275,6 +275,9 @@ def _adapter(args: argparse.Namespace) -> tuple[Any, Any]:
             f"the {args.store!r} store needs its adapter: "
             f"pip install 'ctxemb[{args.store}]' ({exc})"
         ) from None
+    for option in ("collection", "to"):
+        if getattr(args, option, None) is not None:
+            adapter.check_name(getattr(args, option))  # before connecting creates a store
     return adapter, adapter.connect(path=args.path, host=args.host, port=args.port)
 
 
@@ -359,12 +362,14 @@ def _index_missing(collection: Any, corpus: dict[str, dict[str, str]], batch: in
 
     have = collection.ids()
     todo = [i for i in corpus if i not in have]
+    added = 0
     with tqdm(total=len(todo), unit="doc", desc="indexing", disable=not todo) as bar:
         for start in range(0, len(todo), batch):
             ids = todo[start : start + batch]
-            collection.add(ids, [document_text(corpus[i]) for i in ids])
+            # Another process may be indexing the same corpus: ids it added meanwhile are skipped.
+            added += collection.add_missing(ids, [document_text(corpus[i]) for i in ids])
             bar.update(len(ids))
-    return len(todo)
+    return added
 
 
 def _index(args: argparse.Namespace) -> int:

@@ -312,3 +312,19 @@ def test_a_server_refuses_bad_invocations_and_keeps_its_collections(server, caps
         assert snapshot(client) == before, args
     code, out, _ = run(capsys, "verify", *store, "--collection", "demo", "--all")
     assert code == 0 and json.loads(out)["sample_size"] == N_DOCS
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["index", CORPUS, "--collection", "a!"],
+        ["index", CORPUS, "--collection", "x"],
+        ["demo", "--collection", "bad name"],
+    ],
+)
+def test_a_collection_name_chroma_refuses_creates_no_store(args, tmp_path, capsys):
+    fresh = tmp_path / "fresh"
+    code, out, err = run(capsys, *args, "--path", str(fresh))
+    assert code == 2, (out, err)
+    assert_one_error_line(err, "collection name")
+    assert not fresh.exists()

@@ -25,12 +25,13 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
-from ctxemb_chroma._store import connect, stamped_contract, stored_collection
+from ctxemb_chroma._store import check_name, connect, stamped_contract, stored_collection
 from ctxemb_chroma._verify import verify
 
 __all__ = [
     "ContractEmbeddingFunction",
     "GuardedCollection",
+    "check_name",
     "connect",
     "migrate",
     "open_collection",

@@ -86,6 +86,7 @@ def check_client(client: Any) -> ClientAPI:
 
 
 def check_name(name: Any) -> str:
+    """``name`` if Chroma accepts it as a collection name, else ``InvalidInputError`` saying why."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise InvalidInputError(
             f"collection name {name!r} is not one Chroma accepts: 3-512 characters of "
