@@ -51,7 +51,6 @@ __all__ = [
     "adopt_stamp",
     "check_configuration",
     "check_records",
-    "check_sample",
     "check_stored",
     "deferred_interrupts",
     "detection_probability",
@@ -308,18 +307,6 @@ def check_stored(
             bad[i] = OTHER_VECTOR
     checked = scores[~np.isnan(scores)]
     return RecordCheck(len(ids), float(checked.min()) if checked.size else None, bad)
-
-
-def check_sample(
-    embedder: Embedder,
-    ids: Sequence[str],
-    documents: Sequence[str | None],
-    vectors: Any,
-    tolerance: float = CANARY_TOLERANCE,
-) -> tuple[float | None, tuple[str, ...]]:
-    """The lowest agreement and the ids whose stored vectors are not this contract's."""
-    result = check_stored(embedder, ids, documents, vectors, tolerance)
-    return result.min_agreement, tuple(result.bad)
 
 
 def _raise_foreign(result: RecordCheck) -> None:

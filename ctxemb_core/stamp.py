@@ -112,13 +112,19 @@ class IndexStamp:
         return isinstance(metadata, Mapping) and (_K + "fingerprint") in metadata
 
     @staticmethod
-    def metadata_items(metadata: Mapping[str, Any] | None) -> str:
-        """The ``ctxemb:*`` entries of a metadata mapping, canonical: what to compare to see a
-        stamp change (``True`` and ``1`` differ here, as they do to :meth:`from_metadata`)."""
+    def metadata_items(metadata: Mapping[str, Any] | None) -> tuple[tuple[str, str, Any], ...]:
+        """The ``ctxemb:*`` entries of a metadata mapping as ``(key, type, value)``, sorted: what
+        to compare to see a stamp change (``True`` and ``1`` differ here, as they do to
+        :meth:`from_metadata`)."""
         if not isinstance(metadata, Mapping):
-            return ""
-        items = {k: v for k, v in metadata.items() if isinstance(k, str) and k.startswith(_K)}
-        return json.dumps(items, sort_keys=True, default=repr)
+            return ()
+        return tuple(
+            sorted(
+                (k, type(v).__name__, v)
+                for k, v in metadata.items()
+                if isinstance(k, str) and k.startswith(_K)
+            )
+        )
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> IndexStamp:

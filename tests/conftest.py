@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,23 @@ from tiny_models import (
 from ctxemb_core import Embedder, contract_for
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+#: Six short documents with one clear answer each, for the store tests.
+DOCS = {
+    "tea": "Green tea leaves are steamed soon after picking.",
+    "bike": "A bicycle chain lasts longer when it is oiled.",
+    "moon": "The Moon shows phases as it orbits the Earth.",
+    "slug": "Slugs eat young lettuce at night.",
+    "bank": "The central bank raised interest rates.",
+    "river": "Willow roots hold the river bank together.",
+}
+
+
+def fresh_name() -> str:
+    """A collection name no test has used."""
+    return "c" + uuid.uuid4().hex[:12]
+
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -27,6 +45,33 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # The digest cache of the test run is its own, so tests never depend on a user's cache.
     os.environ["CTXEMB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ctxemb-cache"))
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """A real Chroma server on 127.0.0.1 for the whole run; yields its port."""
+    from chroma_server import chroma_server
+
+    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as port:
+        yield port
+
+
+@pytest.fixture(params=["embedded", "server"])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A Chroma client of each kind; ``ctxemb_args`` / ``ctxemb_where`` say how to reach it."""
+    import chromadb
+
+    if request.param == "embedded":
+        path = tmp_path_factory.mktemp("chroma-embedded")
+        c = chromadb.PersistentClient(path=str(path))
+        c.ctxemb_args = ["--path", str(path)]  # type: ignore[attr-defined]
+        c.ctxemb_where = {"path": str(path)}  # type: ignore[attr-defined]
+        return c
+    port = request.getfixturevalue("server")
+    c = chromadb.HttpClient(host="127.0.0.1", port=port)
+    c.ctxemb_args = ["--host", "127.0.0.1", "--port", str(port)]  # type: ignore[attr-defined]
+    c.ctxemb_where = {"host": "127.0.0.1", "port": port}  # type: ignore[attr-defined]
+    return c
 
 
 @pytest.fixture(scope="session")

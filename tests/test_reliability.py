@@ -12,15 +12,12 @@ import base64
 import json
 import subprocess
 import sys
-import uuid
 
-import chromadb
 import numpy as np
 import pytest
-from chroma_server import chroma_server
 from chromadb.api.models.Collection import Collection
 from chromadb.utils.embedding_functions import DefaultEmbeddingFunction
-from conftest import MINILM
+from conftest import DOCS, MINILM, fresh_name
 
 from ctxemb_chroma import ContractEmbeddingFunction, connect, open_collection, verify
 from ctxemb_core import Embedder, IndexStamp, contract_for
@@ -38,34 +35,6 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.guard import detection_probability, sample_ranges
 
-DOCS = {
-    "tea": "Green tea leaves are steamed soon after picking.",
-    "bike": "A bicycle chain lasts longer when it is oiled.",
-    "moon": "The Moon shows phases as it orbits the Earth.",
-    "slug": "Slugs eat young lettuce at night.",
-    "bank": "The central bank raised interest rates.",
-    "river": "Willow roots hold the river bank together.",
-}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as port:
-        yield port
-
-
-@pytest.fixture(params=["embedded", "server"])
-def client(request, tmp_path_factory):
-    if request.param == "embedded":
-        path = tmp_path_factory.mktemp("chroma-embedded")
-        c = chromadb.PersistentClient(path=str(path))
-        c.ctxemb_where = {"path": str(path)}  # type: ignore[attr-defined]
-        return c
-    port = request.getfixturevalue("server")
-    c = chromadb.HttpClient(host="127.0.0.1", port=port)
-    c.ctxemb_where = {"host": "127.0.0.1", "port": port}  # type: ignore[attr-defined]
-    return c
-
 
 @pytest.fixture(scope="module")
 def base():
@@ -75,10 +44,6 @@ def base():
 @pytest.fixture(scope="module")
 def embedder(base):
     return Embedder(base)
-
-
-def fresh_name() -> str:
-    return "r" + uuid.uuid4().hex[:12]
 
 
 @pytest.fixture
