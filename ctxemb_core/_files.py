@@ -35,12 +35,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "DIGEST_CACHE",
     "adopt_digest",
     "cache_dir",
     "file_digests",
+    "read_with_digest",
     "sha256_file",
     "write_atomic",
 ]
@@ -81,13 +83,16 @@ def write_atomic(path: Path, text: str) -> bool:
     return True
 
 
-def _state(path: Path, st: os.stat_result) -> str:
+def _state(path: Path, st: os.stat_result, fh: BinaryIO | None = None) -> str:
+    if fh is None:
+        with path.open("rb") as own:
+            return _state(path, st, own)
     edges = hashlib.sha256()
-    with path.open("rb") as fh:
-        edges.update(fh.read(_EDGE))
-        if st.st_size > 2 * _EDGE:
-            fh.seek(-_EDGE, os.SEEK_END)
-        edges.update(fh.read(_EDGE))
+    fh.seek(0)
+    edges.update(fh.read(_EDGE))
+    if st.st_size > 2 * _EDGE:
+        fh.seek(-_EDGE, os.SEEK_END)
+    edges.update(fh.read(_EDGE))
     return (
         f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_dev}|"
         f"{st.st_ino}|{edges.hexdigest()[:32]}"
@@ -161,6 +166,39 @@ def file_digests(paths: Sequence[Path]) -> list[str]:
         if changed and disk is not None:
             write_atomic(cache_dir() / DIGEST_CACHE, json.dumps(disk))
     return digests
+
+
+def read_with_digest(path: Path) -> tuple[bytes, str]:
+    """The content of a file and the sha256 hex digest of exactly that content.
+
+    Checking a file by its path and then loading it by its path leaves a window in which another
+    process may replace it (``os.replace``: a new inode) between the two. Here the state key,
+    the cached digest and the bytes all come from one open file, which keeps its inode whatever
+    happens to the name; the file is hashed only when its state has no cached digest (then the
+    bytes returned are the bytes hashed), and the state is read again after the content, so a
+    write made meanwhile is seen.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with _LOCK, path.open("rb") as fh:
+        before = os.fstat(fh.fileno())
+        key = _state(path, before, fh)
+        fh.seek(0)
+        data = fh.read()
+        after = os.fstat(fh.fileno())
+        cached = _MEMO.get(key) or _load_disk().get(key)
+        unchanged = (
+            _same_file(before, after)
+            and before.st_ctime_ns == after.st_ctime_ns
+            and len(data) == before.st_size
+        )
+        if cached is not None and unchanged:
+            _MEMO[key] = digest = cached
+        else:
+            # No digest for this state, or written while it was read: hash the bytes held.
+            digest = hashlib.sha256(data).hexdigest()
+    return data, digest
 
 
 def adopt_digest(path: Path, digest: str, hashed: os.stat_result) -> None:

@@ -53,6 +53,7 @@ from ctxemb_core._files import (
     adopt_digest,
     cache_dir,
     file_digests,
+    read_with_digest,
     sha256_file,
     write_atomic,
 )
@@ -234,13 +235,16 @@ def _open_session(
                     model_file, work = _quantized(model_file, quantization, redo=redo_twin)
                     scratch.append(work)
                     loading = model_file.name
-                session = ort.InferenceSession(
-                    str(model_file), options, providers=["CPUExecutionProvider"]
-                )
+                graph = _checked_graph(model_file, weights)
+                session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
             except CtxembError:
                 raise
             except Exception as exc:  # InvalidProtobuf, Fail, onnx's DecodeError, …
-                why = f"onnxruntime cannot use {loading} ({type(exc).__name__}: {exc})"
+                why = (
+                    str(exc)
+                    if isinstance(exc, _GraphChanged)
+                    else f"onnxruntime cannot use {loading} ({type(exc).__name__}: {exc})"
+                )
                 if redo_export is not None:
                     raise UnsupportedModelError(
                         f"the ONNX export of {folder} was made again and still {why}; use "
@@ -257,6 +261,38 @@ def _open_session(
             for directory in scratch:
                 if directory is not None:
                     shutil.rmtree(directory, ignore_errors=True)
+
+
+class _GraphChanged(Exception):
+    """The graph read for loading is not the one its record names (replaced since its check)."""
+
+
+def _checked_graph(model_file: Path, weights: str) -> bytes | str:
+    """What onnxruntime loads: the bytes of a published graph, proven to be the recorded ones.
+
+    The graph was checked against its record by path; another process may replace it (an
+    export, a twin made again, an attack) before onnxruntime opens that path. So the graph is
+    read once, through one open file, and those very bytes are compared with the record and
+    loaded. A graph with external weight data (over 2 GB) and a private copy made for this
+    process alone (a read-only cache) are loaded by path.
+    """
+    if model_file.parent != export_dir(weights):
+        return str(model_file)  # a scratch copy of this process, in a private directory
+    if model_file.name == _MODEL_FILE:
+        files = (_read_record(model_file.parent / _META_FILE) or {}).get("files")
+        if not isinstance(files, dict) or len(files) != 1:
+            return str(model_file)  # external data: checked by _stale, loaded by path
+        recorded = files.get(_MODEL_FILE)
+    else:
+        record_file = model_file.with_name(f"{model_file.name.removesuffix('.onnx')}.json")
+        recorded = (_read_record(record_file) or {}).get("digest")
+    data, digest = read_with_digest(model_file)
+    if digest != recorded:
+        raise _GraphChanged(
+            f"{model_file.name} changed after it was checked (sha256 {digest[:12]}…, the record "
+            f"says {str(recorded)[:12]}…)"
+        )
+    return data
 
 
 def _warn_rebuild(directory: Path, why: str) -> None:
