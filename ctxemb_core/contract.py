@@ -20,6 +20,7 @@ from ctxemb_core.errors import DataFormatError, InvalidContractError
 
 __all__ = [
     "CONTRACT_SCHEMA",
+    "MAX_CONTRACT_INT",
     "MAX_CONTRACT_JSON",
     "ContractDiff",
     "DiffKind",
@@ -36,6 +37,10 @@ CONTRACT_SCHEMA = 1
 
 # Matched with fullmatch: "$" would also accept a digest followed by a newline.
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Largest value of an integer field: a width, a token count. Beyond it no model exists, numpy
+#: cannot shape an array, and a store's metadata (64-bit at most) cannot hold the contract.
+MAX_CONTRACT_INT = 2**31 - 1
 #: Largest contract JSON read back; a contract is a few hundred bytes, a stamp is not a file store.
 MAX_CONTRACT_JSON = 1 << 20
 
@@ -311,7 +316,7 @@ class EmbeddingContract:
                 f"hundred, and at most {MAX_CONTRACT_JSON:,} are read. Check where it came from."
             )
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys)
         except RecursionError:
             # json recurses once per level: "[[[[…" a few thousand deep exhausts the stack.
             raise DataFormatError(
@@ -373,15 +378,41 @@ class EmbeddingContract:
         return " ".join(parts) + f" [{self.fingerprint[:12]}]"
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys; another reader may keep the first. A contract
+    # that reads two ways is no contract.
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise DataFormatError(
+                f"contract JSON names {key!r} twice; a contract names each field once. Check "
+                "where it came from"
+            )
+        data[key] = value
+    return data
+
+
 def _check_str(value: Any, field: str, *, nonempty: bool = False) -> None:
     if not isinstance(value, str) or (nonempty and not value.strip()):
         what = "a non-empty string" if nonempty else "a string"
         raise InvalidContractError(f"{field} must be {what}, got {value!r}")
+    # Surrogates are the one thing a str holds that UTF-8 cannot: the fingerprint (and every
+    # tokenizer) would fail on them later, far from the value that caused it.
+    if not value.isascii() and _SURROGATE.search(value):
+        raise InvalidContractError(
+            f"{field} is not valid Unicode: it holds a surrogate code point (U+D800-U+DFFF), "
+            f"which UTF-8 cannot encode; got {value!r}"
+        )
 
 
 def _check_int(value: Any, field: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidContractError(f"{field} must be a positive integer, got {value!r}")
+    if value > MAX_CONTRACT_INT:
+        shown = repr(value) if value.bit_length() <= 128 else f"{str(value)[:20]}… (huge)"
+        raise InvalidContractError(
+            f"{field}={shown} is out of range; valid values are 1..{MAX_CONTRACT_INT}"
+        )
 
 
 def _check_digest(value: Any, field: str) -> None:

@@ -7,10 +7,8 @@ CLI runs in-process on real files and a real embedded store.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,8 @@ from tiny_models import build_bert
 import ctxemb_core.backends.onnx as onnx_backend
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
-from ctxemb_core.errors import CtxembWarning
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.errors import CtxembWarning, DataFormatError, InvalidContractError
 
 TEXTS = ["the cat sat on the mat", "a dog", "money in the bank and the river bank"]
 
@@ -134,5 +133,57 @@ def test_an_export_that_is_not_a_plain_file_is_made_again(own_cache, tmp_path, k
     np.testing.assert_allclose(again.encode(TEXTS, 32).hidden, want, atol=1e-5)
 
 
-# keep the imports used by later sections
-_ = (json, sqlite3)
+# -- contracts: values a hostile or hand-edited document may hold --------------------------------
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def make(**changes: Any) -> EmbeddingContract:
+    base = {"model": "acme/enc", "weights": DIGEST, "pooling": "mean", "dimension": 384}
+    return EmbeddingContract(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"dimension": 10**100},
+            "dimension=1000.* is out of range; valid values are 1..2147483647",
+        ),
+        ({"max_tokens": 2**31}, "max_tokens=2147483648 is out of range"),
+        ({"dimension": 2**40, "truncate_dim": 2**33}, "dimension=.* is out of range"),
+        ({"max_tokens": float("nan")}, "max_tokens must be a positive integer, got nan"),
+        ({"dimension": -0.0}, "dimension must be a positive integer, got -0.0"),
+        ({"weights": " " + DIGEST}, "weights must be"),
+        ({"weights": "sha256:" + "\u0661" * 64}, "weights must be"),
+        ({"weights": "sha256:" + "ab" * 31 + "a\u0301"}, "weights must be"),
+        ({"query_weights": DIGEST}, "query_model and query_weights go together"),
+        ({"model": "acme/\ud800enc"}, "model is not valid Unicode"),
+        ({"query_prefix": "query:\udcff "}, "query_prefix is not valid Unicode"),
+        ({"document_prefix": "\udc80"}, "document_prefix is not valid Unicode"),
+    ],
+)
+def test_out_of_range_and_unencodable_values_are_invalid_contracts(changes, message):
+    with pytest.raises(InvalidContractError, match=message):
+        make(**changes)
+
+
+def test_the_largest_accepted_values_still_fingerprint():
+    c = make(dimension=2**31 - 1, max_tokens=2**31 - 1, truncate_dim=2**31 - 1)
+    assert EmbeddingContract.from_json(c.to_json()) == c
+    assert make(truncate_dim=384).output_dim == 384  # equal to the dimension: the whole vector
+
+
+def test_contract_json_with_a_repeated_field_is_refused():
+    good = make().to_json()
+    # json.loads keeps the last of two equal keys: which one a reader sees is a guess.
+    twice = good[:-1] + ',"pooling":"cls"}'
+    with pytest.raises(DataFormatError, match="'pooling' twice"):
+        EmbeddingContract.from_json(twice)
+    assert EmbeddingContract.from_json(good) == make()
+
+
+def test_a_huge_int_in_contract_json_is_an_invalid_contract_not_an_overflow():
+    text = make().to_json().replace('"dimension":384', '"dimension":' + "9" * 4000)
+    with pytest.raises((InvalidContractError, DataFormatError)):
+        EmbeddingContract.from_json(text)
