@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
 from ctxemb_core.errors import (
     CtxembError,
@@ -324,11 +325,21 @@ def _load_documents(data: Path) -> dict[str, dict[str, str]]:
 
 
 def _non_empty(corpus: dict[str, dict[str, str]], source: Path) -> dict[str, dict[str, str]]:
+    """The corpus, refused if empty or if a text or id is one no tokenizer or store can take.
+
+    Checked whole before the store is opened: found at embedding time, a bad text would leave a
+    new, half-written collection behind.
+    """
+    from ctxemb_core.eval.beir import document_text
+
     if not corpus:
         raise DataFormatError(
             f"{source} holds no documents; a corpus is one JSON object "
             '{"_id", "title", "text"} per line'
         )
+    for doc_id, doc in corpus.items():
+        check_text(doc_id, f"{source}: document id {doc_id!r}")
+        check_text(document_text(doc), f"{source}: document {doc_id!r}")
     return corpus
 
 
@@ -348,7 +359,7 @@ def _load_queries(path: Path) -> list[str]:
             text = None
         if not isinstance(text, str):
             raise DataFormatError(f'{path}:{lineno}: expected a JSON object with a string "text"')
-        queries.append(text)
+        queries.append(check_text(text, f"{path}:{lineno}: query"))
     if not queries:
         raise DataFormatError(f'{path} holds no queries; write one {{"text": ...}} per line')
     return queries
@@ -389,6 +400,8 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    # A command line may carry bytes that are not UTF-8 (decoded as lone surrogates).
+    check_texts(args.text, "query text")
     given = _given_contract(args)
     _require_store(args)
     adapter, client = _adapter(args)
@@ -485,6 +498,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     data = load_beir(args.data, split=args.split)
     _non_empty(data.corpus, args.data)
+    for qid, text in data.queries.items():
+        check_text(text, f"{args.data}: query {qid!r}")
     contract = contract_for(args.model, **_overrides(args))
     embedder = _embedder(args, contract)
     adapter, client = _adapter(args)

@@ -20,6 +20,7 @@ from tiny_models import build_bert
 import ctxemb_core.backends.onnx as onnx_backend
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
+from ctxemb_core.cli import main
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import CtxembWarning, DataFormatError, InvalidContractError
 
@@ -187,3 +188,66 @@ def test_a_huge_int_in_contract_json_is_an_invalid_contract_not_an_overflow():
     text = make().to_json().replace('"dimension":384', '"dimension":' + "9" * 4000)
     with pytest.raises((InvalidContractError, DataFormatError)):
         EmbeddingContract.from_json(text)
+
+
+# -- the CLI: a text no tokenizer can encode is found before the store is touched ----------------
+
+
+def _write_beir(folder: Path, corpus: str, queries: str) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(corpus, encoding="utf-8")
+    (folder / "queries.jsonl").write_text(queries, encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\ta\t1\n")
+    return folder
+
+
+GOOD_DOC = '{"_id": "a", "text": "green tea"}\n'
+# JSON may escape a lone surrogate; json.loads gives it back as one.
+BAD_DOC = '{"_id": "b", "text": "broken \\ud800 text"}\n'
+BAD_ID = '{"_id": "\\udcff", "text": "fine text"}\n'
+
+
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        ("index-text", "document 'b' is not valid Unicode"),
+        ("index-id", "is not valid Unicode"),
+        ("eval-text", "document 'b' is not valid Unicode"),
+        ("eval-query", "query 'q' is not valid Unicode"),
+        ("demo-query", "queries.jsonl:1: query is not valid Unicode"),
+        ("query", "query text[0] is not valid Unicode"),
+    ],
+)
+def test_a_text_no_tokenizer_can_encode_is_one_line_and_no_store(
+    command, fragment, tmp_path, capsys
+):
+    store = tmp_path / "store"
+    where = ["--path", str(store)]
+    if command.startswith("index"):
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text(GOOD_DOC + (BAD_DOC if command == "index-text" else BAD_ID))
+        args = ["index", str(corpus), "--collection", "demo", *where]
+    elif command.startswith("eval"):
+        bad_query = command == "eval-query"
+        data = _write_beir(
+            tmp_path / "beir",
+            GOOD_DOC + ("" if bad_query else BAD_DOC),
+            '{"_id": "q", "text": "' + ("tea \\ud83d" if bad_query else "tea") + '"}\n',
+        )
+        args = ["eval", "--data", str(data), *where]
+    elif command == "demo-query":
+        queries = tmp_path / "queries.jsonl"
+        queries.write_text('{"text": "half a pair \\ud83d"}\n')
+        args = ["demo", "--queries", str(queries), *where]
+    else:
+        store.mkdir()  # an (empty) store folder: the text is refused before it is opened
+        args = ["query", "tea \udcff", "--collection", "demo", *where]
+    before = sorted(p.name for p in store.iterdir()) if store.exists() else None
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ctxemb: error: "), err
+    assert fragment in lines[0], err
+    after = sorted(p.name for p in store.iterdir()) if store.exists() else None
+    assert after == before  # no store made, nothing written into one
