@@ -24,8 +24,8 @@ The path may point at something that is not ours. The file is proven to be a ctx
 SQLite header carries our ``application_id``) or to be new (absent, empty, or an SQLite file with
 no schema at all) from its raw header bytes *before* SQLite opens it, so no pragma, journal
 rollback or WAL sidecar ever touches anything else. Anything else (another program's database,
-a file that is not SQLite, a directory, a cache whose header is damaged so that it can no longer be
-proven ours) is never modified nor deleted: the cache is off with a :class:`CacheWarning`, and
+a file that is not SQLite, a directory, a symbolic link to anything but a file proven ours, a cache
+whose header is damaged so that it can no longer be proven ours) is never modified nor deleted: the cache is off with a :class:`CacheWarning`, and
 :meth:`EmbeddingCache.clear` refuses with one.
 """
 
@@ -933,6 +933,17 @@ def _inspect(path: Path) -> tuple[str, str]:
     set (what sqlite3.connect leaves). The second item says why a foreign file is foreign.
     """
     try:
+        if os.path.islink(path):
+            # Through a link, "absent" or "empty" would be another's file (or name) to create
+            # or fill: only a link to a file already proven ours is followed.
+            target = Path(os.path.realpath(path))
+            state, reason = ("foreign", "a link loop") if target.is_symlink() else _inspect(target)
+            if state == "ours":
+                return state, reason
+            return "foreign", (
+                f"it is a symbolic link to {target}, which is not a ctxemb cache "
+                f"({reason or state})"
+            )
         info = os.stat(path)
     except FileNotFoundError:
         return "absent", ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tiny_models import build_bert
 import ctxemb_core.backends.onnx as onnx_backend
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
+from ctxemb_core.cache import CacheWarning, EmbeddingCache
 from ctxemb_core.cli import main
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import CtxembWarning, DataFormatError, InvalidContractError
@@ -251,3 +253,49 @@ def test_a_text_no_tokenizer_can_encode_is_one_line_and_no_store(
     assert fragment in lines[0], err
     after = sorted(p.name for p in store.iterdir()) if store.exists() else None
     assert after == before  # no store made, nothing written into one
+
+
+# -- the embedding cache: a link at its path is followed only to a file proven ours ---------------
+
+
+def _put(cache: EmbeddingCache) -> None:
+    cache.put_many("f" * 64, "document", ["a", "b"], np.ones((2, 4), np.float32))
+
+
+@pytest.mark.parametrize("target", ["empty-file", "dangling", "loop", "other-database"])
+def test_a_link_at_the_cache_path_to_what_is_not_ours_is_never_followed(tmp_path, target):
+    other = tmp_path / "other" / "their.db"
+    other.parent.mkdir()
+    link = tmp_path / "cache.sqlite3"
+    if target == "empty-file":
+        other.write_bytes(b"")  # another program's file, not yet written
+    elif target == "other-database":
+        con = sqlite3.connect(other)
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+        con.close()
+    if target == "loop":
+        (tmp_path / "a").symlink_to(tmp_path / "b")
+        (tmp_path / "b").symlink_to(tmp_path / "a")
+        link.symlink_to(tmp_path / "a")
+    else:
+        link.symlink_to(other)
+    before = sorted((p.name, p.read_bytes()) for p in other.parent.iterdir())
+    cache = EmbeddingCache(link)
+    with pytest.warns(CacheWarning, match="symbolic link to .*not a ctxemb cache"):
+        _put(cache)
+    assert not cache.get_many("f" * 64, "document", ["a"]).found.any()
+    with pytest.warns(CacheWarning, match="left .* as it is"):
+        cache.clear()
+    assert sorted((p.name, p.read_bytes()) for p in other.parent.iterdir()) == before
+    assert link.is_symlink()
+
+
+def test_a_link_to_our_own_cache_is_used(tmp_path):
+    real = tmp_path / "real.sqlite3"
+    _put(EmbeddingCache(real))
+    link = tmp_path / "cache.sqlite3"
+    link.symlink_to(real)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert EmbeddingCache(link).get_many("f" * 64, "document", ["a", "b"]).found.all()
