@@ -50,6 +50,7 @@ __all__ = [
     "VerifyReport",
     "adopt_stamp",
     "check_configuration",
+    "check_ids",
     "check_records",
     "check_stored",
     "deferred_interrupts",
@@ -155,7 +156,12 @@ class VerifyReport:
 
     def checked(self) -> list[str]:
         """What this report checked, in words."""
-        done = ["stamp: present and readable" if self.damaged is None else "stamp: read"]
+        if not self.stamped:
+            done = ["stamp: looked for, none found"]
+        elif self.damaged is not None:
+            done = ["stamp: read, and found damaged"]
+        else:
+            done = ["stamp: present and readable"]
         if self.stamped and self.damaged is None:
             done.append("fingerprint: the caller's contract against the stamp's")
             if self.canary_cosine is not None:
@@ -174,6 +180,10 @@ class VerifyReport:
     def not_checked(self) -> list[str]:
         """What this report could not check, in words."""
         out = []
+        if not self.stamped or self.damaged is not None:
+            out.append("fingerprint and canary: no readable stamp to check them against")
+        elif not self.fingerprint_match:
+            out.append("canary: not re-embedded, the contracts differ")
         if self.mode == "sample" and self.records and self.sample_size < self.records:
             p = self.detection_probability
             out.append(
@@ -495,6 +505,27 @@ def sample_ranges(count: int, size: int) -> Iterator[tuple[int, int]]:
     yield start, prev + 1
 
 
+def check_ids(ids: Any) -> list[str]:
+    """A non-empty list of distinct non-empty string ids, or ``InvalidInputError`` naming them."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidInputError(
+            f"ids must be a list, got {type(ids).__name__}"
+            + ("; wrap a single value in a list" if isinstance(ids, (str, bytes)) else "")
+        )
+    ids = list(ids)
+    if not ids:
+        raise InvalidInputError("ids is empty: give at least one id")
+    bad = [i for i in ids if not isinstance(i, str) or not i]
+    if bad:
+        raise InvalidInputError(f"ids must be non-empty strings, got {bad[0]!r}")
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise InvalidInputError(f"duplicate id {i!r} in one batch of ids")
+        seen.add(i)
+    return ids
+
+
 def check_records(
     ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
 ) -> tuple[list[str], list[Any] | None]:
@@ -517,19 +548,9 @@ def check_records(
         raise InvalidInputError(
             f"metadatas must be a list of mappings (or None), got {type(metadatas).__name__}"
         )
-    ids = list(ids)
-    if not ids:
-        raise InvalidInputError("nothing to add: ids is empty")
+    ids = check_ids(ids)
     if len(ids) != len(documents) or (metadatas is not None and len(metadatas) != len(ids)):
         raise InvalidInputError("ids, documents and metadatas must be of the same length")
-    bad = [i for i in ids if not isinstance(i, str) or not i]
-    if bad:
-        raise InvalidInputError(f"ids must be non-empty strings, got {bad[0]!r}")
-    seen: set[str] = set()
-    for i in ids:
-        if i in seen:
-            raise InvalidInputError(f"duplicate id {i!r} in one batch")
-        seen.add(i)
     for k, d in enumerate(documents):
         if not isinstance(d, str):
             raise InvalidInputError(

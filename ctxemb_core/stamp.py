@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxemb_core._validate import check_texts
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -232,6 +233,10 @@ def _read_probes(text: str) -> tuple[str, ...]:
             "the index's probe list must be a non-empty list of distinct non-empty strings; "
             "a stamp without probes would prove nothing"
         )
+    try:
+        check_texts(probes, "the index's probes")
+    except InvalidInputError as exc:  # ctxemb never stamps a probe no tokenizer can encode
+        raise DamagedStampError(f"the stamp is damaged: {exc}") from None
     return tuple(probes)
 
 

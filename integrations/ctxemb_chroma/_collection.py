@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from chromadb.api.types import validate_metadata
 
-from ctxemb_chroma._store import stored_or_none, translated
+from ctxemb_chroma._store import identity, stored_or_none, translated
 from ctxemb_chroma._verify import verify_open
+from ctxemb_chroma._write import check_metadatas, restore, write_chunks
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_records, storable, undoable_write
+from ctxemb_core.guard import OPEN_SAMPLE, check_ids, check_records, storable, undoable_write
 
 
 class GuardedCollection:
@@ -38,7 +38,8 @@ class GuardedCollection:
         self.embedder = embedder
         self.stamp = stamp
         self.sample = sample
-        self._seen = (raw.id, IndexStamp.metadata_items(raw.metadata))
+        self._seen = identity(raw)
+        self._queriers: list[Embedder] = [embedder]  # embedders whose canary this stamp passed
 
     @property
     def name(self) -> str:
@@ -66,11 +67,11 @@ class GuardedCollection:
     def current(self) -> Collection:
         """The collection now, proven to carry the stamp this object verified (or re-verified)."""
         raw = self.stored()
-        seen = (raw.id, IndexStamp.metadata_items(raw.metadata))
+        seen = identity(raw)
         if seen != self._seen:
             # Changed since it was verified (another process, a raw client): check it whole.
             self.stamp = verify_open(self.client, raw, self.embedder, self.sample, repair=False)
-            self.raw, self._seen = raw, seen
+            self.raw, self._seen, self._queriers = raw, seen, [self.embedder]
         return self.raw
 
     def add(
@@ -87,17 +88,16 @@ class GuardedCollection:
         the store) and, for ``add``, that no id is already stored (Chroma would silently keep
         the old record: :class:`~ctxemb_core.errors.ExistingIdsError` points to ``upsert``).
         A write that fails or is interrupted (Ctrl-C included) is undone: ids that were new are
-        deleted and replaced records restored, so the collection is as it was before the call.
+        deleted and replaced records restored (text, vector and metadata, keys the write added
+        removed again), so the collection is as it was before the call. Writes and undo go in
+        chunks of the store's max batch size.
 
         Raises:
             InvalidInputError: a bad batch (named), ExistingIdsError for ``add``.
             IncompleteWriteError: the write failed and so did its undo (both reported).
         """
         ids, metadatas = check_records(ids, documents, metadatas)
-        for k, m in enumerate(metadatas or []):
-            if m is not None:
-                with translated(f"metadatas[{k}] (id {ids[k]!r})"):
-                    validate_metadata(m)
+        check_metadatas(ids, metadatas)
         raw = self.current()
         with translated("reading the records to be written"):
             before = raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
@@ -105,19 +105,13 @@ class GuardedCollection:
             raise ExistingIdsError(tuple(before["ids"]))
         vectors = storable(self.embedder.embed_documents(list(documents)), self.contract.precision)
         write = raw.upsert if upsert else raw.add
-        step = self.client.get_max_batch_size()
-
-        def run() -> None:
-            with translated("writing"):
-                for i in range(0, len(ids), step):
-                    write(
-                        ids=ids[i : i + step],
-                        embeddings=vectors[i : i + step],
-                        documents=list(documents[i : i + step]),
-                        metadatas=metadatas[i : i + step] if metadatas else None,
-                    )
-
-        undoable_write(run, lambda: _restore(raw, ids, before), ids)
+        with translated("reading the store's batch limit"):
+            step = self.client.get_max_batch_size()
+        undoable_write(
+            lambda: write_chunks(write, step, ids, vectors, documents, metadatas),
+            lambda: restore(raw, step, ids, before, metadatas),
+            ids,
+        )
 
     def add_missing(
         self,
@@ -183,36 +177,42 @@ class GuardedCollection:
             query_texts = [query_texts]
         raw = self.current()
         self.stamp.check_contract(querier.contract)
+        if not any(q is querier for q in self._queriers):
+            # Same contract on paper; the canary proves this embedder's vectors are the index's.
+            self.stamp.verify(querier)
+            self._queriers.append(querier)
         vectors = storable(querier.embed_queries(query_texts), querier.contract.precision)
         with translated("query"):
             return raw.query(query_embeddings=vectors, n_results=n_results, **kwargs)
 
     def get(self, **kwargs: Any) -> Any:
+        """Chroma's ``get`` on the collection, after the stamp is checked."""
+        for arg in ("limit", "offset"):
+            value = kwargs.get(arg)
+            bad = isinstance(value, bool) or not isinstance(value, int) or value < 0
+            if value is not None and bad:
+                raise InvalidInputError(f"get: {arg} must be an integer >= 0, got {value!r}")
         with translated("get"):
             return self.current().get(**kwargs)
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Delete records by id (only by id: Chroma's ``where`` deletes are a raw client's)."""
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence) or not ids:
-            raise InvalidInputError(f"ids must be a non-empty list of ids, got {ids!r}")
-        if not all(isinstance(i, str) and i for i in ids):
-            raise InvalidInputError("ids must be non-empty strings")
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Delete records by id, by Chroma ``where`` / ``where_document`` filter, or both
+        (a record must match all that are given). An empty filter is refused, never read as
+        "everything"."""
+        filters: dict[str, Any] = {"where": where, "where_document": where_document}
+        if ids is None and where is None and where_document is None:
+            raise InvalidInputError("delete needs ids, where or where_document; none was given")
+        ids = check_ids(ids) if ids is not None else None
+        for arg, value in filters.items():
+            if value is not None and (not isinstance(value, Mapping) or not value):
+                raise InvalidInputError(f"{arg} must be a non-empty filter mapping, got {value!r}")
         raw = self.current()
+        given: dict[str, Any] = {k: dict(v) for k, v in filters.items() if v is not None}
         with translated("delete"):
-            raw.delete(ids=list(ids))
-
-
-def _restore(raw: Collection, ids: list[str], before: Any) -> None:
-    """Put the records of ``ids`` back as ``before`` holds them; delete those it lacks."""
-    with translated("undoing a failed write"):
-        kept = set(before["ids"])
-        new = [i for i in ids if i not in kept]
-        if new:
-            raw.delete(ids=new)
-        if before["ids"]:
-            raw.upsert(
-                ids=before["ids"],
-                embeddings=before["embeddings"],
-                documents=before["documents"],
-                metadatas=before["metadatas"],
-            )
+            raw.delete(ids=ids, **given)

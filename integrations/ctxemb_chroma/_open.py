@@ -9,6 +9,7 @@ from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
     as_embedder,
     check_client,
+    check_flag,
     check_name,
     check_sample_size,
     stored_or_none,
@@ -66,6 +67,8 @@ def open_collection(
     check_name(name)
     embedder = as_embedder(contract)
     check_sample_size(sample)
+    for flag, value in (("create", create), ("adopt", adopt), ("repair", repair)):
+        check_flag(value, flag)
     raw = stored_or_none(client, name)
     if raw is None:
         if not create:

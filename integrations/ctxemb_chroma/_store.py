@@ -12,10 +12,28 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from chromadb.errors import InvalidArgumentError, NotFoundError
+from chromadb.errors import (
+    BatchSizeExceededError,
+    DuplicateIDError,
+    InvalidArgumentError,
+    InvalidDimensionException,
+    NotFoundError,
+)
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
+
+# Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
+_REFUSED = (
+    InvalidArgumentError,
+    DuplicateIDError,
+    BatchSizeExceededError,
+    InvalidDimensionException,
+    NotFoundError,
+    ValueError,
+    TypeError,
+    OverflowError,  # a number the store cannot hold (limit=-1 on the embedded store)
+)
 
 # Chroma's own rule for collection names, checked before the store is asked anything.
 _NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]")
@@ -103,13 +121,15 @@ def translated(what: str) -> Iterator[None]:
         yield
     except CtxembError:
         raise
-    except (InvalidArgumentError, ValueError, TypeError) as exc:
+    except _REFUSED as exc:
         if "Could not connect" in str(exc):
             raise StoreUnavailableError(f"{what}: the Chroma server is gone ({exc})") from exc
         raise InvalidInputError(f"{what}: Chroma refused it: {exc}") from exc
     except (ConnectionError, TimeoutError) as exc:
         raise StoreUnavailableError(f"{what}: the store cannot be reached ({exc})") from exc
     except Exception as exc:
+        if "Failed to deserialize" in str(exc):  # the server's word for an argument it refused
+            raise InvalidInputError(f"{what}: the Chroma server refused it: {exc}") from exc
         if type(exc).__module__.startswith("httpx"):
             raise StoreUnavailableError(
                 f"{what}: the Chroma server cannot be reached ({exc})"
@@ -136,6 +156,12 @@ def configured_function(raw: Collection) -> tuple[str | None, Mapping[str, Any] 
     return setting.get("name"), contract if isinstance(contract, Mapping) else None
 
 
+def identity(raw: Collection) -> tuple[Any, ...]:
+    """What a guarded call compares to see the collection changed: its identity, its stamp and
+    the embedding function Chroma persisted (a raw client's queries embed with that one)."""
+    return (raw.id, IndexStamp.metadata_items(raw.metadata), configured_function(raw))
+
+
 def stored_collection(client: ClientAPI, name: str) -> Collection:
     """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
     raw = stored_or_none(check_client(client), check_name(name))
@@ -157,6 +183,12 @@ def as_embedder(contract: Any, what: str = "contract") -> Embedder:
     raise InvalidInputError(
         f"{what} must be an EmbeddingContract or an Embedder, got {type(contract).__name__}"
     )
+
+
+def check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_sample_size(sample: Any) -> int:

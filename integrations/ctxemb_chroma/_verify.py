@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
     as_embedder,
+    check_flag,
     check_sample_size,
     configured_function,
     stored_or_none,
@@ -143,6 +144,9 @@ def verify(
         raise InvalidInputError(f"collection must be a Chroma collection, got {type(raw).__name__}")
     embedder = as_embedder(contract)
     size = check_sample_size(sample)
+    check_flag(all, "all")
+    if progress is not None:
+        check_flag(progress, "progress")
     with translated(f"verifying {raw.name!r}"):
         records = raw.count()
         if all:
