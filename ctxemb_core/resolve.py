@@ -33,7 +33,9 @@ from ctxemb_core.pooling import dense_activation
 __all__ = [
     "CONTRACT_OVERRIDES",
     "FAMILY_PRESETS",
+    "MAX_TOKENIZER_FILE",
     "ModelLayout",
+    "check_tokenizer_files",
     "contract_for",
     "locate_model",
     "read_layout",
@@ -312,7 +314,10 @@ def _inside(root: Path, relative: Any, where: str) -> Path:
             f"{where}: path {relative!r} is absolute; module paths are relative to the folder"
         )
     # resolve() follows symlinks too: a module folder linked elsewhere leaves the root.
-    resolved = (root / relative).resolve()
+    try:
+        resolved = (root / relative).resolve()
+    except (OSError, ValueError) as exc:  # a NUL byte, a link loop
+        raise MalformedModelError(f"{where}: path {relative!r} cannot be used: {exc}") from None
     if not resolved.is_relative_to(root):
         raise MalformedModelError(
             f"{where}: path {relative!r} leads to {resolved}, outside the model folder {root}; "
@@ -351,6 +356,10 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
     hidden = _first_positive_int(config, config_file, "hidden_size", "d_model", "n_embd", "dim")
     if hidden is None:
         raise UnsupportedModelError(f"{config_file} names no hidden size")
+    # Counts transformers divides by or builds layers from: 0 or -1 would fail deep inside it
+    # (ZeroDivisionError) or build a network without the layers the weights hold.
+    for key in ("num_attention_heads", "num_hidden_layers", "vocab_size", "intermediate_size"):
+        _positive_int(config, key, config_file)
     width = hidden
     for spec in dense:
         if spec.in_features != width:
@@ -598,10 +607,33 @@ def _weight_files(folder: Path) -> Iterator[Path]:
     yield from safetensors_files(folder)
 
 
+#: Largest tokenizer file read (the largest real ones, multilingual vocabularies, are ~35 MB): the
+#: Rust tokenizer parses a file whole, so a huge one would take the memory and minutes first.
+MAX_TOKENIZER_FILE = 256 << 20
+
+
+def check_tokenizer_files(folder: Path) -> None:
+    """Refuse a tokenizer file that is not a regular file or larger than any real one.
+
+    Raises:
+        MalformedModelError: a file that decides the tokens is a directory, a device, or larger
+            than :data:`MAX_TOKENIZER_FILE`.
+    """
+    for path in sorted(folder.iterdir()):
+        if path.name in _TOKENIZER_FILES and _present(path):
+            size = path.stat().st_size
+            if size > MAX_TOKENIZER_FILE:
+                raise MalformedModelError(
+                    f"{path} is {size:,} bytes, larger than any real tokenizer file (at most "
+                    f"{MAX_TOKENIZER_FILE:,} are read); the folder is refused"
+                )
+
+
 def _digest_files(layout: ModelLayout) -> list[Path]:
     t = layout.transformer
     files = list(_weight_files(t))
     files += [t / "config.json"]
+    check_tokenizer_files(t)
     files += sorted(
         p for p in t.iterdir() if p.name in _TOKENIZER_FILES or p.name.endswith(".index.json")
     )

@@ -7,6 +7,7 @@ CLI runs in-process on real files and a real embedded store.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -19,12 +20,19 @@ import pytest
 from tiny_models import build_bert
 
 import ctxemb_core.backends.onnx as onnx_backend
+from ctxemb_core import Embedder, contract_for
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
 from ctxemb_core.cache import CacheWarning, EmbeddingCache
 from ctxemb_core.cli import main
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import CtxembWarning, DataFormatError, InvalidContractError
+from ctxemb_core.errors import (
+    CtxembWarning,
+    DataFormatError,
+    InvalidContractError,
+    MalformedModelError,
+)
+from ctxemb_core.resolve import MAX_TOKENIZER_FILE
 
 TEXTS = ["the cat sat on the mat", "a dog", "money in the bank and the river bank"]
 
@@ -299,3 +307,75 @@ def test_a_link_to_our_own_cache_is_used(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert EmbeddingCache(link).get_many("f" * 64, "document", ["a", "b"]).found.all()
+
+
+# -- model folders: what transformers would complete at random or fail on deep inside -----------
+
+
+def _edit_json(file: Path, **changes: Any) -> None:
+    data = json.loads(file.read_text())
+    file.write_text(json.dumps({**data, **changes}))
+
+
+def test_weights_missing_a_tensor_are_refused_not_filled_at_random(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    folder = build_bert(tmp_path / "bert", seed=75)
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    del tensors["encoder.layer.1.output.dense.weight"]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    with pytest.raises(MalformedModelError, match=r"missing \['encoder\.layer\.1\.output"):
+        TorchEncoder(folder)
+    # auto: the export (made from the same loader) is refused, then torch refuses too.
+    with (
+        pytest.warns(CtxembWarning, match="onnx backend cannot serve"),
+        pytest.raises(MalformedModelError),
+    ):
+        Embedder(contract_for(folder, pooling="mean"), backend="auto")
+
+
+def test_weights_of_more_layers_than_the_config_names_are_refused(tmp_path):
+    folder = build_bert(tmp_path / "bert", seed=76)
+    _edit_json(folder / "config.json", num_hidden_layers=1)  # the file holds two
+    with pytest.raises(MalformedModelError, match=r"not used by its config \['encoder\.layer\.1"):
+        TorchEncoder(folder)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("num_attention_heads", 0), ("num_hidden_layers", -1), ("vocab_size", 0)],
+)
+def test_counts_in_config_that_cannot_build_the_network_are_malformed(tmp_path, key, value):
+    folder = build_bert(tmp_path / "bert", seed=77)
+    _edit_json(folder / "config.json", **{key: value})
+    with pytest.raises(MalformedModelError, match=f"{key} must be a positive integer"):
+        contract_for(folder, pooling="mean")
+
+
+def test_a_hidden_size_that_does_not_fit_the_weights_is_a_typed_error(tmp_path):
+    folder = build_bert(tmp_path / "bert", seed=78)
+    _edit_json(folder / "config.json", hidden_size=64)
+    contract = contract_for(folder, pooling="mean")  # the folder's own word, until it loads
+    with pytest.raises(MalformedModelError, match="cannot load the network"):
+        Embedder(contract, backend="torch")
+
+
+def test_a_module_path_with_a_nul_byte_is_malformed(tmp_path, tiny_st_factory):
+    folder = Path(shutil.copytree(tiny_st_factory(), tmp_path / "st"))
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[1]["path"] = "1_Pooling\x00/../../etc"
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(MalformedModelError, match="cannot be used"):
+        contract_for(folder)
+
+
+def test_a_huge_tokenizer_file_is_refused_before_it_is_parsed(tmp_path):
+    folder = build_bert(tmp_path / "bert", seed=79)
+    tokenizer = folder / "tokenizer.json"
+    with tokenizer.open("r+b") as fh:  # sparse: the size is there, the disk space is not
+        fh.truncate(MAX_TOKENIZER_FILE + 1)
+    with pytest.raises(MalformedModelError, match="larger than any real tokenizer file"):
+        contract_for(folder, pooling="mean")
+    with pytest.raises(MalformedModelError, match="larger than any real tokenizer file"):
+        TorchEncoder(folder)

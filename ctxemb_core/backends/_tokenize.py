@@ -24,6 +24,9 @@ class FolderTokenizer:
     def __init__(self, folder: Path) -> None:
         from transformers import AutoTokenizer
 
+        from ctxemb_core.resolve import check_tokenizer_files
+
+        check_tokenizer_files(folder)  # before the Rust parser reads a huge file whole
         try:
             # trust_remote_code=False: a tokenizer class mapped to the folder's own Python
             # (auto_map) is refused outright, never run and never prompted for.

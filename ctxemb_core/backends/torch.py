@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ctxemb_core.backends import TokenBatch
 from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
 from ctxemb_core.errors import (
+    MalformedModelError,
     MissingDependencyError,
     ModelNotFoundError,
     UnsupportedModelError,
@@ -44,8 +46,8 @@ class TorchEncoder:
         try:
             # No code from the folder ever runs (an auto_map class is refused, never prompted
             # for), and no pickle is ever loaded: safetensors only.
-            model = AutoModel.from_pretrained(
-                str(folder), trust_remote_code=False, use_safetensors=True
+            model, info = AutoModel.from_pretrained(
+                str(folder), trust_remote_code=False, use_safetensors=True, output_loading_info=True
             )
         except OSError as exc:
             raise ModelNotFoundError(f"cannot load the network in {folder}: {exc}") from None
@@ -54,9 +56,15 @@ class TorchEncoder:
                 f"cannot load the network in {folder} without running code from the folder or "
                 f"guessing its architecture: {exc}"
             ) from None
+        except Exception as exc:  # untrusted files: safetensors' own error, a config that
+            # does not fit its weights (RuntimeError), a head count of 0 (ZeroDivisionError)...
+            raise MalformedModelError(
+                f"cannot load the network in {folder}: {type(exc).__name__}: {exc}"
+            ) from None
         finally:
             if bar_was_on:
                 hf_logging.enable_progress_bar()
+        _check_loaded(folder, info)
         self.model = model.to(device).eval()
         self.device = device
         self.hidden_size = int(self.model.config.hidden_size)
@@ -74,3 +82,32 @@ class TorchEncoder:
             out = self.model(**feeds)
         hidden = out.last_hidden_state.float().cpu().numpy()
         return token_batch(encodings, arrays, hidden, with_tokens)
+
+
+def _check_loaded(folder: Path, info: dict[str, Any]) -> None:
+    """Refuse a network transformers completed with random weights, or loaded only in part.
+
+    transformers fills a tensor the file lacks (or has in another shape) with fresh random
+    values and ignores tensors the config has no place for (a config naming fewer layers than
+    the file holds): either way the vectors are not the ones the weights' author made, and no
+    two loads agree. The pooler, which the last hidden state never passes through, may be
+    missing (sentence-transformers saves none for many models).
+    """
+    missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith("pooler."))
+    mismatched = sorted(str(k) for k in info.get("mismatched_keys", ()))
+    unexpected = sorted(info.get("unexpected_keys", ()))
+    found = [
+        f"{what} {names[:3]}{' …' if len(names) > 3 else ''}"
+        for what, names in (
+            ("missing", missing),
+            ("of another shape", mismatched),
+            ("not used by its config", unexpected),
+        )
+        if names
+    ]
+    if found:
+        raise MalformedModelError(
+            f"the weights in {folder} do not fit its config.json (tensors "
+            f"{'; '.join(found)}); transformers would fill the gaps with random values, so "
+            "the folder is refused. Check that the config and the weights belong together"
+        )
