@@ -574,9 +574,12 @@ def deferred_interrupts() -> Iterator[None]:
 
     An undo that is itself interrupted would leave the index half-restored; it runs whole and
     the interrupt arrives right after. Only the main thread receives signals, so elsewhere this
-    does nothing.
+    does nothing (nor where SIGINT's handler was installed outside Python).
     """
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None  # a handler not from Python: not ours to swap
+    ):
         yield
         return
     caught: list[int] = []

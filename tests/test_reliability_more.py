@@ -32,6 +32,7 @@ from ctxemb_core.errors import (
     EncoderDriftError,
     ExistingIdsError,
     IncompleteWriteError,
+    InvalidInputError,
     MissingStampError,
 )
 
@@ -169,6 +170,21 @@ def test_an_undo_that_fails_reports_both_and_is_an_incomplete_write(stamped, mon
         stamped.add(["n1", "n2", "n3"], ["one", "two", "three"])
     assert isinstance(info.value.error, KeyboardInterrupt)
     assert "server went away" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"": 1}, {"#x": 1}, {"$and": 1}, {"k": None}, {"f": float("nan")}, {"i": 2**70}]
+)
+def test_metadata_chroma_refuses_only_while_writing_is_refused_before_any_chunk(
+    stamped, monkeypatch, bad
+):
+    # Found on a real store: Chroma's validate_metadata passes these, its store refuses them
+    # (the server more of them than the embedded store): a later chunk would fail mid-write.
+    before = snapshot(stamped)
+    monkeypatch.setattr(type(stamped.client), "get_max_batch_size", lambda self: 2)
+    with pytest.raises(InvalidInputError, match=r"metadatas\[2\]"):
+        stamped.upsert(["tea", "bike", "fresh"], ["t", "b", "f"], [{"a": 1}, {"b": 2}, bad])
+    assert snapshot(stamped) == before
 
 
 def test_add_of_an_existing_id_names_every_existing_id_and_writes_nothing(stamped):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -9,14 +10,37 @@ from chromadb.api.models.Collection import Collection
 from chromadb.api.types import validate_metadata
 
 from ctxemb_chroma._store import translated
+from ctxemb_core.errors import InvalidInputError
 
 
 def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
-    """Chroma's own checks of each metadata entry, before anything is embedded or written."""
+    """Chroma's checks of each metadata entry, and the ones its store makes only while writing
+    (a later chunk would fail after earlier ones were written), before anything is written."""
     for k, m in enumerate(metadatas or []):
-        if m is not None:
-            with translated(f"metadatas[{k}] (id {ids[k]!r})"):
-                validate_metadata(m)
+        if m is None:
+            continue
+        where = f"metadatas[{k}] (id {ids[k]!r})"
+        with translated(where):
+            validate_metadata(m)
+        for key, value in m.items():
+            if not key or key[0] in "#$":
+                raise InvalidInputError(
+                    f"{where}: key {key!r} is reserved by Chroma (empty, or starting with # or $)"
+                )
+            for v in value if isinstance(value, list) else [value]:
+                if _unstorable(v):
+                    raise InvalidInputError(
+                        f"{where}: {key!r} = {v!r} cannot be stored by a Chroma server (None, "
+                        "a non-finite float or an integer beyond 64 bits); leave it out"
+                    )
+
+
+def _unstorable(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
 
 
 def chunks(count: int, step: int) -> Iterator[slice]:
