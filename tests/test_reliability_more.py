@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -34,6 +36,7 @@ from ctxemb_core.errors import (
     IncompleteWriteError,
     InvalidInputError,
     MissingStampError,
+    StoreUnavailableError,
 )
 
 
@@ -389,3 +392,47 @@ def test_migrate_refuses_a_target_of_another_contract_and_never_touches_the_sour
     assert copy.get(ids=["bike"], include=["metadatas"])["metadatas"] == [{"n": 1}]
     assert snapshot(stamped) == before
     assert isinstance(IndexStamp.from_metadata(copy.stored().metadata), IndexStamp)
+
+
+OPEN_SCRIPT = """
+import json, sys
+from ctxemb_core import contract_for
+from ctxemb_chroma import connect, open_collection
+path, name, tag = sys.argv[1], sys.argv[2], sys.argv[3]
+contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+col = open_collection(connect(path=path), name, contract, sample=4)
+col.add_missing([tag + "-a", "shared"], ["A text of " + tag + ".", "The shared text."])
+print(col.count())
+"""
+
+
+def test_processes_opening_one_new_embedded_store_at_once_all_succeed(tmp_path):
+    # Seen on a real run: Chroma's schema migrations race on a new folder and one process died
+    # with "table collections already exists".
+    store = tmp_path / "new-store"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_SCRIPT, str(store), "docs", f"p{k}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(3)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+    col = open_collection(connect(path=store), "docs", contract_for(MINILM), sample=100)
+    assert col.ids() == {"p0-a", "p1-a", "p2-a", "shared"}
+
+
+def test_an_internal_failure_of_the_store_is_a_store_error_that_says_what_to_do(
+    stamped, monkeypatch
+):
+    from chromadb.errors import InternalError
+
+    # What an embedded store written by several processes at once raised on a real run.
+    fail_on(monkeypatch, "get", 1, InternalError("Error executing plan: Error finding id"))
+    with pytest.raises(StoreUnavailableError, match="chroma run"):
+        stamped.get(ids=["tea"])
+    assert stamped.get(ids=["tea"])["documents"] == [DOCS["tea"]]

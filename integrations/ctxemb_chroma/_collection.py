@@ -70,7 +70,8 @@ class GuardedCollection:
         seen = identity(raw)
         if seen != self._seen:
             # Changed since it was verified (another process, a raw client): check it whole.
-            self.stamp = verify_open(self.client, raw, self.embedder, self.sample, repair=False)
+            with translated(f"verifying {self.name!r} again"):
+                self.stamp = verify_open(self.client, raw, self.embedder, self.sample, False)
             self.raw, self._seen, self._queriers = raw, seen, [self.embedder]
         return self.raw
 

@@ -15,6 +15,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.errors import (
     BatchSizeExceededError,
     DuplicateIDError,
+    InternalError,
     InvalidArgumentError,
     InvalidDimensionException,
     NotFoundError,
@@ -75,7 +76,10 @@ def connect(
         probe = folder / f".ctxemb-write-check-{os.getpid()}"
         probe.touch()
         probe.unlink()
-        return chromadb.PersistentClient(path=str(folder))
+        # Processes opening a new store at once race on Chroma's schema migrations ("table
+        # collections already exists"): the first to hold the lock creates it, the others open it.
+        with _locked(folder / ".ctxemb-open.lock"):
+            return chromadb.PersistentClient(path=str(folder))
     except Exception as exc:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)  # only what this call created
@@ -83,6 +87,21 @@ def connect(
             f"cannot use {str(folder)!r} as an embedded Chroma store ({exc}); give a folder "
             "you can write to"
         ) from None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks; Chroma's own race stays
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _first_missing(folder: Path) -> Path | None:
@@ -127,6 +146,12 @@ def translated(what: str) -> Iterator[None]:
         raise InvalidInputError(f"{what}: Chroma refused it: {exc}") from exc
     except (ConnectionError, TimeoutError) as exc:
         raise StoreUnavailableError(f"{what}: the store cannot be reached ({exc})") from exc
+    except InternalError as exc:
+        raise StoreUnavailableError(
+            f"{what}: the Chroma store failed internally ({exc}). An embedded store written by "
+            "several processes at once can do this (Chroma does not support it): give "
+            "concurrent writers a Chroma server (`chroma run`), then retry"
+        ) from exc
     except Exception as exc:
         if "Failed to deserialize" in str(exc):  # the server's word for an argument it refused
             raise InvalidInputError(f"{what}: the Chroma server refused it: {exc}") from exc
