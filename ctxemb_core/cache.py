@@ -24,9 +24,10 @@ The path may point at something that is not ours. The file is proven to be a ctx
 SQLite header carries our ``application_id``) or to be new (absent, empty, or an SQLite file with
 no schema at all) from its raw header bytes *before* SQLite opens it, so no pragma, journal
 rollback or WAL sidecar ever touches anything else. Anything else (another program's database,
-a file that is not SQLite, a directory, a symbolic link to anything but a file proven ours, a cache
-whose header is damaged so that it can no longer be proven ours) is never modified nor deleted: the cache is off with a :class:`CacheWarning`, and
-:meth:`EmbeddingCache.clear` refuses with one.
+a file that is not SQLite, a directory, a symbolic link to anything but a file proven ours, a
+cache whose header is damaged so that it can no longer be proven ours) is never modified nor
+deleted: the cache is off with a :class:`CacheWarning`, and :meth:`EmbeddingCache.clear`
+refuses with one.
 """
 
 from __future__ import annotations

@@ -49,9 +49,12 @@ __all__ = [
     "RecordCheck",
     "VerifyReport",
     "adopt_stamp",
+    "as_embedder",
     "check_configuration",
+    "check_flag",
     "check_ids",
     "check_records",
+    "check_sample_size",
     "check_stored",
     "deferred_interrupts",
     "detection_probability",
@@ -218,6 +221,34 @@ class VerifyReport:
             "checked": self.checked(),
             "not_checked": self.not_checked(),
         }
+
+
+# -- arguments every adapter takes --------------------------------------------------------------
+
+
+def as_embedder(contract: Any, what: str = "contract") -> Embedder:
+    """The caller's embedder: an :class:`Embedder` as it is, a contract made into one."""
+    if isinstance(contract, Embedder):
+        return contract
+    if isinstance(contract, EmbeddingContract):
+        return Embedder(contract)
+    raise InvalidInputError(
+        f"{what} must be an EmbeddingContract or an Embedder, got {type(contract).__name__}"
+    )
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` if it is a bool (a flag that is ``1`` or ``"yes"`` is a mistake, not a yes)."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_sample_size(sample: Any) -> int:
+    """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+        raise InvalidInputError(f"sample must be an integer >= 0, got {sample!r}")
+    return sample
 
 
 # -- the stored form of a contract's vectors --------------------------------------------------

@@ -7,11 +7,8 @@ from chromadb.api import ClientAPI
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
-    as_embedder,
     check_client,
-    check_flag,
     check_name,
-    check_sample_size,
     stored_or_none,
     translated,
 )
@@ -19,7 +16,12 @@ from ctxemb_chroma._verify import adopt as adopt_unstamped
 from ctxemb_chroma._verify import verify_open
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.guard import (
+    OPEN_SAMPLE,
+    as_embedder,
+    check_flag,
+    check_sample_size,
+)
 
 
 def open_collection(

@@ -21,7 +21,7 @@ from chromadb.errors import (
     NotFoundError,
 )
 
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core import EmbeddingContract, IndexStamp
 from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
 
 # Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
@@ -198,25 +198,3 @@ def stored_collection(client: ClientAPI, name: str) -> Collection:
 def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
     """The contract recorded in a collection's stamp (raises if it has none)."""
     return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
-
-
-def as_embedder(contract: Any, what: str = "contract") -> Embedder:
-    if isinstance(contract, Embedder):
-        return contract
-    if isinstance(contract, EmbeddingContract):
-        return Embedder(contract)
-    raise InvalidInputError(
-        f"{what} must be an EmbeddingContract or an Embedder, got {type(contract).__name__}"
-    )
-
-
-def check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def check_sample_size(sample: Any) -> int:
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-        raise InvalidInputError(f"sample must be an integer >= 0, got {sample!r}")
-    return sample

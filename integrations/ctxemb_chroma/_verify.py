@@ -11,9 +11,6 @@ from tqdm.auto import tqdm
 
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
-    as_embedder,
-    check_flag,
-    check_sample_size,
     configured_function,
     stored_or_none,
     translated,
@@ -29,7 +26,10 @@ from ctxemb_core.guard import (
     RecordCheck,
     VerifyReport,
     adopt_stamp,
+    as_embedder,
     check_configuration,
+    check_flag,
+    check_sample_size,
     check_stored,
     open_stamp,
     sample_ranges,
