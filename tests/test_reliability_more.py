@@ -40,16 +40,6 @@ from ctxemb_core.errors import (
 )
 
 
-@pytest.fixture(scope="module")
-def base():
-    return contract_for(MINILM)
-
-
-@pytest.fixture(scope="module")
-def embedder(base):
-    return Embedder(base)
-
-
 @pytest.fixture
 def stamped(client, embedder):
     col = open_collection(client, fresh_name(), embedder)
