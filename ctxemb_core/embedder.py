@@ -6,7 +6,7 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,7 +19,9 @@ from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
+    CtxembError,
     CtxembWarning,
+    DataFormatError,
     InvalidContractError,
     InvalidInputError,
     TruncationWarning,
@@ -151,6 +153,8 @@ class Embedder:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
         self.contract = contract
+        #: The backend asked for (``"auto"``, ``"onnx"`` or ``"torch"``), kept for :meth:`config`.
+        self.requested_backend = backend
         self.device = device
         self.batch_size = batch_size
         self.token_budget = token_budget
@@ -190,6 +194,58 @@ class Embedder:
     def model_path(self) -> Path:
         """The local folder of the (document) encoder; machine-specific, never fingerprinted."""
         return self._doc.folder
+
+    # -- serialisation -----------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """JSON-ready settings :meth:`from_config` rebuilds this embedder from.
+
+        What every framework's ``to_dict`` stores: the whole contract, where its model folders
+        were found on this machine (a hint: the weights digest decides, never the path), and
+        the run settings. The cache is not part of it (it is a local resource).
+
+        Example:
+            >>> config = json.loads(json.dumps(embedder.config()))  # doctest: +SKIP
+            >>> Embedder.from_config(config).contract == embedder.contract  # doctest: +SKIP
+            True
+        """
+        return {
+            "contract": self.contract.to_dict(),
+            "path_hint": str(self._doc.folder),
+            "query_path_hint": str(self._query.folder) if self._query is not self._doc else None,
+            "backend": self.requested_backend,
+            "device": self.device,
+            "batch_size": self.batch_size,
+            "token_budget": self.token_budget,
+        }
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **options: Any) -> Embedder:
+        """Rebuild an embedder from :meth:`config` (``options`` override its run settings).
+
+        A path hint is used only when the folder there has the contract's weights digest;
+        otherwise the model is found as any contract's is (bundled, registered, by digest).
+
+        Raises:
+            DataFormatError: not a mapping, no contract, or keys :meth:`config` does not write.
+        """
+        if not isinstance(config, Mapping) or not isinstance(config.get("contract"), Mapping):
+            raise DataFormatError(
+                "an Embedder config is a mapping with a 'contract' (see Embedder.config()), got "
+                f"{type(config).__name__}"
+            )
+        unknown = sorted(set(config) - set(_CONFIG_KEYS))
+        if unknown:
+            raise DataFormatError(
+                f"unknown Embedder config keys {unknown}; the keys are {sorted(_CONFIG_KEYS)}"
+            )
+        contract = EmbeddingContract.from_dict(dict(config["contract"]))
+        settings = {k: config[k] for k in _CONFIG_KEYS[3:] if k in config}
+        path = _hinted(config.get("path_hint"), contract.weights)
+        query_path = None
+        if contract.query_weights is not None:
+            query_path = _hinted(config.get("query_path_hint"), contract.query_weights)
+        return cls(contract, path=path, query_path=query_path, **{**settings, **options})
 
     # -- text vectors ------------------------------------------------------------------------
 
@@ -345,6 +401,31 @@ class Embedder:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+# The first three locate the network; the rest are run settings passed to __init__.
+_CONFIG_KEYS = (
+    "contract",
+    "path_hint",
+    "query_path_hint",
+    "backend",
+    "device",
+    "batch_size",
+    "token_budget",
+)
+
+
+def _hinted(hint: Any, weights: str) -> Path | None:
+    """The hinted folder if it holds exactly these weights, else ``None`` (found another way)."""
+    if not isinstance(hint, str) or not hint:
+        return None
+    folder = Path(hint)
+    try:
+        if folder.is_dir() and weights_digest(read_layout(folder)) == weights:
+            return folder
+    except CtxembError:
+        pass  # a folder that changed or broke since: the hint is only a hint
+    return None
 
 
 class _BackendFailed(Exception):

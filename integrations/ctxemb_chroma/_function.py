@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -11,7 +10,6 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import storable
-from ctxemb_core.resolve import register_model
 
 NAME = "ctxemb"
 
@@ -60,20 +58,14 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         return ["cosine", "ip", "l2"] if self.contract.normalize else ["ip", "l2"]
 
     def get_config(self) -> dict[str, Any]:
-        # The path is a hint for reopening on this machine; the digest decides, never the path.
-        return {
-            "contract": self.contract.to_dict(),
-            "fingerprint": self.contract.fingerprint,
-            "path_hint": str(self.embedder.model_path),
-        }
+        # The embedder's own config (its path hints decide nothing: the digest does) and the
+        # fingerprint, which validate_config checks against the contract.
+        return {**self.embedder.config(), "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:
-        contract = EmbeddingContract.from_dict(config["contract"])
-        hint = config.get("path_hint")
-        if hint and Path(hint).is_dir() and contract.query_model is None:
-            register_model(contract.weights, hint)
-        return ContractEmbeddingFunction(contract)
+        settings = {k: v for k, v in config.items() if k != "fingerprint"}
+        return ContractEmbeddingFunction(Embedder.from_config(settings))
 
     @staticmethod
     def validate_config(config: dict[str, Any]) -> None:

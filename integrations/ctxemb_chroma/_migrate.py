@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -10,6 +11,7 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.migrate import Page, copy_missing
 
 
 def migrate(
@@ -40,44 +42,22 @@ def migrate(
     if target_name == source.name and client is source.client:
         raise InvalidInputError("the target must be a new collection: the source is never modified")
     target = open_collection(client, target_name, target_contract, create=True)
-    done = target.ids()
-    total = source.count()
-    bar = _bar(total, len(done), progress)
-    offset = 0
-    while offset < total:
-        page = source.get(offset=offset, limit=batch_size, include=["documents", "metadatas"])
-        if not page["ids"]:
-            break
-        offset += len(page["ids"])
-        rows = [
-            (i, d, m)
-            for i, d, m in zip(
-                page["ids"],
-                page["documents"] or _nones(page["ids"]),
-                page["metadatas"] or _nones(page["ids"]),
-                strict=True,
-            )
-            if i not in done
-        ]
-        if not rows:
-            continue
-        missing = [i for i, d, _ in rows if d is None]
-        if missing:
-            raise InvalidInputError(
-                f"source documents {missing[:5]} have no stored text: they cannot be re-embedded"
-            )
-        ids, docs, metas = (list(x) for x in zip(*rows, strict=True))
-        target.add(ids, docs, metas if any(metas) else None)
-        bar.update(len(ids))
-    bar.close()
+    copy_missing(
+        _pages(source, batch_size),
+        target.add,
+        target.ids(),
+        total=source.count(),
+        progress=progress,
+    )
     return target
 
 
-def _bar(total: int, initial: int, show: bool | None) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, unit="doc", desc="migrating", disable=show is False)
-
-
-def _nones(ids: list[str]) -> list[Any]:
-    return [None] * len(ids)
+def _pages(source: GuardedCollection, size: int) -> Iterator[Page]:
+    offset = 0
+    while True:
+        got = source.get(offset=offset, limit=size, include=["documents", "metadatas"])
+        if not got["ids"]:
+            return
+        offset += len(got["ids"])
+        texts: Any = got["documents"]
+        yield Page(got["ids"], texts or [None] * len(got["ids"]), got["metadatas"])
