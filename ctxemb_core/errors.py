@@ -20,10 +20,11 @@ whole family in one place, and each carries the context needed to act on it::
     │                                         a store's server or folder cannot be used
     ├── IncompleteWriteError                  a failed write could not be fully undone
     └── StampError                            the index and the caller disagree
-        ├── MissingStampError                 the index carries no stamp
+        ├── MissingStampError                 the index (or a document) carries no stamp
         ├── DamagedStampError (+ DataFormatError)
         │                                     a stamp that cannot be read or is inconsistent
-        ├── ContractMismatchError             the fingerprints differ (names each field)
+        ├── ContractMismatchError             the fingerprints differ (names each field, or
+        │                                     both fingerprints when only those are known)
         ├── ConfigurationMismatchError        the store's own embedding setting disagrees
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
         └── ForeignVectorsError               stored vectors that this contract did not make
@@ -35,6 +36,8 @@ whole family in one place, and each carries the context needed to act on it::
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,6 +66,9 @@ __all__ = [
     "TruncationWarning",
     "UnsupportedModelError",
 ]
+
+# A contract fingerprint: the sha256 hex digest of its canonical JSON.
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
 
 class CtxembError(Exception):
@@ -187,26 +193,114 @@ class DamagedStampError(StampError, DataFormatError):
 
 
 class ContractMismatchError(StampError):
-    """The caller's contract is not the one the index was written with.
+    """The caller's contract is not the one the index (or a stored document) was written with.
+
+    Two forms. With both contracts (the index's stamp holds its contract) every differing field
+    is named. With :meth:`from_fingerprints`, when only the index's fingerprint is known (a
+    document that carries ``ctxemb_fingerprint`` and nothing else), no field can be named: the
+    message gives both fingerprints, and ``fields`` is ``("fingerprint",)``.
 
     Attributes:
-        index: the contract recorded in the index's stamp.
+        index: the contract recorded in the index's stamp, or ``None`` when only its fingerprint
+            is known.
         caller: the contract of the embedder that tried to use the index.
+        index_fingerprint: the fingerprint of the index's contract (known in both forms).
         diff: the full :class:`~ctxemb_core.contract.ContractDiff` (``diff.kind`` says whether
-            only the query side changed or the documents must be re-embedded).
-        fields: the names of the differing fields, in contract field order.
+            only the query side changed or the documents must be re-embedded). When only the
+            fingerprint is known it holds one change, ``fingerprint`` (both full fingerprints),
+            of kind ``reembed``: nothing proves the stored vectors valid for this caller.
+        fields: the names of the differing fields, in contract field order, or
+            ``("fingerprint",)`` when only the fingerprint is known; never empty.
+        documents: the ids (``str``) or positions (``int``) of the stored documents found
+            carrying the index's contract, when the mismatch was found on documents; else ``()``.
     """
 
-    def __init__(self, index: EmbeddingContract, caller: EmbeddingContract) -> None:
-        self.index = index
+    def __init__(
+        self,
+        index: EmbeddingContract,
+        caller: EmbeddingContract,
+        *,
+        documents: Sequence[str | int] = (),
+    ) -> None:
+        self.index: EmbeddingContract | None = index
         self.caller = caller
+        self.index_fingerprint: str = index.fingerprint
         self.diff: ContractDiff = index.diff(caller)
         self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
-        super().__init__(_mismatch_message(self.diff.changes, self.diff.kind.value))
+        self.documents: tuple[str | int, ...] = tuple(documents)
+        super().__init__(
+            _mismatch_message(self.diff.changes, self.diff.kind.value)
+            + _documents_line(self.documents)
+        )
+
+    @classmethod
+    def from_fingerprints(
+        cls,
+        index_fingerprint: str,
+        caller: EmbeddingContract,
+        *,
+        documents: Sequence[str | int] = (),
+    ) -> ContractMismatchError:
+        """The mismatch when only the index's fingerprint is known, not its contract.
+
+        Args:
+            index_fingerprint: the full fingerprint (64 hex digits) the index or document carries.
+            caller: the caller's contract.
+            documents: ids or positions of the documents that carry ``index_fingerprint``.
+
+        Raises:
+            InvalidInputError: ``index_fingerprint`` is not a fingerprint, or ``caller`` is not a
+                contract.
+
+        Example:
+            >>> err = ContractMismatchError.from_fingerprints("ab" * 32, contract)  # doctest: +SKIP
+            >>> err.index is None, err.fields  # doctest: +SKIP
+            (True, ('fingerprint',))
+        """
+        from ctxemb_core.contract import ContractDiff, DiffKind, EmbeddingContract, FieldChange
+
+        if not isinstance(index_fingerprint, str) or not _FINGERPRINT.fullmatch(index_fingerprint):
+            raise InvalidInputError(
+                "index_fingerprint must be a contract fingerprint (64 lowercase hex digits), "
+                f"got {index_fingerprint!r}"
+            )
+        if not isinstance(caller, EmbeddingContract):
+            raise InvalidInputError(
+                f"caller must be an EmbeddingContract, got {type(caller).__name__}"
+            )
+        err = cls.__new__(cls)
+        err.index = None
+        err.caller = caller
+        err.index_fingerprint = index_fingerprint
+        change = FieldChange("fingerprint", index_fingerprint, caller.fingerprint)
+        err.diff = ContractDiff((change,), DiffKind.REEMBED)
+        err.fields = ("fingerprint",)
+        err.documents = tuple(documents)
+        StampError.__init__(
+            err,
+            _fingerprint_message(index_fingerprint, caller) + _documents_line(err.documents),
+        )
+        return err
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Exceptions pickle their args by default; ours are rebuilt from the two contracts.
-        return (type(self), (self.index, self.caller))
+        # Exceptions pickle their args by default; ours are rebuilt from the contracts (or the
+        # index's fingerprint alone), so every attribute comes back, not just the message.
+        return (
+            _rebuild_mismatch,
+            (type(self), self.index, self.index_fingerprint, self.caller, self.documents),
+        )
+
+
+def _rebuild_mismatch(
+    cls: type[ContractMismatchError],
+    index: EmbeddingContract | None,
+    index_fingerprint: str,
+    caller: EmbeddingContract,
+    documents: tuple[str | int, ...],
+) -> ContractMismatchError:
+    if index is None:
+        return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
+    return cls(index, caller, documents=documents)
 
 
 class ConfigurationMismatchError(StampError):
@@ -343,3 +437,22 @@ def _mismatch_message(changes: tuple[FieldChange, ...], kind: str) -> str:
         "contract mismatch: the index was written under another embedding contract; "
         "nothing was written or returned.\n" + "\n".join(lines) + "\n" + advice
     )
+
+
+def _fingerprint_message(index_fingerprint: str, caller: EmbeddingContract) -> str:
+    return (
+        "contract mismatch: the index (or document) was written under another embedding "
+        "contract; nothing was written or returned.\n"
+        f"  fingerprint: index={index_fingerprint[:12]!r}, caller={caller.fingerprint[:12]!r}\n"
+        "Only the index's fingerprint is known, so the differing fields cannot be named (give "
+        "the index's contract, e.g. from its stamp or JSON, to name them). Use the contract "
+        "whose fingerprint the index carries, or re-embed the documents under this one."
+    )
+
+
+def _documents_line(documents: tuple[str | int, ...]) -> str:
+    if not documents:
+        return ""
+    shown = ", ".join(repr(d) for d in documents[:5]) + (" …" if len(documents) > 5 else "")
+    which = "ids" if isinstance(documents[0], str) else "positions"
+    return f"\n{len(documents)} stored document(s) carry the index's contract ({which} {shown})."
