@@ -1,0 +1,242 @@
+"""Document-level stamps, for stores that keep no collection metadata.
+
+A Chroma collection carries the index's stamp in its own metadata (:class:`~ctxemb_core.stamp.
+IndexStamp`). Some stores have nowhere to put one: Haystack's and LangChain's in-memory stores
+keep documents and nothing about the collection. There each embedded document carries the
+fingerprint of the contract that embedded it, under :data:`FINGERPRINT_KEY` in its metadata, and
+every result is checked on its way out. An adapter translates its framework's documents into
+metadata mappings and calls the two functions here; it decides nothing itself.
+
+The rules:
+
+- On write, :func:`stamp_meta` returns a new metadata dict carrying the caller's fingerprint. A
+  metadata that already carries another contract's fingerprint is refused: that document was
+  embedded under another contract (it came from another store), and writing it under this
+  contract's name would mix recipes. Remove the key first to re-embed it deliberately.
+- On read, :func:`check_documents` refuses the whole result if any one document is not the
+  caller's: nothing is returned under the wrong contract, not even the documents that are right.
+  Checking a sample of the store before a write (any few of its documents) refuses writing under
+  one contract into a store written under another.
+
+Only the fingerprint travels with a document, so the differing fields can be named only when the
+other contract is known (``known=``: from a stamp, a contract JSON file, a previous version of the
+pipeline); otherwise :class:`~ctxemb_core.errors.ContractMismatchError` names both fingerprints.
+
+Example:
+    >>> from ctxemb_core import contract_for
+    >>> from ctxemb_core.documents import check_documents, stamp_meta
+    >>> contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    >>> meta = stamp_meta({"title": "Aspirin"}, contract)
+    >>> check_documents([meta], contract)  # the caller's own: passes
+    >>> check_documents([meta], contract.with_(pooling="cls"), known={
+    ...     contract.fingerprint: contract})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ctxemb_core.errors.ContractMismatchError: contract mismatch: ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxemb_core._validate import check_texts
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    DamagedStampError,
+    InvalidInputError,
+    MissingStampError,
+)
+
+__all__ = ["FINGERPRINT_KEY", "check_documents", "stamp_meta"]
+
+#: The metadata key under which an embedded document carries its contract's fingerprint.
+FINGERPRINT_KEY = "ctxemb_fingerprint"
+
+# The full sha256 hex digest, as EmbeddingContract.fingerprint writes it; anything else is damage.
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+
+def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str, Any]:
+    """A new metadata dict: ``meta`` plus the contract's fingerprint under :data:`FINGERPRINT_KEY`.
+
+    The copy is shallow and ``meta`` itself is never changed. Stamping a metadata that already
+    carries the same fingerprint is a no-op copy; a ``None`` under the key (stores that fill
+    absent fields with ``None``) counts as no stamp.
+
+    Args:
+        meta: the document's metadata as the framework holds it.
+        contract: the contract the document's vector was made under.
+
+    Returns:
+        A new ``dict`` with every item of ``meta`` and the fingerprint.
+
+    Raises:
+        InvalidInputError: ``meta`` is not a mapping or ``contract`` is not a contract.
+        ContractMismatchError: ``meta`` already carries another contract's fingerprint (the
+            document was embedded under it); nothing is stamped.
+        DamagedStampError: ``meta`` carries a value under the key that is not a fingerprint.
+
+    Example:
+        >>> stamp_meta({"title": "Aspirin"}, contract)  # doctest: +SKIP
+        {'title': 'Aspirin', 'ctxemb_fingerprint': '3f1c…'}
+    """
+    _check_contract(contract)
+    _check_meta(meta, "meta")
+    carried = _carried(meta, "meta")
+    if carried is not None and carried != contract.fingerprint:
+        raise ContractMismatchError.from_fingerprints(carried, contract)
+    return {**meta, FINGERPRINT_KEY: contract.fingerprint}
+
+
+def check_documents(
+    metas: Sequence[Mapping[str, Any]],
+    contract: EmbeddingContract,
+    *,
+    ids: Sequence[str] | None = None,
+    known: Mapping[str, EmbeddingContract] | None = None,
+) -> None:
+    """Refuse a retrieved result unless every document was embedded under ``contract``.
+
+    One document that is not the caller's refuses the whole result. When several problems are
+    present, the most specific is raised: another contract's fingerprint first, then an
+    unreadable one, then a missing one. An empty result passes.
+
+    Args:
+        metas: the metadata of each retrieved document, in result order.
+        contract: the caller's contract (``embedder.contract`` for an Embedder).
+        ids: the documents' ids, parallel to ``metas``; errors name documents by id when given,
+            else by position in ``metas``.
+        known: contracts by fingerprint (a stamp's contract, a contract JSON file's), used to
+            name the differing fields when a document carries one of their fingerprints. Each
+            key must be its contract's fingerprint.
+
+    Raises:
+        ContractMismatchError: a document carries another contract's fingerprint; its fields are
+            named if that contract is in ``known``, else both fingerprints are. When several
+            foreign fingerprints are present, a known one is reported first, then the first seen.
+        DamagedStampError: a document carries a value under :data:`FINGERPRINT_KEY` that is not a
+            fingerprint.
+        MissingStampError: a document carries no fingerprint: it was written around ctxemb.
+        InvalidInputError: ``metas``, ``ids``, ``known`` or ``contract`` is not what is described
+            above (the message names the argument and the position).
+
+    Example:
+        >>> hits = store.search(query_vector)  # doctest: +SKIP
+        >>> metas, ids = [h.meta for h in hits], [h.id for h in hits]  # doctest: +SKIP
+        >>> check_documents(metas, contract, ids=ids)  # doctest: +SKIP
+    """
+    _check_contract(contract)
+    if isinstance(metas, (str, bytes, Mapping)) or not isinstance(metas, Sequence):
+        advice = "; wrap a single metadata in a list" if isinstance(metas, Mapping) else ""
+        raise InvalidInputError(
+            f"metas must be a list of metadata mappings, got {type(metas).__name__}{advice}"
+        )
+    metas = list(metas)
+    for i, meta in enumerate(metas):
+        _check_meta(meta, f"metas[{i}]")
+    names: list[str | int] = list(range(len(metas)))
+    if ids is not None:
+        names = list(check_texts(ids, "ids", single="wrap a single id in a list"))
+        if len(names) != len(metas):
+            raise InvalidInputError(
+                f"ids has {len(names)} items and metas {len(metas)}; give one id per document"
+            )
+    contracts = _check_known(known)
+
+    foreign: dict[str, list[str | int]] = {}
+    damaged: list[str | int] = []
+    missing: list[str | int] = []
+    for name, meta in zip(names, metas, strict=True):
+        try:
+            carried = _carried(meta, "")
+        except DamagedStampError:
+            damaged.append(name)
+            continue
+        if carried is None:
+            missing.append(name)
+        elif carried != contract.fingerprint:
+            foreign.setdefault(carried, []).append(name)
+
+    if foreign:
+        # A known contract names fields; dicts keep insertion order, so "first seen" otherwise.
+        fingerprint = next((f for f in foreign if f in contracts), next(iter(foreign)))
+        documents = foreign[fingerprint]
+        if fingerprint in contracts:
+            raise ContractMismatchError(contracts[fingerprint], contract, documents=documents)
+        raise ContractMismatchError.from_fingerprints(fingerprint, contract, documents=documents)
+    if damaged:
+        raise DamagedStampError(
+            f"{_count(damaged, metas)} carry a value under {FINGERPRINT_KEY!r} that is not a "
+            f"contract fingerprint ({_shown(damaged)}); the whole result was refused. Something "
+            "rewrote their metadata around ctxemb: re-embed those documents through ctxemb."
+        )
+    if missing:
+        raise MissingStampError(
+            f"{_count(missing, metas)} carry no {FINGERPRINT_KEY!r} in their metadata "
+            f"({_shown(missing)}): they were written around ctxemb, so nothing proves which "
+            "contract embedded them, and the whole result was refused. Re-embed them through "
+            "ctxemb (its embedders stamp every document), or rebuild the store."
+        )
+
+
+def _check_contract(contract: Any) -> None:
+    if not isinstance(contract, EmbeddingContract):
+        advice = "; pass embedder.contract" if hasattr(contract, "contract") else ""
+        raise InvalidInputError(
+            f"contract must be an EmbeddingContract, got {type(contract).__name__}{advice}"
+        )
+
+
+def _check_meta(meta: Any, name: str) -> None:
+    if not isinstance(meta, Mapping):
+        raise InvalidInputError(
+            f"{name} must be a metadata mapping (a dict), got {type(meta).__name__}"
+        )
+
+
+def _check_known(known: Any) -> Mapping[str, EmbeddingContract]:
+    if known is None:
+        return {}
+    if not isinstance(known, Mapping):
+        raise InvalidInputError(
+            "known must be a mapping of fingerprint to EmbeddingContract, got "
+            f"{type(known).__name__}; e.g. {{c.fingerprint: c for c in contracts}}"
+        )
+    for key, value in known.items():
+        if not isinstance(value, EmbeddingContract):
+            raise InvalidInputError(
+                f"known[{key!r}] must be an EmbeddingContract, got {type(value).__name__}"
+            )
+        # A key that is not its contract's fingerprint would name the fields of another recipe.
+        if key != value.fingerprint:
+            raise InvalidInputError(
+                f"known[{key!r}] holds the contract {value.fingerprint[:12]}, not the one its "
+                "key names; key each contract by its own fingerprint"
+            )
+    return known
+
+
+def _carried(meta: Mapping[str, Any], name: str) -> str | None:
+    """The fingerprint a metadata carries, ``None`` if none, or ``DamagedStampError``."""
+    value = meta.get(FINGERPRINT_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _FINGERPRINT.fullmatch(value):
+        raise DamagedStampError(
+            f"{name} carries {value!r} under {FINGERPRINT_KEY!r}, which is not a contract "
+            "fingerprint (64 lowercase hex digits); something rewrote it around ctxemb. Remove "
+            "the key to re-embed the document deliberately."
+        )
+    return value
+
+
+def _count(names: list[str | int], metas: list[Any]) -> str:
+    return f"{len(names)} of {len(metas)} retrieved documents"
+
+
+def _shown(names: list[str | int]) -> str:
+    which = "ids" if isinstance(names[0], str) else "positions"
+    return f"{which} " + ", ".join(repr(n) for n in names[:5]) + (" …" if len(names) > 5 else "")
