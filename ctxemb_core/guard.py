@@ -24,7 +24,7 @@ import math
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     EncoderDriftError,
+    ExistingIdsError,
     ForeignVectorsError,
     IncompleteWriteError,
     InvalidInputError,
@@ -48,11 +49,14 @@ __all__ = [
     "OPEN_SAMPLE",
     "RecordCheck",
     "VerifyReport",
+    "add_missing",
     "adopt_stamp",
     "as_embedder",
     "check_configuration",
+    "check_count",
     "check_flag",
     "check_ids",
+    "check_querier",
     "check_records",
     "check_sample_size",
     "check_stored",
@@ -244,11 +248,27 @@ def check_flag(value: Any, name: str) -> bool:
     return value
 
 
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` if it is an int of at least ``minimum`` (``True`` is not a count), else named."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def check_sample_size(sample: Any) -> int:
     """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-        raise InvalidInputError(f"sample must be an integer >= 0, got {sample!r}")
-    return sample
+    return check_count(sample, "sample", 0)
+
+
+def check_querier(embedder: Any) -> Embedder | None:
+    """A caller's own query embedder: an :class:`Embedder` or ``None`` (a contract is refused:
+    the caller meant a specific embedder, and building one silently would hide that)."""
+    if embedder is not None and not isinstance(embedder, Embedder):
+        hint = "; pass Embedder(contract)" if isinstance(embedder, EmbeddingContract) else ""
+        raise InvalidInputError(
+            f"embedder must be an Embedder, got {type(embedder).__name__}{hint}"
+        )
+    return embedder
 
 
 # -- the stored form of a contract's vectors --------------------------------------------------
@@ -640,3 +660,35 @@ def undoable_write(write: Callable[[], None], undo: Callable[[], None], ids: Seq
         except Exception as undo_error:
             raise IncompleteWriteError(error, undo_error, tuple(ids)) from error
         raise
+
+
+def add_missing(
+    present: Callable[[list[str]], Collection[str]],
+    add: Callable[[list[str], list[str], list[Any] | None], Any],
+    ids: list[str],
+    documents: Sequence[str],
+    metadatas: list[Any] | None,
+    attempts: int = 5,
+) -> int:
+    """Add the records whose ids the index lacks; returns how many were added.
+
+    ``present(ids)`` says which of ``ids`` the index holds; ``add`` is the guarded add, which
+    refuses ids already stored. Another writer adding some of them in between is looked at again,
+    so concurrent indexers of one corpus add nothing twice and fail on nothing already there.
+    """
+    have: Collection[str] = ()
+    for _ in range(attempts):
+        have = present(ids)
+        keep = [k for k, i in enumerate(ids) if i not in have]
+        if not keep:
+            return 0
+        try:
+            add(
+                [ids[k] for k in keep],
+                [documents[k] for k in keep],
+                [metadatas[k] for k in keep] if metadatas else None,
+            )
+            return len(keep)
+        except ExistingIdsError:
+            continue  # another writer added some of them meanwhile: look again
+    raise ExistingIdsError(tuple(i for i in ids if i in have))

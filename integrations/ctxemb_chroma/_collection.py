@@ -13,7 +13,16 @@ from ctxemb_chroma._verify import verify_open
 from ctxemb_chroma._write import check_metadatas, restore, write_chunks
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_ids, check_records, storable, undoable_write
+from ctxemb_core.guard import (
+    OPEN_SAMPLE,
+    add_missing,
+    check_count,
+    check_ids,
+    check_querier,
+    check_records,
+    storable,
+    undoable_write,
+)
 
 
 class GuardedCollection:
@@ -86,13 +95,9 @@ class GuardedCollection:
     ) -> None:
         """Embed documents under the contract and write them.
 
-        Everything is checked before anything is written: the batch, the stamp (re-read from
-        the store) and, for ``add``, that no id is already stored (Chroma would silently keep
-        the old record: :class:`~ctxemb_core.errors.ExistingIdsError` points to ``upsert``).
-        A write that fails or is interrupted (Ctrl-C included) is undone: ids that were new are
-        deleted and replaced records restored (text, vector and metadata, keys the write added
-        removed again), so the collection is as it was before the call. Writes and undo go in
-        chunks of the store's max batch size.
+        The batch, the stamp and, for ``add``, that no id is stored yet (Chroma would keep the
+        old record silently) are checked before anything is written. A write that fails or is
+        interrupted (Ctrl-C included) is undone exactly, in chunks of the store's batch limit.
 
         Raises:
             InvalidInputError: a bad batch (named), ExistingIdsError for ``add``.
@@ -127,22 +132,11 @@ class GuardedCollection:
         at the same time, adds nothing twice and fails on nothing that is already there.
         """
         ids, metadatas = check_records(ids, documents, metadatas)
-        for _ in range(5):
-            with translated("reading ids"):
-                have = set(self.current().get(ids=ids, include=[])["ids"])
-            keep = [k for k, i in enumerate(ids) if i not in have]
-            if not keep:
-                return 0
-            try:
-                self.add(
-                    [ids[k] for k in keep],
-                    [documents[k] for k in keep],
-                    [metadatas[k] for k in keep] if metadatas else None,
-                )
-                return len(keep)
-            except ExistingIdsError:
-                continue  # another writer added some of them meanwhile: look again
-        raise ExistingIdsError(tuple(i for i in ids if i in have))
+        return add_missing(self._present, self.add, ids, documents, metadatas)
+
+    def _present(self, ids: list[str]) -> set[str]:
+        with translated("reading ids"):
+            return set(self.current().get(ids=ids, include=[])["ids"])
 
     def upsert(
         self,
@@ -167,14 +161,8 @@ class GuardedCollection:
         collection's, or :class:`~ctxemb_core.errors.ContractMismatchError` is raised and nothing
         is returned.
         """
-        if embedder is not None and not isinstance(embedder, Embedder):
-            raise InvalidInputError(
-                f"embedder must be an Embedder, got {type(embedder).__name__}"
-                + ("; pass Embedder(contract)" if isinstance(embedder, EmbeddingContract) else "")
-            )
-        if isinstance(n_results, bool) or not isinstance(n_results, int) or n_results <= 0:
-            raise InvalidInputError(f"n_results must be a positive integer, got {n_results!r}")
-        querier = embedder or self.embedder
+        check_count(n_results, "n_results")
+        querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
             query_texts = [query_texts]
         raw = self.current()
@@ -190,10 +178,8 @@ class GuardedCollection:
     def get(self, **kwargs: Any) -> Any:
         """Chroma's ``get`` on the collection, after the stamp is checked."""
         for arg in ("limit", "offset"):
-            value = kwargs.get(arg)
-            bad = isinstance(value, bool) or not isinstance(value, int) or value < 0
-            if value is not None and bad:
-                raise InvalidInputError(f"get: {arg} must be an integer >= 0, got {value!r}")
+            if kwargs.get(arg) is not None:
+                check_count(kwargs[arg], f"get: {arg}", 0)
         with translated("get"):
             return self.current().get(**kwargs)
 
