@@ -38,6 +38,8 @@ Example:
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,13 +52,116 @@ from ctxemb_core.errors import (
     MissingStampError,
 )
 
-__all__ = ["FINGERPRINT_KEY", "check_documents", "stamp_meta"]
+__all__ = [
+    "FINGERPRINT_KEY",
+    "batch_fingerprint",
+    "check_documents",
+    "check_fingerprint",
+    "recall",
+    "remember",
+    "stamp_meta",
+]
 
 #: The metadata key under which an embedded document carries its contract's fingerprint.
 FINGERPRINT_KEY = "ctxemb_fingerprint"
 
 # The full sha256 hex digest, as EmbeddingContract.fingerprint writes it; anything else is damage.
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+# Contracts this process embedded with, by fingerprint: a document or a query carries only a
+# fingerprint, and a check in the same process can still name the fields that differ.
+_SEEN: OrderedDict[str, EmbeddingContract] = OrderedDict()
+_SEEN_LOCK = threading.Lock()
+_SEEN_MAX = 256
+
+
+def remember(contract: EmbeddingContract) -> None:
+    """Record ``contract`` for this process, so a fingerprint of it can be named in full.
+
+    :func:`stamp_meta` and the framework adapters' embedders call this; a mismatch found
+    later from a fingerprint alone then names the differing fields (the last 256 contracts are
+    kept).
+    """
+    _check_contract(contract)
+    with _SEEN_LOCK:
+        _SEEN[contract.fingerprint] = contract
+        _SEEN.move_to_end(contract.fingerprint)
+        while len(_SEEN) > _SEEN_MAX:
+            _SEEN.popitem(last=False)
+
+
+def recall(fingerprint: str) -> EmbeddingContract | None:
+    """The contract with this fingerprint if this process embedded with it, else ``None``."""
+    with _SEEN_LOCK:
+        return _SEEN.get(fingerprint)
+
+
+def check_fingerprint(fingerprint: str, index: EmbeddingContract) -> EmbeddingContract:
+    """Refuse a query embedded under another contract than the index's; returns the caller's.
+
+    For frameworks whose query embedder hands its retriever a vector and the fingerprint it was
+    made under. The differing fields are named when the caller's contract was built in this
+    process (:func:`remember`), else both fingerprints are.
+
+    Raises:
+        ContractMismatchError: ``fingerprint`` is not the index's.
+        DamagedStampError: ``fingerprint`` is not a contract fingerprint.
+        InvalidInputError: ``index`` is not a contract.
+    """
+    _check_contract(index)
+    if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
+        raise DamagedStampError(
+            f"the query's fingerprint {fingerprint!r} is not a contract fingerprint (64 lowercase "
+            "hex digits); connect the query embedder's 'fingerprint' output unchanged"
+        )
+    if fingerprint == index.fingerprint:
+        return index
+    caller = recall(fingerprint)
+    if caller is not None:
+        raise ContractMismatchError(index, caller)
+    raise ContractMismatchError.from_fingerprints(index, fingerprint)
+
+
+def batch_fingerprint(
+    metas: Sequence[Mapping[str, Any]], ids: Sequence[str] | None = None
+) -> str | None:
+    """The one fingerprint every document of a batch to be written carries (``None`` if empty).
+
+    Args:
+        metas: each document's metadata, in batch order.
+        ids: the documents' ids, to name them in errors (else their positions).
+
+    Raises:
+        MissingStampError: a document carries none (it was not embedded through ctxemb).
+        DamagedStampError: a document carries a value that is not a fingerprint.
+        ContractMismatchError: the batch mixes contracts (fields named when both were built in
+            this process); nothing may be written.
+    """
+    first: str | None = None
+    for i, meta in enumerate(metas):
+        _check_meta(meta, f"metas[{i}]")
+        name = _name(ids, i)
+        carried = _carried(meta, f"document {name!r}")
+        if carried is None:
+            raise MissingStampError(
+                f"document {name!r} carries no {FINGERPRINT_KEY!r} in its metadata: only "
+                "documents embedded by a ctxemb embedder may be written into a ctxemb store "
+                "(nothing was written)"
+            )
+        if first is None:
+            first = carried
+        elif carried != first:
+            ours, theirs = recall(first), recall(carried)
+            if ours is not None and theirs is not None:
+                raise ContractMismatchError(ours, theirs, documents=[name])
+            raise ContractMismatchError.from_fingerprints(
+                ours or first, theirs or carried, documents=[name]
+            )
+    return first
+
+
+def _name(ids: Sequence[str] | None, i: int) -> str | int:
+    return ids[i] if ids is not None and i < len(ids) else i
 
 
 def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str, Any]:
@@ -87,13 +192,17 @@ def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str
     _check_meta(meta, "meta")
     carried = _carried(meta, "meta")
     if carried is not None and carried != contract.fingerprint:
+        known = recall(carried)
+        if known is not None:
+            raise ContractMismatchError(known, contract)
         raise ContractMismatchError.from_fingerprints(carried, contract)
+    remember(contract)
     return {**meta, FINGERPRINT_KEY: contract.fingerprint}
 
 
 def check_documents(
     metas: Sequence[Mapping[str, Any]],
-    contract: EmbeddingContract,
+    contract: EmbeddingContract | str,
     *,
     ids: Sequence[str] | None = None,
     known: Mapping[str, EmbeddingContract] | None = None,
@@ -106,7 +215,9 @@ def check_documents(
 
     Args:
         metas: the metadata of each retrieved document, in result order.
-        contract: the caller's contract (``embedder.contract`` for an Embedder).
+        contract: the caller's contract (``embedder.contract`` for an Embedder), or its
+            fingerprint (a query embedder's output); fields are named only when both contracts
+            were built in this process or given in ``known``.
         ids: the documents' ids, parallel to ``metas``; errors name documents by id when given,
             else by position in ``metas``.
         known: contracts by fingerprint (a stamp's contract, a contract JSON file's), used to
@@ -128,7 +239,15 @@ def check_documents(
         >>> metas, ids = [h.meta for h in hits], [h.id for h in hits]  # doctest: +SKIP
         >>> check_documents(metas, contract, ids=ids)  # doctest: +SKIP
     """
-    _check_contract(contract)
+    if isinstance(contract, str):
+        if not _FINGERPRINT.fullmatch(contract):
+            raise InvalidInputError(
+                f"contract must be an EmbeddingContract or its fingerprint, got {contract!r}"
+            )
+        contract = recall(contract) or contract
+    else:
+        _check_contract(contract)
+    mine = contract if isinstance(contract, str) else contract.fingerprint
     if isinstance(metas, (str, bytes, Mapping)) or not isinstance(metas, Sequence):
         advice = "; wrap a single metadata in a list" if isinstance(metas, Mapping) else ""
         raise InvalidInputError(
@@ -144,7 +263,7 @@ def check_documents(
             raise InvalidInputError(
                 f"ids has {len(names)} items and metas {len(metas)}; give one id per document"
             )
-    contracts = _check_known(known)
+    contracts = {**_seen(), **_check_known(known)}
 
     foreign: dict[str, list[str | int]] = {}
     damaged: list[str | int] = []
@@ -157,16 +276,19 @@ def check_documents(
             continue
         if carried is None:
             missing.append(name)
-        elif carried != contract.fingerprint:
+        elif carried != mine:
             foreign.setdefault(carried, []).append(name)
 
     if foreign:
         # A known contract names fields; dicts keep insertion order, so "first seen" otherwise.
         fingerprint = next((f for f in foreign if f in contracts), next(iter(foreign)))
         documents = foreign[fingerprint]
-        if fingerprint in contracts:
-            raise ContractMismatchError(contracts[fingerprint], contract, documents=documents)
-        raise ContractMismatchError.from_fingerprints(fingerprint, contract, documents=documents)
+        index = contracts.get(fingerprint)
+        if index is not None and not isinstance(contract, str):
+            raise ContractMismatchError(index, contract, documents=documents)
+        raise ContractMismatchError.from_fingerprints(
+            index or fingerprint, contract, documents=documents
+        )
     if damaged:
         raise DamagedStampError(
             f"{_count(damaged, metas)} carry a value under {FINGERPRINT_KEY!r} that is not a "
@@ -180,6 +302,11 @@ def check_documents(
             "contract embedded them, and the whole result was refused. Re-embed them through "
             "ctxemb (its embedders stamp every document), or rebuild the store."
         )
+
+
+def _seen() -> dict[str, EmbeddingContract]:
+    with _SEEN_LOCK:
+        return dict(_SEEN)
 
 
 def _check_contract(contract: Any) -> None:

@@ -209,14 +209,49 @@ class Embedder:
             >>> Embedder.from_config(config).contract == embedder.contract  # doctest: +SKIP
             True
         """
+        return self.config_for(
+            self.contract,
+            path=self._doc.folder,
+            query_path=self._query.folder if self._query is not self._doc else None,
+            backend=self.requested_backend,
+            device=self.device,
+            batch_size=self.batch_size,
+            token_budget=self.token_budget,
+        )
+
+    @staticmethod
+    def config_for(
+        contract: EmbeddingContract,
+        *,
+        path: str | Path | None = None,
+        query_path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 64,
+        token_budget: int = 2048,
+    ) -> dict[str, Any]:
+        """The :meth:`config` of an embedder not built yet (nothing is loaded).
+
+        For a framework component that builds its embedder lazily: the model folders are
+        located (not read) when no path is given, and a folder that cannot be located yet is
+        left out (``None``); :meth:`from_config` then finds the model as any contract's.
+        """
+        if not isinstance(contract, EmbeddingContract):
+            raise InvalidInputError(
+                f"config_for needs an EmbeddingContract, got {type(contract).__name__}"
+            )
         return {
-            "contract": self.contract.to_dict(),
-            "path_hint": str(self._doc.folder),
-            "query_path_hint": str(self._query.folder) if self._query is not self._doc else None,
-            "backend": self.requested_backend,
-            "device": self.device,
-            "batch_size": self.batch_size,
-            "token_budget": self.token_budget,
+            "contract": contract.to_dict(),
+            "path_hint": _hint(path, contract.model, contract.weights),
+            "query_path_hint": (
+                _hint(query_path, contract.query_model, contract.query_weights)
+                if contract.query_model is not None
+                else None
+            ),
+            "backend": backend,
+            "device": device,
+            "batch_size": batch_size,
+            "token_budget": token_budget,
         }
 
     @classmethod
@@ -413,6 +448,16 @@ _CONFIG_KEYS = (
     "batch_size",
     "token_budget",
 )
+
+
+def _hint(path: str | Path | None, model: str, weights: str | None) -> str | None:
+    """Where a model folder is (``path`` as given, else located), or ``None`` if not found."""
+    if path is not None:
+        return str(path)
+    try:
+        return str(locate_model(model, weights))
+    except CtxembError:
+        return None
 
 
 def _hinted(hint: Any, weights: str) -> Path | None:

@@ -203,8 +203,10 @@ class ContractMismatchError(StampError):
     Attributes:
         index: the contract recorded in the index's stamp, or ``None`` when only its fingerprint
             is known.
-        caller: the contract of the embedder that tried to use the index.
+        caller: the contract of the embedder that tried to use the index, or ``None`` when only
+            its fingerprint is known.
         index_fingerprint: the fingerprint of the index's contract (known in both forms).
+        caller_fingerprint: the fingerprint of the caller's contract (known in both forms).
         diff: the full :class:`~ctxemb_core.contract.ContractDiff` (``diff.kind`` says whether
             only the query side changed or the documents must be re-embedded). When only the
             fingerprint is known it holds one change, ``fingerprint`` (both full fingerprints),
@@ -223,8 +225,9 @@ class ContractMismatchError(StampError):
         documents: Sequence[str | int] = (),
     ) -> None:
         self.index: EmbeddingContract | None = index
-        self.caller = caller
+        self.caller: EmbeddingContract | None = caller
         self.index_fingerprint: str = index.fingerprint
+        self.caller_fingerprint: str = caller.fingerprint
         self.diff: ContractDiff = index.diff(caller)
         self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
         self.documents: tuple[str | int, ...] = tuple(documents)
@@ -236,21 +239,25 @@ class ContractMismatchError(StampError):
     @classmethod
     def from_fingerprints(
         cls,
-        index_fingerprint: str,
-        caller: EmbeddingContract,
+        index_fingerprint: str | EmbeddingContract,
+        caller: EmbeddingContract | str,
         *,
         documents: Sequence[str | int] = (),
     ) -> ContractMismatchError:
-        """The mismatch when only the index's fingerprint is known, not its contract.
+        """The mismatch when one side is known only by its fingerprint.
+
+        Usually the index's side (a document carries ``ctxemb_fingerprint`` and nothing else);
+        a framework that passes only a fingerprint from its query embedder to its retriever may
+        know the index's contract (a stamp) and not the caller's, or neither.
 
         Args:
-            index_fingerprint: the full fingerprint (64 hex digits) the index or document carries.
-            caller: the caller's contract.
-            documents: ids or positions of the documents that carry ``index_fingerprint``.
+            index_fingerprint: the full fingerprint (64 hex digits) the index or document
+                carries, or the index's contract when only the caller's fingerprint is known.
+            caller: the caller's contract, or its fingerprint.
+            documents: ids or positions of the documents that carry the index's fingerprint.
 
         Raises:
-            InvalidInputError: ``index_fingerprint`` is not a fingerprint, or ``caller`` is not a
-                contract.
+            InvalidInputError: a fingerprint that is not one, or both sides contracts.
 
         Example:
             >>> err = ContractMismatchError.from_fingerprints("ab" * 32, contract)  # doctest: +SKIP
@@ -259,26 +266,37 @@ class ContractMismatchError(StampError):
         """
         from ctxemb_core.contract import ContractDiff, DiffKind, EmbeddingContract, FieldChange
 
-        if not isinstance(index_fingerprint, str) or not _FINGERPRINT.fullmatch(index_fingerprint):
+        index = index_fingerprint if isinstance(index_fingerprint, EmbeddingContract) else None
+        known = caller if isinstance(caller, EmbeddingContract) else None
+        if index is not None and known is not None:
             raise InvalidInputError(
-                "index_fingerprint must be a contract fingerprint (64 lowercase hex digits), "
-                f"got {index_fingerprint!r}"
+                "both contracts are known: raise ContractMismatchError(index, caller), which "
+                "names the differing fields"
             )
-        if not isinstance(caller, EmbeddingContract):
-            raise InvalidInputError(
-                f"caller must be an EmbeddingContract, got {type(caller).__name__}"
-            )
+        fingerprints: list[str] = []
+        for name, value in (("index_fingerprint", index_fingerprint), ("caller", caller)):
+            if isinstance(value, EmbeddingContract):
+                value = value.fingerprint
+            if not isinstance(value, str) or not _FINGERPRINT.fullmatch(value):
+                raise InvalidInputError(
+                    f"{name} must be a contract fingerprint (64 lowercase hex digits) or a "
+                    f"contract, got {value!r}"
+                )
+            fingerprints.append(value)
         err = cls.__new__(cls)
-        err.index = None
-        err.caller = caller
-        err.index_fingerprint = index_fingerprint
-        change = FieldChange("fingerprint", index_fingerprint, caller.fingerprint)
+        err.index = index
+        err.caller = known
+        err.index_fingerprint, err.caller_fingerprint = fingerprints
+        change = FieldChange("fingerprint", fingerprints[0], fingerprints[1])
         err.diff = ContractDiff((change,), DiffKind.REEMBED)
         err.fields = ("fingerprint",)
         err.documents = tuple(documents)
         StampError.__init__(
             err,
-            _fingerprint_message(index_fingerprint, caller) + _documents_line(err.documents),
+            _fingerprint_message(
+                *fingerprints, index_known=index is not None, caller_known=known is not None
+            )
+            + _documents_line(err.documents),
         )
         return err
 
@@ -287,7 +305,14 @@ class ContractMismatchError(StampError):
         # index's fingerprint alone), so every attribute comes back, not just the message.
         return (
             _rebuild_mismatch,
-            (type(self), self.index, self.index_fingerprint, self.caller, self.documents),
+            (
+                type(self),
+                self.index,
+                self.index_fingerprint,
+                self.caller if self.caller is not None else self.caller_fingerprint,
+                self.documents,
+                self.fields == ("fingerprint",),
+            ),
         )
 
 
@@ -295,11 +320,14 @@ def _rebuild_mismatch(
     cls: type[ContractMismatchError],
     index: EmbeddingContract | None,
     index_fingerprint: str,
-    caller: EmbeddingContract,
+    caller: EmbeddingContract | str,
     documents: tuple[str | int, ...],
+    by_fingerprint: bool = False,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
+    if isinstance(caller, str) or by_fingerprint:
+        return cls.from_fingerprints(index, caller, documents=documents)
     return cls(index, caller, documents=documents)
 
 
@@ -439,14 +467,26 @@ def _mismatch_message(changes: tuple[FieldChange, ...], kind: str) -> str:
     )
 
 
-def _fingerprint_message(index_fingerprint: str, caller: EmbeddingContract) -> str:
+def _fingerprint_message(
+    index: str, caller: str, *, index_known: bool = False, caller_known: bool = True
+) -> str:
+    if caller_known:
+        why = (
+            "Only the index's fingerprint is known, so the differing fields cannot be named (give "
+            "the index's contract, e.g. from its stamp or JSON, to name them). Use the contract "
+            "whose fingerprint the index carries, or re-embed the documents under this one."
+        )
+    else:
+        side = "the caller's contract was" if index_known else "neither contract was"
+        why = (
+            f"Only fingerprints are known ({side} not built in this process), so the differing "
+            "fields cannot be named. Embed the queries under the index's contract, or re-embed "
+            "the documents under the caller's."
+        )
     return (
         "contract mismatch: the index (or document) was written under another embedding "
         "contract; nothing was written or returned.\n"
-        f"  fingerprint: index={index_fingerprint[:12]!r}, caller={caller.fingerprint[:12]!r}\n"
-        "Only the index's fingerprint is known, so the differing fields cannot be named (give "
-        "the index's contract, e.g. from its stamp or JSON, to name them). Use the contract "
-        "whose fingerprint the index carries, or re-embed the documents under this one."
+        f"  fingerprint: index={index[:12]!r}, caller={caller[:12]!r}\n" + why
     )
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "as_embedder",
     "check_configuration",
     "check_count",
+    "check_embedded",
     "check_flag",
     "check_ids",
     "check_querier",
@@ -66,6 +67,7 @@ __all__ = [
     "record_tolerance",
     "sample_cosines",
     "sample_ranges",
+    "similarity",
     "storable",
     "stored_form",
     "undoable_write",
@@ -287,6 +289,41 @@ def storable(vectors: np.ndarray, precision: Precision) -> np.ndarray:
     return array.astype(np.float32)
 
 
+def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]) -> np.ndarray:
+    """Vectors embedded elsewhere under ``contract``, as the float32 rows a store takes.
+
+    For a framework whose embedder and writer are separate steps: one finite vector per id, of
+    the contract's stored width (:func:`storable`: ``output_dim`` components).
+
+    Raises:
+        InvalidInputError: a missing vector, one of another width, or a non-finite value (the
+            first offending id is named); nothing may be written.
+    """
+    width = contract.output_dim
+    if vectors is None or len(vectors) != len(ids):
+        given = "none" if vectors is None else str(len(vectors))
+        raise InvalidInputError(f"{len(ids)} records to write and {given} vectors")
+    rows = []
+    for i, vector in zip(ids, vectors, strict=True):
+        if vector is None:
+            raise InvalidInputError(f"record {i!r} has no embedding; embed it first")
+        try:
+            row = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding is not a list of numbers"
+            ) from None
+        if row.shape != (width,):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding has shape {row.shape}, the contract stores "
+                f"{width} components ({contract.describe()})"
+            )
+        if not np.isfinite(row).all():
+            raise InvalidInputError(f"record {i!r}: its embedding holds NaN or infinity")
+        rows.append(row)
+    return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
+
+
 def stored_form(embedder: Embedder, texts: Sequence[str], role: Role | str) -> np.ndarray:
     """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows)."""
     role = Role.parse(role, "role")
@@ -306,6 +343,30 @@ def record_tolerance(contract: EmbeddingContract, tolerance: float = CANARY_TOLE
             tolerance, 1.0 - 2.0 * max(1.0, 0.01 * contract.output_dim) / contract.output_dim
         )
     return tolerance
+
+
+def similarity(distances: Any, space: str, contract: EmbeddingContract) -> np.ndarray:
+    """A store's distances as the contract's similarity: higher is better, one meaning per contract.
+
+    Stores report what their index computes: Chroma gives a distance (``cosine``: 1 - cos,
+    ``ip``: 1 - dot, ``l2``: the squared Euclidean distance), lower is better. Under a
+    normalised contract every space becomes the cosine similarity (on unit vectors
+    ``|a - b|² = 2 - 2 cos``); otherwise ``cosine`` gives the cosine, ``ip`` the inner product
+    and ``l2`` the negated squared distance.
+
+    Raises:
+        InvalidInputError: a space other than ``cosine``, ``ip`` or ``l2``.
+
+    Example:
+        >>> similarity([0.2, 0.5], "cosine", contract)  # doctest: +SKIP
+        array([0.8, 0.5])
+    """
+    values = np.asarray(distances, dtype=np.float64)
+    if space in ("cosine", "ip"):
+        return 1.0 - values
+    if space == "l2":
+        return 1.0 - values / 2.0 if contract.normalize else -values
+    raise InvalidInputError(f"unknown distance space {space!r}; expected cosine, ip or l2")
 
 
 # -- stored records ---------------------------------------------------------------------------

@@ -5,11 +5,22 @@ mismatch error raised from fingerprints alone."""
 from __future__ import annotations
 
 import pickle
+from collections import OrderedDict
 
 import pytest
 
+from ctxemb_core import documents as documents_module
+
 from ctxemb_core.contract import DiffKind
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta
+from ctxemb_core.documents import (
+    FINGERPRINT_KEY,
+    batch_fingerprint,
+    check_documents,
+    check_fingerprint,
+    recall,
+    remember,
+    stamp_meta,
+)
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -22,6 +33,12 @@ from ctxemb_core.errors import (
 @pytest.fixture(scope="module")
 def cls_contract(minilm_contract):
     return minilm_contract.with_(pooling="cls")
+
+
+@pytest.fixture
+def forget(monkeypatch):
+    """A process that built none of the contracts (as when another process wrote the store)."""
+    monkeypatch.setattr(documents_module, "_SEEN", OrderedDict())
 
 
 # -- stamping on write ---------------------------------------------------------------------------
@@ -49,6 +66,7 @@ def test_a_none_under_the_key_counts_as_no_stamp(minilm_contract):
 
 def test_a_document_of_another_contract_is_refused_on_write(minilm_contract, cls_contract):
     meta = stamp_meta({"title": "x"}, cls_contract)
+    documents_module._SEEN.clear()  # written by another process
     frozen = dict(meta)
     with pytest.raises(ContractMismatchError) as info:
         stamp_meta(meta, minilm_contract)
@@ -78,6 +96,7 @@ def test_another_contract_without_its_contract_names_both_fingerprints(
     minilm_contract, cls_contract
 ):
     metas = [stamp_meta({}, cls_contract), stamp_meta({}, cls_contract)]
+    documents_module._SEEN.clear()  # written by another process
     with pytest.raises(ContractMismatchError) as info:
         check_documents(metas, minilm_contract, ids=["d1", "d2"])
     err = info.value
@@ -143,6 +162,7 @@ def test_a_mixed_result_is_refused_whole_and_the_most_specific_error_wins(
         stamp_meta({}, other),
     ]
     ids = ["a", "b", "c", "d", "e", "f"]
+    documents_module._SEEN.clear()  # written by another process
     # Unknown foreign contracts: the first seen is reported, with every document carrying it.
     with pytest.raises(ContractMismatchError) as info:
         check_documents(metas, minilm_contract, ids=ids)
@@ -196,6 +216,7 @@ def test_bad_meta_and_contract_on_write_are_named(minilm, minilm_contract):
     for contract in (None, minilm_contract.fingerprint, minilm_contract.to_dict()):
         with pytest.raises(InvalidInputError, match="contract must be an EmbeddingContract"):
             stamp_meta({}, contract)
+    for contract in (None, "abc", minilm_contract.to_dict()):
         with pytest.raises(InvalidInputError, match="contract must be an EmbeddingContract"):
             check_documents([], contract)
 
@@ -218,11 +239,13 @@ def test_bad_ids_and_known_are_named(minilm_contract, cls_contract):
 
 
 def test_from_fingerprints_refuses_what_is_not_a_fingerprint_or_contract(minilm_contract):
-    for bad in (None, "abc", minilm_contract.fingerprint.upper(), minilm_contract):
+    for bad in (None, "abc", minilm_contract.fingerprint.upper()):
         with pytest.raises(InvalidInputError, match="index_fingerprint"):
             ContractMismatchError.from_fingerprints(bad, minilm_contract)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="caller must be an EmbeddingContract"):
+    with pytest.raises(InvalidInputError, match="caller must be a contract fingerprint"):
         ContractMismatchError.from_fingerprints("ab" * 32, minilm_contract.to_dict())  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="both contracts are known"):
+        ContractMismatchError.from_fingerprints(minilm_contract, minilm_contract)
 
 
 # -- the error's two forms -----------------------------------------------------------------------
@@ -248,3 +271,72 @@ def test_both_forms_pickle_with_every_attribute(minilm_contract, cls_contract, f
     assert type(back) is ContractMismatchError and str(back) == str(err)
     for name in ("index", "caller", "index_fingerprint", "diff", "fields", "documents"):
         assert getattr(back, name) == getattr(err, name), name
+
+
+# -- contracts this process built: fingerprints named in full -------------------------------------
+
+
+def test_a_contract_stamped_in_this_process_names_the_fields(minilm_contract):
+    other = minilm_contract.with_(query_prefix="query: ")
+    metas = [stamp_meta({}, other)]
+    assert recall(other.fingerprint) == other
+    with pytest.raises(ContractMismatchError) as info:
+        check_documents(metas, minilm_contract)
+    assert info.value.fields == ("query_prefix",) and info.value.index == other
+
+
+def test_a_caller_given_by_fingerprint_is_checked_like_a_contract(minilm_contract, forget):
+    other = minilm_contract.with_(pooling="cls")
+    metas = [stamp_meta({}, minilm_contract)]
+    check_documents(metas, minilm_contract.fingerprint)  # the same contract passes
+    forget_all = documents_module._SEEN
+    forget_all.clear()
+    with pytest.raises(ContractMismatchError) as info:
+        check_documents(metas, other.fingerprint)
+    err = info.value
+    assert err.index is None and err.caller is None and err.fields == ("fingerprint",)
+    assert err.caller_fingerprint == other.fingerprint
+    assert "neither contract was" in str(err)
+    remember(other)
+    remember(minilm_contract)
+    with pytest.raises(ContractMismatchError) as info:
+        check_documents(metas, other.fingerprint)
+    assert info.value.fields == ("pooling",)
+
+
+def test_check_fingerprint_names_fields_when_the_caller_was_built_here(minilm_contract, forget):
+    other = minilm_contract.with_(normalize=False)
+    assert check_fingerprint(minilm_contract.fingerprint, minilm_contract) is minilm_contract
+    with pytest.raises(ContractMismatchError) as info:
+        check_fingerprint(other.fingerprint, minilm_contract)
+    err = info.value
+    assert err.index == minilm_contract and err.caller is None and err.fields == ("fingerprint",)
+    assert "the caller's contract was not built in this process" in str(err)
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.caller_fingerprint == other.fingerprint
+    remember(other)
+    with pytest.raises(ContractMismatchError) as info:
+        check_fingerprint(other.fingerprint, minilm_contract)
+    assert info.value.fields == ("normalize",) and info.value.caller == other
+    for bad in (None, "abc", 7):
+        with pytest.raises(DamagedStampError, match="not a contract fingerprint"):
+            check_fingerprint(bad, minilm_contract)  # type: ignore[arg-type]
+
+
+def test_batch_fingerprint_is_the_one_contract_of_a_batch(minilm_contract, forget):
+    other = minilm_contract.with_(truncate_dim=128)
+    assert batch_fingerprint([]) is None
+    mine = [stamp_meta({"i": i}, minilm_contract) for i in range(3)]
+    assert batch_fingerprint(mine, ["a", "b", "c"]) == minilm_contract.fingerprint
+    with pytest.raises(MissingStampError, match="'b' carries no"):
+        batch_fingerprint([mine[0], {"i": 1}], ["a", "b"])
+    with pytest.raises(DamagedStampError, match="document 1"):
+        batch_fingerprint([mine[0], {FINGERPRINT_KEY: "x"}])
+    mixed = [*mine, stamp_meta({}, other)]
+    with pytest.raises(ContractMismatchError) as info:
+        batch_fingerprint(mixed, ["a", "b", "c", "d"])
+    assert info.value.fields == ("truncate_dim",) and info.value.documents == ("d",)
+    documents_module._SEEN.clear()
+    with pytest.raises(ContractMismatchError) as info:
+        batch_fingerprint(mixed)
+    assert info.value.fields == ("fingerprint",) and info.value.documents == (3,)

@@ -12,11 +12,13 @@ from ctxemb_chroma._store import identity, stored_or_none, translated
 from ctxemb_chroma._verify import verify_open
 from ctxemb_chroma._write import check_metadatas, restore, write_chunks
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.documents import check_fingerprint
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
     add_missing,
     check_count,
+    check_embedded,
     check_ids,
     check_querier,
     check_records,
@@ -106,11 +108,53 @@ class GuardedCollection:
         ids, metadatas = check_records(ids, documents, metadatas)
         check_metadatas(ids, metadatas)
         raw = self.current()
+        self._write(raw, ids, None, documents, metadatas, upsert)
+
+    def add_embedded(
+        self,
+        ids: Sequence[str],
+        vectors: Any,
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        *,
+        fingerprint: str,
+        upsert: bool = False,
+    ) -> None:
+        """Write records a ctxemb embedder elsewhere already embedded, under ``fingerprint``.
+
+        For frameworks whose embedder and writer are separate steps (Haystack, LangChain):
+        the vectors are refused unless ``fingerprint`` is the stamp's, and each must be finite
+        and of the contract's width; otherwise as :meth:`add` (checked whole, undone on error).
+
+        Raises:
+            ContractMismatchError: the vectors were made under another contract.
+            InvalidInputError: a bad batch or vector (named), ExistingIdsError for ``add``.
+        """
+        ids, metadatas = check_records(ids, documents, metadatas)
+        check_metadatas(ids, metadatas)
+        raw = self.current()
+        check_fingerprint(fingerprint, self.stamp.contract)
+        self._write(
+            raw, ids, check_embedded(vectors, self.contract, ids), documents, metadatas, upsert
+        )
+
+    def _write(
+        self,
+        raw: Collection,
+        ids: list[str],
+        vectors: Any,
+        documents: Sequence[str],
+        metadatas: Any,
+        upsert: bool,
+    ) -> None:
         with translated("reading the records to be written"):
             before = raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
         if before["ids"] and not upsert:
             raise ExistingIdsError(tuple(before["ids"]))
-        vectors = storable(self.embedder.embed_documents(list(documents)), self.contract.precision)
+        if vectors is None:
+            vectors = storable(
+                self.embedder.embed_documents(list(documents)), self.contract.precision
+            )
         write = raw.upsert if upsert else raw.add
         with translated("reading the store's batch limit"):
             step = self.client.get_max_batch_size()
