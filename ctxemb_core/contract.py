@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from ctxemb_core.errors import DataFormatError, InvalidContractError
@@ -420,3 +423,32 @@ def _check_digest(value: Any, field: str) -> None:
         raise InvalidContractError(
             f"{field} must be a 'sha256:<64 hex digits>' digest, got {value!r}"
         )
+
+
+def load_contract(value: Any) -> EmbeddingContract:
+    """A contract from what a configuration holds: a contract, its ``to_dict()``, or the path
+    of a contract JSON file (what ``EmbeddingContract.to_json()`` writes).
+
+    Raises:
+        DataFormatError: a file that cannot be read or is not a contract's JSON, or a value of
+            another type.
+        InvalidContractError: the fields are there but a value is not valid.
+    """
+    if isinstance(value, EmbeddingContract):
+        return value
+    if isinstance(value, Mapping):
+        return EmbeddingContract.from_dict(dict(value))
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        try:
+            with path.open("rb") as handle:
+                text = handle.read(MAX_CONTRACT_JSON + 1)
+        except OSError as exc:
+            raise DataFormatError(
+                f"cannot read the contract file {str(path)!r}: {exc.strerror or exc}"
+            ) from None
+        return EmbeddingContract.from_json(text)
+    raise DataFormatError(
+        "a contract is an EmbeddingContract, its to_dict(), or the path of a contract JSON "
+        f"file; got {type(value).__name__}"
+    )

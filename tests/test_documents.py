@@ -10,7 +10,6 @@ from collections import OrderedDict
 import pytest
 
 from ctxemb_core import documents as documents_module
-
 from ctxemb_core.contract import DiffKind
 from ctxemb_core.documents import (
     FINGERPRINT_KEY,

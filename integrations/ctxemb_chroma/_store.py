@@ -41,9 +41,18 @@ _NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]")
 
 
 def connect(
-    path: str | os.PathLike[str] | None = None, host: str | None = None, port: int = 8000
+    path: str | os.PathLike[str] | None = None,
+    host: str | None = None,
+    port: int = 8000,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    memory: bool = False,
 ) -> ClientAPI:
     """An embedded client on ``path`` (the default ``./chroma``), or a client of a Chroma server.
+
+    ``settings`` are Chroma's client settings (``chromadb.config.Settings`` fields), for
+    opening a store another library opened with them; ``memory=True`` is the process's
+    in-memory store instead of a folder.
 
     Raises:
         StoreUnavailableError: the server does not answer, or the folder cannot be used (a file
@@ -52,13 +61,24 @@ def connect(
     """
     import chromadb
 
+    options: dict[str, Any] = {}
+    if settings:
+        from chromadb.config import Settings
+
+        try:
+            options["settings"] = Settings(**settings)
+        except Exception as exc:
+            raise InvalidInputError(f"invalid Chroma client settings {settings!r}: {exc}") from None
+    if memory:
+        with translated("opening the in-memory store"):
+            return chromadb.EphemeralClient(**options)
     if host is not None:
         if not isinstance(host, str) or not host.strip():
             raise InvalidInputError(f"host must be a host name or address, got {host!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise InvalidInputError(f"port must be an integer in 1..65535, got {port!r}")
         try:
-            return chromadb.HttpClient(host=host, port=port)
+            return chromadb.HttpClient(host=host, port=port, **options)
         except Exception as exc:
             raise StoreUnavailableError(
                 f"cannot reach a Chroma server at {host}:{port} ({exc}); start one with "
@@ -79,7 +99,7 @@ def connect(
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
         with _locked(folder / ".ctxemb-open.lock"):
-            return chromadb.PersistentClient(path=str(folder))
+            return chromadb.PersistentClient(path=str(folder), **options)
     except Exception as exc:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)  # only what this call created

@@ -1,6 +1,56 @@
-"""ctxemb for Haystack (install with `pip install ctxemb[haystack]`).
+"""ctxemb for Haystack: embedders driven by one contract, and a guarded write and read path.
 
-The adapter itself is tracked in its own issue; this package reserves the import name.
+Install with ``pip install 'ctxemb[haystack]'``. An indexing pipeline embeds with
+:class:`ContractDocumentEmbedder` and writes with :class:`ContractDocumentWriter`; a query
+pipeline embeds with :class:`ContractTextEmbedder` and retrieves through
+:class:`ContractRetriever`, which refuses a store written under another contract before any
+document leaves it. Works with ``InMemoryDocumentStore`` and ``ChromaDocumentStore``.
+
+Importing this package adds ``ctxemb_haystack`` (and nothing else) to Haystack's
+deserialisation allowlist, so a pipeline YAML that uses these components loads with
+``Pipeline.loads``; without the import, pass ``allowed_modules=["ctxemb_haystack"]``.
+
+Example:
+    >>> from haystack import Pipeline
+    >>> from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    >>> from haystack.document_stores.in_memory import InMemoryDocumentStore
+    >>> from ctxemb_core import contract_for
+    >>> from ctxemb_haystack import ContractRetriever, ContractTextEmbedder
+    >>> contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    >>> store = InMemoryDocumentStore()
+    >>> query = Pipeline()
+    >>> query.add_component("embedder", ContractTextEmbedder(contract=contract))
+    >>> query.add_component("retriever", ContractRetriever(InMemoryEmbeddingRetriever(store)))
+    >>> query.connect("embedder.embedding", "retriever.query_embedding")  # doctest: +ELLIPSIS
+    <haystack...>
+    >>> query.connect("embedder.fingerprint", "retriever.fingerprint")  # doctest: +ELLIPSIS
+    <haystack...>
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+try:
+    import haystack  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from ctxemb_core.errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "ctxemb_haystack needs haystack-ai: pip install 'ctxemb[haystack]'"
+    ) from exc
+
+from haystack.core.serialization import allow_deserialization_module
+
+from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
+from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
+from ctxemb_haystack._stores import DuplicateDocumentsError
+
+# Our own modules only: they build nothing but these components from a pipeline's YAML.
+allow_deserialization_module("ctxemb_haystack")
+
+__all__ = [
+    "ContractDocumentEmbedder",
+    "ContractDocumentWriter",
+    "ContractRetriever",
+    "ContractTextEmbedder",
+    "DuplicateDocumentsError",
+]

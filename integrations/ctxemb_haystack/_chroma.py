@@ -1,0 +1,150 @@
+"""A ``ChromaDocumentStore`` through the ``ctxemb_chroma`` guard: same stamp, same checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from haystack import Document
+from haystack.document_stores.types import DuplicatePolicy
+from haystack_integrations.document_stores.chroma import ChromaDocumentStore
+
+from ctxemb_chroma import GuardedCollection, connect, open_collection
+from ctxemb_chroma._store import stored_or_none
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.guard import similarity
+from ctxemb_haystack._stores import DuplicateDocumentsError, contract_of, unique
+
+logger = logging.getLogger(__name__)
+
+# Metadata values Chroma stores (lists of one of them, non-empty, too); others are left out.
+_SCALARS = (str, int, float, bool)
+
+
+class ChromaGuard:
+    """The collection behind a ``ChromaDocumentStore``, opened through ``ctxemb_chroma``."""
+
+    def __init__(self, store: ChromaDocumentStore, sample: int) -> None:
+        self.store = store
+        self.sample = sample
+        params = store.to_dict()["init_parameters"]
+        self.name: str = params["collection_name"]
+        self._where = params
+        self._client: Any = None
+        self._opened: dict[str, GuardedCollection] = {}  # by contract fingerprint
+
+    def client(self) -> Any:
+        """A client of the store's database, opened as the store opens its own."""
+        if self._client is None:
+            p = self._where
+            settings = p.get("client_settings") or None
+            if p.get("host") and p.get("port") is not None:
+                self._client = connect(host=p["host"], port=p["port"], settings=settings)
+            elif p.get("persist_path") is None:
+                self._client = connect(memory=True, settings=settings)
+            else:
+                self._client = connect(p["persist_path"], settings=settings)
+        return self._client
+
+    def opened(self, contract: EmbeddingContract, create: bool) -> GuardedCollection:
+        """The collection opened under ``contract`` (verified once; every later call re-reads
+        and re-verifies it if it changed)."""
+        guarded = self._opened.get(contract.fingerprint)
+        if guarded is None:
+            guarded = open_collection(
+                self.client(), self.name, Embedder(contract), create=create, sample=self.sample
+            )
+            self._opened[contract.fingerprint] = guarded
+        guarded.current()
+        return guarded
+
+    def stamped(self) -> EmbeddingContract | None:
+        raw = stored_or_none(self.client(), self.name)
+        if raw is None or not IndexStamp.is_stamped(raw.metadata):
+            return None
+        return IndexStamp.from_metadata(raw.metadata).contract
+
+    def caller(self, fingerprint: str) -> EmbeddingContract:
+        """The query's contract: built in this process, or else it must be the stamp's."""
+        contract = recall(fingerprint)
+        if contract is not None:
+            return contract
+        raw = stored_or_none(self.client(), self.name)
+        # No stamp, or a damaged one, is raised here as for any caller.
+        stamp = IndexStamp.from_metadata(raw.metadata if raw is not None else None)
+        return check_fingerprint(fingerprint, stamp.contract)
+
+    def write(self, documents: list[Document], policy: DuplicatePolicy) -> int:
+        documents = unique(documents, policy)
+        ids = [d.id for d in documents]
+        fingerprint = batch_fingerprint([d.meta for d in documents], ids)
+        if fingerprint is None:
+            return 0
+        stamped = self.stamped()
+        if stamped is not None:
+            check_fingerprint(fingerprint, stamped)
+        guarded = self.opened(contract_of(fingerprint, stamped), create=True)
+        if policy is DuplicatePolicy.SKIP:
+            present = set(guarded.get(ids=ids, include=[])["ids"])
+            documents = [d for d in documents if d.id not in present]
+            ids = [d.id for d in documents]
+        if not documents:
+            return 0
+        try:
+            guarded.add_embedded(
+                ids,
+                [d.embedding for d in documents],
+                [_content(d) for d in documents],
+                [_storable_meta(d) for d in documents],
+                fingerprint=fingerprint,
+                upsert=policy is DuplicatePolicy.OVERWRITE,
+            )
+        except ExistingIdsError as exc:
+            raise DuplicateDocumentsError(exc.ids) from None
+        return len(documents)
+
+    def retrieve(
+        self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
+    ) -> list[Document]:
+        if stored_or_none(self.client(), self.name) is None:
+            return []  # nothing indexed yet: nothing to return, and nothing is created
+        contract = self.caller(fingerprint)
+        guarded = self.opened(contract, create=False)
+        found = retriever.run(query_embedding=query_embedding, **kwargs)["documents"]
+        space = (guarded.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
+        scores = similarity([d.score for d in found], space, contract)
+        return [dataclasses.replace(d, score=float(s)) for d, s in zip(found, scores, strict=True)]
+
+
+def _content(document: Document) -> str:
+    if not isinstance(document.content, str):
+        raise InvalidInputError(
+            f"document {document.id!r} has no text content: a ctxemb store keeps every record's "
+            "text, so its vector can be checked against it"
+        )
+    return document.content
+
+
+def _storable_meta(document: Document) -> dict[str, Any]:
+    """The metadata Chroma can hold; other values are left out with a warning, as
+    ``ChromaDocumentStore`` does."""
+    kept: dict[str, Any] = {}
+    for key, value in document.meta.items():
+        if isinstance(value, _SCALARS) or (
+            isinstance(value, list)
+            and value
+            and type(value[0]) in _SCALARS
+            and all(type(v) is type(value[0]) for v in value)
+        ):
+            kept[key] = value
+        else:
+            logger.warning(
+                "document %s: metadata %r of type %s cannot be stored in Chroma and is left out",
+                document.id,
+                key,
+                type(value).__name__,
+            )
+    return kept

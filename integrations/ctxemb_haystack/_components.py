@@ -1,0 +1,158 @@
+"""The guarded write and read of a Haystack pipeline: a writer and a retriever wrapper."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.document_stores.types import DuplicatePolicy
+
+from ctxemb_core.guard import OPEN_SAMPLE, check_sample_size
+from ctxemb_haystack._stores import guard_for
+
+
+def _check_documents(documents: Any, who: str) -> list[Document]:
+    if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
+        raise TypeError(f"{who} expects a list of Documents, got {type(documents).__name__}")
+    return documents
+
+
+@component
+class ContractDocumentWriter:
+    """Writes documents embedded by :class:`ContractDocumentEmbedder` into a store, guarded.
+
+    A drop-in for Haystack's ``DocumentWriter``. Before anything is written the whole batch is
+    checked: every document must carry one contract's fingerprint and a vector of its width,
+    and the store must hold that contract (Chroma: the collection's stamp, created with the
+    collection on the first write; in memory: the fingerprints of stored documents). A write
+    that fails is undone (Chroma) or never starts (in memory), so nothing is half-written.
+
+    Args:
+        document_store: an ``InMemoryDocumentStore`` or a ``ChromaDocumentStore``.
+        policy: what to do with ids already stored (``NONE`` is ``FAIL``, as in Haystack).
+        sample: stored Chroma records re-embedded when the collection is opened.
+
+    Raises (from ``run``):
+        ContractMismatchError: the documents or the store are of another contract (the fields
+            named when both contracts are known in this process).
+        MissingStampError: a document was not embedded by a ctxemb embedder.
+        DuplicateDocumentsError: ids already stored under policy ``FAIL``/``NONE`` (also a
+            Haystack ``DuplicateDocumentError``).
+        InvalidInputError: a document without content or with a vector of another width.
+    """
+
+    def __init__(
+        self,
+        document_store: Any,
+        policy: DuplicatePolicy = DuplicatePolicy.NONE,
+        *,
+        sample: int = OPEN_SAMPLE,
+    ) -> None:
+        self.document_store = document_store
+        self.policy = policy
+        self.sample = check_sample_size(sample)
+        self._guard = guard_for(document_store, self.sample)
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self, document_store=self.document_store, policy=self.policy.name, sample=self.sample
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContractDocumentWriter:
+        params = data.get("init_parameters", {})
+        if "policy" in params:
+            params["policy"] = DuplicatePolicy[params["policy"]]
+        return default_from_dict(cls, data)
+
+    @component.output_types(documents_written=int)
+    def run(
+        self, documents: list[Document], policy: DuplicatePolicy | None = None
+    ) -> dict[str, int]:
+        """Write the documents; returns ``documents_written``."""
+        documents = _check_documents(documents, "ContractDocumentWriter")
+        written = self._guard.write(documents, policy or self.policy)
+        return {"documents_written": written}
+
+    @component.output_types(documents_written=int)
+    async def run_async(
+        self, documents: list[Document], policy: DuplicatePolicy | None = None
+    ) -> dict[str, int]:
+        """:meth:`run` in a worker thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(self.run, documents, policy))
+
+
+@component
+class ContractRetriever:
+    """Wraps an embedding retriever so a query of another contract never reaches the store.
+
+    Connect :class:`ContractTextEmbedder`'s ``embedding`` and ``fingerprint`` outputs to this
+    component's inputs. The store must have been written under the fingerprint's contract:
+    a ``ChromaDocumentStore`` collection by its stamp (checked, with its canary and a sample of
+    records, when first read, and re-read on every call), an ``InMemoryDocumentStore`` by the
+    fingerprints of the documents found (one foreign document refuses the whole result).
+
+    Scores are similarities, higher is better: for a normalised contract the cosine similarity
+    (Chroma's distances converted; the in-memory store's dot product, never rescaled), for
+    others the inner product (the in-memory store's ``dot_product``, Chroma's ``ip``).
+
+    Args:
+        retriever: an ``InMemoryEmbeddingRetriever`` or a ``ChromaEmbeddingRetriever``; its
+            ``top_k``, ``filters`` and ``filter_policy`` apply as usual.
+        sample: stored Chroma records re-embedded when the collection is first read.
+    """
+
+    def __init__(self, retriever: Any, *, sample: int = OPEN_SAMPLE) -> None:
+        store = getattr(retriever, "document_store", None)
+        if store is None or not callable(getattr(retriever, "run", None)):
+            raise TypeError(
+                "ContractRetriever wraps an embedding retriever (InMemoryEmbeddingRetriever or "
+                f"ChromaEmbeddingRetriever), got {type(retriever).__name__}"
+            )
+        self.retriever = retriever
+        self.sample = check_sample_size(sample)
+        self._guard = guard_for(store, self.sample)
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(self, retriever=self.retriever, sample=self.sample)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContractRetriever:
+        return default_from_dict(cls, data)
+
+    @component.output_types(documents=list[Document])
+    def run(
+        self,
+        query_embedding: list[float],
+        fingerprint: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int | None = None,
+    ) -> dict[str, list[Document]]:
+        """Retrieve the documents nearest ``query_embedding``, after the contract is checked.
+
+        Raises:
+            ContractMismatchError: the store was written under another contract.
+            MissingStampError: the store (or a document found) carries no ctxemb stamp.
+        """
+        if not isinstance(fingerprint, str):
+            raise TypeError(f"fingerprint must be a string, got {type(fingerprint).__name__}")
+        documents = self._guard.retrieve(
+            self.retriever, query_embedding, fingerprint, filters=filters, top_k=top_k
+        )
+        return {"documents": documents}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(
+        self,
+        query_embedding: list[float],
+        fingerprint: str,
+        filters: dict[str, Any] | None = None,
+        top_k: int | None = None,
+    ) -> dict[str, list[Document]]:
+        """:meth:`run` in a worker thread."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self.run, query_embedding, fingerprint, filters, top_k)
+        return await loop.run_in_executor(None, call)

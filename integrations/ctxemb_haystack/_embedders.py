@@ -1,0 +1,222 @@
+"""Haystack embedders built from one contract: the contract decides every part of the recipe."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from haystack import Document, component, default_to_dict
+
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.contract import load_contract
+from ctxemb_core.documents import remember, stamp_meta
+from ctxemb_core.guard import storable
+
+
+class _ContractEmbedding:
+    """What both embedders share: the contract, the lazily built Embedder, serialisation."""
+
+    def __init__(
+        self,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        path: str | Path | None,
+        backend: str,
+        device: str,
+        batch_size: int,
+        token_budget: int,
+        progress_bar: bool,
+    ) -> None:
+        self.contract = load_contract(contract)
+        remember(self.contract)
+        self.progress_bar = progress_bar
+        # Embedder.config_for checks nothing is loaded yet; from_config builds it in warm_up.
+        self.config = Embedder.config_for(
+            self.contract,
+            path=path,
+            backend=backend,
+            device=device,
+            batch_size=batch_size,
+            token_budget=token_budget,
+        )
+        self.embedder: Embedder | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return self.contract.fingerprint
+
+    def warm_up(self) -> None:
+        """Load the model (once; later calls do nothing)."""
+        if self.embedder is None:
+            self.embedder = Embedder.from_config(self.config, show_progress=self.progress_bar)
+
+    def _ready(self) -> Embedder:
+        self.warm_up()
+        assert self.embedder is not None
+        return self.embedder
+
+    def _params(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "contract": c["contract"],
+            "path": c["path_hint"],
+            "backend": c["backend"],
+            "device": c["device"],
+            "batch_size": c["batch_size"],
+            "token_budget": c["token_budget"],
+            "progress_bar": self.progress_bar,
+        }
+
+
+@component
+class ContractDocumentEmbedder(_ContractEmbedding):
+    """Embeds Haystack ``Document`` objects under one contract, for an indexing pipeline.
+
+    The contract supplies what Haystack's own embedders take as loose arguments (the document
+    prefix, pooling, normalisation, Matryoshka truncation, precision), so the query side cannot
+    drift from it. Each returned document is a copy carrying its vector in ``embedding`` and the
+    contract's fingerprint in ``meta["ctxemb_fingerprint"]``; the input documents are unchanged.
+
+    Args:
+        contract: an :class:`~ctxemb_core.EmbeddingContract`, its ``to_dict()``, or the path of
+            a contract JSON file.
+        path: the model folder; used when it holds the contract's weights, else the model is
+            found from the contract (bundled, registered, local cache).
+        backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
+        device: where the network runs.
+        batch_size: the most texts in one forward pass.
+        token_budget: the most padded tokens in one forward pass.
+        progress_bar: show a progress bar while embedding.
+        meta_fields_to_embed: metadata fields whose values are embedded with the content.
+        embedding_separator: joins those values and the content.
+
+    Example:
+        >>> embedder = ContractDocumentEmbedder(contract=contract_for("all-MiniLM-L6-v2"))
+        >>> docs = embedder.run([Document(content="Green tea is steamed.")])["documents"]
+        >>> len(docs[0].embedding), docs[0].meta["ctxemb_fingerprint"][:8]  # doctest: +SKIP
+        (384, 'd9c7a9c1')
+    """
+
+    def __init__(
+        self,
+        *,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 64,
+        token_budget: int = 2048,
+        progress_bar: bool = True,
+        meta_fields_to_embed: list[str] | None = None,
+        embedding_separator: str = "\n",
+    ) -> None:
+        _ContractEmbedding.__init__(
+            self, contract, path, backend, device, batch_size, token_budget, progress_bar
+        )
+        self.meta_fields_to_embed = list(meta_fields_to_embed or [])
+        self.embedding_separator = embedding_separator
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            **self._params(),
+            meta_fields_to_embed=self.meta_fields_to_embed,
+            embedding_separator=self.embedding_separator,
+        )
+
+    @component.output_types(documents=list[Document], fingerprint=str)
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        """Embed documents; returns ``documents`` (stamped copies) and the ``fingerprint``.
+
+        Raises:
+            TypeError: ``documents`` is not a list of ``Document``.
+            ContractMismatchError: a document already carries another contract's fingerprint
+                (remove ``meta["ctxemb_fingerprint"]`` to re-embed it deliberately).
+        """
+        if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
+            raise TypeError(
+                "ContractDocumentEmbedder expects a list of Documents; to embed a query string, "
+                "use ContractTextEmbedder"
+            )
+        metas = [stamp_meta(d.meta, self.contract) for d in documents]
+        texts = [self._text(d) for d in documents]
+        if not documents:
+            return {"documents": [], "fingerprint": self.fingerprint}
+        vectors = storable(self._ready().embed_documents(texts), self.contract.precision)
+        out = [
+            dataclasses.replace(d, embedding=v.tolist(), meta=m)
+            for d, v, m in zip(documents, vectors, metas, strict=True)
+        ]
+        return {"documents": out, "fingerprint": self.fingerprint}
+
+    @component.output_types(documents=list[Document], fingerprint=str)
+    async def run_async(self, documents: list[Document]) -> dict[str, Any]:
+        """:meth:`run` in a worker thread, so an async pipeline's event loop keeps running."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(self.run, documents))
+
+    def _text(self, document: Document) -> str:
+        fields = [
+            str(document.meta[key])
+            for key in self.meta_fields_to_embed
+            if document.meta.get(key) is not None
+        ]
+        return self.embedding_separator.join([*fields, document.content or ""])
+
+
+@component
+class ContractTextEmbedder(_ContractEmbedding):
+    """Embeds a query string under one contract (query role), for a query pipeline.
+
+    Outputs the ``embedding`` and the ``fingerprint`` of the contract it was made under;
+    connect both to :class:`~ctxemb_haystack.ContractRetriever`, which refuses a store written
+    under another contract. Arguments as :class:`ContractDocumentEmbedder` (no metadata).
+
+    Example:
+        >>> embedder = ContractTextEmbedder(contract=contract_for("all-MiniLM-L6-v2"))
+        >>> out = embedder.run("how is green tea made")  # doctest: +SKIP
+        >>> len(out["embedding"]), out["fingerprint"] == embedder.contract.fingerprint
+        (384, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 64,
+        token_budget: int = 2048,
+        progress_bar: bool = False,
+    ) -> None:
+        _ContractEmbedding.__init__(
+            self, contract, path, backend, device, batch_size, token_budget, progress_bar
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(self, **self._params())
+
+    @component.output_types(embedding=list[float], fingerprint=str)
+    def run(self, text: str) -> dict[str, Any]:
+        """Embed one query; returns ``embedding`` and ``fingerprint``.
+
+        Raises:
+            TypeError: ``text`` is not a string (use ContractDocumentEmbedder for documents).
+        """
+        if not isinstance(text, str):
+            raise TypeError(
+                "ContractTextEmbedder expects a string; to embed a list of Documents, use "
+                "ContractDocumentEmbedder"
+            )
+        vector = storable(self._ready().embed_query(text), self.contract.precision)
+        return {"embedding": vector.tolist(), "fingerprint": self.fingerprint}
+
+    @component.output_types(embedding=list[float], fingerprint=str)
+    async def run_async(self, text: str) -> dict[str, Any]:
+        """:meth:`run` in a worker thread, so an async pipeline's event loop keeps running."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(self.run, text))

@@ -1,0 +1,119 @@
+"""The document stores a guarded pipeline writes to and reads from, each checked its own way.
+
+``InMemoryDocumentStore`` keeps no collection metadata: each document carries its contract's
+fingerprint (``meta["ctxemb_fingerprint"]``) and every result is checked on its way out.
+``ChromaDocumentStore`` keeps the collection stamp ``ctxemb_chroma`` writes, so a collection
+indexed through either adapter is read by the other under the same contract. What is checked
+and how comes from ``ctxemb_core``; this module translates Haystack's documents and calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from haystack import Document
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+
+from ctxemb_core import EmbeddingContract
+from ctxemb_core.documents import batch_fingerprint, check_documents, recall
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.guard import check_embedded
+
+if TYPE_CHECKING:
+    from ctxemb_haystack._chroma import ChromaGuard
+
+logger = logging.getLogger(__name__)
+
+#: Stored documents whose fingerprint a write into an in-memory store is checked against.
+MEMORY_SAMPLE = 16
+
+
+class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
+    """Documents with these ids are stored already (policy ``FAIL``); nothing was written."""
+
+    def __init__(self, ids: tuple[str, ...]) -> None:
+        ExistingIdsError.__init__(self, ids)
+
+
+def guard_for(store: Any, sample: int) -> MemoryGuard | ChromaGuard:
+    """The guard of a store; a store ctxemb cannot check is refused by name."""
+    if isinstance(store, InMemoryDocumentStore):
+        return MemoryGuard(store)
+    try:
+        from haystack_integrations.document_stores.chroma import ChromaDocumentStore
+    except ImportError:  # pragma: no cover - only without chroma-haystack
+        ChromaDocumentStore = None  # type: ignore[assignment,misc]
+    if ChromaDocumentStore is not None and isinstance(store, ChromaDocumentStore):
+        from ctxemb_haystack._chroma import ChromaGuard
+
+        return ChromaGuard(store, sample)
+    raise TypeError(
+        "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack); got "
+        f"{type(store).__name__}"
+    )
+
+
+def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]:
+    """One document per id, as the policy keeps it (``FAIL``: a repeated id is refused)."""
+    seen: dict[str, Document] = {}
+    for doc in documents:
+        if doc.id in seen and policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
+            raise DuplicateDocumentsError((doc.id,))
+        if doc.id not in seen or policy is DuplicatePolicy.OVERWRITE:
+            seen[doc.id] = doc
+    return list(seen.values())
+
+
+class MemoryGuard:
+    """Documents of one contract in an ``InMemoryDocumentStore``, by their fingerprints."""
+
+    def __init__(self, store: InMemoryDocumentStore) -> None:
+        self.store = store
+
+    def write(self, documents: list[Document], policy: DuplicatePolicy) -> int:
+        documents = unique(documents, policy)
+        ids = [d.id for d in documents]
+        stored = self.store.storage
+        # Any few stored documents stand for the store: every write comes through this check.
+        half = MEMORY_SAMPLE // 2
+        sample = list(itertools.islice(stored.values(), half))
+        if len(stored) > half:
+            sample += list(itertools.islice(reversed(stored.values()), half))
+        fingerprint = batch_fingerprint(
+            [d.meta for d in sample] + [d.meta for d in documents],
+            [d.id for d in sample] + ids,
+        )
+        contract = recall(fingerprint) if fingerprint else None
+        if contract is not None:
+            check_embedded([d.embedding for d in documents], contract, ids)
+        if policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
+            present = tuple(i for i in ids if i in stored)
+            if present:
+                raise DuplicateDocumentsError(present)
+        return self.store.write_documents(documents, policy)
+
+    def retrieve(
+        self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
+    ) -> list[Document]:
+        # The score as the store computes it (dot product or cosine), never rescaled.
+        found = retriever.run(query_embedding=query_embedding, scale_score=False, **kwargs)
+        documents: list[Document] = found["documents"]
+        check_documents([d.meta for d in documents], fingerprint, ids=[d.id for d in documents])
+        return documents
+
+
+def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> EmbeddingContract:
+    """The contract behind a fingerprint: built in this process, or the store's own."""
+    contract = recall(fingerprint)
+    if contract is None and stamped is not None and stamped.fingerprint == fingerprint:
+        return stamped
+    if contract is None:
+        raise InvalidInputError(
+            f"the documents were embedded under contract {fingerprint[:12]}, which this process "
+            "did not build: embed them with ContractDocumentEmbedder in this pipeline"
+        )
+    return contract
