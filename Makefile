@@ -3,6 +3,8 @@
 
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Haystack sends usage telemetry unless told not to; these machines have no network for it.
+export HAYSTACK_TELEMETRY_ENABLED := False
 
 setup:
 	bash scripts/setup.sh

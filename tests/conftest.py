@@ -10,6 +10,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 from tiny_models import (
     build_bert,

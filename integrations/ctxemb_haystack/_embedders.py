@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from haystack import Document, component, default_to_dict
+from haystack import Document, component, default_from_dict, default_to_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.contract import load_contract
@@ -57,6 +57,12 @@ class _ContractEmbedding:
         self.warm_up()
         assert self.embedder is not None
         return self.embedder
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Rebuild from :meth:`to_dict` (the model is found again as ``Embedder.from_config``
+        finds it: the folder in ``path`` if it holds the contract's weights)."""
+        return default_from_dict(cls, data)
 
     def _params(self) -> dict[str, Any]:
         c = self.config

@@ -37,6 +37,12 @@ class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
 
     def __init__(self, ids: tuple[str, ...]) -> None:
         ExistingIdsError.__init__(self, ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        self.args = (
+            f"documents with ids {shown} already exist in the document store; nothing was "
+            "written. Pass policy=DuplicatePolicy.OVERWRITE to replace them or SKIP to keep "
+            "them.",
+        )
 
 
 def guard_for(store: Any, sample: int) -> MemoryGuard | ChromaGuard:
@@ -78,11 +84,7 @@ class MemoryGuard:
         documents = unique(documents, policy)
         ids = [d.id for d in documents]
         stored = self.store.storage
-        # Any few stored documents stand for the store: every write comes through this check.
-        half = MEMORY_SAMPLE // 2
-        sample = list(itertools.islice(stored.values(), half))
-        if len(stored) > half:
-            sample += list(itertools.islice(reversed(stored.values()), half))
+        sample = self.sample()
         fingerprint = batch_fingerprint(
             [d.meta for d in sample] + [d.meta for d in documents],
             [d.id for d in sample] + ids,
@@ -96,9 +98,21 @@ class MemoryGuard:
                 raise DuplicateDocumentsError(present)
         return self.store.write_documents(documents, policy)
 
+    def sample(self) -> list[Document]:
+        """Any few stored documents: they stand for the store, as every write is checked."""
+        stored = self.store.storage
+        half = MEMORY_SAMPLE // 2
+        picked = list(itertools.islice(stored.values(), half))
+        if len(stored) > half:
+            picked += list(itertools.islice(reversed(stored.values()), half))
+        return picked
+
     def retrieve(
         self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
     ) -> list[Document]:
+        # The store first (the search itself may fail on another width), then every result.
+        sample = self.sample()
+        check_documents([d.meta for d in sample], fingerprint, ids=[d.id for d in sample])
         # The score as the store computes it (dot product or cosine), never rescaled.
         found = retriever.run(query_embedding=query_embedding, scale_score=False, **kwargs)
         documents: list[Document] = found["documents"]
