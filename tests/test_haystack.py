@@ -13,30 +13,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-pytest.importorskip("haystack")
-pytest.importorskip("haystack_integrations.document_stores.chroma")
-
-from conftest import DOCS, fresh_name  # noqa: E402
-from haystack import Document, Pipeline  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever  # noqa: E402
-from haystack.core.errors import DeserializationError, PipelineRuntimeError  # noqa: E402
-from haystack.document_stores.errors import DuplicateDocumentError  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-from haystack.document_stores.types import DuplicatePolicy  # noqa: E402
-from haystack_integrations.components.retrievers.chroma import (  # noqa: E402
+from conftest import DOCS, fresh_name
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+from haystack.core.errors import DeserializationError, PipelineRuntimeError
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+from haystack_integrations.components.retrievers.chroma import (
     ChromaEmbeddingRetriever,
 )
-from haystack_integrations.document_stores.chroma import ChromaDocumentStore  # noqa: E402
+from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
-from ctxemb_core import Embedder, contract_for  # noqa: E402
-from ctxemb_core.documents import FINGERPRINT_KEY  # noqa: E402
-from ctxemb_core.errors import (  # noqa: E402
+from ctxemb_core import Embedder, contract_for
+from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.errors import (
     ContractMismatchError,
     InvalidInputError,
     MissingStampError,
 )
-from ctxemb_haystack import (  # noqa: E402
+from ctxemb_haystack import (
     ContractDocumentEmbedder,
     ContractDocumentWriter,
     ContractRetriever,
@@ -297,7 +293,7 @@ def test_a_mixed_batch_and_a_bad_vector_are_refused_whole(minilm_contract, make_
         writer.run([*ours, *theirs])
     assert info.value.fields == ("pooling",)
     short = [ours[0].__class__(id="s", content="x", meta=ours[0].meta, embedding=[0.1] * 12)]
-    with pytest.raises(InvalidInputError, match="12 components|shape"):
+    with pytest.raises(InvalidInputError, match=r"shape \(12,\)"):
         writer.run([ours[1], *short])
     assert store.count_documents() == 0
 
@@ -362,7 +358,8 @@ def test_an_unstamped_chroma_collection_is_refused(minilm_contract, minilm, tmp_
     store = ChromaDocumentStore(collection_name=fresh_name(), persist_path=str(tmp_path))
     vectors = minilm.embed_documents(list(DOCS.values()))
     plain = [
-        Document(id=k, content=v, embedding=e.tolist()) for (k, v), e in zip(DOCS.items(), vectors)
+        Document(id=k, content=v, embedding=e.tolist())
+        for (k, v), e in zip(DOCS.items(), vectors, strict=True)
     ]
     DocumentWriter(store).run(plain)  # around ctxemb
     with pytest.raises(PipelineRuntimeError) as info:
