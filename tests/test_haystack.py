@@ -525,3 +525,16 @@ def test_pipelines_dumped_to_yaml_embed_identically_in_a_new_process(
     # ... and without either, Haystack refuses our module, as it refuses any it does not trust.
     done = _child(tmp_path, files, "", "")
     assert done.returncode != 0 and DeserializationError.__name__ in done.stderr
+
+
+def test_an_empty_collection_the_store_created_first_is_refused_with_advice(
+    minilm_contract, tmp_path
+):
+    store = ChromaDocumentStore(collection_name=fresh_name(), persist_path=str(tmp_path))
+    assert store.count_documents() == 0  # creates the collection, unstamped
+    embedded = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False).run(
+        documents()
+    )["documents"]
+    with pytest.raises(MissingStampError, match="delete_collection"):
+        ContractDocumentWriter(store).run(embedded)
+    assert store.count_documents() == 0

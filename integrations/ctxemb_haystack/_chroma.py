@@ -14,7 +14,7 @@ from ctxemb_chroma import GuardedCollection, connect, open_collection
 from ctxemb_chroma._store import stored_or_none
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import similarity
 from ctxemb_haystack._stores import DuplicateDocumentsError, contract_of, unique
 
@@ -86,7 +86,19 @@ class ChromaGuard:
         stamped = self.stamped()
         if stamped is not None:
             check_fingerprint(fingerprint, stamped)
-        guarded = self.opened(contract_of(fingerprint, stamped), create=True)
+        try:
+            guarded = self.opened(contract_of(fingerprint, stamped), create=True)
+        except MissingStampError as exc:
+            raw = stored_or_none(self.client(), self.name)
+            if raw is None or raw.count():
+                raise
+            # The usual cause: a ChromaDocumentStore call (count_documents, …) created it first.
+            raise MissingStampError(
+                f"{exc} The collection is empty: the ChromaDocumentStore created it before the "
+                "first ContractDocumentWriter write (any store call does). Delete it with "
+                f"chromadb's client.delete_collection({self.name!r}) or use another "
+                "collection_name, and let ContractDocumentWriter create it stamped."
+            ) from None
         if policy is DuplicatePolicy.SKIP:
             present = set(guarded.get(ids=ids, include=[])["ids"])
             documents = [d for d in documents if d.id not in present]

@@ -9,72 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 
-from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.contract import load_contract
-from ctxemb_core.documents import remember, stamp_meta
+from ctxemb_core import EmbeddingContract
+from ctxemb_core.documents import stamp_meta
 from ctxemb_core.guard import storable
-
-
-class _ContractEmbedding:
-    """What both embedders share: the contract, the lazily built Embedder, serialisation."""
-
-    def __init__(
-        self,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
-        path: str | Path | None,
-        backend: str,
-        device: str,
-        batch_size: int,
-        token_budget: int,
-        progress_bar: bool,
-    ) -> None:
-        self.contract = load_contract(contract)
-        remember(self.contract)
-        self.progress_bar = progress_bar
-        # Embedder.config_for checks nothing is loaded yet; from_config builds it in warm_up.
-        self.config = Embedder.config_for(
-            self.contract,
-            path=path,
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
-        )
-        self.embedder: Embedder | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        return self.contract.fingerprint
-
-    def warm_up(self) -> None:
-        """Load the model (once; later calls do nothing)."""
-        if self.embedder is None:
-            self.embedder = Embedder.from_config(self.config, show_progress=self.progress_bar)
-
-    def _ready(self) -> Embedder:
-        self.warm_up()
-        assert self.embedder is not None
-        return self.embedder
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Rebuild from :meth:`to_dict` (the model is found again as ``Embedder.from_config``
-        finds it: the folder in ``path`` if it holds the contract's weights)."""
-        return default_from_dict(cls, data)
-
-    def _params(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "contract": c["contract"],
-            "path": c["path_hint"],
-            "backend": c["backend"],
-            "device": c["device"],
-            "batch_size": c["batch_size"],
-            "token_budget": c["token_budget"],
-            "progress_bar": self.progress_bar,
-        }
+from ctxemb_haystack._base import _ContractEmbedding
 
 
 @component
