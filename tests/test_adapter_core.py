@@ -6,9 +6,18 @@ import json
 
 import numpy as np
 import pytest
+from conftest import DOCS, fresh_name
 
 from ctxemb_core import Embedder
-from ctxemb_core.errors import DataFormatError, InvalidInputError
+from ctxemb_core.contract import load_contract
+from ctxemb_core.documents import remember
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    DataFormatError,
+    ExistingIdsError,
+    InvalidInputError,
+)
+from ctxemb_core.guard import check_embedded, similarity
 from ctxemb_core.migrate import Page, copy_missing
 
 TEXTS = ["Green tea leaves are steamed.", "A bicycle chain likes oil."]
@@ -87,3 +96,91 @@ def test_copy_missing_refuses_records_without_text_naming_them():
         copy_missing(_pages(records, 5), lambda *a: None, set(), total=2, progress=False)
     with pytest.raises(InvalidInputError, match="total"):
         copy_missing([], lambda *a: None, set(), total=-1)
+
+
+# -- pieces the framework adapters share --------------------------------------------------------
+
+
+def test_config_for_matches_config_without_loading_anything(minilm, minilm_contract, tiny_bert):
+    assert Embedder.config_for(minilm_contract) == minilm.config()
+    settings = {"backend": "torch", "batch_size": 8, "token_budget": 512}
+    given = Embedder.config_for(minilm_contract, path=tiny_bert, **settings)
+    assert given["path_hint"] == str(tiny_bert)  # as given: the digest decides at build time
+    assert {k: given[k] for k in settings} == settings
+    with pytest.raises(InvalidInputError, match="EmbeddingContract"):
+        Embedder.config_for(minilm_contract.to_dict())  # type: ignore[arg-type]
+
+
+def test_config_for_leaves_out_a_folder_it_cannot_locate(minilm_contract):
+    nowhere = minilm_contract.with_(model="nobody/unknown-model", weights="sha256:" + "0" * 64)
+    assert Embedder.config_for(nowhere)["path_hint"] is None
+
+
+def test_load_contract_reads_a_contract_its_dict_or_its_json_file(minilm_contract, tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(minilm_contract.to_json())
+    for given in (minilm_contract, minilm_contract.to_dict(), path, str(path)):
+        assert load_contract(given) == minilm_contract
+    with pytest.raises(DataFormatError, match="cannot read the contract file"):
+        load_contract(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(DataFormatError, match="cannot be parsed"):
+        load_contract(tmp_path / "bad.json")
+    with pytest.raises(DataFormatError, match="got int"):
+        load_contract(7)
+
+
+def test_similarity_gives_one_meaning_per_contract(minilm_contract):
+    raw = minilm_contract.with_(normalize=False)
+    np.testing.assert_allclose(similarity([0.25, 1.5], "cosine", minilm_contract), [0.75, -0.5])
+    np.testing.assert_allclose(similarity([0.25], "ip", raw), [0.75])
+    # On unit vectors |a - b|^2 = 2 - 2 cos: the squared L2 distance becomes the cosine.
+    np.testing.assert_allclose(similarity([0.5], "l2", minilm_contract), [0.75])
+    np.testing.assert_allclose(similarity([0.5], "l2", raw), [-0.5])
+    with pytest.raises(InvalidInputError, match="unknown distance space"):
+        similarity([0.5], "hamming", minilm_contract)
+
+
+def test_check_embedded_names_the_first_bad_vector(minilm_contract):
+    good = [0.1] * minilm_contract.output_dim
+    rows = check_embedded([good, good], minilm_contract, ["a", "b"])
+    assert rows.shape == (2, 384) and rows.dtype == np.float32
+    cases = [
+        ([good, None], "'b' has no embedding"),
+        ([good, [0.1] * 12], r"'b': its embedding has shape \(12,\)"),
+        ([good, [*good[:-1], float("nan")]], "'b': its embedding holds NaN"),
+        ([good, ["x"] * 384], "'b': its embedding is not a list of numbers"),
+        ([good], "2 records to write and 1 vectors"),
+    ]
+    for vectors, message in cases:
+        with pytest.raises(InvalidInputError, match=message):
+            check_embedded(vectors, minilm_contract, ["a", "b"])
+
+
+def test_add_embedded_writes_only_the_stamps_vectors(client, minilm, minilm_contract):
+    from ctxemb_chroma import open_collection
+
+    collection = open_collection(client, fresh_name(), minilm)
+    texts = list(DOCS.values())
+    vectors = minilm.embed_documents(texts)
+    collection.add_embedded(list(DOCS), vectors, texts, fingerprint=minilm_contract.fingerprint)
+    assert collection.count() == len(DOCS)
+    other = minilm_contract.with_(pooling="cls")
+    remember(other)
+    with pytest.raises(ContractMismatchError) as info:
+        collection.add_embedded(["x"], vectors[:1], ["x"], fingerprint=other.fingerprint)
+    assert info.value.fields == ("pooling",)
+    with pytest.raises(ExistingIdsError):
+        collection.add_embedded(
+            ["tea", "new"], vectors[:2], texts[:2], fingerprint=minilm_contract.fingerprint
+        )
+    with pytest.raises(InvalidInputError, match="shape"):
+        collection.add_embedded(
+            ["new"], [vectors[0][:10]], ["x"], fingerprint=minilm_contract.fingerprint
+        )
+    assert collection.count() == len(DOCS) and "new" not in collection.ids()
+    collection.add_embedded(
+        ["tea"], vectors[1:2], [texts[1]], fingerprint=minilm_contract.fingerprint, upsert=True
+    )
+    stored = collection.get(ids=["tea"], include=["documents"])
+    assert stored["documents"] == [texts[1]]
