@@ -121,9 +121,12 @@ class ChromaGuard:
     def retrieve(
         self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
     ) -> list[Document]:
-        if stored_or_none(self.client(), self.name) is None:
-            return []  # nothing indexed yet: nothing to return, and nothing is created
         contract = self.caller(fingerprint)
+        if (
+            contract.fingerprint not in self._opened
+            and stored_or_none(self.client(), self.name) is None
+        ):
+            return []  # nothing indexed yet: nothing to return, and nothing is created
         guarded = self.opened(contract, create=False)
         found = retriever.run(query_embedding=query_embedding, **kwargs)["documents"]
         space = (guarded.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
