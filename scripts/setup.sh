@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${CTXEMB_EXTRAS:-test,chroma,haystack}
+EXTRAS=${CTXEMB_EXTRAS:-test,chroma,haystack,langchain}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -1,6 +1,34 @@
-"""ctxemb for Langchain (install with `pip install ctxemb[langchain]`).
+"""ctxemb for LangChain: contract-bound embeddings and vector stores that refuse another contract.
 
-The adapter itself is tracked in its own issue; this package reserves the import name.
+Install with ``pip install 'ctxemb[langchain]'``. :class:`ContractEmbeddings` embeds documents and
+queries each in its own role under one contract; :class:`ContractChroma` is a
+``langchain_chroma.Chroma`` on a stamped collection (the stamp ``ctxemb_chroma`` and the Haystack
+adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e.g.
+``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractRetriever` is the
+retriever of either.
+
+Example:
+    >>> from ctxemb_core import contract_for
+    >>> from ctxemb_langchain import ContractChroma, ContractEmbeddings
+    >>> embeddings = ContractEmbeddings(contract_for("sentence-transformers/all-MiniLM-L6-v2"))
+    >>> store = ContractChroma("docs", embeddings, persist_directory="./db")  # doctest: +SKIP
+    >>> store.as_retriever(k=3).invoke("how is green tea made")  # doctest: +SKIP
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+try:
+    import langchain_core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from ctxemb_core.errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "ctxemb_langchain needs langchain-core: pip install 'ctxemb[langchain]'"
+    ) from exc
+
+from ctxemb_langchain._chroma import ContractChroma
+from ctxemb_langchain._embeddings import ContractEmbeddings
+from ctxemb_langchain._retriever import ContractRetriever
+from ctxemb_langchain._store import ContractVectorStore
+
+__all__ = ["ContractChroma", "ContractEmbeddings", "ContractRetriever", "ContractVectorStore"]

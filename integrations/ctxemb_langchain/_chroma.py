@@ -1,0 +1,141 @@
+"""``langchain_chroma.Chroma`` on a stamped collection, opened through the ctxemb_chroma guard."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_chroma import Chroma
+
+from ctxemb_chroma import GuardedCollection, open_collection
+from ctxemb_core.errors import CtxembError
+from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
+from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
+
+
+class ContractChroma(Chroma):
+    """``langchain_chroma.Chroma`` whose collection carries the contract's stamp.
+
+    The collection is created stamped (the same stamp ``ctxemb_chroma`` and the Haystack adapter
+    write, so a collection indexed by any of them opens here under the same contract) or opened
+    and verified: fingerprint, canary, Chroma's persisted configuration and a sample of stored
+    records. ``ContractEmbeddings`` of another contract are refused before anything is written or
+    searched (:class:`~ctxemb_core.errors.ContractMismatchError`, the fields named). Every later
+    call reads the collection back and re-verifies it if it changed; writes (``add_texts``,
+    ``add_documents``: an upsert, as in ``Chroma``) are checked whole and undone on failure.
+
+    Args:
+        collection_name: the collection.
+        embedding_function: :class:`ContractEmbeddings`.
+        sample: stored records re-embedded and compared when the collection is opened.
+        create_collection_if_not_exists: create the collection (stamped) when it is missing.
+        **kwargs: ``Chroma``'s own (``persist_directory``, ``host``/``port``, ``client``,
+            ``client_settings``, ``relevance_score_fn``, …). ``collection_metadata`` and
+            ``collection_configuration`` are not accepted: the contract decides the space.
+
+    Example:
+        >>> store = ContractChroma("docs", ContractEmbeddings(contract), persist_directory="./db")
+        >>> store.add_texts(["Green tea is steamed."])  # doctest: +SKIP
+        >>> store.similarity_search("how is green tea made", k=1)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        collection_name: str = "langchain",
+        embedding_function: ContractEmbeddings | None = None,
+        *,
+        sample: int = OPEN_SAMPLE,
+        create_collection_if_not_exists: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        embeddings = contract_embeddings(embedding_function)
+        for refused in ("collection_metadata", "collection_configuration"):
+            if kwargs.get(refused) is not None:
+                raise TypeError(
+                    f"ContractChroma does not take {refused}: the contract decides the "
+                    "collection's metadata (its stamp) and distance space"
+                )
+        self._ctxemb_sample = check_sample_size(sample)
+        self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
+        self._guarded: GuardedCollection | None = None
+        # Chroma's constructor makes the client, then calls the collection hook below.
+        super().__init__(collection_name=collection_name, embedding_function=embeddings, **kwargs)
+        if self._guarded is None:  # pragma: no cover - a langchain_chroma that renamed its hook
+            raise CtxembError(
+                "this langchain_chroma version opened the collection without ctxemb's guard; "
+                "ContractChroma refuses to run unguarded (please report the version)"
+            )
+
+    def _Chroma__ensure_collection(self) -> None:
+        # Called by Chroma.__init__ and reset_collection: open through the guard instead of
+        # get_or_create_collection, which would make an unstamped collection.
+        self._guarded = open_collection(
+            self._client,
+            self._collection_name,
+            self.contract_embeddings.embedder,
+            create=self._ctxemb_create,
+            sample=self._ctxemb_sample,
+        )
+        self._chroma_collection = self._guarded.raw
+
+    @property
+    def contract_embeddings(self) -> ContractEmbeddings:
+        return contract_embeddings(self._embedding_function)
+
+    @property
+    def guarded(self) -> GuardedCollection:
+        """The ``ctxemb_chroma`` collection this store reads and writes through."""
+        if self._guarded is None:
+            raise CtxembError("the collection was deleted; call reset_collection() first")
+        return self._guarded
+
+    @property
+    def _collection(self) -> Any:
+        # Every Chroma call of the base class goes through here: the collection is read back
+        # and re-verified if it changed since it was verified.
+        if self._chroma_collection is None:
+            raise CtxembError("the collection was deleted; call reset_collection() first")
+        self._chroma_collection = self.guarded.current()
+        return self._chroma_collection
+
+    def as_retriever(self, **kwargs: Any) -> Any:
+        """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
+        from ctxemb_langchain._retriever import ContractRetriever
+
+        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
+        return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
+
+    def delete_collection(self) -> None:
+        super().delete_collection()
+        self._guarded = None
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict] | None = None,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Embed under the contract and upsert; checked whole first, undone if it fails."""
+        texts = list(texts)
+        if ids is None:
+            ids = [str(uuid.uuid4()) for _ in texts]
+        else:
+            ids = [i if i is not None else str(uuid.uuid4()) for i in ids]
+        metas: list[Any] | None = None
+        if metadatas:
+            # Chroma stores no empty metadata: a record without any keeps none.
+            metas = [m or None for m in metadatas] + [None] * (len(texts) - len(metadatas))
+        if not texts:
+            return []
+        embeddings = self.contract_embeddings
+        self.guarded.add_embedded(
+            ids,
+            embeddings.embed_documents(texts),
+            texts,
+            metas,
+            fingerprint=embeddings.fingerprint,
+            upsert=True,
+        )
+        return ids

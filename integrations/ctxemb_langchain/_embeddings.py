@@ -1,0 +1,116 @@
+"""LangChain ``Embeddings`` bound to one contract: each method embeds in its own role."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.contract import load_contract
+from ctxemb_core.documents import remember
+from ctxemb_core.guard import storable
+
+
+class ContractEmbeddings(Embeddings):
+    """Embeddings for LangChain made exactly as one contract says.
+
+    ``embed_documents`` uses the document role and ``embed_query`` the query role, so the
+    prefixes, pooling, normalisation and truncation of both sides come from one object and
+    cannot drift apart (as ``HuggingFaceEmbeddings``' separate ``encode_kwargs`` and
+    ``query_encode_kwargs`` can). The model is loaded on first use.
+
+    Args:
+        contract: an :class:`~ctxemb_core.EmbeddingContract`, its ``to_dict()``, or the path of
+            a contract JSON file.
+        path: the model folder; used when it holds the contract's weights, else the model is
+            found from the contract (bundled, registered, local cache).
+        backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
+        device: where the network runs.
+        batch_size: the most texts in one forward pass.
+        token_budget: the most padded tokens in one forward pass.
+        show_progress: a progress bar on long batches (``None``: on a terminal, for 1,000+).
+
+    Example:
+        >>> embeddings = ContractEmbeddings(contract_for("all-MiniLM-L6-v2"))
+        >>> len(embeddings.embed_query("how is green tea made"))  # doctest: +SKIP
+        384
+    """
+
+    def __init__(
+        self,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        *,
+        path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 64,
+        token_budget: int = 2048,
+        show_progress: bool | None = False,
+    ) -> None:
+        self.contract = load_contract(contract)
+        remember(self.contract)
+        self.show_progress = show_progress
+        self.config = Embedder.config_for(
+            self.contract,
+            path=path,
+            backend=backend,
+            device=device,
+            batch_size=batch_size,
+            token_budget=token_budget,
+        )
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ContractEmbeddings({self.contract.describe()})"
+
+    @property
+    def fingerprint(self) -> str:
+        """The contract's fingerprint."""
+        return self.contract.fingerprint
+
+    @property
+    def embedder(self) -> Embedder:
+        """The core :class:`~ctxemb_core.Embedder` (built once, on first use)."""
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = Embedder.from_config(
+                        self.config, show_progress=self.show_progress
+                    )
+        return self._embedder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents under the contract (document role)."""
+        vectors = self.embedder.embed_documents(list(texts))
+        return storable(vectors, self.contract.precision).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query under the contract (query role)."""
+        vector = self.embedder.embed_query(text)
+        return storable(vector, self.contract.precision).tolist()
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """:meth:`embed_documents` on a worker thread: the event loop keeps running while the
+        model computes (ONNX Runtime and torch release the GIL)."""
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """:meth:`embed_query` on a worker thread."""
+        return await asyncio.to_thread(self.embed_query, text)
+
+
+def contract_embeddings(embeddings: Any) -> ContractEmbeddings:
+    """The embeddings a guarded store needs; any other ``Embeddings`` is refused by name."""
+    if not isinstance(embeddings, ContractEmbeddings):
+        raise TypeError(
+            "a ctxemb store needs ContractEmbeddings (its contract is what the store is checked "
+            f"against), got {type(embeddings).__name__}; wrap the model's contract: "
+            "ContractEmbeddings(contract_for(...))"
+        )
+    return embeddings

@@ -1,0 +1,210 @@
+"""A guard around any LangChain ``VectorStore``: stamped documents in, checked documents out."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
+from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta
+from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
+
+#: Stored documents of an ``InMemoryVectorStore`` checked before a search (its own search fails
+#: on vectors of another width before any result could be checked).
+MEMORY_SAMPLE = 16
+
+
+class ContractVectorStore(VectorStore):
+    """Wraps any ``VectorStore`` so that only the contract's documents go in and come out.
+
+    Every added document's metadata gets ``ctxemb_fingerprint`` (a document already carrying
+    another contract's is refused); every search path (``similarity_search*``,
+    ``max_marginal_relevance_search*``, ``get_by_ids``, the retriever, their async forms)
+    checks each document found and refuses the whole result if one is not the contract's
+    (:class:`~ctxemb_core.errors.ContractMismatchError`, or ``MissingStampError`` for one written
+    around ctxemb). The fingerprint is removed from the documents returned, so they read as they
+    were added. Searching by a raw vector checks the results only: a vector carries no contract.
+
+    Args:
+        store: the store to guard, built with the same :class:`ContractEmbeddings` (e.g.
+            ``InMemoryVectorStore(embeddings)``).
+        embeddings: the contract's embeddings (default: ``store.embeddings``).
+
+    Example:
+        >>> embeddings = ContractEmbeddings(contract_for("all-MiniLM-L6-v2"))
+        >>> store = ContractVectorStore(InMemoryVectorStore(embeddings))
+        >>> store.add_texts(["Green tea is steamed."])  # doctest: +SKIP
+    """
+
+    def __init__(self, store: VectorStore, embeddings: ContractEmbeddings | None = None) -> None:
+        if not isinstance(store, VectorStore):
+            raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
+        self.store = store
+        self._embeddings = contract_embeddings(
+            embeddings if embeddings is not None else store.embeddings
+        )
+        if store.embeddings is not None and store.embeddings is not self._embeddings:
+            inner = getattr(store.embeddings, "contract", None)
+            if inner != self._embeddings.contract:
+                raise TypeError(
+                    "the store embeds with other embeddings than the guard's contract; build "
+                    "it with the same ContractEmbeddings"
+                )
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._embeddings
+
+    @property
+    def contract(self) -> Any:
+        return self._embeddings.contract
+
+    # -- in ----------------------------------------------------------------------------------
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        texts = list(texts)
+        metas = list(metadatas) if metadatas else []
+        metas += [{}] * (len(texts) - len(metas))
+        stamped = [stamp_meta(m or {}, self.contract) for m in metas]
+        return self.store.add_texts(texts, stamped, ids=ids, **kwargs)
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        # Copies carry the stamp: the caller's documents are not changed.
+        stamped = [
+            d.model_copy(update={"metadata": stamp_meta(d.metadata, self.contract)})
+            for d in documents
+        ]
+        return self.store.add_documents(stamped, **kwargs)
+
+    async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        stamped = [
+            d.model_copy(update={"metadata": stamp_meta(d.metadata, self.contract)})
+            for d in documents
+        ]
+        return await self.store.aadd_documents(stamped, **kwargs)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return self.store.delete(ids, **kwargs)
+
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return await self.store.adelete(ids, **kwargs)
+
+    # -- out ---------------------------------------------------------------------------------
+
+    def _before_search(self) -> None:
+        # InMemoryVectorStore keeps its records in `store`: a few stand for the whole.
+        records = getattr(self.store, "store", None)
+        if isinstance(self.store, InMemoryVectorStore) and isinstance(records, dict):
+            half = MEMORY_SAMPLE // 2
+            picked = list(itertools.islice(records.values(), half))
+            if len(records) > half:
+                picked += list(itertools.islice(reversed(records.values()), half))
+            check_documents(
+                [r.get("metadata") or {} for r in picked],
+                self.contract,
+                ids=[str(r.get("id")) for r in picked],
+            )
+
+    def _checked(self, documents: Sequence[Document]) -> list[Document]:
+        check_documents(
+            [d.metadata for d in documents],
+            self.contract,
+            ids=[str(d.id) if d.id is not None else str(i) for i, d in enumerate(documents)],
+        )
+        return [_unstamped(d) for d in documents]
+
+    def _checked_pairs(
+        self, pairs: Sequence[tuple[Document, float]]
+    ) -> list[tuple[Document, float]]:
+        documents = self._checked([d for d, _ in pairs])
+        return [(d, s) for d, (_, s) in zip(documents, pairs, strict=True)]
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return self._checked(self.store.get_by_ids(ids))
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        self._before_search()
+        return self._checked(self.store.similarity_search(query, k=k, **kwargs))
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        self._before_search()
+        return self._checked_pairs(self.store.similarity_search_with_score(query, k=k, **kwargs))
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        self._before_search()
+        found = self.store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
+        return self._checked_pairs(found)
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        self._before_search()
+        return self._checked(self.store.similarity_search_by_vector(embedding, k=k, **kwargs))
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        self._before_search()
+        found = self.store.max_marginal_relevance_search(
+            query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+        )
+        return self._checked(found)
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        self._before_search()
+        found = self.store.max_marginal_relevance_search_by_vector(
+            embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+        )
+        return self._checked(found)
+
+    def as_retriever(self, **kwargs: Any) -> Any:
+        """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
+        from ctxemb_langchain._retriever import ContractRetriever
+
+        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
+        return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> ContractVectorStore:
+        """A guarded ``InMemoryVectorStore`` holding ``texts``."""
+        store = cls(InMemoryVectorStore(contract_embeddings(embedding)))
+        store.add_texts(texts, metadatas, ids=ids, **kwargs)
+        return store
+
+
+def _unstamped(document: Document) -> Document:
+    """A copy without the fingerprint: documents come out as they went in."""
+    if FINGERPRINT_KEY not in document.metadata:
+        return document
+    meta = {k: v for k, v in document.metadata.items() if k != FINGERPRINT_KEY}
+    return document.model_copy(update={"metadata": meta})
