@@ -150,6 +150,15 @@ class ContractVectorStore(VectorStore):
         found = self.store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
         return self._checked_pairs(found)
 
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        # The base class's async form asks this wrapper for a score function it cannot have
+        # (the inner store knows its metric): delegate as the sync form does.
+        self._before_search()
+        found = await self.store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
+        return self._checked_pairs(found)
+
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, **kwargs: Any
     ) -> list[Document]:
