@@ -1,0 +1,76 @@
+"""SciFact through real Haystack pipelines: the example's figures, held to the reference.
+
+Runs ``examples/haystack_retrieval.py``'s own functions (indexing pipeline into both stores at
+once, a query pipeline per store, the refusal of another contract), so the example cannot drift
+from what is tested.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
+pytest.importorskip("haystack")
+pytest.importorskip("haystack_integrations.document_stores.chroma")
+
+from ctxemb_core.errors import ContractMismatchError, TruncationWarning
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "haystack_retrieval.py"
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("haystack_retrieval_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs: its dataclass looks its own module up in sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+example = _load_example()
+
+
+@pytest.fixture(scope="module")
+def scifact(data_dir):
+    return example.load_scifact(data_dir)
+
+
+@pytest.fixture(scope="module")
+def indexed(scifact, minilm_contract, tmp_path_factory):
+    """Both stores, indexed by one pipeline run (the corpus embedded once)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)  # long abstracts, cut by design
+        with example.open_stores(example.STORES, tmp_path_factory.mktemp("chroma")) as stores:
+            written = example.index(minilm_contract, stores, example.to_documents(scifact))
+            yield stores, written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["memory", "chroma"])
+def test_ndcg_matches_the_chroma_adapter(indexed, scifact, minilm_contract, store):
+    stores, written = indexed
+    assert written[store] == len(scifact.corpus) == 5183
+    result = example.evaluate_store(minilm_contract, store, stores[store], scifact)
+    assert result.queries == 300
+    tolerance = example.TOLERANCE[store]
+    assert abs(result.ndcg - example.REFERENCE_NDCG) <= tolerance, (
+        f"{store}: nDCG@10 {result.ndcg:.5f}, reference {example.REFERENCE_NDCG} +- {tolerance}"
+    )
+    assert result.ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["memory", "chroma"])
+def test_a_query_pipeline_of_another_contract_is_refused(indexed, minilm_contract, store):
+    stores, _ = indexed
+    err = example.refusal(minilm_contract.with_(pooling="cls"), stores[store], "vitamin D")
+    assert isinstance(err, ContractMismatchError)
+    assert "pooling" in str(err)
