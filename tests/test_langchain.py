@@ -490,6 +490,20 @@ async def test_async_search_gives_the_sync_results(emb, kind, tmp_path):
         assert await store.as_retriever(k=4).ainvoke(query) == [d for d, _ in sync]
 
 
+async def test_contract_chromas_relevance_score_is_the_contracts_cosine(emb, tmp_path):
+    # The contract (normalised) decided the collection's space: cosine, so LangChain's
+    # relevance score is the cosine similarity itself, in [0, 1] for related texts.
+    store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
+    store.add_documents(documents())
+    found = store.similarity_search_with_relevance_scores(QUESTION, k=3)
+    assert await store.asimilarity_search_with_relevance_scores(QUESTION, k=3) == found
+    query = emb.embed_query(QUESTION)
+    for doc, score in found:
+        cosine = float(np.dot(query, emb.embed_documents([DOCS[doc.id]])[0]))
+        assert score == pytest.approx(cosine, abs=1e-4)
+    assert found[0][0].id == "tea"
+
+
 # -- ContractRetriever in an LCEL chain -----------------------------------------------------------
 
 
