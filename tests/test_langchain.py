@@ -225,11 +225,8 @@ def test_writes_are_upserts_and_leave_the_callers_documents_alone(client, emb):
     assert store.similarity_search("powdered tea", k=1)[0].id == ids[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="langchain_chroma's Chroma.get_by_ids builds Document(metadata=None) for a record "
-    "stored without metadata (pydantic ValidationError); plain Chroma fails the same way",
-)
+# langchain_chroma's own Chroma.get_by_ids builds Document(metadata=None) there (a pydantic
+# ValidationError); ContractChroma reads such a record as metadata {}.
 def test_get_by_ids_of_a_record_added_without_metadata(emb, tmp_path):
     store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
     store.add_texts([DOCS["tea"]], ids=["tea"])
@@ -662,3 +659,24 @@ def test_a_collection_written_through_haystack_opens_in_contract_chroma(emb, tmp
     reader = ContractChroma(name, emb, client=client, create_collection_if_not_exists=False)
     assert [d.id for d in reader.similarity_search("slugs eat my lettuce", k=1)] == ["slug"]
     assert reader.as_retriever(k=1).invoke(QUESTION)[0].id == "tea"
+
+
+def test_update_documents_goes_through_the_checked_write(emb, tmp_path):
+    store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
+    store.add_documents(documents())
+    name = store._collection.name
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    before = snapshot(client, name)
+    bad = [Document(page_content="Tea, changed.", metadata={"t": None})]
+    with pytest.raises(InvalidInputError):
+        store.update_documents(["tea"], bad)
+    assert snapshot(client, name) == before
+    store.update_documents(
+        ["tea", "not-stored"],
+        [Document(page_content="Tea, changed."), Document(page_content="Skipped.")],
+    )
+    got = store.get_by_ids(["tea", "not-stored"])
+    # Chroma keeps a record's metadata when an upsert brings none (as langchain_chroma's own).
+    assert [(d.id, d.page_content, d.metadata) for d in got] == [
+        ("tea", "Tea, changed.", {"topic": "tea"})
+    ]

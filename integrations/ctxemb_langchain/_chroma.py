@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
+from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, open_collection
-from ctxemb_core.errors import CtxembError
+from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
@@ -105,6 +106,42 @@ class ContractChroma(Chroma):
 
         tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
         return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents of these ids (a record stored without metadata has ``{}``)."""
+        found = self.get(ids=list(ids), include=["documents", "metadatas"])
+        return [
+            Document(page_content=text, metadata=meta or {}, id=i)
+            for i, text, meta in zip(
+                found["ids"], found["documents"], found["metadatas"], strict=True
+            )
+            if text is not None
+        ]
+
+    def update_documents(self, ids: list[str], documents: list[Document]) -> None:
+        """Re-embed and replace the stored records of these ids (ids not stored are skipped, as
+        Chroma's ``update`` skips them); checked whole and undone on failure, as ``add_texts``."""
+        if len(ids) != len(documents):
+            raise InvalidInputError("update_documents needs one id per document")
+        present = set(self.get(ids=list(ids), include=[])["ids"])
+        keep = [(i, d) for i, d in zip(ids, documents, strict=True) if i in present]
+        if keep:
+            self.add_texts(
+                [d.page_content for _, d in keep],
+                [d.metadata for _, d in keep],
+                ids=[i for i, _ in keep],
+            )
+
+    def fork(self, new_name: str) -> ContractChroma:
+        """Chroma's fork (a copy of the collection, stamp included), opened guarded."""
+        self._collection.fork(new_name=new_name)
+        return ContractChroma(
+            new_name,
+            self.contract_embeddings,
+            client=self._client,
+            sample=self._ctxemb_sample,
+            create_collection_if_not_exists=False,
+        )
 
     def delete_collection(self) -> None:
         super().delete_collection()
