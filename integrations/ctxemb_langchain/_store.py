@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -10,12 +9,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta
+from ctxemb_core.documents import check_documents, stamp_meta
+from ctxemb_langchain._checks import check_memory_sample, unstamped
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-
-#: Stored documents of an ``InMemoryVectorStore`` checked before a search (its own search fails
-#: on vectors of another width before any result could be checked).
-MEMORY_SAMPLE = 16
 
 
 class ContractVectorStore(VectorStore):
@@ -103,18 +99,7 @@ class ContractVectorStore(VectorStore):
     # -- out ---------------------------------------------------------------------------------
 
     def _before_search(self) -> None:
-        # InMemoryVectorStore keeps its records in `store`: a few stand for the whole.
-        records = getattr(self.store, "store", None)
-        if isinstance(self.store, InMemoryVectorStore) and isinstance(records, dict):
-            half = MEMORY_SAMPLE // 2
-            picked = list(itertools.islice(records.values(), half))
-            if len(records) > half:
-                picked += list(itertools.islice(reversed(records.values()), half))
-            check_documents(
-                [r.get("metadata") or {} for r in picked],
-                self.contract,
-                ids=[str(r.get("id")) for r in picked],
-            )
+        check_memory_sample(self.store, self.contract)
 
     def _checked(self, documents: Sequence[Document]) -> list[Document]:
         check_documents(
@@ -122,7 +107,7 @@ class ContractVectorStore(VectorStore):
             self.contract,
             ids=[str(d.id) if d.id is not None else str(i) for i, d in enumerate(documents)],
         )
-        return [_unstamped(d) for d in documents]
+        return [unstamped(d) for d in documents]
 
     def _checked_pairs(
         self, pairs: Sequence[tuple[Document, float]]
@@ -209,11 +194,3 @@ class ContractVectorStore(VectorStore):
         store = cls(InMemoryVectorStore(contract_embeddings(embedding)))
         store.add_texts(texts, metadatas, ids=ids, **kwargs)
         return store
-
-
-def _unstamped(document: Document) -> Document:
-    """A copy without the fingerprint: documents come out as they went in."""
-    if FINGERPRINT_KEY not in document.metadata:
-        return document
-    meta = {k: v for k, v in document.metadata.items() if k != FINGERPRINT_KEY}
-    return document.model_copy(update={"metadata": meta})
