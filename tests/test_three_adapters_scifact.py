@@ -11,8 +11,8 @@ documents of the corpus file, up to 1,000 in all (in corpus order; text = ``docu
 ``title + " " + text``). The three collections live in one embedded Chroma folder. No mocks: the
 bundled MiniLM, a real Haystack indexing pipeline, ``ContractChroma`` for the LangChain side.
 
-Marked slow: embedding the corpus three times takes about two and a half minutes on two shared
-CPU cores; the searches and the 24 refusals take a few seconds.
+Marked slow: embedding the corpus three times takes 100 s on two idle CPU cores (2.5 to 4.5
+minutes when they are shared); the searches and the 24 refusals take a few seconds.
 """
 
 from __future__ import annotations
