@@ -184,3 +184,34 @@ def test_add_embedded_writes_only_the_stamps_vectors(client, minilm, minilm_cont
     )
     stored = collection.get(ids=["tea"], include=["documents"])
     assert stored["documents"] == [texts[1]]
+
+
+def test_a_lazy_embedder_builds_once_on_first_use(minilm_contract, minilm):
+    import threading
+
+    from ctxemb_core.documents import recall
+    from ctxemb_core.lazy import LazyEmbedder
+
+    other = minilm_contract.with_(query_prefix="query: ")
+    lazy = LazyEmbedder(other.to_dict(), batch_size=16)
+    assert not lazy.loaded and lazy.contract == other and recall(other.fingerprint) == other
+    assert lazy.config == Embedder.config_for(other, batch_size=16)
+    built: list[Embedder] = []
+    threads = [threading.Thread(target=lambda: built.append(lazy.get())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert lazy.loaded and all(e is built[0] for e in built) and built[0].batch_size == 16
+    np.testing.assert_allclose(
+        lazy.embed_query("tea"), Embedder(other).embed_query("tea"), atol=1e-6
+    )
+    assert lazy.embed_documents(TEXTS).dtype == np.float32
+
+
+def test_a_lazy_embedder_returns_the_stored_form_of_binary_vectors(minilm_contract):
+    from ctxemb_core.lazy import LazyEmbedder
+
+    lazy = LazyEmbedder(minilm_contract.with_(precision="binary"))
+    rows = lazy.embed_documents(TEXTS)
+    assert rows.shape == (2, 384) and set(np.unique(rows)) <= {-1.0, 1.0}

@@ -9,8 +9,7 @@ from typing import Any
 from haystack import default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.contract import load_contract
-from ctxemb_core.documents import remember
+from ctxemb_core.lazy import LazyEmbedder
 
 
 class _ContractEmbedding:
@@ -26,33 +25,30 @@ class _ContractEmbedding:
         token_budget: int,
         progress_bar: bool,
     ) -> None:
-        self.contract = load_contract(contract)
-        remember(self.contract)
-        self.progress_bar = progress_bar
-        # Embedder.config_for checks nothing is loaded yet; from_config builds it in warm_up.
-        self.config = Embedder.config_for(
-            self.contract,
+        self.lazy = LazyEmbedder(
+            contract,
             path=path,
             backend=backend,
             device=device,
             batch_size=batch_size,
             token_budget=token_budget,
+            show_progress=progress_bar,
         )
-        self.embedder: Embedder | None = None
+        self.contract = self.lazy.contract
+        self.progress_bar = progress_bar
 
     @property
     def fingerprint(self) -> str:
         return self.contract.fingerprint
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The core Embedder once warmed up, else ``None``."""
+        return self.lazy.get() if self.lazy.loaded else None
+
     def warm_up(self) -> None:
         """Load the model (once; later calls do nothing)."""
-        if self.embedder is None:
-            self.embedder = Embedder.from_config(self.config, show_progress=self.progress_bar)
-
-    def _ready(self) -> Embedder:
-        self.warm_up()
-        assert self.embedder is not None
-        return self.embedder
+        self.lazy.get()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
@@ -61,7 +57,7 @@ class _ContractEmbedding:
         return default_from_dict(cls, data)
 
     def _params(self) -> dict[str, Any]:
-        c = self.config
+        c = self.lazy.config
         return {
             "contract": c["contract"],
             "path": c["path_hint"],

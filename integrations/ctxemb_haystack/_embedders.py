@@ -13,7 +13,6 @@ from haystack import Document, component, default_to_dict
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.documents import stamp_meta
-from ctxemb_core.guard import storable
 from ctxemb_haystack._base import _ContractEmbedding
 
 
@@ -91,7 +90,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         texts = [self._text(d) for d in documents]
         if not documents:
             return {"documents": [], "fingerprint": self.fingerprint}
-        vectors = storable(self._ready().embed_documents(texts), self.contract.precision)
+        vectors = self.lazy.embed_documents(texts)
         out = [
             dataclasses.replace(d, embedding=v.tolist(), meta=m)
             for d, v, m in zip(documents, vectors, metas, strict=True)
@@ -158,7 +157,7 @@ class ContractTextEmbedder(_ContractEmbedding):
                 "ContractTextEmbedder expects a string; to embed a list of Documents, use "
                 "ContractDocumentEmbedder"
             )
-        vector = storable(self._ready().embed_query(text), self.contract.precision)
+        vector = self.lazy.embed_query(text)
         return {"embedding": vector.tolist(), "fingerprint": self.fingerprint}
 
     @component.output_types(embedding=list[float], fingerprint=str)

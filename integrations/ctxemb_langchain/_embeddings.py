@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.contract import load_contract
-from ctxemb_core.documents import remember
-from ctxemb_core.guard import storable
+from ctxemb_core.lazy import LazyEmbedder
 
 
 class ContractEmbeddings(Embeddings):
@@ -52,19 +49,17 @@ class ContractEmbeddings(Embeddings):
         token_budget: int = 2048,
         show_progress: bool | None = False,
     ) -> None:
-        self.contract = load_contract(contract)
-        remember(self.contract)
-        self.show_progress = show_progress
-        self.config = Embedder.config_for(
-            self.contract,
+        self.lazy = LazyEmbedder(
+            contract,
             path=path,
             backend=backend,
             device=device,
             batch_size=batch_size,
             token_budget=token_budget,
+            show_progress=show_progress,
         )
-        self._embedder: Embedder | None = None
-        self._lock = threading.Lock()
+        self.contract = self.lazy.contract
+        self.config = self.lazy.config
 
     def __repr__(self) -> str:
         return f"ContractEmbeddings({self.contract.describe()})"
@@ -77,23 +72,15 @@ class ContractEmbeddings(Embeddings):
     @property
     def embedder(self) -> Embedder:
         """The core :class:`~ctxemb_core.Embedder` (built once, on first use)."""
-        if self._embedder is None:
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = Embedder.from_config(
-                        self.config, show_progress=self.show_progress
-                    )
-        return self._embedder
+        return self.lazy.get()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents under the contract (document role)."""
-        vectors = self.embedder.embed_documents(list(texts))
-        return storable(vectors, self.contract.precision).tolist()
+        return self.lazy.embed_documents(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query under the contract (query role)."""
-        vector = self.embedder.embed_query(text)
-        return storable(vector, self.contract.precision).tolist()
+        return self.lazy.embed_query(text).tolist()
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """:meth:`embed_documents` on a worker thread: the event loop keeps running while the
