@@ -190,9 +190,20 @@ def test_collection_metadata_and_configuration_are_refused(emb, tmp_path):
     for kwarg in (
         {"collection_metadata": {"hnsw:space": "l2"}},
         {"collection_configuration": {"hnsw": {"space": "l2"}}},
+        {"collection_metadata": {"hnsw:space": "cosine", "team": "search"}},
+        {"collection_configuration": {"hnsw": {"space": "cosine", "ef_search": 10}}},
     ):
-        with pytest.raises(TypeError, match="the contract decides"):
+        with pytest.raises(TypeError, match=r"the contract decides|the contract.s stamp"):
             ContractChroma(fresh_name(), emb, client=client, **kwarg)
+    assert client.list_collections() == []
+    # Naming the space the contract's collection has anyway (as LangChain tutorials do) is fine.
+    for kwarg in (
+        {"collection_metadata": {"hnsw:space": "cosine"}},
+        {"collection_configuration": {"hnsw": {"space": "cosine"}}},
+    ):
+        store = ContractChroma(fresh_name(), emb, client=client, **kwarg)
+        assert store._collection.configuration["hnsw"]["space"] == "cosine"
+        store.delete_collection()
     with pytest.raises(InvalidInputError, match="does not exist"):
         ContractChroma(fresh_name(), emb, client=client, create_collection_if_not_exists=False)
     assert client.list_collections() == []

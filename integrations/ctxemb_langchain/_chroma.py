@@ -32,8 +32,10 @@ class ContractChroma(Chroma):
         sample: stored records re-embedded and compared when the collection is opened.
         create_collection_if_not_exists: create the collection (stamped) when it is missing.
         **kwargs: ``Chroma``'s own (``persist_directory``, ``host``/``port``, ``client``,
-            ``client_settings``, ``relevance_score_fn``, …). ``collection_metadata`` and
-            ``collection_configuration`` are not accepted: the contract decides the space.
+            ``client_settings``, ``relevance_score_fn``, …). The contract decides the collection's
+            metadata (its stamp) and distance space: ``collection_metadata`` /
+            ``collection_configuration`` may only name that space (``{"hnsw:space": "cosine"}``
+            for a normalised contract, ``"ip"`` otherwise), as LangChain tutorials do.
 
     Example:
         >>> store = ContractChroma("docs", ContractEmbeddings(contract), persist_directory="./db")
@@ -51,12 +53,7 @@ class ContractChroma(Chroma):
         **kwargs: Any,
     ) -> None:
         embeddings = contract_embeddings(embedding_function)
-        for refused in ("collection_metadata", "collection_configuration"):
-            if kwargs.get(refused) is not None:
-                raise TypeError(
-                    f"ContractChroma does not take {refused}: the contract decides the "
-                    "collection's metadata (its stamp) and distance space"
-                )
+        _check_settings(kwargs, embeddings)
         self._ctxemb_sample = check_sample_size(sample)
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
         self._guarded: GuardedCollection | None = None
@@ -176,3 +173,27 @@ class ContractChroma(Chroma):
             upsert=True,
         )
         return ids
+
+
+def _check_settings(kwargs: dict[str, Any], embeddings: ContractEmbeddings) -> None:
+    """Refuse collection settings other than the space the contract's collection has anyway."""
+    space = "cosine" if embeddings.contract.normalize else "ip"
+    metadata = kwargs.pop("collection_metadata", None) or {}
+    configuration = kwargs.pop("collection_configuration", None) or {}
+    given = {"collection_metadata": metadata, "collection_configuration": configuration}
+    asked = [metadata.get("hnsw:space")] if metadata else []
+    if configuration:
+        asked.append((configuration.get("hnsw") or {}).get("space"))
+    extra = set(metadata) - {"hnsw:space"} or set(configuration) - {"hnsw"}
+    if extra or (configuration.get("hnsw") and set(configuration["hnsw"]) - {"space"}):
+        raise TypeError(
+            f"ContractChroma takes no collection settings but the space ({given}): the "
+            "collection's metadata is the contract's stamp"
+        )
+    for value in asked:
+        if value != space:
+            raise TypeError(
+                f"this contract's collection searches in the {space!r} space, not {value!r} "
+                f"({'normalised' if space == 'cosine' else 'unnormalised'} vectors); leave the "
+                "space out, the contract decides it"
+            )
