@@ -51,3 +51,25 @@ def test_py_typed_is_shipped():
     from pathlib import Path
 
     assert (Path(ctxemb_core.__file__).parent / "py.typed").is_file()
+
+
+def test_the_framework_adapters_export_their_components():
+    import ctxemb_haystack
+    import ctxemb_langchain
+
+    assert set(ctxemb_haystack.__all__) == {
+        "ContractDocumentEmbedder",
+        "ContractDocumentWriter",
+        "ContractRetriever",
+        "ContractTextEmbedder",
+        "DuplicateDocumentsError",
+    }
+    assert set(ctxemb_langchain.__all__) == {
+        "ContractChroma",
+        "ContractEmbeddings",
+        "ContractRetriever",
+        "ContractVectorStore",
+    }
+    for module in (ctxemb_haystack, ctxemb_langchain):
+        for name in module.__all__:
+            assert getattr(module, name).__module__.startswith(module.__name__), name
