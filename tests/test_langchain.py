@@ -102,6 +102,14 @@ def test_each_method_embeds_in_its_own_role(minilm_contract):
     assert embeddings.fingerprint == contract.fingerprint
 
 
+async def test_no_texts_give_no_vectors_as_in_every_langchain_embeddings(emb):
+    # A store adding nothing (add_texts([])) asks for no vectors; the core Embedder refuses an
+    # empty batch as a likely bug, the LangChain interface answers it.
+    assert emb.embed_documents([]) == [] and await emb.aembed_documents([]) == []
+    store = ContractVectorStore(InMemoryVectorStore(emb))
+    assert store.add_texts([]) == [] and store.similarity_search("tea") == []
+
+
 def test_the_contract_can_be_an_object_a_dict_or_a_json_file(minilm_contract, tmp_path):
     path = tmp_path / "contract.json"
     path.write_text(minilm_contract.to_json())

@@ -75,8 +75,10 @@ class ContractEmbeddings(Embeddings):
         return self.lazy.get()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents under the contract (document role)."""
-        return self.lazy.embed_documents(texts).tolist()
+        """Embed documents under the contract (document role); no texts, no vectors (as every
+        LangChain ``Embeddings``: a store adding nothing calls this with ``[]``)."""
+        texts = list(texts)
+        return self.lazy.embed_documents(texts).tolist() if texts else []
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query under the contract (query role)."""
