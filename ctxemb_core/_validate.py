@@ -23,7 +23,7 @@ overridden method of the subclass takes part in prefixing, hashing or tokenizing
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
@@ -124,3 +124,14 @@ def _batch_advice(value: Any) -> str:
     if type(value).__module__ == "numpy":
         return f"numpy {kind}; pass .tolist() of it"
     return kind
+
+
+def texts_from_iterable(value: Any, name: str = "texts") -> list[str]:
+    """Like :func:`check_texts`, for interfaces that take any iterable of texts (LangChain's
+    ``add_texts``): a generator is read once into a list; a single string, bytes, ``None`` or a
+    non-iterable is refused by :func:`check_texts` before anything is read."""
+    if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        value, Iterable
+    ):
+        return check_texts(value, name)
+    return check_texts(list(value), name)

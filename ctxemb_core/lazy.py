@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ctxemb_core._validate import check_positive_int, check_texts
 from ctxemb_core.contract import EmbeddingContract, load_contract
 from ctxemb_core.documents import remember
 from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import storable
 
 __all__ = ["LazyEmbedder"]
@@ -57,6 +59,13 @@ class LazyEmbedder:
     ) -> None:
         self.contract = load_contract(contract)
         remember(self.contract)
+        # Checked now, not at the first embed deep inside a store write or a chain.
+        if backend not in ("auto", "onnx", "torch"):
+            raise InvalidInputError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
+        if not isinstance(device, str) or not device:
+            raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
+        check_positive_int(batch_size, "batch_size")
+        check_positive_int(token_budget, "token_budget")
         self.show_progress = show_progress
         #: What :meth:`Embedder.from_config` builds from (JSON-ready; see ``Embedder.config``).
         self.config = Embedder.config_for(
@@ -68,6 +77,22 @@ class LazyEmbedder:
             token_budget=token_budget,
         )
         self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (pickle, deepcopy, another process) carries the recipe, not the loaded network.
+        return {
+            "contract": self.contract,
+            "config": self.config,
+            "show_progress": self.show_progress,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.contract = state["contract"]
+        self.config = state["config"]
+        self.show_progress = state["show_progress"]
+        remember(self.contract)
+        self._embedder = None
         self._lock = threading.Lock()
 
     @property
@@ -91,7 +116,8 @@ class LazyEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Documents embedded under the contract, as float32 rows a store keeps."""
-        return storable(self.get().embed_documents(list(texts)), self.contract.precision)
+        batch = check_texts(texts, "texts")
+        return storable(self.get().embed_documents(batch), self.contract.precision)
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query embedded under the contract, as the float32 vector a store searches with."""

@@ -538,3 +538,73 @@ def test_an_empty_collection_the_store_created_first_is_refused_with_advice(
     with pytest.raises(MissingStampError, match="delete_collection"):
         ContractDocumentWriter(store).run(embedded)
     assert store.count_documents() == 0
+
+
+def test_a_failed_first_write_creates_no_collection(minilm_contract, tmp_path):
+    import chromadb
+
+    store = ChromaDocumentStore(collection_name=fresh_name(), persist_path=str(tmp_path))
+    embed = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False)
+    bad_batches = [
+        [Document(id="a", content=None)],
+        [Document(id="a", content="x", meta={"score": float("inf")})],
+        [Document(id="a", content="x", meta={"$key": 1})],
+    ]
+    for batch in bad_batches:
+        with pytest.raises(InvalidInputError):
+            ContractDocumentWriter(store).run(embed.run(batch)["documents"])
+    # Nothing was created, so nothing claims the name for this contract.
+    assert chromadb.PersistentClient(str(tmp_path)).list_collections() == []
+    other = minilm_contract.with_(pooling="cls")
+    batch = ContractDocumentEmbedder(contract=other, progress_bar=False).run(documents()[:1])
+    assert ContractDocumentWriter(store).run(batch["documents"])["documents_written"] == 1
+
+
+def test_vectors_of_a_contract_this_process_never_built_are_refused(make_store):
+    store, _ = make_store()
+    bogus = Document(id="z", content="x", meta={FINGERPRINT_KEY: "0" * 64}, embedding=[1.0, 2.0])
+    with pytest.raises(InvalidInputError, match="did not build"):
+        ContractDocumentWriter(store).run([bogus])
+    assert store.count_documents() == 0
+
+
+def test_a_repeated_id_in_one_batch_is_named_as_such(minilm_contract, make_store):
+    store, _ = make_store()
+    twice = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False).run(
+        [Document(id="a", content="x"), Document(id="a", content="y")]
+    )["documents"]
+    with pytest.raises(DuplicateDocumentsError, match="more than once in the batch"):
+        ContractDocumentWriter(store).run(twice)
+    assert store.count_documents() == 0
+
+
+def test_the_writer_takes_a_policy_by_name_and_from_dict_leaves_its_input_alone():
+    store = InMemoryDocumentStore()
+    writer = ContractDocumentWriter(store, policy="overwrite")  # type: ignore[arg-type]
+    assert writer.policy is DuplicatePolicy.OVERWRITE
+    data = writer.to_dict()
+    frozen = json.dumps(data, sort_keys=True)
+    again = ContractDocumentWriter.from_dict(data)
+    assert json.dumps(data, sort_keys=True) == frozen and again.to_dict() == data
+    assert ContractDocumentWriter.from_dict(data).policy is DuplicatePolicy.OVERWRITE
+    with pytest.raises(InvalidInputError, match="policy must be"):
+        ContractDocumentWriter(store, policy="sometimes")  # type: ignore[arg-type]
+
+
+def test_another_width_outside_the_in_memory_sample_is_named_as_a_contract(
+    minilm_contract, tiny_st_factory
+):
+    store = InMemoryDocumentStore()
+    embed = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False)
+    filler = [Document(id=f"f{k}", content=f"filler {k}") for k in range(20)]
+    ContractDocumentWriter(store).run(embed.run(filler[:10])["documents"])
+    tiny = contract_for(tiny_st_factory())
+    (odd,) = ContractDocumentEmbedder(contract=tiny, progress_bar=False).run(
+        [Document(id="tiny", content="tiny")]
+    )["documents"]
+    store.write_documents([odd])  # around the guard, in the middle of the store
+    store.write_documents(embed.run(filler[10:])["documents"])
+    with pytest.raises(PipelineRuntimeError) as info:
+        ask(querying(minilm_contract, store, InMemoryEmbeddingRetriever), "tea")
+    err = cause(info)
+    assert isinstance(err, ContractMismatchError) and err.documents == ("tiny",)

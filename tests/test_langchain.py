@@ -699,3 +699,83 @@ def test_update_documents_goes_through_the_checked_write(emb, tmp_path):
     assert [(d.id, d.page_content, d.metadata) for d in got] == [
         ("tea", "Tea, changed.", {"topic": "tea"})
     ]
+
+
+# -- inputs that must be refused whole -----------------------------------------------------------
+
+
+def test_a_single_string_is_refused_not_split_into_characters(emb, tmp_path):
+    chroma = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
+    memory = ContractVectorStore(InMemoryVectorStore(emb))
+    with pytest.raises(InvalidInputError, match="got one string"):
+        emb.embed_documents("hello")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="got one string"):
+        asyncio.run(emb.aembed_documents("abc"))  # type: ignore[arg-type]
+    for store in (chroma, memory):
+        with pytest.raises(InvalidInputError, match="got one string"):
+            store.add_texts("hey")  # type: ignore[arg-type]
+    assert chroma._collection.count() == 0 and memory.store.store == {}
+    # Any iterable of texts is still a batch, as LangChain's interface promises.
+    assert len(memory.add_texts(t for t in ["a", "b"])) == 2
+
+
+def test_contract_vector_store_refuses_batches_that_would_lose_texts(emb):
+    store = ContractVectorStore(InMemoryVectorStore(emb))
+    for ids in (["y"], ["z", "z"]):
+        with pytest.raises(InvalidInputError):
+            store.add_texts(["a", "b"], ids=ids)
+    with pytest.raises(InvalidInputError, match="3 metadatas for 2 texts"):
+        store.add_texts(["a", "b"], [{}, {}, {}])
+    twice = [Document(id="d", page_content="a"), Document(id="d", page_content="b")]
+    with pytest.raises(InvalidInputError):
+        store.add_documents(twice)
+    assert store.store.store == {}
+
+
+def test_another_width_outside_the_in_memory_sample_is_named_as_a_contract(emb, tiny_st_factory):
+    store = ContractVectorStore(InMemoryVectorStore(emb))
+    store.add_texts([f"filler {k}" for k in range(10)])
+    tiny = ContractVectorStore(
+        InMemoryVectorStore(ContractEmbeddings(contract_for(tiny_st_factory())))
+    )
+    tiny.add_texts(["tiny"], ids=["tiny"])
+    store.store.store.update(tiny.store.store)  # around the guard, in the middle of the store
+    store.add_texts([f"filler {k}" for k in range(10, 20)])
+    for search in (
+        lambda: store.similarity_search("tea"),
+        lambda: store.max_marginal_relevance_search("tea", k=2),
+        lambda: store.as_retriever(k=2).invoke("tea"),
+    ):
+        with pytest.raises(ContractMismatchError) as info:
+            search()
+        assert info.value.documents == ("tiny",)
+
+
+def test_contract_chroma_takes_persist_directory_positionally_and_resets_after_delete(
+    emb, tmp_path
+):
+    store = ContractChroma(fresh_name(), emb, str(tmp_path))
+    assert store._client.get_settings().is_persistent
+    store.add_texts(["Green tea is steamed."], ids=["tea"])
+    store.delete_collection()
+    store.reset_collection()  # after a delete, as after anything: an empty stamped collection
+    assert store._collection.count() == 0
+    assert IndexStamp.is_stamped(store._collection.metadata)
+    with pytest.raises(InvalidInputError, match="no image role"):
+        store.add_images(["x.png"])
+
+
+def test_contract_embeddings_copy_and_pickle_as_their_recipe(emb, minilm_contract):
+    import copy
+    import pickle
+
+    emb.embed_query("warm")  # a loaded network is not part of a copy
+    for again in (pickle.loads(pickle.dumps(emb)), copy.deepcopy(emb)):
+        assert again.contract == minilm_contract and not again.lazy.loaded
+        assert again.embed_query("tea") == emb.embed_query("tea")
+
+
+def test_contract_embeddings_check_their_settings_when_built(minilm_contract):
+    for bad in ({"backend": "bogus"}, {"batch_size": 0}, {"token_budget": -1}, {"device": ""}):
+        with pytest.raises(InvalidInputError):
+            ContractEmbeddings(minilm_contract, **bad)

@@ -12,10 +12,11 @@ from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
 from ctxemb_chroma import GuardedCollection, connect, open_collection
 from ctxemb_chroma._store import stored_or_none
+from ctxemb_chroma._write import check_metadatas
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
-from ctxemb_core.guard import similarity
+from ctxemb_core.guard import check_embedded, check_records, similarity
 from ctxemb_haystack._stores import DuplicateDocumentsError, contract_of, unique
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,15 @@ class ChromaGuard:
         stamped = self.stamped()
         if stamped is not None:
             check_fingerprint(fingerprint, stamped)
+        contract = contract_of(fingerprint, stamped)
+        # The whole batch is checked before the collection is created (and stamped).
+        texts = [_content(d) for d in documents]
+        metas = [_storable_meta(d) for d in documents]
+        check_records(ids, texts, metas)
+        check_metadatas(ids, metas)
+        check_embedded([d.embedding for d in documents], contract, ids)
         try:
-            guarded = self.opened(contract_of(fingerprint, stamped), create=True)
+            guarded = self.opened(contract, create=True)
         except MissingStampError as exc:
             raw = stored_or_none(self.client(), self.name)
             if raw is None or raw.count():
@@ -99,24 +107,24 @@ class ChromaGuard:
                 f"chromadb's client.delete_collection({self.name!r}) or use another "
                 "collection_name, and let ContractDocumentWriter create it stamped."
             ) from None
+        rows = list(zip(documents, texts, metas, strict=True))
         if policy is DuplicatePolicy.SKIP:
             present = set(guarded.get(ids=ids, include=[])["ids"])
-            documents = [d for d in documents if d.id not in present]
-            ids = [d.id for d in documents]
-        if not documents:
+            rows = [r for r in rows if r[0].id not in present]
+        if not rows:
             return 0
         try:
             guarded.add_embedded(
-                ids,
-                [d.embedding for d in documents],
-                [_content(d) for d in documents],
-                [_storable_meta(d) for d in documents],
+                [d.id for d, _, _ in rows],
+                [d.embedding for d, _, _ in rows],
+                [t for _, t, _ in rows],
+                [m for _, _, m in rows],
                 fingerprint=fingerprint,
                 upsert=policy is DuplicatePolicy.OVERWRITE,
             )
         except ExistingIdsError as exc:
             raise DuplicateDocumentsError(exc.ids) from None
-        return len(documents)
+        return len(rows)
 
     def retrieve(
         self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_sample_size
 from ctxemb_haystack._stores import guard_for
+
+
+def _policy(policy: Any) -> DuplicatePolicy:
+    """A ``DuplicatePolicy``, or its name as ``to_dict`` writes it (``"OVERWRITE"``)."""
+    if isinstance(policy, DuplicatePolicy):
+        return policy
+    if isinstance(policy, str) and policy.upper() in DuplicatePolicy.__members__:
+        return DuplicatePolicy[policy.upper()]
+    raise InvalidInputError(
+        f"policy must be a DuplicatePolicy or one of {list(DuplicatePolicy.__members__)}, "
+        f"got {policy!r}"
+    )
 
 
 def _check_documents(documents: Any, who: str) -> list[Document]:
@@ -51,7 +65,7 @@ class ContractDocumentWriter:
         sample: int = OPEN_SAMPLE,
     ) -> None:
         self.document_store = document_store
-        self.policy = policy
+        self.policy = _policy(policy)
         self.sample = check_sample_size(sample)
         self._guard = guard_for(document_store, self.sample)
 
@@ -62,10 +76,7 @@ class ContractDocumentWriter:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ContractDocumentWriter:
-        params = data.get("init_parameters", {})
-        if "policy" in params:
-            params["policy"] = DuplicatePolicy[params["policy"]]
-        return default_from_dict(cls, data)
+        return default_from_dict(cls, copy.deepcopy(data))  # the policy's name is read by init
 
     @component.output_types(documents_written=int)
     def run(
@@ -73,7 +84,7 @@ class ContractDocumentWriter:
     ) -> dict[str, int]:
         """Write the documents; returns ``documents_written``."""
         documents = _check_documents(documents, "ContractDocumentWriter")
-        written = self._guard.write(documents, policy or self.policy)
+        written = self._guard.write(documents, _policy(policy) if policy else self.policy)
         return {"documents_written": written}
 
     @component.output_types(documents_written=int)

@@ -35,13 +35,13 @@ MEMORY_SAMPLE = 16
 class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
     """Documents with these ids are stored already (policy ``FAIL``); nothing was written."""
 
-    def __init__(self, ids: tuple[str, ...]) -> None:
+    def __init__(self, ids: tuple[str, ...], *, in_batch: bool = False) -> None:
         ExistingIdsError.__init__(self, ids)
         shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        where = "appear more than once in the batch" if in_batch else "already exist in the store"
         self.args = (
-            f"documents with ids {shown} already exist in the document store; nothing was "
-            "written. Pass policy=DuplicatePolicy.OVERWRITE to replace them or SKIP to keep "
-            "them.",
+            f"documents with ids {shown} {where}; nothing was written. Pass "
+            "policy=DuplicatePolicy.OVERWRITE to keep the last or SKIP to keep the first.",
         )
 
 
@@ -68,7 +68,7 @@ def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]
     seen: dict[str, Document] = {}
     for doc in documents:
         if doc.id in seen and policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
-            raise DuplicateDocumentsError((doc.id,))
+            raise DuplicateDocumentsError((doc.id,), in_batch=True)
         if doc.id not in seen or policy is DuplicatePolicy.OVERWRITE:
             seen[doc.id] = doc
     return list(seen.values())
@@ -83,15 +83,16 @@ class MemoryGuard:
     def write(self, documents: list[Document], policy: DuplicatePolicy) -> int:
         documents = unique(documents, policy)
         ids = [d.id for d in documents]
-        stored = self.store.storage
+        fingerprint = batch_fingerprint([d.meta for d in documents], ids)
+        if fingerprint is None:
+            return 0
+        # The batch must be this process's contract's (its vectors are checked against it) ...
+        contract = contract_of(fingerprint, None)
+        check_embedded([d.embedding for d in documents], contract, ids)
+        # ... and the store's: any few stored documents stand for it.
         sample = self.sample()
-        fingerprint = batch_fingerprint(
-            [d.meta for d in sample] + [d.meta for d in documents],
-            [d.id for d in sample] + ids,
-        )
-        contract = recall(fingerprint) if fingerprint else None
-        if contract is not None:
-            check_embedded([d.embedding for d in documents], contract, ids)
+        check_documents([d.meta for d in sample], contract, ids=[d.id for d in sample])
+        stored = self.store.storage
         if policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
             present = tuple(i for i in ids if i in stored)
             if present:
@@ -114,7 +115,13 @@ class MemoryGuard:
         sample = self.sample()
         check_documents([d.meta for d in sample], fingerprint, ids=[d.id for d in sample])
         # The score as the store computes it (dot product or cosine), never rescaled.
-        found = retriever.run(query_embedding=query_embedding, scale_score=False, **kwargs)
+        try:
+            found = retriever.run(query_embedding=query_embedding, scale_score=False, **kwargs)
+        except Exception:
+            # Another width outside the sample fails the search: name the contract, not numpy.
+            every = list(self.store.storage.values())
+            check_documents([d.meta for d in every], fingerprint, ids=[d.id for d in every])
+            raise
         documents: list[Document] = found["documents"]
         check_documents([d.meta for d in documents], fingerprint, ids=[d.id for d in documents])
         return documents
@@ -128,6 +135,7 @@ def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> Embeddin
     if contract is None:
         raise InvalidInputError(
             f"the documents were embedded under contract {fingerprint[:12]}, which this process "
-            "did not build: embed them with ContractDocumentEmbedder in this pipeline"
+            "did not build, so their vectors cannot be checked: embed them with a "
+            "ContractDocumentEmbedder in this pipeline (building one with that contract is enough)"
         )
     return contract

@@ -9,22 +9,26 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents
+from ctxemb_core._validate import texts_from_iterable
+from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import check_records
 
 #: Stored documents of an ``InMemoryVectorStore`` checked before a search (its own search fails
 #: on vectors of another width before any result could be checked).
 MEMORY_SAMPLE = 16
 
 
-def check_memory_sample(store: Any, contract: EmbeddingContract) -> None:
+def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:
     """Check a few stored records of an ``InMemoryVectorStore`` (they stand for the whole, as
-    every write goes through the guard); other stores are checked by their results only."""
+    every write goes through the guard), or ``every`` one; other stores are checked by their
+    results only."""
     records = getattr(store, "store", None)
     if not isinstance(store, InMemoryVectorStore) or not isinstance(records, dict):
         return
     half = MEMORY_SAMPLE // 2
-    picked = list(itertools.islice(records.values(), half))
-    if len(records) > half:
+    picked = list(records.values()) if every else list(itertools.islice(records.values(), half))
+    if len(records) > half and not every:
         picked += list(itertools.islice(reversed(records.values()), half))
     check_documents(
         [r.get("metadata") or {} for r in picked],
@@ -39,3 +43,42 @@ def unstamped(document: Document) -> Document:
         return document
     meta = {k: v for k, v in document.metadata.items() if k != FINGERPRINT_KEY}
     return document.model_copy(update={"metadata": meta})
+
+
+def stamped_batch(
+    texts: Any, metadatas: list[dict] | None, ids: list[str] | None, contract: EmbeddingContract
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """A batch to add, checked whole before the store sees it (a store that zips texts with ids,
+    or keeps the last of a repeated id, would lose texts silently), with stamped metadata."""
+    batch = texts_from_iterable(texts)
+    metas = list(metadatas) if metadatas else []
+    if len(metas) > len(batch):
+        raise InvalidInputError(f"{len(metas)} metadatas for {len(batch)} texts")
+    metas += [{}] * (len(batch) - len(metas))
+    if ids is not None:
+        check_records(list(ids), batch, metas)
+    return batch, [stamp_meta(m or {}, contract) for m in metas]
+
+
+def check_settings(kwargs: dict[str, Any], contract: EmbeddingContract) -> None:
+    """Refuse collection settings other than the space the contract's collection has anyway."""
+    space = "cosine" if contract.normalize else "ip"
+    metadata = kwargs.pop("collection_metadata", None) or {}
+    configuration = kwargs.pop("collection_configuration", None) or {}
+    given = {"collection_metadata": metadata, "collection_configuration": configuration}
+    asked = [metadata.get("hnsw:space")] if metadata else []
+    if configuration:
+        asked.append((configuration.get("hnsw") or {}).get("space"))
+    extra = set(metadata) - {"hnsw:space"} or set(configuration) - {"hnsw"}
+    if extra or (configuration.get("hnsw") and set(configuration["hnsw"]) - {"space"}):
+        raise TypeError(
+            f"ContractChroma takes no collection settings but the space ({given}): the "
+            "collection's metadata is the contract's stamp"
+        )
+    for value in asked:
+        if value != space:
+            raise TypeError(
+                f"this contract's collection searches in the {space!r} space, not {value!r} "
+                f"({'normalised' if space == 'cosine' else 'unnormalised'} vectors); leave the "
+                "space out, the contract decides it"
+            )

@@ -10,8 +10,10 @@ from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, open_collection
+from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
+from ctxemb_langchain._checks import check_settings
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
 
@@ -47,18 +49,24 @@ class ContractChroma(Chroma):
         self,
         collection_name: str = "langchain",
         embedding_function: ContractEmbeddings | None = None,
+        persist_directory: str | None = None,
         *,
         sample: int = OPEN_SAMPLE,
         create_collection_if_not_exists: bool = True,
         **kwargs: Any,
     ) -> None:
         embeddings = contract_embeddings(embedding_function)
-        _check_settings(kwargs, embeddings)
+        check_settings(kwargs, embeddings.contract)
         self._ctxemb_sample = check_sample_size(sample)
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
         self._guarded: GuardedCollection | None = None
         # Chroma's constructor makes the client, then calls the collection hook below.
-        super().__init__(collection_name=collection_name, embedding_function=embeddings, **kwargs)
+        super().__init__(
+            collection_name=collection_name,
+            embedding_function=embeddings,
+            persist_directory=persist_directory,
+            **kwargs,
+        )
         if self._guarded is None:  # pragma: no cover - a langchain_chroma that renamed its hook
             raise CtxembError(
                 "this langchain_chroma version opened the collection without ctxemb's guard; "
@@ -144,6 +152,18 @@ class ContractChroma(Chroma):
         super().delete_collection()
         self._guarded = None
 
+    def reset_collection(self) -> None:
+        """Delete the collection (if it is still there) and create it again, stamped."""
+        if self._guarded is not None:
+            self.delete_collection()
+        self._Chroma__ensure_collection()
+
+    def add_images(self, *args: Any, **kwargs: Any) -> list[str]:
+        raise InvalidInputError(
+            "ContractChroma stores text embedded under its contract; ContractEmbeddings has no "
+            "image role"
+        )
+
     def add_texts(
         self,
         texts: Iterable[str],
@@ -152,7 +172,7 @@ class ContractChroma(Chroma):
         **kwargs: Any,
     ) -> list[str]:
         """Embed under the contract and upsert; checked whole first, undone if it fails."""
-        texts = list(texts)
+        texts = texts_from_iterable(texts)
         if ids is None:
             ids = [str(uuid.uuid4()) for _ in texts]
         else:
@@ -173,27 +193,3 @@ class ContractChroma(Chroma):
             upsert=True,
         )
         return ids
-
-
-def _check_settings(kwargs: dict[str, Any], embeddings: ContractEmbeddings) -> None:
-    """Refuse collection settings other than the space the contract's collection has anyway."""
-    space = "cosine" if embeddings.contract.normalize else "ip"
-    metadata = kwargs.pop("collection_metadata", None) or {}
-    configuration = kwargs.pop("collection_configuration", None) or {}
-    given = {"collection_metadata": metadata, "collection_configuration": configuration}
-    asked = [metadata.get("hnsw:space")] if metadata else []
-    if configuration:
-        asked.append((configuration.get("hnsw") or {}).get("space"))
-    extra = set(metadata) - {"hnsw:space"} or set(configuration) - {"hnsw"}
-    if extra or (configuration.get("hnsw") and set(configuration["hnsw"]) - {"space"}):
-        raise TypeError(
-            f"ContractChroma takes no collection settings but the space ({given}): the "
-            "collection's metadata is the contract's stamp"
-        )
-    for value in asked:
-        if value != space:
-            raise TypeError(
-                f"this contract's collection searches in the {space!r} space, not {value!r} "
-                f"({'normalised' if space == 'cosine' else 'unnormalised'} vectors); leave the "
-                "space out, the contract decides it"
-            )

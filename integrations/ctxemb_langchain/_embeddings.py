@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.lazy import LazyEmbedder
 
 
@@ -77,8 +78,8 @@ class ContractEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents under the contract (document role); no texts, no vectors (as every
         LangChain ``Embeddings``: a store adding nothing calls this with ``[]``)."""
-        texts = list(texts)
-        return self.lazy.embed_documents(texts).tolist() if texts else []
+        batch = texts_from_iterable(texts)
+        return self.lazy.embed_documents(batch).tolist() if batch else []
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query under the contract (query role)."""

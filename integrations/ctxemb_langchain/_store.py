@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -9,8 +10,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from ctxemb_core.documents import check_documents, stamp_meta
-from ctxemb_langchain._checks import check_memory_sample, unstamped
+from ctxemb_core.documents import check_documents
+from ctxemb_langchain._checks import check_memory_sample, stamped_batch, unstamped
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
 
@@ -69,26 +70,17 @@ class ContractVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        texts = list(texts)
-        metas = list(metadatas) if metadatas else []
-        metas += [{}] * (len(texts) - len(metas))
-        stamped = [stamp_meta(m or {}, self.contract) for m in metas]
+        texts, stamped = stamped_batch(texts, metadatas, ids, self.contract)
         return self.store.add_texts(texts, stamped, ids=ids, **kwargs)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        # Copies carry the stamp: the caller's documents are not changed.
-        stamped = [
-            d.model_copy(update={"metadata": stamp_meta(d.metadata, self.contract)})
-            for d in documents
-        ]
-        return self.store.add_documents(stamped, **kwargs)
-
-    async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        stamped = [
-            d.model_copy(update={"metadata": stamp_meta(d.metadata, self.contract)})
-            for d in documents
-        ]
-        return await self.store.aadd_documents(stamped, **kwargs)
+        # Through add_texts, so a batch of documents is checked whole as a batch of texts is;
+        # the caller's documents are not changed (the stamp goes on copies of their metadata).
+        ids = kwargs.pop("ids", None)
+        if ids is None and any(d.id is not None for d in documents):
+            ids = [d.id if d.id is not None else str(uuid.uuid4()) for d in documents]
+        texts = [d.page_content for d in documents]
+        return self.add_texts(texts, [dict(d.metadata) for d in documents], ids=ids, **kwargs)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         return self.store.delete(ids, **kwargs)
@@ -98,8 +90,16 @@ class ContractVectorStore(VectorStore):
 
     # -- out ---------------------------------------------------------------------------------
 
-    def _before_search(self) -> None:
+    def _search(self, search: Any, *args: Any, **kwargs: Any) -> Any:
+        """The inner store's search, after a sample of an in-memory store is checked; if the
+        search itself fails (another width found outside the sample), every stored record is
+        checked so the contract's error is raised, not the store's."""
         check_memory_sample(self.store, self.contract)
+        try:
+            return search(*args, **kwargs)
+        except Exception:
+            check_memory_sample(self.store, self.contract, every=True)
+            raise
 
     def _checked(self, documents: Sequence[Document]) -> list[Document]:
         check_documents(
@@ -119,20 +119,19 @@ class ContractVectorStore(VectorStore):
         return self._checked(self.store.get_by_ids(ids))
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        self._before_search()
-        return self._checked(self.store.similarity_search(query, k=k, **kwargs))
+        return self._checked(self._search(self.store.similarity_search, query, k=k, **kwargs))
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        self._before_search()
-        return self._checked_pairs(self.store.similarity_search_with_score(query, k=k, **kwargs))
+        found = self._search(self.store.similarity_search_with_score, query, k=k, **kwargs)
+        return self._checked_pairs(found)
 
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        self._before_search()
-        found = self.store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
+        search = self.store.similarity_search_with_relevance_scores
+        found = self._search(search, query, k=k, **kwargs)
         return self._checked_pairs(found)
 
     async def _asimilarity_search_with_relevance_scores(
@@ -140,22 +139,26 @@ class ContractVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         # The base class's async form asks this wrapper for a score function it cannot have
         # (the inner store knows its metric): delegate as the sync form does.
-        self._before_search()
+        check_memory_sample(self.store, self.contract)
         found = await self.store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
         return self._checked_pairs(found)
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, **kwargs: Any
     ) -> list[Document]:
-        self._before_search()
-        return self._checked(self.store.similarity_search_by_vector(embedding, k=k, **kwargs))
+        search = self.store.similarity_search_by_vector
+        return self._checked(self._search(search, embedding, k=k, **kwargs))
 
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
-        self._before_search()
-        found = self.store.max_marginal_relevance_search(
-            query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+        found = self._search(
+            self.store.max_marginal_relevance_search,
+            query,
+            k=k,
+            fetch_k=fetch_k,
+            lambda_mult=lambda_mult,
+            **kwargs,
         )
         return self._checked(found)
 
@@ -167,9 +170,13 @@ class ContractVectorStore(VectorStore):
         lambda_mult: float = 0.5,
         **kwargs: Any,
     ) -> list[Document]:
-        self._before_search()
-        found = self.store.max_marginal_relevance_search_by_vector(
-            embedding, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs
+        found = self._search(
+            self.store.max_marginal_relevance_search_by_vector,
+            embedding,
+            k=k,
+            fetch_k=fetch_k,
+            lambda_mult=lambda_mult,
+            **kwargs,
         )
         return self._checked(found)
 
