@@ -779,3 +779,12 @@ def test_contract_embeddings_check_their_settings_when_built(minilm_contract):
     for bad in ({"backend": "bogus"}, {"batch_size": 0}, {"token_budget": -1}, {"device": ""}):
         with pytest.raises(InvalidInputError):
             ContractEmbeddings(minilm_contract, **bad)
+
+
+def test_contract_chroma_get_checks_limit_and_offset(emb, tmp_path):
+    store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
+    store.add_texts(list(DOCS.values()), ids=list(DOCS))
+    for bad in ({"limit": -1}, {"offset": -2}, {"limit": "3"}):
+        with pytest.raises(InvalidInputError):
+            store.get(**bad)
+    assert len(store.get(limit=2, offset=1)["ids"]) == 2

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from ctxemb_chroma import GuardedCollection, open_collection
 from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.errors import CtxembError, InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
+from ctxemb_core.guard import OPEN_SAMPLE, check_count, check_flag, check_sample_size
 from ctxemb_langchain._checks import check_settings
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
@@ -20,13 +20,11 @@ from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 class ContractChroma(Chroma):
     """``langchain_chroma.Chroma`` whose collection carries the contract's stamp.
 
-    The collection is created stamped (the same stamp ``ctxemb_chroma`` and the Haystack adapter
-    write, so a collection indexed by any of them opens here under the same contract) or opened
-    and verified: fingerprint, canary, Chroma's persisted configuration and a sample of stored
-    records. ``ContractEmbeddings`` of another contract are refused before anything is written or
-    searched (:class:`~ctxemb_core.errors.ContractMismatchError`, the fields named). Every later
-    call reads the collection back and re-verifies it if it changed; writes (``add_texts``,
-    ``add_documents``: an upsert, as in ``Chroma``) are checked whole and undone on failure.
+    Created stamped (the stamp ``ctxemb_chroma`` and the Haystack adapter write: a collection
+    indexed by any of them opens here under the same contract) or opened and verified through
+    ``ctxemb_chroma.open_collection``; ``ContractEmbeddings`` of another contract are refused
+    (``ContractMismatchError``, fields named). Every later call re-reads the collection; writes
+    (upserts, as in ``Chroma``) are checked whole and undone on failure.
 
     Args:
         collection_name: the collection.
@@ -61,12 +59,7 @@ class ContractChroma(Chroma):
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
         self._guarded: GuardedCollection | None = None
         # Chroma's constructor makes the client, then calls the collection hook below.
-        super().__init__(
-            collection_name=collection_name,
-            embedding_function=embeddings,
-            persist_directory=persist_directory,
-            **kwargs,
-        )
+        super().__init__(collection_name, embeddings, persist_directory, **kwargs)
         if self._guarded is None:  # pragma: no cover - a langchain_chroma that renamed its hook
             raise CtxembError(
                 "this langchain_chroma version opened the collection without ctxemb's guard; "
@@ -111,6 +104,14 @@ class ContractChroma(Chroma):
 
         tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
         return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        """``Chroma.get``, its ``limit``/``offset`` checked first (Chroma's own error for a
+        negative one is an untyped ``OverflowError``)."""
+        for arg in ("limit", "offset"):
+            if kwargs.get(arg) is not None:
+                check_count(kwargs[arg], f"get: {arg}", 0)
+        return super().get(*args, **kwargs)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents of these ids (a record stored without metadata has ``{}``)."""

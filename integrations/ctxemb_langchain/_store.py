@@ -44,13 +44,12 @@ class ContractVectorStore(VectorStore):
         self._embeddings = contract_embeddings(
             embeddings if embeddings is not None else store.embeddings
         )
-        if store.embeddings is not None and store.embeddings is not self._embeddings:
-            inner = getattr(store.embeddings, "contract", None)
-            if inner != self._embeddings.contract:
-                raise TypeError(
-                    "the store embeds with other embeddings than the guard's contract; build "
-                    "it with the same ContractEmbeddings"
-                )
+        inner = getattr(store.embeddings, "contract", None)
+        if store.embeddings is not None and inner != self._embeddings.contract:
+            raise TypeError(
+                "the store embeds with other embeddings than the guard's contract; build it "
+                "with the same ContractEmbeddings"
+            )
 
     @property
     def embeddings(self) -> Embeddings:
@@ -109,9 +108,7 @@ class ContractVectorStore(VectorStore):
         )
         return [unstamped(d) for d in documents]
 
-    def _checked_pairs(
-        self, pairs: Sequence[tuple[Document, float]]
-    ) -> list[tuple[Document, float]]:
+    def _checked_pairs(self, pairs: Sequence[tuple[Document, float]]) -> list[Any]:
         documents = self._checked([d for d, _ in pairs])
         return [(d, s) for d, (_, s) in zip(documents, pairs, strict=True)]
 
