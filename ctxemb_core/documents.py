@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections import OrderedDict
@@ -54,12 +55,14 @@ from ctxemb_core.errors import (
 
 __all__ = [
     "FINGERPRINT_KEY",
+    "STORE_SAMPLE",
     "batch_fingerprint",
     "check_documents",
     "check_fingerprint",
     "recall",
     "remember",
     "stamp_meta",
+    "store_sample",
 ]
 
 #: The metadata key under which an embedded document carries its contract's fingerprint.
@@ -67,6 +70,20 @@ FINGERPRINT_KEY = "ctxemb_fingerprint"
 
 # The full sha256 hex digest, as EmbeddingContract.fingerprint writes it; anything else is damage.
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+#: Stored documents that stand for a store without collection metadata (every write into it is
+#: checked, so any few are its contract's; the first and the last written are taken).
+STORE_SAMPLE = 16
+
+
+def store_sample(records: Any) -> list[Any]:
+    """The first and last :data:`STORE_SAMPLE` // 2 of a store's records (all if it holds no
+    more), from a sized, reversible collection such as a dict's ``values()``."""
+    if len(records) <= STORE_SAMPLE:
+        return list(records)
+    half = STORE_SAMPLE // 2
+    return list(itertools.islice(records, half)) + list(itertools.islice(reversed(records), half))
+
 
 # Contracts this process embedded with, by fingerprint: a document or a query carries only a
 # fingerprint, and a check in the same process can still name the fields that differ.

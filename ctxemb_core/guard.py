@@ -54,10 +54,13 @@ __all__ = [
     "as_embedder",
     "check_configuration",
     "check_count",
+    "check_delete",
     "check_embedded",
     "check_flag",
     "check_ids",
+    "check_paging",
     "check_querier",
+    "check_querier_canary",
     "check_records",
     "check_sample_size",
     "check_stored",
@@ -257,6 +260,30 @@ def check_count(value: Any, name: str, minimum: int = 1) -> int:
     return value
 
 
+def check_paging(arguments: Mapping[str, Any], what: str) -> None:
+    """A read's ``limit`` / ``offset`` (when given) as counts >= 0, named with ``what``."""
+    for arg in ("limit", "offset"):
+        if arguments.get(arg) is not None:
+            check_count(arguments[arg], f"{what}: {arg}", 0)
+
+
+def check_delete(ids: Any, filters: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, Any]]:
+    """What a delete selects: ids and/or non-empty filters (by name). A delete without any, or
+    with an empty filter, is refused: it is never read as "everything".
+
+    Returns:
+        The checked ids (or ``None``) and the filters that were given, as plain dicts.
+    """
+    if ids is None and all(v is None for v in filters.values()):
+        names = ", ".join(["ids", *filters][:-1]) + f" or {[*filters][-1]}"
+        raise InvalidInputError(f"delete needs {names}; none was given")
+    checked = check_ids(ids) if ids is not None else None
+    for arg, value in filters.items():
+        if value is not None and (not isinstance(value, Mapping) or not value):
+            raise InvalidInputError(f"{arg} must be a non-empty filter mapping, got {value!r}")
+    return checked, {k: dict(v) for k, v in filters.items() if v is not None}
+
+
 def check_sample_size(sample: Any) -> int:
     """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
     return check_count(sample, "sample", 0)
@@ -274,6 +301,15 @@ def check_querier(embedder: Any) -> Embedder | None:
 
 
 # -- the stored form of a contract's vectors --------------------------------------------------
+
+
+def check_querier_canary(stamp: IndexStamp, querier: Embedder, verified: list[Embedder]) -> None:
+    """Refuse a querier of another contract than the stamp's; re-embed the canary with each
+    embedder not in ``verified`` once (same contract on paper, the canary proves its vectors)."""
+    stamp.check_contract(querier.contract)
+    if not any(q is querier for q in verified):
+        stamp.verify(querier)
+        verified.append(querier)
 
 
 def storable(vectors: np.ndarray, precision: Precision) -> np.ndarray:

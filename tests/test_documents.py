@@ -339,3 +339,16 @@ def test_batch_fingerprint_is_the_one_contract_of_a_batch(minilm_contract, forge
     with pytest.raises(ContractMismatchError) as info:
         batch_fingerprint(mixed)
     assert info.value.fields == ("fingerprint",) and info.value.documents == (3,)
+
+
+def test_store_sample_is_the_first_and_last_records():
+    from ctxemb_core.documents import STORE_SAMPLE, store_sample
+
+    records = {i: f"r{i}" for i in range(40)}
+    half = STORE_SAMPLE // 2
+    assert store_sample(records.values()) == [
+        f"r{i}" for i in [*range(half), *range(39, 39 - half, -1)]
+    ]
+    small = {i: i for i in range(STORE_SAMPLE)}
+    assert store_sample(small.values()) == list(range(STORE_SAMPLE))  # no record twice
+    assert store_sample({}.values()) == []

@@ -22,20 +22,29 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._connect import connect
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
-from ctxemb_chroma._store import check_name, connect, stamped_contract, stored_collection
+from ctxemb_chroma._store import (
+    check_name,
+    stamped_contract,
+    stored_collection,
+    stored_or_none,
+)
 from ctxemb_chroma._verify import verify
+from ctxemb_chroma._write import check_metadatas
 
 __all__ = [
     "ContractEmbeddingFunction",
     "GuardedCollection",
+    "check_metadatas",
     "check_name",
     "connect",
     "migrate",
     "open_collection",
     "stamped_contract",
     "stored_collection",
+    "stored_or_none",
     "verify",
 ]

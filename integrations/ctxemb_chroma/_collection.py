@@ -10,7 +10,7 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._store import identity, stored_or_none, translated
 from ctxemb_chroma._verify import verify_open
-from ctxemb_chroma._write import check_metadatas, restore, write_chunks
+from ctxemb_chroma._write import check_metadatas, write_undoable
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import check_fingerprint
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
@@ -18,12 +18,13 @@ from ctxemb_core.guard import (
     OPEN_SAMPLE,
     add_missing,
     check_count,
+    check_delete,
     check_embedded,
-    check_ids,
+    check_paging,
     check_querier,
+    check_querier_canary,
     check_records,
     storable,
-    undoable_write,
 )
 
 
@@ -105,10 +106,7 @@ class GuardedCollection:
             InvalidInputError: a bad batch (named), ExistingIdsError for ``add``.
             IncompleteWriteError: the write failed and so did its undo (both reported).
         """
-        ids, metadatas = check_records(ids, documents, metadatas)
-        check_metadatas(ids, metadatas)
-        raw = self.current()
-        self._write(raw, ids, None, documents, metadatas, upsert)
+        self._write(ids, documents, metadatas, upsert)
 
     def add_embedded(
         self,
@@ -130,23 +128,23 @@ class GuardedCollection:
             ContractMismatchError: the vectors were made under another contract.
             InvalidInputError: a bad batch or vector (named), ExistingIdsError for ``add``.
         """
-        ids, metadatas = check_records(ids, documents, metadatas)
-        check_metadatas(ids, metadatas)
-        raw = self.current()
-        check_fingerprint(fingerprint, self.stamp.contract)
-        self._write(
-            raw, ids, check_embedded(vectors, self.contract, ids), documents, metadatas, upsert
-        )
+        self._write(ids, documents, metadatas, upsert, (vectors, fingerprint))
 
     def _write(
         self,
-        raw: Collection,
-        ids: list[str],
-        vectors: Any,
+        ids: Sequence[str],
         documents: Sequence[str],
-        metadatas: Any,
+        metadatas: Sequence[dict[str, Any]] | None,
         upsert: bool,
+        embedded: tuple[Any, str] | None = None,
     ) -> None:
+        ids, metadatas = check_records(ids, documents, metadatas)
+        check_metadatas(ids, metadatas)
+        raw = self.current()
+        vectors = None
+        if embedded is not None:
+            check_fingerprint(embedded[1], self.stamp.contract)
+            vectors = check_embedded(embedded[0], self.contract, ids)
         with translated("reading the records to be written"):
             before = raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
         if before["ids"] and not upsert:
@@ -155,14 +153,9 @@ class GuardedCollection:
             vectors = storable(
                 self.embedder.embed_documents(list(documents)), self.contract.precision
             )
-        write = raw.upsert if upsert else raw.add
         with translated("reading the store's batch limit"):
             step = self.client.get_max_batch_size()
-        undoable_write(
-            lambda: write_chunks(write, step, ids, vectors, documents, metadatas),
-            lambda: restore(raw, step, ids, before, metadatas),
-            ids,
-        )
+        write_undoable(raw, step, upsert, ids, vectors, documents, metadatas, before)
 
     def add_missing(
         self,
@@ -210,20 +203,14 @@ class GuardedCollection:
         if isinstance(query_texts, str):
             query_texts = [query_texts]
         raw = self.current()
-        self.stamp.check_contract(querier.contract)
-        if not any(q is querier for q in self._queriers):
-            # Same contract on paper; the canary proves this embedder's vectors are the index's.
-            self.stamp.verify(querier)
-            self._queriers.append(querier)
+        check_querier_canary(self.stamp, querier, self._queriers)
         vectors = storable(querier.embed_queries(query_texts), querier.contract.precision)
         with translated("query"):
             return raw.query(query_embeddings=vectors, n_results=n_results, **kwargs)
 
     def get(self, **kwargs: Any) -> Any:
         """Chroma's ``get`` on the collection, after the stamp is checked."""
-        for arg in ("limit", "offset"):
-            if kwargs.get(arg) is not None:
-                check_count(kwargs[arg], f"get: {arg}", 0)
+        check_paging(kwargs, "get")
         with translated("get"):
             return self.current().get(**kwargs)
 
@@ -237,14 +224,7 @@ class GuardedCollection:
         """Delete records by id, by Chroma ``where`` / ``where_document`` filter, or both
         (a record must match all that are given). An empty filter is refused, never read as
         "everything"."""
-        filters: dict[str, Any] = {"where": where, "where_document": where_document}
-        if ids is None and where is None and where_document is None:
-            raise InvalidInputError("delete needs ids, where or where_document; none was given")
-        ids = check_ids(ids) if ids is not None else None
-        for arg, value in filters.items():
-            if value is not None and (not isinstance(value, Mapping) or not value):
-                raise InvalidInputError(f"{arg} must be a non-empty filter mapping, got {value!r}")
+        ids, given = check_delete(ids, {"where": where, "where_document": where_document})
         raw = self.current()
-        given: dict[str, Any] = {k: dict(v) for k, v in filters.items() if v is not None}
         with translated("delete"):
             raw.delete(ids=ids, **given)

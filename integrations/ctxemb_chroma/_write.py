@@ -11,6 +11,7 @@ from chromadb.api.types import validate_metadata
 
 from ctxemb_chroma._store import translated
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import undoable_write
 
 
 def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
@@ -105,3 +106,22 @@ def restore(
         for write, records in ((raw.upsert, again), (raw.add, untexted)):
             for part in chunks(len(records["ids"]), step):
                 write(**{key: value[part] for key, value in records.items()})
+
+
+def write_undoable(
+    raw: Collection,
+    step: int,
+    upsert: bool,
+    ids: list[str],
+    vectors: Any,
+    documents: Sequence[str],
+    metadatas: list[Any] | None,
+    before: Mapping[str, Any],
+) -> None:
+    """Write (add or upsert) in chunks; on failure or interrupt put ``before`` back exactly."""
+    write = raw.upsert if upsert else raw.add
+    undoable_write(
+        lambda: write_chunks(write, step, ids, vectors, documents, metadatas),
+        lambda: restore(raw, step, ids, before, metadatas),
+        ids,
+    )

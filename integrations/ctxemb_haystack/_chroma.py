@@ -10,9 +10,13 @@ from haystack import Document
 from haystack.document_stores.types import DuplicatePolicy
 from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
-from ctxemb_chroma import GuardedCollection, connect, open_collection
-from ctxemb_chroma._store import stored_or_none
-from ctxemb_chroma._write import check_metadatas
+from ctxemb_chroma import (
+    GuardedCollection,
+    check_metadatas,
+    connect,
+    open_collection,
+    stored_or_none,
+)
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError

@@ -9,7 +9,6 @@ and how comes from ``ctxemb_core``; this module translates Haystack's documents 
 
 from __future__ import annotations
 
-import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core import EmbeddingContract
-from ctxemb_core.documents import batch_fingerprint, check_documents, recall
+from ctxemb_core.documents import batch_fingerprint, check_documents, recall, store_sample
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.guard import check_embedded
 
@@ -27,9 +26,6 @@ if TYPE_CHECKING:
     from ctxemb_haystack._chroma import ChromaGuard
 
 logger = logging.getLogger(__name__)
-
-#: Stored documents whose fingerprint a write into an in-memory store is checked against.
-MEMORY_SAMPLE = 16
 
 
 class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
@@ -101,12 +97,7 @@ class MemoryGuard:
 
     def sample(self) -> list[Document]:
         """Any few stored documents: they stand for the store, as every write is checked."""
-        stored = self.store.storage
-        half = MEMORY_SAMPLE // 2
-        picked = list(itertools.islice(stored.values(), half))
-        if len(stored) > half:
-            picked += list(itertools.islice(reversed(stored.values()), half))
-        return picked
+        return store_sample(self.store.storage.values())
 
     def retrieve(
         self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from langchain_core.documents import Document
@@ -10,13 +9,9 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta
+from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta, store_sample
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
-
-#: Stored documents of an ``InMemoryVectorStore`` checked before a search (its own search fails
-#: on vectors of another width before any result could be checked).
-MEMORY_SAMPLE = 16
 
 
 def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:
@@ -26,10 +21,8 @@ def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool 
     records = getattr(store, "store", None)
     if not isinstance(store, InMemoryVectorStore) or not isinstance(records, dict):
         return
-    half = MEMORY_SAMPLE // 2
-    picked = list(records.values()) if every else list(itertools.islice(records.values(), half))
-    if len(records) > half and not every:
-        picked += list(itertools.islice(reversed(records.values()), half))
+    # Its own search fails on vectors of another width before any result could be checked.
+    picked = list(records.values()) if every else store_sample(records.values())
     check_documents(
         [r.get("metadata") or {} for r in picked],
         contract,

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from ctxemb_chroma import GuardedCollection, open_collection
 from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.errors import CtxembError, InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_count, check_flag, check_sample_size
+from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_langchain._checks import check_settings
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
@@ -108,9 +108,7 @@ class ContractChroma(Chroma):
     def get(self, *args: Any, **kwargs: Any) -> Any:
         """``Chroma.get``, its ``limit``/``offset`` checked first (Chroma's own error for a
         negative one is an untyped ``OverflowError``)."""
-        for arg in ("limit", "offset"):
-            if kwargs.get(arg) is not None:
-                check_count(kwargs[arg], f"get: {arg}", 0)
+        check_paging(kwargs, "get")
         return super().get(*args, **kwargs)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
