@@ -27,7 +27,9 @@ whole family in one place, and each carries the context needed to act on it::
         │                                     both fingerprints when only those are known)
         ├── ConfigurationMismatchError        the store's own embedding setting disagrees
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
-        └── ForeignVectorsError               stored vectors that this contract did not make
+        ├── ForeignVectorsError               stored vectors that this contract did not make
+        └── RerankerMismatchError             a score, threshold or token vectors of another
+                                              reranker contract
 
     CtxembWarning (UserWarning)
     └── TruncationWarning                     texts were cut to the contract's max_tokens
@@ -61,6 +63,7 @@ __all__ = [
     "MissingStampError",
     "ModelNotFoundError",
     "PickledWeightsError",
+    "RerankerMismatchError",
     "StampError",
     "StoreUnavailableError",
     "TruncationWarning",
@@ -421,6 +424,49 @@ class ForeignVectorsError(StampError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.ids, self.sample_size, self.min_cosine, self.untexted))
+
+
+class RerankerMismatchError(StampError):
+    """Scores, a score threshold or stored token vectors of another reranker contract.
+
+    Rerank scores are only comparable under one :class:`~ctxemb_core.rerank.RerankerContract`:
+    a threshold set under one contract means nothing under another, and token vectors stored
+    under one are not the vectors of another.
+
+    Attributes:
+        expected: the contract the threshold, scores or vectors were made under.
+        caller: the reranker's contract.
+        diff: the :class:`~ctxemb_core.contract.ContractDiff` between them.
+        fields: the names of the differing fields.
+        what: what was refused (``"a score threshold"``, ``"stored token vectors"``, …).
+    """
+
+    def __init__(self, expected: Any, caller: Any, *, what: str = "scores") -> None:
+        self.expected = expected
+        self.caller = caller
+        self.what = what
+        self.diff: ContractDiff = expected.diff(caller)
+        self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
+        lines = [
+            f"  {c.field}: expected={c.index!r}, caller={c.caller!r}" for c in self.diff.changes
+        ]
+        super().__init__(
+            f"reranker contract mismatch: {what} made under another reranker contract "
+            "cannot be used with this reranker; nothing was returned.\n"
+            + "\n".join(lines)
+            + "\nScores are comparable only under one contract: set the threshold again under "
+            "this reranker's contract (ScoreThreshold(value, reranker.contract)), or use the "
+            "reranker it was set under."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_reranker_mismatch, (type(self), self.expected, self.caller, self.what))
+
+
+def _rebuild_reranker_mismatch(
+    cls: type[RerankerMismatchError], expected: Any, caller: Any, what: str
+) -> RerankerMismatchError:
+    return cls(expected, caller, what=what)
 
 
 class CtxembWarning(UserWarning):

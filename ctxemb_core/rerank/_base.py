@@ -1,0 +1,272 @@
+"""What every reranker shares: checked inputs, the ordering, results that carry the contract."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxemb_core._validate import check_positive_int, check_text, check_texts
+from ctxemb_core.errors import DataFormatError, InvalidInputError
+from ctxemb_core.rerank.contract import RerankerContract, ScoreThreshold, load_reranker_contract
+
+__all__ = ["Ranked", "Reranker", "Reranking", "resolve_threshold"]
+
+_BACKENDS = ("auto", "onnx", "torch")
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One reranked document.
+
+    Attributes:
+        index: its position in the input.
+        score: its score under the reranker's contract.
+        text: the document as given.
+        id: its id, when ids were given.
+    """
+
+    index: int
+    score: float
+    text: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reranking:
+    """Documents ordered by score (ties by input order), with the contract that scored them.
+
+    Attributes:
+        results: the kept documents, best first.
+        contract: the reranker contract; scores are comparable only under it.
+        candidates: how many documents were scored.
+    """
+
+    results: tuple[Ranked, ...]
+    contract: RerankerContract
+    candidates: int
+
+    @property
+    def fingerprint(self) -> str:
+        """The reranker contract's fingerprint, reported with every result."""
+        return self.contract.fingerprint
+
+    @property
+    def ids(self) -> list[str | None]:
+        return [r.id for r in self.results]
+
+    @property
+    def indices(self) -> list[int]:
+        return [r.index for r in self.results]
+
+    @property
+    def scores(self) -> np.ndarray:
+        return np.array([r.score for r in self.results], dtype=np.float32)
+
+    def __iter__(self) -> Iterator[Ranked]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, i: int) -> Ranked:
+        return self.results[i]
+
+
+def resolve_threshold(
+    threshold: float | ScoreThreshold | Mapping[str, Any] | None, contract: RerankerContract
+) -> float | None:
+    """A threshold's value under ``contract``.
+
+    A plain number is taken as set under ``contract`` now; a :class:`ScoreThreshold` (or its
+    ``to_dict()``) set under another contract raises
+    :class:`~ctxemb_core.errors.RerankerMismatchError`.
+    """
+    if threshold is None:
+        return None
+    if isinstance(threshold, Mapping):
+        threshold = ScoreThreshold.from_dict(threshold)
+    if isinstance(threshold, ScoreThreshold):
+        return threshold.check(contract)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
+        raise InvalidInputError(
+            f"score_threshold must be a number or a ScoreThreshold, got {type(threshold).__name__}"
+        )
+    if threshold != threshold:
+        raise InvalidInputError("score_threshold must not be NaN")
+    return float(threshold)
+
+
+class Reranker:
+    """The base of the rerankers: one contract, checked inputs, a stable order.
+
+    Subclasses implement :meth:`_scores` (one score per document, in input order) and may add
+    keyword inputs (pre-computed token vectors) that :meth:`rerank` passes through.
+
+    Args:
+        contract: the :class:`RerankerContract` (or its ``to_dict()`` / JSON).
+        path: the model folder; used when it holds the contract's weights, else the model is
+            found from the contract (registered by :func:`rerank_contract_for`, bundled).
+        backend: ``"auto"`` (ONNX Runtime, else torch with a warning), ``"onnx"`` or ``"torch"``.
+        device: where the network runs (``"cpu"``).
+        batch_size: the most pairs (or texts) in one forward pass.
+        token_budget: the most padded tokens in one forward pass.
+        show_progress: a progress bar on long work; ``None`` shows one for 1,000 pairs or more
+            when stderr is a terminal.
+    """
+
+    def __init__(
+        self,
+        contract: RerankerContract | Mapping[str, Any] | str,
+        *,
+        path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 32,
+        token_budget: int = 4096,
+        show_progress: bool | None = None,
+    ) -> None:
+        self.contract = load_reranker_contract(contract)
+        if backend not in _BACKENDS:
+            raise InvalidInputError(
+                f"backend={backend!r} is not known; valid backends are {list(_BACKENDS)}"
+            )
+        if not isinstance(device, str) or not device:
+            raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
+        self.path = None if path is None else Path(path)
+        self.requested_backend = backend
+        self.device = device
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.token_budget = check_positive_int(token_budget, "token_budget")
+        self.show_progress = show_progress
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.contract.describe()})"
+
+    @property
+    def fingerprint(self) -> str:
+        """The reranker contract's fingerprint."""
+        return self.contract.fingerprint
+
+    # -- serialisation -----------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """JSON-ready settings :func:`reranker_from_config` rebuilds this reranker from."""
+        return {
+            "contract": self.contract.to_dict(),
+            "path_hint": None if self.path is None else str(self.path),
+            "backend": self.requested_backend,
+            "device": self.device,
+            "batch_size": self.batch_size,
+            "token_budget": self.token_budget,
+        }
+
+    # -- ranking -----------------------------------------------------------------------------
+
+    def score(self, query: str, documents: Sequence[str], **inputs: Any) -> np.ndarray:
+        """The score of each document for ``query``, in input order (float32)."""
+        query = check_text(query, "query")
+        docs = check_texts(documents, "documents", single="wrap a single document in a list")
+        if not docs:
+            return np.zeros(0, dtype=np.float32)
+        return self._scores(query, docs, **inputs)
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        top_k: int | None = None,
+        score_threshold: float | ScoreThreshold | None = None,
+        **inputs: Any,
+    ) -> Reranking:
+        """Documents ordered by score, best first; ties keep their input order.
+
+        Args:
+            query: the query.
+            documents: the candidate texts.
+            ids: an id per document (reported with each result).
+            top_k: keep at most this many.
+            score_threshold: keep documents scoring at least this; a :class:`ScoreThreshold`
+                must have been set under this reranker's contract.
+
+        Raises:
+            InvalidInputError: a query or document that is not text, ids that do not pair
+                with the documents, a ``top_k`` that is not a positive integer.
+            RerankerMismatchError: a threshold set under another contract.
+        """
+        query = check_text(query, "query")
+        docs = check_texts(documents, "documents", single="wrap a single document in a list")
+        keys = _check_ids(ids, len(docs))
+        if top_k is not None:
+            check_positive_int(top_k, "top_k")
+        threshold = resolve_threshold(score_threshold, self.contract)
+        scores = self._scores(query, docs, **inputs) if docs else np.zeros(0, np.float32)
+        return rank(scores, docs, keys, self.contract, top_k=top_k, threshold=threshold)
+
+    def _scores(self, query: str, documents: list[str], **inputs: Any) -> np.ndarray:
+        raise NotImplementedError
+
+
+def rank(
+    scores: np.ndarray,
+    documents: Sequence[str],
+    ids: Sequence[str] | None,
+    contract: RerankerContract,
+    *,
+    top_k: int | None = None,
+    threshold: float | None = None,
+) -> Reranking:
+    """The :class:`Reranking` of scored documents: best first, ties by input order."""
+    scores = np.asarray(scores, dtype=np.float32)
+    order = np.argsort(-scores, kind="stable")
+    results = []
+    for i in order:
+        score = float(scores[i])
+        if threshold is not None and not score >= threshold:
+            continue
+        results.append(Ranked(int(i), score, documents[i], None if ids is None else ids[i]))
+        if top_k is not None and len(results) == top_k:
+            break
+    return Reranking(tuple(results), contract, len(documents))
+
+
+def _check_ids(ids: Sequence[str] | None, count: int) -> list[str] | None:
+    if ids is None:
+        return None
+    keys = check_texts(ids, "ids", single="wrap a single id in a list")
+    if len(keys) != count:
+        raise InvalidInputError(f"ids has {len(keys)} items for {count} documents")
+    return keys
+
+
+# The first three locate the network; the rest are run settings passed to __init__.
+CONFIG_KEYS = ("contract", "path_hint", "backend", "device", "batch_size", "token_budget")
+
+
+def check_config(config: Any) -> tuple[RerankerContract, dict[str, Any]]:
+    """The contract and the constructor settings of a :meth:`Reranker.config`."""
+    if not isinstance(config, Mapping) or not isinstance(config.get("contract"), Mapping):
+        raise DataFormatError(
+            "a reranker config is a mapping with a 'contract' (see Reranker.config()), got "
+            f"{type(config).__name__}"
+        )
+    unknown = sorted(set(config) - set(CONFIG_KEYS))
+    if unknown:
+        raise DataFormatError(
+            f"unknown reranker config keys {unknown}; the keys are {sorted(CONFIG_KEYS)}"
+        )
+    contract = RerankerContract.from_dict(config["contract"])
+    settings = {k: config[k] for k in CONFIG_KEYS[2:] if k in config}
+    hint = config.get("path_hint")
+    # A hint from another machine may name nothing here: the model is then found from the
+    # contract (registered, bundled). A folder that is there must hold the contract's weights.
+    if isinstance(hint, str) and hint and Path(hint).is_dir():
+        settings["path"] = hint
+    return contract, settings
