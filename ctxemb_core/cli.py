@@ -171,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--top-k", type=_POSITIVE, default=5, help="results per query (≥ 1)")
     p.add_argument("--model", help="query with this model's contract (must match the index)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
+    _rerank_args(p)
     _open_sample_arg(p)
     _contract_args(p)
 
@@ -243,6 +244,61 @@ def _open_sample_arg(p: argparse.ArgumentParser) -> None:
         help="stored documents re-embedded and compared when an existing collection is opened "
         "(default: the adapter's; 0: stamp and canary only)",
     )
+
+
+def _rerank_args(p: argparse.ArgumentParser) -> None:
+    from ctxemb_core.rerank import Activation
+
+    group = p.add_argument_group(
+        "two-stage search",
+        "Shortlist --candidates documents with the collection's bi-encoder, then rerank them "
+        "and keep --top-k. The reranker's contract fingerprint is printed with the results.",
+    )
+    group.add_argument(
+        "--rerank",
+        metavar="MODEL",
+        help="a cross-encoder folder or name, a reranker contract JSON file, or 'maxsim' "
+        "(late interaction over the collection's own encoder's token vectors)",
+    )
+    group.add_argument(
+        "--candidates",
+        type=_POSITIVE,
+        default=50,
+        help="first-stage candidates to rerank (≥ --top-k; default 50)",
+    )
+    group.add_argument(
+        "--activation",
+        choices=[a.value for a in Activation],
+        help="the cross-encoder's score activation (needed for a plain transformers folder; "
+        "a sentence-transformers CrossEncoder folder says its own)",
+    )
+    group.add_argument("--threshold", type=float, help="keep results scoring at least this")
+
+
+def _reranker(args: argparse.Namespace, contract: EmbeddingContract | None) -> Any:
+    """The reranker ``--rerank`` names (``maxsim`` over ``contract``'s encoder)."""
+    from ctxemb_core.rerank import rerank_contract_for, reranker_for
+    from ctxemb_core.rerank.contract import load_reranker_contract
+
+    if args.candidates < args.top_k:
+        raise InvalidInputError(
+            f"--candidates {args.candidates} is fewer than --top-k {args.top_k}: the reranker "
+            "keeps at most the candidates it is given"
+        )
+    source = args.rerank
+    if source == "maxsim":
+        assert contract is not None
+        found = rerank_contract_for(contract, kind="late_interaction")
+    elif source.endswith(".json") and Path(source).is_file():
+        found = load_reranker_contract(Path(source).read_text(encoding="utf-8"))
+    else:
+        found = rerank_contract_for(source, activation=args.activation)
+    if args.activation is not None and found.activation not in (None, args.activation):
+        raise InvalidInputError(
+            f"--activation {args.activation} differs from the contract's "
+            f"{found.activation.value if found.activation else None}"
+        )
+    return reranker_for(found)
 
 
 def _open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -403,12 +459,17 @@ def _query(args: argparse.Namespace) -> int:
     # A command line may carry bytes that are not UTF-8 (decoded as lone surrogates).
     check_texts(args.text, "query text")
     given = _given_contract(args)
+    # A reranker that cannot be built is refused before the store is read.
+    reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
     _require_store(args)
     adapter, client = _adapter(args)
     contract = _caller_contract(args, given, adapter, client)
     collection = adapter.open_collection(
         client, args.collection, contract, create=False, **_open_kwargs(args)
     )
+    if args.rerank is not None:
+        reranker = reranker or _reranker(args, collection.contract)
+        return _two_stage(args, adapter, collection, reranker)
     result = collection.query(args.text, n_results=args.top_k)
     for q, ids, dists, docs in zip(
         args.text, result["ids"], result["distances"], result["documents"], strict=True
@@ -419,6 +480,37 @@ def _query(args: argparse.Namespace) -> int:
         print(f"query {q!r}")
         for i, d, doc in zip(ids, dists, docs, strict=True):
             print(f"  {i:<20} {d:8.4f}  {(doc or '')[:70]}")
+    return 0
+
+
+def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker: Any) -> int:
+    for q in args.text:
+        result = adapter.search(
+            collection,
+            q,
+            reranker,
+            k=args.candidates,
+            n=args.top_k,
+            score_threshold=args.threshold,
+        )
+        if args.json:
+            row = {
+                "query": q,
+                "ids": result.ids,
+                "scores": [h.score for h in result.hits],
+                "first_stage": [h.first_score for h in result.hits],
+                "index_fingerprint": result.index_fingerprint,
+                "reranker_fingerprint": result.reranker_fingerprint,
+                "rerank_ms": round(result.rerank_seconds * 1000, 2),
+            }
+            print(json.dumps(row, ensure_ascii=False))
+            continue
+        print(f"query {q!r}  reranked {result.shortlisted} by {reranker.contract.describe()}")
+        for h in result.hits:
+            print(
+                f"  {h.id:<20} {h.score:9.4f}  (first stage #{h.first_rank + 1}, "
+                f"{h.first_score:.4f})  {h.text[:60]}"
+            )
     return 0
 
 

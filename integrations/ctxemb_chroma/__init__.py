@@ -26,6 +26,7 @@ from ctxemb_chroma._connect import connect
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
     check_name,
     stamped_contract,
@@ -43,6 +44,8 @@ __all__ = [
     "connect",
     "migrate",
     "open_collection",
+    "search",
+    "shortlist",
     "stamped_contract",
     "stored_collection",
     "stored_or_none",

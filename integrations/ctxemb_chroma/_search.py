@@ -1,0 +1,94 @@
+"""Two-stage search over a guarded collection: its bi-encoder shortlist, then a reranker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import similarity
+from ctxemb_core.rerank import Candidate, Reranker, ScoreThreshold, Shortlist, TwoStageResult
+from ctxemb_core.rerank import two_stage as _two_stage
+
+__all__ = ["search", "shortlist"]
+
+
+def shortlist(
+    collection: GuardedCollection,
+    query: str,
+    k: int,
+    *,
+    where: Mapping[str, Any] | None = None,
+    where_document: Mapping[str, Any] | None = None,
+    embedder: Embedder | None = None,
+) -> Shortlist:
+    """The ``k`` nearest records of ``query``, with their texts and similarities.
+
+    The collection's stamp is checked (:meth:`GuardedCollection.query`) before anything is
+    read; the similarity is the index contract's (see :func:`ctxemb_core.guard.similarity`).
+
+    Raises:
+        InvalidInputError: a candidate stored without its text (nothing to rerank).
+        ContractMismatchError: ``embedder``'s contract is not the collection's.
+    """
+    filters = {"where": where, "where_document": where_document}
+    result = collection.query(
+        [query],
+        n_results=k,
+        embedder=embedder,
+        include=["documents", "metadatas", "distances"],
+        **{key: value for key, value in filters.items() if value is not None},
+    )
+    ids, texts = result["ids"][0], result["documents"][0]
+    metadatas = (result.get("metadatas") or [[None] * len(ids)])[0]
+    space = (collection.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
+    scores = similarity(result["distances"][0], space, collection.contract)
+    missing = [i for i, text in zip(ids, texts, strict=True) if not isinstance(text, str)]
+    if missing:
+        raise InvalidInputError(
+            f"records {missing[:5]} of {collection.name!r} are stored without their text: a "
+            "reranker reads the text, so they cannot be reranked (store the documents' texts)"
+        )
+    candidates = tuple(
+        Candidate(i, t, float(s), m)
+        for i, t, s, m in zip(ids, texts, scores, metadatas, strict=True)
+    )
+    return Shortlist(candidates, collection.stamp.fingerprint)
+
+
+def search(
+    collection: GuardedCollection,
+    query: str,
+    reranker: Reranker,
+    *,
+    k: int = 100,
+    n: int = 10,
+    score_threshold: float | ScoreThreshold | None = None,
+    where: Mapping[str, Any] | None = None,
+    where_document: Mapping[str, Any] | None = None,
+    embedder: Embedder | None = None,
+) -> TwoStageResult:
+    """Two-stage search: ``k`` candidates from the collection's bi-encoder, reranked to ``n``.
+
+    Example:
+        >>> from ctxemb_chroma import open_collection, search
+        >>> from ctxemb_core.rerank import reranker_for, rerank_contract_for
+        >>> docs = open_collection(client, "docs", contract)  # doctest: +SKIP
+        >>> reranker = reranker_for(rerank_contract_for("./my-cross-encoder"))  # doctest: +SKIP
+        >>> result = search(docs, "green tea", reranker, k=50, n=5)  # doctest: +SKIP
+        >>> [h.id for h in result], result.reranker_fingerprint[:12]  # doctest: +SKIP
+    """
+    if not isinstance(collection, GuardedCollection):
+        raise InvalidInputError(
+            "search needs a GuardedCollection (open_collection), got "
+            f"{type(collection).__name__}: a raw Chroma collection's stamp is not checked"
+        )
+
+    def first_stage(text: str, count: int) -> Shortlist:
+        return shortlist(
+            collection, text, count, where=where, where_document=where_document, embedder=embedder
+        )
+
+    return _two_stage(query, first_stage, reranker, k=k, n=n, score_threshold=score_threshold)
