@@ -8,6 +8,7 @@ never guessed: a plain transformers folder needs ``pooling=`` from the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -34,8 +35,10 @@ __all__ = [
     "CONTRACT_OVERRIDES",
     "FAMILY_PRESETS",
     "MAX_TOKENIZER_FILE",
+    "TASKS",
     "ModelLayout",
     "check_tokenizer_files",
+    "classification_architecture",
     "contract_for",
     "locate_model",
     "read_layout",
@@ -136,6 +139,15 @@ class ModelLayout:
     max_seq_length: int | None
     max_positions: int | None
     hidden_size: int
+    #: What the network computes (a key of :data:`TASKS`).
+    task: str = "feature-extraction"
+    #: Sequence-classification only: the labels of the network's head, the score activation
+    #: sentence-transformers' CrossEncoder saved (an import path such as
+    #: ``"torch.nn.modules.activation.Sigmoid"``, or ``None``), and whether that CrossEncoder
+    #: saved the folder (its documented default activation applies then).
+    num_labels: int | None = None
+    saved_activation: str | None = None
+    cross_encoder: bool = False
 
     @property
     def dimension(self) -> int:
@@ -233,6 +245,14 @@ MAX_CONFIG_JSON = 16 << 20
 # heads and a Normalize. A module's place in that order is its rank.
 _MODULE_RANK = {"Transformer": 0, "Pooling": 1, "Dense": 2, "Normalize": 3}
 _MODULE_ORDER = "Transformer, Pooling, Dense (any number), Normalize"
+#: The networks read_layout reads, each with the output ctxemb takes from it: token vectors for
+#: an embedder, one logit per label for a cross-encoder.
+TASKS = {"feature-extraction": "last_hidden_state", "sequence-classification": "logits"}
+# What sentence-transformers calls a folder of each task (config_sentence_transformers.json).
+_ST_MODEL_TYPES = {
+    "feature-extraction": "SentenceTransformer",
+    "sequence-classification": "CrossEncoder",
+}
 # transformers' "no limit" model_max_length is int(1e30); anything this large says "none".
 _NO_LIMIT = 1_000_000
 
@@ -326,11 +346,18 @@ def _inside(root: Path, relative: Any, where: str) -> Path:
     return resolved
 
 
-def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
+def read_layout(folder: str | os.PathLike[str], *, task: str = "feature-extraction") -> ModelLayout:
     """Read a sentence-transformers or plain transformers folder (no weights are loaded).
 
     The folder is untrusted input: every file read is checked for shape and types, module paths
     must stay inside the folder, and nothing in it is imported or unpickled.
+
+    Args:
+        folder: the model folder.
+        task: ``"feature-extraction"`` (an embedder: a SentenceTransformer folder or a plain
+            transformers one) or ``"sequence-classification"`` (a cross-encoder: a
+            sentence-transformers CrossEncoder folder or a plain ``*ForSequenceClassification``
+            one; its labels and saved activation are read too).
 
     Raises:
         ModelNotFoundError: no such folder, or one without a config or weights.
@@ -339,6 +366,8 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
         PickledWeightsError: the weights are only a pickle (``pytorch_model.bin``).
         UnsupportedModelError: a module graph or architecture ctxemb cannot reproduce.
     """
+    if task not in TASKS:
+        raise InvalidInputError(f"task={task!r} is not known; valid tasks are {sorted(TASKS)}")
     root = Path(folder).resolve()
     if not root.is_dir():
         raise ModelNotFoundError(f"model folder {str(folder)!r} does not exist")
@@ -347,6 +376,11 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
     is_st = _present(root / "modules.json")
     if is_st:
         transformer, pooling, dense, normalize = _read_modules(root)
+        if task != "feature-extraction" and (pooling or dense or normalize):
+            raise UnsupportedModelError(
+                f"{root.name} pools, projects or normalises token vectors: an embedder, not a "
+                "cross-encoder (whose folder runs the Transformer module alone)"
+            )
     config_file = transformer / "config.json"
     if not _present(config_file):
         raise ModelNotFoundError(f"{transformer} has no config.json: not a model folder")
@@ -370,12 +404,16 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
         width = spec.out_features
     prompts: dict[str, str] = {}
     default_prompt = None
+    st_config: dict[str, Any] = {}
     if _present(root / "config_sentence_transformers.json"):
-        prompts, default_prompt = _read_st_config(root / "config_sentence_transformers.json")
+        st_config = _read_object(root / "config_sentence_transformers.json")
+        prompts, default_prompt = _read_st_config(
+            root / "config_sentence_transformers.json", st_config, task
+        )
     max_seq = None
     for name in ("sentence_bert_config.json", "sentence_xlm-roberta_config.json"):
         if _present(transformer / name):
-            max_seq = _read_st_transformer(transformer / name)
+            max_seq = _read_st_transformer(transformer / name, task)
             break
     positions = _first_positive_int(
         config, config_file, "max_position_embeddings", "n_positions", "n_ctx"
@@ -384,7 +422,7 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
         limit = _read_tokenizer_limit(transformer / "tokenizer_config.json")
         if limit is not None:
             positions = min(positions, limit) if positions else limit
-    return ModelLayout(
+    layout = ModelLayout(
         root=root,
         transformer=transformer,
         is_sentence_transformers=is_st,
@@ -397,6 +435,80 @@ def read_layout(folder: str | os.PathLike[str]) -> ModelLayout:
         max_positions=positions,
         hidden_size=hidden,
     )
+    if task == "feature-extraction":
+        return layout
+    return _classifier_layout(layout, config, config_file, st_config)
+
+
+def _classifier_layout(
+    layout: ModelLayout, config: dict[str, Any], where: Path, st_config: dict[str, Any]
+) -> ModelLayout:
+    """``layout`` with the head of a sequence-classification network: labels, saved activation."""
+    if _classification_architecture(config, where) is None:
+        raise UnsupportedModelError(
+            f"{where}: architectures {config.get('architectures')!r} name no "
+            "*ForSequenceClassification network, so the folder is not a cross-encoder"
+        )
+    labels = config.get("id2label")
+    if labels is not None:
+        if not isinstance(labels, dict) or not labels:
+            raise MalformedModelError(f"{where}: id2label must be a non-empty object")
+        num_labels = len(labels)
+    else:
+        # transformers' own default when a config says neither.
+        num_labels = _positive_int(config, "num_labels", where) or 2
+    # Where sentence-transformers saved the activation, newest first, as CrossEncoder reads it.
+    nested = config.get("sentence_transformers")
+    if nested is not None and not isinstance(nested, dict):
+        raise MalformedModelError(f"{where}: sentence_transformers must be an object")
+    activation = None
+    for source, data, key in (
+        ("config_sentence_transformers.json", st_config, "activation_fn"),
+        (f"{where.name} sentence_transformers", nested or {}, "activation_fn"),
+        (where.name, config, "sbert_ce_default_activation_function"),
+    ):
+        activation = data.get(key)
+        if activation is not None:
+            if not isinstance(activation, str):
+                raise MalformedModelError(
+                    f"{layout.root.name}: {source} {key} must be an import path, got {activation!r}"
+                )
+            break
+    saved_by_st = (
+        layout.is_sentence_transformers
+        or bool(st_config)
+        or nested is not None
+        or "sbert_ce_default_activation_function" in config
+    )
+    return dataclasses.replace(
+        layout,
+        task="sequence-classification",
+        num_labels=num_labels,
+        saved_activation=activation,
+        cross_encoder=saved_by_st,
+    )
+
+
+def classification_architecture(folder: str | os.PathLike[str]) -> str | None:
+    """The ``*ForSequenceClassification`` architecture a folder's ``config.json`` names, if any.
+
+    What tells a cross-encoder folder from an embedder's, as sentence-transformers' CrossEncoder
+    reads it (the first architecture listed); ``None`` for a folder without a config.
+    """
+    config_file = Path(folder) / "config.json"
+    if not _present(config_file):
+        return None
+    return _classification_architecture(_read_object(config_file), config_file)
+
+
+def _classification_architecture(config: dict[str, Any], where: Path) -> str | None:
+    architectures = config.get("architectures")
+    if not isinstance(architectures, list) or not architectures:
+        return None
+    first = architectures[0]
+    if not isinstance(first, str):
+        raise MalformedModelError(f"{where}: architectures must be a list of class names")
+    return first if first.endswith("ForSequenceClassification") else None
 
 
 def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ...], bool]:
@@ -452,14 +564,17 @@ def _module_kind(type_name: Any, where: str, root: Path) -> str:
     return kind
 
 
-def _read_st_config(path: Path) -> tuple[dict[str, str], str | None]:
+def _read_st_config(
+    path: Path, data: dict[str, Any], task: str
+) -> tuple[dict[str, str], str | None]:
     """The saved prompts and default prompt name of ``config_sentence_transformers.json``."""
-    data = _read_object(path)
-    model_type = data.get("model_type", "SentenceTransformer")
-    if model_type != "SentenceTransformer":
+    expected = _ST_MODEL_TYPES[task]
+    model_type = data.get("model_type", expected)
+    if model_type != expected:
+        what = "a dense text embedder" if task == "feature-extraction" else "a cross-encoder"
         raise UnsupportedModelError(
-            f"{path}: a {model_type!r} folder is not a dense text embedder; ctxemb reads "
-            "SentenceTransformer folders"
+            f"{path}: a {model_type!r} folder is not {what}; ctxemb reads {expected} folders "
+            "for this"
         )
     prompts = data.get("prompts")
     if prompts is None:
@@ -476,24 +591,32 @@ def _read_st_config(path: Path) -> tuple[dict[str, str], str | None]:
     return dict(prompts), default
 
 
-def _read_st_transformer(path: Path) -> int | None:
+def _read_st_transformer(path: Path, task: str = "feature-extraction") -> int | None:
     """``max_seq_length`` of a Transformer module's config; refuses tasks ctxemb does not run."""
     config = _read_object(path)
-    task = config.get("transformer_task", "feature-extraction")
-    if task != "feature-extraction":
+    saved = config.get("transformer_task", "feature-extraction")
+    if saved != task:
         raise UnsupportedModelError(
-            f"{path}: transformer_task {task!r} is not supported; ctxemb runs the "
-            "'feature-extraction' network (its last hidden state)"
+            f"{path}: transformer_task {saved!r} is not supported here; ctxemb runs the "
+            f"{task!r} network (its {TASKS[task]})"
         )
+    if task != "feature-extraction":
+        # Settings that change what a cross-encoder's tokenizer is given, which it does not apply.
+        for key in ("processing_kwargs", "do_lower_case"):
+            if config.get(key):
+                raise UnsupportedModelError(
+                    f"{path}: {key}={config[key]!r} is not supported for a cross-encoder; "
+                    "ctxemb runs the folder's tokenizer as it is saved"
+                )
     modality = config.get("modality_config") or {}
     text = modality.get("text") if isinstance(modality, dict) else None
     if not isinstance(modality, dict) or not isinstance(text, (dict, type(None))):
         raise MalformedModelError(f"{path}: modality_config must be an object, got {modality!r}")
-    output = (text or {}).get("method_output_name", "last_hidden_state")
-    if output != "last_hidden_state":
+    output = (text or {}).get("method_output_name", TASKS[task])
+    if output != TASKS[task]:
         raise UnsupportedModelError(
-            f"{path}: the text output {output!r} is not supported; ctxemb pools the network's "
-            "last hidden state"
+            f"{path}: the text output {output!r} is not supported; ctxemb takes the network's "
+            f"{TASKS[task]}"
         )
     return _positive_int(config, "max_seq_length", path)
 
