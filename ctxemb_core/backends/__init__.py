@@ -1,7 +1,10 @@
-"""Encoder backends: the one primitive that turns a batch of texts into token vectors.
+"""Network backends: the one primitive that turns a batch of texts into the network's output.
 
-Everything else (prefixes, pooling, dense heads, truncation, normalisation, precision) is derived
-once, in :mod:`ctxemb_core.embedder`, so every backend yields the same vectors for a contract.
+An :class:`Encoder` gives token vectors; everything else (prefixes, pooling, dense heads,
+truncation, normalisation, precision) is derived once, in :mod:`ctxemb_core.embedder`, so every
+backend yields the same vectors for a contract. A :class:`Classifier` gives the logits of a
+sequence-classification network (a cross-encoder) for texts or (first, second) pairs; the score
+activation is the reranker's (:mod:`ctxemb_core.rerank.cross`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,19 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxemb_core.backends._tokenize import FolderTokenizer
+from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput
 from ctxemb_core.errors import InvalidInputError, UnsupportedModelError
 
-__all__ = ["BACKENDS", "Encoder", "TokenBatch", "load_encoder"]
+__all__ = [
+    "BACKENDS",
+    "Classifier",
+    "Encoder",
+    "LogitBatch",
+    "TextInput",
+    "TokenBatch",
+    "load_classifier",
+    "load_encoder",
+]
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,34 @@ class Encoder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class LogitBatch:
+    """The logits of a batch of texts or pairs.
+
+    Attributes:
+        logits: ``(batch, num_labels)`` float32, the network's classification head.
+        truncated: per input, whether the tokenizer cut it to ``max_tokens``.
+    """
+
+    logits: np.ndarray
+    truncated: np.ndarray
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """A loaded sequence-classification network and its tokenizer."""
+
+    #: Outputs per input (the labels of the classification head).
+    num_labels: int
+    #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
+    tokenizer: FolderTokenizer
+
+    def classify(self, inputs: Sequence[TextInput], max_tokens: int) -> LogitBatch:
+        """Tokenize texts or (first, second) pairs (truncating to ``max_tokens``) and run the
+        network over one batch."""
+        ...
+
+
 def _load_torch(folder: Path, device: str, quantization: str | None) -> Encoder:
     from ctxemb_core.backends.torch import TorchEncoder
 
@@ -86,3 +126,29 @@ def load_encoder(
             f"backend={backend!r} is not known; valid backends are {sorted(BACKENDS)}"
         ) from None
     return loader(folder, device, quantization)
+
+
+def _classifier_torch(folder: Path, device: str) -> Classifier:
+    from ctxemb_core.backends.torch import TorchClassifier
+
+    return TorchClassifier(folder, device=device)
+
+
+def _classifier_onnx(folder: Path, device: str) -> Classifier:
+    from ctxemb_core.backends.onnx import OnnxClassifier
+
+    return OnnxClassifier(folder, device=device)
+
+
+_CLASSIFIERS = {"torch": _classifier_torch, "onnx": _classifier_onnx}
+
+
+def load_classifier(folder: Path, backend: str, device: str) -> Classifier:
+    """Load the sequence-classification network in ``folder`` with the named backend."""
+    try:
+        loader = _CLASSIFIERS[backend]
+    except KeyError:
+        raise InvalidInputError(
+            f"backend={backend!r} is not known; valid backends are {sorted(_CLASSIFIERS)}"
+        ) from None
+    return loader(folder, device)

@@ -14,11 +14,18 @@ if TYPE_CHECKING:
     from ctxemb_core.backends import TokenBatch
 
 
+#: One input of the tokenizer: a text, or a (first, second) pair for its pair encoding.
+TextInput = str | tuple[str, str]
+
+
 class FolderTokenizer:
     """The fast tokenizer of a model folder, truncating and padding the way the model expects.
 
     It is the same Rust pipeline transformers' fast tokenizers call, used directly so that the
-    truncation of each text can be reported (``Encoding.overflowing``) at no extra cost.
+    truncation of each text can be reported (``Encoding.overflowing``) at no extra cost. A
+    ``(first, second)`` pair is encoded with the tokenizer's pair template (``[CLS] a [SEP] b
+    [SEP]`` with segment ids for BERT) and truncated longest-first, token by token, exactly as
+    ``tokenizer(firsts, seconds, truncation=True, max_length=...)`` does in transformers.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -53,7 +60,8 @@ class FolderTokenizer:
 
     def _configure(self, max_tokens: int) -> None:
         if self._max_tokens != max_tokens:
-            self.tokenizer.enable_truncation(max_length=max_tokens)
+            # Longest first: a pair loses tokens from its longer side, as transformers cuts it.
+            self.tokenizer.enable_truncation(max_length=max_tokens, strategy="longest_first")
             self._max_tokens = max_tokens
         self.tokenizer.enable_padding(
             pad_id=self.pad_id,
@@ -61,7 +69,9 @@ class FolderTokenizer:
             direction="left" if self.padding_left else "right",
         )
 
-    def __call__(self, texts: Sequence[str], max_tokens: int) -> tuple[list, dict[str, np.ndarray]]:
+    def __call__(
+        self, texts: Sequence[TextInput], max_tokens: int
+    ) -> tuple[list, dict[str, np.ndarray]]:
         """Encode a batch; returns the encodings and the model's input arrays (int64)."""
         self._configure(max_tokens)
         encodings = self.tokenizer.encode_batch(list(texts))
@@ -73,7 +83,7 @@ class FolderTokenizer:
             arrays["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
         return encodings, arrays
 
-    def lengths(self, texts: Sequence[str], max_tokens: int) -> np.ndarray:
+    def lengths(self, texts: Sequence[TextInput], max_tokens: int) -> np.ndarray:
         """Token count of each text after truncation, special tokens included."""
         self._configure(max_tokens)
         self.tokenizer.no_padding()

@@ -1,9 +1,10 @@
 """The ONNX Runtime backend: the torch network exported once to ONNX, then run by onnxruntime.
 
-The export is made from the same transformers ``AutoModel`` the torch backend runs, with the
-TorchScript exporter (``torch.onnx.export(..., dynamo=False)``: it needs only the ``onnx``
-package, where the dynamo exporter also needs ``onnxscript``, and it is several times faster),
-and kept under ``$CTXEMB_CACHE_DIR/onnx/<weights digest>/``::
+The export is made from the same transformers network the torch backend runs (``AutoModel`` for
+an encoder, ``AutoModelForSequenceClassification`` for a cross-encoder), with the TorchScript
+exporter (``torch.onnx.export(..., dynamo=False)``: it needs only the ``onnx`` package, where the
+dynamo exporter also needs ``onnxscript``, and it is several times faster), and kept under
+``$CTXEMB_CACHE_DIR/onnx/<weights digest>/``::
 
     model.onnx                 the graph: input_ids, attention_mask[, token_type_ids]
                                -> last_hidden_state
@@ -12,12 +13,16 @@ and kept under ``$CTXEMB_CACHE_DIR/onnx/<weights digest>/``::
     model.int8-dynamic.onnx    a quantised twin, made on demand, and beside it
     model.int8-dynamic.json    its record: the digest of the graph it was made from, its own
                                digest and the recipe
+    classifier/model.onnx      a sequence-classification network's graph -> logits
+    classifier/export.json     (batch, num_labels), and its record
 
 The directory is named by the weights digest, so a moved or copied folder reuses its export and
-changed weights get a new one. Before an export is published it must reproduce the torch
-network's token vectors on a batch shaped unlike the one it was traced with; an export that does
-not is refused, never cached. Whether the vectors of a *contract* are reproduced is the stamp's
-canary to decide, as for every backend.
+changed weights get a new one; each output has its own directory, so a classifier's export never
+takes the place of an encoder's. Before an export is published it must reproduce the torch
+network on a batch shaped unlike the one it was traced with (token vectors: a cosine of at least
+:data:`CHECK_MIN_COSINE` for every token; logits: at most :data:`CHECK_LOGIT_TOLERANCE` times
+the largest logit, or 1, apart); an export that does not is refused, never cached. Whether the
+vectors of a *contract* are reproduced is the stamp's canary to decide, as for every backend.
 
 Nothing in the directory is served on its name alone. Every load checks each graph file against
 the digest its record holds, under the rule the weights digest follows (a file is hashed once per
@@ -44,6 +49,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +63,8 @@ from ctxemb_core._files import (
     sha256_file,
     write_atomic,
 )
-from ctxemb_core.backends import TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, token_batch
+from ctxemb_core.backends import LogitBatch, TokenBatch
+from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, token_batch
 from ctxemb_core.errors import (
     CtxembError,
     CtxembWarning,
@@ -68,7 +74,15 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.resolve import read_layout, weights_digest
 
-__all__ = ["CHECK_MIN_COSINE", "EXPORT_FORMAT", "OPSET", "OnnxEncoder", "export_dir"]
+__all__ = [
+    "CHECK_LOGIT_TOLERANCE",
+    "CHECK_MIN_COSINE",
+    "EXPORT_FORMAT",
+    "OPSET",
+    "OnnxClassifier",
+    "OnnxEncoder",
+    "export_dir",
+]
 
 #: Version of the export recipe and its record; a cached export of another version is rebuilt.
 #: 3: the record holds the sha256 of each graph file; quantised twins have records of their own.
@@ -78,7 +92,10 @@ OPSET = 17
 
 _MODEL_FILE = "model.onnx"
 _META_FILE = "export.json"
-_OUTPUT = "last_hidden_state"
+_HIDDEN = "last_hidden_state"
+_LOGITS = "logits"
+# Where each output's export lives inside the weights digest's directory.
+_OUTPUT_DIRS = {_HIDDEN: "", _LOGITS: "classifier"}
 # Inputs a graph may take, in the order of its signature; the tokenizer decides which it gets.
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _DEVICES = ("cpu",)
@@ -104,8 +121,18 @@ _CHECK_TEXTS = (
     "that depends on a proton gradient across the inner membrane, as measured in 2024 (±3%).",
 )
 _CHECK_TOKENS = 24
+# The same for a classifier's pair encoding: other lengths, one pair cut longest-first.
+_TRACE_PAIRS = ((_TRACE_TEXTS[0], _TRACE_TEXTS[1]), (_TRACE_TEXTS[1], _TRACE_TEXTS[0]))
+_CHECK_PAIRS = (
+    (_CHECK_TEXTS[1], _CHECK_TEXTS[0]),
+    (_CHECK_TEXTS[0], _CHECK_TEXTS[2]),
+    (_CHECK_TEXTS[2], _CHECK_TEXTS[1]),
+)
 #: Lowest cosine between a torch and an ONNX token vector the export's self-check accepts.
 CHECK_MIN_COSINE = 0.99999
+#: Largest difference between a torch and an ONNX logit the self-check accepts, relative to the
+#: largest torch logit of the check (or 1, for logits near zero).
+CHECK_LOGIT_TOLERANCE = 1e-4
 
 
 class OnnxEncoder:
@@ -135,15 +162,7 @@ class OnnxEncoder:
         quantization: str | None = None,
     ) -> None:
         ort = _import_onnxruntime()
-        if device not in _DEVICES:
-            raise InvalidInputError(
-                f"device={device!r} is not available to the onnx backend; valid devices are "
-                f"{list(_DEVICES)} (use backend='torch' for other devices)"
-            )
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0
-        ):
-            raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
+        _check_settings(device, threads)
         folder = Path(folder)
         self.device = device
         self.tokenizer = FolderTokenizer(folder)
@@ -166,13 +185,73 @@ class OnnxEncoder:
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
     ) -> TokenBatch:
         encodings, arrays = self.tokenizer(texts, max_tokens)
-        (hidden,) = self.session.run([_OUTPUT], {k: arrays[k] for k in self._inputs})
+        (hidden,) = self.session.run([_HIDDEN], {k: arrays[k] for k in self._inputs})
         return token_batch(encodings, arrays, np.asarray(hidden, dtype=np.float32), with_tokens)
 
 
-def export_dir(weights: str) -> Path:
-    """The cache directory of the export of the network with weights digest ``weights``."""
-    return cache_dir() / "onnx" / weights.removeprefix("sha256:")
+class OnnxClassifier:
+    """A sequence-classification network (a cross-encoder) exported to ONNX, returning logits.
+
+    Exported, self-checked against the torch network and cached like :class:`OnnxEncoder`'s
+    networks, in the ``classifier`` directory of the weights digest's export directory.
+
+    Args:
+        folder: the network's folder (config, weights, tokenizer).
+        device: ``"cpu"``, the only device of this backend.
+        threads: onnxruntime's intra-op threads; ``None`` uses one per available CPU core.
+
+    Example:
+        >>> clf = OnnxClassifier(Path("my-cross-encoder"))  # doctest: +SKIP
+        >>> clf.classify([("tea", "green tea")], max_tokens=128).logits.shape  # doctest: +SKIP
+        (1, 1)
+    """
+
+    def __init__(self, folder: Path, *, device: str = "cpu", threads: int | None = None) -> None:
+        ort = _import_onnxruntime()
+        _check_settings(device, threads)
+        folder = Path(folder)
+        self.device = device
+        self.tokenizer = FolderTokenizer(folder)
+        layout = read_layout(folder, task="sequence-classification")
+        assert layout.num_labels is not None
+        self.num_labels = layout.num_labels
+        self.weights = weights_digest(layout)
+        self.session, model_file = _open_session(
+            ort, folder, self.weights, self.tokenizer, None, threads, output=_LOGITS
+        )
+        #: Where the export lives (removed already if the cache directory was not writable).
+        self.model_file = model_file
+        self._inputs = [i.name for i in self.session.get_inputs()]
+
+    def classify(self, inputs: Sequence[TextInput], max_tokens: int) -> LogitBatch:
+        encodings, arrays = self.tokenizer(inputs, max_tokens)
+        (logits,) = self.session.run([_LOGITS], {k: arrays[k] for k in self._inputs})
+        truncated = np.array([bool(e.overflowing) for e in encodings])
+        return LogitBatch(np.asarray(logits, dtype=np.float32), truncated)
+
+
+def export_dir(weights: str, output: str = _HIDDEN) -> Path:
+    """The cache directory of the export of the network with weights digest ``weights``.
+
+    Args:
+        output: what the export computes: ``"last_hidden_state"`` (an encoder) or ``"logits"``
+            (a sequence-classification network, exported to the ``classifier`` subdirectory).
+    """
+    if output not in _OUTPUT_DIRS:
+        raise InvalidInputError(f"output={output!r} is not known; valid are {list(_OUTPUT_DIRS)}")
+    return cache_dir() / "onnx" / weights.removeprefix("sha256:") / _OUTPUT_DIRS[output]
+
+
+def _check_settings(device: str, threads: int | None) -> None:
+    if device not in _DEVICES:
+        raise InvalidInputError(
+            f"device={device!r} is not available to the onnx backend; valid devices are "
+            f"{list(_DEVICES)} (use backend='torch' for other devices)"
+        )
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0
+    ):
+        raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
 
 
 # -- the export ------------------------------------------------------------------------------
@@ -213,6 +292,8 @@ def _open_session(
     tokenizer: FolderTokenizer,
     quantization: str | None,
     threads: int | None,
+    *,
+    output: str = _HIDDEN,
 ) -> tuple[Any, Path]:
     """An onnxruntime session over the checked export (or its twin) and the graph it loaded.
 
@@ -227,7 +308,9 @@ def _open_session(
     while True:
         scratch: list[Path | None] = []
         try:
-            model_file, work = _ensure_export(folder, weights, tokenizer, redo=redo_export)
+            model_file, work = _ensure_export(
+                folder, weights, tokenizer, redo=redo_export, output=output
+            )
             scratch.append(work)
             loading = _MODEL_FILE  # a twin that cannot be made is the export's failure
             try:
@@ -235,8 +318,11 @@ def _open_session(
                     model_file, work = _quantized(model_file, quantization, redo=redo_twin)
                     scratch.append(work)
                     loading = model_file.name
-                graph = _checked_graph(model_file, weights)
+                graph = _checked_graph(model_file, weights, output)
                 session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+                outputs = [o.name for o in session.get_outputs()]
+                if outputs != [output]:
+                    raise _GraphChanged(f"{loading} computes {outputs}, not {output}")
             except CtxembError:
                 raise
             except Exception as exc:  # InvalidProtobuf, Fail, onnx's DecodeError, …
@@ -264,10 +350,11 @@ def _open_session(
 
 
 class _GraphChanged(Exception):
-    """The graph read for loading is not the one its record names (replaced since its check)."""
+    """The graph read for loading is not the one its record names (replaced since its check),
+    or not a graph of the output asked for (another output's export put in its place)."""
 
 
-def _checked_graph(model_file: Path, weights: str) -> bytes | str:
+def _checked_graph(model_file: Path, weights: str, output: str = _HIDDEN) -> bytes | str:
     """What onnxruntime loads: the bytes of a published graph, proven to be the recorded ones.
 
     The graph was checked against its record by path; another process may replace it (an
@@ -276,7 +363,7 @@ def _checked_graph(model_file: Path, weights: str) -> bytes | str:
     loaded. A graph with external weight data (over 2 GB) and a private copy made for this
     process alone (a read-only cache) are loaded by path.
     """
-    if model_file.parent != export_dir(weights):
+    if model_file.parent != export_dir(weights, output):
         return str(model_file)  # a scratch copy of this process, in a private directory
     if model_file.name == _MODEL_FILE:
         files = (_read_record(model_file.parent / _META_FILE) or {}).get("files")
@@ -361,17 +448,23 @@ def _stale(directory: Path, weights: str) -> tuple[str, bool] | None:
 
 
 def _ensure_export(
-    folder: Path, weights: str, tokenizer: FolderTokenizer, *, redo: str | None = None
+    folder: Path,
+    weights: str,
+    tokenizer: FolderTokenizer,
+    *,
+    redo: str | None = None,
+    output: str = _HIDDEN,
 ) -> tuple[Path, Path | None]:
     """The model file of a checked export, exporting first if there is none that passes.
 
     Args:
         redo: why the cached export, although it passes its record, must be made again.
+        output: what the network exports: its last hidden state or its logits.
 
     Returns the model file and the scratch directory of a new export, for the caller to remove
     once the model is loaded (it holds the model itself when the export could not be cached).
     """
-    target = export_dir(weights)
+    target = export_dir(weights, output)
     if redo is None and _stale(target, weights) is None:
         return target / _MODEL_FILE, None
     # One export at a time in a process: the TorchScript exporter keeps global state, and a
@@ -391,7 +484,7 @@ def _ensure_export(
             # A read-only cache only costs speed: export for this process alone.
             work = Path(tempfile.mkdtemp(prefix="ctxemb-onnx-"))
         try:
-            meta = _export(folder, work / _MODEL_FILE, tokenizer, weights)
+            meta = _export(folder, work / _MODEL_FILE, tokenizer, weights, output=output)
         except MissingDependencyError as exc:
             shutil.rmtree(work, ignore_errors=True)
             if not damaged:
@@ -532,8 +625,21 @@ def _publish(work: Path, target: Path, meta: dict[str, Any]) -> None:
     os.replace(record, target / _META_FILE)
 
 
+@dataclass(frozen=True)
+class _Check:
+    """The self-check of one export: its measures (kept in the record) and any shortfall."""
+
+    measures: dict[str, float]
+    shortfall: str | None
+
+
 def _export(
-    folder: Path, model_file: Path, tokenizer: FolderTokenizer, weights: str
+    folder: Path,
+    model_file: Path,
+    tokenizer: FolderTokenizer,
+    weights: str,
+    *,
+    output: str = _HIDDEN,
 ) -> dict[str, Any]:
     """Export the network in ``folder`` to ``model_file``, check it, and return its record."""
     try:
@@ -546,15 +652,24 @@ def _export(
             f"({exc}); install them with pip install torch==2.13.0 transformers onnx, or export "
             "once where they are installed and share the cache directory (CTXEMB_CACHE_DIR)"
         ) from None
-    from ctxemb_core.backends.torch import TorchEncoder
+    from ctxemb_core.backends.torch import TorchClassifier, TorchEncoder
 
-    # The torch backend's own loader, so the export is of exactly the network it would run.
-    reference = TorchEncoder(folder, device="cpu")
-    model = reference.model
+    # The torch backend's own loader, so the export is of exactly the network it would run;
+    # ``want`` is that network's output on the check inputs, as it runs.
+    labels: dict[str, int] = {}
+    trace_inputs: Sequence[TextInput]
+    if output == _LOGITS:
+        classifier = TorchClassifier(folder, device="cpu")
+        model, trace_inputs = classifier.model, _TRACE_PAIRS
+        want = classifier.classify(_CHECK_PAIRS, _CHECK_TOKENS).logits
+        labels = {"num_labels": classifier.num_labels}
+    else:
+        encoder = TorchEncoder(folder, device="cpu")
+        model, trace_inputs = encoder.model, _TRACE_TEXTS
+        want = encoder.encode(list(_CHECK_TEXTS), _CHECK_TOKENS).hidden
     accepted = inspect.signature(model.forward).parameters
-    _, arrays = tokenizer(_TRACE_TEXTS, _CHECK_TOKENS)
+    _, arrays = tokenizer(trace_inputs, _CHECK_TOKENS)
     names = [k for k in _INPUTS if k in arrays and k in accepted]
-    want = reference.encode(list(_CHECK_TEXTS), _CHECK_TOKENS).hidden  # the network as it runs
     attention = model.config._attn_implementation
     # Fastest first: eager attention fused, eager attention, the attention torch runs. Older
     # transformers cannot switch a loaded model's attention: only the last recipe is left then.
@@ -569,18 +684,18 @@ def _export(
         try:
             if implementation != attention:
                 switch(implementation)
-            _trace(torch, model, names, arrays, model_file)
+            _trace(torch, model, names, arrays, model_file, output)
             fused = _fuse(model_file, model.config) if fuse else {}
-            min_cosine = _self_check(model_file, want, tokenizer, names)
+            check = _self_check(model_file, want, tokenizer, names, output)
         except Exception as exc:  # a recipe this network or toolchain cannot take
             tried.append(f"{recipe}: {type(exc).__name__}: {exc}")
             continue
         finally:
             if implementation != attention:
                 switch(attention)
-        if min_cosine >= CHECK_MIN_COSINE:
+        if check.shortfall is None:
             break
-        tried.append(f"{recipe}: token cosine {min_cosine:.6f} < {CHECK_MIN_COSINE}")
+        tried.append(f"{recipe}: {check.shortfall}")
     else:
         raise UnsupportedModelError(
             f"no ONNX export of {folder} reproduces its torch network ({'; '.join(tried)}); "
@@ -590,7 +705,8 @@ def _export(
         "format": EXPORT_FORMAT,
         "weights": weights,
         "inputs": names,
-        "output": _OUTPUT,
+        "output": output,
+        **labels,
         "opset": OPSET,
         "exporter": "torch.onnx.export(dynamo=False)",
         "attention": implementation,
@@ -599,25 +715,32 @@ def _export(
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "onnx": onnx.__version__,
-        "check_min_cosine": min_cosine,
+        **check.measures,
     }
 
 
 def _trace(
-    torch: Any, model: Any, names: list[str], arrays: dict[str, np.ndarray], model_file: Path
+    torch: Any,
+    model: Any,
+    names: list[str],
+    arrays: dict[str, np.ndarray],
+    model_file: Path,
+    output: str,
 ) -> None:
+    # Logits are (batch, num_labels): only the batch axis varies.
+    output_axes = {0: "batch", 1: "tokens"} if output == _HIDDEN else {0: "batch"}
     with warnings.catch_warnings():
         # Its deprecation notice, and tracer warnings that shape checks were frozen: the
         # self-check, on another batch shape, is what proves the graph.
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _last_hidden_state(torch, model, names),
+            _output_of(torch, model, names, output),
             tuple(torch.from_numpy(arrays[k]) for k in names),
             str(model_file),
             dynamo=False,
             input_names=names,
-            output_names=[_OUTPUT],
-            dynamic_axes={k: {0: "batch", 1: "tokens"} for k in [*names, _OUTPUT]},
+            output_names=[output],
+            dynamic_axes={**{k: {0: "batch", 1: "tokens"} for k in names}, output: output_axes},
             opset_version=OPSET,
             do_constant_folding=True,
         )
@@ -644,33 +767,50 @@ def _fuse(model_file: Path, config: Any) -> dict[str, int]:
     return counts
 
 
-def _last_hidden_state(torch: Any, model: Any, names: list[str]) -> Any:
-    """The model as a module of positional tensors returning only the last hidden state."""
+def _output_of(torch: Any, model: Any, names: list[str], output: str) -> Any:
+    """The model as a module of positional tensors returning only the named output."""
 
-    class LastHiddenState(torch.nn.Module):
+    class Output(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.model = model
 
         def forward(self, *inputs: Any) -> Any:
-            return self.model(**dict(zip(names, inputs, strict=True))).last_hidden_state
+            return getattr(self.model(**dict(zip(names, inputs, strict=True))), output)
 
     # eval() on the wrapper too: the exporter restores the wrapper's training flag afterwards,
     # and a fresh module's flag is True, which would leave the shared model in dropout mode.
-    return LastHiddenState().eval()
+    return Output().eval()
 
 
 def _self_check(
-    model_file: Path, want: np.ndarray, tokenizer: FolderTokenizer, names: list[str]
-) -> float:
-    """The lowest cosine between the export's token vectors of the check texts and ``want``."""
+    model_file: Path, want: np.ndarray, tokenizer: FolderTokenizer, names: list[str], output: str
+) -> _Check:
+    """How close the export's output on the check inputs comes to the torch network's ``want``.
+
+    Token vectors are compared by cosine, token by token (padding excluded); logits, which a
+    reranker ranks and thresholds by value, by their largest absolute difference.
+    """
     ort = _import_onnxruntime()
     session = ort.InferenceSession(
         str(model_file), _session_options(ort, None), providers=["CPUExecutionProvider"]
     )
-    _, arrays = tokenizer(_CHECK_TEXTS, _CHECK_TOKENS)
-    (got,) = session.run([_OUTPUT], {k: arrays[k] for k in names})
+    inputs: Sequence[TextInput] = _CHECK_PAIRS if output == _LOGITS else _CHECK_TEXTS
+    _, arrays = tokenizer(inputs, _CHECK_TOKENS)
+    (got,) = session.run([output], {k: arrays[k] for k in names})
+    got, expected = np.asarray(got, dtype=np.float64), want.astype(np.float64)
+    if output == _LOGITS:
+        if got.shape != expected.shape:
+            return _Check({}, f"logits of shape {got.shape}, not {expected.shape}")
+        diff = float(np.max(np.abs(got - expected)))
+        tolerance = CHECK_LOGIT_TOLERANCE * max(1.0, float(np.max(np.abs(expected))))
+        shortfall = None if diff <= tolerance else f"logit difference {diff:.3g} > {tolerance:.3g}"
+        return _Check({"check_max_abs_diff": diff, "check_tolerance": tolerance}, shortfall)
     real = arrays["attention_mask"].astype(bool)
-    a, b = np.asarray(got, dtype=np.float64)[real], want.astype(np.float64)[real]
+    a, b = got[real], expected[real]
     norms = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
-    return float(np.min(np.sum(a * b, axis=1) / norms))
+    min_cosine = float(np.min(np.sum(a * b, axis=1) / norms))
+    shortfall = None
+    if not min_cosine >= CHECK_MIN_COSINE:
+        shortfall = f"token cosine {min_cosine:.6f} < {CHECK_MIN_COSINE}"
+    return _Check({"check_min_cosine": min_cosine}, shortfall)
