@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,6 +27,7 @@ from ctxemb_core.errors import (
     InvalidContractError,
     InvalidInputError,
     TruncationWarning,
+    UnsupportedModelError,
 )
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import locate_model, read_layout, weights_digest
@@ -50,17 +53,29 @@ _ENCODERS_LOCK = threading.Lock()
 
 _AGGREGATES = ("mean", "median", "max")
 
+# The default of TokenEmbeddings' flags: replaced by one False per token.
+_NO_FLAGS = np.zeros(0, dtype=bool)
+
 
 @dataclass(frozen=True)
 class TokenEmbeddings:
-    """The contextual vectors of one text's own tokens (no special or prefix tokens).
+    """The contextual vectors of one text's tokens, with what each token is.
+
+    By default only the text's own tokens are here (no special, prefix or marker tokens);
+    :meth:`Embedder.embed_token_batch` can keep special tokens, a marker's tokens and query
+    expansion tokens too, each flagged, so a caller (late interaction) decides what to keep.
 
     Attributes:
-        text: the text as given (without the role's prefix).
+        text: the text as given (without the role's prefix or a marker).
         tokens: the token strings.
-        offsets: ``(start, end)`` character offsets of each token in ``text``.
-        vectors: ``(len(tokens), width)`` float32 vectors from the encoder's last layer.
-        truncated: whether the text was cut to the contract's ``max_tokens``.
+        offsets: ``(start, end)`` character offsets of each token in ``text``; ``(0, 0)`` for a
+            special or marker token, ``(len(text), len(text))`` for an expansion token.
+        vectors: ``(len(tokens), width)`` float32 vectors from the encoder's last layer (after
+            the network's dense heads when they were asked for).
+        truncated: whether the text was cut to the token limit.
+        special: per token, whether it is a special token ([CLS], [SEP], <s>, …).
+        marker: per token, whether it comes from the marker prepended to the text.
+        expansion: per token, whether it is a query expansion (mask) token.
     """
 
     text: str
@@ -68,6 +83,22 @@ class TokenEmbeddings:
     offsets: list[tuple[int, int]]
     vectors: np.ndarray
     truncated: bool
+    special: np.ndarray = field(default_factory=lambda: _NO_FLAGS)
+    marker: np.ndarray = field(default_factory=lambda: _NO_FLAGS)
+    expansion: np.ndarray = field(default_factory=lambda: _NO_FLAGS)
+
+    def __post_init__(self) -> None:
+        # Flags left out mean "none": all False, one per token.
+        n = len(self.tokens)
+        for name in ("special", "marker", "expansion"):
+            value = getattr(self, name)
+            flags = np.zeros(n, dtype=bool) if value is _NO_FLAGS else np.asarray(value, bool)
+            if flags.shape != (n,):
+                raise InvalidInputError(
+                    f"TokenEmbeddings.{name} needs one flag per token ({n}), got shape "
+                    f"{flags.shape}"
+                )
+            object.__setattr__(self, name, flags)
 
     def span(self, start: int, end: int) -> np.ndarray:
         """Indices of the tokens that overlap characters ``start:end`` of the text."""
@@ -339,7 +370,9 @@ class Embedder:
             warnings.warn(TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3)
         return out
 
-    def _plan(self, encoder: Encoder, texts: list[str]) -> list[np.ndarray]:
+    def _plan(
+        self, encoder: Encoder, texts: list[str], max_tokens: int | None = None
+    ) -> list[np.ndarray]:
         """Index batches: by token length, longest first, each within the token budget.
 
         Sorting by real token counts and filling each batch up to ``token_budget`` padded
@@ -348,7 +381,8 @@ class Embedder:
         """
         if len(texts) == 1:
             return [np.zeros(1, dtype=np.int64)]
-        lengths = encoder.tokenizer.lengths(texts, self.contract.max_tokens)
+        limit = self.contract.max_tokens if max_tokens is None else max_tokens
+        lengths = encoder.tokenizer.lengths(texts, limit)
         order = np.argsort(-lengths, kind="stable")
         batches: list[np.ndarray] = []
         start = 0
@@ -365,31 +399,133 @@ class Embedder:
         """The contextual per-token vectors of one text, with tokens and character offsets.
 
         The role's prefix is applied (the encoder sees what it sees when embedding the text),
-        and its tokens are dropped from the result, as are special tokens.
+        and its tokens are dropped from the result, as are special tokens. The one-text case of
+        :meth:`embed_token_batch`.
         """
         text = _check_text(text, "text")
-        role = Role.parse(role, "role")
-        encoder = (self._query if role is Role.QUERY else self._doc).encoder
-        prefix = self.contract.prefix(role)
-        batch: TokenBatch = encoder.encode(
-            [prefix + text], self.contract.max_tokens, with_tokens=True
+        parsed = Role.parse(role, "role")
+        return self._token_batch([text], parsed, limit=self.contract.max_tokens, stacklevel=3)[0]
+
+    def embed_token_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        role: Role | str = Role.DOCUMENT,
+        keep_special: bool = False,
+        marker: str = "",
+        expand_to: int | None = None,
+        dense: bool = False,
+    ) -> list[TokenEmbeddings]:
+        """The per-token vectors of many texts, batched by token budget, in input order.
+
+        Each text is read as ``prefix(role) + marker + text`` and cut to the contract's
+        ``max_tokens``; batches are planned like :meth:`embed_documents`' (by real token
+        counts, within ``token_budget``), a progress bar shows on long work and a
+        :class:`~ctxemb_core.errors.TruncationWarning` reports cut texts. The role prefix's
+        tokens are always dropped; what else is kept is flagged in the result, so late
+        interaction can choose (see :class:`TokenEmbeddings`).
+
+        Args:
+            texts: the texts.
+            role: whose prefix (and, for a DPR-style pair, whose encoder) reads them.
+            keep_special: keep the special tokens ([CLS], [SEP], …), flagged ``special``.
+            marker: a text read between the role's prefix and each text (ColBERT's ``[Q] ``
+                or ``[D] ``); its tokens are kept, flagged ``marker``.
+            expand_to: cut each text at this many tokens (every token the encoder reads,
+                prefix and special tokens included) and pad shorter ones up to it with the
+                tokenizer's mask token (ColBERT's query expansion). The mask tokens are read
+                by the network like the text's (it attends to them) and kept, flagged
+                ``expansion``. ``None``: no expansion, the contract's ``max_tokens``.
+            dense: apply the network's dense heads (a sentence-transformers folder's ``Dense``
+                modules, ColBERT's linear projection) to every token vector, so each has the
+                contract's ``dimension``; without heads the vectors are unchanged.
+
+        Raises:
+            InvalidInputError: not a non-empty batch of texts, a marker that is not text, an
+                ``expand_to`` outside ``1..max_tokens``.
+            UnsupportedModelError: ``expand_to`` with a tokenizer that has no mask token, or
+                does not read it as one token.
+
+        Example:
+            >>> toks = emb.embed_token_batch(["a cat", "a dog"], keep_special=True)
+            >>> toks[0].tokens, toks[0].special.tolist()  # doctest: +SKIP
+            (['[CLS]', 'a', 'cat', '[SEP]'], [True, False, False, True])
+        """
+        texts = _check_texts(texts)
+        parsed = Role.parse(role, "role")
+        marker = _check_text(marker, "marker")
+        limit = self.contract.max_tokens
+        if expand_to is not None:
+            if isinstance(expand_to, bool) or not isinstance(expand_to, int):
+                raise InvalidInputError(f"expand_to must be an integer, got {expand_to!r}")
+            if not 1 <= expand_to <= limit:
+                raise InvalidInputError(
+                    f"expand_to={expand_to} is out of range; valid values are 1..{limit} "
+                    "(the contract's max_tokens)"
+                )
+            limit = expand_to
+        return self._token_batch(
+            texts,
+            parsed,
+            keep_special=bool(keep_special),
+            marker=marker,
+            limit=limit,
+            expand=expand_to is not None,
+            dense=bool(dense),
+            stacklevel=3,
         )
-        assert batch.tokens is not None and batch.offsets is not None and batch.special is not None
-        real = np.flatnonzero(batch.mask[0])
-        keep, tokens, offsets = [], [], []
-        for j, (tok, (s, e), sp) in enumerate(
-            zip(batch.tokens[0], batch.offsets[0], batch.special[0], strict=True)
-        ):
-            if sp or s < len(prefix) or e <= s:
-                continue
-            keep.append(real[j])
-            tokens.append(tok)
-            offsets.append((s - len(prefix), e - len(prefix)))
-        vectors = batch.hidden[0][keep].astype(np.float32)
-        self.last_truncated = int(batch.truncated[0])
-        if batch.truncated[0]:
-            warnings.warn(TruncationWarning(1, 1, self.contract.max_tokens), stacklevel=2)
-        return TokenEmbeddings(text, tokens, offsets, vectors, bool(batch.truncated[0]))
+
+    def _token_batch(
+        self,
+        texts: list[str],
+        role: Role,
+        *,
+        limit: int,
+        keep_special: bool = False,
+        marker: str = "",
+        expand: bool = False,
+        dense: bool = False,
+        stacklevel: int,
+    ) -> list[TokenEmbeddings]:
+        network = self._query if role is Role.QUERY else self._doc
+        encoder = network.encoder
+        prefix = self.contract.prefix(role)
+        lead = prefix + marker
+        read = [lead + t for t in texts]
+        if expand:
+            read = _expanded(network, read, limit, self.contract.max_tokens)
+        out: list[TokenEmbeddings | None] = [None] * len(read)
+        truncated = 0
+        for idx in _progress(self._plan(encoder, read, limit), len(read), self.show_progress):
+            batch: TokenBatch = encoder.encode([read[i] for i in idx], limit, with_tokens=True)
+            truncated += int(batch.truncated.sum())
+            rows, picked = [], []
+            for row, i in enumerate(idx):
+                picked.append(
+                    _pick_tokens(batch, row, texts[i], len(prefix), len(lead), keep_special)
+                )
+                rows.append(np.full(len(picked[-1].positions), row))
+            flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+            positions = np.concatenate([p.positions for p in picked])
+            vectors = batch.hidden[flat, positions].astype(np.float32)
+            if dense:
+                vectors = _apply_dense(network, vectors)
+            ends = np.cumsum([len(p.positions) for p in picked])[:-1]
+            for i, p, v in zip(idx, picked, np.split(vectors, ends), strict=True):
+                out[i] = TokenEmbeddings(
+                    texts[i],
+                    p.tokens,
+                    p.offsets,
+                    v,
+                    bool(batch.truncated[p.row]),
+                    special=p.special,
+                    marker=p.marker,
+                    expansion=p.expansion,
+                )
+        self.last_truncated = truncated
+        if truncated:
+            warnings.warn(TruncationWarning(truncated, len(read), limit), stacklevel=stacklevel)
+        return [t for t in out if t is not None]
 
     def word_vector(
         self, word: str, contexts: Sequence[str], aggregate: str = "mean"
@@ -586,6 +722,131 @@ def _check_fits(
             f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
             f"{folder} has; valid values are 1..{positions}"
         )
+
+
+class _Picked(NamedTuple):
+    """The tokens of one row of a batch that a token call keeps, and what each one is."""
+
+    row: int
+    positions: np.ndarray
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    special: np.ndarray
+    marker: np.ndarray
+    expansion: np.ndarray
+
+
+def _pick_tokens(
+    batch: TokenBatch,
+    row: int,
+    text: str,
+    n_prefix: int,
+    n_lead: int,
+    keep_special: bool,
+) -> _Picked:
+    """The tokens of ``batch`` row ``row`` (read as ``prefix + marker + text [+ masks]``).
+
+    Dropped: the role prefix's tokens, zero-width tokens, and special ones unless kept. Offsets
+    are moved into ``text``; a special or marker token gets ``(0, 0)``, a query expansion token
+    (one starting after the text) ``(len(text), len(text))``.
+    """
+    assert batch.tokens is not None and batch.offsets is not None and batch.special is not None
+    real = np.flatnonzero(batch.mask[row])
+    end = n_lead + len(text)
+    keep: list[int] = []
+    tokens: list[str] = []
+    offsets: list[tuple[int, int]] = []
+    kinds: list[int] = []  # 0 text, 1 special, 2 marker, 3 expansion
+    for j, (tok, (s, e), sp) in enumerate(
+        zip(batch.tokens[row], batch.offsets[row], batch.special[row], strict=True)
+    ):
+        if e > s and s >= end:
+            kind, where = 3, (len(text), len(text))
+        elif sp:
+            if not keep_special:
+                continue
+            kind, where = 1, (0, 0)
+        elif s < n_prefix or e <= s:
+            continue
+        elif s < n_lead:
+            kind, where = 2, (0, 0)
+        else:
+            kind, where = 0, (s - n_lead, e - n_lead)
+        keep.append(int(real[j]))
+        tokens.append(tok)
+        offsets.append(where)
+        kinds.append(kind)
+    k = np.array(kinds, dtype=np.int8)
+    return _Picked(row, np.array(keep, dtype=np.int64), tokens, offsets, k == 1, k == 2, k == 3)
+
+
+def _expanded(network: _Network, texts: list[str], length: int, max_tokens: int) -> list[str]:
+    """Each text padded with the tokenizer's mask token up to ``length`` tokens.
+
+    The masks go into the text (so the network reads and attends to them), after a space: a
+    text already ``length`` tokens long or longer is left to be cut there.
+    """
+    tokenizer = network.encoder.tokenizer
+    mask = _mask_token(network)
+    counts = tokenizer.lengths(texts, length)
+    out = [
+        t + " " + " ".join([mask] * (length - int(n))) if n < length else t
+        for t, n in zip(texts, counts, strict=True)
+    ]
+    padded = [t for t, n in zip(out, counts, strict=True) if n < length]
+    if padded:
+        # Read without a cut short of the padding: a mask read as more than one token shows.
+        got = tokenizer.lengths(padded, 2 * max(length, max_tokens) + 2)
+        if (got != length).any():
+            raise UnsupportedModelError(
+                f"query expansion: the tokenizer of {network.folder} does not read its mask "
+                f"token {mask!r} as one token after a space ({int(got.max())} tokens where "
+                f"{length} were planned); use query_length=None for this encoder"
+            )
+    return out
+
+
+# Read once per loaded encoder (a new load, of other weights in the same folder, reads again).
+_MASK_TOKENS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _mask_token(network: _Network) -> str:
+    """The mask token the folder's tokenizer names (``tokenizer_config.json``, else
+    ``special_tokens_map.json``), checked to be in its vocabulary."""
+    cached = _MASK_TOKENS.get(network.encoder)
+    if cached is not None:
+        return cached
+    folder = read_layout(network.folder).transformer
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        value = data.get("mask_token") if isinstance(data, dict) else None
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str) and value:
+            if network.encoder.tokenizer.tokenizer.token_to_id(value) is None:
+                break
+            _MASK_TOKENS[network.encoder] = value
+            return value
+    raise UnsupportedModelError(
+        f"query expansion needs a mask token, and the tokenizer in {folder} names none in its "
+        "vocabulary; use query_length=None for this encoder"
+    )
+
+
+def _apply_dense(network: _Network, vectors: np.ndarray) -> np.ndarray:
+    """The network's dense heads applied to each row (the rows unchanged if it has none)."""
+    for i, head in enumerate(network.dense):
+        if vectors.shape[1] != head.weight.shape[0]:
+            raise UnsupportedModelError(
+                f"dense head {i} of {network.folder} takes vectors of width "
+                f"{head.weight.shape[0]}, not the {vectors.shape[1]} the tokens have; its "
+                "heads cannot be applied per token"
+            )
+        vectors = head(vectors)
+    return vectors
 
 
 def _check_text(text: Any, what: str) -> str:
