@@ -113,13 +113,17 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
     BertConfig,
+    BertForSequenceClassification,
     BertModel,
     BertTokenizerFast,
     LlamaConfig,
     LlamaModel,
     PreTrainedTokenizerFast,
     RobertaConfig,
+    RobertaForSequenceClassification,
     RobertaModel,
 )
 
@@ -128,8 +132,10 @@ __all__ = [
     "POOLING_MODES",
     "VOCAB",
     "build_bert",
+    "build_cross_encoder",
     "build_decoder",
     "build_dpr_pair",
+    "build_minilm_cross_encoder",
     "build_sentence_transformer",
 ]
 
@@ -495,3 +501,137 @@ def build_dpr_pair(path: str | Path, *, hidden: int = 32, seed: int = 0) -> tupl
     query = build_bert(path / "query", hidden=hidden, seed=seed)
     document = build_bert(path / "document", hidden=hidden, seed=seed + 1)
     return query, document
+
+
+#: Activations a sentence-transformers CrossEncoder folder may be saved with, by name.
+CROSS_ENCODER_ACTIVATIONS: dict[str, type[torch.nn.Module]] = {
+    "sigmoid": torch.nn.Sigmoid,
+    "identity": torch.nn.Identity,
+    "softmax": torch.nn.Softmax,
+}
+
+
+def _write_roberta_style_tokenizer(path: Path, *, max_length: int) -> None:
+    """VOCAB's WordPiece tokenizer with RoBERTa's pair template and inputs.
+
+    ``[CLS] a [SEP] [SEP] b [SEP]`` (RoBERTa's ``<s> a </s></s> b </s>``), one segment, and no
+    ``token_type_ids`` among the model inputs, as a RoBERTa tokenizer gives (its network has one
+    token type, so a second segment would index past its table).
+    """
+    bert = BertTokenizerFast(str(_vocab_file(path)), do_lower_case=True)
+    backend = bert.backend_tokenizer
+    ids = {tok: i for i, tok in enumerate(VOCAB)}
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        model_max_length=max_length,
+        model_input_names=["input_ids", "attention_mask"],
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        mask_token="[MASK]",
+    )
+    tokenizer.save_pretrained(str(path))
+    (path / "vocab.txt").unlink()
+
+
+def _vocab_file(path: Path) -> Path:
+    vocab_file = path / "vocab.txt"
+    vocab_file.write_text("".join(f"{tok}\n" for tok in VOCAB), encoding="utf-8")
+    return vocab_file
+
+
+def build_cross_encoder(
+    path: str | Path,
+    *,
+    architecture: str = "bert",
+    num_labels: int = 1,
+    hidden: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+    sentence_transformers: bool = False,
+    activation: str | None = None,
+) -> Path:
+    """Write a random sequence-classification folder (a tiny cross-encoder) over VOCAB.
+
+    ``architecture`` is ``"bert"`` (BERT's pair encoding with segment ids) or ``"roberta"`` (one
+    segment, RoBERTa's pair template). The folder is a plain transformers one, or, with
+    ``sentence_transformers=True``, what ``CrossEncoder(folder).save_pretrained`` writes
+    (``config_sentence_transformers.json`` with the activation, ``modules.json``,
+    ``sentence_bert_config.json``); ``activation`` (a key of
+    :data:`CROSS_ENCODER_ACTIVATIONS`) is passed to the CrossEncoder, which otherwise saves its
+    default (sigmoid for one label, identity for several).
+    """
+    if architecture not in ("bert", "roberta"):
+        raise ValueError(f"architecture must be 'bert' or 'roberta', got {architecture!r}")
+    path = Path(path)
+    if sentence_transformers:
+        from sentence_transformers import CrossEncoder
+
+        with tempfile.TemporaryDirectory(prefix="tiny_ce_") as tmp:
+            build_cross_encoder(
+                tmp,
+                architecture=architecture,
+                num_labels=num_labels,
+                hidden=hidden,
+                layers=layers,
+                seed=seed,
+            )
+            fn = None if activation is None else CROSS_ENCODER_ACTIVATIONS[activation]()
+            CrossEncoder(tmp, device="cpu", activation_fn=fn).save_pretrained(
+                str(path), create_model_card=False
+            )
+        return path
+    if activation is not None:
+        raise ValueError("a plain transformers folder saves no activation")
+    path.mkdir(parents=True, exist_ok=True)
+    common = {
+        "vocab_size": len(VOCAB),
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 2,
+        "intermediate_size": 4 * hidden,
+        "pad_token_id": 0,
+        "num_labels": num_labels,
+    }
+    model_class: type
+    if architecture == "bert":
+        config: Any = BertConfig(max_position_embeddings=128, **common)
+        model_class = BertForSequenceClassification
+    else:
+        # 128 tokens after the padding id's offset of 2; one token type.
+        config = RobertaConfig(max_position_embeddings=130, type_vocab_size=1, **common)
+        model_class = RobertaForSequenceClassification
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_class(config)
+    model.save_pretrained(str(path))
+    if architecture == "bert":
+        _write_bert_tokenizer(path, max_length=128)
+    else:
+        _write_roberta_style_tokenizer(path, max_length=128)
+    return path
+
+
+def build_minilm_cross_encoder(
+    path: str | Path, minilm: str | Path, *, num_labels: int = 1, seed: int = 0
+) -> Path:
+    """A cross-encoder of real size: the MiniLM encoder with an untrained, seeded head.
+
+    ``AutoModelForSequenceClassification.from_pretrained(minilm, num_labels=...)`` (the head is
+    the only random part) saved with MiniLM's tokenizer: a plain transformers folder.
+    """
+    path = Path(path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(minilm), num_labels=num_labels
+        )
+    model.save_pretrained(str(path))
+    AutoTokenizer.from_pretrained(str(minilm)).save_pretrained(str(path))
+    return path
