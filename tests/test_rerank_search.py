@@ -44,8 +44,8 @@ def reranker(maxsim_contract):
 
 
 @pytest.fixture
-def docs(client, minilm_contract, minilm):
-    collection = open_collection(client, fresh_name(), minilm_contract, embedder=minilm)
+def docs(client, minilm):
+    collection = open_collection(client, fresh_name(), minilm)
     collection.add(list(DOCS), list(DOCS.values()), metadatas=[{"k": i} for i in DOCS])
     return collection
 
