@@ -42,14 +42,17 @@ from haystack.core.serialization import allow_deserialization_module
 
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
+from ctxemb_haystack._rankers import ContractCrossEncoderRanker, ContractLateInteractionRanker
 from ctxemb_haystack._stores import DuplicateDocumentsError
 
 # Our own modules only: they build nothing but these components from a pipeline's YAML.
 allow_deserialization_module("ctxemb_haystack")
 
 __all__ = [
+    "ContractCrossEncoderRanker",
     "ContractDocumentEmbedder",
     "ContractDocumentWriter",
+    "ContractLateInteractionRanker",
     "ContractRetriever",
     "ContractTextEmbedder",
     "DuplicateDocumentsError",
