@@ -27,8 +27,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ctxemb_langchain._chroma import ContractChroma
+from ctxemb_langchain._compressors import (
+    ContractCrossEncoderReranker,
+    ContractLateInteractionReranker,
+)
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._retriever import ContractRetriever
 from ctxemb_langchain._store import ContractVectorStore
 
-__all__ = ["ContractChroma", "ContractEmbeddings", "ContractRetriever", "ContractVectorStore"]
+__all__ = [
+    "ContractChroma",
+    "ContractCrossEncoderReranker",
+    "ContractEmbeddings",
+    "ContractLateInteractionReranker",
+    "ContractRetriever",
+    "ContractVectorStore",
+]
