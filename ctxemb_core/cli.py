@@ -290,7 +290,7 @@ def _reranker(args: argparse.Namespace, contract: EmbeddingContract | None) -> A
         assert contract is not None
         found = rerank_contract_for(contract, kind="late_interaction")
     elif source.endswith(".json") and Path(source).is_file():
-        found = load_reranker_contract(Path(source).read_text(encoding="utf-8"))
+        found = load_reranker_contract(source)
     else:
         found = rerank_contract_for(source, activation=args.activation)
     if args.activation is not None and found.activation not in (None, args.activation):

@@ -55,6 +55,7 @@ from ctxemb_core.errors import (
 
 __all__ = [
     "FINGERPRINT_KEY",
+    "RERANKER_KEY",
     "STORE_SAMPLE",
     "batch_fingerprint",
     "check_documents",
@@ -67,6 +68,9 @@ __all__ = [
 
 #: The metadata key under which an embedded document carries its contract's fingerprint.
 FINGERPRINT_KEY = "ctxemb_fingerprint"
+#: The metadata key of a reranked document: the fingerprint of the reranker contract its score
+#: is under (scores of two reranker contracts are not on one scale).
+RERANKER_KEY = "ctxemb_reranker"
 
 # The full sha256 hex digest, as EmbeddingContract.fingerprint writes it; anything else is damage.
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")

@@ -216,3 +216,56 @@ def test_rank_orders_by_score_with_ties_in_input_order():
     assert rank(scores, docs, None, cross(), threshold=0.5).indices == [1, 3, 2, 4]
     assert rank(scores, docs, None, cross(), threshold=0.5, top_k=3).indices == [1, 3, 2]
     assert len(rank(np.zeros(0), [], None, cross())) == 0
+
+
+def test_a_contract_loads_from_its_json_file(tmp_path):
+    from ctxemb_core.rerank import load_reranker_contract
+
+    c = cross()
+    file = tmp_path / "reranker.json"
+    file.write_text(c.to_json(), encoding="utf-8")
+    assert load_reranker_contract(file) == c
+    assert load_reranker_contract(str(file)) == c
+    assert load_reranker_contract(c.to_dict()) == c
+    with pytest.raises(DataFormatError, match="cannot read"):
+        load_reranker_contract(tmp_path / "missing.json")
+    with pytest.raises(DataFormatError, match="got int"):
+        load_reranker_contract(3)
+
+
+def test_as_threshold_keeps_the_contract_a_threshold_was_set_under():
+    from ctxemb_core.rerank import as_threshold
+
+    a, b = cross(), cross(activation="none")
+    assert as_threshold(None, a) is None
+    assert as_threshold(0.3, a) == ScoreThreshold(0.3, a)
+    assert as_threshold(ScoreThreshold(0.3, a), a) == ScoreThreshold(0.3, a)
+    assert as_threshold(ScoreThreshold(0.3, a).to_dict(), a) == ScoreThreshold(0.3, a)
+    with pytest.raises(RerankerMismatchError):
+        as_threshold(ScoreThreshold(0.3, a), b)
+
+
+def test_a_lazy_reranker_loads_on_first_use_and_copies_as_its_recipe(minilm_contract, tmp_path):
+    import copy
+
+    from ctxemb_core.rerank import LateInteractionReranker, LazyReranker, Reranker
+
+    contract = late(minilm_contract)
+    lazy = LazyReranker(contract, batch_size=4)
+    assert not lazy.loaded and lazy.built is None
+    assert lazy.config["path_hint"]  # located now: the bundled folder
+    assert lazy.config == Reranker.config_for(contract, batch_size=4)
+    built = lazy.get()
+    assert isinstance(built, LateInteractionReranker) and lazy.get() is built
+    assert built.batch_size == 4 and built.fingerprint == contract.fingerprint
+    for twin in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
+        assert not twin.loaded and twin.config == lazy.config
+    with pytest.raises(InvalidInputError, match="backend"):
+        LazyReranker(contract, backend="gpu")
+    with pytest.raises(InvalidInputError, match="batch_size"):
+        LazyReranker(contract, batch_size=0)
+    # A hint whose folder holds other weights (or nothing) is ignored, as the Embedder's is.
+    from ctxemb_core.rerank import reranker_from_config
+
+    config = {**lazy.config, "path_hint": str(tmp_path)}
+    assert reranker_from_config(config).fingerprint == contract.fingerprint

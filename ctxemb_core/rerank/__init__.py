@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from ctxemb_core.rerank._base import Ranked, Reranker, Reranking
+from ctxemb_core.rerank._base import Ranked, Reranker, Reranking, as_threshold, resolve_threshold
 from ctxemb_core.rerank.build import reranker_for, reranker_from_config
 from ctxemb_core.rerank.contract import (
     Activation,
@@ -29,9 +29,11 @@ from ctxemb_core.rerank.contract import (
     RerankKind,
     ScoreThreshold,
     SkipTokens,
+    load_reranker_contract,
 )
 from ctxemb_core.rerank.cross import CrossEncoderReranker
 from ctxemb_core.rerank.late import LateInteractionReranker, TokenVectorStore, maxsim
+from ctxemb_core.rerank.lazy import LazyReranker
 from ctxemb_core.rerank.resolve import rerank_contract_for
 from ctxemb_core.rerank.search import Candidate, Hit, Shortlist, TwoStageResult, two_stage
 
@@ -41,6 +43,7 @@ __all__ = [
     "CrossEncoderReranker",
     "Hit",
     "LateInteractionReranker",
+    "LazyReranker",
     "PairFormat",
     "Ranked",
     "RerankKind",
@@ -52,9 +55,12 @@ __all__ = [
     "SkipTokens",
     "TokenVectorStore",
     "TwoStageResult",
+    "as_threshold",
+    "load_reranker_contract",
     "maxsim",
     "rerank_contract_for",
     "reranker_for",
     "reranker_from_config",
+    "resolve_threshold",
     "two_stage",
 ]

@@ -11,10 +11,23 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._validate import check_positive_int, check_text, check_texts
-from ctxemb_core.errors import DataFormatError, InvalidInputError
-from ctxemb_core.rerank.contract import RerankerContract, ScoreThreshold, load_reranker_contract
+from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
+from ctxemb_core.rerank.contract import (
+    RerankerContract,
+    RerankKind,
+    ScoreThreshold,
+    load_reranker_contract,
+)
+from ctxemb_core.resolve import locate_model, read_layout, weights_digest
 
-__all__ = ["Ranked", "Reranker", "Reranking", "resolve_threshold"]
+__all__ = [
+    "Ranked",
+    "Reranker",
+    "Reranking",
+    "as_threshold",
+    "check_settings",
+    "resolve_threshold",
+]
 
 _BACKENDS = ("auto", "onnx", "torch")
 
@@ -101,6 +114,34 @@ def resolve_threshold(
     return float(threshold)
 
 
+def as_threshold(
+    value: float | ScoreThreshold | Mapping[str, Any] | None, contract: RerankerContract
+) -> ScoreThreshold | None:
+    """A threshold kept with the contract it was set under, as a component stores it.
+
+    A number is set under ``contract`` now; a :class:`ScoreThreshold` (or its ``to_dict()``) of
+    another contract raises :class:`~ctxemb_core.errors.RerankerMismatchError`.
+    """
+    found = resolve_threshold(value, contract)
+    if found is None:
+        return None
+    if isinstance(value, ScoreThreshold):
+        return value
+    return ScoreThreshold(found, contract)
+
+
+def check_settings(backend: Any, device: Any, batch_size: Any, token_budget: Any) -> None:
+    """Refuse run settings no reranker can take, before anything is loaded."""
+    if backend not in _BACKENDS:
+        raise InvalidInputError(
+            f"backend={backend!r} is not known; valid backends are {list(_BACKENDS)}"
+        )
+    if not isinstance(device, str) or not device:
+        raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(token_budget, "token_budget")
+
+
 class Reranker:
     """The base of the rerankers: one contract, checked inputs, a stable order.
 
@@ -108,7 +149,7 @@ class Reranker:
     keyword inputs (pre-computed token vectors) that :meth:`rerank` passes through.
 
     Args:
-        contract: the :class:`RerankerContract` (or its ``to_dict()`` / JSON).
+        contract: the :class:`RerankerContract`, its ``to_dict()``, or the path of its JSON.
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (registered by :func:`rerank_contract_for`, bundled).
         backend: ``"auto"`` (ONNX Runtime, else torch with a warning), ``"onnx"`` or ``"torch"``.
@@ -131,17 +172,12 @@ class Reranker:
         show_progress: bool | None = None,
     ) -> None:
         self.contract = load_reranker_contract(contract)
-        if backend not in _BACKENDS:
-            raise InvalidInputError(
-                f"backend={backend!r} is not known; valid backends are {list(_BACKENDS)}"
-            )
-        if not isinstance(device, str) or not device:
-            raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
+        check_settings(backend, device, batch_size, token_budget)
         self.path = None if path is None else Path(path)
         self.requested_backend = backend
         self.device = device
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.token_budget = check_positive_int(token_budget, "token_budget")
+        self.batch_size = batch_size
+        self.token_budget = token_budget
         self.show_progress = show_progress
         self._lock = threading.Lock()
 
@@ -157,13 +193,50 @@ class Reranker:
 
     def config(self) -> dict[str, Any]:
         """JSON-ready settings :func:`reranker_from_config` rebuilds this reranker from."""
+        return self.config_for(
+            self.contract,
+            path=self.path,
+            backend=self.requested_backend,
+            device=self.device,
+            batch_size=self.batch_size,
+            token_budget=self.token_budget,
+        )
+
+    @staticmethod
+    def config_for(
+        contract: RerankerContract,
+        *,
+        path: str | Path | None = None,
+        backend: str = "auto",
+        device: str = "cpu",
+        batch_size: int = 32,
+        token_budget: int = 4096,
+    ) -> dict[str, Any]:
+        """The :meth:`config` of a reranker not built yet (nothing is loaded).
+
+        What a framework component's ``to_dict`` stores: the whole contract, where its model
+        folder is on this machine (``path`` as given, else located now; a hint that another
+        process uses only if the folder there holds the contract's weights) and the run
+        settings.
+        """
+        if not isinstance(contract, RerankerContract):
+            raise InvalidInputError(
+                f"config_for needs a RerankerContract, got {type(contract).__name__}"
+            )
+        check_settings(backend, device, batch_size, token_budget)
+        hint: str | None = None if path is None else str(path)
+        if hint is None:
+            try:
+                hint = str(locate_model(contract.model, contract.weights))
+            except CtxembError:
+                hint = None  # found from the contract when the reranker is built, or refused
         return {
-            "contract": self.contract.to_dict(),
-            "path_hint": None if self.path is None else str(self.path),
-            "backend": self.requested_backend,
-            "device": self.device,
-            "batch_size": self.batch_size,
-            "token_budget": self.token_budget,
+            "contract": contract.to_dict(),
+            "path_hint": hint,
+            "backend": backend,
+            "device": device,
+            "batch_size": batch_size,
+            "token_budget": token_budget,
         }
 
     # -- ranking -----------------------------------------------------------------------------
@@ -264,9 +337,18 @@ def check_config(config: Any) -> tuple[RerankerContract, dict[str, Any]]:
         )
     contract = RerankerContract.from_dict(config["contract"])
     settings = {k: config[k] for k in CONFIG_KEYS[2:] if k in config}
+    # A hint is only a hint: used when the folder there holds the contract's weights, else the
+    # model is found from the contract (registered, bundled), as Embedder.from_config does.
     hint = config.get("path_hint")
-    # A hint from another machine may name nothing here: the model is then found from the
-    # contract (registered, bundled). A folder that is there must hold the contract's weights.
-    if isinstance(hint, str) and hint and Path(hint).is_dir():
+    if isinstance(hint, str) and hint and _holds(Path(hint), contract):
         settings["path"] = hint
     return contract, settings
+
+
+def _holds(folder: Path, contract: RerankerContract) -> bool:
+    task = "sequence-classification" if contract.kind is RerankKind.CROSS_ENCODER else None
+    try:
+        layout = read_layout(folder, task=task) if task else read_layout(folder)
+        return folder.is_dir() and weights_digest(layout) == contract.weights
+    except CtxembError:
+        return False  # a folder that changed or broke since

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from ctxemb_core.contract import (
@@ -451,14 +453,30 @@ class ScoreThreshold:
 
 
 def load_reranker_contract(value: Any) -> RerankerContract:
-    """A reranker contract from a contract, its ``to_dict()`` or its JSON text."""
+    """A reranker contract from what a configuration holds: a contract, its ``to_dict()``, or
+    the path of its JSON file (what ``RerankerContract.to_json()`` writes), as
+    :func:`~ctxemb_core.contract.load_contract` reads an embedding contract.
+
+    Raises:
+        DataFormatError: a file that cannot be read or is not a reranker contract's JSON, or a
+            value of another type.
+        InvalidContractError: the fields are there but a value is not valid.
+    """
     if isinstance(value, RerankerContract):
         return value
     if isinstance(value, Mapping):
         return RerankerContract.from_dict(value)
-    if isinstance(value, (str, bytes)):
-        return RerankerContract.from_json(value)
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        try:
+            with path.open("rb") as handle:
+                text = handle.read(MAX_CONTRACT_JSON + 1)
+        except OSError as exc:
+            raise DataFormatError(
+                f"cannot read the reranker contract file {str(path)!r}: {exc.strerror or exc}"
+            ) from None
+        return RerankerContract.from_json(text)
     raise DataFormatError(
-        "a reranker contract is a RerankerContract, its to_dict() or its JSON; got "
-        f"{type(value).__name__}"
+        "a reranker contract is a RerankerContract, its to_dict(), or the path of its JSON "
+        f"file; got {type(value).__name__}"
     )
