@@ -27,6 +27,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     RerankerMismatchError,
     TruncationWarning,
+    UnsupportedModelError,
 )
 from ctxemb_core.eval import build_run, document_text, load_beir, ndcg_at_k, search_topk
 from ctxemb_core.rerank import (
@@ -614,6 +615,14 @@ def test_markers_skips_and_query_expansion_on_a_tiny_bert(tiny_bert):
     np.testing.assert_array_equal(raw.document_vectors([doc])[0], read.vectors[~read.marker])
 
 
+def test_query_expansion_needs_a_mask_token(tiny_decoder):
+    encoder = contract_for(tiny_decoder, pooling="last_token")
+    reranker = LateInteractionReranker(late(encoder, query_length=8), backend="torch")
+    with pytest.raises(UnsupportedModelError, match="mask token"):
+        reranker.query_vectors("a cat")
+    assert len(reranker.document_vectors(["a cat"])[0]) == 2  # documents are never expanded
+
+
 def test_a_dense_head_projects_every_token(tiny_st_factory):
     folder = tiny_st_factory(dense_out=16)
     contract = late(contract_for(folder), token_normalize=False)
@@ -636,7 +645,7 @@ def test_a_dense_head_projects_every_token(tiny_st_factory):
 # -- SciFact -------------------------------------------------------------------------------------
 
 N_QUERIES = 10
-N_DOCUMENTS = 500
+N_DOCUMENTS = 300
 SHORTLIST = 100
 
 
@@ -646,7 +655,7 @@ def test_maxsim_reranks_a_scifact_bi_encoder_shortlist(data_dir, minilm_contract
     """MiniLM is not trained for late interaction: the nDCG is a measurement, not a target.
 
     The first 10 test queries, over every document judged for them plus the head of the
-    corpus (500 in all); a bi-encoder top-100, reranked by MaxSim over MiniLM token vectors.
+    corpus (300 in all); a bi-encoder top-100, reranked by MaxSim over MiniLM token vectors.
     """
     data = load_beir(data_dir / "scifact")
     query_ids = list(data.queries)[:N_QUERIES]

@@ -141,12 +141,13 @@ def _maxsim_padded(q: np.ndarray, docs: np.ndarray, masks: Any, budget: int) -> 
     else:
         q_t = np.ascontiguousarray(q.T)
         per = max(1, budget // (width * (dim + len(q))))
+        products = np.empty((min(per, n) * width, len(q)), dtype=np.float32)
         for a in range(0, n, per):
             b = min(n, a + per)
             # A view when the batch is C-contiguous float32: the product reads it in place.
             tokens = np.ascontiguousarray(docs[a:b], dtype=np.float32).reshape(-1, dim)
             with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-                scores = tokens @ q_t
+                scores = np.matmul(tokens, q_t, out=products[: len(tokens)])
             if not np.isfinite(scores).all():
                 _refuse_scores(scores, np.arange(a, b).repeat(width))
             scores = scores.reshape(b - a, width, len(q))
@@ -189,6 +190,10 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
     else:
         q_t = np.ascontiguousarray(q.T)
         per_chunk = max(1, budget // (dim + len(q)))
+        # One buffer for every chunk: a fresh large array per chunk costs its page faults.
+        rows = max(min(per_chunk, int(lengths.sum())), int(lengths.max(initial=0)))
+        buffer = np.empty((rows, dim), dtype=np.float32)
+        products = np.empty((rows, len(q)), dtype=np.float32)
         start = 0
         while start < n:
             # Consecutive candidates up to the budget (always at least one).
@@ -198,9 +203,10 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
                 stop += 1
             full = [j for j in range(start, stop) if lengths[j]]
             if full:
-                tokens = np.concatenate([items[j] for j in full], axis=0)
+                tokens = buffer[:total]
+                np.concatenate([items[j] for j in full], axis=0, out=tokens)
                 with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-                    scores = tokens @ q_t
+                    scores = np.matmul(tokens, q_t, out=products[:total])
                 if not np.isfinite(scores).all():
                     _refuse_scores(scores, np.repeat(np.array(full), lengths[full]))
                 # Segment maxima along contiguous rows: one reduceat over every candidate.
