@@ -58,18 +58,58 @@ def test_the_framework_adapters_export_their_components():
     import ctxemb_langchain
 
     assert set(ctxemb_haystack.__all__) == {
+        "ContractCrossEncoderRanker",
         "ContractDocumentEmbedder",
         "ContractDocumentWriter",
+        "ContractLateInteractionRanker",
         "ContractRetriever",
         "ContractTextEmbedder",
         "DuplicateDocumentsError",
     }
     assert set(ctxemb_langchain.__all__) == {
         "ContractChroma",
+        "ContractCrossEncoderReranker",
         "ContractEmbeddings",
+        "ContractLateInteractionReranker",
         "ContractRetriever",
         "ContractVectorStore",
     }
     for module in (ctxemb_haystack, ctxemb_langchain):
         for name in module.__all__:
             assert getattr(module, name).__module__.startswith(module.__name__), name
+
+
+def test_the_rerank_package_exports_exactly_the_intended_names():
+    import ctxemb_core.rerank as rerank
+
+    assert rerank.__all__ == sorted(rerank.__all__)
+    assert set(rerank.__all__) == {
+        "Activation",
+        "Candidate",
+        "CrossEncoderReranker",
+        "Hit",
+        "LateInteractionReranker",
+        "LazyReranker",
+        "PairFormat",
+        "Ranked",
+        "RerankKind",
+        "Reranker",
+        "RerankerContract",
+        "Reranking",
+        "ScoreThreshold",
+        "Shortlist",
+        "SkipTokens",
+        "TokenVectorStore",
+        "TwoStageResult",
+        "as_threshold",
+        "check_settings",
+        "load_reranker_contract",
+        "maxsim",
+        "rerank_contract_for",
+        "reranker_for",
+        "reranker_from_config",
+        "resolve_threshold",
+        "two_stage",
+    }
+    for name in rerank.__all__:
+        assert getattr(rerank, name).__module__.startswith("ctxemb_core.rerank"), name

@@ -20,7 +20,14 @@ Example:
 
 from __future__ import annotations
 
-from ctxemb_core.rerank._base import Ranked, Reranker, Reranking, as_threshold, resolve_threshold
+from ctxemb_core.rerank._base import (
+    Ranked,
+    Reranker,
+    Reranking,
+    as_threshold,
+    check_settings,
+    resolve_threshold,
+)
 from ctxemb_core.rerank.build import reranker_for, reranker_from_config
 from ctxemb_core.rerank.contract import (
     Activation,
@@ -56,6 +63,7 @@ __all__ = [
     "TokenVectorStore",
     "TwoStageResult",
     "as_threshold",
+    "check_settings",
     "load_reranker_contract",
     "maxsim",
     "rerank_contract_for",

@@ -11,15 +11,10 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 
 from ctxemb_core._validate import check_positive_int
-from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
-from ctxemb_core.rerank import Reranker, RerankerContract, RerankKind, ScoreThreshold
-from ctxemb_core.rerank import reranker_from_config as _build
-from ctxemb_core.rerank._base import resolve_threshold
-from ctxemb_core.rerank.contract import load_reranker_contract
-from ctxemb_core.resolve import locate_model
-
-#: The metadata key of a ranked document that names the reranker contract its score is under.
-RERANKER_KEY = "ctxemb_reranker"
+from ctxemb_core.documents import RERANKER_KEY
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.rerank import LazyReranker, Reranker, RerankerContract, RerankKind, ScoreThreshold
+from ctxemb_core.rerank import as_threshold as _threshold
 
 
 class _ContractRanker:
@@ -40,36 +35,39 @@ class _ContractRanker:
         token_budget: int = 4096,
         progress_bar: bool = False,
     ) -> None:
-        self.contract = _contract(contract)
+        # Settings are checked now; the model loads on warm_up (or the first run).
+        self._lazy = LazyReranker(
+            contract,
+            path=path,
+            backend=backend,
+            device=device,
+            batch_size=batch_size,
+            token_budget=token_budget,
+            show_progress=progress_bar,
+        )
+        self.contract = self._lazy.contract
         if self.contract.kind is not self._kind:
             raise InvalidInputError(
                 f"{type(self).__name__} takes a {self._kind.value} contract, got a "
                 f"{self.contract.kind.value} one (each reranker regime has its own ranker)"
             )
-        # The base Reranker checks the settings and writes their config; it loads nothing.
-        self._settings = Reranker(
-            self.contract,
-            path=_located(path, self.contract),
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
-        )
         self.top_k = check_positive_int(top_k, "top_k")
         self.score_threshold = _threshold(score_threshold, self.contract)
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
         self.progress_bar = progress_bar
-        #: The core reranker, built by :meth:`warm_up` (or by the first run).
-        self.reranker: Reranker | None = None
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The core reranker once :meth:`warm_up` (or the first run) built it, else ``None``."""
+        return self._lazy.built
 
     def warm_up(self) -> None:
         """Load the model (once; later calls do nothing)."""
-        if self.reranker is None:
-            self.reranker = _build(self._settings.config(), show_progress=self.progress_bar)
+        self._lazy.get()
 
     def to_dict(self) -> dict[str, Any]:
-        c = self._settings.config()
+        c = self._lazy.config
         threshold = self.score_threshold
         return default_to_dict(
             self,
@@ -108,10 +106,8 @@ class _ContractRanker:
             raise TypeError(
                 f"{type(self).__name__} expects a list of Documents, got {type(documents).__name__}"
             )
-        self.warm_up()
-        assert self.reranker is not None
         docs = _deduplicate(documents)
-        ranking = self.reranker.rerank(
+        ranking = self._lazy.get().rerank(
             query,
             [self._text(d) for d in docs],
             top_k=self.top_k if top_k is None else top_k,
@@ -126,35 +122,6 @@ class _ContractRanker:
         keys = self.meta_fields_to_embed
         fields = [str(doc.meta[k]) for k in keys if doc.meta.get(k) is not None]
         return self.embedding_separator.join([*fields, doc.content or ""])
-
-
-def _contract(value: Any) -> RerankerContract:
-    if isinstance(value, (str, os.PathLike)):  # a path, as for the embedders (never JSON text)
-        try:
-            value = Path(value).read_bytes()
-        except OSError as exc:
-            raise DataFormatError(
-                f"cannot read the reranker contract file {str(value)!r}: {exc.strerror or exc}"
-            ) from None
-    return load_reranker_contract(value)
-
-
-def _located(path: str | Path | None, contract: RerankerContract) -> str | Path | None:
-    """The folder given, else where the model is now: a hint for a process loading the YAML."""
-    try:
-        return path if path is not None else locate_model(contract.model, contract.weights)
-    except CtxembError:
-        return None  # found from the contract when the reranker is built, or refused then
-
-
-def _threshold(value: Any, contract: RerankerContract) -> ScoreThreshold | None:
-    """The threshold with the contract it was set under (a number: under ``contract``)."""
-    resolve_threshold(value, contract)  # refuses another contract's (naming the fields), NaN
-    if isinstance(value, Mapping):
-        return ScoreThreshold.from_dict(value)
-    if value is None or isinstance(value, ScoreThreshold):
-        return value
-    return ScoreThreshold(value, contract)
 
 
 def _deduplicate(documents: list[Document]) -> list[Document]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import Callbacks
@@ -13,14 +12,21 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, InstanceOf, PrivateAttr
 
 from ctxemb_core._validate import check_positive_int, check_text
-from ctxemb_core.errors import DataFormatError, InvalidInputError
-from ctxemb_core.rerank import Reranker, RerankerContract, RerankKind, ScoreThreshold, reranker_for
-from ctxemb_core.rerank._base import resolve_threshold
-from ctxemb_core.rerank.contract import load_reranker_contract
+from ctxemb_core.documents import RERANKER_KEY
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.rerank import (
+    Reranker,
+    RerankerContract,
+    RerankKind,
+    ScoreThreshold,
+    as_threshold,
+    check_settings,
+    load_reranker_contract,
+    reranker_for,
+)
 
-#: A reranked document's score (LangChain's key) and the reranker contract that gives it a scale.
+#: A reranked document's score (LangChain's key); RERANKER_KEY names the contract of its scale.
 SCORE_KEY = "relevance_score"
-RERANKER_KEY = "ctxemb_reranker"
 _SETTINGS = ("path", "backend", "device", "batch_size", "token_budget")
 
 
@@ -66,7 +72,7 @@ class _ContractReranker(BaseDocumentCompressor):
         token_budget: int = 4096,
     ) -> None:
         # Checked here rather than by pydantic, so a bad value raises ctxemb's typed error.
-        found = _contract(contract)
+        found = load_reranker_contract(contract)
         if found.kind is not self._kind:
             other = {c._kind: c.__name__ for c in _ContractReranker.__subclasses__()}[found.kind]
             raise InvalidInputError(
@@ -76,12 +82,11 @@ class _ContractReranker(BaseDocumentCompressor):
         path = None if path is None else os.fspath(path)
         values = (path, backend, device, batch_size, token_budget)
         settings: dict[str, Any] = dict(zip(_SETTINGS, values, strict=True))
-        Reranker(found, **settings)  # the base class checks the run settings, loading nothing
+        check_settings(backend, device, batch_size, token_budget)
         if top_n is not None:
             check_positive_int(top_n, "top_n")
         # Kept with the contract it was set under; one of another contract is refused here.
-        value = resolve_threshold(score_threshold, found)
-        threshold = None if value is None else ScoreThreshold(value, found)
+        threshold = as_threshold(score_threshold, found)
         settings |= {"contract": found, "top_n": top_n, "score_threshold": threshold}
         super().__init__(**settings)
 
@@ -137,18 +142,6 @@ class _ContractReranker(BaseDocumentCompressor):
             )
             for r in ranking
         ]
-
-
-def _contract(value: Any) -> RerankerContract:
-    # A string is a path, as for ContractEmbeddings' contract (never JSON text).
-    if isinstance(value, (str, os.PathLike)):
-        try:
-            value = Path(value).read_bytes()
-        except OSError as exc:
-            raise DataFormatError(
-                f"cannot read the reranker contract file {str(value)!r}: {exc.strerror or exc}"
-            ) from None
-    return load_reranker_contract(value)
 
 
 class ContractCrossEncoderReranker(_ContractReranker):
