@@ -83,8 +83,8 @@ def maxsim(
 
     Empty cases: a candidate with no token (zero rows, or every token masked) scores
     :data:`EMPTY_SCORE` (``-1e9``, as ``sentence_transformers.util.similarity.maxsim``); an
-    empty query (no rows, or every query token masked) scores ``0.0`` (the empty sum) against
-    every other candidate.
+    empty query (no rows, or every query token masked) scores ``0.0``, the empty sum, against
+    every candidate that has tokens.
 
     Args:
         query_vectors: ``(query_tokens, dim)`` array.
@@ -668,7 +668,8 @@ class LateInteractionReranker(Reranker):
         path: the encoder's model folder; found from the contract if omitted.
         backend, device, batch_size, token_budget, show_progress: as the
             :class:`~ctxemb_core.Embedder`'s, for the token encoder.
-        store: where document token vectors are kept between calls (``None``: nowhere).
+        store: where document token vectors are kept between calls (``None``: nowhere); a
+            local resource, so not part of :meth:`config`.
 
     Raises:
         InvalidInputError: a contract of another kind, or a store that is not a
