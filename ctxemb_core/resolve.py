@@ -572,9 +572,14 @@ def _read_st_config(
     model_type = data.get("model_type", expected)
     if model_type != expected:
         what = "a dense text embedder" if task == "feature-extraction" else "a cross-encoder"
+        hint = (
+            " (a cross-encoder's contract comes from ctxemb_core.rerank.rerank_contract_for)"
+            if model_type == "CrossEncoder"
+            else ""
+        )
         raise UnsupportedModelError(
             f"{path}: a {model_type!r} folder is not {what}; ctxemb reads {expected} folders "
-            "for this"
+            f"for this{hint}"
         )
     prompts = data.get("prompts")
     if prompts is None:
