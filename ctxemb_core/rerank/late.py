@@ -59,8 +59,11 @@ __all__ = ["EMPTY_SCORE", "LateInteractionReranker", "TokenVectorStore", "maxsim
 #: JSON, and leaves empty candidates in input order among themselves.
 EMPTY_SCORE = -1e9
 
-# Elements (token vectors plus their scores) one chunk of candidates may hold: 32 MB of float32.
-_CHUNK_ELEMENTS = 1 << 23
+# Elements (token vectors plus their products) one chunk of candidates may hold: 8 MB of float32.
+_CHUNK_ELEMENTS = 1 << 21
+# A listed candidate this long or longer is multiplied where it lies; shorter ones are copied
+# side by side and multiplied together (below it, a call's overhead costs more than the copy).
+_GATHER_BELOW = 128
 
 
 # -- MaxSim ------------------------------------------------------------------------------------
@@ -76,10 +79,13 @@ def maxsim(
 ) -> np.ndarray:
     """``Σ_i max_j q_i · d_j`` of one query against each candidate, vectorised.
 
-    Candidates are scored in chunks: the tokens of a chunk are multiplied by the query in one
-    BLAS matrix product (float32 dot products), each candidate's maximum per query token is
-    taken over its own tokens, and those maxima are summed over the query tokens in float64.
-    Memory stays within ``chunk_elements`` (plus one candidate, if a single one is larger).
+    A padded batch is multiplied by the query in one BLAS matrix product per chunk of
+    candidates, read in place; in a list, each candidate of 128 tokens or more is multiplied
+    where it lies and shorter ones are copied side by side and multiplied together (copying a
+    long candidate costs more than its own call). Dot products are float32; each candidate's
+    maximum per query token is taken over its own tokens only (a reshape, or one segment
+    reduction), and the maxima are summed over the query tokens in float64. Working memory
+    stays within ``chunk_elements``.
 
     Empty cases: a candidate with no token (zero rows, or every token masked) scores
     :data:`EMPTY_SCORE` (``-1e9``, as ``sentence_transformers.util.similarity.maxsim``); an
@@ -187,35 +193,50 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
     if len(q) == 0:
         for j, tokens in enumerate(items):
             _check_finite(tokens, f"doc_vectors[{j}]")
-    else:
+    elif n:
         q_t = np.ascontiguousarray(q.T)
-        per_chunk = max(1, budget // (dim + len(q)))
-        # One buffer for every chunk: a fresh large array per chunk costs its page faults.
-        rows = max(min(per_chunk, int(lengths.sum())), int(lengths.max(initial=0)))
-        buffer = np.empty((rows, dim), dtype=np.float32)
-        products = np.empty((rows, len(q)), dtype=np.float32)
-        start = 0
-        while start < n:
-            # Consecutive candidates up to the budget (always at least one).
-            stop, total = start, 0
-            while stop < n and (stop == start or total + lengths[stop] <= per_chunk):
-                total += int(lengths[stop])
-                stop += 1
-            full = [j for j in range(start, stop) if lengths[j]]
-            if full:
+        best = np.empty((n, len(q)), dtype=np.float32)
+        rows = max(1, budget // (dim + len(q)))  # the tokens one product may cover
+        sizes = lengths.tolist()  # plain ints: the loops below run per candidate
+        small = [j for j, size in enumerate(sizes) if 0 < size < _GATHER_BELOW]
+        for j, size in enumerate(sizes):
+            if size >= _GATHER_BELOW:
+                # Multiplied where it lies: copying a long candidate costs more than its call.
+                best[j] = -np.inf
+                for a in range(0, size, rows):
+                    part = _products(items[j][a : a + rows], q_t, np.full(1, j))
+                    np.maximum(best[j], part.max(axis=0), out=best[j])
+        if small:
+            # Short candidates side by side in one buffer: one product for many of them.
+            room = max(min(rows, sum(sizes[j] for j in small)), _GATHER_BELOW)
+            buffer = np.empty((room, dim), np.float32)
+            start = 0
+            while start < len(small):
+                stop, total = start, 0
+                while stop < len(small) and (stop == start or total + sizes[small[stop]] <= room):
+                    total += sizes[small[stop]]
+                    stop += 1
+                group = small[start:stop]
                 tokens = buffer[:total]
-                np.concatenate([items[j] for j in full], axis=0, out=tokens)
-                with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-                    scores = np.matmul(tokens, q_t, out=products[:total])
-                if not np.isfinite(scores).all():
-                    _refuse_scores(scores, np.repeat(np.array(full), lengths[full]))
-                # Segment maxima along contiguous rows: one reduceat over every candidate.
-                starts = np.concatenate(([0], np.cumsum(lengths[full])[:-1]))
-                best = np.maximum.reduceat(np.ascontiguousarray(scores.T), starts, axis=1)
-                out[full] = best.sum(axis=0, dtype=np.float64)
-            start = stop
+                np.concatenate([items[j] for j in group], axis=0, out=tokens)
+                part = _products(tokens, q_t, np.repeat(group, lengths[group]))
+                starts = np.cumsum([0] + [sizes[j] for j in group[:-1]])
+                # Segment maxima along contiguous rows (reduceat runs fastest along a row).
+                best[group] = np.maximum.reduceat(np.ascontiguousarray(part.T), starts, axis=1).T
+                start = stop
+        full = lengths > 0
+        out[full] = best[full].sum(axis=1, dtype=np.float64)
     out[lengths == 0] = EMPTY_SCORE
     return out
+
+
+def _products(tokens: np.ndarray, q_t: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """``tokens @ q_t``, refused if any product is not finite (``owner``: each row's candidate)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # checked just below
+        products = tokens @ q_t
+    if not np.isfinite(products).all():
+        _refuse_scores(products, np.broadcast_to(owner, len(products)))
+    return products
 
 
 def _matrix(value: Any, name: str) -> np.ndarray:
