@@ -691,3 +691,22 @@ def test_maxsim_reranks_a_scifact_bi_encoder_shortlist(data_dir, minilm_contract
         f"MaxSim rerank {ndcg_after:.4f}"
     )
     assert 0.0 <= ndcg_before <= 1.0 and 0.0 <= ndcg_after <= 1.0
+
+
+def test_large_products_run_on_onnxruntime_and_agree_with_float64():
+    # Products above the size threshold use onnxruntime's GEMM; the scores are the formula's.
+    from ctxemb_core.rerank import late
+
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((32, 384)).astype(np.float32)
+    a = rng.standard_normal((4096, 384)).astype(np.float32)
+    assert a.shape[0] * a.shape[1] * q.shape[0] >= late._MLAS_MIN_FLOPS
+    assert late._mlas_session() is not None  # onnxruntime is a core dependency
+    got = late._matmul(a, np.ascontiguousarray(q.T))
+    exact = a.astype(np.float64) @ q.T.astype(np.float64)
+    assert got.dtype == np.float32 and np.abs(got - exact).max() < 1e-3
+    docs = rng.standard_normal((40, 256, 384)).astype(np.float32)
+    scores = late.maxsim(q, docs)
+    brute = [(q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum() for d in docs]
+    np.testing.assert_allclose(scores, brute, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(late.maxsim(q, list(docs)), brute, rtol=1e-5, atol=1e-3)

@@ -153,7 +153,7 @@ def _maxsim_padded(q: np.ndarray, docs: np.ndarray, masks: Any, budget: int) -> 
             # A view when the batch is C-contiguous float32: the product reads it in place.
             tokens = np.ascontiguousarray(docs[a:b], dtype=np.float32).reshape(-1, dim)
             with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-                scores = np.matmul(tokens, q_t, out=products[: len(tokens)])
+                scores = _matmul(tokens, q_t, out=products[: len(tokens)])
             if not np.isfinite(scores).all():
                 _refuse_scores(scores, np.arange(a, b).repeat(width))
             scores = scores.reshape(b - a, width, len(q))
@@ -233,10 +233,81 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
 def _products(tokens: np.ndarray, q_t: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """``tokens @ q_t``, refused if any product is not finite (``owner``: each row's candidate)."""
     with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-        products = tokens @ q_t
+        products = _matmul(tokens, q_t)
     if not np.isfinite(products).all():
         _refuse_scores(products, np.broadcast_to(owner, len(products)))
     return products
+
+
+# Products this large or larger go to onnxruntime's GEMM (MLAS): on the 2-core Xeons measured,
+# numpy's OpenBLAS ran one large float32 product barely faster than 100 small ones (it does not
+# use the CPU's widest vector units there), while MLAS ran it 4-5x faster. Below this size a
+# session call's overhead outweighs the kernel.
+_MLAS_MIN_FLOPS = 1 << 22
+_MLAS_LOCK = threading.Lock()
+_MLAS: dict[str, Any] = {}
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b`` in float32: onnxruntime's GEMM for large products when it runs, else numpy.
+
+    Both compute the same sums of float32 products (the tests compare them); only the kernel
+    and its summation order differ, as between any two BLAS libraries.
+    """
+    if a.shape[0] * a.shape[1] * b.shape[1] >= _MLAS_MIN_FLOPS:
+        session = _mlas_session()
+        if session is not None:
+            result: np.ndarray = session.run(
+                None, {"a": np.ascontiguousarray(a), "b": np.ascontiguousarray(b)}
+            )[0]
+            if out is None:
+                return result
+            out[...] = result
+            return out
+    return np.matmul(a, b, out=out)
+
+
+def _mlas_session() -> Any:
+    """A one-node MatMul graph on onnxruntime, built in memory once; ``None`` without it."""
+    if "session" not in _MLAS:
+        with _MLAS_LOCK:
+            if "session" not in _MLAS:
+                _MLAS["session"] = _build_mlas_session()
+    return _MLAS["session"]
+
+
+def _build_mlas_session() -> Any:
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])],
+        "maxsim_products",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["rows", "dim"]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["dim", "query"]),
+        ],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, ["rows", "query"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    try:
+        options.intra_op_num_threads = len(os.sched_getaffinity(0))  # the cores we may run on
+    except AttributeError:  # not on Linux
+        options.intra_op_num_threads = os.cpu_count() or 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    # Spinning threads would hold the cores after each product, starving numpy and the
+    # encoder that run next (measured: a numpy loop 100x slower right after a spinning run).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # an onnxruntime that cannot run it: numpy computes the same products
+        return None
 
 
 def _matrix(value: Any, name: str) -> np.ndarray:
