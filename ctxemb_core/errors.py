@@ -450,13 +450,28 @@ class RerankerMismatchError(StampError):
         lines = [
             f"  {c.field}: expected={c.index!r}, caller={c.caller!r}" for c in self.diff.changes
         ]
+        if "threshold" in what:
+            advice = (
+                "Scores are comparable only under one contract: set the threshold again under "
+                "this reranker's contract (ScoreThreshold(value, reranker.contract)), or use the "
+                "reranker it was set under."
+            )
+        elif "folder" in what:
+            advice = (
+                "The folder holds another network than the contract pins: pass the folder the "
+                "contract was read from, or read the contract of this folder again "
+                "(rerank_contract_for)."
+            )
+        else:
+            advice = (
+                "Use the reranker contract they were made under, or make them again under this one."
+            )
         super().__init__(
             f"reranker contract mismatch: {what} made under another reranker contract "
             "cannot be used with this reranker; nothing was returned.\n"
             + "\n".join(lines)
-            + "\nScores are comparable only under one contract: set the threshold again under "
-            "this reranker's contract (ScoreThreshold(value, reranker.contract)), or use the "
-            "reranker it was set under."
+            + "\n"
+            + advice
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
