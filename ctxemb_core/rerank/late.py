@@ -202,10 +202,16 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
         for j, size in enumerate(sizes):
             if size >= _GATHER_BELOW:
                 # Multiplied where it lies: copying a long candidate costs more than its call.
-                best[j] = -np.inf
-                for a in range(0, size, rows):
-                    part = _products(items[j][a : a + rows], q_t, np.full(1, j))
-                    np.maximum(best[j], part.max(axis=0), out=best[j])
+                # Finiteness is checked once, on the maxima, below: a NaN or an overflow in a
+                # product reaches its candidate's maximum (np.max propagates NaN).
+                with np.errstate(invalid="ignore", over="ignore"):
+                    if size <= rows:
+                        np.max(np.matmul(items[j], q_t), axis=0, out=best[j])
+                        continue
+                    best[j] = -np.inf
+                    for a in range(0, size, rows):
+                        part = np.matmul(items[j][a : a + rows], q_t)
+                        np.maximum(best[j], part.max(axis=0), out=best[j])
         if small:
             # Short candidates side by side in one buffer: one product for many of them.
             room = max(min(rows, sum(sizes[j] for j in small)), _GATHER_BELOW)
@@ -225,6 +231,10 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
                 best[group] = np.maximum.reduceat(np.ascontiguousarray(part.T), starts, axis=1).T
                 start = stop
         full = lengths > 0
+        bad = np.flatnonzero(full & ~np.isfinite(best).all(axis=1))
+        if len(bad):  # refused with the candidate and token named, as for any product
+            j = int(bad[0])
+            _products(items[j], q_t, np.full(1, j))
         out[full] = best[full].sum(axis=1, dtype=np.float64)
     out[lengths == 0] = EMPTY_SCORE
     return out
