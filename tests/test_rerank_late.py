@@ -99,7 +99,7 @@ def random_case(seed: int, *, dim: int = 24, query: int = 9, lengths=(5, 0, 17, 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("chunk_elements", [None, 1, 300, 5000])
 def test_maxsim_equals_a_brute_force_double_loop(seed, chunk_elements):
-    # Short candidates are scored side by side, long ones (128 tokens on) where they lie, and
+    # Short candidates are scored side by side, long ones (32 tokens on) where they lie, and
     # both in pieces when the chunk is smaller than they are.
     q, docs = random_case(seed, lengths=(5, 0, 17, 1, 40, 3, 128, 300, 2))
     expected = brute_force(q, docs)
