@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import warnings
 import weakref
@@ -15,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
 from ctxemb_core.cache import EmbeddingCache
@@ -383,15 +383,7 @@ class Embedder:
             return [np.zeros(1, dtype=np.int64)]
         limit = self.contract.max_tokens if max_tokens is None else max_tokens
         lengths = encoder.tokenizer.lengths(texts, limit)
-        order = np.argsort(-lengths, kind="stable")
-        batches: list[np.ndarray] = []
-        start = 0
-        while start < len(order):
-            longest = int(lengths[order[start]])  # sorted: the first is the longest
-            size = max(1, min(self.batch_size, self.token_budget // max(longest, 1)))
-            batches.append(order[start : start + size])
-            start += size
-        return batches
+        return plan_batches(lengths, self.batch_size, self.token_budget)
 
     # -- token vectors -----------------------------------------------------------------------
 
@@ -864,17 +856,4 @@ def _check_texts(texts: Any, what: str = "texts") -> list[str]:
 
 
 def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
-    if show is None:
-        show = total >= 1000 and sys.stderr.isatty()
-    if not show:
-        return batches
-    from tqdm.auto import tqdm
-
-    return _counting(tqdm(total=total, unit="text", desc="embedding"), batches)
-
-
-def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:
-    with bar:
-        for idx in batches:
-            yield idx
-            bar.update(len(idx))
+    return with_progress(batches, total, show, unit="text", desc="embedding")

@@ -8,7 +8,6 @@ on torch.
 
 from __future__ import annotations
 
-import sys
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text
 from ctxemb_core.backends import Classifier, TextInput, load_classifier
 from ctxemb_core.errors import (
@@ -192,15 +192,7 @@ class CrossEncoderReranker(Reranker):
         if len(inputs) <= 1:
             return [np.arange(len(inputs))] if inputs else []
         lengths = classifier.tokenizer.lengths(inputs, self.contract.max_tokens)
-        order = np.argsort(-lengths, kind="stable")
-        batches: list[np.ndarray] = []
-        start = 0
-        while start < len(order):
-            longest = int(lengths[order[start]])  # sorted: the first is the longest
-            size = max(1, min(self.batch_size, self.token_budget // max(longest, 1)))
-            batches.append(order[start : start + size])
-            start += size
-        return batches
+        return plan_batches(lengths, self.batch_size, self.token_budget)
 
 
 # -- inputs ----------------------------------------------------------------------------------
@@ -226,20 +218,7 @@ def _check_pairs(pairs: Any) -> list[tuple[str, str]]:
 
 
 def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
-    if show is None:
-        show = total >= 1000 and sys.stderr.isatty()
-    if not show:
-        return batches
-    from tqdm.auto import tqdm
-
-    return _counting(tqdm(total=total, unit="pair", desc="reranking"), batches)
-
-
-def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:
-    with bar:
-        for idx in batches:
-            yield idx
-            bar.update(len(idx))
+    return with_progress(batches, total, show, unit="pair", desc="reranking")
 
 
 # -- loading ---------------------------------------------------------------------------------

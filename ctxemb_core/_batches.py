@@ -1,0 +1,50 @@
+"""Batch planning and progress shared by everything that runs a network over many inputs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["plan_batches", "with_progress"]
+
+
+def plan_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
+    """Index batches: by token length, longest first, each within the token budget.
+
+    Sorting by real token counts and filling each batch up to ``token_budget`` padded tokens (at
+    most ``batch_size`` inputs) keeps padding low on inputs of mixed lengths; callers write
+    results back by index, so the output order is always the input order.
+    """
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        longest = int(lengths[order[start]])  # sorted: the first is the longest
+        size = max(1, min(batch_size, token_budget // max(longest, 1)))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
+
+
+def with_progress(
+    batches: list[np.ndarray], total: int, show: bool | None, *, unit: str, desc: str
+) -> Iterable[np.ndarray]:
+    """``batches``, counted on a tqdm bar when ``show`` (``None``: 1,000 inputs or more on a
+    terminal)."""
+    if show is None:
+        show = total >= 1000 and sys.stderr.isatty()
+    if not show:
+        return batches
+    from tqdm.auto import tqdm
+
+    return _counting(tqdm(total=total, unit=unit, desc=desc), batches)
+
+
+def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:
+    with bar:
+        for idx in batches:
+            yield idx
+            bar.update(len(idx))
