@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${CTXEMB_EXTRAS:-test,chroma,haystack,langchain}
+EXTRAS=${CTXEMB_EXTRAS:-test,chroma,haystack,langchain,eval}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
