@@ -23,6 +23,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._connect import connect
+from ctxemb_chroma._detect import detect
+from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
@@ -42,6 +44,8 @@ __all__ = [
     "check_metadatas",
     "check_name",
     "connect",
+    "detect",
+    "eval_path",
     "migrate",
     "open_collection",
     "search",
