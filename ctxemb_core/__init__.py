@@ -15,11 +15,13 @@ Example:
 from __future__ import annotations
 
 from ctxemb_core.contract import DiffKind, EmbeddingContract, Pooling, Precision, Role
+from ctxemb_core.detect import DetectReport, detect_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.resolve import contract_for
 from ctxemb_core.stamp import IndexStamp
 
 __all__ = [
+    "DetectReport",
     "DiffKind",
     "Embedder",
     "EmbeddingContract",
@@ -29,6 +31,7 @@ __all__ = [
     "Role",
     "__version__",
     "contract_for",
+    "detect_contract",
 ]
 
 __version__ = "0.1.0"
