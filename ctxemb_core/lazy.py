@@ -6,6 +6,8 @@ it is first needed. :class:`LazyEmbedder` keeps the contract (recorded for this 
 mismatch found later by fingerprint names its fields), the JSON configuration
 (:meth:`~ctxemb_core.Embedder.config_for`) and, once built, the :class:`~ctxemb_core.Embedder`;
 its two methods return vectors in the form a store keeps (:func:`~ctxemb_core.guard.storable`).
+With a ``cache`` the Embedder reads vectors already embedded under the contract (by this
+component or any other path: an :class:`~ctxemb_core.cache.EmbeddingCache` is shared by file).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._validate import check_positive_int, check_texts
+from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, load_contract
 from ctxemb_core.documents import remember
 from ctxemb_core.embedder import Embedder
@@ -37,6 +40,9 @@ class LazyEmbedder:
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (bundled, registered, local cache).
         backend, device, batch_size, token_budget, show_progress: as :class:`Embedder`'s.
+        cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
+            (``$CTXEMB_CACHE_DIR``), or a cache; ``False`` (the default) embeds every text.
+            Not part of :attr:`config` nor of the fingerprint: a hit is bit-identical.
 
     Example:
         >>> lazy = LazyEmbedder(contract_for("all-MiniLM-L6-v2"))
@@ -56,6 +62,7 @@ class LazyEmbedder:
         batch_size: int = 64,
         token_budget: int = 2048,
         show_progress: bool | None = None,
+        cache: bool | EmbeddingCache = False,
     ) -> None:
         self.contract = load_contract(contract)
         remember(self.contract)
@@ -67,6 +74,8 @@ class LazyEmbedder:
         check_positive_int(batch_size, "batch_size")
         check_positive_int(token_budget, "token_budget")
         self.show_progress = show_progress
+        self._embedder: Embedder | None = None
+        self.cache = cache  # checked, and True made the default cache, by the setter
         #: What :meth:`Embedder.from_config` builds from (JSON-ready; see ``Embedder.config``).
         self.config = Embedder.config_for(
             self.contract,
@@ -76,7 +85,6 @@ class LazyEmbedder:
             batch_size=batch_size,
             token_budget=token_budget,
         )
-        self._embedder: Embedder | None = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -85,19 +93,36 @@ class LazyEmbedder:
             "contract": self.contract,
             "config": self.config,
             "show_progress": self.show_progress,
+            "cache": self.cache,  # pickled as its path: the copy opens the same file
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.contract = state["contract"]
         self.config = state["config"]
         self.show_progress = state["show_progress"]
-        remember(self.contract)
         self._embedder = None
+        self.cache = state.get("cache")
+        remember(self.contract)
         self._lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
         return self.contract.fingerprint
+
+    @property
+    def cache(self) -> EmbeddingCache | None:
+        """The embedding cache (``None``: none); a local resource, so not part of :attr:`config`.
+
+        May be replaced at any time (``True``, ``False``, ``None`` or a cache), also once the
+        Embedder is built: an evaluation hands a component the cache its other paths share.
+        """
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache: bool | EmbeddingCache | None) -> None:
+        self._cache = _cache(cache)
+        if self._embedder is not None:
+            self._embedder.cache = self._cache
 
     @property
     def loaded(self) -> bool:
@@ -110,7 +135,7 @@ class LazyEmbedder:
             with self._lock:
                 if self._embedder is None:
                     self._embedder = Embedder.from_config(
-                        self.config, show_progress=self.show_progress
+                        self.config, show_progress=self.show_progress, cache=self.cache
                     )
         return self._embedder
 
@@ -122,3 +147,13 @@ class LazyEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """One query embedded under the contract, as the float32 vector a store searches with."""
         return storable(self.get().embed_query(text), self.contract.precision)
+
+
+def _cache(cache: Any) -> EmbeddingCache | None:
+    if cache is None or isinstance(cache, EmbeddingCache):
+        return cache
+    if isinstance(cache, bool):
+        return EmbeddingCache() if cache else None
+    raise InvalidInputError(
+        f"cache must be True, False or an EmbeddingCache, got {type(cache).__name__}"
+    )

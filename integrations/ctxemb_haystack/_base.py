@@ -9,6 +9,7 @@ from typing import Any
 from haystack import default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.guard import check_flag
 from ctxemb_core.lazy import LazyEmbedder
 
 
@@ -24,6 +25,7 @@ class _ContractEmbedding:
         batch_size: int,
         token_budget: int,
         progress_bar: bool,
+        cache: bool,
     ) -> None:
         self.lazy = LazyEmbedder(
             contract,
@@ -33,6 +35,8 @@ class _ContractEmbedding:
             batch_size=batch_size,
             token_budget=token_budget,
             show_progress=progress_bar,
+            # A flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
+            cache=check_flag(cache, "cache"),
         )
         self.contract = self.lazy.contract
         self.progress_bar = progress_bar
@@ -66,4 +70,5 @@ class _ContractEmbedding:
             "batch_size": c["batch_size"],
             "token_budget": c["token_budget"],
             "progress_bar": self.progress_bar,
+            "cache": self.lazy.cache is not None,
         }

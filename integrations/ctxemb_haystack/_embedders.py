@@ -35,6 +35,9 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         batch_size: the most texts in one forward pass.
         token_budget: the most padded tokens in one forward pass.
         progress_bar: show a progress bar while embedding.
+        cache: read vectors already embedded under the contract from the default
+            :class:`~ctxemb_core.cache.EmbeddingCache` (``$CTXEMB_CACHE_DIR``) and store new ones
+            there; the vectors and the fingerprint are the same with or without it.
         meta_fields_to_embed: metadata fields whose values are embedded with the content.
         embedding_separator: joins those values and the content.
 
@@ -57,9 +60,10 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         progress_bar: bool = True,
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
+        cache: bool = False,
     ) -> None:
         _ContractEmbedding.__init__(
-            self, contract, path, backend, device, batch_size, token_budget, progress_bar
+            self, contract, path, backend, device, batch_size, token_budget, progress_bar, cache
         )
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
@@ -118,7 +122,8 @@ class ContractTextEmbedder(_ContractEmbedding):
 
     Outputs the ``embedding`` and the ``fingerprint`` of the contract it was made under;
     connect both to :class:`~ctxemb_haystack.ContractRetriever`, which refuses a store written
-    under another contract. Arguments as :class:`ContractDocumentEmbedder` (no metadata).
+    under another contract. Arguments as :class:`ContractDocumentEmbedder` (no metadata); with
+    ``cache=True`` a query embedded before (by any path, under the contract) is read back.
 
     Example:
         >>> embedder = ContractTextEmbedder(contract=contract_for("all-MiniLM-L6-v2"))
@@ -137,9 +142,10 @@ class ContractTextEmbedder(_ContractEmbedding):
         batch_size: int = 64,
         token_budget: int = 2048,
         progress_bar: bool = False,
+        cache: bool = False,
     ) -> None:
         _ContractEmbedding.__init__(
-            self, contract, path, backend, device, batch_size, token_budget, progress_bar
+            self, contract, path, backend, device, batch_size, token_budget, progress_bar, cache
         )
 
     def to_dict(self) -> dict[str, Any]:

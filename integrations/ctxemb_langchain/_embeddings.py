@@ -11,6 +11,7 @@ from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
+from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.lazy import LazyEmbedder
 
 
@@ -32,6 +33,9 @@ class ContractEmbeddings(Embeddings):
         batch_size: the most texts in one forward pass.
         token_budget: the most padded tokens in one forward pass.
         show_progress: a progress bar on long batches (``None``: on a terminal, for 1,000+).
+        cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
+            (``$CTXEMB_CACHE_DIR``) or a cache of your own: texts embedded before under the
+            contract (by any path) are read back, bit-identical; ``False`` embeds every text.
 
     Example:
         >>> embeddings = ContractEmbeddings(contract_for("all-MiniLM-L6-v2"))
@@ -49,6 +53,7 @@ class ContractEmbeddings(Embeddings):
         batch_size: int = 64,
         token_budget: int = 2048,
         show_progress: bool | None = False,
+        cache: bool | EmbeddingCache = False,
     ) -> None:
         self.lazy = LazyEmbedder(
             contract,
@@ -58,6 +63,7 @@ class ContractEmbeddings(Embeddings):
             batch_size=batch_size,
             token_budget=token_budget,
             show_progress=show_progress,
+            cache=cache,
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config
