@@ -42,6 +42,7 @@ from haystack.core.serialization import allow_deserialization_module
 
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
+from ctxemb_haystack._eval import eval_path
 from ctxemb_haystack._rankers import ContractCrossEncoderRanker, ContractLateInteractionRanker
 from ctxemb_haystack._stores import DuplicateDocumentsError
 
@@ -56,4 +57,5 @@ __all__ = [
     "ContractRetriever",
     "ContractTextEmbedder",
     "DuplicateDocumentsError",
+    "eval_path",
 ]

@@ -1,0 +1,86 @@
+"""The two pipelines of a Haystack evaluation path, over one document store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from haystack import Document, Pipeline
+from haystack.core.errors import PipelineRuntimeError
+from haystack.document_stores.types import DuplicatePolicy
+
+from ctxemb_core import Embedder
+from ctxemb_core.errors import CtxembError
+from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
+from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
+
+# Documents per indexing run: the embedder plans its batches within a run, the writer writes it.
+_CHUNK = 2048
+
+
+class Pipelines:
+    """A store with its indexing pipeline (``ContractDocumentEmbedder`` →
+    ``ContractDocumentWriter``) and its query pipeline (``ContractTextEmbedder`` →
+    ``ContractRetriever`` around the store's own retriever), embedding as ``embedder`` does."""
+
+    def __init__(self, embedder: Embedder, stores: Any, pairs: bool) -> None:
+        self.store = stores.make(pairs)
+        settings: dict[str, Any] = {
+            "contract": embedder.contract,
+            "path": embedder.model_path,
+            "backend": embedder.backend,
+            "device": embedder.device,
+            "batch_size": embedder.batch_size,
+            "token_budget": embedder.token_budget,
+            "progress_bar": bool(embedder.show_progress),
+        }
+        documents = ContractDocumentEmbedder(**settings)
+        texts = ContractTextEmbedder(**settings)
+        for component in (documents, texts):
+            component.lazy.cache = embedder.cache  # the caller's cache, wherever its file is
+        self.indexing = Pipeline()
+        self.indexing.add_component("embedder", documents)
+        # SKIP: what another run stored is kept (only missing ids are sent anyway).
+        self.indexing.add_component(
+            "writer", ContractDocumentWriter(self.store, DuplicatePolicy.SKIP)
+        )
+        self.indexing.connect("embedder.documents", "writer.documents")
+        self.query = Pipeline()
+        self.query.add_component("embedder", texts)
+        self.query.add_component("retriever", ContractRetriever(stores.retriever(self.store)))
+        self.query.connect("embedder.embedding", "retriever.query_embedding")
+        self.query.connect("embedder.fingerprint", "retriever.fingerprint")
+        self.query.warm_up()
+        self.present: set[str] = stores.present(self.store, pairs)
+
+    def index(self, documents: Sequence[Document]) -> int:
+        """Embed and write the documents whose ids the store lacks; returns how many."""
+        new = [d for d in documents if d.id not in self.present]
+        written = 0
+        for start in range(0, len(new), _CHUNK):
+            chunk = list(new[start : start + _CHUNK])
+            out = run(self.indexing, {"embedder": {"documents": chunk}})
+            written += out["writer"]["documents_written"]
+            self.present.update(d.id for d in chunk)
+        return written
+
+    def ask(self, text: str, top_k: int, filters: dict[str, Any] | None = None) -> list[Document]:
+        """The query pipeline's documents for ``text``, scored by the guarded retriever."""
+        inputs = {"embedder": {"text": text}, "retriever": {"top_k": top_k, "filters": filters}}
+        documents: list[Document] = run(self.query, inputs)["retriever"]["documents"]
+        return documents
+
+    def close(self) -> None:
+        closer = getattr(self.store, "close", None)  # ChromaDocumentStore's client
+        if callable(closer):
+            closer()
+
+
+def run(pipeline: Pipeline, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``pipeline.run``, raising ctxemb's error itself where Haystack wrapped it."""
+    try:
+        return pipeline.run(inputs)
+    except PipelineRuntimeError as exc:
+        if isinstance(exc.__cause__, CtxembError):
+            raise exc.__cause__ from None
+        raise
