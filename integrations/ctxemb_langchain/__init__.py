@@ -32,6 +32,7 @@ from ctxemb_langchain._compressors import (
     ContractLateInteractionReranker,
 )
 from ctxemb_langchain._embeddings import ContractEmbeddings
+from ctxemb_langchain._eval import eval_path
 from ctxemb_langchain._retriever import ContractRetriever
 from ctxemb_langchain._store import ContractVectorStore
 
@@ -42,4 +43,5 @@ __all__ = [
     "ContractLateInteractionReranker",
     "ContractRetriever",
     "ContractVectorStore",
+    "eval_path",
 ]

@@ -1,0 +1,300 @@
+"""``ctxemb eval --via langchain|langchain-chroma``: guarded LangChain vector stores as a path.
+
+Fast tests on the six DOCS and a few STS pairs, over ContractVectorStore(InMemoryVectorStore),
+ContractChroma on an embedded folder and on a Chroma server: the scores are the exact
+similarities the core Embedder gives (cosine, or the inner product for an unnormalised
+contract, whatever the store reports), only missing ids are added, a store of another contract
+is refused through the path, and ``close()`` releases it. ``ContractEmbeddings``' ``cache``
+option is tested here too. The slow tests drive both vias over SciFact test and STS-B test.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+
+import numpy as np
+import pytest
+from conftest import DOCS, fresh_name
+
+from ctxemb_core import Embedder
+from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.errors import ContractMismatchError, CtxembError, InvalidInputError
+from ctxemb_core.eval import load_sts
+from ctxemb_core.eval.paths import SearchPath
+from ctxemb_langchain import ContractEmbeddings, eval_path
+
+QUERIES = {"q-tea": "how are green tea leaves processed", "q-moon": "why does the moon change"}
+TOL = 1e-5
+
+
+def _where(request, tmp_path) -> dict:
+    """``eval_path``'s store arguments for a kind of store (a fresh collection each)."""
+    if request.param == "memory":
+        return {"store": "memory"}
+    if request.param == "chroma-embedded":
+        return {"store": "chroma", "path": str(tmp_path / "db"), "collection": fresh_name()}
+    port = request.getfixturevalue("server")
+    return {"store": "chroma", "host": "127.0.0.1", "port": port, "collection": fresh_name()}
+
+
+@pytest.fixture(params=["memory", "chroma-embedded", "chroma-server"])
+def where(request, tmp_path):
+    return _where(request, tmp_path)
+
+
+@pytest.fixture(params=["chroma-embedded", "chroma-server"])
+def chroma_where(request, tmp_path):
+    return _where(request, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def sts_head(data_dir):
+    pairs = load_sts(data_dir / "stsbenchmark" / "sts-test.csv")
+    return pairs.sentences1[:8], pairs.sentences2[:8]
+
+
+@pytest.fixture(scope="module")
+def unnormalised(minilm_contract) -> Embedder:
+    return Embedder(minilm_contract.with_(normalize=False))
+
+
+def close_to(got: float, want: float) -> bool:
+    # Inner products of unnormalised vectors reach ~50: float32's relative precision, not 1e-5.
+    return abs(got - want) <= TOL * max(1.0, abs(want))
+
+
+@pytest.mark.parametrize("normalise", [True, False], ids=["cosine", "inner-product"])
+def test_search_and_pair_scores_are_the_exact_similarity(
+    where, minilm, unnormalised, sts_head, normalise
+):
+    embedder = minilm if normalise else unnormalised
+    path = eval_path(embedder, **where)
+    try:
+        assert isinstance(path, SearchPath)
+        assert path.via == ("langchain" if where["store"] == "memory" else "langchain-chroma")
+        assert path.fingerprint == embedder.contract.fingerprint
+        assert path.index(DOCS) == len(DOCS)
+        run = path.search(QUERIES, k=len(DOCS))
+        exact = embedder.embed_queries(list(QUERIES.values())).astype(np.float64) @ (
+            embedder.embed_documents(list(DOCS.values())).astype(np.float64).T
+        )
+        for row, qid in enumerate(QUERIES):
+            assert set(run[qid]) == set(DOCS)
+            for col, doc_id in enumerate(DOCS):
+                assert close_to(run[qid][doc_id], exact[row, col]), (qid, doc_id)
+        assert max(run["q-tea"], key=run["q-tea"].__getitem__) == "tea"
+        first, second = sts_head
+        scores = path.pair_scores(first, second)
+        want = np.einsum(
+            "ij,ij->i",
+            embedder.embed_queries(first).astype(np.float64),
+            embedder.embed_documents(second).astype(np.float64),
+        )
+        assert scores.shape == (len(first),) and scores.dtype == np.float64
+        assert all(close_to(g, w) for g, w in zip(scores, want, strict=True)), (scores, want)
+    finally:
+        path.close()
+
+
+def test_only_missing_ids_are_indexed(where, minilm):
+    ids = list(DOCS)
+    path = eval_path(minilm, **where)
+    try:
+        assert path.index({i: DOCS[i] for i in ids[:4]}) == 4
+        assert path.index(DOCS) == 2
+        assert path.index(DOCS) == 0
+        assert set(path.search(QUERIES, k=10)["q-tea"]) == set(DOCS)
+    finally:
+        path.close()
+    if where["store"] == "chroma":
+        again = eval_path(minilm, **where)  # a new path on the kept collection adds nothing
+        try:
+            assert again.index(DOCS) == 0
+        finally:
+            again.close()
+
+
+def test_pairs_are_stored_apart_and_only_once(where, minilm, sts_head):
+    first, second = sts_head
+    path = eval_path(minilm, **where)
+    try:
+        once = path.pair_scores(first, second)
+        assert np.array_equal(path.pair_scores(first, second), once)
+        path.index(DOCS)
+        # The pairs are not among the documents searched.
+        assert set(path.search(QUERIES, k=20)["q-tea"]) == set(DOCS)
+        with pytest.raises(InvalidInputError):
+            path.pair_scores(first, second[:-1])
+    finally:
+        path.close()
+
+
+def test_a_chroma_collection_of_another_contract_is_refused_through_the_path(
+    chroma_where, minilm, minilm_contract
+):
+    path = eval_path(minilm, **chroma_where)
+    path.index(DOCS)
+    path.close()
+    other = eval_path(Embedder(minilm_contract.with_(pooling="cls")), **chroma_where)
+    try:
+        with pytest.raises(ContractMismatchError, match="pooling"):
+            other.index(DOCS)
+        with pytest.raises(ContractMismatchError, match="pooling"):
+            other.search(QUERIES, k=3)
+    finally:
+        other.close()
+
+
+def test_a_foreign_document_in_the_in_memory_store_is_refused_through_the_path(
+    minilm, minilm_contract
+):
+    path = eval_path(minilm, "memory")
+    try:
+        path.index(DOCS)
+        inner = path.store().store  # the InMemoryVectorStore inside the guard
+        other = minilm_contract.with_(pooling="cls")
+        Embedder(other)  # the other contract is known in this process: its fields are named
+        meta = {FINGERPRINT_KEY: other.fingerprint}
+        inner.add_texts(["Green tea is steamed."], [meta], ids=["x"])  # around the guard
+        with pytest.raises(ContractMismatchError, match="pooling"):
+            path.search(QUERIES, k=len(DOCS) + 1)
+        with pytest.raises(ContractMismatchError):
+            path.index({"x": "Green tea is steamed."})
+    finally:
+        path.close()
+
+
+def test_close_releases_the_path(where, minilm):
+    path = eval_path(minilm, **where)
+    path.index(DOCS)
+    path.close()
+    path.close()  # twice is fine
+    with pytest.raises(CtxembError, match="closed"):
+        path.search(QUERIES, k=3)
+    if where["store"] == "chroma":
+        assert path.stores._client is None
+        again = eval_path(minilm, **where)  # the folder or server serves the next path
+        try:
+            assert again.index(DOCS) == 0
+            assert set(again.search(QUERIES, k=10)["q-moon"]) == set(DOCS)
+        finally:
+            again.close()
+
+
+def test_bad_arguments_are_refused(minilm, tmp_path):
+    with pytest.raises(InvalidInputError, match="'memory' or 'chroma'"):
+        eval_path(minilm, "faiss")
+    with pytest.raises(InvalidInputError, match="path"):
+        eval_path(minilm, "chroma")
+    with pytest.raises(InvalidInputError, match="path"):
+        eval_path(minilm, "chroma", path=str(tmp_path), host="127.0.0.1")
+
+
+def test_the_path_reads_vectors_another_path_embedded(minilm_contract, tmp_path):
+    cache = EmbeddingCache(tmp_path / "cache.sqlite3")
+    core = Embedder(minilm_contract, cache=cache)
+    core.embed_documents(list(DOCS.values()))
+    core.embed_queries(list(QUERIES.values()))
+    before = cache.stats()
+    path = eval_path(core, "memory")
+    try:
+        path.index(DOCS)
+        path.search(QUERIES, k=3)
+    finally:
+        path.close()
+    after = cache.stats()
+    assert after.misses == before.misses  # nothing embedded again
+    assert after.hits - before.hits == len(DOCS) + len(QUERIES)
+
+
+# -- ContractEmbeddings' cache option ------------------------------------------------------------
+
+
+def test_a_second_embed_of_the_same_texts_reads_the_cache(minilm_contract, tmp_path):
+    texts = list(DOCS.values())
+    want = ContractEmbeddings(minilm_contract).embed_documents(texts)
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    cached = ContractEmbeddings(minilm_contract, cache=cache)
+    assert cached.fingerprint == minilm_contract.fingerprint
+    assert cached.embed_documents(texts) == want
+    assert cache.stats().misses == len(texts) and cache.stats().hits == 0
+    # Another instance on the same cache (or a pickled copy) reads what the first stored.
+    for again in (
+        ContractEmbeddings(minilm_contract, cache=cache),
+        pickle.loads(pickle.dumps(cached)),
+    ):
+        assert again.embed_documents(texts) == want  # bit-identical
+    assert cache.stats().misses == len(texts)
+    assert cache.stats().hits == len(texts)  # this instance's; the pickled copy counts its own
+    query = cached.embed_query("how are green tea leaves processed")
+    assert cached.embed_query("how are green tea leaves processed") == query
+    assert cache.stats().hits == len(texts) + 1
+
+
+def test_cache_true_is_the_default_cache_and_other_values_are_refused(minilm_contract):
+    assert ContractEmbeddings(minilm_contract).lazy.cache is None
+    default = ContractEmbeddings(minilm_contract, cache=True).lazy.cache
+    assert isinstance(default, EmbeddingCache) and default.path == EmbeddingCache().path
+    with pytest.raises(InvalidInputError, match="cache"):
+        ContractEmbeddings(minilm_contract, cache="yes")
+
+
+# -- the published figures through both vias (slow) ----------------------------------------------
+
+#: MTEB's published all-MiniLM-L6-v2 figures, and how far each via may be from them.
+SCIFACT_NDCG10, STSB_SPEARMAN = 0.64508, 0.82032
+TOLERANCE = {"langchain": 0.0005, "langchain-chroma": 0.005}
+
+
+@pytest.fixture(scope="session")
+def langchain_figures(data_dir, minilm_contract, tmp_path_factory):
+    """Each via's SciFact nDCG@10 and STS-B Spearman, measured once per session. One shared
+    cache: the corpus is embedded by the first path (of any test module) that needs it."""
+    from ctxemb_core.eval import document_text, evaluate, load_beir, spearman
+
+    embedder = Embedder(minilm_contract, cache=EmbeddingCache())
+    scifact = load_beir(data_dir / "scifact", split="test")
+    sts = load_sts(data_dir / "stsbenchmark" / "sts-test.csv")
+    folder = tmp_path_factory.mktemp("langchain-eval")
+    measured: dict[str, dict] = {}
+
+    def measure(via: str) -> dict:
+        if via not in measured:
+            store = "memory" if via == "langchain" else "chroma"
+            path = eval_path(embedder, store, collection="scifact", path=str(folder))
+            try:
+                t0 = time.perf_counter()
+                indexed = path.index({i: document_text(d) for i, d in scifact.corpus.items()})
+                t1 = time.perf_counter()
+                run = path.search(scifact.queries, k=100)
+                t2 = time.perf_counter()
+                scores = path.pair_scores(sts.sentences1, sts.sentences2)
+                t3 = time.perf_counter()
+            finally:
+                path.close()
+            measured[via] = {
+                "ndcg@10": evaluate(run, scifact.qrels, ks=(10,))["ndcg@10"],
+                "spearman": spearman(scores, sts.scores),
+                "indexed": indexed,
+                "queries": len(run),
+                "pairs": len(scores),
+                "seconds": {"index": t1 - t0, "search": t2 - t1, "pairs": t3 - t2},
+            }
+            print(f"{via}: {json.dumps(measured[via])}")
+        return measured[via]
+
+    return measure
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::ctxemb_core.errors.TruncationWarning")
+@pytest.mark.parametrize("via", list(TOLERANCE))
+def test_the_published_figures_through_langchain(langchain_figures, via):
+    figures = langchain_figures(via)
+    assert figures["indexed"] == 5183 and figures["queries"] == 300 and figures["pairs"] == 1379
+    tolerance = TOLERANCE[via]
+    assert abs(figures["ndcg@10"] - SCIFACT_NDCG10) <= tolerance, figures
+    assert abs(figures["spearman"] - STSB_SPEARMAN) <= tolerance, figures
