@@ -1,0 +1,836 @@
+"""The failure-mode gallery: each vector failure of the seed's table, measured, then refused.
+
+The seed reference ("Contextual embeddings", section "Failure modes") lists what goes wrong when
+the parts of an embedding recipe drift apart. For each row that concerns vectors this script
+shows the damage *without* ctxemb (vectors written and searched with raw numpy, a raw
+``chromadb`` collection or a plain ``langchain_chroma.Chroma``) on BEIR SciFact with the bundled
+all-MiniLM-L6-v2, and the typed error ctxemb raises *instead*:
+
+1. CLS vs mean pooling, on both sides and on the query side only.
+2. Vectors left un-normalised: cosine and inner-product search rank differently.
+3. A missing instruction prefix: on a tiny E5-style model built here, and as a query-side
+   change on MiniLM.
+4. Mixed encoders in one index: part of the corpus written by another encoder of the same
+   width (a random 384-wide BERT built here), which raw Chroma accepts silently.
+5. A pooled text vector read as a token vector ("bank" in two sentences).
+6. Matryoshka truncation to 128 of 384 dimensions, with and without re-normalisation.
+7. A LangChain ``Chroma`` store opened with the wrong embeddings.
+
+It prints one block per entry (the seed's row, the measured damage, the error and the first
+line of its message), a summary table, and saves a chart of SciFact nDCG@10 per wrong contract
+beside the right one. Vectors come from :class:`ctxemb_core.Embedder` with an
+:class:`~ctxemb_core.cache.EmbeddingCache`, so a second run is fast.
+
+Run (from the repository root)::
+
+    .venv/bin/python examples/failure_modes.py                      # all 5,183 documents
+    .venv/bin/python examples/failure_modes.py --docs 600           # judged docs + corpus head
+    .venv/bin/python examples/failure_modes.py --json gallery.json  # every figure as JSON
+
+Needs the ``chroma``, ``langchain`` and ``eval`` extras and ``../shared/data/scifact``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub from an example
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np
+
+from ctxemb_core import Embedder, EmbeddingContract, contract_for
+from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.errors import CtxembError, TruncationWarning
+from ctxemb_core.eval import build_run, document_text, evaluate, load_beir, search_topk
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parents[1] / "shared" / "data" / "scifact"
+K = 10
+TRUNCATE = 128
+
+#: The rows of the seed's failure-mode table that concern vectors: (symptom, cause, fix).
+SEED_ROWS = {
+    "pooling": (
+        'Two "BERT embeddings" are wildly dissimilar',
+        "different pooling (CLS vs mean), or one side normalised and the other not",
+        "pin (model, pooling, normalisation) for both sides, then re-embed",
+    ),
+    "encoders": (
+        "A query scores well against documents it should not match",
+        "query and corpus vectors came from different encoders, or one side omitted the "
+        "instruction prefix",
+        "never mix encoders in one index; apply the prefix the model was trained with",
+    ),
+    "normalize": (
+        "Cosine and dot-product search return different neighbours",
+        "the vectors were not L2-normalised",
+        "normalise at index time and at query time",
+    ),
+    "unit": (
+        'A word\'s "vector" looks like a sentence summary',
+        "a pooled text vector was read as a token vector",
+        "check the unit: token vectors come from the encoder, text vectors from pooling",
+    ),
+}
+
+
+# -- what one entry reports --------------------------------------------------------------------
+
+
+@dataclass
+class Refusal:
+    """The typed error ctxemb raised where the raw path went ahead."""
+
+    call: str
+    error: str
+    message: str
+    #: The differing fields as the message names them (``pooling: index='mean', …``).
+    detail: list[str] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    kind: str | None = None
+
+
+@dataclass
+class Entry:
+    """One row of the gallery: the seed's row, what was measured and what ctxemb refused."""
+
+    key: str
+    title: str
+    seed: str
+    #: nDCG@10 of each wrong recipe (label -> figure), charted beside the right contract.
+    ndcg: dict[str, float] = field(default_factory=dict)
+    #: Labels of ``ndcg`` that are a contract of their own (right on an index written under it).
+    own_contract: list[str] = field(default_factory=list)
+    #: The right contract's figure through the same search path, where it is not exact numpy.
+    reference: dict[str, float] = field(default_factory=dict)
+    #: Other measurements (rank changes, cosines).
+    measures: dict[str, Any] = field(default_factory=dict)
+    refusals: list[Refusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def refused(call: str, action: Callable[[], Any]) -> Refusal:
+    """Run ``action``, which ctxemb should refuse, and record the error it raised."""
+    try:
+        action()
+    except CtxembError as exc:
+        diff = getattr(exc, "diff", None)
+        lines = str(exc).splitlines()
+        return Refusal(
+            call=call,
+            error=type(exc).__name__,
+            message=lines[0],
+            detail=[line.strip() for line in lines[1:] if line.startswith("  ")],
+            fields=list(getattr(exc, "fields", ()) or ()),
+            kind=None if diff is None else diff.kind.value,
+        )
+    return Refusal(call=call, error="(none: not refused)", message="")
+
+
+# -- data and vectors --------------------------------------------------------------------------
+
+
+@dataclass
+class SciFact:
+    ids: list[str]
+    texts: list[str]
+    qids: list[str]
+    queries: list[str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load_scifact(folder: Path, docs: int | None) -> SciFact:
+    """SciFact's test split; with ``docs``, every judged document plus the corpus head."""
+    data = load_beir(folder, "test")
+    ids = list(data.corpus)
+    if docs is not None:
+        judged = {d for judged in data.qrels.values() for d in judged}
+        keep = [i for i in ids if i in judged]
+        head = iter(i for i in ids if i not in judged)
+        while len(keep) < docs and (nxt := next(head, None)) is not None:
+            keep.append(nxt)
+        ids = keep
+    qids = list(data.queries)
+    return SciFact(
+        ids=ids,
+        texts=[document_text(data.corpus[i]) for i in ids],
+        qids=qids,
+        queries=[data.queries[q] for q in qids],
+        qrels=data.qrels,
+    )
+
+
+class Vectors:
+    """Embedders built once per contract, all reading and writing one embedding cache."""
+
+    def __init__(self, cache: EmbeddingCache) -> None:
+        self.cache = cache
+        self._embedders: dict[str, Embedder] = {}
+
+    def embedder(self, contract: EmbeddingContract) -> Embedder:
+        if contract.fingerprint not in self._embedders:
+            self._embedders[contract.fingerprint] = Embedder(contract, cache=self.cache)
+        return self._embedders[contract.fingerprint]
+
+    def documents(self, contract: EmbeddingContract, texts: Sequence[str]) -> np.ndarray:
+        return self.embedder(contract).embed_documents(list(texts))
+
+    def queries(self, contract: EmbeddingContract, texts: Sequence[str]) -> np.ndarray:
+        return self.embedder(contract).embed_queries(list(texts))
+
+
+def to_unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(to_unit(a) @ to_unit(b))
+
+
+@dataclass
+class Search:
+    """An exact inner-product search of every query: its top 10 and its nDCG@10."""
+
+    top: np.ndarray
+    ndcg: float
+
+
+def search(data: SciFact, queries: np.ndarray, documents: np.ndarray) -> Search:
+    """Exact maximum-inner-product search in numpy (what a raw numpy index does)."""
+    indices, scores = search_topk(queries, documents, K)
+    run = build_run(data.qids, data.ids, indices, scores)
+    return Search(top=indices, ndcg=evaluate(run, data.qrels, ks=(K,))[f"ndcg@{K}"])
+
+
+def rank_change(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """How two searches' top-10 lists differ: queries changed, shared results, same first hit."""
+    pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+    shared = [len(set(x) & set(y)) for x, y in pairs]
+    return {
+        "queries": len(a),
+        "top10_order_changed": sum(x != y for x, y in pairs),
+        "top10_set_changed": sum(n < a.shape[1] for n in shared),
+        "mean_top10_overlap": round(float(np.mean(shared)) / a.shape[1], 4),
+        "first_hit_changed": int((a[:, 0] != b[:, 0]).sum()),
+    }
+
+
+def _relevant_hits(data: SciFact, run: dict[str, dict[str, float]], among: set[str]) -> int:
+    """How many (query, relevant document among ``among``) pairs the run's top 10 holds."""
+    return sum(
+        1
+        for qid, hits in run.items()
+        for d in hits
+        if d in among and data.qrels.get(qid, {}).get(d, 0) > 0
+    )
+
+
+def run_ndcg(data: SciFact, run: dict[str, dict[str, float]]) -> float:
+    return evaluate(run, data.qrels, ks=(K,))[f"ndcg@{K}"]
+
+
+# -- tiny models built in code -----------------------------------------------------------------
+
+_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+_CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789")
+_PUNCT = list(".,;:!?'\"()[]{}-_/\\%&+=<>*")
+
+
+def build_tiny_bert(
+    folder: Path, texts: Sequence[str], *, hidden: int, layers: int = 2, seed: int = 0
+) -> Path:
+    """A randomly initialised ``BertModel`` folder with a WordPiece tokenizer.
+
+    The vocabulary is the 3,000 most frequent words of ``texts`` plus single characters (as
+    word starts and ``##`` continuations), so any ASCII word splits into known pieces. The
+    weights are seeded, so the same texts give the same folder and the same weights digest.
+    """
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+    counts = Counter(w for t in texts for w in re.findall(r"[a-z]+", t.lower()))
+    words = [w for w, _ in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))][:3000]
+    vocab = list(dict.fromkeys(_SPECIALS + _PUNCT + _CHARS + words + [f"##{c}" for c in _CHARS]))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
+    tokenizer = BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.model_max_length = 256
+    tokenizer.save_pretrained(str(folder))
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=256,
+        pad_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        BertModel(config).save_pretrained(str(folder))
+    return folder
+
+
+# -- Chroma ------------------------------------------------------------------------------------
+
+
+def raw_collection(client: Any, ids: list[str], texts: list[str], vectors: np.ndarray) -> Any:
+    """A raw chromadb collection holding the given vectors: no stamp, no check.
+
+    Cosine space and ``ef_search=200``, as the collections ctxemb creates, so that the
+    approximate search costs the right contract well under 0.01 nDCG@10.
+    """
+    collection = client.create_collection(
+        f"raw-{uuid.uuid4().hex[:8]}",
+        embedding_function=None,
+        configuration={"hnsw": {"space": "cosine", "ef_search": 200}},
+    )
+    step = client.get_max_batch_size()
+    for s in range(0, len(ids), step):
+        collection.add(
+            ids=ids[s : s + step],
+            embeddings=vectors[s : s + step],
+            documents=texts[s : s + step],
+        )
+    return collection
+
+
+def chroma_run(data: SciFact, collection: Any, queries: np.ndarray) -> dict[str, dict[str, float]]:
+    """The top 10 of each query from a raw collection, cosine distances turned into scores."""
+    found = collection.query(query_embeddings=queries, n_results=K, include=["distances"])
+    return {
+        qid: {d: 1.0 - float(dist) for d, dist in zip(ids, dists, strict=True)}
+        for qid, ids, dists in zip(data.qids, found["ids"], found["distances"], strict=True)
+    }
+
+
+# -- the gallery -------------------------------------------------------------------------------
+
+
+class Gallery:
+    """Every entry, sharing the vectors, the stamped collection and the Chroma client."""
+
+    def __init__(self, data: SciFact, workdir: Path, cache: EmbeddingCache) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        from ctxemb_chroma import open_collection
+
+        self.data = data
+        self.workdir = workdir
+        #: How long the right contract's vectors and the stamped index took.
+        self.seconds = 0.0
+        self.vectors = Vectors(cache)
+        self.right = contract_for(MODEL)
+        self.client = chromadb.PersistentClient(
+            path=str(workdir / "chroma"), settings=Settings(anonymized_telemetry=False)
+        )
+        self.docs = {"right": self.vectors.documents(self.right, data.texts)}
+        self.queries = {"right": self.vectors.queries(self.right, data.queries)}
+        self.reference = search(data, self.queries["right"], self.docs["right"])
+        # The index every refusal is tried on: written under the right contract, stamped.
+        self.stamped_name = "scifact"
+        guarded = open_collection(self.client, self.stamped_name, self.vectors.embedder(self.right))
+        step = self.client.get_max_batch_size()
+        for s in range(0, len(data.ids), step):
+            guarded.add_embedded(
+                data.ids[s : s + step],
+                self.docs["right"][s : s + step],
+                data.texts[s : s + step],
+                fingerprint=self.right.fingerprint,
+            )
+        self.guarded = guarded
+
+    def open_as(self, contract: EmbeddingContract) -> Any:
+        """Open the stamped index under another contract (what ctxemb refuses)."""
+        from ctxemb_chroma import open_collection
+
+        return open_collection(self.client, self.stamped_name, self.vectors.embedder(contract))
+
+    def query_as(self, contract: EmbeddingContract) -> Any:
+        """Query the stamped index with another contract's embedder (what ctxemb refuses)."""
+        return self.guarded.query(self.data.queries[:1], embedder=self.vectors.embedder(contract))
+
+    def unnormalised(self) -> tuple[np.ndarray, np.ndarray]:
+        """The queries' and documents' pooled vectors before normalisation (embedded once)."""
+        if "raw" not in self.docs:
+            raw = self.right.with_(normalize=False)
+            self.docs["raw"] = self.vectors.documents(raw, self.data.texts)
+            self.queries["raw"] = self.vectors.queries(raw, self.data.queries)
+        return self.queries["raw"], self.docs["raw"]
+
+    # -- 1 -------------------------------------------------------------------------------------
+
+    def pooling(self) -> Entry:
+        data, right = self.data, self.right
+        cls = right.with_(pooling="cls")
+        d_cls = self.vectors.documents(cls, data.texts)
+        q_cls = self.vectors.queries(cls, data.queries)
+        both = search(data, q_cls, d_cls)
+        one_side = search(data, q_cls, self.docs["right"])
+        entry = Entry("pooling", "CLS vs mean pooling", "pooling")
+        entry.ndcg["CLS pooling, both sides"] = both.ndcg
+        entry.ndcg["CLS queries, mean documents"] = one_side.ndcg
+        entry.measures["one_side_vs_right"] = rank_change(self.reference.top, one_side.top)
+        entry.measures["cosine_mean_vs_cls_documents"] = round(
+            float(np.mean(np.sum(self.docs["right"] * d_cls, axis=1))), 4
+        )
+        entry.refusals.append(
+            refused("open_collection(index, cls contract)", lambda: self.open_as(cls))
+        )
+        entry.refusals.append(
+            refused("GuardedCollection.query(..., embedder=cls)", lambda: self.query_as(cls))
+        )
+        return entry
+
+    # -- 2 -------------------------------------------------------------------------------------
+
+    def normalize(self) -> Entry:
+        data, right = self.data, self.right
+        raw = right.with_(normalize=False)
+        q_raw, d_raw = self.unnormalised()
+        by_cosine = search(data, to_unit(q_raw), to_unit(d_raw))
+        by_dot = search(data, q_raw, d_raw)
+        entry = Entry("normalize", "Normalised vs not: cosine vs inner product", "normalize")
+        entry.ndcg["not normalised, inner product"] = by_dot.ndcg
+        entry.measures["ndcg_cosine"] = by_cosine.ndcg
+        entry.measures["ndcg_inner_product"] = by_dot.ndcg
+        entry.measures["cosine_vs_inner_product"] = rank_change(by_cosine.top, by_dot.top)
+        norms = np.linalg.norm(d_raw, axis=1)
+        entry.measures["document_norms"] = {
+            "min": round(float(norms.min()), 3),
+            "median": round(float(np.median(norms)), 3),
+            "max": round(float(norms.max()), 3),
+        }
+        entry.refusals.append(
+            refused("open_collection(index, normalize=False)", lambda: self.open_as(raw))
+        )
+        return entry
+
+    # -- 3 -------------------------------------------------------------------------------------
+
+    def prefix(self) -> Entry:
+        data, right = self.data, self.right
+        entry = Entry("prefix", "A missing instruction prefix", "encoders")
+        # (a) an E5-style model: documents read "passage: ...", queries should read "query: ...".
+        folder = build_tiny_bert(self.workdir / "tiny-e5", data.texts + data.queries, hidden=64)
+        e5 = contract_for(folder, family="e5", pooling="mean", name="tiny-e5")
+        bare = e5.with_(query_prefix="")
+        d_e5 = self.vectors.documents(e5, data.texts)
+        with_prefix = search(data, self.vectors.queries(e5, data.queries), d_e5)
+        without = search(data, self.vectors.queries(bare, data.queries), d_e5)
+        entry.measures["tiny_e5"] = {
+            "contract": e5.describe(),
+            **rank_change(with_prefix.top, without.top),
+            "ndcg_with_prefix": with_prefix.ndcg,
+            "ndcg_without_prefix": without.ndcg,
+        }
+        entry.notes.append(
+            "tiny-e5 has random weights: its nDCG means nothing, the rank change is the measure"
+        )
+        # (b) MiniLM was trained without prefixes: a "query: " added on the query side only.
+        prefixed = right.with_(query_prefix="query: ")
+        found = search(data, self.vectors.queries(prefixed, data.queries), self.docs["right"])
+        entry.ndcg['MiniLM queries with "query: "'] = found.ndcg
+        moved = entry.measures["minilm_query_prefix"] = rank_change(self.reference.top, found.top)
+        entry.notes.append(
+            f'"query: " on MiniLM changes {moved["top10_set_changed"]} of {moved["queries"]} '
+            f"top-10 sets and nDCG@10 by {found.ndcg - self.reference.ndcg:+.4f}: a query-side "
+            "change gives another ranking, not always a worse one; the index's stamp says which "
+            "queries its vectors were made for"
+        )
+        entry.refusals.append(
+            refused(
+                'GuardedCollection.query(..., embedder="query: " prefix)',
+                lambda: self.query_as(prefixed),
+            )
+        )
+        return entry
+
+    # -- 4 -------------------------------------------------------------------------------------
+
+    def encoders(self) -> Entry:
+        data = self.data
+        folder = build_tiny_bert(self.workdir / "tiny-bert-384", data.texts, hidden=384, seed=1)
+        other = contract_for(folder, pooling="mean", name="tiny-bert-384")
+        # Every second document written by the other encoder: same width, so raw Chroma takes it.
+        foreign = np.arange(len(data.ids)) % 2 == 1
+        mixed = self.docs["right"].copy()
+        mixed[foreign] = self.vectors.documents(
+            other, [t for t, f in zip(data.texts, foreign, strict=True) if f]
+        )
+        q = self.queries["right"]
+        clean = raw_collection(self.client, data.ids, data.texts, self.docs["right"])
+        dirty = raw_collection(self.client, data.ids, data.texts, mixed)
+        clean_run = chroma_run(data, clean, q)
+        dirty_run = chroma_run(data, dirty, q)
+        foreign_ids = {i for i, f in zip(data.ids, foreign, strict=True) if f}
+        slots = [d for hits in dirty_run.values() for d in hits]
+        entry = Entry("encoders", "Mixed encoders in one index", "encoders")
+        entry.ndcg["raw Chroma, half the index by another encoder"] = run_ndcg(data, dirty_run)
+        entry.reference["raw Chroma, right contract"] = run_ndcg(data, clean_run)
+        entry.measures["foreign_share_of_index"] = round(float(foreign.mean()), 3)
+        entry.measures["foreign_share_of_top10"] = round(
+            sum(d in foreign_ids for d in slots) / max(1, len(slots)), 3
+        )
+        entry.measures["raw_chroma_accepted"] = dirty.count()
+        # Where the damage is: the relevant documents the other encoder wrote drop out of reach.
+        entry.measures["foreign_relevant_hits_in_top10"] = {
+            "right index": _relevant_hits(data, clean_run, foreign_ids),
+            "mixed index": _relevant_hits(data, dirty_run, foreign_ids),
+        }
+        entry.notes.append(
+            "the other encoder is untrained, so its vectors seldom reach a top 10; a trained one "
+            "would also push wrong documents up (the seed's symptom)"
+        )
+        entry.refusals.append(
+            refused("open_collection(index, tiny-bert-384) to write", lambda: self.open_as(other))
+        )
+        entry.refusals.append(self._write_around(other, data.texts[:2]))
+        return entry
+
+    def _write_around(self, other: EmbeddingContract, texts: list[str]) -> Refusal:
+        """A raw client writes another encoder's vectors into a stamped index: caught on open."""
+        from ctxemb_chroma import open_collection
+
+        name = f"around-{uuid.uuid4().hex[:8]}"
+        guarded = open_collection(self.client, name, self.vectors.embedder(self.right))
+        guarded.add_embedded(
+            self.data.ids[:16],
+            self.docs["right"][:16],
+            self.data.texts[:16],
+            fingerprint=self.right.fingerprint,
+        )
+        raw = self.client.get_collection(name)
+        raw.add(
+            ids=["foreign-0", "foreign-1"],
+            embeddings=self.vectors.documents(other, texts),
+            documents=texts,
+        )
+        return refused(
+            "raw chromadb add into a stamped index, then open_collection",
+            lambda: open_collection(self.client, name, self.vectors.embedder(self.right)),
+        )
+
+    # -- 5 -------------------------------------------------------------------------------------
+
+    def unit(self) -> Entry:
+        from ctxemb_core.rerank import TokenVectorStore, maxsim, rerank_contract_for
+
+        embedder = self.vectors.embedder(self.right)
+        money = "The central bank raised interest rates."
+        river = "Willow roots hold the river bank together."
+        bank_money = embedder.word_vector("bank", [money]).vector
+        bank_river = embedder.word_vector("bank", [river]).vector
+        bank_type = embedder.word_vector("bank", [money, river]).vector
+        pooled_money, pooled_river, pooled_word = embedder.embed_documents([money, river, "bank"])
+        entry = Entry("unit", "A pooled text vector read as a token vector", "unit")
+        entry.measures["cosines"] = {
+            "bank token (money) vs bank token (river)": cosine(bank_money, bank_river),
+            "pooled money sentence vs its bank token": cosine(pooled_money, bank_money),
+            "pooled river sentence vs its bank token": cosine(pooled_river, bank_river),
+            'pooled "bank" vs bank token (money)': cosine(pooled_word, bank_money),
+            'pooled "bank" vs bank token (river)': cosine(pooled_word, bank_river),
+            'bank word type (mean of both) vs pooled "bank"': cosine(bank_type, pooled_word),
+        }
+        entry.measures["cosines"] = {k: round(v, 4) for k, v in entry.measures["cosines"].items()}
+        late = rerank_contract_for(self.right, kind="late_interaction")
+        store = TokenVectorStore()
+        query_tokens = embedder.embed_tokens("who raised interest rates", role="query").vectors
+        entry.refusals.append(
+            refused(
+                "TokenVectorStore.put(late contract, [pooled vector])",
+                lambda: store.put(late, ["money"], [pooled_money]),
+            )
+        )
+        entry.refusals.append(
+            refused(
+                "maxsim(query tokens, [pooled vector])",
+                lambda: maxsim(query_tokens, [pooled_money]),
+            )
+        )
+        # What no check can see: a pooled vector reshaped to one "token" is a valid matrix.
+        silent = maxsim(query_tokens, [pooled_money[None, :]])
+        entry.notes.append(
+            "a pooled vector reshaped to (1, 384) passes maxsim as a one-token document "
+            f"(score {float(silent[0]):.3f}): an array does not record its unit"
+        )
+        return entry
+
+    # -- 6 -------------------------------------------------------------------------------------
+
+    def matryoshka(self) -> Entry:
+        data, right = self.data, self.right
+        cut = right.with_(truncate_dim=TRUNCATE)
+        # Truncated prefixes of the unit vectors, searched by inner product as they are.
+        no_renorm = search(
+            data,
+            self.queries["right"][:, :TRUNCATE],
+            np.ascontiguousarray(self.docs["right"][:, :TRUNCATE]),
+        )
+        # The contract's recipe is pool -> truncate -> normalise: the un-normalised pooled
+        # vectors of entry 2 hold everything it needs, so the corpus is not embedded again.
+        q_raw, d_raw = self.unnormalised()
+        d_cut = to_unit(d_raw[:, :TRUNCATE])
+        q_cut = to_unit(q_raw[:, :TRUNCATE])
+        # The proof: the truncated contract's own Embedder gives the same query vectors.
+        gap = float(np.abs(self.vectors.queries(cut, data.queries) - q_cut).max())
+        contract = search(data, q_cut, d_cut)
+        entry = Entry(
+            "matryoshka", "Matryoshka truncation, with and without re-normalising", "normalize"
+        )
+        entry.ndcg[f"first {TRUNCATE} dims, not re-normalised"] = no_renorm.ndcg
+        label = f"truncate_dim={TRUNCATE} contract (re-normalised)"
+        entry.ndcg[label] = contract.ndcg
+        entry.own_contract.append(label)
+        entry.measures["renormalised_vs_not"] = rank_change(contract.top, no_renorm.top)
+        entry.measures["max_abs_gap_to_embedder"] = gap
+        entry.notes.append(
+            f"MiniLM is not Matryoshka-trained: any cut to {TRUNCATE} dims costs nDCG; the "
+            "contract makes the cut explicit, re-normalised, and a contract of its own"
+        )
+        entry.refusals.append(
+            refused(f"open_collection(index, truncate_dim={TRUNCATE})", lambda: self.open_as(cut))
+        )
+        return entry
+
+    # -- 7 -------------------------------------------------------------------------------------
+
+    def langchain(self) -> Entry:
+        from langchain_chroma import Chroma
+
+        from ctxemb_langchain import ContractChroma, ContractEmbeddings
+
+        data = self.data
+        cls = ContractEmbeddings(self.right.with_(pooling="cls"))
+        right = ContractEmbeddings(self.right)
+
+        def run(embeddings: ContractEmbeddings) -> dict[str, dict[str, float]]:
+            store = Chroma(self.stamped_name, embeddings, client=self.client)
+            out = {}
+            for qid, query in zip(data.qids, data.queries, strict=True):
+                hits = store.similarity_search_with_score(query, k=K)
+                out[qid] = {str(doc.id): 1.0 - float(dist) for doc, dist in hits}
+            return out
+
+        entry = Entry("langchain", "LangChain Chroma opened with the wrong embeddings", "pooling")
+        entry.ndcg["plain LangChain Chroma, CLS query embeddings"] = run_ndcg(data, run(cls))
+        entry.reference["plain LangChain Chroma, right embeddings"] = run_ndcg(data, run(right))
+        entry.refusals.append(
+            refused(
+                "ContractChroma(index, ContractEmbeddings(cls))",
+                lambda: ContractChroma(self.stamped_name, cls, client=self.client),
+            )
+        )
+        return entry
+
+
+ENTRIES = ("pooling", "normalize", "prefix", "encoders", "unit", "matryoshka", "langchain")
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def print_entry(number: int, entry: Entry, right: float) -> None:
+    symptom, cause, fix = SEED_ROWS[entry.seed]
+    print(f"\n{number}. {entry.title}  ({entry.seconds:.1f} s)")
+    print(f"   seed row   {symptom} | {cause} | {fix}")
+    for label, value in entry.ndcg.items():
+        print(f"   nDCG@10    {value:.4f}  {label}  ({value - right:+.4f} vs right {right:.4f})")
+    for label, value in entry.reference.items():
+        print(f"   reference  {value:.4f}  {label}")
+    for name, value in entry.measures.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
+            print(f"   {name}: {inner}")
+        else:
+            print(f"   {name}: {_fmt(value)}")
+    for r in entry.refusals:
+        extra = f" fields={r.fields}" if r.fields else ""
+        extra += f" kind={r.kind}" if r.kind else ""
+        print(f"   refused    {r.call}\n              -> {r.error}{extra}: {r.message}")
+        for line in r.detail:
+            print(f"                 {_short(line)}")
+    for note in entry.notes:
+        print(f"   note       {note}")
+
+
+def _short(text: str, limit: int = 88) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fmt(value: Any) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.4f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.1e}"
+
+
+def print_summary(entries: list[Entry], right: float) -> None:
+    print(f"\n{'entry':<14} {'wrong recipe':<46} {'nDCG@10':>8} {'change':>8}  ctxemb raises")
+    print(f"{'right':<14} {'all-MiniLM-L6-v2, mean, normalised':<46} {right:>8.4f} {'':>8}  -")
+    for e in entries:
+        error = e.refusals[0].error if e.refusals else "-"
+        rows = list(e.ndcg.items()) or [("(no nDCG: see the measures)", None)]
+        for label, value in rows:
+            figure = "" if value is None else f"{value:8.4f} {value - right:+8.4f}"
+            print(f"{e.key:<14} {label:<46} {figure:>17}  {error}")
+
+
+def save_chart(entries: list[Entry], right: float, docs: int, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    green, red, amber = "#2e7d32", "#c62828", "#ef8f00"
+    labels, values, colors = ["right contract (mean pooling, normalised)"], [right], [green]
+    for number, e in enumerate(entries, start=1):
+        for label, value in e.ndcg.items():
+            labels.append(f"{number}. {label}")
+            values.append(value)
+            colors.append(amber if label in e.own_contract else red)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(labels) + 1.6))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, values, color=colors)
+    ax.axvline(right, color=green, linestyle="--", linewidth=1)
+    for yi, v in zip(y, values, strict=True):
+        ax.text(v + 0.005, yi, f"{v:.3f}", va="center", fontsize=8)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlim(0, max(values) * 1.18)
+    ax.set_xlabel("SciFact nDCG@10 (exact search; 4 and 7 through Chroma's HNSW index)")
+    ax.set_title(
+        f"all-MiniLM-L6-v2 on SciFact ({docs:,} documents, 300 test queries):\n"
+        "the right contract vs each wrong recipe, searched without ctxemb",
+        fontsize=9,
+    )
+    ax.legend(
+        handles=[
+            Patch(color=green, label="the index's contract"),
+            Patch(color=red, label="a wrong recipe (ctxemb refuses it)"),
+            Patch(color=amber, label="a contract of its own (refused on this index)"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.42, -0.1),
+        ncol=3,
+        fontsize=7,
+        frameon=False,
+    )
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+# -- command -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--docs",
+        type=int,
+        default=None,
+        help="documents to index: every judged one, filled up with the corpus head to N "
+        "(default: the whole corpus, 5,183)",
+    )
+    parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "failure_modes.png")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument("--data", type=Path, default=DATA, help="the BEIR SciFact folder")
+    parser.add_argument("--cache", type=Path, default=None, help="embedding cache file")
+    args = parser.parse_args(argv)
+    if args.docs is not None and args.docs < 1:
+        parser.error("--docs must be a positive number")
+    return args
+
+
+def run(data: SciFact, cache: EmbeddingCache) -> tuple[Gallery, list[Entry]]:
+    """Every entry in order, printed as it is measured."""
+    with tempfile.TemporaryDirectory(prefix="ctxemb-gallery-") as tmp, warnings.catch_warnings():
+        # SciFact abstracts are cut at the contract's 256 tokens, as MTEB cuts them.
+        warnings.simplefilter("ignore", TruncationWarning)
+        t = time.perf_counter()
+        gallery = Gallery(data, Path(tmp), cache)
+        right = gallery.reference.ndcg
+        print(f"right contract: {gallery.right.describe()}")
+        seconds = gallery.seconds = time.perf_counter() - t
+        print(
+            f"  nDCG@10 {right:.5f}, exact search (index embedded and stamped in {seconds:.1f} s)"
+        )
+        entries = []
+        for number, name in enumerate(ENTRIES, start=1):
+            t = time.perf_counter()
+            entry = getattr(gallery, name)()
+            entry.seconds = time.perf_counter() - t
+            entries.append(entry)
+            print_entry(number, entry, right)
+    return gallery, entries
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the gallery; returns (and with ``--json`` writes) every figure."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    data = load_scifact(args.data, args.docs)
+    print(f"SciFact: {len(data.ids):,} documents, {len(data.qids)} queries; model {MODEL}")
+    with EmbeddingCache(args.cache) as cache:
+        gallery, entries = run(data, cache)
+    right = gallery.reference.ndcg
+    print_summary(entries, right)
+    save_chart(entries, right, len(data.ids), args.out)
+    total = time.perf_counter() - started
+    print(f"\nchart: {args.out}\ntotal: {total:.1f} s")
+    result = {
+        "model": MODEL,
+        "documents": len(data.ids),
+        "queries": len(data.qids),
+        "right": {
+            "contract": gallery.right.to_dict(),
+            "describe": gallery.right.describe(),
+            f"ndcg@{K}": right,
+            "seconds": round(gallery.seconds, 1),
+        },
+        "entries": [
+            {
+                "key": e.key,
+                "title": e.title,
+                "seed_row": dict(zip(("symptom", "cause", "fix"), SEED_ROWS[e.seed], strict=True)),
+                f"ndcg@{K}": e.ndcg,
+                "reference": e.reference,
+                "measures": e.measures,
+                "refusals": [vars(r) for r in e.refusals],
+                "notes": e.notes,
+                "seconds": round(e.seconds, 1),
+            }
+            for e in entries
+        ],
+        "chart": str(args.out),
+        "seconds": round(total, 1),
+    }
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
