@@ -32,12 +32,14 @@ class Pipelines:
             "device": embedder.device,
             "batch_size": embedder.batch_size,
             "token_budget": embedder.token_budget,
-            "progress_bar": bool(embedder.show_progress),
         }
         documents = ContractDocumentEmbedder(**settings)
         texts = ContractTextEmbedder(**settings)
         for component in (documents, texts):
-            component.lazy.cache = embedder.cache  # the caller's cache, wherever its file is
+            # The caller's cache (wherever its file is) and progress setting (None: a bar on a
+            # terminal for long batches), which a component's serialisable flags cannot carry.
+            component.lazy.cache = embedder.cache
+            component.lazy.show_progress = embedder.show_progress
         self.indexing = Pipeline()
         self.indexing.add_component("embedder", documents)
         # SKIP: what another run stored is kept (only missing ids are sent anyway).
