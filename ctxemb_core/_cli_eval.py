@@ -1,79 +1,490 @@
-"""``ctxemb eval``: the published tables through every path."""
+"""``ctxemb eval``: the published tables through every path.
+
+One task per run (retrieval on a BEIR split, or STS), through one ``--via``: the core's exact
+search, a guarded Chroma collection (embedded, or a server: one given by ``--host`` or a
+temporary one started here), or the Haystack and LangChain adapters over their in-memory store
+or Chroma. Each path is its adapter's ``eval_path``, loaded by name only when asked for, so the
+store's distance becomes a score inside its adapter. Progress goes to stderr; the last line on
+stdout is one JSON object.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core._validate import check_text
+from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.cli import (
+    _COUNT,
+    _PORT,
+    _POSITIVE,
     DEFAULT_MODEL,
-    _adapter,
     _contract_args,
     _embedder,
-    _index_missing,
     _non_empty,
-    _open_kwargs,
-    _open_sample_arg,
     _overrides,
-    _store_args,
 )
+from ctxemb_core.errors import (
+    DataFormatError,
+    InvalidInputError,
+    MissingDependencyError,
+    StoreUnavailableError,
+)
+from ctxemb_core.eval.paths import VIAS
+
+TASKS = ("retrieval", "sts")
+BASELINES = ("bm25",)
+#: The evaluation data beside a checkout (``../shared/data``), used when ``--data`` is not given.
+_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_DEFAULT_DATA = {"retrieval": _SHARED / "scifact", "sts": _SHARED / "stsbenchmark"}
+#: The figures printed as the table; the JSON holds every metric.
+_HEADLINE = ("ndcg@10", "recall@100", "mrr@10", "map@100")
+_SERVER_WAIT = 60.0  # seconds a temporary Chroma server may take to answer its first heartbeat
+
+# Which store options each path uses; any other one given is refused rather than ignored.
+_USES = {
+    "memory": set(),
+    "chroma": {"collection", "path", "host", "port", "sample"},
+    "chroma-server": {"collection", "path", "host", "port", "sample"},
+    "haystack": {"collection"},
+    "langchain": {"collection"},
+    "haystack-chroma": {"collection", "path", "host", "port"},
+    "langchain-chroma": {"collection", "path", "host", "port"},
+}
+assert set(_USES) == set(VIAS)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
-        help="index a BEIR dataset (or reuse it) and print retrieval metrics",
-        description="Index the corpus (adding only missing ids), run the split's queries and "
-        "print nDCG, recall and MRR; the last line is one JSON object.",
+        help="reproduce retrieval (BEIR) or STS figures through one search path",
+        description="Evaluate the contract on one task through one path: index the corpus "
+        "(adding only missing ids) and search the split's queries (retrieval: nDCG, recall, "
+        "MRR, MAP, precision as trec_eval computes them), or score STS pairs through the store "
+        "(Spearman, Pearson). Progress on stderr; the last line on stdout is one JSON object.",
     )
-    p.add_argument("--data", type=Path, required=True, help="a BEIR folder")
-    p.add_argument("--split", default="test")
-    _store_args(p, collection_required=False)
+    p.add_argument(
+        "--via",
+        choices=VIAS,
+        default="chroma",
+        help="the search path: the core's exact search (memory), a Chroma collection "
+        "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
+        "unless --host), Haystack or LangChain over their in-memory store or Chroma "
+        "(default: chroma)",
+    )
+    p.add_argument("--task", choices=TASKS, default="retrieval", help="(default: retrieval)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="retrieval: a BEIR folder; sts: the STS Benchmark folder or one of its csv files "
+        f"(default: {_DEFAULT_DATA['retrieval']} or {_DEFAULT_DATA['sts']}, when present)",
+    )
+    p.add_argument(
+        "--split",
+        default="test",
+        help="retrieval: qrels/SPLIT.tsv; sts: sts-SPLIT.csv in the folder (default: test)",
+    )
+    p.add_argument(
+        "--k", type=_POSITIVE, default=100, help="documents retrieved per query (default 100)"
+    )
+    p.add_argument(
+        "--run-file",
+        type=Path,
+        help="write the results: a TREC run (retrieval) or per-pair scores as TSV (sts)",
+    )
+    p.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        help="retrieval only: also score BM25 (bm25s) on the same qrels, printed beside",
+    )
+    p.add_argument(
+        "--collection",
+        help="the collection to index into (default: beir-DATASET-FP12 or sts-FILE-FP12)",
+    )
+    p.add_argument(
+        "--path",
+        help="an embedded Chroma folder (default ./chroma); for chroma-server without --host, "
+        "the temporary server's data folder (default: a temporary folder)",
+    )
+    p.add_argument("--host", help="a Chroma server's host (instead of --path)")
+    p.add_argument("--port", type=_PORT, help="with --host: its port (default 8000)")
+    p.add_argument(
+        "--sample",
+        type=_COUNT,
+        default=None,
+        help="Chroma: stored documents re-embedded and compared when an existing collection "
+        "is opened (default: the adapter's; 0: stamp and canary only)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="do not read or write the embedding cache"
+    )
     p.add_argument("--model", default=DEFAULT_MODEL)
-    _open_sample_arg(p)
     _contract_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxemb_core.eval.beir import load_beir
-    from ctxemb_core.eval.metrics import evaluate
+    _check_options(args)
+    data = _data_path(args)
+    task: Any = _load_retrieval(data, args) if args.task == "retrieval" else _load_sts(data, args)
+    baseline = _baseline_settings(args)
     from ctxemb_core.resolve import contract_for
 
-    data = load_beir(args.data, split=args.split)
-    _non_empty(data.corpus, args.data)
-    for qid, text in data.queries.items():
-        check_text(text, f"{args.data}: query {qid!r}")
     contract = contract_for(args.model, **_overrides(args))
     embedder = _embedder(args, contract)
-    adapter, client = _adapter(args)
-    name = args.collection or f"beir-{args.data.resolve().name}-{contract.fingerprint[:12]}"
-    collection = adapter.open_collection(client, name, embedder, **_open_kwargs(args))
-    added = _index_missing(collection, data.corpus, 512)
-    qids = list(data.queries)
-    run: dict[str, dict[str, float]] = {}
-    k = 100
-    for start in range(0, len(qids), 64):
-        chunk = qids[start : start + 64]
-        result = collection.query(
-            [data.queries[q] for q in chunk], n_results=k, include=["distances"]
-        )
-        for q, ids, dists in zip(chunk, result["ids"], result["distances"], strict=True):
-            # Chroma's cosine distance is 1 - cosine: higher score, better rank.
-            run[q] = {i: float(1.0 - d) for i, d in zip(ids, dists, strict=True)}
-    metrics = evaluate(run, data.qrels, ks=(1, 10, 100))
-    out = {
-        "dataset": args.data.resolve().name,
-        "split": args.split,
-        "collection": name,
-        "documents": collection.count(),
-        "indexed_now": added,
-        "queries": len(qids),
-        "fingerprint": contract.fingerprint,
-        "model": contract.model,
-        **{m: round(v, 5) for m, v in sorted(metrics.items())},
-    }
-    print(json.dumps(out))
+    name = args.collection or _default_name(args, data, contract.fingerprint)
+    with contextlib.ExitStack() as stack:
+        path, store = _open_path(args, embedder, name, stack)
+        stack.callback(path.close)
+        if args.task == "retrieval":
+            out = _retrieval(args, path, task, data, baseline)
+        else:
+            out = _sts(args, path, task, data)
+    out.update(
+        via=args.via,
+        store=store,
+        collection=None if args.via == "memory" else name,
+        fingerprint=path.fingerprint,
+        model=contract.model,
+    )
+    print(json.dumps(out, ensure_ascii=False))
     return 0
+
+
+# -- arguments and data, all checked before any store or model is touched -------------------------
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    options = ("collection", "path", "host", "port", "sample")
+    given = {o for o in options if getattr(args, o) is not None}
+    unused = sorted(given - _USES[args.via])
+    if unused:
+        why = {
+            "memory": "it keeps its index in this process",
+            "haystack": "it uses Haystack's in-memory store (--via haystack-chroma: Chroma)",
+            "langchain": "it uses LangChain's in-memory store (--via langchain-chroma: Chroma)",
+        }.get(args.via, "--sample is for --via chroma and chroma-server")
+        raise InvalidInputError(
+            f"--via {args.via} does not use {', '.join('--' + o for o in unused)}: {why}"
+        )
+    if args.host and args.path:
+        raise InvalidInputError(
+            "--host and --path name two stores: give --host for a server or --path for an "
+            "embedded folder"
+        )
+    if args.port is not None and not args.host and args.via != "chroma-server":
+        raise InvalidInputError("--port needs --host (the server it belongs to)")
+    if args.run_file is not None and Path(args.run_file).is_dir():
+        raise InvalidInputError(f"--run-file {args.run_file} is a folder; name a file to write")
+    if args.baseline and args.task != "retrieval":
+        raise InvalidInputError(
+            f"--baseline {args.baseline} ranks documents: it applies to --task retrieval only"
+        )
+
+
+def _data_path(args: argparse.Namespace) -> Path:
+    if args.data is not None:
+        return Path(args.data)
+    default = _DEFAULT_DATA[args.task]
+    if not default.exists():
+        raise InvalidInputError(
+            f"--data is required for --task {args.task}: no default dataset at {default}"
+        )
+    return default
+
+
+def _load_retrieval(data: Path, args: argparse.Namespace) -> Any:
+    from ctxemb_core.eval.beir import load_beir
+
+    dataset = load_beir(data, split=args.split)
+    _non_empty(dataset.corpus, data)
+    for qid, text in dataset.queries.items():
+        check_text(text, f"{data}: query {qid!r}")
+    return dataset
+
+
+def _sts_file(data: Path, split: str) -> Path:
+    if data.is_dir():
+        found = data / f"sts-{split}.csv"
+        if not found.is_file():
+            raise DataFormatError(
+                f"{data} holds no sts-{split}.csv; give the STS Benchmark folder with --split "
+                "train, dev or test, or the csv file itself"
+            )
+        return found
+    if not data.is_file():
+        raise DataFormatError(f"STS data not found: {data}")
+    return data
+
+
+def _load_sts(data: Path, args: argparse.Namespace) -> Any:
+    from ctxemb_core.eval.sts import load_sts
+
+    file = _sts_file(data, args.split)
+    pairs = load_sts(file)
+    check_texts(pairs.sentences1, f"{file}: sentence1")
+    check_texts(pairs.sentences2, f"{file}: sentence2")
+    if len(pairs) < 2:
+        raise DataFormatError(f"{file} holds {len(pairs)} pair; a correlation needs at least 2")
+    return pairs
+
+
+def _baseline_settings(args: argparse.Namespace) -> str | None:
+    """The baseline's description, which also proves its libraries are installed."""
+    if args.baseline is None:
+        return None
+    from ctxemb_core.eval.bm25 import Bm25Settings
+
+    return Bm25Settings().describe()
+
+
+def _default_name(args: argparse.Namespace, data: Path, fingerprint: str) -> str:
+    if args.task == "retrieval":
+        stem = data.resolve().name
+        name = f"beir-{stem}-{fingerprint[:12]}"
+    else:
+        stem = _sts_file(data, args.split).stem
+        # sts-test.csv gives sts-test-<fp12>, not sts-sts-test-<fp12>.
+        name = f"sts-{stem.removeprefix('sts-')}-{fingerprint[:12]}"
+    # A folder name may hold characters a collection name may not.
+    return re.sub(r"[^a-zA-Z0-9._-]+", "-", name).strip("-._")
+
+
+# -- paths -----------------------------------------------------------------------------------
+
+
+def _module(name: str, extra: str, via: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"--via {via} needs {name}: pip install 'ctxemb[{extra}]' ({exc})"
+        ) from None
+
+
+def _open_path(
+    args: argparse.Namespace, embedder: Any, name: str, stack: contextlib.ExitStack
+) -> tuple[Any, dict[str, Any]]:
+    """The search path ``--via`` names, and where its index lives (for the JSON)."""
+    via = args.via
+    if via == "memory":
+        from ctxemb_core.eval.paths import MemoryPath
+
+        return MemoryPath(embedder), {"kind": "memory"}
+    framework, _, store = via.partition("-")
+    if framework == "chroma":
+        return _chroma_path(args, embedder, name, stack)
+    module = _module(f"ctxemb_{framework}", framework, via)
+    if not hasattr(module, "eval_path"):
+        raise MissingDependencyError(
+            f"--via {via}: this installation's ctxemb_{framework} has no eval_path; "
+            "reinstall ctxemb"
+        )
+    where: dict[str, Any] = {"kind": "memory"}
+    host, folder, port = args.host, None, args.port or 8000
+    if store and host:
+        where = {"kind": "server", "host": host, "port": port}
+    elif store:
+        folder = args.path or "./chroma"
+        where = {"kind": "embedded", "path": folder}
+    path = module.eval_path(
+        embedder, store=store or "memory", collection=name, path=folder, host=host, port=port
+    )
+    return path, where
+
+
+def _chroma_path(
+    args: argparse.Namespace, embedder: Any, name: str, stack: contextlib.ExitStack
+) -> tuple[Any, dict[str, Any]]:
+    adapter = _module("ctxemb_chroma", "chroma", args.via)
+    adapter.check_name(name)  # before connecting creates a folder or starts a server
+    where: dict[str, Any]
+    if args.host:
+        where = {"kind": "server", "host": args.host, "port": args.port or 8000}
+        client = adapter.connect(host=args.host, port=args.port or 8000)
+    elif args.via == "chroma-server":
+        port, folder = stack.enter_context(_temporary_server(args.path, args.port))
+        where = {"kind": "temporary server", "host": "127.0.0.1", "port": port}
+        client = adapter.connect(host="127.0.0.1", port=port)
+        _say(f"Chroma server on 127.0.0.1:{port} (data in {folder}), stopped at the end")
+    else:
+        where = {"kind": "embedded", "path": args.path or "./chroma"}
+        client = adapter.connect(path=args.path or "./chroma")
+    # Closed before a temporary server stops (the stack unwinds last in, first out).
+    stack.callback(client.close)
+    options = {} if args.sample is None else {"sample": args.sample}
+    path = adapter.eval_path(client, name, embedder, via=args.via, progress=True, **options)
+    return path, where
+
+
+@contextlib.contextmanager
+def _temporary_server(folder: str | None, port: int | None) -> Iterator[tuple[int, str]]:
+    """``chroma run`` on 127.0.0.1 until the block ends, on error too; yields port and folder."""
+    chroma = Path(sys.executable).with_name("chroma")
+    if not chroma.is_file():
+        raise MissingDependencyError(
+            f"--via chroma-server starts `chroma run`, and there is no {chroma}: "
+            "pip install 'ctxemb[chroma]', or give --host of a running server"
+        )
+    with contextlib.ExitStack() as stack:
+        data = folder or stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxemb-chroma-"))
+        port = port or _free_port()
+        log = stack.enter_context(tempfile.TemporaryFile())
+        proc = subprocess.Popen(
+            [str(chroma), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_for(proc, port, log)
+            yield port, str(data)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for(proc: subprocess.Popen[bytes], port: int, log: Any) -> None:
+    """Until the server's heartbeat answers. Probed over plain HTTP: a Chroma client built
+    against a server still starting fails half-built and leaves its connection open."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + _SERVER_WAIT
+    url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            tail = log.read().decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise StoreUnavailableError(
+                f"the temporary Chroma server on port {port} exited with {proc.returncode} "
+                f"({' / '.join(tail) or 'no output'}); give --host of a running server instead"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise StoreUnavailableError(
+                f"the temporary Chroma server on port {port} did not answer within "
+                f"{_SERVER_WAIT:.0f} s; give --host of a running server instead"
+            )
+        time.sleep(0.2)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+
+def _say(message: str) -> None:
+    print(f"ctxemb eval: {message}", file=sys.stderr, flush=True)
+
+
+def _retrieval(
+    args: argparse.Namespace, path: Any, dataset: Any, data: Path, baseline: str | None
+) -> dict[str, Any]:
+    from ctxemb_core.eval.runfiles import write_run
+    from ctxemb_core.eval.runner import evaluate_retrieval, retrieval_cutoffs
+
+    _say(
+        f"retrieval on {data.name} ({args.split}): {len(dataset.corpus)} documents, "
+        f"{len(dataset.queries)} queries, via {args.via}"
+    )
+    report = evaluate_retrieval(path, dataset, args.k)
+    _say(
+        f"indexed {report.indexed} now in {report.seconds['index']:.1f} s, searched in "
+        f"{report.seconds['search']:.1f} s"
+    )
+    out: dict[str, Any] = {
+        "task": "retrieval",
+        "dataset": data.resolve().name,
+        "split": args.split,
+        "documents": report.documents,
+        "indexed_now": report.indexed,
+        "queries": report.queries,
+        "k": report.k,
+        **report.rounded(),
+        "unrounded": report.metrics,
+        "seconds": {s: round(v, 3) for s, v in report.seconds.items()},
+    }
+    columns = {args.via: report.rounded()}
+    if baseline is not None:
+        from ctxemb_core.eval.bm25 import bm25_run
+        from ctxemb_core.eval.metrics import evaluate
+
+        started = time.perf_counter()
+        lexical = evaluate(bm25_run(dataset, args.k), dataset.qrels, ks=retrieval_cutoffs(args.k))
+        rounded = {m: round(v, 5) for m, v in lexical.items()}
+        columns["bm25"] = rounded
+        out["baseline"] = {
+            "method": "bm25",
+            "settings": baseline,
+            **rounded,
+            "unrounded": lexical,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    if args.run_file is not None:
+        lines = write_run(report.run, args.run_file, tag=f"ctxemb-{args.via}")
+        out["run_file"] = str(args.run_file)
+        _say(f"wrote {lines} lines to {args.run_file} (TREC run format)")
+    _table(columns, [m for m in _HEADLINE if m in report.metrics] or list(report.metrics))
+    return out
+
+
+def _sts(args: argparse.Namespace, path: Any, pairs: Any, data: Path) -> dict[str, Any]:
+    from ctxemb_core.eval.runfiles import write_pair_scores
+    from ctxemb_core.eval.runner import evaluate_sts
+
+    file = _sts_file(data, args.split)
+    _say(f"sts on {file.name}: {len(pairs)} pairs, via {args.via}")
+    report = evaluate_sts(path, pairs)
+    _say(f"scored in {report.seconds['score']:.1f} s")
+    out: dict[str, Any] = {
+        "task": "sts",
+        "dataset": file.parent.name if data.is_dir() else file.name,
+        "file": file.name,
+        "pairs": report.pairs,
+        "spearman": round(report.spearman, 5),
+        "pearson": round(report.pearson, 5),
+        "unrounded": report.metrics(),
+        "seconds": {s: round(v, 3) for s, v in report.seconds.items()},
+    }
+    if args.run_file is not None:
+        write_pair_scores(
+            args.run_file, report.gold, report.scores, pairs.sentences1, pairs.sentences2
+        )
+        out["run_file"] = str(args.run_file)
+        _say(f"wrote {report.pairs} pair scores to {args.run_file} (TSV)")
+    _table({args.via: {"spearman": out["spearman"], "pearson": out["pearson"]}})
+    return out
+
+
+def _table(columns: dict[str, dict[str, float]], rows: list[str] | None = None) -> None:
+    """The figures as a small table on stdout, one column per run (dense, then the baseline)."""
+    names = list(columns)
+    rows = rows or list(next(iter(columns.values())))
+    width = max(len(r) for r in rows)
+    print(f"{'':<{width}}  " + "  ".join(f"{n:>10}" for n in names))
+    for r in rows:
+        print(f"{r:<{width}}  " + "  ".join(f"{columns[n][r]:>10.5f}" for n in names))

@@ -21,6 +21,7 @@ from ctxemb_core.eval import (
     load_beir,
     load_jsonl_corpus,
     load_sts,
+    map_at_k,
     mrr_at_k,
     ndcg_at_k,
     pearson,
@@ -170,14 +171,38 @@ def test_evaluate_keys_and_agreement_with_single_metrics() -> None:
     run = {q: {d: float(rng.integers(0, 4)) for d in docs} for q in qrels}
     result = evaluate(run, qrels, ks=(10, 1, 5))
     assert list(result) == [
-        f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr") for k in (1, 5, 10)
+        f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map") for k in (1, 5, 10)
     ]
     for k in (1, 5, 10):
         assert result[f"ndcg@{k}"] == pytest.approx(ndcg_at_k(run, qrels, k))
         assert result[f"recall@{k}"] == pytest.approx(recall_at_k(run, qrels, k))
         assert result[f"precision@{k}"] == pytest.approx(precision_at_k(run, qrels, k))
         assert result[f"mrr@{k}"] == pytest.approx(mrr_at_k(run, qrels, k))
-    assert set(evaluate(run, qrels)) >= {"ndcg@10", "recall@100", "mrr@10", "precision@1"}
+        assert result[f"map@{k}"] == pytest.approx(map_at_k(run, qrels, k))
+    assert set(evaluate(run, qrels)) >= {
+        "ndcg@10",
+        "recall@100",
+        "mrr@10",
+        "precision@1",
+        "map@100",
+    }
+
+
+def test_map_divides_by_every_relevant_judgement_and_cuts_at_k() -> None:
+    # Relevant: a (2), b (1), c (1); d is judged 0. c is never retrieved.
+    qrels = {"q": {"a": 2, "b": 1, "c": 1, "d": 0}}
+    run = {"q": {"a": 0.9, "d": 0.8, "x": 0.7, "b": 0.6}}
+    # Hits at ranks 1 and 4: (1/1 + 2/4) / 3 relevant, grades do not weigh.
+    assert map_at_k(run, qrels, 10) == pytest.approx((1 + 2 / 4) / 3)
+    # Cut at 3: only the hit at rank 1 counts, still divided by all 3 relevant.
+    assert map_at_k(run, qrels, 3) == pytest.approx(1 / 3)
+    # Ties rank by id descending, as trec_eval: "b" before "a" at equal scores.
+    tied = {"q": {"a": 0.5, "b": 0.5}}
+    assert map_at_k(tied, {"q": {"a": 1}}, 10) == pytest.approx(1 / 2)
+    # A query without relevant judgements scores 0 and counts; a missing query scores 0.
+    assert map_at_k(run, {"q": {"a": 1}, "none": {"a": 0}, "gone": {"z": 1}}, 10) == (
+        pytest.approx(1 / 3)
+    )
 
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True, "10"])

@@ -16,6 +16,9 @@ module reproduces them one by one, in plain Python and numpy:
 * **Precision@k** (``P_k``): relevant documents in the top ``k`` / ``k``, even when the run
   returned fewer than ``k`` documents.
 * **MRR@k**: ``1 / rank`` of the first relevant document within the top ``k``, else 0.
+* **MAP@k** (``map_cut_k``): the precision at the rank of each relevant document retrieved
+  within the top ``k``, summed and divided by *all* the query's relevant judgements (not cut at
+  ``k``). On a run ``k`` deep, ``map@k`` is trec_eval's ``map``.
 
 Averaging: every metric is the mean over the queries that have at least one judgement in
 ``qrels``; a query missing from ``run`` (or with an empty run) scores 0 (``trec_eval -c``).
@@ -40,6 +43,7 @@ from ctxemb_core.errors import InvalidInputError
 __all__ = [
     "build_run",
     "evaluate",
+    "map_at_k",
     "mrr_at_k",
     "ndcg_at_k",
     "precision_at_k",
@@ -117,11 +121,26 @@ def _query_rr(ranked: list[str], judged: Mapping[str, int], k: int) -> float:
     return 0.0
 
 
+def _query_ap(ranked: list[str], judged: Mapping[str, int], k: int) -> float:
+    num_rel = sum(1 for g in judged.values() if g >= 1)
+    if not num_rel:
+        return 0.0
+    hits = 0
+    total = 0.0
+    for i, doc_id in enumerate(ranked):
+        if judged.get(doc_id, 0) >= 1:
+            hits += 1
+            total += hits / (i + 1)
+    # Divided by every relevant judgement, retrieved or not: trec_eval's map and map_cut_k.
+    return total / num_rel
+
+
 _PER_QUERY = {
     "ndcg": _query_ndcg,
     "recall": _query_recall,
     "precision": _query_precision,
     "mrr": _query_rr,
+    "map": _query_ap,
 }
 
 
@@ -210,8 +229,29 @@ def mrr_at_k(run: Run, qrels: Qrels, k: int) -> float:
     return _mean_metric("mrr", run, qrels, k)
 
 
+def map_at_k(run: Run, qrels: Qrels, k: int) -> float:
+    """Mean average precision within the top ``k``, as ``trec_eval``'s ``map_cut_k``.
+
+    Each relevant document retrieved at rank ``r <= k`` adds the precision at ``r``; the sum
+    is divided by all the query's relevant judgements. With a run ``k`` deep (BEIR and MTEB
+    retrieve 100 or 1,000) this is ``trec_eval``'s ``map``.
+
+    Args:
+        run: ``{query_id: {doc_id: score}}``.
+        qrels: ``{query_id: {doc_id: grade}}``; grade ``>= 1`` is relevant.
+        k: rank cut-off, a positive integer.
+
+    Returns:
+        The mean over judged queries, in ``[0, 1]``.
+
+    Raises:
+        InvalidInputError: ``k`` is not a positive integer or ``qrels`` judges no query.
+    """
+    return _mean_metric("map", run, qrels, k)
+
+
 def evaluate(run: Run, qrels: Qrels, ks: Iterable[int] = (1, 10, 100)) -> dict[str, float]:
-    """All four metrics at every cut-off in ``ks``.
+    """All five metrics at every cut-off in ``ks``.
 
     Args:
         run: ``{query_id: {doc_id: score}}``.
@@ -219,8 +259,9 @@ def evaluate(run: Run, qrels: Qrels, ks: Iterable[int] = (1, 10, 100)) -> dict[s
         ks: rank cut-offs.
 
     Returns:
-        A dict with keys ``"ndcg@k"``, ``"recall@k"``, ``"precision@k"`` and ``"mrr@k"`` for
-        each ``k`` in ``ks`` (in that metric order, ``ks`` ascending), e.g. ``result["ndcg@10"]``.
+        A dict with keys ``"ndcg@k"``, ``"recall@k"``, ``"precision@k"``, ``"mrr@k"`` and
+        ``"map@k"`` for each ``k`` in ``ks`` (in that metric order, ``ks`` ascending), e.g.
+        ``result["ndcg@10"]``.
 
     Raises:
         InvalidInputError: ``ks`` is empty or holds a non-positive value, or ``qrels`` judges
