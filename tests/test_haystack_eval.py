@@ -4,15 +4,18 @@ Fast tests on the six DOCS and a few STS pairs, over InMemoryDocumentStore, Chro
 on an embedded folder and on a Chroma server: the path's scores are the exact similarities the
 core Embedder gives, only missing ids are indexed, a store of another contract is refused
 through the path, and ``close()`` releases what it opened. The embedders' ``cache`` option is
-tested here too. The slow tests drive both vias over the whole SciFact test split and STS-B test.
+tested here too. The slow tests run both vias through ``ctxemb eval`` (in-process) over the whole
+SciFact test split and STS-B test.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
 import time
+from contextlib import redirect_stderr, redirect_stdout
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from haystack import Document
 
 from ctxemb_core import Embedder
 from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.cli import main
 from ctxemb_core.errors import ContractMismatchError, CtxembError, InvalidInputError
 from ctxemb_core.eval import load_sts
 from ctxemb_core.eval.paths import SearchPath
@@ -281,39 +285,32 @@ TOLERANCE = {"haystack": 0.0005, "haystack-chroma": 0.005}
 
 @pytest.fixture(scope="session")
 def haystack_figures(data_dir, minilm_contract, tmp_path_factory):
-    """Each via's SciFact nDCG@10 and STS-B Spearman, measured once per session. One shared
-    cache: the corpus is embedded by the first path (of any test module) that needs it."""
-    from ctxemb_core.eval import document_text, evaluate, load_beir, spearman
+    """Each via's figures from ``ctxemb eval`` (in-process), once per session for each task.
 
-    embedder = Embedder(minilm_contract, cache=EmbeddingCache())
-    scifact = load_beir(data_dir / "scifact", split="test")
-    sts = load_sts(data_dir / "stsbenchmark" / "sts-test.csv")
+    The CLI embeds through the default EmbeddingCache, which is the session's own
+    (``CTXEMB_CACHE_DIR``): the first path of any module embeds the corpus, the others read it.
+    """
     folder = tmp_path_factory.mktemp("haystack-eval")
     measured: dict[str, dict] = {}
 
     def measure(via: str) -> dict:
         if via not in measured:
-            store = "memory" if via == "haystack" else "chroma"
-            path = eval_path(embedder, store, collection="scifact", path=str(folder))
-            try:
-                t0 = time.perf_counter()
-                indexed = path.index({i: document_text(d) for i, d in scifact.corpus.items()})
-                t1 = time.perf_counter()
-                run = path.search(scifact.queries, k=100)
-                t2 = time.perf_counter()
-                scores = path.pair_scores(sts.sentences1, sts.sentences2)
-                t3 = time.perf_counter()
-            finally:
-                path.close()
-            measured[via] = {
-                "ndcg@10": evaluate(run, scifact.qrels, ks=(10,))["ndcg@10"],
-                "spearman": spearman(scores, sts.scores),
-                "indexed": indexed,
-                "queries": len(run),
-                "pairs": len(scores),
-                "seconds": {"index": t1 - t0, "search": t2 - t1, "pairs": t3 - t2},
-            }
-            print(f"{via}: {json.dumps(measured[via])}")
+            store = ["--path", str(folder / "chroma")] if via.endswith("-chroma") else []
+            tasks = {"retrieval": data_dir / "scifact", "sts": data_dir / "stsbenchmark"}
+            measured[via] = {}
+            for task, data in tasks.items():
+                args = ["eval", "--via", via, "--task", task, "--data", str(data), *store]
+                out, err = io.StringIO(), io.StringIO()
+                start = time.perf_counter()
+                with redirect_stdout(out), redirect_stderr(err):
+                    code = main(args)
+                assert code == 0, err.getvalue()
+                figures = json.loads(out.getvalue().strip().splitlines()[-1])
+                figures["wall_seconds"] = round(time.perf_counter() - start, 1)
+                print(f"ctxemb {' '.join(args)}: {json.dumps(figures)}")
+                assert figures["via"] == via
+                assert figures["fingerprint"] == minilm_contract.fingerprint
+                measured[via][task] = figures
         return measured[via]
 
     return measure
@@ -324,7 +321,8 @@ def haystack_figures(data_dir, minilm_contract, tmp_path_factory):
 @pytest.mark.parametrize("via", list(TOLERANCE))
 def test_the_published_figures_through_haystack(haystack_figures, via):
     figures = haystack_figures(via)
-    assert figures["indexed"] == 5183 and figures["queries"] == 300 and figures["pairs"] == 1379
+    retrieval, sts = figures["retrieval"], figures["sts"]
+    assert (retrieval["documents"], retrieval["queries"], sts["pairs"]) == (5183, 300, 1379)
     tolerance = TOLERANCE[via]
-    assert abs(figures["ndcg@10"] - SCIFACT_NDCG10) <= tolerance, figures
-    assert abs(figures["spearman"] - STSB_SPEARMAN) <= tolerance, figures
+    assert abs(retrieval["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= tolerance, retrieval
+    assert abs(sts["unrounded"]["spearman"] - STSB_SPEARMAN) <= tolerance, sts

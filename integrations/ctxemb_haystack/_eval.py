@@ -23,6 +23,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries
 from ctxemb_haystack._eval_pipelines import Pipelines
 
 __all__ = ["HaystackPath", "eval_path"]
@@ -107,15 +108,20 @@ class HaystackPath:
         return self._parts[pairs]
 
     def index(self, documents: Mapping[str, str]) -> int:
-        return self.part().index([Document(id=i, content=t) for i, t in documents.items()])
+        ids, texts = check_documents(documents)
+        new = [Document(id=i, content=t) for i, t in zip(ids, texts, strict=True)]
+        return self.part().index(new)
 
     def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
+        qids, texts, k = check_queries(queries, k)
         part = self.part()
-        return {qid: {d.id: _score(d) for d in part.ask(text, k)} for qid, text in queries.items()}
+        return {
+            qid: {d.id: _score(d) for d in part.ask(text, k)}
+            for qid, text in zip(qids, texts, strict=True)
+        }
 
     def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
-        if len(first) != len(second):
-            raise InvalidInputError(f"{len(first)} first sentences for {len(second)} second ones")
+        first, second = check_pairs(first, second)
         part = self.part(pairs=True)
         ids = pair_ids(second)
         part.index(

@@ -21,6 +21,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._store import ContractVectorStore
 
@@ -133,20 +134,21 @@ class LangChainPath:
         return self._opened[pairs]
 
     def index(self, documents: Mapping[str, str]) -> int:
-        return self._add(self.store(), dict(documents), None)
+        ids, texts = check_documents(documents)
+        return self._add(self.store(), dict(zip(ids, texts, strict=True)), None)
 
     def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
+        qids, texts, k = check_queries(queries, k)
         store = self.store()
         run: dict[str, dict[str, float]] = {}
-        for qid, text in queries.items():
+        for qid, text in zip(qids, texts, strict=True):
             found = store.similarity_search_with_score(text, k=k)
             scores = self.stores.similarities(store, text, found)
             run[qid] = {str(d.id): s for (d, _), s in zip(found, scores, strict=True)}
         return run
 
     def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
-        if len(first) != len(second):
-            raise InvalidInputError(f"{len(first)} first sentences for {len(second)} second ones")
+        first, second = check_pairs(first, second)
         store = self.store(pairs=True)
         # The id names the stored sentence and its place, so a kept store is never stale.
         ids = [f"{i}-{hashlib.sha256(s.encode()).hexdigest()[:16]}" for i, s in enumerate(second)]
