@@ -117,7 +117,12 @@ def add_parser(sub: Any) -> None:
         "the temporary server's data folder (default: a temporary folder)",
     )
     p.add_argument("--host", help="a Chroma server's host (instead of --path)")
-    p.add_argument("--port", type=_PORT, help="with --host: its port (default 8000)")
+    p.add_argument(
+        "--port",
+        type=_PORT,
+        help="with --host: its port (default 8000); chroma-server without --host: the "
+        "temporary server's port (default: a free one)",
+    )
     p.add_argument(
         "--sample",
         type=_COUNT,
@@ -313,9 +318,8 @@ def _chroma_path(
         client = adapter.connect(host=args.host, port=args.port or 8000)
     elif args.via == "chroma-server":
         port, folder = stack.enter_context(_temporary_server(args.path, args.port))
-        where = {"kind": "temporary server", "host": "127.0.0.1", "port": port}
+        where = {"kind": "temporary server", "host": "127.0.0.1", "port": port, "path": folder}
         client = adapter.connect(host="127.0.0.1", port=port)
-        _say(f"Chroma server on 127.0.0.1:{port} (data in {folder}), stopped at the end")
     else:
         where = {"kind": "embedded", "path": args.path or "./chroma"}
         client = adapter.connect(path=args.path or "./chroma")
@@ -323,6 +327,12 @@ def _chroma_path(
     stack.callback(client.close)
     options = {} if args.sample is None else {"sample": args.sample}
     path = adapter.eval_path(client, name, embedder, via=args.via, progress=True, **options)
+    if where["kind"] == "temporary server":
+        # Said once the collection has opened: a refusal stays the only line on stderr.
+        _say(
+            f"Chroma server on 127.0.0.1:{where['port']} (data in {where['path']}), "
+            "stopped at the end"
+        )
     return path, where
 
 

@@ -169,6 +169,7 @@ def test_a_temporary_chroma_server_is_started_and_stopped(beir, tmp_path, capsys
     assert code == 0, err
     got = result(out)
     assert got["store"]["kind"] == "temporary server" and got["ndcg@10"] == 1.0
+    assert got["store"]["path"] == str(data)
     assert f"data in {data}" in err and (data / "chroma.sqlite3").is_file()
     with socket.socket() as s:  # stopped at the end: nothing listens on its port any more
         assert s.connect_ex(("127.0.0.1", got["store"]["port"])) != 0
@@ -306,6 +307,20 @@ def test_a_temporary_server_that_cannot_start_is_one_line(beir, tmp_path, capsys
         )  # fmt: skip
     assert code == 2
     one_error(err, "StoreUnavailableError", "temporary Chroma server")
+
+
+def test_a_temporary_server_is_stopped_on_an_error_too(beir, tmp_path, capsys):
+    data = tmp_path / "server-data"
+    common = ["eval", "--data", beir, "--via", "chroma-server", "--path", data]
+    assert run(capsys, *common, "--collection", "kept")[0] == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _, err = run(capsys, *common, "--collection", "kept", "--port", port, "--pooling", "cls")
+    assert code == 2
+    one_error(err, "ContractMismatchError", "pooling")
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
 def test_a_contract_mismatch_on_a_reused_collection_is_one_line(beir, tmp_path, capsys):
