@@ -12,6 +12,7 @@ import ctxemb_core.errors as errors
 def test_core_exports_exactly_the_intended_names():
     assert ctxemb_core.__all__ == sorted(ctxemb_core.__all__)
     assert set(ctxemb_core.__all__) == {
+        "DetectReport",
         "DiffKind",
         "Embedder",
         "EmbeddingContract",
@@ -21,6 +22,7 @@ def test_core_exports_exactly_the_intended_names():
         "Role",
         "__version__",
         "contract_for",
+        "detect_contract",
     }
 
 
@@ -36,7 +38,7 @@ def test_every_error_is_a_ctxemb_error():
 
 def test_core_imports_no_framework():
     code = (
-        "import sys, ctxemb_core, ctxemb_core.cli, ctxemb_core.eval\n"
+        "import sys, ctxemb_core, ctxemb_core.cli, ctxemb_core.eval, ctxemb_core.detect\n"
         "from ctxemb_core import Embedder, contract_for\n"
         "Embedder(contract_for('sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
@@ -65,6 +67,7 @@ def test_the_framework_adapters_export_their_components():
         "ContractRetriever",
         "ContractTextEmbedder",
         "DuplicateDocumentsError",
+        "eval_path",
     }
     assert set(ctxemb_langchain.__all__) == {
         "ContractChroma",
@@ -73,6 +76,7 @@ def test_the_framework_adapters_export_their_components():
         "ContractLateInteractionReranker",
         "ContractRetriever",
         "ContractVectorStore",
+        "eval_path",
     }
     for module in (ctxemb_haystack, ctxemb_langchain):
         for name in module.__all__:
