@@ -429,6 +429,8 @@ class Gallery:
     # -- 3 -------------------------------------------------------------------------------------
 
     def prefix(self) -> Entry:
+        from ctxemb_chroma import open_collection
+
         data, right = self.data, self.right
         entry = Entry("prefix", "A missing instruction prefix", "encoders")
         # (a) an E5-style model: documents read "passage: ...", queries should read "query: ...".
@@ -446,6 +448,18 @@ class Gallery:
         }
         entry.notes.append(
             "tiny-e5 has random weights: its nDCG means nothing, the rank change is the measure"
+        )
+        # The same omission against an index stamped under the E5-style contract: refused.
+        e5_index = open_collection(self.client, "tiny-e5", self.vectors.embedder(e5))
+        head = slice(0, 32)
+        e5_index.add_embedded(
+            data.ids[head], d_e5[head], data.texts[head], fingerprint=e5.fingerprint
+        )
+        entry.refusals.append(
+            refused(
+                'GuardedCollection.query(..., embedder=tiny-e5 without "query: ")',
+                lambda: e5_index.query(data.queries[:1], embedder=self.vectors.embedder(bare)),
+            )
         )
         # (b) MiniLM was trained without prefixes: a "query: " added on the query side only.
         prefixed = right.with_(query_prefix="query: ")
