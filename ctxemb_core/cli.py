@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ctxemb_core import demo as demo_data
 from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
 from ctxemb_core.errors import (
@@ -30,7 +31,6 @@ from ctxemb_core.errors import (
 )
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: The stores the CLI has adapters for; each is the import package ``ctxemb_<store>``.
 STORES = ("chroma",)
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
@@ -138,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
         "refusing embedders under other contracts.",
     )
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--corpus", type=Path, default=_EXAMPLES / "corpus.jsonl")
-    p.add_argument("--queries", type=Path, default=_EXAMPLES / "queries.jsonl")
+    p.add_argument("--corpus", type=Path, default=demo_data.corpus_path())
+    p.add_argument("--queries", type=Path, default=demo_data.queries_path())
     p.add_argument("--top-k", type=_POSITIVE, default=3)
     p.add_argument("--collection", default="ctxemb-demo")
     p.add_argument("--store", default="chroma", choices=STORES)

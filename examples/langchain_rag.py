@@ -3,10 +3,11 @@
 What this shows:
 
 1. ``ContractChroma`` (a ``langchain_chroma.Chroma`` whose collection carries the contract's
-   stamp) is built from ``examples/corpus.jsonl`` (24 short documents, ids = their ``_id``) with
+   stamp) is built from the demo corpus (``ctxemb_core/demo/corpus.jsonl``, 24 short
+   documents, ids = their ``_id``) with
    ``ContractEmbeddings`` of the bundled all-MiniLM-L6-v2 contract.
 2. An LCEL chain — retriever → format the documents → ``ChatPromptTemplate`` → model — answers
-   the queries of ``examples/queries.jsonl``. The "model" is a ``RunnableLambda`` standing in for
+   the queries of the demo queries. The "model" is a ``RunnableLambda`` standing in for
    an LLM (no model hub here): it answers with the first document of the context it was given, so
    what reaches the prompt is visible.
 3. The same store opened under another contract (the same model with a ``"query: "`` prefix) is
@@ -36,11 +37,11 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 
 from ctxemb_core import contract_for
+from ctxemb_core import demo as demo_data
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_langchain import ContractChroma, ContractEmbeddings
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-HERE = Path(__file__).resolve().parent
 COLLECTION = "examples"
 
 PROMPT = ChatPromptTemplate.from_messages(
@@ -68,7 +69,7 @@ def stand_in_llm(prompt: PromptValue) -> AIMessage:
 
 def build_store(embeddings: ContractEmbeddings, path: Path) -> ContractChroma:
     """The stamped store, holding the example corpus (an upsert: re-running adds nothing twice)."""
-    rows = read_jsonl(HERE / "corpus.jsonl")
+    rows = read_jsonl(demo_data.corpus_path())
     store = ContractChroma(COLLECTION, embeddings, persist_directory=str(path))
     store.add_texts(
         [r["text"] for r in rows],
@@ -96,7 +97,7 @@ def run(path: Path) -> None:
     print(f"store: collection {COLLECTION!r} in {path}, {store.guarded.raw.count()} documents\n")
 
     chain = rag_chain(store)
-    for query in read_jsonl(HERE / "queries.jsonl"):
+    for query in read_jsonl(demo_data.queries_path()):
         ids = [d.id for d in store.as_retriever(k=3).invoke(query["text"])]
         print(f"{query['_id']}: {query['text']}")
         print(f"  retrieved: {', '.join(ids)}")

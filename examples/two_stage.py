@@ -2,9 +2,10 @@
 
 What this shows:
 
-1. ``examples/corpus.jsonl`` (24 short documents) is indexed into an embedded Chroma collection
+1. the demo corpus (``ctxemb_core/demo/corpus.jsonl``, 24 short documents) is indexed into an
+   embedded Chroma collection
    stamped with the bundled all-MiniLM-L6-v2 contract.
-2. Each query of ``examples/queries.jsonl`` is answered in two stages by
+2. Each query of the demo queries is answered in two stages by
    ``ctxemb_chroma.search``: ``k`` candidates from the bi-encoder (the stamp checked before any
    leaves the index), reranked to ``n`` by a :class:`LateInteractionReranker`: MaxSim,
    ``Σ_i max_j q_i · d_j``, over MiniLM's own token vectors (the one encoder installable here;
@@ -36,11 +37,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub from an example
 
 from ctxemb_chroma import connect, open_collection, search
 from ctxemb_core import Embedder, contract_for
+from ctxemb_core import demo as demo_data
 from ctxemb_core.errors import ContractMismatchError, RerankerMismatchError
 from ctxemb_core.rerank import ScoreThreshold, rerank_contract_for, reranker_for
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-HERE = Path(__file__).resolve().parent
 COLLECTION = "two-stage"
 
 
@@ -52,13 +53,13 @@ def run(path: Path, k: int = 8, n: int = 3) -> None:
     contract = contract_for(MODEL)
     client = connect(path=str(path))
     docs = open_collection(client, COLLECTION, contract)
-    rows = read_jsonl(HERE / "corpus.jsonl")
+    rows = read_jsonl(demo_data.corpus_path())
     docs.add_missing([r["_id"] for r in rows], [f"{r['title']}. {r['text']}" for r in rows])
     print(f"index   {COLLECTION!r}: {docs.count()} documents, {contract.describe()}")
 
     reranker = reranker_for(rerank_contract_for(contract, kind="late_interaction"))
     print(f"rerank  {reranker.contract.describe()}\n")
-    for query in read_jsonl(HERE / "queries.jsonl"):
+    for query in read_jsonl(demo_data.queries_path()):
         result = search(docs, query["text"], reranker, k=k, n=n)
         print(f"{query['_id']}: {query['text']}")
         for hit in result:

@@ -8,15 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import chromadb
 import pytest
 from chroma_server import chroma_server
 
+from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def ctxemb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -42,9 +40,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     store = ["--path", str(tmp_path / "store"), "--collection", "demo"]
-    code, first, _ = cli(capsys, "index", str(EXAMPLES / "corpus.jsonl"), *store)
+    code, first, _ = cli(capsys, "index", str(demo_data.corpus_path()), *store)
     assert code == 0 and "24 added, 24 documents" in first
-    _, again, _ = cli(capsys, "index", str(EXAMPLES / "corpus.jsonl"), *store)
+    _, again, _ = cli(capsys, "index", str(demo_data.corpus_path()), *store)
     assert "0 added, 24 documents" in again
     _, hits, _ = cli(
         capsys, "query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json"
@@ -72,7 +70,7 @@ def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
 
 def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):
     store = ["--host", "127.0.0.1", "--port", str(server)]
-    ctxemb("index", str(EXAMPLES / "corpus.jsonl"), *store, "--collection", "src")
+    ctxemb("index", str(demo_data.corpus_path()), *store, "--collection", "src")
     client = chromadb.HttpClient(host="127.0.0.1", port=server)
     source_ids = sorted(client.get_collection("src", embedding_function=None).get()["ids"])
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
@@ -130,7 +128,7 @@ def test_scifact_eval_reproduces_the_published_ndcg(
 
 def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path):
     store = ["--host", "127.0.0.1", "--port", str(server), "--collection", "interrupted"]
-    corpus = str(EXAMPLES / "corpus.jsonl")
+    corpus = str(demo_data.corpus_path())
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
     args = ["index", corpus, *store, "--batch-size", "1", "--no-cache"]
     proc = subprocess.Popen(

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from chroma_server import chroma_server, free_port
 
+from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-CORPUS = str(EXAMPLES / "corpus.jsonl")
+CORPUS = str(demo_data.corpus_path())
 N_DOCS = 24
 
 

@@ -26,6 +26,7 @@ from haystack_integrations.components.retrievers.chroma import (
 from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
 from ctxemb_core import Embedder, contract_for
+from ctxemb_core import demo as demo_data
 from ctxemb_core.documents import FINGERPRINT_KEY
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -401,7 +402,7 @@ def test_a_collection_indexed_by_ctxemb_chroma_is_read_through_haystack(
         port = request.getfixturevalue("server")
         args = ["--host", "127.0.0.1", "--port", str(port)]
         store = ChromaDocumentStore(collection_name=name, host="127.0.0.1", port=port)
-    _cli(capsys, "index", str(REPO / "examples" / "corpus.jsonl"), "--collection", name, *args)
+    _cli(capsys, "index", str(demo_data.corpus_path()), "--collection", name, *args)
     queries = [json.loads(line)["text"] for line in (REPO / "examples" / "queries.jsonl").open()]
     out = _cli(capsys, "query", *queries, "--collection", name, "-k", "10", "--json", *args)
     expected = [json.loads(line)["ids"] for line in out.splitlines()]

@@ -28,6 +28,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_chroma import open_collection
 from ctxemb_core import Embedder, IndexStamp, contract_for
+from ctxemb_core import demo as demo_data
 from ctxemb_core.documents import FINGERPRINT_KEY
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -592,7 +593,7 @@ async def test_a_chain_over_a_mismatched_store_raises_the_contract_error(filled,
 
 
 def _corpus() -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    rows = [json.loads(line) for line in (REPO / "examples" / "corpus.jsonl").open()]
+    rows = [json.loads(line) for line in demo_data.corpus_path().open()]
     return (
         [r["_id"] for r in rows],
         [r["text"] for r in rows],
@@ -601,7 +602,7 @@ def _corpus() -> tuple[list[str], list[str], list[dict[str, Any]]]:
 
 
 def _queries() -> list[str]:
-    return [json.loads(line)["text"] for line in (REPO / "examples" / "queries.jsonl").open()]
+    return [json.loads(line)["text"] for line in demo_data.queries_path().open()]
 
 
 def test_a_collection_written_by_ctxemb_chroma_opens_in_contract_chroma(

@@ -10,6 +10,7 @@ import pytest
 from conftest import DOCS, fresh_name
 
 from ctxemb_chroma import open_collection, search, shortlist
+from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError, RerankerMismatchError
 from ctxemb_core.rerank import (
@@ -139,7 +140,7 @@ def test_two_stage_refuses_a_threshold_before_the_first_stage_runs(reranker):
 
 def test_the_cli_reranks_with_maxsim_and_prints_both_fingerprints(tmp_path, capsys):
     store = ["--path", str(tmp_path / "store"), "--collection", "demo"]
-    assert main(["index", str(EXAMPLES / "corpus.jsonl"), *store]) == 0
+    assert main(["index", str(demo_data.corpus_path()), *store]) == 0
     capsys.readouterr()
     code = main(
         [
