@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core._files import cache_dir, file_digests
-from ctxemb_core.contract import EmbeddingContract, Pooling
+from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
 from ctxemb_core.errors import (
     InvalidContractError,
     InvalidInputError,
@@ -100,17 +101,6 @@ _TOKENIZER_FILES = frozenset(
         "sentencepiece.bpe.model",
         "tokenizer.model",
     }
-)
-#: Contract fields a caller may set explicitly through contract_for (and the CLI).
-CONTRACT_OVERRIDES = (
-    "pooling",
-    "normalize",
-    "query_prefix",
-    "document_prefix",
-    "truncate_dim",
-    "max_tokens",
-    "precision",
-    "quantization",
 )
 
 
@@ -815,20 +805,48 @@ def _family_of(name: str) -> str | None:
     return None
 
 
-def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingContract:
+def contract_for(
+    model: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    family: str | None = None,
+    pooling: Pooling | str | None = None,
+    normalize: bool | None = None,
+    query_prefix: str | None = None,
+    document_prefix: str | None = None,
+    truncate_dim: int | None = None,
+    max_tokens: int | None = None,
+    precision: Precision | str | None = None,
+    quantization: Quantization | str | None = None,
+    query_encoder: str | os.PathLike[str] | None = None,
+) -> EmbeddingContract:
     """Derive the contract of a model from its folder.
+
+    Every keyword is optional and ``None`` means "not given": what the folder says is kept. Any
+    other value is used exactly as given and validated, never replaced by a default
+    (``max_tokens=0`` is an error, not the folder's limit). This signature is the single list of
+    what a caller may set; :data:`CONTRACT_OVERRIDES` and the CLI's contract flags derive from it.
 
     Args:
         model: a folder path, or a name that resolves offline (the bundled
             ``sentence-transformers/all-MiniLM-L6-v2``, a registered name, the local HF cache).
-        **overrides: contract fields to set explicitly (``pooling``, ``normalize``,
-            ``query_prefix``, ``document_prefix``, ``truncate_dim``, ``max_tokens``,
-            ``precision``, ``quantization``), plus ``name=`` (the identity to record for a
-            local folder), ``family=`` (a key of :data:`FAMILY_PRESETS`) and
-            ``query_encoder=`` (a separate query encoder's folder or name, for DPR pairs).
-            ``None`` means "not given": what the folder says is kept. Any other value is used
-            exactly as given and validated, never replaced by a default (``max_tokens=0`` is
-            an error, not the folder's limit).
+        name: the identity to record as ``contract.model``. Default: the name ``model`` was given
+            by, or for a folder the folder's name.
+        family: a key of :data:`FAMILY_PRESETS` (``"e5"``, ``"bge-en"``, ...) whose instruction
+            prefixes apply; it wins over the folder's saved prompts.
+        pooling: how token vectors become one vector (a :class:`~ctxemb_core.Pooling` or its
+            value); required for a plain transformers folder, which does not say.
+        normalize: L2-normalise the output vectors (default: the folder's ``Normalize`` module,
+            else ``True``).
+        query_prefix: text prepended to every query; wins over ``family`` and saved prompts.
+        document_prefix: text prepended to every document; wins over ``family`` and prompts.
+        truncate_dim: keep this many leading components (Matryoshka), before normalisation.
+        max_tokens: tokenizer truncation length, 1 up to the model's positions.
+        precision: the output's numeric form (a :class:`~ctxemb_core.Precision` or its value).
+        quantization: a lossy form of the weights (a :class:`~ctxemb_core.Quantization` or its
+            value), run on the ``onnx`` backend.
+        query_encoder: a separate query encoder's folder or name (DPR-style pairs); its weights
+            are pinned as ``query_model``/``query_weights``.
 
     Returns:
         The contract; the folder is registered under its weights digest so that
@@ -836,9 +854,8 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
 
     Raises:
         ModelNotFoundError: no such folder, or one without weights.
-        InvalidContractError: an override is unknown or invalid (``max_tokens`` beyond the
-            model's positions included), or a plain transformers folder was given without
-            ``pooling=``.
+        InvalidContractError: a value is invalid (``max_tokens`` beyond the model's positions
+            included), or a plain transformers folder was given without ``pooling=``.
         UnsupportedModelError: the folder's module graph has parts ctxemb cannot reproduce,
             its files are malformed (:class:`~ctxemb_core.errors.MalformedModelError`) or its
             weights are pickled (:class:`~ctxemb_core.errors.PickledWeightsError`).
@@ -849,14 +866,20 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
         >>> contract_for("./my-bert", pooling="cls", name="acme/bert")  # doctest: +SKIP
     """
     text = _model_text(model, "model")
-    valid = (*CONTRACT_OVERRIDES, "name", "family", "query_encoder")
-    unknown = sorted(set(overrides) - set(valid))
-    if unknown:
-        raise InvalidContractError(f"unknown arguments {unknown}; valid ones are {sorted(valid)}")
-    given = {k: v for k, v in overrides.items() if v is not None}
-    name = given.pop("name", None)
-    family = given.pop("family", None)
-    query_encoder = given.pop("query_encoder", None)
+    given: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "pooling": pooling,
+            "normalize": normalize,
+            "query_prefix": query_prefix,
+            "document_prefix": document_prefix,
+            "truncate_dim": truncate_dim,
+            "max_tokens": max_tokens,
+            "precision": precision,
+            "quantization": quantization,
+        }.items()
+        if v is not None
+    }
     qtext = None if query_encoder is None else _model_text(query_encoder, "query_encoder")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise InvalidContractError(f"name must be a non-empty string, got {name!r}")
@@ -872,8 +895,8 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
     weights = weights_digest(layout)
     register_model(weights, folder)
 
-    pooling = given.pop("pooling", layout.pooling)
-    if pooling is None:
+    chosen_pooling = given.pop("pooling", layout.pooling)
+    if chosen_pooling is None:
         raise InvalidContractError(
             f"{folder.name} is a plain transformers folder: it does not say how to pool token "
             "vectors, and ctxemb never guesses. Pass pooling= one of "
@@ -883,7 +906,7 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
     fields: dict[str, Any] = {
         "model": name,
         "weights": weights,
-        "pooling": pooling,
+        "pooling": chosen_pooling,
         "dimension": layout.dimension,
         "query_prefix": query_prefix,
         "document_prefix": document_prefix,
@@ -911,6 +934,16 @@ def contract_for(model: str | os.PathLike[str], **overrides: Any) -> EmbeddingCo
     for lay in layouts:
         _check_positions(contract.max_tokens, lay, given=("max_tokens" in given))
     return contract
+
+
+_CONTRACT_FIELDS = frozenset(f.name for f in dataclasses.fields(EmbeddingContract))
+#: Contract fields a caller may set explicitly through :func:`contract_for` (and the CLI's
+#: flags), in signature order; derived from the signature, which is the single source.
+CONTRACT_OVERRIDES: tuple[str, ...] = tuple(
+    p.name
+    for p in inspect.signature(contract_for).parameters.values()
+    if p.kind is p.KEYWORD_ONLY and p.name in _CONTRACT_FIELDS
+)
 
 
 def _model_text(model: Any, field: str) -> str:
