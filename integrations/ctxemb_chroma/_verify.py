@@ -108,11 +108,23 @@ def _reread(client: ClientAPI, name: str) -> Collection:
     return again
 
 
+def kept_metadata(raw: Collection) -> dict[str, Any]:
+    """The collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
+
+    ``modify(metadata=...)`` replaces the whole metadata, and Chroma refuses any that names
+    ``hnsw:space`` ("Changing the distance function … is not supported"), even unchanged: a
+    collection created with ``metadata={"hnsw:space": "cosine"}`` (as LangChain and tutorials
+    make them) could never be stamped. The space lives on in the collection's configuration,
+    which is what Chroma searches by and what ctxemb reads.
+    """
+    return {k: v for k, v in (raw.metadata or {}).items() if not str(k).startswith("hnsw:")}
+
+
 def adopt(raw: Collection, embedder: Embedder, sample: int) -> IndexStamp:
     """Stamp an unstamped collection once a sample of its records proves it is this contract's."""
     stamp = adopt_stamp(embedder, sample_records(raw, max(sample, 1)), raw.count(), raw.name)
     with translated(f"stamping {raw.name!r}"):
-        raw.modify(metadata={**(raw.metadata or {}), **stamp.to_metadata()})
+        raw.modify(metadata={**kept_metadata(raw), **stamp.to_metadata()})
     _write_configuration(raw, embedder)
     return stamp
 
