@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up .venv first.
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench wheel
 
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -22,3 +22,9 @@ test: lint
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py
+
+# The sdist, and the wheel built from it, into dist/ (tests/test_wheel.py installs them into new
+# environments). Without isolation: setup installs setuptools>=77 and build (the test extra).
+wheel: setup
+	rm -rf dist
+	.venv/bin/python -m build --no-isolation --outdir dist .
