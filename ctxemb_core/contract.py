@@ -120,12 +120,17 @@ class DiffKind(_StrEnum):
     """What a contract change means for an index written under the old contract."""
 
     IDENTICAL = "identical"
+    #: Only the model's name (``model``, ``query_model``) differs, over the same weights digests:
+    #: the same vectors by construction, so an index accepts it as its own contract.
+    LABEL = "label"
     #: Only the query side changed: stored document vectors stay valid.
     QUERY_ONLY = "query_only"
     #: The document vectors themselves would change: the index must be re-embedded.
     REEMBED = "reembed"
 
 
+# Names of the weights, not the weights: with equal digests a change of them changes no vector.
+_LABELS = frozenset({"model", "query_model"})
 # Fields whose change leaves document vectors as they are.
 _QUERY_SIDE = frozenset({"query_prefix", "query_model", "query_weights"})
 
@@ -347,7 +352,13 @@ class EmbeddingContract:
     # -- comparison --------------------------------------------------------------------------
 
     def diff(self, other: EmbeddingContract) -> ContractDiff:
-        """The fields in which ``other`` (the caller) differs from ``self`` (the index)."""
+        """The fields in which ``other`` (the caller) differs from ``self`` (the index).
+
+        The kind: ``identical``; ``label`` when only ``model``/``query_model`` differ and the
+        weights digests are equal (a copied folder under another name: the same vectors);
+        ``query_only`` when only the query side changed (a name may differ too); else
+        ``reembed``.
+        """
         if not isinstance(other, EmbeddingContract):
             raise InvalidContractError(f"can only diff two contracts, got {type(other).__name__}")
         a, b = self.to_dict(), other.to_dict()
@@ -358,7 +369,10 @@ class EmbeddingContract:
         )
         if not changes:
             kind = DiffKind.IDENTICAL
-        elif all(c.field in _QUERY_SIDE for c in changes):
+        elif all(c.field in _LABELS for c in changes):
+            # Equal digests are implied: a differing weights/query_weights would be a change.
+            kind = DiffKind.LABEL
+        elif all(c.field in _QUERY_SIDE or c.field in _LABELS for c in changes):
             kind = DiffKind.QUERY_ONLY
         else:
             kind = DiffKind.REEMBED

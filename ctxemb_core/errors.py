@@ -33,6 +33,12 @@ whole family in one place, and each carries the context needed to act on it::
 
     CtxembWarning (UserWarning)
     └── TruncationWarning                     texts were cut to the contract's max_tokens
+
+Advice in the caller's terms: ``str(err)`` is the message for a Python caller (it names Python
+calls: ``ctxemb_chroma.restamp(...)``, ``contract_for(..., name=...)``). Where the next step reads
+differently on the command line, ``err.message_for("cli")`` gives the same message with the
+``ctxemb`` command's flags instead (``ctxemb restamp ...``, ``--model ... --name ...``); for
+every other error it is ``str(err)``.
 """
 
 from __future__ import annotations
@@ -40,12 +46,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
 
 __all__ = [
+    "AUDIENCES",
+    "Audience",
     "ConfigurationMismatchError",
     "ContractMismatchError",
     "CtxembError",
@@ -74,8 +82,44 @@ __all__ = [
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
 
+#: Who reads an error's message: a Python caller, or a user of the ``ctxemb`` command.
+Audience = Literal["python", "cli"]
+AUDIENCES: tuple[Audience, ...] = ("python", "cli")
+
+
 class CtxembError(Exception):
-    """Root of every error ctxemb raises on purpose."""
+    """Root of every error ctxemb raises on purpose.
+
+    Args:
+        *args: the message (for a Python caller), as for any exception.
+        cli: the message for a user of the ``ctxemb`` command, when its advice differs (flags
+            instead of Python calls); :meth:`message_for` returns it.
+
+    Example:
+        >>> err = ModelNotFoundError("... contract_for(path, name=m)", cli="... --name m")
+        >>> err.message_for("cli")
+        '... --name m'
+    """
+
+    def __init__(self, *args: Any, cli: str | None = None) -> None:
+        super().__init__(*args)
+        self._cli = cli
+
+    def message_for(self, audience: Audience) -> str:
+        """The message with its advice in ``audience``'s terms (``str(self)`` for Python).
+
+        Raises:
+            InvalidInputError: an audience that is not one of :data:`AUDIENCES`.
+        """
+        if audience not in AUDIENCES:
+            raise InvalidInputError(
+                f"audience={audience!r} is not valid; valid values are "
+                + ", ".join(repr(a) for a in AUDIENCES)
+            )
+        cli = getattr(self, "_cli", None)  # unset where a subclass skips __init__
+        if audience == "cli" and cli is not None:
+            return str(cli)
+        return str(self)
 
 
 class InvalidInputError(CtxembError, ValueError):
@@ -218,6 +262,9 @@ class ContractMismatchError(StampError):
             ``("fingerprint",)`` when only the fingerprint is known; never empty.
         documents: the ids (``str``) or positions (``int``) of the stored documents found
             carrying the index's contract, when the mismatch was found on documents; else ``()``.
+        stamped: the index carries a stamp (a Chroma collection's metadata), so a query-side
+            change can be accepted by re-stamping it (:func:`ctxemb_chroma.restamp`); the advice
+            says so only then (a store with a fingerprint per document cannot be re-stamped).
     """
 
     def __init__(
@@ -226,6 +273,7 @@ class ContractMismatchError(StampError):
         caller: EmbeddingContract,
         *,
         documents: Sequence[str | int] = (),
+        stamped: bool = False,
     ) -> None:
         self.index: EmbeddingContract | None = index
         self.caller: EmbeddingContract | None = caller
@@ -234,9 +282,14 @@ class ContractMismatchError(StampError):
         self.diff: ContractDiff = index.diff(caller)
         self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
         self.documents: tuple[str | int, ...] = tuple(documents)
+        self.stamped: bool = bool(stamped) and not self.documents
+        kind = self.diff.kind.value
+        index_model = index.model
         super().__init__(
-            _mismatch_message(self.diff.changes, self.diff.kind.value)
-            + _documents_line(self.documents)
+            _mismatch_message(self.diff.changes, kind, self.stamped, "python", index_model)
+            + _documents_line(self.documents),
+            cli=_mismatch_message(self.diff.changes, kind, self.stamped, "cli", index_model)
+            + _documents_line(self.documents),
         )
 
     @classmethod
@@ -294,6 +347,7 @@ class ContractMismatchError(StampError):
         err.diff = ContractDiff((change,), DiffKind.REEMBED)
         err.fields = ("fingerprint",)
         err.documents = tuple(documents)
+        err.stamped = False
         StampError.__init__(
             err,
             _fingerprint_message(
@@ -315,6 +369,7 @@ class ContractMismatchError(StampError):
                 self.caller if self.caller is not None else self.caller_fingerprint,
                 self.documents,
                 self.fields == ("fingerprint",),
+                getattr(self, "stamped", False),
             ),
         )
 
@@ -326,12 +381,13 @@ def _rebuild_mismatch(
     caller: EmbeddingContract | str,
     documents: tuple[str | int, ...],
     by_fingerprint: bool = False,
+    stamped: bool = False,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
     if isinstance(caller, str) or by_fingerprint:
         return cls.from_fingerprints(index, caller, documents=documents)
-    return cls(index, caller, documents=documents)
+    return cls(index, caller, documents=documents, stamped=stamped)
 
 
 class ConfigurationMismatchError(StampError):
@@ -510,18 +566,66 @@ class TruncationWarning(CtxembWarning):
         return (type(self), (self.count, self.total, self.max_tokens))
 
 
-def _mismatch_message(changes: tuple[FieldChange, ...], kind: str) -> str:
+def _mismatch_message(
+    changes: tuple[FieldChange, ...],
+    kind: str,
+    stamped: bool,
+    audience: Audience,
+    index_model: str,
+) -> str:
     lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in changes]
-    if kind == "query_only":
+    cli = audience == "cli"
+    if kind == "label":
         advice = (
-            "Only the query side differs: the stored documents stay valid. Query with the "
-            "index's contract, or re-stamp the index deliberately for the new query side."
+            "Only the model's name differs; the weights digests are equal, so the vectors are "
+            "the same. "
+            + (
+                f"Pass --name {index_model!r} with --model, or drop --model to use the index's "
+                "own contract."
+                if cli
+                else f"Name the model as the index does (contract_for(folder, "
+                f"name={index_model!r})), or use the index's contract."
+            )
         )
+    elif kind == "query_only":
+        advice = "Only the query side differs: the stored documents stay valid. "
+        if not stamped:
+            advice += "Query with the contract the documents were written under (the index's)."
+        elif cli:
+            advice += (
+                "Drop --model and the contract flags to query with the collection's own "
+                "contract, or accept the new query side deliberately: ctxemb restamp "
+                "--collection <name> (with the same --path, or --host and --port) and the new "
+                "--model and contract flags."
+            )
+        else:
+            advice += (
+                "Query with the index's contract (ctxemb_chroma.stamped_contract(client, name) "
+                "reads it; EmbeddingContract.from_json(metadata['ctxemb:contract']) from the raw "
+                "stamp), or accept the new query side deliberately with "
+                "ctxemb_chroma.restamp(client, name, contract)."
+            )
     else:
-        advice = (
-            "The stored vectors were made under another recipe. Use the index's contract "
-            "(EmbeddingContract.from_json of its stamp), or migrate the index by re-embedding."
-        )
+        advice = "The stored vectors were made under another recipe. "
+        if not stamped:
+            advice += (
+                "Use the contract the index was written under, or migrate the index by "
+                "re-embedding."
+            )
+        elif cli:
+            advice += (
+                "Drop --model and the contract flags to use the collection's own contract, or "
+                "re-embed it into a new collection: ctxemb migrate --collection <name> --to "
+                "<new name> with the new --model and contract flags."
+            )
+        else:
+            advice += (
+                "Use the index's contract (ctxemb_chroma.stamped_contract(client, name) reads "
+                "it; EmbeddingContract.from_json(metadata['ctxemb:contract']) from the raw "
+                "stamp), or re-embed the collection into a new one under this contract with "
+                "ctxemb_chroma.migrate(source, contract, new_name) (source: the collection "
+                "opened under its own contract)."
+            )
     return (
         "contract mismatch: the index was written under another embedding contract; "
         "nothing was written or returned.\n" + "\n".join(lines) + "\n" + advice

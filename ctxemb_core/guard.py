@@ -30,10 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core.contract import ContractDiff, DiffKind, EmbeddingContract, Precision, Role
+from ctxemb_core.contract import (
+    ContractDiff,
+    DiffKind,
+    EmbeddingContract,
+    FieldChange,
+    Precision,
+    Role,
+)
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
+    ContractMismatchError,
     EncoderDriftError,
     ExistingIdsError,
     ForeignVectorsError,
@@ -47,7 +55,9 @@ from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
 
 __all__ = [
     "OPEN_SAMPLE",
+    "RESTAMPABLE",
     "RecordCheck",
+    "RestampReport",
     "VerifyReport",
     "add_missing",
     "adopt_stamp",
@@ -68,6 +78,7 @@ __all__ = [
     "detection_probability",
     "open_stamp",
     "record_tolerance",
+    "restamp_stamp",
     "sample_cosines",
     "sample_ranges",
     "similarity",
@@ -114,7 +125,9 @@ class VerifyReport:
 
     Attributes:
         stamped: the index carries a ctxemb stamp.
-        fingerprint_match: the stamp's fingerprint equals the caller's.
+        fingerprint_match: the stamp's fingerprint equals the caller's, or the two differ only
+            in the model's name over equal weights digests (a ``label`` difference, listed in
+            ``diff``: the same vectors, accepted on open as well).
         diff: the contract difference (empty when the fingerprints match or there is no stamp).
         canary_cosine: lowest agreement between the stored canary and its re-embedding (or
             ``None`` when it was not computed because the contracts differ).
@@ -576,7 +589,7 @@ def verify_index(
     except StampError as exc:  # damaged: there, but not to be trusted in any part
         stamp, damaged = None, str(exc)
     diff = stamp.contract.diff(embedder.contract) if stamp else None
-    match = stamp is not None and not diff
+    match = stamp is not None and (not diff or diff.kind is DiffKind.LABEL)
     canary = None
     if stamp is not None and match:
         try:
@@ -609,6 +622,92 @@ def verify_index(
         configuration=config_state,
         reasons=dict(result.bad),
     )
+
+
+#: The differences an index may accept by re-stamping: its stored document vectors stay valid.
+RESTAMPABLE = frozenset({DiffKind.IDENTICAL, DiffKind.LABEL, DiffKind.QUERY_ONLY})
+
+
+@dataclass(frozen=True)
+class RestampReport:
+    """What a re-stamp changed: the index's contract before and after, field by field.
+
+    Attributes:
+        old_fingerprint: the fingerprint the index carried.
+        new_fingerprint: the fingerprint it carries now (equal when nothing changed).
+        changes: the differing fields, index (old) and caller (new) values.
+        kind: ``identical``, ``label`` or ``query_only`` (a re-embed is refused, never stamped).
+    """
+
+    old_fingerprint: str
+    new_fingerprint: str
+    changes: tuple[FieldChange, ...]
+    kind: DiffKind
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(c.field for c in self.changes)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the stamp was rewritten."""
+        return self.old_fingerprint != self.new_fingerprint
+
+    def __str__(self) -> str:
+        if not self.changed:
+            return f"unchanged: {self.old_fingerprint[:12]}"
+        shown = "; ".join(str(c) for c in self.changes)
+        old, new = self.old_fingerprint[:12], self.new_fingerprint[:12]
+        return f"{old} -> {new} ({self.kind.value}: {shown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_fingerprint": self.old_fingerprint,
+            "new_fingerprint": self.new_fingerprint,
+            "kind": self.kind.value,
+            "changes": [{"field": c.field, "old": c.index, "new": c.caller} for c in self.changes],
+        }
+
+
+def restamp_stamp(
+    stamp: IndexStamp, embedder: Embedder, tolerance: float = CANARY_TOLERANCE
+) -> tuple[IndexStamp, RestampReport]:
+    """The stamp an index gets when it deliberately accepts ``embedder``'s contract.
+
+    Only a change that leaves the stored document vectors valid is accepted: the query side
+    (``query_prefix``, a separate query encoder) and the model's name over equal weights. The
+    new stamp's canary is computed with ``embedder``; before that, its document-role vectors
+    must reproduce the stored canary's (all of it for a name-only change), so an encoder that
+    drifted is never stamped as the index's own. The store writes the new stamp's metadata
+    (:meth:`IndexStamp.to_metadata`) in one call, with its own embedding setting.
+
+    Returns:
+        The new stamp (``stamp`` itself when the contracts are identical) and the report.
+
+    Raises:
+        ContractMismatchError: the change needs the documents re-embedded (its advice points
+            to migration, into a new index).
+        EncoderDriftError: ``embedder`` does not reproduce the stored document vectors.
+    """
+    diff = stamp.contract.diff(embedder.contract)
+    if diff.kind not in RESTAMPABLE:
+        raise ContractMismatchError(stamp.contract, embedder.contract, stamped=True)
+    report = RestampReport(
+        stamp.fingerprint, embedder.contract.fingerprint, diff.changes, diff.kind
+    )
+    if diff.kind is DiffKind.IDENTICAL:
+        stamp.verify(embedder, tolerance)
+        return stamp, report
+    new = IndexStamp.from_embedder(embedder, stamp.probes)
+    # The query rows may differ by design; the document rows are what the index stores.
+    rows = len(stamp.probes) if diff.kind is DiffKind.QUERY_ONLY else len(new.canary)
+    cos = agreement(stamp.canary[:rows], new.canary[:rows])
+    worst = int(np.argmin(cos))
+    if not cos[worst] >= tolerance:
+        role = "document" if worst < len(stamp.probes) else "query"
+        probe = f"{role}: {stamp.probes[worst % len(stamp.probes)]}"
+        raise EncoderDriftError(float(cos[worst]), tolerance, probe)
+    return new, report
 
 
 def adopt_stamp(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxemb_core._validate import check_texts
-from ctxemb_core.contract import EmbeddingContract, Role
+from ctxemb_core.contract import DiffKind, EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
     CtxembError,
@@ -190,21 +190,28 @@ class IndexStamp:
     # -- checks ------------------------------------------------------------------------------
 
     def check_contract(self, contract: EmbeddingContract) -> None:
-        """The cheap check for every call: the fingerprints must be equal.
+        """The cheap check for every call: the caller's contract must be the stamp's.
+
+        Equal fingerprints pass; so does a difference only in the model's name over the same
+        weights digests (:attr:`~ctxemb_core.contract.DiffKind.LABEL`: a copied folder under
+        another name makes the same vectors; :meth:`verify`'s canary still checks them).
 
         Raises:
             ContractMismatchError: naming each differing field with both values.
         """
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(f"expected an EmbeddingContract, got {type(contract).__name__}")
-        if contract.fingerprint != self.fingerprint:
-            raise ContractMismatchError(self.contract, contract)
+        if contract.fingerprint == self.fingerprint:
+            return
+        if self.contract.diff(contract).kind is not DiffKind.LABEL:
+            raise ContractMismatchError(self.contract, contract, stamped=True)
 
     def verify(self, embedder: Embedder, tolerance: float = CANARY_TOLERANCE) -> StampCheck:
         """The full check on open: contract fingerprint, then the canary re-embedded.
 
         Raises:
-            ContractMismatchError: the embedder's contract is another one.
+            ContractMismatchError: the embedder's contract is another one (a label difference
+                passes, as in :meth:`check_contract`).
             EncoderDriftError: same contract, but the probes re-embed to other vectors.
         """
         self.check_contract(embedder.contract)

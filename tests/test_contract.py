@@ -61,8 +61,8 @@ def test_every_field_changes_the_fingerprint_and_the_diff_names_it(field, value)
     assert d.fields == (field,)
     assert d.changes[0].index == a.to_dict()[field]
     assert d.changes[0].caller == b.to_dict()[field]
-    expected = DiffKind.QUERY_ONLY if field == "query_prefix" else DiffKind.REEMBED
-    assert d.kind is expected
+    expected = {"query_prefix": DiffKind.QUERY_ONLY, "model": DiffKind.LABEL}
+    assert d.kind is expected.get(field, DiffKind.REEMBED)
 
 
 def test_identical_diff_and_query_only_classification():
@@ -73,6 +73,20 @@ def test_identical_diff_and_query_only_classification():
     both = a.with_(query_prefix="q: ", pooling="cls")
     assert a.diff(both).kind is DiffKind.REEMBED
     assert a.diff(both).fields == ("pooling", "query_prefix")
+
+
+def test_a_name_over_the_same_weights_is_a_label_difference_never_a_reembed():
+    a = make()
+    renamed = a.with_(model="acme/copy")
+    assert a.diff(renamed).kind is DiffKind.LABEL and a.diff(renamed).fields == ("model",)
+    assert str(a.diff(renamed)).startswith("label: model: ")
+    pair = a.with_(query_model="acme/q", query_weights=OTHER_DIGEST)
+    assert pair.diff(pair.with_(query_model="acme/q-copy")).kind is DiffKind.LABEL
+    assert pair.diff(pair.with_(model="x", query_model="y")).kind is DiffKind.LABEL
+    # A label with a query-side change is query-side; with new weights it is a re-embed.
+    assert a.diff(renamed.with_(query_prefix="q: ")).kind is DiffKind.QUERY_ONLY
+    assert a.diff(renamed.with_(weights=OTHER_DIGEST)).kind is DiffKind.REEMBED
+    assert a.diff(a.with_(weights=OTHER_DIGEST)).kind is DiffKind.REEMBED
 
 
 def test_with_returns_a_validated_copy():

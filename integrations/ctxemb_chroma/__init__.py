@@ -28,6 +28,7 @@ from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._restamp import restamp
 from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
     check_name,
@@ -48,6 +49,7 @@ __all__ = [
     "eval_path",
     "migrate",
     "open_collection",
+    "restamp",
     "search",
     "shortlist",
     "stamped_contract",
