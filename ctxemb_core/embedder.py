@@ -17,6 +17,7 @@ import numpy as np
 from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
+from ctxemb_core.backends.exported import is_export, read_manifest
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
@@ -46,6 +47,9 @@ class _Network(NamedTuple):
     # positions for: every contract served from the cache is checked against both.
     dimension: int
     max_positions: int | None
+    # What the embedding cache adds to the backend's name: an export's graph digest, so that a
+    # cache hit is always what this very graph computes.
+    label: str = ""
 
 
 _ENCODERS: dict[tuple[str, str, str], _Network] = {}
@@ -200,7 +204,7 @@ class Embedder:
         )
         # The backend is not in the fingerprint; keep each backend's vectors apart in the cache
         # so a hit is always bit-identical to what this embedder would compute.
-        self._cache_key = f"{contract.fingerprint}:{self.backend}"
+        self._cache_key = f"{contract.fingerprint}:{self.backend}{self._doc.label}"
         if contract.query_model is not None and contract.query_weights is not None:
             self._query = _load(
                 contract,
@@ -313,6 +317,36 @@ class Embedder:
             query_path = _hinted(config.get("query_path_hint"), contract.query_weights)
         return cls(contract, path=path, query_path=query_path, **{**settings, **options})
 
+    @classmethod
+    def from_export(cls, directory: str | Path, **options: Any) -> Embedder:
+        """The embedder of a folder :func:`ctxemb_core.export.export_model` wrote.
+
+        It needs only numpy, ``tokenizers`` and onnxruntime (no torch, transformers or onnx):
+        every file is checked against the export's manifest before it is served, and the
+        contract is the one the folder was exported under (same fingerprint, so indexes
+        stamped through any backend open through it).
+
+        Args:
+            directory: the export's folder.
+            options: run settings, as for :class:`Embedder` (``batch_size``, ``cache``, …);
+                ``backend`` may be ``"auto"`` or ``"onnx"``.
+
+        Raises:
+            ModelNotFoundError: ``directory`` is not an export.
+            MalformedModelError: a file of the export is missing or not the one exported.
+
+        Example:
+            >>> emb = Embedder.from_export("minilm-export")  # doctest: +SKIP
+            >>> emb.embed_query("hello").shape  # doctest: +SKIP
+            (384,)
+        """
+        from ctxemb_core.export import export_contract
+
+        if "path" in options or "query_path" in options:
+            raise InvalidInputError("from_export takes the folder as directory, not path=")
+        contract = export_contract(directory)
+        return cls(contract, path=directory, **options)
+
     # -- text vectors ------------------------------------------------------------------------
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -333,19 +367,41 @@ class Embedder:
         return self._embed(_check_texts(texts), Role.parse(role, "role"))
 
     def _embed(self, texts: list[str], role: Role) -> np.ndarray:
+        # One TruncationWarning per public call, for every text it cut (the cache's misses
+        # and every batch summed), pointing at the caller's line.
         if self.cache is None:
-            vectors = self.embed_float(texts, role)
-        else:
-            self.last_truncated = 0  # counts only the texts encoded now
-            vectors = self.cache.get_or_compute(
-                self._cache_key, role, texts, lambda missing: self.embed_float(missing, role)
-            )
+            vectors = self._embed_float(texts, role)
+            self._warn_truncated(len(texts), stacklevel=4)
+            return quantize(vectors, self.contract.precision)
+        cut, encoded = 0, 0  # only the texts encoded now, however the cache asks for them
+
+        def compute(missing: list[str]) -> np.ndarray:
+            nonlocal cut, encoded
+            computed = self._embed_float(missing, role)
+            cut, encoded = cut + self.last_truncated, encoded + len(missing)
+            return computed
+
+        vectors = self.cache.get_or_compute(self._cache_key, role, texts, compute)
+        self.last_truncated = cut
+        self._warn_truncated(encoded, stacklevel=4)
         return quantize(vectors, self.contract.precision)
 
     def embed_float(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
         """The contract's vectors before the precision step (what the stamp's canary holds)."""
         texts = check_texts(texts)  # public too (stamp, guard): checked here, an empty batch ok
-        role = Role.parse(role, "role")
+        vectors = self._embed_float(texts, Role.parse(role, "role"))
+        self._warn_truncated(len(texts), stacklevel=3)
+        return vectors
+
+    def _warn_truncated(self, total: int, *, stacklevel: int) -> None:
+        if self.last_truncated:
+            warnings.warn(
+                TruncationWarning(self.last_truncated, total, self.contract.max_tokens),
+                stacklevel=stacklevel,
+            )
+
+    def _embed_float(self, texts: list[str], role: Role) -> np.ndarray:
+        """:meth:`embed_float` without its checks and warning; sets :attr:`last_truncated`."""
         c = self.contract
         network = self._query if role is Role.QUERY else self._doc
         encoder, dense = network.encoder, network.dense
@@ -366,8 +422,6 @@ class Embedder:
                 vectors = l2_normalize(vectors)
             out[idx] = vectors
         self.last_truncated = truncated
-        if truncated:
-            warnings.warn(TruncationWarning(truncated, len(prefixed), c.max_tokens), stacklevel=3)
         return out
 
     def _plan(
@@ -594,6 +648,9 @@ def _hinted(hint: Any, weights: str) -> Path | None:
         return None
     folder = Path(hint)
     try:
+        if is_export(folder):
+            # Verified in full when it is loaded; here only whose weights it says it holds.
+            return folder if read_manifest(folder).contract.weights == weights else None
         if folder.is_dir() and weights_digest(read_layout(folder)) == weights:
             return folder
     except CtxembError:
@@ -668,6 +725,14 @@ def _load(
             # asking for it now may still be one the network cannot serve.
             return _fits(contract, cached)
     folder = locate_model(path) if path is not None else locate_model(model, weights)
+    if is_export(folder):
+        if backend == "onnx" or path is not None:
+            return _load_export(contract, folder, weights, backend, device)
+        # An export registered for these weights serves onnxruntime only; torch needs the
+        # model folder, which may still be found by the model's name (bundled, hub cache).
+        folder = _model_folder(model, folder)
+        if is_export(folder):
+            return _load_export(contract, folder, weights, backend, device)
     layout = read_layout(folder)
     actual = weights_digest(layout)
     if actual != weights:
@@ -693,6 +758,55 @@ def _load(
     _check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:
         return _ENCODERS.setdefault(key, network)
+
+
+def _load_export(
+    contract: EmbeddingContract, folder: Path, weights: str, backend: str, device: str
+) -> _Network:
+    """The network of a ctxemb export folder (onnxruntime only), loaded once per folder."""
+    from ctxemb_core.backends.exported import ExportEncoder
+
+    if backend != "onnx" or device != "cpu":
+        raise UnsupportedModelError(
+            f"{folder} is a ctxemb export, served by onnxruntime on the CPU (backend='auto' or "
+            f"'onnx', device='cpu'); backend={backend!r}, device={device!r} needs the model "
+            "folder it was exported from"
+        )
+    quant = f"+{contract.quantization.value}" if contract.quantization else ""
+    key = (weights, f"export{quant}:{folder}", device)
+    with _ENCODERS_LOCK:
+        cached = _ENCODERS.get(key)
+    if cached is not None:
+        return _fits(contract, cached)
+    encoder = ExportEncoder(folder, device=device)  # every file checked against the manifest
+    served = encoder.contract
+    if encoder.weights != weights or served.quantization != contract.quantization:
+        # Another network than the contract pins, or its int8 twin where float was asked for.
+        field = "weights" if weights == contract.weights else "query_weights"
+        raise ContractMismatchError(
+            contract,
+            contract.with_(**{field: encoder.weights, "quantization": served.quantization}),
+        )
+    network = _Network(
+        encoder,
+        encoder.dense,
+        folder,
+        encoder.dimension,
+        encoder.max_positions,
+        label=f":export:{encoder.graph_digest[:16]}",
+    )
+    _check_fits(contract, network.dimension, network.max_positions, folder)
+    with _ENCODERS_LOCK:
+        return _ENCODERS.setdefault(key, network)
+
+
+def _model_folder(model: str, export: Path) -> Path:
+    """The folder ``model`` names when it is not an export, else ``export`` (refused later)."""
+    try:
+        folder = locate_model(model)
+    except CtxembError:
+        return export
+    return export if is_export(folder) else folder
 
 
 def _fits(contract: EmbeddingContract, network: _Network) -> _Network:
@@ -808,6 +922,16 @@ def _mask_token(network: _Network) -> str:
     cached = _MASK_TOKENS.get(network.encoder)
     if cached is not None:
         return cached
+    if is_export(network.folder):
+        # An export keeps the mask token its tokenizer names in its manifest.
+        value = network.encoder.tokenizer.mask_token
+        if value and network.encoder.tokenizer.tokenizer.token_to_id(value) is not None:
+            _MASK_TOKENS[network.encoder] = value
+            return value
+        raise UnsupportedModelError(
+            f"query expansion needs a mask token, and the export in {network.folder} names "
+            "none in its vocabulary; use query_length=None for this encoder"
+        )
     folder = read_layout(network.folder).transformer
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         try:

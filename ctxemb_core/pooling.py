@@ -103,6 +103,7 @@ class DenseHead:
     """A sentence-transformers ``Dense`` module (linear layer + activation) in numpy."""
 
     def __init__(self, folder: Path, activation: str) -> None:
+        self.activation_name = activation
         self.activation = dense_activation(activation, str(folder))
         tensors = _load_tensors(folder)
         weight, bias = tensors.get("linear.weight"), tensors.get("linear.bias")
@@ -113,8 +114,43 @@ class DenseHead:
                 f"{folder}: a Dense head needs a 2-d linear.weight and a bias of its first "
                 f"length; got {weight.shape} and {None if bias is None else bias.shape}"
             )
+        #: ``(in, out)`` float32: the transpose of torch's ``linear.weight``.
         self.weight = weight.astype(np.float32).T.copy()
         self.bias = None if bias is None else bias.astype(np.float32)
+
+    @classmethod
+    def from_arrays(cls, weight: Any, bias: Any, activation: Any, where: str) -> DenseHead:
+        """A head from its ``(in, out)`` weight, its bias (or ``None``) and its activation, as
+        a ctxemb export keeps them (numpy alone: no safetensors, no torch).
+
+        Raises:
+            MalformedModelError: arrays of the wrong kind or shape, or an activation that is
+                not a string.
+            UnsupportedModelError: an activation ctxemb does not implement.
+        """
+        head = cls.__new__(cls)
+        head.activation_name = activation
+        head.activation = dense_activation(activation, where)
+        if (
+            not isinstance(weight, np.ndarray)
+            or weight.ndim != 2
+            or weight.dtype != np.float32
+            or (
+                bias is not None
+                and (
+                    not isinstance(bias, np.ndarray)
+                    or bias.dtype != np.float32
+                    or bias.shape != weight.shape[1:]
+                )
+            )
+        ):
+            raise MalformedModelError(
+                f"{where}: a Dense head needs a 2-d float32 (in, out) weight and a float32 bias "
+                "of length out"
+            )
+        head.weight = np.ascontiguousarray(weight)
+        head.bias = None if bias is None else np.ascontiguousarray(bias)
+        return head
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = x @ self.weight

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput
+from ctxemb_core.backends._tokenize import TextInput, Tokenizer
 from ctxemb_core.errors import InvalidInputError, UnsupportedModelError
 
 __all__ = [
@@ -59,7 +59,7 @@ class Encoder(Protocol):
     #: Width of the token vectors.
     hidden_size: int
     #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
-    tokenizer: FolderTokenizer
+    tokenizer: Tokenizer
 
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
@@ -88,7 +88,7 @@ class Classifier(Protocol):
     #: Outputs per input (the labels of the classification head).
     num_labels: int
     #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
-    tokenizer: FolderTokenizer
+    tokenizer: Tokenizer
 
     def classify(self, inputs: Sequence[TextInput], max_tokens: int) -> LogitBatch:
         """Tokenize texts or (first, second) pairs (truncating to ``max_tokens``) and run the

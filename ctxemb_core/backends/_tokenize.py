@@ -1,14 +1,21 @@
-"""Tokenization shared by the backends: the Rust ``tokenizers`` pipeline of a model folder."""
+"""Tokenization shared by the backends: the Rust ``tokenizers`` pipeline of a model folder,
+or of a ctxemb export (``tokenizers`` alone: no transformers, no torch)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxemb_core.errors import MalformedModelError, ModelNotFoundError, UnsupportedModelError
+from ctxemb_core.errors import (
+    DataFormatError,
+    MalformedModelError,
+    MissingDependencyError,
+    ModelNotFoundError,
+    UnsupportedModelError,
+)
 
 if TYPE_CHECKING:
     from ctxemb_core.backends import TokenBatch
@@ -18,45 +25,107 @@ if TYPE_CHECKING:
 TextInput = str | tuple[str, str]
 
 
-class FolderTokenizer:
-    """The fast tokenizer of a model folder, truncating and padding the way the model expects.
+class Tokenizer:
+    """A Rust ``tokenizers`` pipeline that truncates and pads the way its model expects.
 
     It is the same Rust pipeline transformers' fast tokenizers call, used directly so that the
     truncation of each text can be reported (``Encoding.overflowing``) at no extra cost. A
     ``(first, second)`` pair is encoded with the tokenizer's pair template (``[CLS] a [SEP] b
     [SEP]`` with segment ids for BERT) and truncated longest-first, token by token, exactly as
     ``tokenizer(firsts, seconds, truncation=True, max_length=...)`` does in transformers.
+
+    Built from a model folder (:class:`FolderTokenizer`, through transformers) or from the
+    tokenizer and the facts a ctxemb export saved (:meth:`from_saved`, ``tokenizers`` alone).
     """
 
-    def __init__(self, folder: Path) -> None:
-        from transformers import AutoTokenizer
-
-        from ctxemb_core.resolve import check_tokenizer_files
-
-        check_tokenizer_files(folder)  # before the Rust parser reads a huge file whole
-        try:
-            # trust_remote_code=False: a tokenizer class mapped to the folder's own Python
-            # (auto_map) is refused outright, never run and never prompted for.
-            hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
-        except OSError as exc:
-            raise ModelNotFoundError(f"{folder} has no usable tokenizer: {exc}") from None
-        except RecursionError:
-            raise MalformedModelError(
-                f"{folder}: a tokenizer file is nested too deeply to be a tokenizer"
-            ) from None
-        except Exception as exc:
-            # Untrusted files, untyped errors: the Rust tokenizers raise a bare Exception for a
-            # tokenizer.json they cannot read, transformers KeyError/TypeError/ValueError for
-            # junk values and custom code it will not run.
-            raise UnsupportedModelError(f"{folder} has no usable tokenizer: {exc}") from None
-        if not getattr(hf, "is_fast", False):
-            raise ModelNotFoundError(f"{folder}: only fast (Rust) tokenizers are supported")
-        self.tokenizer = hf.backend_tokenizer
-        self.model_input_names = list(hf.model_input_names)
-        self.pad_id = hf.pad_token_id if hf.pad_token_id is not None else 0
-        self.pad_token = hf.pad_token or ""
-        self.padding_left = getattr(hf, "padding_side", "right") == "left"
+    def __init__(
+        self,
+        backend: Any,
+        *,
+        model_input_names: Sequence[str],
+        pad_id: int,
+        pad_token: str,
+        padding_left: bool,
+        mask_token: str | None = None,
+    ) -> None:
+        self.tokenizer = backend
+        self.model_input_names = list(model_input_names)
+        self.pad_id = pad_id
+        self.pad_token = pad_token
+        self.padding_left = padding_left
+        #: The mask token the tokenizer names (query expansion), where it names one.
+        self.mask_token = mask_token
         self._max_tokens: int | None = None
+
+    # -- what a ctxemb export keeps ----------------------------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        """What, beside :meth:`to_json`, reproduces this tokenizer exactly (JSON-ready)."""
+        return {
+            "model_input_names": list(self.model_input_names),
+            "pad_id": int(self.pad_id),
+            "pad_token": self.pad_token,
+            "padding_side": "left" if self.padding_left else "right",
+            "truncation": "longest_first",
+            "mask_token": self.mask_token,
+        }
+
+    def to_json(self) -> str:
+        """The pipeline as ``tokenizer.json`` (normaliser, pre-tokeniser, model, the
+        post-processor that adds the special tokens), without truncation or padding: those
+        are set per call from the contract's ``max_tokens`` and :meth:`facts`."""
+        from tokenizers import Tokenizer as RustTokenizer
+
+        # A copy: this tokenizer's own truncation and padding stay as they are.
+        clone = RustTokenizer.from_str(self.tokenizer.to_str())
+        clone.no_truncation()
+        clone.no_padding()
+        return str(clone.to_str(pretty=False))
+
+    @classmethod
+    def from_saved(cls, text: str, facts: Mapping[str, Any], where: str) -> Tokenizer:
+        """The tokenizer :meth:`to_json` and :meth:`facts` saved, with ``tokenizers`` alone.
+
+        Raises:
+            MissingDependencyError: ``tokenizers`` is not installed.
+            DataFormatError: the tokenizer or its facts cannot be read.
+        """
+        try:
+            from tokenizers import Tokenizer as RustTokenizer
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"serving {where} needs the tokenizers package ({exc}); pip install tokenizers"
+            ) from None
+        try:
+            backend = RustTokenizer.from_str(text)
+        except Exception as exc:  # the Rust parser raises a bare Exception
+            raise DataFormatError(f"{where}: the tokenizer cannot be read ({exc})") from None
+        names = facts.get("model_input_names")
+        pad_id, pad_token = facts.get("pad_id"), facts.get("pad_token")
+        side, mask = facts.get("padding_side"), facts.get("mask_token")
+        if (
+            not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)
+            or "input_ids" not in names
+            or isinstance(pad_id, bool)
+            or not isinstance(pad_id, int)
+            or pad_id < 0
+            or not isinstance(pad_token, str)
+            or side not in ("left", "right")
+            or facts.get("truncation") != "longest_first"
+            or not (mask is None or isinstance(mask, str))
+        ):
+            raise DataFormatError(f"{where}: the tokenizer's facts are not valid ({dict(facts)})")
+        return cls(
+            backend,
+            model_input_names=names,
+            pad_id=pad_id,
+            pad_token=pad_token,
+            padding_left=side == "left",
+            mask_token=mask,
+        )
+
+    # -- encoding ----------------------------------------------------------------------------
 
     def _configure(self, max_tokens: int) -> None:
         if self._max_tokens != max_tokens:
@@ -92,6 +161,43 @@ class FolderTokenizer:
         finally:
             self._configure(max_tokens)
         return np.array([len(e.ids) for e in encodings], dtype=np.int64)
+
+
+class FolderTokenizer(Tokenizer):
+    """The fast tokenizer of a model folder, loaded through transformers' ``AutoTokenizer``."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoTokenizer
+
+        from ctxemb_core.resolve import check_tokenizer_files
+
+        check_tokenizer_files(folder)  # before the Rust parser reads a huge file whole
+        try:
+            # trust_remote_code=False: a tokenizer class mapped to the folder's own Python
+            # (auto_map) is refused outright, never run and never prompted for.
+            hf = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
+        except OSError as exc:
+            raise ModelNotFoundError(f"{folder} has no usable tokenizer: {exc}") from None
+        except RecursionError:
+            raise MalformedModelError(
+                f"{folder}: a tokenizer file is nested too deeply to be a tokenizer"
+            ) from None
+        except Exception as exc:
+            # Untrusted files, untyped errors: the Rust tokenizers raise a bare Exception for a
+            # tokenizer.json they cannot read, transformers KeyError/TypeError/ValueError for
+            # junk values and custom code it will not run.
+            raise UnsupportedModelError(f"{folder} has no usable tokenizer: {exc}") from None
+        if not getattr(hf, "is_fast", False):
+            raise ModelNotFoundError(f"{folder}: only fast (Rust) tokenizers are supported")
+        mask = getattr(hf, "mask_token", None)
+        super().__init__(
+            hf.backend_tokenizer,
+            model_input_names=list(hf.model_input_names),
+            pad_id=hf.pad_token_id if hf.pad_token_id is not None else 0,
+            pad_token=hf.pad_token or "",
+            padding_left=getattr(hf, "padding_side", "right") == "left",
+            mask_token=mask if isinstance(mask, str) and mask else None,
+        )
 
 
 def token_batch(

@@ -64,7 +64,7 @@ from ctxemb_core._files import (
     write_atomic,
 )
 from ctxemb_core.backends import LogitBatch, TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, token_batch
+from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, Tokenizer, token_batch
 from ctxemb_core.errors import (
     CtxembError,
     CtxembWarning,
@@ -79,9 +79,12 @@ __all__ = [
     "CHECK_MIN_COSINE",
     "EXPORT_FORMAT",
     "OPSET",
+    "CheckedExport",
     "OnnxClassifier",
     "OnnxEncoder",
+    "checked_export",
     "export_dir",
+    "session_options",
 ]
 
 #: Version of the export recipe and its record; a cached export of another version is rebuilt.
@@ -165,7 +168,7 @@ class OnnxEncoder:
         _check_settings(device, threads)
         folder = Path(folder)
         self.device = device
-        self.tokenizer = FolderTokenizer(folder)
+        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         layout = read_layout(folder)
         self.hidden_size = int(layout.hidden_size)
         self.weights = weights_digest(layout)
@@ -211,7 +214,7 @@ class OnnxClassifier:
         _check_settings(device, threads)
         folder = Path(folder)
         self.device = device
-        self.tokenizer = FolderTokenizer(folder)
+        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         layout = read_layout(folder, task="sequence-classification")
         assert layout.num_labels is not None
         self.num_labels = layout.num_labels
@@ -228,6 +231,73 @@ class OnnxClassifier:
         (logits,) = self.session.run([_LOGITS], {k: arrays[k] for k in self._inputs})
         truncated = np.array([bool(e.overflowing) for e in encodings])
         return LogitBatch(np.asarray(logits, dtype=np.float32), truncated)
+
+
+@dataclass(frozen=True)
+class CheckedExport:
+    """A checked export of an encoder, as :func:`checked_export` hands it out.
+
+    Attributes:
+        graph: the graph to serve (``model.onnx``, or its quantised twin).
+        files: ``{file name: sha256}`` of the graph's files (the graph and any external
+            weight data beside it), all in ``graph``'s directory.
+        inputs: the graph's inputs, in the order of its signature.
+        record: what the export's record says (the recipe kept, the self-check's measures,
+            the versions), and the twin's record under ``"quantized"`` for a twin.
+    """
+
+    graph: Path
+    files: dict[str, str]
+    inputs: list[str]
+    record: dict[str, Any]
+
+
+@contextlib.contextmanager
+def checked_export(
+    folder: Path, weights: str, tokenizer: Tokenizer, quantization: str | None = None
+) -> Iterator[CheckedExport]:
+    """The self-checked export of the encoder in ``folder``, made first if there is none.
+
+    For copying out of the cache (:func:`ctxemb_core.export.export_model`): the files are
+    valid while the context is open (a private scratch copy, when the cache directory is not
+    writable, is removed when it closes). The digests are those of the record; a copy must be
+    compared with them, since another process may replace a cached file at any time.
+
+    Raises:
+        MissingDependencyError: there is no valid export and torch, transformers or onnx,
+            needed to make one, are missing.
+        UnsupportedModelError: no export reproduces the torch network, or the quantisation is
+            not known.
+    """
+    if quantization is not None and quantization not in _QUANTIZATION_RECIPES:
+        raise UnsupportedModelError(
+            f"quantization={quantization!r} is not supported; valid values are "
+            f"{sorted(_QUANTIZATION_RECIPES)}"
+        )
+    scratch: list[Path | None] = []
+    try:
+        model_file, work = _ensure_export(folder, weights, tokenizer)
+        scratch.append(work)
+        meta = _read_record(model_file.parent / _META_FILE) or {}
+        files = meta.get("files") if meta.get("weights") == weights else None
+        if not isinstance(files, dict) or not files:  # a scratch export: no record beside it
+            files = _hash_graph(model_file.parent)
+        record = {k: v for k, v in meta.items() if k != "files"}
+        if quantization is not None:
+            model_file, work = _quantized(model_file, quantization)
+            scratch.append(work)
+            twin = _read_record(model_file.with_name(f"model.{quantization}.json"))
+            digest = twin.get("digest") if twin else None
+            files = {model_file.name: str(digest) if digest else sha256_file(model_file)}
+            record["quantized"] = twin or {"quantization": quantization}
+        inputs = record.get("inputs")
+        if not isinstance(inputs, list):
+            inputs = [k for k in _INPUTS if k in tokenizer.model_input_names]
+        yield CheckedExport(model_file, dict(files), list(inputs), record)
+    finally:
+        for directory in scratch:
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def export_dir(weights: str, output: str = _HIDDEN) -> Path:
@@ -267,7 +337,8 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
-def _session_options(ort: Any, threads: int | None) -> Any:
+def session_options(ort: Any, threads: int | None) -> Any:
+    """The onnxruntime session options every ctxemb graph runs with (a cached or a copied one)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # One intra-op thread per core we may run on: onnxruntime's own default counts the machine's
@@ -289,7 +360,7 @@ def _open_session(
     ort: Any,
     folder: Path,
     weights: str,
-    tokenizer: FolderTokenizer,
+    tokenizer: Tokenizer,
     quantization: str | None,
     threads: int | None,
     *,
@@ -302,7 +373,7 @@ def _open_session(
     twin alone when the twin fails to load, else the export. What fails after that is refused
     with :class:`UnsupportedModelError`, never passed on as onnxruntime's own exception.
     """
-    options = _session_options(ort, threads)
+    options = session_options(ort, threads)
     redo_export: str | None = None
     redo_twin = False
     while True:
@@ -450,7 +521,7 @@ def _stale(directory: Path, weights: str) -> tuple[str, bool] | None:
 def _ensure_export(
     folder: Path,
     weights: str,
-    tokenizer: FolderTokenizer,
+    tokenizer: Tokenizer,
     *,
     redo: str | None = None,
     output: str = _HIDDEN,
@@ -636,7 +707,7 @@ class _Check:
 def _export(
     folder: Path,
     model_file: Path,
-    tokenizer: FolderTokenizer,
+    tokenizer: Tokenizer,
     weights: str,
     *,
     output: str = _HIDDEN,
@@ -784,7 +855,7 @@ def _output_of(torch: Any, model: Any, names: list[str], output: str) -> Any:
 
 
 def _self_check(
-    model_file: Path, want: np.ndarray, tokenizer: FolderTokenizer, names: list[str], output: str
+    model_file: Path, want: np.ndarray, tokenizer: Tokenizer, names: list[str], output: str
 ) -> _Check:
     """How close the export's output on the check inputs comes to the torch network's ``want``.
 
@@ -793,7 +864,7 @@ def _self_check(
     """
     ort = _import_onnxruntime()
     session = ort.InferenceSession(
-        str(model_file), _session_options(ort, None), providers=["CPUExecutionProvider"]
+        str(model_file), session_options(ort, None), providers=["CPUExecutionProvider"]
     )
     inputs: Sequence[TextInput] = _CHECK_PAIRS if output == _LOGITS else _CHECK_TEXTS
     _, arrays = tokenizer(inputs, _CHECK_TOKENS)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core.backends import LogitBatch, TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, token_batch
+from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, Tokenizer, token_batch
 from ctxemb_core.errors import (
     MalformedModelError,
     MissingDependencyError,
@@ -32,7 +32,7 @@ class TorchEncoder:
     def __init__(self, folder: Path, *, device: str = "cpu") -> None:
         self._torch, auto = _import_torch("AutoModel")
         safetensors_files(folder)  # a pickle-only folder is refused by name, before transformers
-        self.tokenizer = FolderTokenizer(folder)
+        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         # The pooler, which the last hidden state never passes through, may be missing
         # (sentence-transformers saves none for many models).
         model = _load_checked(auto, folder, optional=("pooler.",))
@@ -71,7 +71,7 @@ class TorchClassifier:
     def __init__(self, folder: Path, *, device: str = "cpu") -> None:
         self._torch, auto = _import_torch("AutoModelForSequenceClassification")
         safetensors_files(folder)  # a pickle-only folder is refused by name, before transformers
-        self.tokenizer = FolderTokenizer(folder)
+        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         model = _load_checked(auto, folder, optional=())
         self.model = model.to(device).eval()
         self.device = device
