@@ -595,8 +595,8 @@ def _mismatch_message(
             advice += (
                 "Drop --model and the contract flags to query with the collection's own "
                 "contract, or accept the new query side deliberately: ctxemb restamp "
-                "--collection <name> (with the same --path, or --host and --port) and the new "
-                "--model and contract flags."
+                "--collection <name> (with the same --path, or --host and --port) and the "
+                "contract options that change (e.g. --query-prefix), or --contract FILE."
             )
         else:
             advice += (

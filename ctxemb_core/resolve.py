@@ -955,10 +955,13 @@ def contract_for(
 
     chosen_pooling = given.pop("pooling", layout.pooling)
     if chosen_pooling is None:
-        raise InvalidContractError(
+        what = (
             f"{folder.name} is a plain transformers folder: it does not say how to pool token "
-            "vectors, and ctxemb never guesses. Pass pooling= one of "
-            + ", ".join(repr(p.value) for p in Pooling)
+            "vectors, and ctxemb never guesses."
+        )
+        raise InvalidContractError(
+            f"{what} Pass pooling= one of " + ", ".join(repr(p.value) for p in Pooling),
+            cli=f"{what} Pass --pooling, one of " + ", ".join(p.value for p in Pooling),
         )
     query_prefix, document_prefix = _prefixes(layout, name, family)
     fields: dict[str, Any] = {
@@ -1021,9 +1024,13 @@ def _check_positions(max_tokens: int, layout: ModelLayout, *, given: bool) -> No
             f"{layout.root.name} has; valid values are 1..{limit}"
         )
     # The folder contradicts itself: its max_seq_length is beyond its own positions.
-    raise MalformedModelError(
+    what = (
         f"{layout.transformer}: max_seq_length={max_tokens} exceeds the {limit} positions the "
-        f"model has; pass max_tokens= (1..{limit}) to choose the limit explicitly"
+        "model has"
+    )
+    raise MalformedModelError(
+        f"{what}; pass max_tokens= (1..{limit}) to choose the limit explicitly",
+        cli=f"{what}; pass --max-tokens N (1..{limit}) to choose the limit explicitly",
     )
 
 

@@ -17,6 +17,7 @@ from ctxemb_core.errors import (
     ContractMismatchError,
     CtxembError,
     EncoderDriftError,
+    InvalidContractError,
     InvalidInputError,
     ModelNotFoundError,
 )
@@ -149,3 +150,11 @@ def test_a_real_refusal_on_a_chroma_collection_advises_both_ways(client, tiny_st
     with pytest.raises(ContractMismatchError) as again:
         stamp.check_contract(forgot)
     assert again.value.message_for("cli") == err.message_for("cli")
+
+
+def test_contract_for_refusals_name_the_flag_on_the_cli(tiny_bert):
+    with pytest.raises(InvalidContractError) as info:
+        contract_for(tiny_bert)
+    assert "Pass pooling= one of 'cls'" in str(info.value)
+    cli = info.value.message_for("cli")
+    assert "Pass --pooling, one of cls, mean" in cli and "pooling=" not in cli
