@@ -985,7 +985,9 @@ def contract_for(
                 f"encoder {layout.dimension}: their vectors cannot be compared"
             )
         fields["query_weights"] = weights_digest(qlayout)
-        fields["query_model"] = qfolder.name if _as_dir(qtext) else qtext
+        fields["query_model"] = (
+            known_model(fields["query_weights"]) or qfolder.name if _as_dir(qtext) else qtext
+        )
         register_model(fields["query_weights"], qfolder)
         layouts.append(qlayout)
     fields.update(given)

@@ -190,3 +190,44 @@ def test_a_name_only_change_checks_the_whole_canary(e5):
     flipped[len(stamp.probes) :] *= -1
     with pytest.raises(EncoderDriftError, match="query: "):
         restamp_stamp(IndexStamp(stamp.contract, stamp.probes, flipped), Embedder(renamed))
+
+
+def test_a_collection_written_through_haystack_restamps_the_same_way(e5, tmp_path):
+    import chromadb
+    from haystack import Document, Pipeline
+    from haystack.core.errors import PipelineRuntimeError
+    from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
+    from haystack_integrations.document_stores.chroma import ChromaDocumentStore
+
+    from ctxemb_haystack import (
+        ContractDocumentEmbedder,
+        ContractDocumentWriter,
+        ContractRetriever,
+        ContractTextEmbedder,
+    )
+
+    def ask(contract, store):
+        pipe = Pipeline()
+        pipe.add_component("embedder", ContractTextEmbedder(contract=contract))
+        retriever = ContractRetriever(ChromaEmbeddingRetriever(store, top_k=2))
+        pipe.add_component("retriever", retriever)
+        pipe.connect("embedder.embedding", "retriever.query_embedding")
+        pipe.connect("embedder.fingerprint", "retriever.fingerprint")
+        return pipe.run({"embedder": {"text": QUESTION}})["retriever"]["documents"]
+
+    old = e5.with_(query_prefix="")
+    name = fresh_name()
+    store = ChromaDocumentStore(collection_name=name, persist_path=str(tmp_path))
+    index = Pipeline()
+    index.add_component("embedder", ContractDocumentEmbedder(contract=old, progress_bar=False))
+    index.add_component("writer", ContractDocumentWriter(store))
+    index.connect("embedder.documents", "writer.documents")
+    index.run({"embedder": {"documents": [Document(id=k, content=v) for k, v in DOCS.items()]}})
+
+    report = restamp(chromadb.PersistentClient(str(tmp_path)), name, e5)
+    assert report.fields == ("query_prefix",)
+    fresh = ChromaDocumentStore(collection_name=name, persist_path=str(tmp_path))
+    assert len(ask(e5, fresh)) == 2
+    with pytest.raises(PipelineRuntimeError) as info:  # wrapping the component's error
+        ask(old, ChromaDocumentStore(collection_name=name, persist_path=str(tmp_path)))
+    assert isinstance(info.value.__cause__, ContractMismatchError)

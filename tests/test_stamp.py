@@ -165,6 +165,17 @@ def test_check_contract_is_the_cheap_per_call_guard(stamp, minilm_contract):
         stamp.check_contract(minilm_contract.with_(query_prefix="query: "))
 
 
+def test_a_name_over_the_same_weights_passes_the_stamp_and_its_canary(stamp, minilm_contract):
+    renamed = minilm_contract.with_(model="acme/minilm-copy")
+    stamp.check_contract(renamed)
+    assert stamp.verify(Embedder(renamed)).min_cosine >= CANARY_TOLERANCE
+    # The stamp itself stays the index's; a name with a real change is still refused.
+    assert stamp.contract == minilm_contract
+    with pytest.raises(ContractMismatchError, match="query_prefix") as info:
+        stamp.check_contract(renamed.with_(query_prefix="query: "))
+    assert info.value.stamped and info.value.diff.kind.value == "query_only"
+
+
 def test_mismatch_errors_pickle_with_their_context(stamp, minilm_contract):
     import pickle
 
