@@ -51,9 +51,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
 
+# Audience and AUDIENCES are importable too; __all__ lists the error tree alone.
 __all__ = [
-    "AUDIENCES",
-    "Audience",
     "ConfigurationMismatchError",
     "ContractMismatchError",
     "CtxembError",
