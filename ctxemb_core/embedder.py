@@ -47,8 +47,8 @@ class _Network(NamedTuple):
     # positions for: every contract served from the cache is checked against both.
     dimension: int
     max_positions: int | None
-    # What the embedding cache adds to the backend's name: an export's graph digest, so that a
-    # cache hit is always what this very graph computes.
+    # What the embedding cache adds to the backend's name: the digest of an export's graph,
+    # tokenizer and heads, so that a cache hit is always what this very export computes.
     label: str = ""
 
 
@@ -793,7 +793,7 @@ def _load_export(
         folder,
         encoder.dimension,
         encoder.max_positions,
-        label=f":export:{encoder.graph_digest[:16]}",
+        label=f":export:{encoder.network_digest[:16]}",
     )
     _check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:

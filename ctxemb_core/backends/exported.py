@@ -247,8 +247,13 @@ class ExportEncoder:
             ) from None
         #: The weights digest of the network the graph was exported from.
         self.weights = manifest.contract.weights
-        #: The sha256 of the graph served (what the embedding cache keys an export by).
-        self.graph_digest = manifest.files.get(graph, "")
+        #: The sha256 of the files that make the vectors (graph, tokenizer, heads: all but the
+        #: contract), which the embedding cache keys an export's vectors by.
+        self.network_digest = hashlib.sha256(
+            json.dumps(
+                {n: d for n, d in manifest.files.items() if n != CONTRACT_FILE}, sort_keys=True
+            ).encode()
+        ).hexdigest()
         text = manifest.read(str(facts.get("file", "tokenizer.json")))
         self.tokenizer = Tokenizer.from_saved(text.decode("utf-8", "replace"), facts, where)
         missing = [n for n in inputs if n != "input_ids" and n not in _tokenizer_arrays(self)]
