@@ -93,8 +93,9 @@ def restamp(
         if written.fingerprint != new_stamp.fingerprint:
             raise InvalidInputError(
                 f"re-stamping {collection_name!r}: the store kept fingerprint "
-                f"{written.fingerprint[:12]}, not {new_stamp.fingerprint[:12]}; another writer "
-                "changed it meanwhile. Check it with ctxemb_chroma.verify and re-stamp again."
+                f"{written.fingerprint[:12]}, not {new_stamp.fingerprint[:12]}: the write did not "
+                "take, or another writer changed the stamp meanwhile. Check the collection with "
+                "ctxemb_chroma.verify and re-stamp again."
             )
         check_configuration(written, *configured_function(again))
     return report
