@@ -8,7 +8,7 @@ from typing import Any
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import similarity
+from ctxemb_core.guard import check_flag, similarity
 from ctxemb_core.rerank import Candidate, Reranker, ScoreThreshold, Shortlist, TwoStageResult
 from ctxemb_core.rerank import two_stage as _two_stage
 
@@ -23,14 +23,19 @@ def shortlist(
     where: Mapping[str, Any] | None = None,
     where_document: Mapping[str, Any] | None = None,
     embedder: Embedder | None = None,
+    require_text: bool = True,
 ) -> Shortlist:
     """The ``k`` nearest records of ``query``, with their texts and similarities.
 
     The collection's stamp is checked (:meth:`GuardedCollection.query`) before anything is
-    read; the similarity is the index contract's (see :func:`ctxemb_core.guard.similarity`).
+    read; the similarity is the index contract's (see :func:`ctxemb_core.guard.similarity`):
+    higher is better, whatever distance the collection's space reports. ``require_text=False``
+    lists records stored without their text too (with an empty text), for a caller that shows
+    results rather than reranking them.
 
     Raises:
-        InvalidInputError: a candidate stored without its text (nothing to rerank).
+        InvalidInputError: a candidate stored without its text (nothing to rerank), unless
+            ``require_text=False``.
         ContractMismatchError: ``embedder``'s contract is not the collection's.
     """
     filters = {"where": where, "where_document": where_document}
@@ -46,7 +51,9 @@ def shortlist(
     space = (collection.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
     scores = similarity(result["distances"][0], space, collection.contract)
     missing = [i for i, text in zip(ids, texts, strict=True) if not isinstance(text, str)]
-    if missing:
+    if missing and not check_flag(require_text, "require_text"):
+        texts = [t if isinstance(t, str) else "" for t in texts]
+    elif missing:
         raise InvalidInputError(
             f"records {missing[:5]} of {collection.name!r} are stored without their text: a "
             "reranker reads the text, so they cannot be reranked (store the documents' texts)"
