@@ -6,14 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ctxemb_core.cli import (
-    _POSITIVE,
-    _adapter,
-    _contract_args,
-    _overrides,
-    _require_store,
-    _store_args,
-)
+from ctxemb_core.cli import _POSITIVE, _contract_args, _examples, _overrides, _store, _store_args
 from ctxemb_core.errors import InvalidInputError
 
 _DESCRIPTION = """\
@@ -46,6 +39,10 @@ def add_parser(sub: Any) -> None:
         "detect",
         help="find which contract wrote an existing collection (stamped or not)",
         description=_DESCRIPTION,
+        epilog=_examples(
+            "ctxemb detect --collection legacy --path ./chroma",
+            "ctxemb detect --collection legacy --path ./chroma --model ./e5-small --adopt",
+        ),
     )
     _store_args(p)
     p.add_argument(
@@ -58,7 +55,7 @@ def add_parser(sub: Any) -> None:
         "--sample",
         type=_POSITIVE,
         default=32,
-        help="stored documents to re-embed (≥ 1; default 32: the newest half and a random half)",
+        help="stored documents to re-embed (≥ 1; the newest half and a random half)",
     )
     p.add_argument(
         "--adopt",
@@ -76,17 +73,17 @@ def run(args: argparse.Namespace) -> int:
     models = [model_contract(m, **overrides) for m in args.model or ()]
     if overrides and not models:
         models = [model_contract(DEFAULT_MODEL, **overrides)]
-    _require_store(args)
-    adapter, client = _adapter(args)
-    report = adapter.detect(client, args.collection, *models, sample=args.sample, keep=keep)
-    for line in _table(args.collection, report):
-        print(line)
-    adopted, refused = False, None
-    if args.adopt:
-        try:
-            adopted = _adopt(args, adapter, client, report)
-        except InvalidInputError as exc:
-            refused = exc  # raised after the JSON line: the report stays machine-readable
+    # Read-only unless --adopt: a mistyped --path never becomes a new, empty store.
+    with _store(args, create=False) as (adapter, client):
+        report = adapter.detect(client, args.collection, *models, sample=args.sample, keep=keep)
+        for line in _table(args.collection, report):
+            print(line)
+        adopted, refused = False, None
+        if args.adopt:
+            try:
+                adopted = _adopt(args, adapter, client, report)
+            except InvalidInputError as exc:
+                refused = exc  # raised after the JSON line: the report stays machine-readable
     print(json.dumps({"collection": args.collection, "adopted": adopted, **report.to_dict()}))
     if refused is not None:
         raise refused

@@ -31,6 +31,7 @@ from ctxemb_core.cli import (
     DEFAULT_MODEL,
     _contract_args,
     _embedder,
+    _examples,
     _non_empty,
     _overrides,
 )
@@ -72,6 +73,11 @@ def add_parser(sub: Any) -> None:
         "(adding only missing ids) and search the split's queries (retrieval: nDCG, recall, "
         "MRR, MAP, precision as trec_eval computes them), or score STS pairs through the store "
         "(Spearman, Pearson). Progress on stderr; the last line on stdout is one JSON object.",
+        epilog=_examples(
+            "ctxemb eval --data ../shared/data/scifact --path ./chroma",
+            "ctxemb eval --via memory --task sts --data ../shared/data/stsbenchmark",
+            "ctxemb eval --via chroma-server --data ./scifact --baseline bm25 --run-file run.trec",
+        ),
     )
     p.add_argument(
         "--via",
@@ -79,10 +85,9 @@ def add_parser(sub: Any) -> None:
         default="chroma",
         help="the search path: the core's exact search (memory), a Chroma collection "
         "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
-        "unless --host), Haystack or LangChain over their in-memory store or Chroma "
-        "(default: chroma)",
+        "unless --host), Haystack or LangChain over their in-memory store or Chroma",
     )
-    p.add_argument("--task", choices=TASKS, default="retrieval", help="(default: retrieval)")
+    p.add_argument("--task", choices=TASKS, default="retrieval", help="what to evaluate")
     p.add_argument(
         "--data",
         type=Path,
@@ -94,9 +99,7 @@ def add_parser(sub: Any) -> None:
         default="test",
         help="retrieval: qrels/SPLIT.tsv; sts: sts-SPLIT.csv in the folder (default: test)",
     )
-    p.add_argument(
-        "--k", type=_POSITIVE, default=100, help="documents retrieved per query (default 100)"
-    )
+    p.add_argument("--k", type=_POSITIVE, default=100, help="documents retrieved per query")
     p.add_argument(
         "--run-file",
         type=Path,
@@ -133,7 +136,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
     _contract_args(p)
 
 

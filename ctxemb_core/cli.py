@@ -4,30 +4,45 @@ Store commands (Chroma, …) are reached by name and loaded on demand, so this m
 integration at module level.
 
 A user's mistake never ends in a traceback: every one is a :class:`CtxembError` (argparse's own
-usage errors included), printed as one ``ctxemb: error:`` line on stderr with exit code 2, and is
-found before the store is touched wherever the inputs allow it. A failed ``verify`` exits 1 and an
-interrupt 130. Anything else is a bug and keeps its traceback.
+usage errors included), printed as one ``ctxemb: error:`` line on stderr in the command line's
+terms (:meth:`CtxembError.message_for` ``("cli")``), and is found before the store is touched
+wherever the inputs allow it. Commands that only read a store never create one. Texts cut to
+the contract's ``max_tokens`` are summed up in one ``ctxemb: note:`` line at the end. Anything
+else is a bug and keeps its traceback.
+
+Exit codes:
+    0    success (also when the reader of stdout stops early, as ``| head`` does)
+    1    a check failed: ``verify`` found a failed check, ``detect`` no conclusive match
+    2    bad input: one ``ctxemb: error:`` line on stderr, nothing changed
+    130  interrupted (Ctrl-C); index, migrate and eval continue where they stopped
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import inspect
 import json
+import os
 import sys
+import textwrap
+import typing
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ctxemb_core import demo as demo_data
 from ctxemb_core._validate import check_text, check_texts
-from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
+from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import (
     CtxembError,
     DataFormatError,
     InvalidInputError,
     MissingDependencyError,
+    TruncationWarning,
 )
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -35,13 +50,63 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 STORES = ("chroma",)
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 
+_EXIT_CODES = """\
+exit codes:
+  0    success
+  1    a check failed (verify: a failed check; detect: no conclusive match)
+  2    bad input: one "ctxemb: error:" line on stderr, nothing changed
+  130  interrupted (Ctrl-C); index, migrate and eval continue where they stopped"""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows every option's default and keeps the examples' lines as written.
+
+    Paragraphs (split by blank lines) are wrapped, never inside a hyphenated name or path; a
+    paragraph whose lines are indented (examples, the exit codes) is printed verbatim.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        blocks = []
+        for block in text.split("\n\n"):
+            lines = block.splitlines()
+            if any(line.startswith("  ") for line in lines):
+                blocks.append("\n".join(indent + line for line in lines))
+            else:
+                flat = " ".join(block.split())
+                blocks.append(
+                    textwrap.fill(
+                        flat,
+                        width,
+                        initial_indent=indent,
+                        subsequent_indent=indent,
+                        break_on_hyphens=False,
+                    )
+                )
+        return "\n\n".join(blocks)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        shown = default is not None and default is not False and default is not argparse.SUPPRESS
+        if shown and action.option_strings and "default" not in text and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are :class:`InvalidInputError` naming the argument.
 
     argparse would print the usage and exit; raising instead lets :func:`main` report every user
-    mistake the same way (one line, exit 2) and lets in-process callers catch it.
+    mistake the same way (one line, exit 2) and lets in-process callers catch it. Every parser
+    (subcommands' too, which argparse builds with the parent's class) shows defaults in its help.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise InvalidInputError(f"{self.prog}: {message} (see {self.prog} --help)")
@@ -69,37 +134,96 @@ _POSITIVE = _int_at_least(1)
 _COUNT = _int_at_least(0)
 _PORT = _int_at_least(1, 65535)
 
+# The contract flags are contract_for's keyword-only parameters, one flag each, typed and with
+# choices from their annotations (enums) or the presets; this is only their help in CLI words.
+_CONTRACT_HELP = {
+    "name": "identity to record for a local folder (default: the known model it copies, else "
+    "the folder's name)",
+    "family": "instruction-prefix preset, one of: %(choices)s",
+    "pooling": "how token vectors become one vector, one of: %(choices)s (default: the "
+    "folder's; required for a plain transformers folder)",
+    "normalize": "L2-normalise the vectors (default: the folder's Normalize module, else yes)",
+    "query_prefix": "text prepended to every query (wins over --family)",
+    "document_prefix": "text prepended to every document (wins over --family)",
+    "truncate_dim": "keep this many leading components (Matryoshka), before normalising",
+    "max_tokens": "tokenizer truncation length, 1 up to the model's positions",
+    "precision": "the vectors' numeric form, one of: %(choices)s (default: float32)",
+    "quantization": "a lossy form of the weights, run on the onnx backend, one of: %(choices)s",
+    "query_encoder": "a separate query encoder's folder or name (DPR-style pairs)",
+}
 
-def _choices(values: Sequence[object]) -> str:
-    return ", ".join(str(v) for v in values)
+
+def contract_parameters() -> tuple[str, ...]:
+    """The contract options the CLI takes: :func:`~ctxemb_core.contract_for`'s keywords."""
+    from ctxemb_core.resolve import contract_for
+
+    params = inspect.signature(contract_for).parameters.values()
+    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _contract_args(p: argparse.ArgumentParser) -> None:
-    from ctxemb_core.resolve import FAMILY_PRESETS
+    from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 
-    # Contract values are checked by contract_for alone (one validator, whose errors list the
-    # valid values): the CLI only parses them and passes the user's value through unchanged.
-    p.add_argument("--pooling", help=_choices(list(Pooling)))
-    p.add_argument("--name", help="identity to record for a local folder (default: its name)")
-    p.add_argument("--family", help=f"prefix preset: {_choices(list(FAMILY_PRESETS))}")
-    p.add_argument("--query-prefix")
-    p.add_argument("--document-prefix")
-    p.add_argument("--truncate-dim", type=int, help="Matryoshka prefix length (≥ 1)")
-    p.add_argument("--max-tokens", type=int, help="tokenizer truncation length (≥ 1)")
-    p.add_argument("--precision", help=_choices(list(Precision)))
-    p.add_argument(
-        "--quantization", help=f"{_choices(list(Quantization))} (int8 weights, onnx backend)"
+    hints = typing.get_type_hints(contract_for)
+    group = p.add_argument_group(
+        "contract options",
+        "Each sets one field of the contract (contract_for's keywords); unset fields come from "
+        "the model folder, or for a stored collection from its stamp.",
     )
-    p.add_argument(
-        "--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2 normalise"
-    )
+    for name in contract_parameters():
+        kinds = [t for t in typing.get_args(hints[name]) or (hints[name],) if t is not type(None)]
+        enum = next((t for t in kinds if isinstance(t, type) and issubclass(t, Enum)), None)
+        options: dict[str, Any] = {"help": _CONTRACT_HELP.get(name, name.replace("_", " "))}
+        if bool in kinds:
+            options.update(action=argparse.BooleanOptionalAction, default=None)
+        elif enum is not None or name == "family":
+            # Values are checked by argparse against the enum (or the presets) itself; a wrong
+            # one is refused with the valid ones listed.
+            choices = list(FAMILY_PRESETS) if enum is None else [e.value for e in enum]
+            options.update(choices=choices, metavar=name.upper())
+        elif int in kinds:
+            options.update(type=int, metavar="N")
+        group.add_argument(_flag(name), **options)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from ctxemb_core.resolve import CONTRACT_OVERRIDES
+    """The contract options the user gave (``None``: not given)."""
+    return {
+        k: getattr(args, k) for k in contract_parameters() if getattr(args, k, None) is not None
+    }
 
-    keys = (*CONTRACT_OVERRIDES, "name", "family")
-    return {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+
+def _changed(stamped: EmbeddingContract, overrides: dict[str, Any]) -> EmbeddingContract:
+    """``stamped`` with the user's contract options applied, validated by contract_for.
+
+    Every field the user did not set keeps the stamp's value (a collection indexed with
+    ``--truncate-dim 128`` stays at 128 when a query adds ``--query-prefix``).
+    """
+    from ctxemb_core.resolve import contract_for
+
+    if not overrides:
+        return stamped
+    base: dict[str, Any] = {
+        "name": stamped.model,
+        "pooling": stamped.pooling,
+        "normalize": stamped.normalize,
+        "query_prefix": stamped.query_prefix,
+        "document_prefix": stamped.document_prefix,
+        "truncate_dim": stamped.truncate_dim,
+        "max_tokens": stamped.max_tokens,
+        "precision": stamped.precision,
+        "quantization": stamped.quantization,
+        "query_encoder": stamped.query_model,
+    }
+    if "family" in overrides:  # a preset replaces the stamp's prefixes (explicit ones win)
+        base.pop("query_prefix")
+        base.pop("document_prefix")
+    keep = {k: v for k, v in base.items() if k in contract_parameters() and v is not None}
+    return contract_for(stamped.model, **{**keep, **overrides})
 
 
 _VERIFY_DESCRIPTION = """\
@@ -116,17 +240,33 @@ check. Exit code 0 when every check passes; 1 when any fails, with one line on s
 what failed; 2 on an error."""
 
 
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ctxemb",
-        description="Contract-aware embeddings: pin the recipe, stamp the index, refuse mixes.",
+        description="Contract-aware embeddings: pin the recipe, stamp the index, refuse mixes. "
+        "Run ctxemb COMMAND --help for each command's options, defaults and an example.",
+        epilog=_examples(
+            "ctxemb demo",
+            "ctxemb index corpus.jsonl --collection docs --path ./chroma",
+            "ctxemb query 'how do I keep slugs off lettuce' --collection docs --path ./chroma",
+        )
+        + "\n\n"
+        + _EXIT_CODES,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser(
         "inspect",
         help="print the contract derived from a model folder or name, as JSON",
         description="Derive a model's contract (pooling, prefixes, normalisation, digest) and "
         "print it as JSON with its fingerprint.",
+        epilog=_examples(
+            f"ctxemb inspect {DEFAULT_MODEL}",
+            "ctxemb inspect ./my-bert --pooling cls --name acme/bert",
+        ),
     )
     p.add_argument("model", help=f"a folder path or an offline name such as {DEFAULT_MODEL}")
     _contract_args(p)
@@ -136,13 +276,16 @@ def _parser() -> argparse.ArgumentParser:
         description="Index the example corpus with the bundled model into an embedded, "
         "contract-stamped Chroma collection, run the example queries, then show the collection "
         "refusing embedders under other contracts.",
+        epilog=_examples("ctxemb demo", "ctxemb demo --path /tmp/demo-store --top-k 5"),
     )
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--corpus", type=Path, default=demo_data.corpus_path())
-    p.add_argument("--queries", type=Path, default=demo_data.queries_path())
-    p.add_argument("--top-k", type=_POSITIVE, default=3)
-    p.add_argument("--collection", default="ctxemb-demo")
-    p.add_argument("--store", default="chroma", choices=STORES)
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
+    p.add_argument("--corpus", type=Path, default=demo_data.corpus_path(), help="a JSONL corpus")
+    p.add_argument(
+        "--queries", type=Path, default=demo_data.queries_path(), help='JSONL {"text": ...}'
+    )
+    p.add_argument("--top-k", type=_POSITIVE, default=3, help="results per query")
+    p.add_argument("--collection", default="ctxemb-demo", help="collection name")
+    p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
     p.add_argument("--path", default="./ctxemb-demo-chroma", help="embedded store folder")
     p.add_argument("--host", help=argparse.SUPPRESS)
     p.add_argument("--port", type=_PORT, default=8000, help=argparse.SUPPRESS)
@@ -152,25 +295,42 @@ def _parser() -> argparse.ArgumentParser:
         help="embed a BEIR folder or a JSONL corpus into a stamped collection",
         description="Embed documents ({_id, title, text} JSONL, or a BEIR folder's corpus) into "
         "a collection stamped with the contract. A second run adds only the missing ids.",
+        epilog=_examples(
+            "ctxemb index corpus.jsonl --collection docs --path ./chroma",
+            "ctxemb index ./scifact --collection scifact --host 127.0.0.1 --port 8000",
+            "ctxemb index corpus.jsonl --collection docs-e5 --model ./e5-small --family e5",
+        ),
     )
     p.add_argument("data", type=Path, help="a BEIR folder or a .jsonl(.gz) file")
     _store_args(p)
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
     p.add_argument("--batch-size", type=_POSITIVE, default=512, help="documents per write (≥ 1)")
     _open_sample_arg(p)
     _contract_args(p)
 
     p = sub.add_parser(
         "query",
-        help="query a stamped collection",
+        help="query a stamped collection; prints each result's similarity",
         description="Embed the query under the collection's contract (or the one given, which "
-        "must match) and print the nearest documents.",
+        "must match) and print the nearest documents, best first, each with its similarity "
+        "under the contract (higher is better: the cosine for a normalised contract). --json "
+        'prints one object per query: {"query", "metric", "results": [{"id", "similarity", '
+        '"text"}]}. With --rerank, each result also has the reranker\'s score.',
+        epilog=_examples(
+            "ctxemb query 'slugs in the garden' --collection demo --path ./chroma -k 3",
+            "ctxemb query 'slugs' 'tyres' --collection demo --path ./chroma --json",
+            "ctxemb query 'slugs' --collection demo --path ./chroma --rerank maxsim",
+        ),
     )
     p.add_argument("text", nargs="+", help="one or more query texts")
     _store_args(p)
     p.add_argument("-k", "--top-k", type=_POSITIVE, default=5, help="results per query (≥ 1)")
-    p.add_argument("--model", help="query with this model's contract (must match the index)")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.add_argument(
+        "--model",
+        help="query with this model's contract, which must match the index's (default: the "
+        "collection's own contract, with the contract options applied)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object per query")
     _rerank_args(p)
     _open_sample_arg(p)
     _contract_args(p)
@@ -179,6 +339,11 @@ def _parser() -> argparse.ArgumentParser:
         "verify",
         help="check a collection against a contract and print a report",
         description=_VERIFY_DESCRIPTION,
+        epilog=_examples(
+            "ctxemb verify --collection demo --path ./chroma",
+            "ctxemb verify --collection demo --path ./chroma --all",
+            "ctxemb verify --collection demo --host 127.0.0.1 --port 8000 --sample 0",
+        ),
     )
     _store_args(p)
     p.add_argument("--model", help="the caller's model (default: the collection's own contract)")
@@ -187,7 +352,7 @@ def _parser() -> argparse.ArgumentParser:
         "--sample",
         type=_COUNT,
         default=32,
-        help="stored documents to re-embed and compare (default 32; 0: stamp and canary only)",
+        help="stored documents to re-embed and compare (0: stamp and canary only)",
     )
     scope.add_argument(
         "--all", action="store_true", help="re-embed and compare every stored document"
@@ -200,6 +365,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Copy every document into a new stamped collection, re-embedded under the "
         "source's contract with the changes given (or another --model). Resumable; the source "
         "is never modified.",
+        epilog=_examples(
+            "ctxemb migrate --collection demo --to demo-128 --truncate-dim 128 --path ./chroma",
+            "ctxemb migrate --collection demo --to demo-e5 --model ./e5-small --family e5",
+        ),
     )
     _store_args(p)
     p.add_argument("--to", required=True, help="name of the new collection")
@@ -208,21 +377,55 @@ def _parser() -> argparse.ArgumentParser:
     _open_sample_arg(p)
     _contract_args(p)
 
+    p = sub.add_parser(
+        "restamp",
+        help="accept a query-side contract change on a stamped collection, deliberately",
+        description="Rewrite a collection's stamp for a contract whose change leaves the stored "
+        "documents valid: a new query prefix, a separate query encoder, another name for the "
+        "same weights. The new contract is the stamp's with the contract options applied (or "
+        "the --contract file). Any change that needs the documents re-embedded is refused: "
+        "use ctxemb migrate. Prints the old and new fingerprints and each changed field.",
+        epilog=_examples(
+            "ctxemb restamp --collection demo --path ./chroma --query-prefix 'query: '",
+            "ctxemb restamp --collection demo --host 127.0.0.1 --port 8000 --contract new.json",
+        ),
+    )
+    _store_args(p)
+    p.add_argument(
+        "--contract",
+        type=Path,
+        metavar="FILE",
+        help='the new contract as JSON (what ctxemb inspect prints under "contract"), '
+        "instead of contract options",
+    )
+    _contract_args(p)
+
     from ctxemb_core import _cli_detect, _cli_eval
 
     _cli_eval.add_parser(sub)
     _cli_detect.add_parser(sub)
+    export = _optional_command("export")
+    if export is not None:
+        export.add_parser(sub)
     return parser
+
+
+def _optional_command(name: str) -> Any:
+    """The module of a subcommand that may not be in this installation yet, else ``None``."""
+    try:
+        return importlib.import_module(f"ctxemb_core._cli_{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"ctxemb_core._cli_{name}":
+            raise  # the module is there and broken: a bug to see, not a command to hide
+        return None
 
 
 def _store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) -> None:
     p.add_argument("--collection", required=collection_required, help="collection name")
-    p.add_argument(
-        "--store", default="chroma", choices=STORES, help="the store's adapter (default: chroma)"
-    )
-    p.add_argument("--path", default="./chroma", help="embedded store folder (default ./chroma)")
+    p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
+    p.add_argument("--path", default="./chroma", help="embedded store folder")
     p.add_argument("--host", help="a store server's host (instead of --path)")
-    p.add_argument("--port", type=_PORT, default=8000)
+    p.add_argument("--port", type=_PORT, default=8000, help="the server's port, with --host")
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
@@ -256,7 +459,7 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
         "--candidates",
         type=_POSITIVE,
         default=50,
-        help="first-stage candidates to rerank (≥ --top-k; default 50)",
+        help="first-stage candidates to rerank (≥ --top-k)",
     )
     group.add_argument(
         "--activation",
@@ -298,36 +501,33 @@ def _open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {} if args.sample is None else {"sample": args.sample}
 
 
-def _require_store(args: argparse.Namespace) -> None:
-    """Refuse a ``--path`` with no store for a command that reads one, before connecting.
-
-    Connecting would create the folder, empty, only to report that nothing is in it. A folder
-    that cannot be used at all (a file, not writable) is the adapter's ``connect`` to refuse.
-
-    Raises:
-        InvalidInputError: there is no folder at ``--path`` (and no ``--host``).
-    """
-    if not args.host and not Path(args.path).expanduser().is_dir():
-        raise InvalidInputError(
-            f"--path {args.path}: no store there; pass the folder of an existing store (or "
-            "--host of a server), or create one with ctxemb index"
-        )
-
-
-def _adapter(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The store's adapter module, loaded by name only now, and a client for it."""
-    name = f"ctxemb_{args.store}"
+def _adapter_module(store: str) -> Any:
+    """The store's adapter module, loaded by name only now."""
+    name = f"ctxemb_{store}"
     try:
-        adapter = importlib.import_module(name)
+        return importlib.import_module(name)
     except ImportError as exc:
         raise MissingDependencyError(
-            f"the {args.store!r} store needs its adapter: "
-            f"pip install 'ctxemb[{args.store}]' ({exc})"
+            f"the {store!r} store needs its adapter: pip install 'ctxemb[{store}]' ({exc})"
         ) from None
+
+
+@contextlib.contextmanager
+def _store(args: argparse.Namespace, *, create: bool) -> Iterator[tuple[Any, Any]]:
+    """The store's adapter and a client for it, closed when the block ends.
+
+    ``create=False`` (commands that only read) refuses a ``--path`` with no store instead of
+    creating an empty one there. A server's client holds sockets until it is closed.
+    """
+    adapter = _adapter_module(args.store)
     for option in ("collection", "to"):
         if getattr(args, option, None) is not None:
             adapter.check_name(getattr(args, option))  # before connecting creates a store
-    return adapter, adapter.connect(path=args.path, host=args.host, port=args.port)
+    client = adapter.connect(path=args.path, host=args.host, port=args.port, create=create)
+    try:
+        yield adapter, client
+    finally:
+        client.close()
 
 
 def _given_contract(args: argparse.Namespace) -> EmbeddingContract | None:
@@ -341,15 +541,9 @@ def _caller_contract(
     args: argparse.Namespace, given: EmbeddingContract | None, adapter: Any, client: Any
 ) -> EmbeddingContract:
     """The contract given on the command line, else the collection's own (with the overrides)."""
-    from ctxemb_core.resolve import contract_for
-
     if given is not None:
         return given
-    stamped: EmbeddingContract = adapter.stamped_contract(client, args.collection)
-    overrides = _overrides(args)
-    if not overrides:
-        return stamped
-    return contract_for(stamped.model, **overrides)
+    return _changed(adapter.stamped_contract(client, args.collection), _overrides(args))
 
 
 def _embedder(args: argparse.Namespace, contract: EmbeddingContract) -> Any:
@@ -436,14 +630,17 @@ def _index(args: argparse.Namespace) -> int:
 
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
-    embedder = _embedder(args, contract)
-    adapter, client = _adapter(args)
-    collection = adapter.open_collection(client, args.collection, embedder, **_open_kwargs(args))
-    added = _index_missing(collection, corpus, args.batch_size)
-    print(
-        f"{args.collection}: {added} added, {collection.count()} documents, "
-        f"contract {contract.describe()}"
-    )
+    # The store is reached before the model is loaded: a server that is down is said at once.
+    with _store(args, create=True) as (adapter, client):
+        embedder = _embedder(args, contract)
+        collection = adapter.open_collection(
+            client, args.collection, embedder, **_open_kwargs(args)
+        )
+        added = _index_missing(collection, corpus, args.batch_size)
+        print(
+            f"{args.collection}: {added} added, {collection.count()} documents, "
+            f"contract {contract.describe()}"
+        )
     return 0
 
 
@@ -453,29 +650,42 @@ def _query(args: argparse.Namespace) -> int:
     given = _given_contract(args)
     # A reranker that cannot be built is refused before the store is read.
     reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
-    _require_store(args)
-    adapter, client = _adapter(args)
-    contract = _caller_contract(args, given, adapter, client)
-    collection = adapter.open_collection(
-        client, args.collection, contract, create=False, **_open_kwargs(args)
-    )
-    if args.rerank is not None:
-        reranker = reranker or _reranker(args, collection.contract)
-        return _two_stage(args, adapter, collection, reranker)
-    result = collection.query(args.text, n_results=args.top_k)
-    for q, ids, dists, docs in zip(
-        args.text, result["ids"], result["distances"], result["documents"], strict=True
-    ):
-        if args.json:
-            print(json.dumps({"query": q, "ids": ids, "distances": dists}, ensure_ascii=False))
-            continue
-        print(f"query {q!r}")
-        for i, d, doc in zip(ids, dists, docs, strict=True):
-            print(f"  {i:<20} {d:8.4f}  {(doc or '')[:70]}")
+    with _store(args, create=False) as (adapter, client):
+        contract = _caller_contract(args, given, adapter, client)
+        collection = adapter.open_collection(
+            client, args.collection, contract, create=False, **_open_kwargs(args)
+        )
+        if args.rerank is not None:
+            reranker = reranker or _reranker(args, collection.contract)
+            return _two_stage(args, adapter, collection, reranker)
+        metric = _metric(collection.contract)
+        for q in args.text:
+            hits = adapter.shortlist(collection, q, args.top_k, require_text=False).candidates
+            if args.json:
+                results = [
+                    {"id": h.id, "similarity": round(h.score, 6), "text": h.text} for h in hits
+                ]
+                row = {"query": q, "metric": metric, "results": results}
+                print(json.dumps(row, ensure_ascii=False))
+                continue
+            print(f"query {q!r}  ({metric}, higher is better)")
+            for rank, h in enumerate(hits, start=1):
+                print(f"  {rank:>2}. {h.id:<20} similarity {h.score:7.4f}  {_clip(h.text, 60)}")
     return 0
 
 
+def _metric(contract: EmbeddingContract) -> str:
+    """What a similarity under ``contract`` is, in words (see ``guard.similarity``)."""
+    return "cosine similarity" if contract.normalize else "inner-product similarity"
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker: Any) -> int:
+    metric = _metric(collection.contract)
     for q in args.text:
         result = adapter.search(
             collection,
@@ -490,31 +700,35 @@ def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker
                 "query": q,
                 "ids": result.ids,
                 "scores": [h.score for h in result.hits],
-                "first_stage": [h.first_score for h in result.hits],
+                "score": "reranker",
+                "similarities": [h.first_score for h in result.hits],
+                "metric": metric,
                 "index_fingerprint": result.index_fingerprint,
                 "reranker_fingerprint": result.reranker_fingerprint,
                 "rerank_ms": round(result.rerank_seconds * 1000, 2),
             }
             print(json.dumps(row, ensure_ascii=False))
             continue
-        print(f"query {q!r}  reranked {result.shortlisted} by {reranker.contract.describe()}")
-        for h in result.hits:
+        print(
+            f"query {q!r}  reranked {result.shortlisted} by {reranker.contract.describe()} "
+            f"(reranker score, higher is better; first stage: {metric})"
+        )
+        for rank, h in enumerate(result.hits, start=1):
             print(
-                f"  {h.id:<20} {h.score:9.4f}  (first stage #{h.first_rank + 1}, "
-                f"{h.first_score:.4f})  {h.text[:60]}"
+                f"  {rank:>2}. {h.id:<20} reranker score {h.score:9.4f}  (first stage "
+                f"#{h.first_rank + 1}, similarity {h.first_score:.4f})  {_clip(h.text, 50)}"
             )
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
     given = _given_contract(args)
-    _require_store(args)
-    adapter, client = _adapter(args)
-    contract = _caller_contract(args, given, adapter, client)
-    stored = adapter.stored_collection(client, args.collection)
-    # --all reads every record in pages, with a progress bar on stderr (stdout stays the JSON).
-    scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
-    report = adapter.verify(stored, contract, **scope)
+    with _store(args, create=False) as (adapter, client):
+        contract = _caller_contract(args, given, adapter, client)
+        stored = adapter.stored_collection(client, args.collection)
+        # --all reads every record in pages, a progress bar on stderr (stdout stays the JSON).
+        scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
+        report = adapter.verify(stored, contract, **scope)
     print(json.dumps(report.to_dict(), indent=2))
     if report.ok:
         return 0
@@ -554,24 +768,54 @@ def _failures(report: Any) -> str:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from ctxemb_core.resolve import contract_for
-
     given = _given_contract(args)
     if args.to == args.collection:
         raise InvalidInputError(
             f"--to {args.to!r} is the source collection; migrate writes a new collection and "
             "never modifies the source: pass another name"
         )
-    _require_store(args)
-    adapter, client = _adapter(args)
-    source_contract = adapter.stamped_contract(client, args.collection)
-    source = adapter.open_collection(
-        client, args.collection, source_contract, create=False, **_open_kwargs(args)
-    )
-    target = given or contract_for(source_contract.model, **_overrides(args))
-    done = adapter.migrate(source, _embedder(args, target), args.to, batch_size=args.batch_size)
-    print(f"{args.to}: {done.count()} documents under {target.describe()}")
+    with _store(args, create=False) as (adapter, client):
+        source_contract = adapter.stamped_contract(client, args.collection)
+        source = adapter.open_collection(
+            client, args.collection, source_contract, create=False, **_open_kwargs(args)
+        )
+        target = given or _changed(source_contract, _overrides(args))
+        embedder = _embedder(args, target)
+        done = adapter.migrate(source, embedder, args.to, batch_size=args.batch_size)
+        print(f"{args.to}: {done.count()} documents under {target.describe()}")
     print(f"changed: {source_contract.diff(target)}")
+    return 0
+
+
+def _restamp(args: argparse.Namespace) -> int:
+    from ctxemb_core.contract import load_contract
+
+    overrides = _overrides(args)
+    if args.contract is not None and overrides:
+        given = ", ".join(_flag(k) for k in overrides)
+        raise InvalidInputError(
+            f"--contract and {given} both say what the new contract is: give the file, or "
+            "the contract options to change in the stamp's contract"
+        )
+    new = load_contract(args.contract) if args.contract is not None else None
+    if new is None and not overrides:
+        raise InvalidInputError(
+            "restamp needs the new contract: contract options to change in the stamp's "
+            "contract (e.g. --query-prefix 'query: ') or --contract FILE"
+        )
+    with _store(args, create=False) as (adapter, client):
+        old = adapter.stamped_contract(client, args.collection)
+        new = new or _changed(old, overrides)
+        report = adapter.restamp(client, args.collection, new)
+    if not report.changed:
+        print(f"{args.collection}: unchanged, fingerprint {report.old_fingerprint[:12]}")
+        return 0
+    print(
+        f"{args.collection}: {report.old_fingerprint[:12]} -> {report.new_fingerprint[:12]} "
+        f"({report.kind.value})"
+    )
+    for change in report.changes:
+        print(f"  {change.field}: {change.index!r} -> {change.caller!r}")
     return 0
 
 
@@ -597,13 +841,26 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ctxemb_core import Embedder, contract_for
-    from ctxemb_core.errors import ContractMismatchError
+    from ctxemb_core import contract_for
 
     corpus = _load_documents(args.corpus)
     queries = _load_queries(args.queries)
     contract = contract_for(args.model)
-    adapter, client = _adapter(args)
+    with _store(args, create=True) as (adapter, client):
+        return _demo_in(args, adapter, client, contract, corpus, queries)
+
+
+def _demo_in(
+    args: argparse.Namespace,
+    adapter: Any,
+    client: Any,
+    contract: EmbeddingContract,
+    corpus: dict[str, dict[str, str]],
+    queries: list[str],
+) -> int:
+    from ctxemb_core import Embedder
+    from ctxemb_core.errors import ContractMismatchError
+
     print(f"contract   {contract.describe()}")
     collection = adapter.open_collection(client, args.collection, Embedder(contract))
     added = _index_missing(collection, corpus, 512)
@@ -611,9 +868,10 @@ def _demo(args: argparse.Namespace) -> int:
         f"collection {args.collection!r} in {args.path}: {added} documents added, "
         f"{collection.count()} in all, stamped {contract.fingerprint[:12]}"
     )
-    result = collection.query(queries, n_results=args.top_k)
-    for q, ids, dists in zip(queries, result["ids"], result["distances"], strict=True):
-        hits = ", ".join(f"{i} ({1 - d:.3f})" for i, d in zip(ids, dists, strict=True))
+    print(f"scores     {_metric(contract)} of each hit, higher is better")
+    for q in queries:
+        found = adapter.shortlist(collection, q, args.top_k, require_text=False).candidates
+        hits = ", ".join(f"{h.id} ({h.score:.3f})" for h in found)
         print(f"query      {q!r}\n  -> {hits}")
 
     print("\nThe same collection opened under other contracts:")
@@ -642,6 +900,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "migrate": _migrate,
     "eval": _eval,
     "detect": _detect,
+    "restamp": _restamp,
 }
 
 
@@ -655,23 +914,91 @@ def _error(message: str) -> int:
     return 2
 
 
+def _cli_message(exc: CtxembError) -> str:
+    """The error's message in the command line's terms (flags, not Python calls)."""
+    message_for = getattr(exc, "message_for", None)
+    return str(message_for("cli")) if callable(message_for) else str(exc)
+
+
+class _Truncations:
+    """Every :class:`TruncationWarning` of a command, said once at its end.
+
+    An embedder warns once per call, and a command makes many calls (one per batch); the user
+    needs the total, in one line and without the warning's source line.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[TruncationWarning] = []
+
+    @contextlib.contextmanager
+    def recorded(self) -> Iterator[None]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.simplefilter("always", TruncationWarning)  # every call counts, none shown
+            show = warnings.showwarning
+
+            def record(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+                if isinstance(message, TruncationWarning):
+                    self.seen.append(message)
+                else:
+                    show(message, category, *args, **kwargs)
+
+            warnings.showwarning = record
+            yield
+
+    def notes(self) -> list[str]:
+        by_limit: dict[int, list[int]] = {}
+        for w in self.seen:
+            count, total = by_limit.setdefault(w.max_tokens, [0, 0])
+            by_limit[w.max_tokens] = [count + w.count, total + w.total]
+        return [
+            f"ctxemb: note: {count:,} of {total:,} texts were longer than max_tokens={limit} "
+            "and were truncated"
+            for limit, (count, total) in sorted(by_limit.items())
+        ]
+
+
+def _run(args: argparse.Namespace) -> int:
+    handler = _HANDLERS.get(args.command)
+    if handler is None:  # a command of its own module (export)
+        handler = _optional_command(args.command).run
+    truncations = _Truncations()
+    with truncations.recorded():
+        code = handler(args)
+    for note in truncations.notes():
+        print(note, file=sys.stderr)
+    return code
+
+
+def _quiet_stdout() -> None:
+    """After a reader closed stdout (``| head``): send what is left to /dev/null, so that
+    Python's own flush at exit does not fail again (the recipe of Python's signal docs)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ctxemb`` console script.
 
     Returns:
-        0 on success, 1 when ``verify`` finds a failed check, 2 for a user's mistake (one
-        ``ctxemb: error:`` line on stderr, nothing changed), 130 when interrupted.
+        0 on success, 1 when a check fails (``verify``, ``detect``), 2 for a user's mistake
+        (one ``ctxemb: error:`` line on stderr, nothing changed), 130 when interrupted.
     """
     try:
         try:
             args = _parser().parse_args(argv)
         except SystemExit as exc:  # --help: argparse printed it and asks to exit
             return exc.code if isinstance(exc.code, int) else 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("default")
-            return _HANDLERS[args.command](args)
+        code = _run(args)
+        sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        # The reader has what it wanted (ctxemb inspect ... | head -1): stop quietly.
+        _quiet_stdout()
+        return 0
     except CtxembError as exc:
-        return _error(f"{type(exc).__name__}: {exc}")
+        return _error(f"{type(exc).__name__}: {_cli_message(exc)}")
     except OSError as exc:
         # A user's path (a corpus, a queries file, a store folder) that cannot be read or written;
         # errors from ctxemb's own files are CtxembErrors and are caught above.

@@ -1,4 +1,8 @@
-"""The ctxemb command against real Chroma: index, query, verify, migrate (resumed), eval."""
+"""The ctxemb command against real Chroma: index, query, verify, migrate (resumed), eval.
+
+Commands run in-process through ``main([...])``; a separate process only where the test needs one
+to kill or interrupt.
+"""
 
 from __future__ import annotations
 
@@ -15,15 +19,6 @@ from chroma_server import chroma_server
 
 from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
-
-
-def ctxemb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(
-        [sys.executable, "-m", "ctxemb_core.cli", *args], capture_output=True, text=True
-    )
-    if check:
-        assert out.returncode == 0, out.stderr[-3000:]
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +42,7 @@ def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     _, hits, _ = cli(
         capsys, "query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json"
     )
-    assert json.loads(hits.splitlines()[0])["ids"][0] == "garden-3"
+    assert json.loads(hits.splitlines()[0])["results"][0]["id"] == "garden-3"
     code, out, _ = cli(capsys, "verify", *store)
     report = json.loads(out)
     assert code == 0 and report["ok"] and report["canary_cosine"] > 0.9999
@@ -68,9 +63,9 @@ def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     assert "InvalidInputError: collection 'nothing-here' does not exist" in err
 
 
-def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):
+def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path, capsys):
     store = ["--host", "127.0.0.1", "--port", str(server)]
-    ctxemb("index", str(demo_data.corpus_path()), *store, "--collection", "src")
+    assert main(["index", str(demo_data.corpus_path()), *store, "--collection", "src"]) == 0
     client = chromadb.HttpClient(host="127.0.0.1", port=server)
     source_ids = sorted(client.get_collection("src", embedding_function=None).get()["ids"])
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
@@ -95,27 +90,31 @@ def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path):
     proc.wait()
     partial = client.get_collection("dst", embedding_function=None).count()
     assert 0 < partial < len(source_ids), "the kill must land mid-way for this test to mean much"
-    resumed = ctxemb(*args)
-    assert "dst: 24 documents" in resumed.stdout and "truncate_dim" in resumed.stdout
+    capsys.readouterr()
+    code, resumed, err = cli(capsys, *args)
+    assert code == 0, err
+    assert "dst: 24 documents" in resumed and "truncate_dim" in resumed
     dst = client.get_collection("dst", embedding_function=None).get()
     assert sorted(dst["ids"]) == source_ids and len(dst["ids"]) == len(set(dst["ids"]))
     src_after = sorted(client.get_collection("src", embedding_function=None).get()["ids"])
     assert src_after == source_ids
-    report = json.loads(ctxemb("verify", *store, "--collection", "dst").stdout)
-    assert report["ok"] and report["sample_size"] == 24
+    code, out, _ = cli(capsys, "verify", *store, "--collection", "dst")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["sample_size"] == 24
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("deployment", ["embedded", "server"])
 def test_scifact_eval_reproduces_the_published_ndcg(
-    deployment, data_dir, tmp_path_factory, request
+    deployment, data_dir, tmp_path_factory, request, capsys
 ):
     if deployment == "embedded":
         store = ["--path", str(tmp_path_factory.mktemp("scifact"))]
     else:
         store = ["--host", "127.0.0.1", "--port", str(request.getfixturevalue("server"))]
-    out = ctxemb("eval", "--data", str(data_dir / "scifact"), *store)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    code, out, err = cli(capsys, "eval", "--data", str(data_dir / "scifact"), *store)
+    assert code == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
     published = json.loads(
         next((data_dir / "mteb_results" / "sentence-transformers__all-MiniLM-L6-v2").iterdir())
         .joinpath("SciFact.json")
@@ -126,7 +125,7 @@ def test_scifact_eval_reproduces_the_published_ndcg(
     assert {"recall@100", "mrr@10", "fingerprint"} <= set(result)
 
 
-def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path):
+def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path, capsys):
     store = ["--host", "127.0.0.1", "--port", str(server), "--collection", "interrupted"]
     corpus = str(demo_data.corpus_path())
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(tmp_path / "no-cache")}
@@ -155,5 +154,6 @@ def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path):
     assert "Traceback" not in err
     said = [line for line in err.splitlines() if "ctxemb:" in line]
     assert len(said) == 1 and said[0].split("\r")[-1].startswith("ctxemb: error: interrupted")
-    resumed = ctxemb("index", corpus, *store)
-    assert f"{24 - partial} added, 24 documents" in resumed.stdout
+    code, resumed, err = cli(capsys, "index", corpus, *store)
+    assert code == 0, err
+    assert f"{24 - partial} added, 24 documents" in resumed

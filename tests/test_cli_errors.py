@@ -104,17 +104,22 @@ FRESH = [
     (["index", "{no_text}"], "no string 'text'"),
     (["index", "{beir_empty}"], "no documents"),
     (["index", "{beir_empty}/qrels"], "holds no corpus.jsonl"),
-    (["index", CORPUS, "--pooling", "average"], "valid values are"),
+    (["index", CORPUS, "--pooling", "average"], "invalid choice: 'average' (choose from 'cls'"),
+    (["index", CORPUS, "--family", "e6"], "invalid choice: 'e6' (choose from 'e5'"),
+    (["index", CORPUS, "--precision", "float64"], "(choose from 'float32'"),
+    (["index", CORPUS, "--quantization", "int4"], "(choose from 'int8-dynamic')"),
     (["index", CORPUS, "--max-tokens", "0"], "max_tokens"),
     (["index", CORPUS, "--max-tokens", "-3"], "max_tokens"),
     (["index", CORPUS, "--truncate-dim", "0"], "truncate_dim"),
     (["index", CORPUS, "--model", "{missing}"], "ModelNotFoundError"),
     (["query", "slugs", "-k", "0"], "argument -k/--top-k"),
-    (["query", "slugs"], "no store there"),
-    (["verify"], "no store there"),
+    (["query", "slugs"], "no Chroma store at"),
+    (["verify"], "no Chroma store at"),
+    (["detect"], "no Chroma store at"),
+    (["restamp", "--query-prefix", "q: "], "no Chroma store at"),
     (["verify", "--sample", "-1"], "argument --sample"),
     (["verify", "--all", "--sample", "3"], "not allowed with"),
-    (["migrate", "--to", "other"], "no store there"),
+    (["migrate", "--to", "other"], "no Chroma store at"),
     (["migrate", "--to", "other", "--batch-size", "0"], "argument --batch-size"),
     (["migrate", "--to", "demo"], "never modifies the source"),
     (["eval", "--data", "{missing}"], "not found"),
@@ -133,7 +138,7 @@ def test_bad_invocations_exit_2_with_one_line_and_create_nothing(
     fresh = tmp_path / "fresh"
     args = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
     store = ["--path", str(fresh)]
-    if args[0] in ("index", "query", "verify", "migrate"):
+    if args[0] in ("index", "query", "verify", "migrate", "detect", "restamp"):
         store += ["--collection", "demo"]
     code, out, err = run(capsys, *args, *store)
     assert code == 2, (out, err)
@@ -173,7 +178,9 @@ EXISTING = [
     (["migrate", "--collection", "demo", "--to", "demo"], "never modifies the source"),
     (["migrate", "--collection", "nothing-here", "--to", "other"], "does not exist"),
     (["migrate", "--collection", "demo", "--to", "no spaces allowed"], "InvalidInputError"),
-    (["migrate", "--collection", "demo", "--to", "other", "--pooling", "mode"], "valid values"),
+    (["migrate", "--collection", "demo", "--to", "other", "--pooling", "mode"], "invalid choice"),
+    (["restamp", "--collection", "demo", "--pooling", "cls"], "ContractMismatchError"),
+    (["restamp", "--collection", "demo"], "needs the new contract"),
 ]
 
 
@@ -190,7 +197,7 @@ def test_bad_invocations_on_an_existing_store_change_nothing(args, fragment, sto
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([], "required: command"),
+        ([], "required: COMMAND"),
         (["nosuch"], "invalid choice: 'nosuch'"),
         (["index", "--collection", "demo"], "required: data"),
         (["query", "--collection", "demo"], "required: text"),
@@ -266,7 +273,7 @@ def test_the_open_sample_is_the_users(tmp_path, capsys):
     # Canary only: the open passes and the query answers.
     code, out, err = run(capsys, *query, "--sample", "0")
     assert code == 0, err
-    assert len(json.loads(out)["ids"]) == 5
+    assert len(json.loads(out)["results"]) == 5
     # index opens the collection too, under the same rule.
     code, _, err = run(
         capsys, "index", CORPUS, "--path", path, "--collection", "demo", "--sample", str(N_DOCS)

@@ -294,7 +294,7 @@ def test_cli_contract_options_hold_fields_fixed(client, base, capsys):
 
 def test_cli_errors(client, capsys, tmp_path):
     code = main(["detect", "--collection", "nope", "--path", str(tmp_path / "none")])
-    assert code == 2 and "no store there" in capsys.readouterr().err
+    assert code == 2 and "no Chroma store at" in capsys.readouterr().err
     code = main(["detect", *client.ctxemb_args, "--collection", fresh_name()])
     assert code == 2 and "does not exist" in capsys.readouterr().err
     code = main(["detect", *client.ctxemb_args, "--collection", "abc", "--sample", "0"])

@@ -261,7 +261,7 @@ def test_sts_split_picks_the_file_in_the_folder(sts, capsys):
         (["--host", "127.0.0.1"], "--host and --path"),
         (["--via", "chroma", "--port", "8000", "--path", "{fresh}"], "--port needs --host"),
         (["--collection", "no spaces"], "not one Chroma accepts"),
-        (["--pooling", "average"], "valid values"),
+        (["--pooling", "average"], "invalid choice: 'average'"),
     ],
 )
 def test_bad_invocations_are_one_line_and_create_nothing(
