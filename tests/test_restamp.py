@@ -231,3 +231,31 @@ def test_a_collection_written_through_haystack_restamps_the_same_way(e5, tmp_pat
     with pytest.raises(PipelineRuntimeError) as info:  # wrapping the component's error
         ask(old, ChromaDocumentStore(collection_name=name, persist_path=str(tmp_path)))
     assert isinstance(info.value.__cause__, ContractMismatchError)
+
+
+def test_restamp_keeps_a_collection_created_with_hnsw_metadata(tmp_path):
+    """A stamped collection whose metadata also names hnsw:space (made by a tool that passed
+    both at creation) re-stamps: Chroma refuses any modify whose metadata names hnsw:space."""
+    import chromadb
+
+    from ctxemb_chroma import open_collection, restamp
+    from ctxemb_core import Embedder, IndexStamp, contract_for
+
+    contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    embedder = Embedder(contract)
+    client = chromadb.PersistentClient(str(tmp_path / "store"))
+    stamp = IndexStamp.from_embedder(embedder).to_metadata()
+    raw = client.create_collection(
+        "raw-docs", metadata={"hnsw:space": "cosine", "team": "a", **stamp}
+    )
+    texts = ["Green tea is steamed.", "Chains like oil.", "Slugs eat lettuce."]
+    raw.add(
+        ids=["t", "b", "s"], documents=texts, embeddings=embedder.embed_documents(texts).tolist()
+    )
+    report = restamp(client, "raw-docs", contract.with_(query_prefix="query: "))
+    assert report.fields == ("query_prefix",)
+    again = client.get_collection("raw-docs")
+    assert again.metadata["team"] == "a"
+    assert again.configuration_json["hnsw"]["space"] == "cosine"
+    docs = open_collection(client, "raw-docs", contract.with_(query_prefix="query: "))
+    assert docs.query(["green tea"], n_results=1)["ids"] == [["t"]]
