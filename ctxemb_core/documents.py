@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxemb_core._validate import check_texts
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import DiffKind, EmbeddingContract
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -139,6 +139,8 @@ def check_fingerprint(fingerprint: str, index: EmbeddingContract) -> EmbeddingCo
         return index
     caller = recall(fingerprint)
     if caller is not None:
+        if _label_only(index, caller):
+            return caller
         raise ContractMismatchError(index, caller)
     raise ContractMismatchError.from_fingerprints(index, fingerprint)
 
@@ -297,7 +299,11 @@ def check_documents(
             continue
         if carried is None:
             missing.append(name)
-        elif carried != mine:
+        elif carried != mine and not (
+            carried in contracts
+            and not isinstance(contract, str)
+            and _label_only(contracts[carried], contract)
+        ):
             foreign.setdefault(carried, []).append(name)
 
     if foreign:
@@ -323,6 +329,15 @@ def check_documents(
             "contract embedded them, and the whole result was refused. Re-embed them through "
             "ctxemb (its embedders stamp every document), or rebuild the store."
         )
+
+
+def _label_only(index: EmbeddingContract, caller: EmbeddingContract) -> bool:
+    """Whether two contracts differ only in the model's name over the same weights.
+
+    Such contracts make the same vectors by construction (a copied folder named for itself, a
+    hub name against a local label), so a document or query of one is the other's too.
+    """
+    return index.diff(caller).kind is DiffKind.LABEL
 
 
 def _seen() -> dict[str, EmbeddingContract]:

@@ -26,3 +26,41 @@ def test_a_raw_collection_made_with_hnsw_metadata_can_be_adopted(tmp_path):
     assert stored.metadata["owner"] == "ops"
     assert stored.metadata["ctxemb:fingerprint"] == contract.fingerprint
     assert stored.configuration_json["hnsw"]["space"] == "cosine"
+
+
+def test_a_label_only_difference_passes_the_per_document_checks():
+    # Stores without collection metadata check a fingerprint per document; a contract that only
+    # names the same weights differently makes the same vectors, so it is not refused there.
+    from ctxemb_core.contract import DiffKind
+    from ctxemb_core.documents import check_documents, check_fingerprint, remember, stamp_meta
+    from ctxemb_core.errors import ContractMismatchError
+
+    hub = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    local = hub.with_(model="acme/minilm-copy")
+    assert hub.diff(local).kind is DiffKind.LABEL
+    remember(hub)
+    remember(local)
+    assert check_fingerprint(local.fingerprint, hub) == local
+    check_documents([stamp_meta({}, hub)], local)
+    # Anything more than a label is still refused, by field.
+    other = local.with_(query_prefix="query: ")
+    remember(other)
+    import pytest
+
+    with pytest.raises(ContractMismatchError) as caught:
+        check_fingerprint(other.fingerprint, hub)
+    assert "query_prefix" in caught.value.fields
+
+
+def test_langchain_in_memory_store_accepts_a_label_only_difference():
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from ctxemb_langchain import ContractEmbeddings, ContractVectorStore
+
+    hub = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    inner = InMemoryVectorStore(ContractEmbeddings(hub))
+    ContractVectorStore(inner).add_texts(["Green tea is steamed.", "Chains like oil."])
+    local = hub.with_(model="acme/minilm-copy")
+    inner.embedding = ContractEmbeddings(local)
+    found = ContractVectorStore(inner).similarity_search("how is green tea made", k=1)
+    assert found[0].page_content == "Green tea is steamed."
