@@ -389,3 +389,12 @@ def test_restamp_refuses_a_change_that_needs_re_embedding(store, capsys):
     assert code == 2
     one_error(err, "ContractMismatchError", "truncate_dim", "ctxemb migrate")
     assert dict(client.get_collection("demo", embedding_function=None).metadata or {}) == before
+
+
+def test_a_mistyped_collection_name_gets_a_suggestion(store, capsys):
+    target = ["--path", str(store), "--collection", "dmeo"]
+    for args in (["query", "slugs"], ["query", "slugs", "--model", MINILM], ["verify"]):
+        code, _, err = run(capsys, *args, *target)
+        assert code == 2, args
+        line = one_error(err, "collection 'dmeo' does not exist", "did you mean 'demo'?")
+        assert "create=False" not in line

@@ -9,13 +9,13 @@ from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
     check_client,
     check_name,
+    missing_collection,
     stored_or_none,
     translated,
 )
 from ctxemb_chroma._verify import adopt as adopt_unstamped
 from ctxemb_chroma._verify import verify_open
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
     as_embedder,
@@ -74,7 +74,7 @@ def open_collection(
     raw = stored_or_none(client, name)
     if raw is None:
         if not create:
-            raise InvalidInputError(f"collection {name!r} does not exist (create=False)")
+            raise missing_collection(client, name, " (create=False)")
         stamp = IndexStamp.from_embedder(embedder)
         ef = ContractEmbeddingFunction(embedder)
         try:

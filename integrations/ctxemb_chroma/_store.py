@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -115,8 +116,21 @@ def stored_collection(client: ClientAPI, name: str) -> Collection:
     """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
     raw = stored_or_none(check_client(client), check_name(name))
     if raw is None:
-        raise InvalidInputError(f"collection {name!r} does not exist")
+        raise missing_collection(client, name)
     return raw
+
+
+def missing_collection(client: ClientAPI, name: str, python: str = "") -> InvalidInputError:
+    """The error for a collection that is not in the store, naming a similar one if any."""
+    names: list[str] = []
+    with contextlib.suppress(Exception):  # only a hint: a store that cannot list gets none
+        names = [str(getattr(c, "name", c)) for c in client.list_collections()]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return InvalidInputError(
+        f"collection {name!r} does not exist{python}{hint}",
+        cli=f"collection {name!r} does not exist in this store{hint}",
+    )
 
 
 def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
