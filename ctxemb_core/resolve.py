@@ -29,6 +29,7 @@ from ctxemb_core.errors import (
     InvalidContractError,
     InvalidInputError,
     MalformedModelError,
+    MissingDependencyError,
     ModelNotFoundError,
     PickledWeightsError,
     UnsupportedModelError,
@@ -732,7 +733,13 @@ def _read_st_dense(folder: Path) -> DenseSpec:
 
 def _check_dense_weights(folder: Path, in_features: int, out_features: int, bias: bool) -> None:
     # Only the safetensors header is read: the shapes the config promises, before any load.
-    from safetensors import SafetensorError, safe_open
+    try:
+        from safetensors import SafetensorError, safe_open
+    except ImportError:
+        raise MissingDependencyError(
+            f"{folder}: reading a model folder's Dense head needs safetensors, which the base "
+            "install leaves out (it serves exports): pip install 'ctxemb[torch]'"
+        ) from None
 
     safetensors_files(folder)  # refuses a pickle-only head by name
     file = folder / "model.safetensors"  # what the head loads, as sentence-transformers does
@@ -941,6 +948,9 @@ def contract_for(
         raise InvalidContractError(
             f"family={family!r} is not known; valid values are {sorted(FAMILY_PRESETS)}"
         )
+    exported = _as_dir(text)
+    if exported is not None and _is_export(exported):
+        return _export_contract(exported, given, name=name, family=family, query_encoder=qtext)
 
     folder = locate_model(text)
     layout = read_layout(folder)
@@ -1007,6 +1017,56 @@ CONTRACT_OVERRIDES: tuple[str, ...] = tuple(
     for p in inspect.signature(contract_for).parameters.values()
     if p.kind is p.KEYWORD_ONLY and p.name in _CONTRACT_FIELDS
 )
+
+
+def _is_export(folder: Path) -> bool:
+    from ctxemb_core.backends.exported import is_export
+
+    return is_export(folder)
+
+
+def _export_contract(
+    folder: Path,
+    given: dict[str, Any],
+    *,
+    name: str | None,
+    family: str | None,
+    query_encoder: str | None,
+) -> EmbeddingContract:
+    """The contract of a ctxemb export folder, with the caller's explicit choices on top.
+
+    The export fixes the network (weights, query encoder, quantised graph); what is applied to
+    its token vectors (pooling, prefixes, normalisation, truncation, precision, max_tokens within
+    its positions) may still be chosen, as for a model folder. The export is verified and
+    registered under its weights digest by :func:`ctxemb_core.export.export_contract`.
+    """
+    from ctxemb_core.export import export_contract
+
+    contract = export_contract(folder)
+    fixed = "query_encoder" if query_encoder is not None else None
+    if "quantization" in given and given["quantization"] != (
+        contract.quantization and contract.quantization.value
+    ):
+        fixed = "quantization"
+    if fixed is not None:
+        flag = "--" + fixed.replace("_", "-")
+        raise InvalidContractError(
+            f"{folder} is a ctxemb export: its network is fixed ({contract.model}, "
+            f"quantization={contract.quantization and contract.quantization.value!r}), so "
+            f"{fixed}= cannot change it. Export again from the model folder with the contract "
+            "you want: ctxemb_core.export.export_model(contract, directory)",
+            cli=f"{folder} is a ctxemb export: its network is fixed, so {flag} cannot change "
+            f"it. Export again from the model folder: ctxemb export MODEL DIR {flag} …",
+        )
+    changes = dict(given)
+    changes.pop("quantization", None)
+    if family is not None:
+        query, document = FAMILY_PRESETS[family]
+        changes.setdefault("query_prefix", query)
+        changes.setdefault("document_prefix", document)
+    if name is not None:
+        changes["model"] = name
+    return contract.with_(**changes) if changes else contract
 
 
 def _model_text(model: Any, field: str) -> str:
