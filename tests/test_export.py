@@ -425,27 +425,45 @@ def test_an_export_serves_without_torch(
     assert float(np.dot(result["vector"], want)) >= 0.99999
 
 
+_AUTO = """
+import json, sys, warnings
+from ctxemb_core import Embedder, contract_for
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    embedder = Embedder(contract_for({folder!r}, pooling="mean"))
+    vector = embedder.embed_query("no onnx package here")
+print(json.dumps({{"backend": embedder.backend, "dim": len(vector),
+                   "warnings": [str(w.message) for w in caught],
+                   "loaded": sorted(m for m in {blocked!r} if m in sys.modules)}}))
+"""
+
+
 def test_auto_backend_without_the_onnx_package(tmp_path: Path) -> None:
-    # The onnx package moves to the [torch] extra: with torch but no onnx, "auto" still
-    # embeds (exporting without onnx, or on torch with the warning that says why).
+    # The onnx package moves to the [torch] extra. With torch but no onnx, "auto" embeds on
+    # torch (torch.onnx.export needs onnx), with the warning that says why and what to install.
     folder = build_bert(tmp_path / "bert")
-    out = run_blocked(
-        f"""
-        import json, sys, warnings
-        from ctxemb_core import Embedder, contract_for
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            embedder = Embedder(contract_for({str(folder)!r}, pooling="mean"))
-            vector = embedder.embed_query("no onnx package here")
-        print(json.dumps({{"backend": embedder.backend, "dim": len(vector),
-                           "warnings": [str(w.message) for w in caught],
-                           "onnx": "onnx" in sys.modules}}))
-        """,
-        ("onnx",),
-        env={"CTXEMB_CACHE_DIR": str(tmp_path / "fresh-cache")},
-        hide=True,
-    )
+    code = _AUTO.format(folder=str(folder), blocked=("onnx",))
+    out = run_blocked(code, ("onnx",), env={"CTXEMB_CACHE_DIR": str(tmp_path / "c")}, hide=True)
     result = json.loads(out.strip().splitlines()[-1])
-    assert result["dim"] == 32 and not result["onnx"]
-    if result["backend"] == "torch":
-        assert any("backend='auto'" in w for w in result["warnings"])
+    assert result["backend"] == "torch" and result["dim"] == 32 and result["loaded"] == []
+    (warning,) = [w for w in result["warnings"] if "backend='auto'" in w]
+    assert "pip install 'ctxemb[torch]'" in warning
+    # Once the export is cached (made where onnx is installed), onnx is not needed to serve it.
+    Embedder(contract_for(folder, pooling="mean"), backend="onnx")
+    out = run_blocked(code, ("onnx",), hide=True)
+    assert json.loads(out.strip().splitlines()[-1])["backend"] == "onnx"
+
+
+def test_a_cached_onnx_export_serves_without_torch_or_transformers(tmp_path: Path) -> None:
+    # The ONNX backend keeps the folder's tokenizer beside its export: a warm process reads
+    # the folder, the export and the tokenizer without importing torch or transformers.
+    folder = build_sentence_transformer(tmp_path / "st", dense_out=16)
+    want = Embedder(contract_for(folder), backend="onnx").embed_query("no onnx package here")
+    blocked = ("torch", "transformers", "onnx", "sentence_transformers")
+    code = _AUTO.format(folder=str(folder), blocked=blocked).replace(', pooling="mean"', "")
+    out = run_blocked(code, blocked)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["backend"] == "onnx" and result["loaded"] == [] and result["dim"] == 16
+    assert not [w for w in result["warnings"] if "backend='auto'" in w]
+    got = Embedder(contract_for(folder), backend="onnx").embed_query("no onnx package here")
+    assert np.array_equal(got, want)

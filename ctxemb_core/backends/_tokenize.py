@@ -225,3 +225,96 @@ def token_details(
         offsets.append([tuple(enc.offsets[i]) for i in keep])
         special.append([enc.special_tokens_mask[i] for i in keep])
     return tokens, offsets, special
+
+
+# -- a folder's tokenizer, kept beside its ONNX export ---------------------------------------
+
+_SAVED_JSON = "tokenizer.json"
+_SAVED_RECORD = "tokenizer.record.json"
+_SAVED_FORMAT = 1
+
+
+def folder_tokenizer(folder: Path, saved: Path | None = None) -> Tokenizer:
+    """The tokenizer of a model folder, read from ``saved`` when it was kept there before.
+
+    transformers imports torch whenever torch is installed, so reading a folder's tokenizer
+    through it costs a second or more and hundreds of megabytes. The ONNX backend keeps the
+    tokenizer transformers built (:meth:`Tokenizer.to_json` and :meth:`Tokenizer.facts`) in
+    ``saved``, a directory named by the weights digest (which covers the tokenizer's files),
+    and a later process reads it with ``tokenizers`` alone. A kept tokenizer is used only when
+    its file has the digest its record holds and it was made by the transformers installed now
+    (or transformers is not installed at all); otherwise the folder is read again and kept anew.
+    """
+    version = _installed("transformers")
+    if saved is not None:
+        kept = _read_saved(saved, version)
+        if kept is not None:
+            return kept
+    tokenizer = FolderTokenizer(folder)
+    if saved is not None and version is not None:
+        _keep(tokenizer, saved, version)
+    return tokenizer
+
+
+def _installed(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _read_saved(saved: Path, version: str | None) -> Tokenizer | None:
+    import json
+
+    from ctxemb_core._files import read_with_digest
+
+    try:
+        record = json.loads((saved / _SAVED_RECORD).read_text(encoding="utf-8"))
+        if (
+            not isinstance(record, dict)
+            or record.get("format") != _SAVED_FORMAT
+            or (version is not None and record.get("transformers") != version)
+            or not isinstance(record.get("facts"), dict)
+        ):
+            return None
+        data, digest = read_with_digest(saved / _SAVED_JSON)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if digest != record.get("digest"):
+        return None  # made again from the folder, and kept anew
+    try:
+        return Tokenizer.from_saved(data.decode("utf-8"), record["facts"], str(saved))
+    except (DataFormatError, MissingDependencyError, UnicodeDecodeError):
+        return None
+
+
+def _keep(tokenizer: Tokenizer, saved: Path, version: str) -> None:
+    import hashlib
+    import json
+
+    from ctxemb_core._files import write_atomic
+
+    try:
+        text = tokenizer.to_json()
+        copy = Tokenizer.from_saved(text, tokenizer.facts(), str(saved))
+        probe = ["", "hello world", "Café ¿por qué? 東京 🙂", "x " * 600]
+        for limit in (8, 512):
+            _, want = tokenizer(probe, limit)
+            _, got = copy(probe, limit)
+            if any(k not in got or not np.array_equal(v, got[k]) for k, v in want.items()):
+                return  # not reproduced by tokenizers alone: read through transformers
+        saved.mkdir(parents=True, exist_ok=True)
+        # The record last: a reader that finds it finds the tokenizer it names.
+        if not write_atomic(saved / _SAVED_JSON, text):
+            return
+        record = {
+            "format": _SAVED_FORMAT,
+            "transformers": version,
+            "digest": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "facts": tokenizer.facts(),
+        }
+        write_atomic(saved / _SAVED_RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    except Exception:  # a read-only cache, a tokenizer that cannot be serialised: not kept
+        return

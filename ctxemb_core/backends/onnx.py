@@ -16,6 +16,12 @@ dynamo exporter also needs ``onnxscript``, and it is several times faster), and 
     classifier/model.onnx      a sequence-classification network's graph -> logits
     classifier/export.json     (batch, num_labels), and its record
 
+The folder's tokenizer, as transformers builds it, is kept under
+``$CTXEMB_CACHE_DIR/tokenizers/<weights digest>/`` (``tokenizer.json`` and a record with its
+sha256, facts and the transformers version), so a warm load reads the folder, the export and the
+tokenizer with onnxruntime and ``tokenizers`` alone: transformers, which imports torch whenever
+torch is installed, is not imported (see :func:`~ctxemb_core.backends._tokenize.folder_tokenizer`).
+
 The directory is named by the weights digest, so a moved or copied folder reuses its export and
 changed weights get a new one; each output has its own directory, so a classifier's export never
 takes the place of an encoder's. Before an export is published it must reproduce the torch
@@ -64,7 +70,7 @@ from ctxemb_core._files import (
     write_atomic,
 )
 from ctxemb_core.backends import LogitBatch, TokenBatch
-from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, Tokenizer, token_batch
+from ctxemb_core.backends._tokenize import TextInput, Tokenizer, folder_tokenizer, token_batch
 from ctxemb_core.errors import (
     CtxembError,
     CtxembWarning,
@@ -94,6 +100,10 @@ EXPORT_FORMAT = 3
 OPSET = 17
 
 _MODEL_FILE = "model.onnx"
+# The folder's tokenizer as transformers builds it, kept under $CTXEMB_CACHE_DIR/tokenizers/
+# <weights digest> (the digest covers the tokenizer's files), so that a warm load needs
+# neither transformers nor torch.
+_TOKENIZER_DIR = "tokenizers"
 _META_FILE = "export.json"
 _HIDDEN = "last_hidden_state"
 _LOGITS = "logits"
@@ -168,10 +178,11 @@ class OnnxEncoder:
         _check_settings(device, threads)
         folder = Path(folder)
         self.device = device
-        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         layout = read_layout(folder)
         self.hidden_size = int(layout.hidden_size)
         self.weights = weights_digest(layout)
+        # Kept per weights digest: a warm process reads it without transformers (nor torch).
+        self.tokenizer = folder_tokenizer(folder, _tokenizer_dir(self.weights))
         if quantization is not None and quantization not in _QUANTIZATION_RECIPES:
             raise UnsupportedModelError(
                 f"quantization={quantization!r} is not supported; valid values are "
@@ -214,11 +225,11 @@ class OnnxClassifier:
         _check_settings(device, threads)
         folder = Path(folder)
         self.device = device
-        self.tokenizer: Tokenizer = FolderTokenizer(folder)
         layout = read_layout(folder, task="sequence-classification")
         assert layout.num_labels is not None
         self.num_labels = layout.num_labels
         self.weights = weights_digest(layout)
+        self.tokenizer = folder_tokenizer(folder, _tokenizer_dir(self.weights))
         self.session, model_file = _open_session(
             ort, folder, self.weights, self.tokenizer, None, threads, output=_LOGITS
         )
@@ -310,6 +321,10 @@ def export_dir(weights: str, output: str = _HIDDEN) -> Path:
     if output not in _OUTPUT_DIRS:
         raise InvalidInputError(f"output={output!r} is not known; valid are {list(_OUTPUT_DIRS)}")
     return cache_dir() / "onnx" / weights.removeprefix("sha256:") / _OUTPUT_DIRS[output]
+
+
+def _tokenizer_dir(weights: str) -> Path:
+    return cache_dir() / _TOKENIZER_DIR / weights.removeprefix("sha256:")
 
 
 def _check_settings(device: str, threads: int | None) -> None:
@@ -594,7 +609,13 @@ def _quantized(
     record_file = model_file.with_name(f"model.{quantization}.json")
     if not redo and _twin_stale(model_file, twin, record_file, recipe) is None:
         return twin, None
-    import onnx
+    try:
+        import onnx
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"making the {quantization} twin of an export needs the onnx package ({exc}); "
+            "install it with pip install 'ctxemb[torch]' (or pip install onnx)"
+        ) from None
     from onnxruntime import __version__ as ort_version
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -714,14 +735,17 @@ def _export(
 ) -> dict[str, Any]:
     """Export the network in ``folder`` to ``model_file``, check it, and return its record."""
     try:
+        # torch.onnx.export writes the graph through the onnx package (the TorchScript
+        # exporter as much as the dynamo one), which moved from the base install to [torch].
         import onnx
         import torch
         import transformers
     except ImportError as exc:
         raise MissingDependencyError(
             f"exporting a network for the onnx backend needs torch, transformers and onnx "
-            f"({exc}); install them with pip install torch==2.13.0 transformers onnx, or export "
-            "once where they are installed and share the cache directory (CTXEMB_CACHE_DIR)"
+            f"({exc}); install them with pip install 'ctxemb[torch]' (torch==2.13.0 for the "
+            "CPU build), or export once where they are installed and share the cache directory "
+            "(CTXEMB_CACHE_DIR), or serve a folder made by ctxemb export"
         ) from None
     from ctxemb_core.backends.torch import TorchClassifier, TorchEncoder
 
