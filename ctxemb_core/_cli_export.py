@@ -93,7 +93,8 @@ def _summary(folder: Path) -> None:
     print(f"  {'total':<{width}}  {_size(total):>9}")
     print(f"fingerprint {contract.fingerprint}")
     print("serve it (numpy, tokenizers and onnxruntime only):")
-    print(f"  from ctxemb_core import Embedder; Embedder.from_export({str(folder)!r})")
+    print(f"  python: from ctxemb_core import Embedder; Embedder.from_export({str(folder)!r})")
+    print(f"  cli:    ctxemb inspect {folder}   (the folder is a model: --model {folder})")
 
 
 def _size(n: int) -> str:

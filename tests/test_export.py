@@ -413,6 +413,9 @@ def test_an_export_serves_without_torch(
         check = stamp.verify(embedder)
         again = Embedder(export_contract({str(minilm_export)!r}))
         assert np.array_equal(again.embed_query("Which blocks were imported?"), vector)
+        from ctxemb_core import contract_for
+        by_folder = Embedder(contract_for({str(minilm_export)!r}))
+        assert np.array_equal(by_folder.embed_query("Which blocks were imported?"), vector)
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {BLOCKED!r})
         print(json.dumps({{"vector": vector.tolist(), "cosine": check.min_cosine,
                            "loaded": loaded}}))
