@@ -177,6 +177,7 @@ def test_a_wrong_port_is_one_line_saying_how_to_start_the_server(tmp_path, capsy
             err,
             f"cannot reach the Chroma server at 127.0.0.1:{port} (connection refused); start "
             f"it with: chroma run --path DIR --host 127.0.0.1 --port {port}",
+            "give --path DIR for an embedded store",
         )
 
 

@@ -63,10 +63,13 @@ def connect(
         try:
             return _closing_its_session(chromadb.HttpClient(host=host, port=port, **options))
         except Exception as exc:
-            raise StoreUnavailableError(
+            what = (
                 f"cannot reach the Chroma server at {host}:{port} ({_reason(exc)}); start it "
-                f"with: chroma run --path DIR --host {host} --port {port} (or use an embedded "
-                "store's folder instead of a server)"
+                f"with: chroma run --path DIR --host {host} --port {port}"
+            )
+            raise StoreUnavailableError(
+                f"{what} (or connect(path=DIR) to an embedded store instead)",
+                cli=f"{what} (or give --path DIR for an embedded store instead)",
             ) from None
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path must be a folder path, got {path!r}")
