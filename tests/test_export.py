@@ -287,9 +287,11 @@ def test_export_from_a_contract_file_and_a_folder(tmp_path: Path) -> None:
 # -- truncation warnings ---------------------------------------------------------------------
 
 
-def test_one_truncation_warning_per_call(minilm_export: Path) -> None:
-    embedder = Embedder.from_export(minilm_export, batch_size=2)
-    long = ["word " * 400] * 5 + ["short"]
+@pytest.mark.parametrize("cached", [False, True])
+def test_one_truncation_warning_per_call(minilm_export: Path, tmp_path: Path, cached: bool) -> None:
+    cache = EmbeddingCache(tmp_path / "cache") if cached else None
+    embedder = Embedder.from_export(minilm_export, batch_size=2, cache=cache)
+    long = [f"word{i} " * 400 for i in range(5)] + ["short"]
     for call in (
         lambda: embedder.embed_documents(long),
         lambda: embedder.embed_queries(long),
@@ -300,7 +302,15 @@ def test_one_truncation_warning_per_call(minilm_export: Path) -> None:
             call()
         found = [w for w in caught if issubclass(w.category, TruncationWarning)]
         assert len(found) == 1 and "5 of 6" in str(found[0].message)
+        assert found[0].filename == __file__  # the caller's line, not ctxemb's
         assert embedder.last_truncated == 5
+        # The third call would be all cache hits (nothing encoded, no warning): compute it.
+        embedder.cache = None
+
+
+def test_query_expansion_reads_the_exported_mask_token(minilm_export: Path) -> None:
+    (tokens,) = Embedder.from_export(minilm_export).embed_token_batch(["a cat"], expand_to=8)
+    assert int(tokens.expansion.sum()) == 8 - 4  # [CLS] a cat [SEP] + four [MASK]
 
 
 # -- the CLI ---------------------------------------------------------------------------------
