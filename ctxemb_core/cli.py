@@ -147,7 +147,7 @@ _CONTRACT_HELP = {
     "document_prefix": "text prepended to every document (wins over --family)",
     "truncate_dim": "keep this many leading components (Matryoshka), before normalising",
     "max_tokens": "tokenizer truncation length, 1 up to the model's positions",
-    "precision": "the vectors' numeric form, one of: %(choices)s (default: float32)",
+    "precision": "the vectors' numeric form, one of: %(choices)s",
     "quantization": "a lossy form of the weights, run on the onnx backend, one of: %(choices)s",
     "query_encoder": "a separate query encoder's folder or name (DPR-style pairs)",
 }
@@ -171,8 +171,9 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(contract_for)
     group = p.add_argument_group(
         "contract options",
-        "Each sets one field of the contract (contract_for's keywords); unset fields come from "
-        "the model folder, or for a stored collection from its stamp.",
+        "Each sets one field of the contract. A field not given comes from the model folder "
+        "(float32 vectors, no quantization, unless the folder says otherwise), or for a stored "
+        "collection from its stamp.",
     )
     for name in contract_parameters():
         kinds = [t for t in typing.get_args(hints[name]) or (hints[name],) if t is not type(None)]
@@ -467,7 +468,9 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
         help="the cross-encoder's score activation (needed for a plain transformers folder; "
         "a sentence-transformers CrossEncoder folder says its own)",
     )
-    group.add_argument("--threshold", type=float, help="keep results scoring at least this")
+    group.add_argument(
+        "--threshold", type=float, help="keep results whose reranker score is at least this"
+    )
 
 
 def _reranker(args: argparse.Namespace, contract: EmbeddingContract | None) -> Any:
