@@ -27,6 +27,7 @@ from ctxemb_core.errors import (
     DataFormatError,
     InvalidContractError,
     InvalidInputError,
+    MissingDependencyError,
     TruncationWarning,
     UnsupportedModelError,
 )
@@ -686,16 +687,50 @@ def _load_auto(
             error = failed.__cause__
             if contract.quantization is not None and isinstance(error, BaseException):
                 raise error from None
-            warnings.warn(
-                CtxembWarning(
-                    f"backend='auto': the onnx backend cannot serve {model} "
-                    f"({type(error).__name__}: {error}); the torch backend serves it instead "
-                    "(same network, slower). Pass backend='torch' to choose it, or "
-                    "backend='onnx' to raise."
-                ),
-                stacklevel=3,
-            )
+            if not _torch_installed():
+                # Nothing to fall back to: one error saying what to install, not a warning
+                # about the onnx path followed by the torch backend's own import error.
+                raise MissingDependencyError(
+                    f"embedding with the model folder of {model} needs torch and transformers, "
+                    "which the base install leaves out (it serves exports): pip install "
+                    "'ctxemb[torch]' (after pip install torch==2.13.0, the CPU build). To serve "
+                    "without them, export the model where torch is installed, "
+                    "ctxemb_core.export.export_model(contract, DIR), and use "
+                    "Embedder.from_export(DIR) here",
+                    cli=f"embedding with the model folder of {model} needs torch and "
+                    "transformers, which the base install leaves out: pip install "
+                    "'ctxemb[torch]'. To serve without them, run ctxemb export MODEL DIR where "
+                    "torch is installed and pass --model DIR here",
+                ) from None
+            reason = (weights, type(error).__name__)
+            with _ENCODERS_LOCK:
+                first = reason not in _FALLBACKS_WARNED
+                _FALLBACKS_WARNED.add(reason)
+            if first:  # once per network and reason in a process, not once per Embedder
+                warnings.warn(
+                    CtxembWarning(
+                        f"backend='auto': the onnx backend cannot serve {model} "
+                        f"({type(error).__name__}: {error}); the torch backend serves it "
+                        "instead (same network, slower). Pass backend='torch' to choose it, "
+                        "or backend='onnx' to raise."
+                    ),
+                    stacklevel=3,
+                )
     return "torch", _load(contract, model, weights, path, "torch", device)
+
+
+#: (weights digest, error type) pairs whose fall-back to torch was already reported.
+_FALLBACKS_WARNED: set[tuple[str, str]] = set()
+
+
+def _torch_installed() -> bool:
+    """Whether torch and transformers can be imported (looked up, not imported)."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+    except (ImportError, ValueError):
+        return False
 
 
 def _load(

@@ -97,8 +97,9 @@ def _import_torch(auto_class: str) -> tuple[Any, Any]:
         import transformers
     except ImportError as exc:
         raise MissingDependencyError(
-            f"the torch backend needs torch and transformers ({exc}); install them with "
-            "pip install torch==2.13.0 transformers"
+            f"the torch backend needs torch and transformers ({exc}), which the base install "
+            "leaves out: pip install 'ctxemb[torch]' (after pip install torch==2.13.0, the "
+            "CPU build)"
         ) from None
     return torch, getattr(transformers, auto_class)
 
