@@ -950,14 +950,16 @@ class _Truncations:
             yield
 
     def notes(self) -> list[str]:
-        by_limit: dict[int, list[int]] = {}
+        # Only calls that cut something warn, so the texts embedded in all are not known here:
+        # the note counts what was cut, never "of N".
+        by_limit: dict[int, int] = {}
         for w in self.seen:
-            count, total = by_limit.setdefault(w.max_tokens, [0, 0])
-            by_limit[w.max_tokens] = [count + w.count, total + w.total]
+            by_limit[w.max_tokens] = by_limit.get(w.max_tokens, 0) + w.count
         return [
-            f"ctxemb: note: {count:,} of {total:,} texts were longer than max_tokens={limit} "
-            "and were truncated"
-            for limit, (count, total) in sorted(by_limit.items())
+            f"ctxemb: note: {count:,} text{'s were' if count != 1 else ' was'} longer than "
+            f"max_tokens={limit} and {'were' if count != 1 else 'was'} truncated as the "
+            "contract says (chunk long texts if their ends matter)"
+            for limit, count in sorted(by_limit.items())
         ]
 
 
