@@ -887,7 +887,7 @@ def _demo_in(
             adapter.open_collection(client, args.collection, Embedder(other), create=False)
         except ContractMismatchError as exc:
             print(f"- {label}: refused ({exc.diff.kind.value}), fields {', '.join(exc.fields)}")
-            print("  " + str(exc).replace("\n", "\n  "))
+            print("  " + _cli_message(exc).replace("\n", "\n  "))
         else:  # pragma: no cover - the guard failing is the one thing the demo must not show
             print(f"- {label}: NOT refused")
             return 1
