@@ -117,3 +117,48 @@ def test_the_rerank_package_exports_exactly_the_intended_names():
     }
     for name in rerank.__all__:
         assert getattr(rerank, name).__module__.startswith("ctxemb_core.rerank"), name
+
+
+def test_the_chroma_adapter_exports_exactly_the_intended_names():
+    import ctxemb_chroma
+
+    assert set(ctxemb_chroma.__all__) == {
+        "ContractEmbeddingFunction",
+        "GuardedCollection",
+        "check_metadatas",
+        "check_name",
+        "connect",
+        "detect",
+        "eval_path",
+        "migrate",
+        "open_collection",
+        "restamp",
+        "search",
+        "shortlist",
+        "stamped_contract",
+        "stored_collection",
+        "stored_or_none",
+        "verify",
+    }
+
+
+def test_the_export_surface():
+    from ctxemb_core import Embedder, export
+    from ctxemb_core.contract import DiffKind
+
+    assert export.__all__ == ["export_contract", "export_model", "is_export"]
+    assert callable(Embedder.from_export)
+    assert {k.value for k in DiffKind} == {"identical", "label", "query_only", "reembed"}
+
+
+def test_serving_an_export_imports_no_torch_stack():
+    # What a torch-free server imports: the export module and the serving backend, and from them
+    # no torch, transformers, onnx, safetensors or sentence-transformers.
+    code = (
+        "import sys, ctxemb_core, ctxemb_core.export, ctxemb_core.backends.exported\n"
+        "from ctxemb_core import Embedder, IndexStamp, contract_for\n"
+        "heavy = {'torch','transformers','onnx','safetensors','sentence_transformers'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
