@@ -118,6 +118,4 @@ def _without_stamp(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     # The collection's own keys stay; every ctxemb key comes from the new stamp. Chroma's
     # ``hnsw:`` keys cannot be written back (modify refuses any metadata naming hnsw:space, even
     # unchanged); the space lives on in the collection's configuration.
-    return {
-        k: v for k, v in (metadata or {}).items() if not k.startswith(("ctxemb:", "hnsw:"))
-    }
+    return {k: v for k, v in (metadata or {}).items() if not k.startswith(("ctxemb:", "hnsw:"))}
