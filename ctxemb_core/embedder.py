@@ -25,14 +25,13 @@ from ctxemb_core.errors import (
     CtxembError,
     CtxembWarning,
     DataFormatError,
-    InvalidContractError,
     InvalidInputError,
     MissingDependencyError,
     TruncationWarning,
     UnsupportedModelError,
 )
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
-from ctxemb_core.resolve import locate_model, read_layout, weights_digest
+from ctxemb_core.resolve import check_fits, locate_model, read_layout, weights_digest
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
 
@@ -779,7 +778,7 @@ def _load(
     if cached is not None:
         return _fits(contract, cached)
     # What the folder says, checked before a load that may cost an export.
-    _check_fits(contract, layout.dimension, layout.max_positions, folder)
+    check_fits(contract, layout.dimension, layout.max_positions, folder)
     quantization = contract.quantization.value if contract.quantization else None
     try:
         encoder = load_encoder(layout.transformer, backend, device, quantization)
@@ -790,7 +789,7 @@ def _load(
     dense = tuple(DenseHead(d.path, d.activation) for d in layout.dense)
     width = dense[-1].weight.shape[1] if dense else encoder.hidden_size
     network = _Network(encoder, dense, folder, int(width), layout.max_positions)
-    _check_fits(contract, network.dimension, network.max_positions, folder)
+    check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:
         return _ENCODERS.setdefault(key, network)
 
@@ -830,7 +829,7 @@ def _load_export(
         encoder.max_positions,
         label=f":export:{encoder.network_digest[:16]}",
     )
-    _check_fits(contract, network.dimension, network.max_positions, folder)
+    check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:
         return _ENCODERS.setdefault(key, network)
 
@@ -845,24 +844,8 @@ def _model_folder(model: str, export: Path) -> Path:
 
 
 def _fits(contract: EmbeddingContract, network: _Network) -> _Network:
-    _check_fits(contract, network.dimension, network.max_positions, network.folder)
+    check_fits(contract, network.dimension, network.max_positions, network.folder)
     return network
-
-
-def _check_fits(
-    contract: EmbeddingContract, dimension: int, positions: int | None, folder: Path
-) -> None:
-    """Refuse a contract the network cannot serve: another dimension, more tokens than positions."""
-    if dimension != contract.dimension:
-        raise InvalidContractError(
-            f"the contract says dimension={contract.dimension} but {folder} emits {dimension}; "
-            "use the contract contract_for gives for this model"
-        )
-    if positions is not None and contract.max_tokens > positions:
-        raise InvalidContractError(
-            f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
-            f"{folder} has; valid values are 1..{positions}"
-        )
 
 
 class _Picked(NamedTuple):

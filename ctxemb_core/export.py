@@ -41,13 +41,18 @@ from ctxemb_core.backends.exported import (
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import (
     ContractMismatchError,
-    InvalidContractError,
     InvalidInputError,
     MalformedModelError,
     MissingDependencyError,
     UnsupportedModelError,
 )
-from ctxemb_core.resolve import contract_for, locate_model, read_layout, register_model
+from ctxemb_core.resolve import (
+    check_fits,
+    contract_for,
+    locate_model,
+    read_layout,
+    register_model,
+)
 
 __all__ = ["export_contract", "export_model", "is_export"]
 
@@ -140,7 +145,7 @@ def export_model(
     actual = weights_digest(layout)
     if actual != contract.weights:
         raise ContractMismatchError(contract, contract.with_(weights=actual))
-    _check_fits(contract, layout.dimension, layout.max_positions, folder)
+    check_fits(contract, layout.dimension, layout.max_positions, folder)
     tokenizer = _folder_tokenizer(layout.transformer)
     from ctxemb_core.backends.onnx import checked_export
 
@@ -247,21 +252,6 @@ def _check_target(target: Path, overwrite: bool) -> None:
         raise InvalidInputError(
             f"{target} holds an export already; pass overwrite=True (ctxemb export … "
             "--overwrite) to replace it"
-        )
-
-
-def _check_fits(
-    contract: EmbeddingContract, dimension: int, positions: int | None, folder: Path
-) -> None:
-    if dimension != contract.dimension:
-        raise InvalidContractError(
-            f"the contract says dimension={contract.dimension} but {folder} emits {dimension}; "
-            "use the contract contract_for gives for this model"
-        )
-    if positions is not None and contract.max_tokens > positions:
-        raise InvalidContractError(
-            f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
-            f"{folder} has; valid values are 1..{positions}"
         )
 
 

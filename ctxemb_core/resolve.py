@@ -42,6 +42,7 @@ __all__ = [
     "MAX_TOKENIZER_FILE",
     "TASKS",
     "ModelLayout",
+    "check_fits",
     "check_tokenizer_files",
     "classification_architecture",
     "contract_for",
@@ -1067,6 +1068,22 @@ def _export_contract(
     if name is not None:
         changes["model"] = name
     return contract.with_(**changes) if changes else contract
+
+
+def check_fits(
+    contract: EmbeddingContract, dimension: int, positions: int | None, folder: Path
+) -> None:
+    """Refuse a contract the network cannot serve: another dimension, more tokens than positions."""
+    if dimension != contract.dimension:
+        raise InvalidContractError(
+            f"the contract says dimension={contract.dimension} but {folder} emits {dimension}; "
+            "use the contract contract_for gives for this model"
+        )
+    if positions is not None and contract.max_tokens > positions:
+        raise InvalidContractError(
+            f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
+            f"{folder} has; valid values are 1..{positions}"
+        )
 
 
 def _model_text(model: Any, field: str) -> str:
