@@ -35,11 +35,8 @@ from _common import MODEL, REPO, _cpu_model, machine_info, offline, shown, write
 
 QUERY = "How do mitochondria produce ATP?"
 
-_EXPORT_CHILD = """
-import json, resource, sys, time
-t0 = time.perf_counter()
-from ctxemb_core import Embedder
-vector = Embedder.from_export(sys.argv[1]).embed_query(sys.argv[2])
+# What each child prints once it has its first query vector (same for both sides).
+_REPORT = """
 seconds = time.perf_counter() - t0
 print(json.dumps({
     "seconds": seconds,
@@ -51,22 +48,26 @@ print(json.dumps({
 }))
 """
 
-_ST_CHILD = """
+_EXPORT_CHILD = (
+    """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from ctxemb_core import Embedder
+vector = Embedder.from_export(sys.argv[1]).embed_query(sys.argv[2])
+"""
+    + _REPORT
+)
+
+_ST_CHILD = (
+    """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from sentence_transformers import SentenceTransformer
 model = SentenceTransformer(sys.argv[1], device="cpu")
 vector = model.encode_query(sys.argv[2])
-seconds = time.perf_counter() - t0
-print(json.dumps({
-    "seconds": seconds,
-    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "vm_hwm_mb": int(next(l.split()[1] for l in open("/proc/self/status")
-                          if l.startswith("VmHWM:"))) / 1024,
-    "torch_imported": "torch" in sys.modules,
-    "vector": [float(x) for x in vector],
-}))
 """
+    + _REPORT
+)
 
 
 def _child(code: str, target: str) -> dict[str, Any]:
