@@ -403,9 +403,9 @@ def test_a_collection_indexed_by_ctxemb_chroma_is_read_through_haystack(
         args = ["--host", "127.0.0.1", "--port", str(port)]
         store = ChromaDocumentStore(collection_name=name, host="127.0.0.1", port=port)
     _cli(capsys, "index", str(demo_data.corpus_path()), "--collection", name, *args)
-    queries = [json.loads(line)["text"] for line in (REPO / "examples" / "queries.jsonl").open()]
+    queries = [json.loads(line)["text"] for line in demo_data.queries_path().open()]
     out = _cli(capsys, "query", *queries, "--collection", name, "-k", "10", "--json", *args)
-    expected = [json.loads(line)["ids"] for line in out.splitlines()]
+    expected = [[r["id"] for r in json.loads(line)["results"]] for line in out.splitlines()]
     pipe = querying(minilm_contract, store, ChromaEmbeddingRetriever, top_k=10)
     for query, ids in zip(queries, expected, strict=True):
         found = ask(pipe, query)
