@@ -215,14 +215,13 @@ class ExportEncoder:
     def __init__(
         self, folder: str | os.PathLike[str], *, device: str = "cpu", threads: int | None = None
     ) -> None:
+        from ctxemb_core.backends.onnx import check_threads
+
         if device != "cpu":
             raise InvalidInputError(
                 f"device={device!r} is not available to an export; valid devices are ['cpu']"
             )
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0
-        ):
-            raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
+        check_threads(threads)
         manifest = read_manifest(folder)
         self.manifest = manifest
         self.folder = manifest.folder

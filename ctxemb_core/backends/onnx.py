@@ -88,6 +88,7 @@ __all__ = [
     "CheckedExport",
     "OnnxClassifier",
     "OnnxEncoder",
+    "check_threads",
     "checked_export",
     "export_dir",
     "session_options",
@@ -333,6 +334,11 @@ def _check_settings(device: str, threads: int | None) -> None:
             f"device={device!r} is not available to the onnx backend; valid devices are "
             f"{list(_DEVICES)} (use backend='torch' for other devices)"
         )
+    check_threads(threads)
+
+
+def check_threads(threads: int | None) -> None:
+    """Refuse an onnxruntime thread count that is not ``None`` or a positive integer."""
     if threads is not None and (
         isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0
     ):
