@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import warnings
@@ -49,42 +51,133 @@ def scifact_texts(data: Path, n: int) -> list[str]:
     return texts
 
 
-def machine_info() -> dict[str, Any]:
-    """Facts about the machine and library versions that figures depend on."""
-    import numpy as np
-    import torch
-    import transformers
+#: The instruction sets whose presence changes how fast a float, bf16 or int8 network runs,
+#: as ``/proc/cpuinfo`` spells them.
+CPU_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 
+
+def machine_info() -> dict[str, Any]:
+    """Facts about the machine and library versions that figures depend on.
+
+    The CPU is one block, ``"cpu"`` (see :func:`cpu_info`); ``"onnxruntime"`` and ``"torch"``
+    are the installed versions (``None`` when not installed). Nothing heavy is imported here:
+    a version comes from the loaded module or the installed package's metadata, and torch's
+    thread counts are reported only when torch is already loaded, so a torch-free process
+    stays torch-free. ``cpu_count`` and ``cpu_model`` repeat ``cpu.cores`` and
+    ``cpu.model_name`` for the scripts that print them.
+    """
+    cpu = cpu_info()
     info: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "cpu_model": _cpu_model(),
+        "cpu": cpu,
+        "cpu_label": cpu_label(cpu),
+        "cpu_count": cpu["cores"],
+        "cpu_model": cpu["model_name"],
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "transformers": transformers.__version__,
+        "onnxruntime": _version("onnxruntime"),
+        "torch": _version("torch"),
+        "numpy": _version("numpy"),
+        "transformers": _version("transformers"),
+        "sentence_transformers": _version("sentence_transformers", "sentence-transformers"),
     }
-    try:
-        import sentence_transformers
-
-        info["sentence_transformers"] = sentence_transformers.__version__
-    except ImportError:
-        pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        info["torch_interop_threads"] = torch.get_num_interop_threads()
     if hasattr(os, "getloadavg"):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return info
 
 
-def _cpu_model() -> str:
+def cpu_info() -> dict[str, Any]:
+    """The CPU as ``/proc/cpuinfo`` and the scheduler describe it.
+
+    Returns ``{"vendor", "model_name", "family", "model", "stepping", "cores",
+    "cores_available", "flags"}``: ``cores`` is ``os.cpu_count()``, ``cores_available`` the
+    cores this process may run on (its affinity mask), ``flags`` maps each of
+    :data:`CPU_FLAGS` to whether the CPU has it. Numbers not known (not Linux) are ``None``.
+    """
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break  # the first processor describes them all
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor()
+    flags = set(fields.get("flags", "").split())
+    try:
+        available: int | None = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        available = None
+    return {
+        "vendor": fields.get("vendor_id"),
+        "model_name": fields.get("model name") or platform.processor() or None,
+        "family": _number(fields.get("cpu family")),
+        "model": _number(fields.get("model")),
+        "stepping": _number(fields.get("stepping")),
+        "cores": os.cpu_count(),
+        "cores_available": available,
+        "flags": {flag: flag in flags for flag in CPU_FLAGS},
+    }
+
+
+def cpu_label(cpu: dict[str, Any] | None = None) -> str:
+    """The CPU in one line, for printouts and the README's figures table.
+
+    Example: ``"Intel Xeon (family 6 model 167, 2 cores, AVX-512 VNNI, BF16, AMX)"``.
+    """
+    cpu = cpu if cpu is not None else cpu_info()
+    name = re.sub(r"\((R|TM|tm)\)|\bCPU\b|\bProcessor\b|@.*$", " ", cpu["model_name"] or "")
+    name = " ".join(name.split()) or "unknown CPU"
+    facts = []
+    if cpu["family"] is not None and cpu["model"] is not None:
+        facts.append(f"family {cpu['family']} model {cpu['model']}")
+    cores, available = cpu["cores"], cpu["cores_available"]
+    if available is not None and cores is not None and available < cores:
+        facts.append(f"{available} of {cores} cores")
+    else:
+        facts.append(f"{cores} cores")
+    flags = cpu["flags"]
+    if flags["avx512f"]:
+        facts.append("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX-512")
+    elif flags["avx2"]:
+        facts.append("AVX2")
+    if flags["avx_vnni"] and not flags["avx512_vnni"]:
+        facts.append("AVX-VNNI")
+    if flags["avx512_bf16"]:
+        facts.append("BF16")
+    if flags["amx_tile"]:
+        facts.append("AMX")
+    return f"{name} ({', '.join(facts)})"
+
+
+def _number(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _version(module: str, distribution: str | None = None) -> str | None:
+    """A package's version without importing it (the loaded module's, if it is loaded)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
+        return str(loaded.__version__)
+    try:
+        return importlib.metadata.version(distribution or module)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def command_line() -> str:

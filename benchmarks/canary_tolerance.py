@@ -297,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             word = "caught" if caught else ("caught in some trials" if some else "passes")
             print(f"  {c['case']:<46} {word}")
 
+    info = machine_info()
+    print(f"on {info['cpu_label']}")
     out = write_result(
         "canary_tolerance",
         {
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             "highest_real_change": real,
             "tolerance_separates": separates,
             "skipped": skipped,
-            "machine": machine_info(),
+            "machine": info,
         },
         args.out,
     )

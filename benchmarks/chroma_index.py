@@ -148,6 +148,7 @@ def main() -> None:
         f"  guard check {1e6 * guard_s:.2f} us per query = "
         f"{100 * guard_s / our_query:.4f}% of the query"
     )
+    print(f"on {result['machine']['cpu_label']}")
     print(f"written to {shown(path)}")
     print(f"reproduce: {command_line()}")
 

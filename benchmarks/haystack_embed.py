@@ -265,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"{len(texts)} SciFact documents, {len(queries)} queries, {args.rounds} round(s); "
-        f"{info['cpu_model']}, {info['cpu_count']} CPUs; load {load_start[0]:.2f} -> "
-        f"{load_end[0]:.2f}"
+        f"{info['cpu_label']}; load {load_start[0]:.2f} -> {load_end[0]:.2f}"
     )
     width = max(len(r[0]) for r in rows)
     print(f"{'figure':<{width}}  {'value':>10}  {'target':<10}  result")

@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     info["langchain_core"] = langchain_core.__version__
     print()
     print(
-        f"{len(texts)} SciFact documents, {args.rounds} round(s); {info['cpu_model']}, "
-        f"{info['cpu_count']} CPUs; load {load_start[0]:.2f} -> {load_end[0]:.2f}"
+        f"{len(texts)} SciFact documents, {args.rounds} round(s); {info['cpu_label']}; "
+        f"load {load_start[0]:.2f} -> {load_end[0]:.2f}"
     )
     width = max(len(r[0]) for r in rows)
     print(f"{'figure':<{width}}  {'value':>10}  {'target':<10}  result")

@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     info["chromadb"] = chromadb.__version__
     print()
     print(
-        f"{info['cpu_model']}, {info['cpu_count']} CPUs, torch {info['torch_threads']} threads; "
+        f"{info['cpu_label']}, torch {info['torch_threads']} threads; "
         f"load {load_start[0]:.2f} -> {load_end[0]:.2f}"
     )
     width = max(len(r[0]) for r in rows)
