@@ -150,6 +150,11 @@ _CONTRACT_HELP = {
     "precision": "the vectors' numeric form, one of: %(choices)s",
     "quantization": "a lossy form of the weights, run on the onnx backend, one of: %(choices)s",
     "query_encoder": "a separate query encoder's folder or name (DPR-style pairs)",
+    "layers": "hidden layers that make the token vectors: last (default), one index (-2; 0 is "
+    "the embedding output), a mean (-4,-3,-2,-1 or -4: for the last four) or a weighted sum "
+    "(0.5*-2+0.5*-1); write --layers=-4: when the value starts with '-'",
+    "include_prompt": "pool the instruction prefix's tokens with the text's (default: the "
+    "folder's Pooling module, else yes; no: Instructor's pooling)",
 }
 
 
@@ -219,6 +224,8 @@ def _changed(stamped: EmbeddingContract, overrides: dict[str, Any]) -> Embedding
         "precision": stamped.precision,
         "quantization": stamped.quantization,
         "query_encoder": stamped.query_model,
+        "layers": stamped.layers,
+        "include_prompt": stamped.include_prompt,
     }
     if "family" in overrides:  # a preset replaces the stamp's prefixes (explicit ones win)
         base.pop("query_prefix")

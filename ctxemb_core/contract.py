@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from ctxemb_core.errors import DataFormatError, InvalidContractError
 
 __all__ = [
     "CONTRACT_SCHEMA",
+    "LAST_LAYER",
     "MAX_CONTRACT_INT",
     "MAX_CONTRACT_JSON",
     "ContractDiff",
@@ -33,6 +35,8 @@ __all__ = [
     "Precision",
     "Quantization",
     "Role",
+    "canonical_layers",
+    "layer_terms",
 ]
 
 #: Version of the contract's JSON format; part of the fingerprint.
@@ -46,6 +50,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_CONTRACT_INT = 2**31 - 1
 #: Largest contract JSON read back; a contract is a few hundred bytes, a stamp is not a file store.
 MAX_CONTRACT_JSON = 1 << 20
+#: The default of :attr:`EmbeddingContract.layers`: the encoder's last hidden layer.
+LAST_LAYER = "last"
 
 
 class _StrEnum(str, Enum):
@@ -133,6 +139,9 @@ class DiffKind(_StrEnum):
 _LABELS = frozenset({"model", "query_model"})
 # Fields whose change leaves document vectors as they are.
 _QUERY_SIDE = frozenset({"query_prefix", "query_model", "query_weights"})
+# Fields added after contracts were first fingerprinted: left out of the JSON at these defaults,
+# so that every older contract keeps its fingerprint.
+_OMITTED_AT_DEFAULT: dict[str, Any] = {"layers": LAST_LAYER, "include_prompt": True}
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,18 @@ class EmbeddingContract:
         quantization: a lossy form of the weights (:class:`Quantization`), or ``None``.
         query_model: a separate query encoder (DPR-style pairs), or ``None`` to share ``model``.
         query_weights: the digest of that query encoder, set exactly when ``query_model`` is.
+        layers: which hidden layers make the token vectors (:func:`canonical_layers` gives the
+            forms): ``"last"`` (the default), one layer (``"-2"``; ``"0"`` is the embedding
+            layer's output), the mean of several (``"-4,-3,-2,-1"``, short ``"-4:"``) or a
+            fixed weighted sum (``"0.5*-2+0.5*-1"``), as ELMo-style feature extraction does.
+        include_prompt: pool the instruction prefix's tokens with the text's (the default);
+            ``False`` pools the text's own tokens only, as sentence-transformers'
+            ``Pooling(include_prompt=False)`` does for Instructor models.
         schema: version of the contract format.
+
+    ``layers`` and ``include_prompt`` are left out of :meth:`to_dict` (and so of the
+    fingerprint) at their defaults, so every contract made before they existed keeps its
+    fingerprint, and an older ctxemb refuses a contract that sets them rather than misread it.
 
     Example:
         >>> from ctxemb_core import contract_for
@@ -212,6 +232,8 @@ class EmbeddingContract:
     quantization: Quantization | None = None
     query_model: str | None = None
     query_weights: str | None = None
+    layers: str = LAST_LAYER
+    include_prompt: bool = True
     schema: int = CONTRACT_SCHEMA
 
     def __post_init__(self) -> None:
@@ -228,6 +250,11 @@ class EmbeddingContract:
         _check_str(self.document_prefix, "document_prefix")
         if not isinstance(self.normalize, bool):
             raise InvalidContractError(f"normalize must be True or False, got {self.normalize!r}")
+        set_(self, "layers", canonical_layers(self.layers))
+        if not isinstance(self.include_prompt, bool):
+            raise InvalidContractError(
+                f"include_prompt must be True or False, got {self.include_prompt!r}"
+            )
         if self.truncate_dim is not None:
             _check_int(self.truncate_dim, "truncate_dim")
             if self.truncate_dim > self.dimension:
@@ -267,8 +294,22 @@ class EmbeddingContract:
         role = Role.parse(role, "role")
         return self.query_prefix if role is Role.QUERY else self.document_prefix
 
+    @property
+    def layer_terms(self) -> tuple[tuple[int, float], ...]:
+        """``layers`` as ``(hidden-state index, weight)`` terms (see :func:`layer_terms`)."""
+        return layer_terms(self.layers)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values, every field included."""
+        """Plain JSON-ready values: every field, but ``layers`` and ``include_prompt`` only
+        where they differ from their defaults (which keeps older fingerprints as they were)."""
+        out = self._values()
+        for name, default in _OMITTED_AT_DEFAULT.items():
+            if out[name] == default:
+                del out[name]
+        return out
+
+    def _values(self) -> dict[str, Any]:
+        """Every field's JSON-ready value, defaults included (what :meth:`diff` compares)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["pooling"] = self.pooling.value
         out["precision"] = self.precision.value
@@ -289,12 +330,16 @@ class EmbeddingContract:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EmbeddingContract:
-        """Rebuild a contract; missing or unknown fields are an error, never a default."""
+        """Rebuild a contract; missing or unknown fields are an error, never a default.
+
+        The exceptions are ``layers`` and ``include_prompt``, which :meth:`to_dict` leaves out
+        at their defaults (and contracts written before they existed never hold).
+        """
         if not isinstance(data, dict):
             raise DataFormatError(f"a contract must be a JSON object, got {type(data).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(names))
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n not in _OMITTED_AT_DEFAULT]
         if unknown or missing:
             parts = []
             if missing:
@@ -361,18 +406,22 @@ class EmbeddingContract:
         """
         if not isinstance(other, EmbeddingContract):
             raise InvalidContractError(f"can only diff two contracts, got {type(other).__name__}")
-        a, b = self.to_dict(), other.to_dict()
+        a, b = self._values(), other._values()
         changes = tuple(
             FieldChange(f.name, a[f.name], b[f.name])
             for f in dataclasses.fields(self)
             if a[f.name] != b[f.name]
         )
+        query_side = _QUERY_SIDE
+        if self.document_prefix == other.document_prefix == "":
+            # Without a document prefix there are no prompt tokens to pool on that side.
+            query_side = query_side | {"include_prompt"}
         if not changes:
             kind = DiffKind.IDENTICAL
         elif all(c.field in _LABELS for c in changes):
             # Equal digests are implied: a differing weights/query_weights would be a change.
             kind = DiffKind.LABEL
-        elif all(c.field in _QUERY_SIDE or c.field in _LABELS for c in changes):
+        elif all(c.field in query_side or c.field in _LABELS for c in changes):
             kind = DiffKind.QUERY_ONLY
         else:
             kind = DiffKind.REEMBED
@@ -392,6 +441,10 @@ class EmbeddingContract:
             parts.append(f"precision={self.precision.value}")
         if self.quantization is not None:
             parts.append(f"weights={self.quantization.value}")
+        if self.layers != LAST_LAYER:
+            parts.append(f"layers={self.layers}")
+        if not self.include_prompt:
+            parts.append("include_prompt=False")
         return " ".join(parts) + f" [{self.fingerprint[:12]}]"
 
 
@@ -437,6 +490,127 @@ def _check_digest(value: Any, field: str) -> None:
         raise InvalidContractError(
             f"{field} must be a 'sha256:<64 hex digits>' digest, got {value!r}"
         )
+
+
+# -- layers ----------------------------------------------------------------------------------
+
+_LAYER_INDEX = r"[+-]?\d{1,4}"
+_LAYER_WEIGHT = r"(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?"
+_LAYER_TERM = rf"({_LAYER_WEIGHT})\*({_LAYER_INDEX})"
+_LAYER_SUM = re.compile(rf"{_LAYER_TERM}(?:\+{_LAYER_TERM})*")
+_LAYER_LIST = re.compile(rf"{_LAYER_INDEX}(?:,{_LAYER_INDEX})*")
+_LAYER_TAIL = re.compile(r"-(\d{1,4}):")
+#: The most layers one ``layers`` value may combine, and the longest text it may be.
+_MAX_LAYER_TERMS = 256
+_MAX_LAYERS_TEXT = 8192
+_LAYER_FORMS = (
+    "'last' (the last layer, the default); one hidden-state index ('-2': the layer before "
+    "the last; '0': the embedding layer's output; -1 is the last); the mean of several "
+    "('-4,-3,-2,-1', or '-4:' for the last four); or a fixed weighted sum with positive weights "
+    "('0.5*-2+0.5*-1')"
+)
+
+
+def canonical_layers(value: Any, num_layers: int | None = None) -> str:
+    """The canonical text of a ``layers`` value, the one the contract holds and fingerprints.
+
+    Hidden-state indices follow transformers' ``output_hidden_states=True``: index 0 is the
+    embedding layer's output, 1..L the outputs of the L layers, and negative indices count from
+    the last (-1 is the last layer, today's token vectors). The forms, whitespace ignored:
+
+    - ``"last"``: the last layer (``-1`` is written ``"last"``);
+    - ``"-2"``: one layer;
+    - ``"-4,-3,-2,-1"``: the mean of these layers; ``"-4:"`` is short for the last four;
+    - ``"0.5*-2+0.5*-1"``: a fixed weighted sum (positive weights).
+
+    Terms are sorted by index; a weighted sum whose weights are all ``1/n`` is written as the
+    mean. Given ``num_layers`` (the model's L, known when a contract is read from a model
+    folder), indices beyond the model are refused and indices from the start are written from
+    the last (on a 6-layer model ``"6"`` is ``"last"`` and ``"0"`` is ``"-7"``), so one choice
+    of layers has one fingerprint.
+
+    Raises:
+        InvalidContractError: a value of another form, a repeated layer, a weight that is not
+            a positive finite number, or an index the model does not have.
+
+    Example:
+        >>> canonical_layers("-1, -2, -3, -4")
+        '-4,-3,-2,-1'
+        >>> canonical_layers("0", num_layers=6)
+        '-7'
+    """
+    terms = _parse_layers(value)
+    if num_layers is not None:
+        count = num_layers + 1
+        for index, _ in terms:
+            if not -count <= index < count:
+                raise InvalidContractError(
+                    f"layers={value!r} names hidden state {index}, which the model does not "
+                    f"have: its {num_layers} layers give hidden states 0..{num_layers} (0 is "
+                    f"the embedding output), or -{count}..-1 counted from the last"
+                )
+        terms = [(i - count if i >= 0 else i, w) for i, w in terms]
+    return _format_layers(value, terms)
+
+
+def layer_terms(layers: str) -> tuple[tuple[int, float], ...]:
+    """The ``(hidden-state index, weight)`` terms of a ``layers`` value, sorted by index.
+
+    Example:
+        >>> layer_terms("-2,-1")
+        ((-2, 0.5), (-1, 0.5))
+    """
+    return tuple(_parse_layers(canonical_layers(layers)))
+
+
+def _parse_layers(value: Any) -> list[tuple[int, float]]:
+    """The terms of any accepted ``layers`` form, as written (not yet sorted or checked)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [(value, 1.0)]
+    if not isinstance(value, str) or len(value) > _MAX_LAYERS_TEXT:
+        raise InvalidContractError(f"layers={value!r} is not valid; valid forms are {_LAYER_FORMS}")
+    text = "".join(value.split()).lower()
+    tail = _LAYER_TAIL.fullmatch(text)
+    terms: list[tuple[int, float]]
+    if text == LAST_LAYER:
+        terms = [(-1, 1.0)]
+    elif tail is not None and 1 <= int(tail.group(1)) <= _MAX_LAYER_TERMS:
+        n = int(tail.group(1))
+        terms = [(i, 1.0 / n) for i in range(-n, 0)]
+    elif _LAYER_LIST.fullmatch(text):
+        indices = [int(i) for i in text.split(",")]
+        terms = [(i, 1.0 / len(indices)) for i in indices]
+    elif _LAYER_SUM.fullmatch(text):
+        terms = [(int(i), float(w)) for w, i in re.findall(_LAYER_TERM, text)]
+    else:
+        raise InvalidContractError(f"layers={value!r} is not valid; valid forms are {_LAYER_FORMS}")
+    if len(terms) > _MAX_LAYER_TERMS:
+        raise InvalidContractError(
+            f"layers={value!r} combines {len(terms)} layers; at most {_MAX_LAYER_TERMS} are allowed"
+        )
+    bad = [w for _, w in terms if not (math.isfinite(w) and w > 0)]
+    if bad:
+        raise InvalidContractError(
+            f"layers={value!r} has the weight {bad[0]!r}; weights are positive finite numbers"
+        )
+    return terms
+
+
+def _format_layers(value: Any, terms: list[tuple[int, float]]) -> str:
+    """The canonical text of checked terms (sorted by index; equal ``1/n`` weights: a mean)."""
+    terms = sorted(terms)
+    indices = [i for i, _ in terms]
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        raise InvalidContractError(
+            f"layers={value!r} names hidden state {repeated[0]} twice; name each layer once "
+            "(with the sum of its weights)"
+        )
+    if all(w == 1.0 / len(terms) for _, w in terms):
+        if indices == [-1]:
+            return LAST_LAYER
+        return ",".join(str(i) for i in indices)
+    return "+".join(f"{w!r}*{i}" for i, w in terms)
 
 
 def load_contract(value: Any) -> EmbeddingContract:

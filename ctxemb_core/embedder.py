@@ -17,9 +17,10 @@ import numpy as np
 from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
+from ctxemb_core.backends._tokenize import Tokenizer
 from ctxemb_core.backends.exported import is_export, read_manifest
 from ctxemb_core.cache import EmbeddingCache
-from ctxemb_core.contract import EmbeddingContract, Role
+from ctxemb_core.contract import LAST_LAYER, EmbeddingContract, Role, layer_terms
 from ctxemb_core.errors import (
     ContractMismatchError,
     CtxembError,
@@ -143,7 +144,8 @@ class Embedder:
             torch, with a :class:`~ctxemb_core.errors.CtxembWarning` that says why: ONNX
             measured 1.95x sentence-transformers' documents/s and a third of its
             single-query latency on 2 CPU cores, see benchmarks/throughput.py), ``"onnx"`` or
-            ``"torch"``.
+            ``"torch"``. A static model's folder (a lookup table, no network) is served by
+            ``"static"`` (numpy), which ``"auto"`` picks for it and ``"onnx"``/``"torch"`` refuse.
             Not part of the fingerprint: the stamp's canary proves a backend
             reproduces the vectors.
         device: where the network runs (``"cpu"``).
@@ -197,7 +199,7 @@ class Embedder:
         self.cache = cache
         #: How many texts the last call truncated to ``max_tokens``.
         self.last_truncated = 0
-        #: The backend in use (``"auto"`` resolved to ``"onnx"`` or ``"torch"``).
+        #: The backend in use (``"auto"`` resolved to ``"onnx"``, ``"torch"`` or ``"static"``).
         self.backend: str
         self.backend, self._doc = _load_auto(
             contract, contract.model, contract.weights, path, backend, device
@@ -407,13 +409,15 @@ class Embedder:
         encoder, dense = network.encoder, network.dense
         prefix = c.prefix(role)
         prefixed = [prefix + t for t in texts] if prefix else list(texts)
+        # include_prompt=False: the prefix's tokens are read by the network but not pooled.
+        skip = 0 if c.include_prompt or not prefix else _prompt_tokens(encoder.tokenizer, prefix, c)
         out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
         truncated = 0
         batches = self._plan(encoder, prefixed)
         for idx in _progress(batches, len(prefixed), self.show_progress):
-            batch = encoder.encode([prefixed[i] for i in idx], c.max_tokens)
+            batch = _encode(encoder, [prefixed[i] for i in idx], c.max_tokens, c.layers)
             truncated += int(batch.truncated.sum())
-            vectors = pool(batch.hidden, batch.mask, c.pooling)
+            vectors = pool(batch.hidden, batch.mask, c.pooling, skip=skip)
             for head in dense:
                 vectors = head(vectors)
             if c.truncate_dim is not None:
@@ -543,7 +547,9 @@ class Embedder:
         out: list[TokenEmbeddings | None] = [None] * len(read)
         truncated = 0
         for idx in _progress(self._plan(encoder, read, limit), len(read), self.show_progress):
-            batch: TokenBatch = encoder.encode([read[i] for i in idx], limit, with_tokens=True)
+            batch = _encode(
+                encoder, [read[i] for i in idx], limit, self.contract.layers, with_tokens=True
+            )
             truncated += int(batch.truncated.sum())
             rows, picked = [], []
             for row, i in enumerate(idx):
@@ -651,7 +657,7 @@ def _hinted(hint: Any, weights: str) -> Path | None:
         if is_export(folder):
             # Verified in full when it is loaded; here only whose weights it says it holds.
             return folder if read_manifest(folder).contract.weights == weights else None
-        if folder.is_dir() and weights_digest(read_layout(folder)) == weights:
+        if folder.is_dir() and weights_digest(folder) == weights:
             return folder
     except CtxembError:
         pass  # a folder that changed or broke since: the hint is only a hint
@@ -675,8 +681,12 @@ def _load_auto(
     Any failure of the onnx backend (no onnxruntime, a model no export reproduces, a cached
     export that cannot be made again) falls back with a warning that says why; a failure of the
     contract or the folder is raised, since torch would refuse it too. A quantised contract has
-    nothing to fall back to: torch does not run int8 weights.
+    nothing to fall back to: torch does not run int8 weights. A static model's folder is served
+    by the ``"static"`` backend.
     """
+    static = _load_static(contract, model, weights, path, backend, device)
+    if static is not None:
+        return "static", static
     if backend != "auto":
         return backend, _load(contract, model, weights, path, backend, device)
     if device == "cpu":
@@ -716,6 +726,57 @@ def _load_auto(
                     stacklevel=3,
                 )
     return "torch", _load(contract, model, weights, path, "torch", device)
+
+
+def _load_static(
+    contract: EmbeddingContract,
+    model: str,
+    weights: str,
+    path: str | Path | None,
+    backend: str,
+    device: str,
+) -> _Network | None:
+    """The lookup table of a static model's folder, or ``None`` when the folder is a network's.
+
+    Raises:
+        UnsupportedModelError: ``backend="onnx"``/``"torch"`` for a static folder (there is no
+            network to run), or ``backend="static"`` for a network's folder.
+    """
+    from ctxemb_core.backends.static import StaticEncoder, is_static_folder
+
+    key = (weights, "static", device)
+    if path is None and backend in ("auto", "static"):
+        with _ENCODERS_LOCK:
+            cached = _ENCODERS.get(key)
+        if cached is not None:
+            return _fits(contract, cached)
+    try:
+        folder = locate_model(path) if path is not None else locate_model(model, weights)
+    except CtxembError:
+        if backend == "static":
+            raise
+        return None  # the network's path says what is missing
+    if not is_static_folder(folder):
+        if backend == "static":
+            raise UnsupportedModelError(
+                f"backend='static' serves static models (a lookup table in model2vec's format); "
+                f"{folder} holds a network: use backend='auto', 'onnx' or 'torch'"
+            )
+        return None
+    if backend not in ("auto", "static"):
+        raise UnsupportedModelError(
+            f"{model} is a static model (a lookup table, no network): backend={backend!r} has "
+            "nothing to run. It is served by backend='static' (numpy), which backend='auto' "
+            "picks for it"
+        )
+    encoder = StaticEncoder(folder, device=device)
+    if encoder.weights != weights:
+        # The folder found is not the table the contract pins: same name, other files.
+        raise ContractMismatchError(contract, contract.with_(weights=encoder.weights))
+    network = _Network(encoder, (), folder, encoder.hidden_size, None)
+    check_fits(contract, network.dimension, network.max_positions, folder)
+    with _ENCODERS_LOCK:
+        return _ENCODERS.setdefault(key, network)
 
 
 #: (weights digest, error type) pairs whose fall-back to torch was already reported.
@@ -782,6 +843,10 @@ def _load(
     quantization = contract.quantization.value if contract.quantization else None
     try:
         encoder = load_encoder(layout.transformer, backend, device, quantization)
+        if contract.layers != LAST_LAYER:
+            # Now, where "auto" can still fall back: the onnx backend exports the graph of
+            # every hidden state on its first use, and a layer the network lacks is refused.
+            _encode(encoder, ["layers"], contract.max_tokens, contract.layers)
     except Exception as exc:
         if fallible:
             raise _BackendFailed() from exc
@@ -800,6 +865,12 @@ def _load_export(
     """The network of a ctxemb export folder (onnxruntime only), loaded once per folder."""
     from ctxemb_core.backends.exported import ExportEncoder
 
+    if contract.layers != LAST_LAYER:
+        raise UnsupportedModelError(
+            f"{folder} is a ctxemb export, which serves its network's last layer only; "
+            f"layers={contract.layers!r} needs the model folder it was exported from "
+            "(Embedder(contract, path=<model folder>), backend 'torch' or 'onnx')"
+        )
     if backend != "onnx" or device != "cpu":
         raise UnsupportedModelError(
             f"{folder} is a ctxemb export, served by onnxruntime on the CPU (backend='auto' or "
@@ -841,6 +912,40 @@ def _model_folder(model: str, export: Path) -> Path:
     except CtxembError:
         return export
     return export if is_export(folder) else folder
+
+
+def _encode(
+    encoder: Encoder,
+    texts: list[str],
+    max_tokens: int,
+    layers: str,
+    *,
+    with_tokens: bool = False,
+) -> TokenBatch:
+    """The encoder's token vectors from the hidden layers a contract's ``layers`` names."""
+    if layers == LAST_LAYER:
+        return encoder.encode(texts, max_tokens, with_tokens=with_tokens)
+    # Backends that can mix hidden layers (torch, onnx) have encode_layers; others refuse.
+    encode_layers = getattr(encoder, "encode_layers", None)
+    if encode_layers is None:
+        raise UnsupportedModelError(
+            f"layers={layers!r}: the {type(encoder).__name__} network gives its last layer "
+            "only; embed from the model folder with backend='torch' or 'onnx' for this contract"
+        )
+    batch: TokenBatch = encode_layers(
+        texts, max_tokens, layer_terms(layers), with_tokens=with_tokens
+    )
+    return batch
+
+
+def _prompt_tokens(tokenizer: Tokenizer, prefix: str, contract: EmbeddingContract) -> int:
+    """How many leading tokens of each ``prefix + text`` are the prefix's, for pooling without
+    them, counted as sentence-transformers counts a prompt's: the prefix tokenized alone (its
+    leading special tokens included, cut to ``max_tokens``), less a trailing special token."""
+    encodings, _ = tokenizer([prefix], contract.max_tokens)
+    ids = encodings[0].ids
+    special = {i for i, t in tokenizer.tokenizer.get_added_tokens_decoder().items() if t.special}
+    return len(ids) - 1 if ids and ids[-1] in special else len(ids)
 
 
 def _fits(contract: EmbeddingContract, network: _Network) -> _Network:

@@ -38,7 +38,7 @@ from ctxemb_core.backends.exported import (
     ExportEncoder,
     read_manifest,
 )
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import LAST_LAYER, EmbeddingContract
 from ctxemb_core.errors import (
     ContractMismatchError,
     InvalidInputError,
@@ -119,8 +119,8 @@ def export_model(
     Raises:
         InvalidInputError: ``directory`` is a file, a non-empty folder that is not an export,
             or an export and ``overwrite`` is false; or the source is already an export.
-        UnsupportedModelError: a contract with a separate query encoder, a network no export
-            reproduces, a quantisation not known.
+        UnsupportedModelError: a contract with a separate query encoder or with ``layers``
+            other than ``"last"``, a network no export reproduces, a quantisation not known.
         ContractMismatchError: the folder found holds other weights than the contract pins.
         MissingDependencyError: the export must be made and torch, transformers or onnx are
             missing (``pip install 'ctxemb[torch]'``).
@@ -132,6 +132,12 @@ def export_model(
         raise UnsupportedModelError(
             f"{contract.model} has a separate query encoder ({contract.query_model}); exports "
             "of DPR-style pairs are not supported: serve it with Embedder(contract)"
+        )
+    if contract.layers != LAST_LAYER:
+        raise UnsupportedModelError(
+            f"the contract of {contract.model} mixes hidden layers (layers={contract.layers!r}), "
+            "and an export's graph gives the last layer only: serve it with Embedder(contract) "
+            "from the model folder (backend 'onnx' or 'torch')"
         )
     folder = locate_model(contract.model, contract.weights)
     if is_export(folder):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +11,30 @@ import numpy as np
 
 from ctxemb_core.contract import Pooling, Precision
 from ctxemb_core.errors import (
+    InvalidContractError,
     MalformedModelError,
     ModelNotFoundError,
     PickledWeightsError,
     UnsupportedModelError,
 )
 
-__all__ = ["DenseHead", "dense_activation", "l2_normalize", "pool", "quantize"]
+__all__ = ["DenseHead", "dense_activation", "l2_normalize", "mix_layers", "pool", "quantize"]
 
 
-def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling, *, skip: int = 0) -> np.ndarray:
     """One vector per text from ``(batch, tokens, width)`` token vectors and their mask.
 
     Padding may sit on either side; every rule looks only at positions where ``mask`` is 1.
+
+    Args:
+        skip: leading real tokens of each text left out of the pooling (an instruction
+            prefix's, for a contract with ``include_prompt=False``), as sentence-transformers'
+            ``Pooling(include_prompt=False)`` leaves them out: ``cls`` takes the first token
+            after them, ``weighted_mean`` keeps the other tokens' position weights.
     """
+    positions = np.cumsum(mask, axis=1) * mask  # 1-based among the real tokens, 0 on padding
+    if skip:
+        mask = mask * (positions > skip)
     m = mask.astype(hidden.dtype)
     if pooling is Pooling.CLS:
         # The first real token: position 0 with right padding, later with left padding.
@@ -37,7 +47,7 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
         return np.where(m[..., None] > 0, hidden, -np.inf).max(axis=1).astype(hidden.dtype)
     if pooling is Pooling.WEIGHTED_MEAN:
         # Weight i for the i-th real token (1-based), whichever side the padding is on.
-        weights = (np.cumsum(mask, axis=1) * mask).astype(hidden.dtype)
+        weights = (positions * mask).astype(hidden.dtype)
         total = np.einsum("bth,bt->bh", hidden, weights)
         return total / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
     total = np.einsum("bth,bt->bh", hidden, m)
@@ -47,6 +57,38 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
     if pooling is Pooling.MEAN_SQRT_LEN:
         return total / np.sqrt(count)
     raise UnsupportedModelError(f"pooling {pooling!r} has no implementation")  # pragma: no cover
+
+
+def mix_layers(states: Sequence[np.ndarray], terms: Sequence[tuple[int, float]]) -> np.ndarray:
+    """The fixed weighted sum ``Σ weight · states[index]`` of hidden states (float32).
+
+    Args:
+        states: the network's hidden states, as transformers' ``output_hidden_states=True``
+            gives them (index 0: the embedding layer's output; -1: the last layer), each
+            ``(batch, tokens, width)``; a stacked ``(layers + 1, batch, tokens, width)`` array
+            serves as well.
+        terms: ``(index, weight)`` pairs, as :func:`ctxemb_core.contract.layer_terms` gives.
+
+    Raises:
+        InvalidContractError: an index the network does not have.
+    """
+    count = len(states)
+    out: np.ndarray | None = None
+    for index, weight in terms:
+        if not -count <= index < count:
+            raise InvalidContractError(
+                f"layers names hidden state {index}, which the network does not have: it gives "
+                f"{count} hidden states, 0..{count - 1} (0 is the embedding output), or "
+                f"-{count}..-1 counted from the last. Use contract_for(model, layers=...), which "
+                "checks the layers against the model"
+            )
+        term = np.asarray(states[index], dtype=np.float32)
+        if weight != 1.0:
+            term = term * np.float32(weight)
+        out = term if out is None else out + term
+    if out is None:
+        raise InvalidContractError("layers names no hidden state")
+    return out
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core._files import cache_dir, file_digests
-from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, Quantization
+from ctxemb_core.contract import (
+    EmbeddingContract,
+    Pooling,
+    Precision,
+    Quantization,
+    canonical_layers,
+)
 from ctxemb_core.errors import (
     CtxembError,
     InvalidContractError,
@@ -144,6 +150,10 @@ class ModelLayout:
     num_labels: int | None = None
     saved_activation: str | None = None
     cross_encoder: bool = False
+    #: The network's number of hidden layers (``num_hidden_layers``), where its config says.
+    num_layers: int | None = None
+    #: Whether the folder's Pooling module pools the prompt's tokens (``include_prompt``).
+    include_prompt: bool = True
 
     @property
     def dimension(self) -> int:
@@ -416,10 +426,11 @@ def read_layout(folder: str | os.PathLike[str], *, task: str = "feature-extracti
     if not root.is_dir():
         raise ModelNotFoundError(f"model folder {str(folder)!r} does not exist")
     transformer, pooling, normalize = root, None, None
+    include_prompt = True
     dense: tuple[DenseSpec, ...] = ()
     is_st = _present(root / "modules.json")
     if is_st:
-        transformer, pooling, dense, normalize = _read_modules(root)
+        transformer, pooling, dense, normalize, include_prompt = _read_modules(root)
         if task != "feature-extraction" and (pooling or dense or normalize):
             raise UnsupportedModelError(
                 f"{root.name} pools, projects or normalises token vectors: an embedder, not a "
@@ -438,6 +449,7 @@ def read_layout(folder: str | os.PathLike[str], *, task: str = "feature-extracti
     # (ZeroDivisionError) or build a network without the layers the weights hold.
     for key in ("num_attention_heads", "num_hidden_layers", "vocab_size", "intermediate_size"):
         _positive_int(config, key, config_file)
+    num_layers = _first_positive_int(config, config_file, "num_hidden_layers", "n_layer")
     width = hidden
     for spec in dense:
         if spec.in_features != width:
@@ -478,6 +490,8 @@ def read_layout(folder: str | os.PathLike[str], *, task: str = "feature-extracti
         max_seq_length=max_seq,
         max_positions=positions,
         hidden_size=hidden,
+        num_layers=num_layers,
+        include_prompt=include_prompt,
     )
     if task == "feature-extraction":
         return layout
@@ -555,8 +569,11 @@ def _classification_architecture(config: dict[str, Any], where: Path) -> str | N
     return first if first.endswith("ForSequenceClassification") else None
 
 
-def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ...], bool]:
-    """The Transformer folder, pooling, Dense heads and normalisation of ``modules.json``."""
+def _read_modules(
+    root: Path,
+) -> tuple[Path, Pooling | None, tuple[DenseSpec, ...], bool, bool]:
+    """The Transformer folder, pooling, Dense heads, normalisation and whether the pooling
+    includes the prompt's tokens, of ``modules.json``."""
     modules_file = root / "modules.json"
     modules = _read_json(modules_file)
     if not isinstance(modules, list):
@@ -565,6 +582,7 @@ def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ..
     pooling: Pooling | None = None
     dense: list[DenseSpec] = []
     normalize = False
+    include_prompt = True
     kinds: list[str] = []
     # List order, as sentence-transformers runs them (it never sorts by "idx").
     for pos, module in enumerate(modules):
@@ -577,7 +595,7 @@ def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ..
         if kind == "Transformer":
             transformer = path
         elif kind == "Pooling":
-            pooling = _read_st_pooling(path / "config.json")
+            pooling, include_prompt = _read_st_pooling(path / "config.json")
         elif kind == "Dense":
             dense.append(_read_st_dense(path))
         else:
@@ -590,7 +608,7 @@ def _read_modules(root: Path) -> tuple[Path, Pooling | None, tuple[DenseSpec, ..
             f"{modules_file}: modules {kinds} are not a graph ctxemb reproduces exactly; it "
             f"runs {_MODULE_ORDER}, in that order, each at most once but Dense"
         )
-    return transformer, pooling, tuple(dense), normalize
+    return transformer, pooling, tuple(dense), normalize, include_prompt
 
 
 def _module_kind(type_name: Any, where: str, root: Path) -> str:
@@ -680,7 +698,8 @@ def _read_tokenizer_limit(path: Path) -> int | None:
     return _positive_int(config, "model_max_length", path)
 
 
-def _read_st_pooling(path: Path) -> Pooling:
+def _read_st_pooling(path: Path) -> tuple[Pooling, bool]:
+    """The pooling of a Pooling module's config, and whether it pools the prompt's tokens."""
     config = _read_object(path)
     mode = config.get("pooling_mode")
     if mode is None:
@@ -702,12 +721,7 @@ def _read_st_pooling(path: Path) -> Pooling:
         raise MalformedModelError(
             f"{path}: include_prompt must be true or false, got {include_prompt!r}"
         )
-    if not include_prompt:
-        raise UnsupportedModelError(
-            f"{path}: pooling excludes the prompt tokens (include_prompt=false), which ctxemb "
-            "does not reproduce yet"
-        )
-    return _ST_POOLING[mode]
+    return _ST_POOLING[mode], include_prompt
 
 
 def _read_st_dense(folder: Path) -> DenseSpec:
@@ -829,7 +843,8 @@ _cache_dir = cache_dir
 
 
 def weights_digest(folder: str | os.PathLike[str] | ModelLayout) -> str:
-    """``sha256:`` digest over a model's weight, config and tokenizer files.
+    """``sha256:`` digest over a model's weight, config and tokenizer files (for a static
+    model's folder: its table, ``tokenizer.json`` and ``config.json``).
 
     The digest covers file names relative to the folder and their contents, so a moved or copied
     folder keeps it and any changed weight or vocabulary changes it. Per-file digests are cached
@@ -837,6 +852,10 @@ def weights_digest(folder: str | os.PathLike[str] | ModelLayout) -> str:
     device, inode and its first and last 64 KiB (see :mod:`ctxemb_core._files`), so a repeat costs
     milliseconds, and a file replaced in place, even with its old mtime restored, is hashed again.
     """
+    if not isinstance(folder, ModelLayout) and _is_static(Path(folder)):
+        from ctxemb_core.backends.static import static_digest
+
+        return static_digest(folder)  # the table, tokenizer.json and config.json
     layout = folder if isinstance(folder, ModelLayout) else read_layout(folder)
     files = _digest_files(layout)
     h = hashlib.sha256()
@@ -879,6 +898,8 @@ def contract_for(
     precision: Precision | str | None = None,
     quantization: Quantization | str | None = None,
     query_encoder: str | os.PathLike[str] | None = None,
+    layers: str | None = None,
+    include_prompt: bool | None = None,
 ) -> EmbeddingContract:
     """Derive the contract of a model from its folder.
 
@@ -890,6 +911,8 @@ def contract_for(
     Args:
         model: a folder path, or a name that resolves offline (the bundled
             ``sentence-transformers/all-MiniLM-L6-v2``, a registered name, the local HF cache).
+            A static model's folder (model2vec's format: a lookup table, no network) gets a
+            static contract (:func:`ctxemb_core.static.static_contract`).
         name: the identity to record as ``contract.model``. Default: the name ``model`` was given
             by; for a folder, the known model it is a copy of (:func:`known_model`: same weights
             digest, so a copy of the bundled MiniLM is
@@ -909,6 +932,14 @@ def contract_for(
             value), run on the ``onnx`` backend.
         query_encoder: a separate query encoder's folder or name (DPR-style pairs); its weights
             are pinned as ``query_model``/``query_weights``.
+        layers: which hidden layers make the token vectors: ``"last"`` (the default), one
+            hidden-state index (``"-2"``; ``"0"`` is the embedding layer's output), the mean of
+            several (``"-4,-3,-2,-1"``, or ``"-4:"`` for the last four) or a fixed weighted sum
+            (``"0.5*-2+0.5*-1"``). Checked against the model's depth and written counted from
+            the last layer (see :func:`~ctxemb_core.contract.canonical_layers`).
+        include_prompt: pool the instruction prefix's tokens with the text's (default: the
+            folder's Pooling module says, else ``True``); ``False`` pools the text's own tokens
+            only, as sentence-transformers' ``Pooling(include_prompt=False)`` (Instructor).
 
     Returns:
         The contract; the folder is registered under its weights digest so that
@@ -939,6 +970,8 @@ def contract_for(
             "max_tokens": max_tokens,
             "precision": precision,
             "quantization": quantization,
+            "layers": layers,
+            "include_prompt": include_prompt,
         }.items()
         if v is not None
     }
@@ -954,6 +987,12 @@ def contract_for(
         return _export_contract(exported, given, name=name, family=family, query_encoder=qtext)
 
     folder = locate_model(text)
+    if _is_static(folder):
+        # A lookup table in model2vec's format, not a network: ctxemb_core.static reads it.
+        from ctxemb_core.static import static_contract
+
+        label = name if name is not None or _as_dir(text) else _ALIASES.get(text, text)
+        return static_contract(folder, given, name=label, family=family, query_encoder=qtext)
     layout = read_layout(folder)
     weights = weights_digest(layout)
     if name is None and _as_dir(text):
@@ -985,7 +1024,10 @@ def contract_for(
         "normalize": True if layout.normalize is None else layout.normalize,
         # Both are validated positive integers or None: `or` only skips what the folder omits.
         "max_tokens": layout.max_seq_length or layout.max_positions or 512,
+        "include_prompt": layout.include_prompt,
     }
+    if "layers" in given:
+        given["layers"] = canonical_layers(given["layers"], layout.num_layers)
     layouts = [layout]
     if qtext is not None:
         qfolder = locate_model(qtext)
@@ -995,6 +1037,9 @@ def contract_for(
                 f"the query encoder emits {qlayout.dimension} dimensions and the document "
                 f"encoder {layout.dimension}: their vectors cannot be compared"
             )
+        if "layers" in given and qlayout.num_layers is not None:
+            # The document encoder's depth wrote the indices; the query encoder must have them.
+            canonical_layers(given["layers"], qlayout.num_layers)
         fields["query_weights"] = weights_digest(qlayout)
         fields["query_model"] = (
             known_model(fields["query_weights"]) or qfolder.name if _as_dir(qtext) else qtext
@@ -1018,6 +1063,12 @@ CONTRACT_OVERRIDES: tuple[str, ...] = tuple(
     for p in inspect.signature(contract_for).parameters.values()
     if p.kind is p.KEYWORD_ONLY and p.name in _CONTRACT_FIELDS
 )
+
+
+def _is_static(folder: Path) -> bool:
+    from ctxemb_core.backends.static import is_static_folder
+
+    return is_static_folder(folder)
 
 
 def _is_export(folder: Path) -> bool:
@@ -1049,6 +1100,16 @@ def _export_contract(
         contract.quantization and contract.quantization.value
     ):
         fixed = "quantization"
+    if "layers" in given and canonical_layers(given["layers"]) != contract.layers:
+        # An export's graph gives the last layer only.
+        raise InvalidContractError(
+            f"{folder} is a ctxemb export, whose graph gives its network's last layer only, so "
+            f"layers={given['layers']!r} cannot be served from it; read the model folder it was "
+            "exported from instead: contract_for('<model folder>', layers=...)",
+            cli=f"{folder} is a ctxemb export, whose graph gives its network's last layer only, "
+            "so --layers cannot be served from it; pass the model folder it was exported from "
+            "as --model",
+        )
     if fixed is not None:
         flag = "--" + fixed.replace("_", "-")
         raise InvalidContractError(
@@ -1061,6 +1122,7 @@ def _export_contract(
         )
     changes = dict(given)
     changes.pop("quantization", None)
+    changes.pop("layers", None)
     if family is not None:
         query, document = FAMILY_PRESETS[family]
         changes.setdefault("query_prefix", query)

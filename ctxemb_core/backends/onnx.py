@@ -15,6 +15,9 @@ dynamo exporter also needs ``onnxscript``, and it is several times faster), and 
                                digest and the recipe
     classifier/model.onnx      a sequence-classification network's graph -> logits
     classifier/export.json     (batch, num_labels), and its record
+    layers/model.onnx          the encoder's graph -> hidden_states, every hidden state stacked
+    layers/export.json         (layers + 1, batch, tokens, width), made on demand for a
+                               contract whose ``layers`` is not ``"last"``, and its record
 
 The folder's tokenizer, as transformers builds it, is kept under
 ``$CTXEMB_CACHE_DIR/tokenizers/<weights digest>/`` (``tokenizer.json`` and a record with its
@@ -78,6 +81,7 @@ from ctxemb_core.errors import (
     MissingDependencyError,
     UnsupportedModelError,
 )
+from ctxemb_core.pooling import mix_layers
 from ctxemb_core.resolve import read_layout, weights_digest
 
 __all__ = [
@@ -108,8 +112,11 @@ _TOKENIZER_DIR = "tokenizers"
 _META_FILE = "export.json"
 _HIDDEN = "last_hidden_state"
 _LOGITS = "logits"
+# Every hidden state, stacked: the graph behind a contract's ``layers`` other than "last". Its
+# own export, so the default graph (and its speed) stays exactly as it is.
+_LAYERS = "hidden_states"
 # Where each output's export lives inside the weights digest's directory.
-_OUTPUT_DIRS = {_HIDDEN: "", _LOGITS: "classifier"}
+_OUTPUT_DIRS = {_HIDDEN: "", _LOGITS: "classifier", _LAYERS: "layers"}
 # Inputs a graph may take, in the order of its signature; the tokenizer decides which it gets.
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _DEVICES = ("cpu",)
@@ -195,6 +202,10 @@ class OnnxEncoder:
         #: Where the export lives (removed already if the cache directory was not writable).
         self.model_file = model_file
         self._inputs = [i.name for i in self.session.get_inputs()]
+        # The graph of every hidden state, opened on the first call that needs it.
+        self._open_layers = (ort, folder, quantization, threads)
+        self._layers_session: Any = None
+        self._layers_lock = threading.Lock()
 
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
@@ -202,6 +213,34 @@ class OnnxEncoder:
         encodings, arrays = self.tokenizer(texts, max_tokens)
         (hidden,) = self.session.run([_HIDDEN], {k: arrays[k] for k in self._inputs})
         return token_batch(encodings, arrays, np.asarray(hidden, dtype=np.float32), with_tokens)
+
+    def encode_layers(
+        self,
+        texts: Sequence[str],
+        max_tokens: int,
+        terms: Sequence[tuple[int, float]],
+        *,
+        with_tokens: bool = False,
+    ) -> TokenBatch:
+        """As :meth:`encode`, with token vectors mixed from the hidden layers ``terms`` names
+        (``(index, weight)`` pairs of :func:`ctxemb_core.contract.layer_terms`).
+
+        Runs the export of every hidden state (the ``layers`` directory of the weights
+        digest's export directory), made and self-checked on the first call.
+        """
+        session = self._layers()
+        encodings, arrays = self.tokenizer(texts, max_tokens)
+        (states,) = session.run([_LAYERS], {k: arrays[k] for k in self._inputs})
+        return token_batch(encodings, arrays, mix_layers(states, terms), with_tokens)
+
+    def _layers(self) -> Any:
+        with self._layers_lock:
+            if self._layers_session is None:
+                ort, folder, quantization, threads = self._open_layers
+                self._layers_session, _ = _open_session(
+                    ort, folder, self.weights, self.tokenizer, quantization, threads, output=_LAYERS
+                )
+            return self._layers_session
 
 
 class OnnxClassifier:
@@ -316,8 +355,9 @@ def export_dir(weights: str, output: str = _HIDDEN) -> Path:
     """The cache directory of the export of the network with weights digest ``weights``.
 
     Args:
-        output: what the export computes: ``"last_hidden_state"`` (an encoder) or ``"logits"``
-            (a sequence-classification network, exported to the ``classifier`` subdirectory).
+        output: what the export computes: ``"last_hidden_state"`` (an encoder), ``"logits"``
+            (a sequence-classification network, exported to the ``classifier`` subdirectory)
+            or ``"hidden_states"`` (an encoder's every hidden state, in ``layers``).
     """
     if output not in _OUTPUT_DIRS:
         raise InvalidInputError(f"output={output!r} is not known; valid are {list(_OUTPUT_DIRS)}")
@@ -767,7 +807,10 @@ def _export(
     else:
         encoder = TorchEncoder(folder, device="cpu")
         model, trace_inputs = encoder.model, _TRACE_TEXTS
-        want = encoder.encode(list(_CHECK_TEXTS), _CHECK_TOKENS).hidden
+        if output == _LAYERS:
+            want = encoder.hidden_states(list(_CHECK_TEXTS), _CHECK_TOKENS)
+        else:
+            want = encoder.encode(list(_CHECK_TEXTS), _CHECK_TOKENS).hidden
     accepted = inspect.signature(model.forward).parameters
     _, arrays = tokenizer(trace_inputs, _CHECK_TOKENS)
     names = [k for k in _INPUTS if k in arrays and k in accepted]
@@ -828,8 +871,12 @@ def _trace(
     model_file: Path,
     output: str,
 ) -> None:
-    # Logits are (batch, num_labels): only the batch axis varies.
-    output_axes = {0: "batch", 1: "tokens"} if output == _HIDDEN else {0: "batch"}
+    # Logits are (batch, num_labels): only the batch axis varies; stacked hidden states are
+    # (layers + 1, batch, tokens, width).
+    output_axes = {
+        _HIDDEN: {0: "batch", 1: "tokens"},
+        _LAYERS: {1: "batch", 2: "tokens"},
+    }.get(output, {0: "batch"})
     with warnings.catch_warnings():
         # Its deprecation notice, and tracer warnings that shape checks were frozen: the
         # self-check, on another batch shape, is what proves the graph.
@@ -877,7 +924,10 @@ def _output_of(torch: Any, model: Any, names: list[str], output: str) -> Any:
             self.model = model
 
         def forward(self, *inputs: Any) -> Any:
-            return getattr(self.model(**dict(zip(names, inputs, strict=True))), output)
+            feeds = dict(zip(names, inputs, strict=True))
+            if output == _LAYERS:
+                return torch.stack(self.model(**feeds, output_hidden_states=True).hidden_states)
+            return getattr(self.model(**feeds), output)
 
     # eval() on the wrapper too: the exporter restores the wrapper's training flag afterwards,
     # and a fresh module's flag is True, which would leave the shared model in dropout mode.
@@ -908,7 +958,12 @@ def _self_check(
         shortfall = None if diff <= tolerance else f"logit difference {diff:.3g} > {tolerance:.3g}"
         return _Check({"check_max_abs_diff": diff, "check_tolerance": tolerance}, shortfall)
     real = arrays["attention_mask"].astype(bool)
-    a, b = got[real], expected[real]
+    if got.shape != expected.shape:
+        return _Check({}, f"token vectors of shape {got.shape}, not {expected.shape}")
+    if output == _LAYERS:  # every hidden state's tokens, one row each
+        a, b = got[:, real].reshape(-1, got.shape[-1]), expected[:, real].reshape(-1, got.shape[-1])
+    else:
+        a, b = got[real], expected[real]
     norms = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
     min_cosine = float(np.min(np.sum(a * b, axis=1) / norms))
     shortfall = None

@@ -17,6 +17,7 @@ from ctxemb_core.errors import (
     ModelNotFoundError,
     UnsupportedModelError,
 )
+from ctxemb_core.pooling import mix_layers
 from ctxemb_core.resolve import safetensors_files
 
 
@@ -53,6 +54,39 @@ class TorchEncoder:
             out = self.model(**feeds)
         hidden = out.last_hidden_state.float().cpu().numpy()
         return token_batch(encodings, arrays, hidden, with_tokens)
+
+    def encode_layers(
+        self,
+        texts: Sequence[str],
+        max_tokens: int,
+        terms: Sequence[tuple[int, float]],
+        *,
+        with_tokens: bool = False,
+    ) -> TokenBatch:
+        """As :meth:`encode`, with token vectors mixed from the hidden layers ``terms`` names
+        (``(index, weight)`` pairs of :func:`ctxemb_core.contract.layer_terms`)."""
+        encodings, arrays, states = self._states(texts, max_tokens)
+        return token_batch(encodings, arrays, mix_layers(states, terms), with_tokens)
+
+    def hidden_states(self, texts: Sequence[str], max_tokens: int) -> np.ndarray:
+        """Every hidden state, stacked: ``(layers + 1, batch, tokens, width)`` float32 (index 0
+        is the embedding layer's output, as transformers' ``output_hidden_states=True`` gives)."""
+        return np.stack(self._states(texts, max_tokens)[2])
+
+    def _states(self, texts: Sequence[str], max_tokens: int) -> tuple[list, Any, list[Any]]:
+        torch = self._torch
+        encodings, arrays = self.tokenizer(texts, max_tokens)
+        feeds = {
+            k: torch.from_numpy(v).to(self.device) for k, v in arrays.items() if k in self._inputs
+        }
+        with torch.inference_mode():
+            out = self.model(**feeds, output_hidden_states=True)
+        if not out.hidden_states:
+            raise UnsupportedModelError(
+                f"the network of {self.model.config.model_type!r} gives no hidden states, so "
+                "layers= cannot choose among them; use layers='last'"
+            )
+        return encodings, arrays, [h.float().cpu().numpy() for h in out.hidden_states]
 
 
 class TorchClassifier:
