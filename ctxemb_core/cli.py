@@ -415,6 +415,9 @@ def _parser() -> argparse.ArgumentParser:
     export = _optional_command("export")
     if export is not None:
         export.add_parser(sub)
+    static = _optional_command("static")
+    if static is not None:
+        static.add_parser(sub)
     return parser
 
 

@@ -57,6 +57,8 @@ _ENCODERS: dict[tuple[str, str, str], _Network] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 _AGGREGATES = ("mean", "median", "max")
+# How one occurrence's word-piece vectors become the occurrence's vector.
+_PIECES = ("mean", "first")
 
 # The default of TokenEmbeddings' flags: replaced by one False per token.
 _NO_FLAGS = np.zeros(0, dtype=bool)
@@ -75,8 +77,9 @@ class TokenEmbeddings:
         tokens: the token strings.
         offsets: ``(start, end)`` character offsets of each token in ``text``; ``(0, 0)`` for a
             special or marker token, ``(len(text), len(text))`` for an expansion token.
-        vectors: ``(len(tokens), width)`` float32 vectors from the encoder's last layer (after
-            the network's dense heads when they were asked for).
+        vectors: ``(len(tokens), width)`` float32 vectors from the hidden layers the
+            contract's ``layers`` names (the last layer by default), after the network's dense
+            heads when they were asked for.
         truncated: whether the text was cut to the token limit.
         special: per token, whether it is a special token ([CLS], [SEP], <s>, …).
         marker: per token, whether it comes from the marker prepended to the text.
@@ -116,18 +119,25 @@ class TokenEmbeddings:
 class WordVector:
     """A word-type vector derived from the word's occurrences: a statistic, not a model output.
 
+    Two aggregations make it, and both are recorded: ``pieces`` combines the word-piece
+    (token) vectors of one occurrence into the occurrence's vector, ``aggregate`` combines the
+    occurrences. With a single context the result is that occurrence's vector. It is never a
+    text vector: no pooling over the context's other tokens goes into it.
+
     Attributes:
         word: the word.
-        vector: the aggregate of the occurrence vectors (each occurrence is the mean of its
-            sub-word token vectors).
+        vector: the aggregate of the occurrence vectors.
         aggregate: how occurrences were combined (``"mean"``, ``"median"`` or ``"max"``).
         occurrences: how many occurrences went into it.
+        pieces: how each occurrence's word-piece vectors were combined (``"mean"``: the mean
+            of the word's word-piece vectors; ``"first"``: its first word piece's vector).
     """
 
     word: str
     vector: np.ndarray
     aggregate: str
     occurrences: int
+    pieces: str = "mean"
 
 
 class Embedder:
@@ -580,17 +590,35 @@ class Embedder:
         return [t for t in out if t is not None]
 
     def word_vector(
-        self, word: str, contexts: Sequence[str], aggregate: str = "mean"
+        self,
+        word: str,
+        contexts: Sequence[str],
+        aggregate: str = "mean",
+        *,
+        pieces: str = "mean",
     ) -> WordVector:
         """A vector for a word type, aggregated over its occurrences in ``contexts``.
 
-        A contextual model has no single vector per word: each occurrence has its own. This
-        derives one by averaging each occurrence's sub-word token vectors and aggregating the
-        occurrences, and records the aggregation in the result.
+        A contextual model has no single vector per word: each occurrence has its own, computed
+        from the text it sits in. This derives one in two recorded steps: each occurrence's
+        vector combines the word's word-piece vectors from :meth:`embed_tokens` (``pieces``),
+        and the occurrences are combined (``aggregate``). Pass one context for the vector of
+        one occurrence. A static model's word-piece vectors are its table's rows, the same in
+        every context, so there every occurrence of a word has the same vector.
+
+        Args:
+            word: the word, matched case-insensitively as a whole word.
+            contexts: the texts it occurs in.
+            aggregate: how occurrences are combined: ``"mean"``, ``"median"`` or ``"max"``.
+            pieces: how one occurrence's word-piece vectors are combined: ``"mean"`` (the mean
+                of the word's word-piece vectors) or ``"first"`` (its first word piece's).
+
+        Returns:
+            A :class:`WordVector` that states both aggregations and the occurrence count.
 
         Raises:
-            InvalidInputError: the word is empty, ``aggregate`` is unknown, or the word occurs
-                in none of the contexts.
+            InvalidInputError: the word is empty, ``aggregate`` or ``pieces`` is unknown, or the
+                word occurs in none of the contexts.
         """
         word = _check_text(word, "word")
         if not word.strip():
@@ -599,6 +627,8 @@ class Embedder:
             raise InvalidInputError(
                 f"aggregate={aggregate!r} is not valid; valid values are {_AGGREGATES}"
             )
+        if pieces not in _PIECES:
+            raise InvalidInputError(f"pieces={pieces!r} is not valid; valid values are {_PIECES}")
         contexts = _check_texts(contexts, "contexts")
         pattern = re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
         found = []
@@ -610,7 +640,8 @@ class Embedder:
             for m in matches:
                 idx = toks.span(m.start(), m.end())
                 if len(idx):
-                    found.append(toks.vectors[idx].mean(axis=0))
+                    rows = toks.vectors[idx]
+                    found.append(rows[0] if pieces == "first" else rows.mean(axis=0))
         if not found:
             raise InvalidInputError(f"{word!r} occurs in none of the {len(contexts)} contexts")
         stack = np.stack(found)
@@ -620,7 +651,7 @@ class Embedder:
             vector = stack.max(axis=0)
         else:
             vector = stack.mean(axis=0)
-        return WordVector(word, vector.astype(np.float32), aggregate, len(found))
+        return WordVector(word, vector.astype(np.float32), aggregate, len(found), pieces)
 
 
 # -- helpers ---------------------------------------------------------------------------------
