@@ -145,6 +145,18 @@ def test_token_vectors_are_the_same_either_way(instructor):
     np.testing.assert_array_equal(a.vectors, b.vectors)
 
 
+def test_an_export_keeps_the_pooling_without_the_prompt(instructor, tmp_path):
+    from ctxemb_core.export import export_contract, export_model
+
+    folder, st = instructor
+    contract = contract_for(folder)
+    export = export_model(contract, tmp_path / "export")
+    assert export_contract(export) == contract
+    emb = Embedder.from_export(export)
+    want = st.encode(TEXTS, prompt_name="query", convert_to_numpy=True)
+    np.testing.assert_allclose(emb.embed_queries(TEXTS), want, atol=1e-5)
+
+
 def test_a_stamp_refuses_a_caller_that_pools_the_prompt_naming_the_field(instructor):
     folder, _ = instructor
     contract = contract_for(folder)
