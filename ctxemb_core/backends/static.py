@@ -423,9 +423,7 @@ class StaticTokenizer(Tokenizer):
             # Each Encoding attribute builds a new list when read: read each once.
             ids, truncated = enc.ids, len(s) < len(text) or bool(enc.overflowing)
             if self.unk_id not in ids:
-                out.append(
-                    Pieces(ids, enc.tokens, enc.offsets, enc.special_tokens_mask, truncated)
-                )
+                out.append(Pieces(ids, enc.tokens, enc.offsets, enc.special_tokens_mask, truncated))
                 continue
             keep = [i for i, t in enumerate(ids) if t != self.unk_id]
             tokens, offsets, special = enc.tokens, enc.offsets, enc.special_tokens_mask
@@ -505,6 +503,11 @@ class StaticEncoder:
         self.token_weights = tensors.get("weights")
         self.mapping = tensors.get("mapping")
         self.hidden_size = int(self.table.shape[1])
+        #: The lookups' dtype: float32, or float64 when the per-token weights are (model2vec
+        #: multiplies float32 rows by them and averages in the product's precision).
+        self.dtype = np.dtype(np.float32)
+        if self.token_weights is not None:
+            self.dtype = np.result_type(np.float32, self.token_weights.dtype)
         vocab, where = self.static_tokenizer.vocab_size, self.layout.table
         if self.mapping is None and len(self.table) != vocab:
             raise MalformedModelError(
@@ -522,20 +525,21 @@ class StaticEncoder:
             raise MalformedModelError(f"{where}: 'mapping' points outside the table")
 
     def lookup(self, ids: Sequence[int]) -> np.ndarray:
-        """The vectors of token ids: ``(len(ids), dimension)`` float32."""
+        """The vectors of token ids: ``(len(ids), dimension)`` of :attr:`dtype`."""
         index = np.asarray(ids, dtype=np.int64)
         rows = self.table[index if self.mapping is None else self.mapping[index]]
         if self.token_weights is not None:
             rows = rows * self.token_weights[index][:, None]
-        return rows.astype(np.float32, copy=False)
+        return rows.astype(self.dtype, copy=False)
 
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
     ) -> TokenBatch:
-        """The lookup vectors of a batch, right-padded with zero vectors (mask 0)."""
+        """The lookup vectors of a batch, right-padded with zero vectors (mask 0); float32,
+        or float64 for float64 per-token weights (the embedder casts after pooling)."""
         pieces, arrays = self.static_tokenizer(texts, max_tokens)
         mask = arrays["attention_mask"]
-        hidden = np.zeros((*mask.shape, self.hidden_size), dtype=np.float32)
+        hidden = np.zeros((*mask.shape, self.hidden_size), dtype=self.dtype)
         for row, p in enumerate(pieces):
             if p.ids:
                 hidden[row, : len(p.ids)] = self.lookup(p.ids)
