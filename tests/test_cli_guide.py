@@ -81,7 +81,7 @@ def test_contract_flags_are_contract_for_keywords():
         assert flags == keywords, name
         for action in group._group_actions:
             assert action.option_strings == ["--" + action.dest.replace("_", "-")] or (
-                action.dest == "normalize"
+                action.dest in ("normalize", "include_prompt")
             )
 
 
