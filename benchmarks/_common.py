@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.metadata
 import json
@@ -93,6 +94,12 @@ def machine_info() -> dict[str, Any]:
     if torch is not None:
         info["torch_threads"] = torch.get_num_threads()
         info["torch_interop_threads"] = torch.get_num_interop_threads()
+    # A run given more of a shared machine (`nice`, or its session's autogroup, which is what
+    # counts between sessions when the kernel groups them) says so.
+    if hasattr(os, "getpriority"):
+        info["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        info["autogroup_nice"] = int(Path("/proc/self/autogroup").read_text().split()[-1])
     if hasattr(os, "getloadavg"):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return info

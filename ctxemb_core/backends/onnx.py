@@ -440,6 +440,12 @@ def session_options(ort: Any, threads: int | None) -> Any:
     # physical cores, which oversubscribes a CPU-limited container or a pinned process.
     options.intra_op_num_threads = threads or _available_cores()
     options.inter_op_num_threads = 1
+    # Pool threads block between parallel sections instead of spinning: a spinning pool on a
+    # core another process also wants loses its turns to that process and takes the
+    # neighbour's. On 2 cores with one kept busy by another process, MiniLM went from 11.1 to
+    # 13.6 docs/s (idle 27.0 vs 26.9, no cost); one thread would gain little more under load
+    # (14.0) and lose 43 % when idle (benchmarks/under_load.py).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # its warnings about unused initializers are noise here
     return options
 
