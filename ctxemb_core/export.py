@@ -145,6 +145,13 @@ def export_model(
             f"{folder} is an export already: copy the folder, or export from the model folder "
             "it was made from"
         )
+    from ctxemb_core.backends.static import is_static_folder
+
+    if is_static_folder(folder):
+        raise UnsupportedModelError(
+            f"{folder} is a static model (a lookup table, no network): it needs no export, since "
+            "numpy and tokenizers alone serve it: Embedder(contract_for(folder))"
+        )
     layout = read_layout(folder)
     from ctxemb_core.resolve import weights_digest
 

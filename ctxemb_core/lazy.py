@@ -67,8 +67,10 @@ class LazyEmbedder:
         self.contract = load_contract(contract)
         remember(self.contract)
         # Checked now, not at the first embed deep inside a store write or a chain.
-        if backend not in ("auto", "onnx", "torch"):
-            raise InvalidInputError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
+        if backend not in ("auto", "onnx", "torch", "static"):
+            raise InvalidInputError(
+                f"backend must be 'auto', 'onnx', 'torch' or 'static', got {backend!r}"
+            )
         if not isinstance(device, str) or not device:
             raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
         check_positive_int(batch_size, "batch_size")

@@ -231,6 +231,18 @@ def test_the_embedder_picks_the_static_backend_and_refuses_the_others(static_dir
         Embedder(contract_for(MINILM), backend="static")
 
 
+def test_a_static_model_needs_no_export_and_says_so(static_dir, tmp_path):
+    from ctxemb_core.export import export_model
+
+    with pytest.raises(UnsupportedModelError, match=r"static model .* needs no export"):
+        export_model(contract_for(static_dir), tmp_path / "export")
+    assert not (tmp_path / "export").exists()
+    # The lazy embedder (the Chroma/Haystack adapters' form) takes the static backend by name.
+    from ctxemb_core.lazy import LazyEmbedder
+
+    LazyEmbedder(contract_for(static_dir), backend="static")
+
+
 def test_a_folder_whose_table_changed_is_refused_by_the_old_contract(static_dir, tmp_path):
     copy = tmp_path / "altered"
     shutil.copytree(static_dir, copy)
