@@ -14,7 +14,14 @@ Example:
 
 from __future__ import annotations
 
-from ctxemb_core.contract import DiffKind, EmbeddingContract, Pooling, Precision, Role
+from ctxemb_core.contract import (
+    DiffKind,
+    EmbeddingContract,
+    Pooling,
+    Precision,
+    Quantization,
+    Role,
+)
 from ctxemb_core.detect import DetectReport, detect_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.resolve import contract_for
@@ -28,6 +35,7 @@ __all__ = [
     "IndexStamp",
     "Pooling",
     "Precision",
+    "Quantization",
     "Role",
     "__version__",
     "contract_for",

@@ -19,6 +19,7 @@ def test_core_exports_exactly_the_intended_names():
         "IndexStamp",
         "Pooling",
         "Precision",
+        "Quantization",
         "Role",
         "__version__",
         "contract_for",
@@ -162,3 +163,23 @@ def test_serving_an_export_imports_no_torch_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_family_surface():
+    """Static models, layer mixing, Instructor pooling and the versioned int8 recipes."""
+    import dataclasses
+
+    import ctxemb_core.static as static
+    from ctxemb_core.backends.onnx import QUANTIZATION_RECIPES
+
+    assert static.__all__ == [
+        "WORD_PATTERN",
+        "is_static_folder",
+        "static_contract",
+        "static_from_model",
+        "static_from_vectors",
+    ]
+    fields = {f.name for f in dataclasses.fields(ctxemb_core.EmbeddingContract)}
+    assert {"layers", "include_prompt", "quantization"} <= fields
+    values = [q.value for q in ctxemb_core.Quantization]
+    assert values == ["int8-dynamic", "int8-static-v1"] == list(QUANTIZATION_RECIPES)
