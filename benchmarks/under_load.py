@@ -23,8 +23,12 @@ alone). Every round measures all sides idle, then all sides loaded, in an order 
 from round to round; medians over rounds are reported, with each side's loaded ÷ idle and its
 ratio to sentence-transformers in the same condition.
 
+With ``--quantization Q`` the ctxemb sides embed with ``contract_for(MODEL, quantization=Q)``
+(the int8 graphs run with the same session options) and the result goes to
+``under_load_<Q>.json``.
+
 Usage:
-    .venv/bin/python benchmarks/under_load.py [--n 256] [--rounds 2]
+    .venv/bin/python benchmarks/under_load.py [--n 256] [--rounds 2] [--quantization Q]
 """
 
 from __future__ import annotations
@@ -115,7 +119,7 @@ class Busy:
 # -- workers ---------------------------------------------------------------------------------
 
 
-def _worker(side: str, data: Path, n: int) -> None:
+def _worker(side: str, data: Path, n: int, quantization: str | None) -> None:
     """Load one side, warm it up, then embed the slice each time the parent writes ``run``."""
     offline()
     quiet_truncation()
@@ -145,7 +149,7 @@ def _worker(side: str, data: Path, n: int) -> None:
                 return opts
 
             onnx.session_options = options
-        embedder = Embedder(contract_for(MODEL))
+        embedder = Embedder(contract_for(MODEL, quantization=quantization))
         assert embedder.backend == "onnx", embedder.backend
         settings = _options_of(onnx.session_options)
 
@@ -183,10 +187,13 @@ def _options_of(make: Any) -> dict[str, Any]:
 class Worker:
     """A side in its own process, driven over its stdin and stdout."""
 
-    def __init__(self, side: str, data: Path, n: int) -> None:
+    def __init__(self, side: str, data: Path, n: int, quantization: str | None) -> None:
         self.side = side
+        command = [sys.executable, __file__, "--worker", side, "--n", str(n), "--data", str(data)]
+        if quantization:
+            command += ["--quantization", quantization]
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", side, "--n", str(n), "--data", str(data)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -226,10 +233,15 @@ def main() -> None:
         "--busy-max", type=float, default=300.0, help="the busy loop's bound, s (default 300)"
     )
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        help="measure the contract with this quantization (e.g. int8-static-v1) instead",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
-        _worker(args.worker, args.data, args.n)
+        _worker(args.worker, args.data, args.n, args.quantization)
         return
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be at least 1")
@@ -238,13 +250,13 @@ def main() -> None:
     started = time.perf_counter()
     print(f"{cpu_label()}; load {os.getloadavg()[0]:.2f}", flush=True)
 
-    workers = [Worker(SHIPPED, args.data, args.n)]
+    workers = [Worker(SHIPPED, args.data, args.n, args.quantization)]
     shipped = workers[0].settings
     for side, (threads, spinning) in VARIANTS.items():
         if shipped == {"intra_op_threads": threads, "spinning": spinning}:
             continue  # the shipped options: measured as SHIPPED
-        workers.append(Worker(side, args.data, args.n))
-    workers.append(Worker(REFERENCE, args.data, args.n))
+        workers.append(Worker(side, args.data, args.n, args.quantization))
+    workers.append(Worker(REFERENCE, args.data, args.n, None))
     print(f"shipped session options: {shipped}", flush=True)
 
     with Busy(10) as alone:  # the neighbour's loop rate with no embedder beside it
@@ -314,10 +326,12 @@ def main() -> None:
         )
     print(f"(shipped: {shipped}; neighbour = its loop rate beside the side ÷ alone)")
 
+    name = "under_load" + (f"_{args.quantization}" if args.quantization else "")
     path = write_result(
-        "under_load",
+        name,
         {
             "model": MODEL,
+            "quantization": args.quantization,
             "documents": args.n,
             "source": "SciFact corpus (BEIR), first documents, title + ' ' + text",
             "rounds": args.rounds,
