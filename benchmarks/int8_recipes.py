@@ -20,14 +20,22 @@ s1                 static QDQ, MatMul per channel, int8 activations (S8S8), MinM
 s2                 s1 with the feed-forward output MatMuls float
 s5                 static QDQ, MatMul per channel, uint8 activations (U8S8): the recipe of
                    int8-static-v1, made here by this script (its vectors should equal the twin's)
+t5                 s5 with the export's activations typed first, so that the quantiser really
+                   quantises them (see below)
 h1, h2             s1, s2, then dynamic per-channel quantisation of the fused Attention
 int8-static-v1     shipped, the chosen recipe (``QUANTIZATION_RECIPES``): s5, made by ctxemb
 =================  ==========================================================================
 
+Over ctxemb's fused export, ``quantize_static`` cannot type the outputs of the contrib ops and
+leaves every activation float: s1, s2, s5 and int8-static-v1 are int8-*weight-only* graphs
+(a DequantizeLinear per weight, which onnxruntime fuses into ``MatMulNBits``), so S8S8 and U8S8
+give the same vectors. The result records each graph's operators and whether its activations
+are ``static``, ``dynamic`` or ``float``; t5 shows what quantising them statically gives.
+
 The static variants are calibrated exactly as the shipped recipe is: the texts that ship with
 ctxemb (``calibration_texts()``: its demo corpus and queries, never evaluation data), in the
 recipe's batches (``calibration_batches``). The default run measures int8-dynamic, v2, v4, s1,
-s2, h2 and int8-static-v1; ``--variants all`` (or a comma-separated list) picks others.
+s2, t5, h2 and int8-static-v1; ``--variants all`` (or a comma-separated list) picks others.
 
 Each variant is run by one onnxruntime session with ctxemb's session options; the texts are
 tokenised by ctxemb's tokenizer for the model (truncation at the contract's 256 tokens, padding
@@ -68,6 +76,7 @@ import logging
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +98,7 @@ from _common import (
 FLOAT = "float"
 SHIPPED = "int8-static-v1"
 LEGACY = "int8-dynamic"
-DEFAULT_VARIANTS = (LEGACY, "v2", "v4", "s1", "s2", "h2", SHIPPED)
+DEFAULT_VARIANTS = (LEGACY, "v2", "v4", "s1", "s2", "t5", "h2", SHIPPED)
 BATCH = 32
 BATCH_CHECK = 20  # texts embedded in one batch and one at a time
 PIPELINE_CHECK = 8  # texts on which this script's vectors are checked against the Embedders'
@@ -162,12 +171,20 @@ def dynamic(source: Path, out: Path, **options: Any) -> None:
     )
 
 
-def static(src: Source, out: Path, activations: str, **options: Any) -> None:
-    """``quantize_static`` (QDQ, MatMul, per-channel int8 weights, MinMax over the calibration)."""
+def static(
+    src: Source, out: Path, activations: str, *, source: Path | None = None, **options: Any
+) -> None:
+    """``quantize_static`` (QDQ, MatMul, per-channel int8 weights, MinMax over the calibration).
+
+    Over ctxemb's export the quantiser cannot type the outputs of the fused contrib ops
+    (Attention, SkipLayerNormalization, BiasGelu) and so leaves every activation float (it logs
+    "failed to infer the type of tensor", and only the weights get a DequantizeLinear): the
+    graph is int8-weight-only. ``source`` (see :func:`typed_export`) quantises them for real.
+    """
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     quantize_static(
-        str(src.path),
+        str(source or src.path),
         str(out),
         src.reader(),
         quant_format=QuantFormat.QDQ,
@@ -179,6 +196,29 @@ def static(src: Source, out: Path, activations: str, **options: Any) -> None:
         extra_options=_float_tensors(),
         **options,
     )
+
+
+def typed_export(src: Source, out: Path) -> Path:
+    """The export with a float type declared for each untyped float output of a node, so that
+    ``quantize_static`` quantises the activations too (a copy; the export is not touched)."""
+    import onnx
+
+    model = onnx.load(str(src.path))
+    graph = model.graph
+    typed = {v.name for v in [*graph.value_info, *graph.input, *graph.output]}
+    typed |= {i.name for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Cast":
+            continue
+        for k, name in enumerate(node.output):
+            if node.op_type == "EmbedLayerNormalization" and k == 1:
+                continue  # the int32 mask index
+            if name and name not in typed:
+                graph.value_info.append(
+                    onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                )
+    onnx.save(model, str(out))
+    return out
 
 
 @dataclass(frozen=True)
@@ -265,6 +305,12 @@ VARIANTS: dict[str, Variant] = {
         "static QDQ MatMul per channel, U8S8 (int8-static-v1's recipe, made here)",
         lambda b, out: static(b.src, out, "QUInt8"),
     ),
+    "t5": Variant(
+        "s5 with its activations typed, so they are quantised too (static, U8S8)",
+        lambda b, out: static(
+            b.src, out, "QUInt8", source=typed_export(b.src, out.with_suffix(".typed.onnx"))
+        ),
+    ),
     "h1": Variant(
         "s1, then dynamic per-channel Attention",
         lambda b, out: dynamic(
@@ -307,6 +353,25 @@ class Runner:
         """All of ``texts``, in batches of :data:`BATCH` in the given order."""
         parts = [self(texts[s : s + BATCH]) for s in range(0, len(texts), BATCH)]
         return np.concatenate(parts).astype(np.float32)
+
+
+def graph_facts(path: Path) -> dict[str, Any]:
+    """The stored graph's operators, and how its activations are computed.
+
+    ``activations`` is ``"static"`` (QuantizeLinear with fixed scales), ``"dynamic"``
+    (quantised per batch at run time) or ``"float"`` (int8 weights only, dequantised for a float
+    product: what a QDQ graph is when the quantiser could not type its activations).
+    """
+    import onnx
+
+    ops = Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node)
+    if ops["QuantizeLinear"]:
+        activations = "static"
+    elif ops["DynamicQuantizeLinear"] or ops["QAttention"] or ops["DynamicQuantizeMatMul"]:
+        activations = "dynamic"
+    else:
+        activations = "float"
+    return {"activations": activations, "ops": dict(sorted(ops.items()))}
 
 
 def cosine_stats(vectors: np.ndarray, reference: np.ndarray) -> dict[str, float]:
@@ -500,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                 else None,
                 "cosine_to_float": cosine_stats(vectors[name], ref),
                 "batch_dependence": batch_dependence(run, check),
+                **graph_facts(path),
             }
         if "s5" in runners and SHIPPED in runners:
             rows["s5"]["max_abs_vs_" + SHIPPED] = float(
@@ -526,7 +592,9 @@ def main(argv: list[str] | None = None) -> int:
         row["meets_bar"] = ok
 
     header = f"{'variant':16s} {'median':>8s} {'min':>8s} {'p5':>8s} {'docs/s':>7s} {'x float':>7s}"
-    header += f" {'batch dep':>9s}" + (f" {'STS-B':>8s}" if args.sts else "") + "  bar   MB"
+    header += (
+        f" {'batch dep':>9s}" + (f" {'STS-B':>8s}" if args.sts else "") + "  bar   MB  activations"
+    )
     print(f"\n{header}")
     for name, row in rows.items():
         c = row["cosine_to_float"]
@@ -535,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['docs_per_s']:7.1f} {row['ratio']:6.2f}x {row['batch_dependence']:9.1e}"
         )
         line += f" {row['sts_spearman']:8.5f}" if args.sts else ""
-        print(f"{line}  {'ok' if row['meets_bar'] else '--':4s} {row['megabytes']:3.0f}")
+        line += f"  {'ok' if row['meets_bar'] else '--':4s} {row['megabytes']:3.0f}"
+        print(f"{line}  {row['activations']}")
     bar = f"median cosine >= {BAR_MEDIAN_COSINE}"
     bar += f", STS-B within {BAR_SPEARMAN} of float" if args.sts else ""
     print(f"bar: {bar}\n({NOTE}; CPU: {cpu_label()})")
