@@ -115,20 +115,20 @@ class Precision(_StrEnum):
 class Quantization(_StrEnum):
     """Lossy forms of the network's weights, each a contract of its own.
 
-    A value names one recipe (how the exported graph is quantised) and its version: a changed
-    recipe is a new value, so an index stamped under one is never served by another. Both run
-    on the ``onnx`` backend.
+    A value names one recipe (how the exported graph is quantised and run) and its version: a
+    changed recipe is a new value, so an index stamped under one is never served by another.
+    Both run on the ``onnx`` backend, with activations quantised at run time.
 
-    ``int8-static-v1`` (recommended): int8 weights with one scale per output channel and int8
-    activations with scales calibrated once, on texts that ship with ctxemb; the attention, the
-    embeddings and the layer norms stay float, and a text's vector does not depend on its
-    batch. ``int8-dynamic``: the first recipe, every weight int8 with one scale per tensor and
-    activations scaled per batch (for all-MiniLM-L6-v2, median cosine 0.94 to the float
-    vectors); kept so that indexes stamped with it still open.
+    ``int8-dynamic-pc-v1`` (recommended): int8 weights with one scale per output channel, and
+    each text run on its own, so that its activation scales come from its own tokens and its
+    vector does not depend on its batch (for all-MiniLM-L6-v2, median cosine 0.995 to the
+    float vectors). ``int8-dynamic``: the first recipe, every weight int8 with one scale per
+    tensor and activations scaled over the whole batch (median cosine 0.94); kept so that
+    indexes stamped with it still open.
     """
 
     INT8_DYNAMIC = "int8-dynamic"
-    INT8_STATIC_V1 = "int8-static-v1"
+    INT8_DYNAMIC_PC_V1 = "int8-dynamic-pc-v1"
 
 
 class DiffKind(_StrEnum):

@@ -107,7 +107,10 @@ FRESH = [
     (["index", CORPUS, "--pooling", "average"], "invalid choice: 'average' (choose from 'cls'"),
     (["index", CORPUS, "--family", "e6"], "invalid choice: 'e6' (choose from 'e5'"),
     (["index", CORPUS, "--precision", "float64"], "(choose from 'float32'"),
-    (["index", CORPUS, "--quantization", "int4"], "(choose from 'int8-dynamic', 'int8-static-v1')"),
+    (
+        ["index", CORPUS, "--quantization", "int4"],
+        "(choose from 'int8-dynamic', 'int8-dynamic-pc-v1')",
+    ),
     (["index", CORPUS, "--max-tokens", "0"], "max_tokens"),
     (["index", CORPUS, "--max-tokens", "-3"], "max_tokens"),
     (["index", CORPUS, "--truncate-dim", "0"], "truncate_dim"),

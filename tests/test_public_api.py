@@ -182,4 +182,4 @@ def test_the_family_surface():
     fields = {f.name for f in dataclasses.fields(ctxemb_core.EmbeddingContract)}
     assert {"layers", "include_prompt", "quantization"} <= fields
     values = [q.value for q in ctxemb_core.Quantization]
-    assert values == ["int8-dynamic", "int8-static-v1"] == list(QUANTIZATION_RECIPES)
+    assert values == ["int8-dynamic", "int8-dynamic-pc-v1"] == list(QUANTIZATION_RECIPES)

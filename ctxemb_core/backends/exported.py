@@ -263,8 +263,11 @@ class ExportEncoder:
             )
         self.dense = tuple(_dense_head(manifest, i, h) for i, h in enumerate(heads))
         ort = _import_onnxruntime()
-        from ctxemb_core.backends.onnx import session_options
+        from ctxemb_core.backends.onnx import runs_per_text, session_options
 
+        quantization = self.contract.quantization
+        # The recipe's way of running its graph (one text at a time) travels with its name.
+        self._per_text = runs_per_text(quantization.value if quantization else None)
         options = session_options(ort, threads)
         with _checked_graph(manifest, graph) as source:
             try:
@@ -297,9 +300,15 @@ class ExportEncoder:
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
     ) -> TokenBatch:
+        from ctxemb_core.backends.onnx import run_per_text
+
         encodings, arrays = self.tokenizer(texts, max_tokens)
-        (hidden,) = self.session.run([_OUTPUT], {k: arrays[k] for k in self._inputs})
-        return token_batch(encodings, arrays, np.asarray(hidden, dtype=np.float32), with_tokens)
+        if self._per_text:
+            hidden = run_per_text(self.session, _OUTPUT, arrays, self._inputs)
+        else:
+            (out,) = self.session.run([_OUTPUT], {k: arrays[k] for k in self._inputs})
+            hidden = np.asarray(out, dtype=np.float32)
+        return token_batch(encodings, arrays, hidden, with_tokens)
 
 
 @contextlib.contextmanager

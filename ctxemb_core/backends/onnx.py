@@ -98,6 +98,8 @@ __all__ = [
     "checked_export",
     "export_dir",
     "recipe_digest",
+    "run_per_text",
+    "runs_per_text",
     "session_options",
 ]
 
@@ -135,32 +137,29 @@ _FUSABLE = frozenset({"bert", "roberta", "xlm-roberta"})
 #: ``int8-dynamic`` (the first recipe, kept so that indexes stamped with it still open): every
 #: weight int8 with one scale per tensor, the embedding table included, activations quantised
 #: per batch at run time; median cosine 0.937 to the float vectors of all-MiniLM-L6-v2 on
-#: SciFact. ``int8-static-v1``: the MatMuls get int8 weights with one scale per output channel
-#: and uint8 activations with scales fixed once (QDQ), calibrated by min/max over the texts that
-#: ship with ctxemb (its demo corpus and queries, pinned by digest); the fused attention, the
-#: embeddings and the layer norms stay float. Median cosine 0.9995, and a text's vector does not
-#: depend on the other texts of its batch (dynamic quantisation takes its scales from the batch).
+#: SciFact, and a text's vector moves with the other texts of its batch.
+#: ``int8-dynamic-pc-v1``: int8 weights with one scale per output channel for the fused
+#: attention's Q/K/V projection and every MatMul (the embeddings and layer norms stay float),
+#: activations quantised at run time, and each text run on its own (``"run": "per-text"``), so
+#: that its activation scales come from its own tokens: its vector does not depend on its batch
+#: or its padding. Median cosine 0.995.
+#:
+#: Static (calibrated QDQ) recipes were measured and left out: over the fused export,
+#: ``quantize_static`` cannot type the contrib kernels' outputs and keeps every activation
+#: float, which gives int8 weights at float speed (``benchmarks/int8_recipes.py``).
 QUANTIZATION_RECIPES: dict[str, dict[str, Any]] = {
     "int8-dynamic": {
         "tool": "onnxruntime.quantization.quantize_dynamic",
         "weight_type": "QInt8",
         "default_tensor_type": "FLOAT",
     },
-    "int8-static-v1": {
-        "tool": "onnxruntime.quantization.quantize_static",
+    "int8-dynamic-pc-v1": {
+        "tool": "onnxruntime.quantization.quantize_dynamic",
         "export_format": 3,
-        "format": "QDQ",
-        "op_types": ["MatMul"],
-        "per_channel": True,
         "weight_type": "QInt8",
-        "activation_type": "QUInt8",
-        "calibrate_method": "MinMax",
-        "calibration": {
-            "texts": "ctxemb_core.demo: corpus (title + ' ' + text), then queries",
-            "sha256": "e7b0026c48b83282bd04f42e1617b0ed118d790e2a4fc21493598bd5d56d9413",
-            "batch": 8,
-            "max_tokens": 128,
-        },
+        "per_channel": True,
+        "op_types": ["Attention", "MatMul"],
+        "run": "per-text",
         "default_tensor_type": "FLOAT",
     },
 }
@@ -240,13 +239,21 @@ class OnnxEncoder:
         self._open_layers = (ort, folder, quantization, threads)
         self._layers_session: Any = None
         self._layers_lock = threading.Lock()
+        # A recipe whose activation scales must come from one text alone.
+        self._per_text = runs_per_text(quantization)
+
+    def _run(self, session: Any, output: str, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        if self._per_text:
+            return run_per_text(session, output, arrays, self._inputs)
+        (result,) = session.run([output], {k: arrays[k] for k in self._inputs})
+        return np.asarray(result, dtype=np.float32)
 
     def encode(
         self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
     ) -> TokenBatch:
         encodings, arrays = self.tokenizer(texts, max_tokens)
-        (hidden,) = self.session.run([_HIDDEN], {k: arrays[k] for k in self._inputs})
-        return token_batch(encodings, arrays, np.asarray(hidden, dtype=np.float32), with_tokens)
+        hidden = self._run(self.session, _HIDDEN, arrays)
+        return token_batch(encodings, arrays, hidden, with_tokens)
 
     def encode_layers(
         self,
@@ -264,8 +271,8 @@ class OnnxEncoder:
         """
         session = self._layers()
         encodings, arrays = self.tokenizer(texts, max_tokens)
-        (states,) = session.run([_LAYERS], {k: arrays[k] for k in self._inputs})
-        return token_batch(encodings, arrays, mix_layers(states, terms), with_tokens)
+        states = self._run(session, _LAYERS, arrays)
+        return token_batch(encodings, arrays, mix_layers(list(states), terms), with_tokens)
 
     def _layers(self) -> Any:
         with self._layers_lock:
@@ -369,7 +376,7 @@ def checked_export(
             files = _hash_graph(model_file.parent)
         record = {k: v for k, v in meta.items() if k != "files"}
         if quantization is not None:
-            model_file, work = _quantized(model_file, quantization, tokenizer)
+            model_file, work = _quantized(model_file, quantization)
             scratch.append(work)
             twin = _read_record(model_file.with_name(f"model.{quantization}.json"))
             digest = twin.get("digest") if twin else None
@@ -487,9 +494,7 @@ def _open_session(
             loading = _MODEL_FILE  # a twin that cannot be made is the export's failure
             try:
                 if quantization is not None:
-                    model_file, work = _quantized(
-                        model_file, quantization, tokenizer, redo=redo_twin
-                    )
+                    model_file, work = _quantized(model_file, quantization, redo=redo_twin)
                     scratch.append(work)
                     loading = model_file.name
                 graph = _checked_graph(model_file, weights, output)
@@ -684,7 +689,7 @@ def _hash_graph(work: Path) -> dict[str, str]:
 
 
 def _quantized(
-    model_file: Path, quantization: str, tokenizer: Tokenizer, *, redo: bool = False
+    model_file: Path, quantization: str, *, redo: bool = False
 ) -> tuple[Path, Path | None]:
     """The checked quantised twin of a checked export, made beside it (atomically) if needed.
 
@@ -731,7 +736,7 @@ def _quantized(
             work = scratch / twin.name
         try:
             with _quiet_logging():  # its advice to pre-process is for static quantisation
-                _apply_recipe(onnx, model_file, work, recipe, tokenizer)
+                _apply_recipe(onnx, model_file, work, recipe)
             if scratch is not None:
                 return work, scratch
             hashed = work.stat()
@@ -764,83 +769,55 @@ def recipe_digest(quantization: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _apply_recipe(
-    onnx: Any, model_file: Path, work: Path, recipe: dict[str, Any], tokenizer: Tokenizer
-) -> None:
+def _apply_recipe(onnx: Any, model_file: Path, work: Path, recipe: dict[str, Any]) -> None:
     """Write the quantised twin of ``model_file`` to ``work`` as ``recipe`` says."""
-    from onnxruntime import quantization as q
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # The fused kernels are contrib ops, which shape inference cannot type.
-    extra = {"DefaultTensorType": onnx.TensorProto.FLOAT}
-    options: dict[str, Any] = {"weight_type": q.QuantType[recipe["weight_type"]]}
+    options: dict[str, Any] = {"weight_type": QuantType[recipe["weight_type"]]}
     if "op_types" in recipe:
         options["op_types_to_quantize"] = list(recipe["op_types"])
     if recipe.get("per_channel"):
         options["per_channel"] = True
-    if recipe["tool"].endswith("quantize_dynamic"):
-        q.quantize_dynamic(str(model_file), str(work), extra_options=extra, **options)
-        return
-    graph = onnx.load(str(model_file), load_external_data=False).graph
-    batches = calibration_batches(recipe["calibration"], tokenizer, [i.name for i in graph.input])
-
-    class _Batches(q.CalibrationDataReader):
-        def __init__(self) -> None:
-            self._left = iter(batches)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self._left, None)
-
-    q.quantize_static(
+    quantize_dynamic(
         str(model_file),
         str(work),
-        _Batches(),
-        quant_format=q.QuantFormat[recipe["format"]],
-        activation_type=q.QuantType[recipe["activation_type"]],
-        calibrate_method=q.CalibrationMethod[recipe["calibrate_method"]],
-        extra_options=extra,
+        # The fused kernels are contrib ops, which shape inference cannot type.
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         **options,
     )
 
 
-def calibration_texts() -> list[str]:
-    """The texts a static recipe is calibrated on: ctxemb's demo corpus, then its queries.
+def runs_per_text(quantization: str | None) -> bool:
+    """Whether a quantised graph is run one text at a time (its recipe's ``"run"``).
 
-    They ship with ctxemb, so every installation calibrates on the same texts, and they are no
-    evaluation set's. Each recipe pins their digest (:func:`calibration_batches` checks it).
+    Dynamic quantisation takes each activation's scale from the whole input tensor: run on a
+    padded batch, a text's vector would depend on the texts beside it and on the padding.
     """
-    from ctxemb_core import demo
-
-    texts = []
-    for path in (demo.corpus_path(), demo.queries_path()):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                texts.append(f"{row.get('title', '')} {row['text']}".strip())
-    return texts
+    return (
+        quantization is not None
+        and _QUANTIZATION_RECIPES.get(quantization, {}).get("run") == "per-text"
+    )
 
 
-def calibration_batches(
-    calibration: dict[str, Any], tokenizer: Tokenizer, inputs: Sequence[str]
-) -> list[dict[str, np.ndarray]]:
-    """The graph's input arrays for the calibration texts, in the recipe's batches.
+def run_per_text(
+    session: Any, output: str, arrays: dict[str, np.ndarray], inputs: Sequence[str]
+) -> np.ndarray:
+    """``output`` for a padded batch, computed one text at a time over its real tokens only.
 
-    Raises:
-        UnsupportedModelError: the texts are not the ones the recipe was measured with (a
-            changed demo corpus must come with a new recipe version).
+    The output's last three axes are (batch, tokens, width), as for the last hidden state or
+    every hidden state stacked; padded positions of the result are zero (no pooling reads them).
     """
-    texts = calibration_texts()
-    digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
-    if digest != calibration["sha256"]:
-        raise UnsupportedModelError(
-            f"the calibration texts have changed (sha256 {digest[:12]}…, the recipe pins "
-            f"{calibration['sha256'][:12]}…): a static quantisation recipe needs its own texts"
-        )
-    size = int(calibration["batch"])
-    batches = []
-    for start in range(0, len(texts), size):
-        _, arrays = tokenizer(texts[start : start + size], int(calibration["max_tokens"]))
-        batches.append({name: arrays[name] for name in inputs})
-    return batches
+    mask = arrays["attention_mask"]
+    result: np.ndarray | None = None
+    for row in range(mask.shape[0]):
+        (real,) = np.nonzero(mask[row])
+        (out,) = session.run([output], {k: arrays[k][row : row + 1, real] for k in inputs})
+        out = np.asarray(out, dtype=np.float32)
+        if result is None:
+            result = np.zeros((*out.shape[:-3], *mask.shape, out.shape[-1]), dtype=np.float32)
+        result[..., row, real, :] = out[..., 0, :, :]
+    assert result is not None  # a batch has at least one text
+    return result
 
 
 def _twin_stale(
