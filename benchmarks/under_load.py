@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument(
         "--quantization",
         default=None,
-        help="measure the contract with this quantization (e.g. int8-static-v1) instead",
+        help="measure the contract with this quantization value instead (ctxemb_core.Quantization)",
     )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
