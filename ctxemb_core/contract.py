@@ -119,12 +119,12 @@ class Quantization(_StrEnum):
     changed recipe is a new value, so an index stamped under one is never served by another.
     Both run on the ``onnx`` backend, with activations quantised at run time.
 
-    ``int8-dynamic-pc-v1`` (recommended): int8 weights with one scale per output channel, and
-    each text run on its own, so that its activation scales come from its own tokens and its
-    vector does not depend on its batch (for all-MiniLM-L6-v2, median cosine 0.995 to the
-    float vectors). ``int8-dynamic``: the first recipe, every weight int8 with one scale per
-    tensor and activations scaled over the whole batch (median cosine 0.94); kept so that
-    indexes stamped with it still open.
+    ``int8-dynamic-pc-v1`` (recommended): int8 weights (7-bit range) with one scale per output
+    channel, and each text run on its own, so that its activation scales come from its own
+    tokens and its vector does not depend on its batch (for all-MiniLM-L6-v2, median cosine
+    0.994 to the float vectors). ``int8-dynamic``: the first recipe, every weight int8 with one
+    scale per tensor and activations scaled over the whole batch (median cosine 0.94); kept so
+    that indexes stamped with it still open.
     """
 
     INT8_DYNAMIC = "int8-dynamic"
