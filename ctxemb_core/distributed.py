@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ def _ray() -> Any:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         import ray
-        import ray.data  # noqa: F401 - the extra is ray[data]
+        import ray.data
     except ImportError as exc:
         raise MissingDependencyError(
             f"distributed indexing needs Ray Data ({exc}); install it with "
@@ -86,26 +87,32 @@ class _IndexActor:
         model_path: str | None,
         cache: bool,
     ) -> None:
-        import chromadb
-        from ctxemb_chroma import open_collection
-
+        from ctxemb_chroma import connect, open_collection
         from ctxemb_core import Embedder
         from ctxemb_core.cache import EmbeddingCache
 
-        # Refuses a folder whose bytes are not the contract's weights (ContractMismatchError).
-        embedder = Embedder(
-            contract, path=model_path, cache=EmbeddingCache() if cache else None
-        )
-        self.client = chromadb.HttpClient(host=host, port=port)
-        # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
-        # disagrees); sample=0: the stored documents were verified once, by the driver.
-        self.collection = open_collection(
-            self.client, collection, embedder, create=False, sample=0
-        )
+        self.refused: CtxembError | None = None
+        try:
+            # Refuses a folder whose bytes are not the contract's weights (ContractMismatchError).
+            embedder = Embedder(
+                contract, path=model_path, cache=EmbeddingCache() if cache else None
+            )
+            self.client = connect(host=host, port=port)
+            # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
+            # disagrees); sample=0: the stored documents were verified once, by the driver.
+            self.collection = open_collection(
+                self.client, collection, embedder, create=False, sample=0
+            )
+        except CtxembError as exc:
+            # Sent back from each batch instead (nothing written): Ray reports an error raised
+            # from an actor only as text, and the driver raises this one, typed, from it.
+            self.refused = exc
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         ids = [str(i) for i in batch["id"]]
         texts = [str(t) for t in batch["text"]]
+        if self.refused is not None:
+            return {**_counts(0, 0, 0, ""), "refusal": [pickle.dumps(self.refused)]}
         reason = ""
         try:
             written = self.collection.add_missing(ids, texts)
@@ -115,12 +122,11 @@ class _IndexActor:
                 raise
             written, skipped, failed = 0, 0, len(ids)
             reason = f"{type(exc).__name__}: {exc}"
-        return {
-            "written": [written],
-            "skipped": [skipped],
-            "failed": [failed],
-            "reason": [reason],
-        }
+        return {**_counts(written, skipped, failed, reason), "refusal": [b""]}
+
+
+def _counts(written: int, skipped: int, failed: int, reason: str) -> dict[str, list[Any]]:
+    return {"written": [written], "skipped": [skipped], "failed": [failed], "reason": [reason]}
 
 
 def _rows(source: Path, present: set[str]) -> Iterator[dict[str, str]]:
@@ -242,14 +248,12 @@ def index_with_ray(
     source = Path(source)
     corpus_rows_total = len(_corpus(source))
     ray = _ray()
-    import chromadb
-    from ctxemb_chroma import open_collection
-
+    from ctxemb_chroma import connect, open_collection
     from ctxemb_core import Embedder
 
     # The driver creates the stamped collection (or verifies the existing one) first: a store
     # that is down or a collection under another contract is said before any actor starts.
-    client = chromadb.HttpClient(host=host, port=port)
+    client: Any = connect(host=host, port=port)  # closes its session (see connect)
     try:
         stamped = open_collection(client, collection, Embedder(contract), create=True)
         present = stamped.ids()
@@ -260,17 +264,36 @@ def index_with_ray(
     if rows:
         started = _connect(ray, address, num_cpus)
         try:
-            _run(ray, rows, summary, contract, collection, host, port, actors, batch_size,
-                 model_path, cache, progress)
+            _run(
+                ray,
+                rows,
+                summary,
+                contract,
+                collection,
+                host,
+                port,
+                actors,
+                batch_size,
+                model_path,
+                cache,
+                progress,
+            )
         finally:
             if started:
                 ray.shutdown()
-    client = chromadb.HttpClient(host=host, port=port)
+    client = connect(host=host, port=port)
     try:
-        summary.count = client.get_collection(collection, embedding_function=None).count()
+        summary.count = _count(client, collection)
     finally:
         client.close()
     return summary
+
+
+def _count(client: Any, collection: str) -> int:
+    from ctxemb_chroma._store import translated
+
+    with translated("counting the collection"):
+        return int(client.get_collection(collection, embedding_function=None).count())
 
 
 def _run(
@@ -310,14 +333,19 @@ def _run(
     )
     try:
         for row in out.iter_rows():
+            if row["refusal"]:
+                # An actor refused to start (other weights, a drifting encoder, a store it
+                # could not open): it wrote nothing, and the job stops with its error (pickled
+                # by this job's own actors).
+                raise pickle.loads(row["refusal"])
             done = int(row["written"]) + int(row["skipped"]) + int(row["failed"])
             summary.written += int(row["written"])
             summary.skipped += int(row["skipped"])
             summary.failed += int(row["failed"])
             if row["reason"]:
-                summary.reasons[str(row["reason"])] = (
-                    summary.reasons.get(str(row["reason"]), 0) + int(row["failed"])
-                )
+                summary.reasons[str(row["reason"])] = summary.reasons.get(
+                    str(row["reason"]), 0
+                ) + int(row["failed"])
             if progress is not None:
                 progress(done)
     except CtxembError:

@@ -148,9 +148,7 @@ def test_everything_listens_on_loopback_only(cluster):
     assert all(a.startswith(loopback) for a in listening), listening
 
 
-def test_two_actors_write_the_single_process_vectors_and_a_rerun_adds_nothing(
-    cluster, corpus_file
-):
+def test_two_actors_write_the_single_process_vectors_and_a_rerun_adds_nothing(cluster, corpus_file):
     name = fresh_name()
     summary = _index(corpus_file, cluster, name, actors=2)
     corpus = load_jsonl_corpus(corpus_file)
@@ -218,9 +216,7 @@ def test_an_actor_killed_mid_job_is_retried_and_the_ids_are_exactly_the_corpus(
     assert summary.count == N_DOCS and summary.failed == 0
 
 
-def test_a_chroma_server_restarted_mid_job_loses_nothing_once_rerun(
-    cluster, corpus_file, tmp_path
-):
+def test_a_chroma_server_restarted_mid_job_loses_nothing_once_rerun(cluster, corpus_file, tmp_path):
     port = free_port()
     name = fresh_name()
     data = tmp_path / "restarted"
@@ -253,3 +249,25 @@ def test_a_chroma_server_restarted_mid_job_loses_nothing_once_rerun(
             summary = _index(corpus_file, port, name, batch_size=8)
             assert summary.failed == 0 and summary.count == N_DOCS
             assert sorted(_stored(port, name)) == sorted(load_jsonl_corpus(corpus_file))
+
+
+def test_cli_index_ray_prints_written_skipped_and_failed(cluster, corpus_file, capsys):
+    from ctxemb_core.cli import main
+
+    name = fresh_name()
+    args = ["index", str(corpus_file), "--ray", "--host", "127.0.0.1", "--port", str(cluster)]
+    args += ["--collection", name, "--batch-size", "16", "--model", MINILM]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{name}: {N_DOCS} written, 0 skipped as already present, 0 failed" in out
+    assert main(args) == 0
+    again = capsys.readouterr().out
+    assert f"{name}: 0 written, {N_DOCS} skipped as already present, 0 failed" in again
+    assert f"{N_DOCS} documents" in again
+
+
+def test_cli_index_ray_needs_a_server(corpus_file, capsys):
+    from ctxemb_core.cli import main
+
+    assert main(["index", str(corpus_file), "--ray", "--collection", "c", "--path", "x"]) == 2
+    assert "--ray writes to a Chroma server" in capsys.readouterr().err
