@@ -12,7 +12,8 @@ else is a bug and keeps its traceback.
 
 Exit codes:
     0    success (also when the reader of stdout stops early, as ``| head`` does)
-    1    a check failed: ``verify`` found a failed check, ``detect`` no conclusive match
+    1    a check failed: ``verify`` found a failed check, ``detect`` no conclusive match,
+         ``index --ray`` left documents unwritten (named; run it again)
     2    bad input: one ``ctxemb: error:`` line on stderr, nothing changed
     130  interrupted (Ctrl-C); index, migrate and eval continue where they stopped
 """
@@ -53,7 +54,8 @@ INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 _EXIT_CODES = """\
 exit codes:
   0    success
-  1    a check failed (verify: a failed check; detect: no conclusive match)
+  1    a check failed (verify: a failed check; detect: no conclusive match;
+       index --ray: documents left unwritten, run it again)
   2    bad input: one "ctxemb: error:" line on stderr, nothing changed
   130  interrupted (Ctrl-C); index, migrate and eval continue where they stopped"""
 
@@ -313,6 +315,19 @@ def _parser() -> argparse.ArgumentParser:
     _store_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
     p.add_argument("--batch-size", type=_POSITIVE, default=512, help="documents per write (≥ 1)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="index with a pool of Ray actors into the Chroma server at --host/--port (the "
+        "ctxemb[ray] extra): ADDRESS is a running cluster ('auto', 'ray://head:10001'); "
+        "without one, a local instance on 127.0.0.1 is started and stopped",
+    )
+    p.add_argument(
+        "--actors", type=_POSITIVE, default=1, help="indexing actors with --ray, one CPU each"
+    )
     _open_sample_arg(p)
     _contract_args(p)
 
@@ -641,6 +656,8 @@ def _index_missing(collection: Any, corpus: dict[str, dict[str, str]], batch: in
 def _index(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
+    if args.ray is not None:
+        return _index_ray(args)
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
     # The store is reached before the model is loaded: a server that is down is said at once.
@@ -655,6 +672,44 @@ def _index(args: argparse.Namespace) -> int:
             f"contract {contract.describe()}"
         )
     return 0
+
+
+def _index_ray(args: argparse.Namespace) -> int:
+    """``ctxemb index --ray``: Ray actors embed and write; a summary of what they did."""
+    from tqdm.auto import tqdm
+
+    from ctxemb_core.distributed import index_with_ray
+    from ctxemb_core.resolve import contract_for
+
+    if args.store != "chroma" or not args.host:
+        raise InvalidInputError(
+            "--ray writes to a Chroma server every actor can reach: give --host and --port "
+            "(and --store chroma)"
+        )
+    contract = contract_for(args.model, **_overrides(args))
+    with tqdm(unit="doc", desc="indexing (ray)") as bar:
+        summary = index_with_ray(
+            args.data,
+            contract,
+            collection=args.collection,
+            host=args.host,
+            port=args.port,
+            address=args.ray or None,
+            actors=args.actors,
+            batch_size=args.batch_size,
+            cache=not args.no_cache,
+            progress=bar.update,
+        )
+    print(
+        f"{args.collection}: {summary.written} written, {summary.skipped} skipped as already "
+        f"present, {summary.failed} failed; {summary.count} documents, "
+        f"contract {contract.describe()}"
+    )
+    for reason, n in summary.reasons.items():
+        print(f"  failed {n}: {reason}")
+    if summary.failed:
+        print("  run the same command again to write the failed documents")
+    return 1 if summary.failed else 0
 
 
 def _query(args: argparse.Namespace) -> int:

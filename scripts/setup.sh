@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

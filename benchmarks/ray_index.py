@@ -1,0 +1,166 @@
+"""Indexing SciFact into a Chroma server: Ray actors against the single-process ``ctxemb index``.
+
+One Chroma server and one local Ray instance (``--cpus`` CPUs), both on 127.0.0.1. The same
+documents are indexed, from a JSONL corpus, into a fresh collection each time: by the
+single-process path (``ctxemb index --host``), then by ``ctxemb index --ray`` with 1 and with 2
+actors. Each time is the whole command (model load and, for Ray, actor start-up included), with
+the embedding cache off. Then Chroma's insert rate alone: the single-process collection's
+vectors, precomputed, added to a new collection over HTTP in batches of ``--batch``. Finally the
+2-actor collection is compared with the single-process one: same ids, minimum cosine.
+
+Run:  flock /tmp/ctxemb-bench.lock .venv/bin/python benchmarks/ray_index.py --n 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+# Before ray is imported: keep it on 127.0.0.1 and report no usage.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+from _common import DEFAULT_DATA, MODEL, command_line, machine_info, offline, write_result
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _server(folder: Path) -> Iterator[int]:
+    import chromadb
+
+    port = _free_port()
+    chroma = Path(sys.executable).with_name("chroma")
+    cmd = [str(chroma), "run", "--path", str(folder), "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _corpus(data: Path, n: int, out: Path) -> int:
+    from ctxemb_core.eval.beir import load_jsonl_corpus
+
+    corpus = load_jsonl_corpus(data / "scifact" / "corpus.jsonl.gz")
+    ids = list(corpus)[:n]
+    with out.open("w", encoding="utf-8") as f:
+        for i in ids:
+            f.write(json.dumps({"_id": i, **corpus[i]}) + "\n")
+    return len(ids)
+
+
+def _timed_cli(args: list[str]) -> float:
+    from ctxemb_core.cli import main
+
+    start = time.perf_counter()
+    with contextlib.redirect_stderr(io.StringIO()):
+        code = main(args)
+    elapsed = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"ctxemb {' '.join(args)} exited {code}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--n", type=int, default=1000, help="documents to index")
+    parser.add_argument("--batch", type=int, default=64, help="documents per batch / write")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray instance")
+    args = parser.parse_args()
+    offline()
+
+    import chromadb
+    import numpy as np
+    import ray
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        n = _corpus(args.data, args.n, corpus)
+        with _server(Path(tmp) / "chroma") as port:
+            store = ["--host", "127.0.0.1", "--port", str(port), "--no-cache"]
+            common = [str(corpus), *store, "--model", MODEL, "--batch-size", str(args.batch)]
+            runs: dict[str, float] = {}
+            runs["single_process"] = _timed_cli(["index", *common, "--collection", "single"])
+            print(f"single process: {n / runs['single_process']:.1f} docs/s")
+            ray.init(
+                num_cpus=args.cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+            )
+            try:
+                for actors in (1, 2):
+                    name = f"ray{actors}"
+                    runs[name] = _timed_cli(
+                        ["index", *common, "--ray", "--actors", str(actors), "--collection", name]
+                    )
+                    print(f"ray, {actors} actor(s): {n / runs[name]:.1f} docs/s")
+            finally:
+                ray.shutdown()
+            client = chromadb.HttpClient(host="127.0.0.1", port=port)
+            single = client.get_collection("single", embedding_function=None).get(
+                include=["embeddings", "documents"]
+            )
+            ray2 = client.get_collection("ray2", embedding_function=None).get(
+                include=["embeddings"]
+            )
+            a = dict(zip(single["ids"], np.asarray(single["embeddings"]), strict=True))
+            b = dict(zip(ray2["ids"], np.asarray(ray2["embeddings"]), strict=True))
+            same_ids = set(a) == set(b)
+            ids = sorted(a)
+            x = np.stack([a[i] for i in ids])
+            y = np.stack([b[i] for i in ids]) if same_ids else x
+            cos = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+            raw = client.create_collection("insert_only", embedding_function=None)
+            start = time.perf_counter()
+            for k in range(0, len(single["ids"]), args.batch):
+                raw.add(
+                    ids=single["ids"][k : k + args.batch],
+                    embeddings=single["embeddings"][k : k + args.batch],
+                    documents=single["documents"][k : k + args.batch],
+                )
+            insert = time.perf_counter() - start
+            print(f"chroma insert alone (precomputed vectors): {n / insert:.1f} docs/s")
+            print(f"ray2 vs single process: same ids {same_ids}, min cosine {cos.min():.7f}")
+    result = {
+        "documents": n,
+        "batch": args.batch,
+        "ray_cpus": args.cpus,
+        "seconds": {k: round(v, 2) for k, v in runs.items()},
+        "docs_per_s": {k: round(n / v, 1) for k, v in runs.items()},
+        "chroma_insert_docs_per_s": round(n / insert, 1),
+        "ray2_same_ids": same_ids,
+        "ray2_min_cosine": float(cos.min()),
+        "note": "whole commands (model load, actor start-up included), embedding cache off; "
+        "Chroma server and Ray on the same machine",
+        "machine": machine_info(),
+    }
+    path = write_result("ray_index", result)
+    print(f"wrote {path}\nreproduce: {command_line()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Distributed indexing on a real local Ray instance into a real Chroma server (issue 17).
+
+Both are bound to 127.0.0.1 only (checked with ``ss -ltnp``), Ray gets 2 CPUs at most, and both
+are stopped when the module ends. A few hundred SciFact documents in tiny batches keep it short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Before ray is imported anywhere: Ray otherwise rewrites 127.0.0.1 to the machine's address.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ctxemb_chroma")
+
+import chromadb  # noqa: E402
+from chroma_server import free_port  # noqa: E402
+from conftest import fresh_name  # noqa: E402
+from test_stamp import altered_weights_folder  # noqa: E402
+
+from ctxemb_core import Embedder, contract_for  # noqa: E402
+from ctxemb_core.distributed import index_with_ray  # noqa: E402
+from ctxemb_core.errors import ContractMismatchError, StoreUnavailableError  # noqa: E402
+from ctxemb_core.eval.beir import document_text, load_jsonl_corpus  # noqa: E402
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+N_DOCS = 64
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, pp in parents.items() if pp == pid and p not in found]
+        found.update(kids)
+        todo += kids
+    return found
+
+
+def _listeners(pids: set[int]) -> list[str]:
+    """Local addresses that these processes listen on (TCP), from ``ss -ltnp``."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        if any(f"pid={p}," in line for p in pids):
+            found.append(line.split()[3])
+    return found
+
+
+@contextlib.contextmanager
+def _chroma(path: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A Chroma server on 127.0.0.1:port (a fixed port, so it can be restarted on it)."""
+    chroma = Path(sys.executable).with_name("chroma")
+    log = open(path.parent / f"chroma-{port}.log", "ab")  # noqa: SIM115 - closed below
+    cmd = [str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"chroma server exited; see {log.name}"
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "chroma server not up after 60 s"
+                time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A local Ray instance (2 CPUs) and a Chroma server, both on 127.0.0.1; yields the port."""
+    data = tmp_path_factory.mktemp("ray-chroma") / "data"
+    port = free_port()
+    with _chroma(data, port):
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",
+        )
+        try:
+            yield port
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus_file(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first N_DOCS SciFact documents as a JSONL corpus."""
+    corpus = load_jsonl_corpus(data_dir / "scifact" / "corpus.jsonl.gz")
+    path = tmp_path_factory.mktemp("ray-corpus") / "corpus.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for doc_id in list(corpus)[:N_DOCS]:
+            f.write(json.dumps({"_id": doc_id, **corpus[doc_id]}) + "\n")
+    return path
+
+
+def _stored(port: int, name: str) -> dict[str, np.ndarray]:
+    client = chromadb.HttpClient(host="127.0.0.1", port=port)
+    got = client.get_collection(name, embedding_function=None).get(include=["embeddings"])
+    return dict(zip(got["ids"], np.asarray(got["embeddings"], dtype=np.float32), strict=True))
+
+
+def _index(corpus_file: Path, port: int, name: str, **kwargs):
+    return index_with_ray(
+        corpus_file,
+        contract_for(MINILM),
+        collection=name,
+        host="127.0.0.1",
+        port=port,
+        **{"actors": 1, "batch_size": 16, **kwargs},
+    )
+
+
+def test_everything_listens_on_loopback_only(cluster):
+    listening = _listeners(_descendants(os.getpid()))
+    assert listening, "found no listener of Ray or Chroma"
+    # gRPC binds 127.0.0.1 through an IPv6 socket: [::ffff:127.0.0.1] is the same loopback.
+    loopback = ("127.0.0.1:", "[::ffff:127.0.0.1]:")
+    assert all(a.startswith(loopback) for a in listening), listening
+
+
+def test_two_actors_write_the_single_process_vectors_and_a_rerun_adds_nothing(cluster, corpus_file):
+    name = fresh_name()
+    summary = _index(corpus_file, cluster, name, actors=2)
+    corpus = load_jsonl_corpus(corpus_file)
+    assert (summary.written, summary.skipped, summary.failed) == (N_DOCS, 0, 0)
+    assert summary.count == summary.total == N_DOCS
+    stored = _stored(cluster, name)
+    assert set(stored) == set(corpus)
+    ids = list(corpus)
+    local = Embedder(contract_for(MINILM)).embed_documents([document_text(corpus[i]) for i in ids])
+    got = np.stack([stored[i] for i in ids])
+    cos = np.sum(got * local, axis=1) / (
+        np.linalg.norm(got, axis=1) * np.linalg.norm(local, axis=1)
+    )
+    assert cos.min() >= 0.99999
+    again = _index(corpus_file, cluster, name, actors=2)
+    assert (again.written, again.skipped, again.failed, again.count) == (0, N_DOCS, 0, N_DOCS)
+
+
+def test_an_actor_with_altered_weights_writes_nothing_and_fails_the_job(
+    cluster, corpus_file, tmp_path
+):
+    # The driver stamps the collection with the bundled model's contract; the actor is given a
+    # copy of the folder with one tensor scaled by 1.01, as a node with altered weights has.
+    name = fresh_name()
+    with pytest.raises(ContractMismatchError) as info:
+        _index(corpus_file, cluster, name, model_path=altered_weights_folder(tmp_path))
+    assert info.value.fields == ("weights",)
+    assert _stored(cluster, name) == {}
+
+
+def _actor_pids() -> list[int]:
+    found = []
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            title = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace")
+            if title.startswith("ray::") and "MapWorker" in title:
+                found.append(pid)
+    return found
+
+
+def test_an_actor_killed_mid_job_is_retried_and_the_ids_are_exactly_the_corpus(
+    cluster, corpus_file
+):
+    name = fresh_name()
+    killed: list[int] = []
+
+    def kill_once_writing() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            with contextlib.suppress(Exception):
+                if 0 < len(_stored(cluster, name)) < N_DOCS:
+                    for pid in _actor_pids():
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_once_writing)
+    killer.start()
+    try:
+        summary = _index(corpus_file, cluster, name, batch_size=8)
+    finally:
+        killer.join()
+    assert killed, "no actor was killed while the job wrote"
+    assert sorted(_stored(cluster, name)) == sorted(load_jsonl_corpus(corpus_file))
+    assert summary.count == N_DOCS and summary.failed == 0
+
+
+def test_a_chroma_server_restarted_mid_job_loses_nothing_once_rerun(cluster, corpus_file, tmp_path):
+    port = free_port()
+    name = fresh_name()
+    data = tmp_path / "restarted"
+    first: list[object] = []
+
+    def run() -> None:
+        try:
+            first.append(_index(corpus_file, port, name, batch_size=8))
+        except Exception as exc:  # the server went away under the job: said, not hidden
+            first.append(exc)
+
+    with _chroma(data, port) as proc:
+        job = threading.Thread(target=run)
+        job.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if len(_stored(port, name)) > 0:
+                    break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with _chroma(data, port):
+            job.join()
+            outcome = first[0]
+            if not isinstance(outcome, Exception):
+                assert outcome.failed + outcome.written + outcome.skipped == N_DOCS
+            else:
+                assert isinstance(outcome, StoreUnavailableError | ray.exceptions.RayError)
+            summary = _index(corpus_file, port, name, batch_size=8)
+            assert summary.failed == 0 and summary.count == N_DOCS
+            assert sorted(_stored(port, name)) == sorted(load_jsonl_corpus(corpus_file))
+
+
+def test_cli_index_ray_prints_written_skipped_and_failed(cluster, corpus_file, capsys):
+    from ctxemb_core.cli import main
+
+    name = fresh_name()
+    args = ["index", str(corpus_file), "--ray", "--host", "127.0.0.1", "--port", str(cluster)]
+    args += ["--collection", name, "--batch-size", "16", "--model", MINILM]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{name}: {N_DOCS} written, 0 skipped as already present, 0 failed" in out
+    assert main(args) == 0
+    again = capsys.readouterr().out
+    assert f"{name}: 0 written, {N_DOCS} skipped as already present, 0 failed" in again
+    assert f"{N_DOCS} documents" in again
+
+
+def test_cli_index_ray_needs_a_server(corpus_file, capsys):
+    from ctxemb_core.cli import main
+
+    assert main(["index", str(corpus_file), "--ray", "--collection", "c", "--path", "x"]) == 2
+    assert "--ray writes to a Chroma server" in capsys.readouterr().err
