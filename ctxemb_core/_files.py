@@ -214,3 +214,44 @@ def adopt_digest(path: Path, digest: str, hashed: os.stat_result) -> None:
             disk = _load_disk()
             _remember(disk, _state(path, st), digest)
             write_atomic(cache_dir() / DIGEST_CACHE, json.dumps(disk))
+
+
+def replace_folder(work: Path, target: Path, what: str) -> None:
+    """Move the finished folder ``work`` to ``target``, replacing what is there, atomically.
+
+    A non-empty ``target`` is first moved aside (in the same parent folder), then ``work`` is
+    renamed into place; if that rename fails, the previous folder is put back, and if even that
+    fails it is kept where it was moved and the error says where: nothing is ever lost.
+    ``what`` names the folder in errors ("export", "static model"). Callers check beforehand
+    that ``target`` may be replaced.
+
+    Raises:
+        InvalidInputError: ``work`` cannot be moved to ``target``.
+    """
+    import shutil
+    import tempfile
+
+    from ctxemb_core.errors import InvalidInputError
+
+    old: Path | None = None
+    if target.is_dir():
+        if any(target.iterdir()):
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-", dir=target.parent))
+            os.replace(target, old / "previous")
+        else:
+            target.rmdir()
+    try:
+        os.rename(work, target)
+    except OSError as exc:
+        why = f"the {what} cannot be moved to {target} ({exc})"
+        if old is not None:  # put the previous folder back rather than leave nothing
+            try:
+                os.rename(old / "previous", target)
+            except OSError:
+                raise InvalidInputError(
+                    f"{why}; the previous {what} is kept in {old / 'previous'}"
+                ) from None
+            shutil.rmtree(old, ignore_errors=True)
+        raise InvalidInputError(why) from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

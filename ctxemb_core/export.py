@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._files import sha256_file
+from ctxemb_core._files import replace_folder, sha256_file
 from ctxemb_core.backends.exported import (
     CONTRACT_FILE,
     EXPORT_FORMAT,
@@ -341,25 +341,4 @@ def _self_check(work: Path, contract: EmbeddingContract, reference: Any) -> None
 def _publish(work: Path, target: Path, overwrite: bool) -> None:
     """Move the finished folder to ``target``, replacing an export there when allowed."""
     _check_target(target, overwrite)  # again: the folder may have filled meanwhile
-    old: Path | None = None
-    if target.is_dir():
-        if any(target.iterdir()):
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-", dir=target.parent))
-            os.replace(target, old / "export")
-        else:
-            target.rmdir()
-    try:
-        os.rename(work, target)
-    except OSError as exc:
-        why = f"the export cannot be moved to {target} ({exc})"
-        if old is not None:  # put the previous export back rather than leave nothing
-            try:
-                os.rename(old / "export", target)
-            except OSError:
-                raise InvalidInputError(
-                    f"{why}; the previous export is kept in {old / 'export'}"
-                ) from None
-            shutil.rmtree(old, ignore_errors=True)
-        raise InvalidInputError(why) from None
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_folder(work, target, "export")

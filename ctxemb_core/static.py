@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxemb_core._files import replace_folder
 from ctxemb_core.backends.static import (
     DEFAULT_MAX_LENGTH,
     StaticLayout,
@@ -464,24 +465,7 @@ def _publish_new(
         if not np.array_equal(read_safetensors(layout.table, ["embeddings"])["embeddings"], table):
             raise MalformedModelError(f"{work}: the table read back is not the one written")
         _target(target, overwrite=True)  # again: the folder may have filled meanwhile
-        old: Path | None = None
-        if target.is_dir():
-            if any(target.iterdir()):
-                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-", dir=target.parent))
-                os.replace(target, old / "static")
-            else:
-                target.rmdir()
-        try:
-            os.rename(work, target)
-        except OSError as exc:
-            if old is not None:
-                os.rename(old / "static", target)
-            raise InvalidInputError(
-                f"the static model cannot be moved to {target} ({exc})"
-            ) from None
-        finally:
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+        replace_folder(work, target, "static model")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
