@@ -389,3 +389,21 @@ def test_chroma_refuses_a_contextual_caller_on_a_static_collection_and_vice_vers
     # Reopened by its own contract, the static collection passes the canary and sample checks.
     again = open_collection(client, names["static"], contract_for(static_dir), sample=6)
     assert again.count() == len(DOCS)
+
+
+def test_a_failed_replacement_puts_the_previous_folder_back(tmp_path):
+    from ctxemb_core._files import replace_folder
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "table").write_text("the previous model")
+    with pytest.raises(InvalidInputError, match="static model cannot be moved"):
+        replace_folder(tmp_path / "never-written", target, "static model")
+    assert (target / "table").read_text() == "the previous model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing left aside
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "table").write_text("the new model")
+    replace_folder(work, target, "static model")
+    assert (target / "table").read_text() == "the new model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
