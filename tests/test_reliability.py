@@ -371,6 +371,33 @@ def test_two_processes_create_and_index_one_new_collection_at_once(client):
     assert IndexStamp.is_stamped(raw.metadata)
 
 
+def test_a_read_waits_for_a_segment_another_process_is_writing_and_nothing_else():
+    from chromadb.errors import InternalError
+
+    from ctxemb_chroma._store import read_settled
+
+    failures = ["Error creating hnsw segment reader: Nothing found on disk"] * 2
+    calls = []
+
+    def read(**kwargs):
+        calls.append(kwargs)
+        if failures:
+            raise InternalError(failures.pop())
+        return "read"
+
+    assert read_settled(read, ids=["a"]) == "read"
+    assert calls == [{"ids": ["a"]}] * 3
+
+    def broken():
+        calls.append("broken")
+        raise InternalError("Error executing plan: disk full")
+
+    calls.clear()
+    with pytest.raises(InternalError, match="disk full"):
+        read_settled(broken)
+    assert calls == ["broken"]
+
+
 @pytest.mark.parametrize("precision", ["int8", "binary"])
 def test_int8_and_binary_contracts_index_and_search_in_chroma(client, base, precision):
     contract = base.with_(precision=precision)

@@ -8,7 +8,7 @@ from typing import Any
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._store import identity, stored_or_none, translated
+from ctxemb_chroma._store import identity, read_settled, stored_or_none, translated
 from ctxemb_chroma._verify import verify_open
 from ctxemb_chroma._write import check_metadatas, write_undoable
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
@@ -64,11 +64,11 @@ class GuardedCollection:
 
     def count(self) -> int:
         with translated("count"):
-            return self.current().count()
+            return read_settled(self.current().count)
 
     def ids(self) -> set[str]:
         with translated("reading ids"):
-            return set(self.current().get(include=[])["ids"])
+            return set(read_settled(self.current().get, include=[])["ids"])
 
     def stored(self) -> Collection:
         """The collection as the store has it now, unguarded (for reading or verifying)."""
@@ -146,7 +146,9 @@ class GuardedCollection:
             check_fingerprint(embedded[1], self.stamp.contract)
             vectors = check_embedded(embedded[0], self.contract, ids)
         with translated("reading the records to be written"):
-            before = raw.get(ids=ids, include=["documents", "embeddings", "metadatas"])
+            before = read_settled(
+                raw.get, ids=ids, include=["documents", "embeddings", "metadatas"]
+            )
         if before["ids"] and not upsert:
             raise ExistingIdsError(tuple(before["ids"]))
         if vectors is None:
@@ -173,7 +175,7 @@ class GuardedCollection:
 
     def _present(self, ids: list[str]) -> set[str]:
         with translated("reading ids"):
-            return set(self.current().get(ids=ids, include=[])["ids"])
+            return set(read_settled(self.current().get, ids=ids, include=[])["ids"])
 
     def upsert(
         self,
@@ -206,13 +208,13 @@ class GuardedCollection:
         check_querier_canary(self.stamp, querier, self._queriers)
         vectors = storable(querier.embed_queries(query_texts), querier.contract.precision)
         with translated("query"):
-            return raw.query(query_embeddings=vectors, n_results=n_results, **kwargs)
+            return read_settled(raw.query, query_embeddings=vectors, n_results=n_results, **kwargs)
 
     def get(self, **kwargs: Any) -> Any:
         """Chroma's ``get`` on the collection, after the stamp is checked."""
         check_paging(kwargs, "get")
         with translated("get"):
-            return self.current().get(**kwargs)
+            return read_settled(self.current().get, **kwargs)
 
     def delete(
         self,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
@@ -55,6 +56,28 @@ def check_name(name: Any) -> str:
             "a-z A-Z 0-9 . _ -, starting and ending with a letter or digit, no '..'"
         )
     return name
+
+
+T = TypeVar("T")
+
+#: What an embedded store says when another process has just created a collection's vector
+#: segment and not yet written its files; it passes once they are written.
+_UNWRITTEN_SEGMENT = "Nothing found on disk"
+
+
+def read_settled(read: Callable[..., T], **kwargs: Any) -> T:
+    """``read(**kwargs)``, tried again over about 6 s while another process writing the same
+    embedded store has a vector segment half-written. Only for reads: nothing that changes the
+    store is repeated."""
+    tries = 8
+    for attempt in range(tries):
+        try:
+            return read(**kwargs)
+        except InternalError as exc:
+            if _UNWRITTEN_SEGMENT not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
     configured_function,
+    read_settled,
     stored_or_none,
     translated,
 )
@@ -44,8 +45,10 @@ def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], li
     ids: list[str] = []
     docs: list[Any] = []  # str, or None for a record stored without text
     vecs: list[Any] = []
-    for start, stop in sample_ranges(raw.count(), size):
-        got = raw.get(offset=start, limit=stop - start, include=["documents", "embeddings"])
+    for start, stop in sample_ranges(read_settled(raw.count), size):
+        got = read_settled(
+            raw.get, offset=start, limit=stop - start, include=["documents", "embeddings"]
+        )
         ids += got["ids"]
         docs += got["documents"] or [None for _ in got["ids"]]
         vecs += list(got["embeddings"] if got["embeddings"] is not None else [])
@@ -58,7 +61,9 @@ def check_every_record(raw: Collection, embedder: Embedder, progress: bool | Non
     result = RecordCheck()
     with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
         for offset in range(0, total, PAGE):
-            got = raw.get(offset=offset, limit=PAGE, include=["documents", "embeddings"])
+            got = read_settled(
+                raw.get, offset=offset, limit=PAGE, include=["documents", "embeddings"]
+            )
             if not got["ids"]:
                 break
             texts: Any = got["documents"]
