@@ -56,13 +56,8 @@ def _check_machine(machine: Any, where: str) -> None:
 @pytest.mark.parametrize("path", RESULTS, ids=[p.stem for p in RESULTS])
 def test_result_names_its_cpu_and_versions(path: Path) -> None:
     result = json.loads(path.read_text(encoding="utf-8"))
-    machine = result.get("machine")
-    if isinstance(machine, dict) and "cpu" not in machine:
-        # Measured before the CPU block existed: shown as an expected failure in every run,
-        # with the command that refreshes it, until it is re-run (a block that is there is
-        # checked in full below).
-        pytest.xfail(f"{path.name} predates the CPU block; re-run: {result.get('command')}")
-    _check_machine(machine, path.name)
+    # Every result carries the block; one without it is re-run with its own command.
+    _check_machine(result.get("machine"), f"{path.name} (re-run: {result.get('command')})")
 
 
 def test_machine_info_reads_this_cpu_without_importing_torch() -> None:
