@@ -8,7 +8,10 @@ the embedding cache off. Then Chroma's insert rate alone: the single-process col
 vectors, precomputed, added to a new collection over HTTP in batches of ``--batch``. Finally the
 2-actor collection is compared with the single-process one: same ids, minimum cosine.
 
-Run:  flock /tmp/ctxemb-bench.lock .venv/bin/python benchmarks/ray_index.py --n 1000
+With the whole corpus (``--n 5183``), ``ctxemb eval`` then searches the 2-actor collection as it
+stands (it adds only ids it lacks) and its nDCG@10 is recorded.
+
+Run:  flock /tmp/ctxemb-bench.lock .venv/bin/python benchmarks/ray_index.py --n 5183
 """
 
 from __future__ import annotations
@@ -69,6 +72,31 @@ def _corpus(data: Path, n: int, out: Path) -> int:
         for i in ids:
             f.write(json.dumps({"_id": i, **corpus[i]}) + "\n")
     return len(ids)
+
+
+def _all_ids(data: Path) -> list[str]:
+    from ctxemb_core.eval.beir import load_jsonl_corpus
+
+    return list(load_jsonl_corpus(data / "scifact" / "corpus.jsonl.gz"))
+
+
+def _eval_ray2(data: Path, port: int) -> dict[str, object]:
+    """``ctxemb eval`` on the 2-actor collection (it adds only ids it lacks: none)."""
+    from ctxemb_core.cli import main
+
+    args = ["eval", "--via", "chroma", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--collection", "ray2", "--data", str(data / "scifact"), "--model", MODEL]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main([*args, "--no-cache"])
+    if code != 0:
+        raise SystemExit(f"ctxemb {' '.join(args)} exited {code}")
+    row = json.loads(out.getvalue().strip().splitlines()[-1])
+    return {
+        "command": "ctxemb " + " ".join(args),
+        "ndcg@10": row["ndcg@10"],
+        "indexed_now": row["indexed_now"],
+    }
 
 
 def _timed_cli(args: list[str]) -> float:
@@ -145,6 +173,12 @@ def main() -> None:
             insert = time.perf_counter() - start
             print(f"chroma insert alone (precomputed vectors): {n / insert:.1f} docs/s")
             print(f"ray2 vs single process: same ids {same_ids}, min cosine {cos.min():.7f}")
+            evaluated = _eval_ray2(args.data, port) if n == len(_all_ids(args.data)) else None
+            if evaluated is not None:
+                print(
+                    f"ctxemb eval on the ray2 collection: nDCG@10 {evaluated['ndcg@10']}, "
+                    f"{evaluated['indexed_now']} documents added"
+                )
     result = {
         "documents": n,
         "batch": args.batch,
@@ -154,6 +188,8 @@ def main() -> None:
         "chroma_insert_docs_per_s": round(n / insert, 1),
         "ray2_same_ids": same_ids,
         "ray2_min_cosine": float(cos.min()),
+        # The whole corpus only: `ctxemb eval` searching the 2-actor collection as it stands.
+        "ray2_eval": evaluated,
         "note": "whole commands (model load, actor start-up included), embedding cache off; "
         "Chroma server and Ray on the same machine",
         "machine": machine_info(),

@@ -311,7 +311,12 @@ def _parser() -> argparse.ArgumentParser:
             "ctxemb index corpus.jsonl --collection docs-e5 --model ./e5-small --family e5",
         ),
     )
-    p.add_argument("data", type=Path, help="a BEIR folder or a .jsonl(.gz) file")
+    p.add_argument(
+        "data",
+        type=Path,
+        help="a BEIR folder or a .jsonl(.gz) file; with --ray also a .parquet file or a folder "
+        "of *.jsonl(.gz) or *.parquet shards, which the workers read",
+    )
     _store_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
     p.add_argument("--batch-size", type=_POSITIVE, default=512, help="documents per write (≥ 1)")

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core._shards import checked_ids, corpus_shards, read_rows, work_items
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import CtxembError, InvalidInputError, MissingDependencyError
 
@@ -129,39 +130,6 @@ def _counts(written: int, skipped: int, failed: int, reason: str) -> dict[str, l
     return {"written": [written], "skipped": [skipped], "failed": [failed], "reason": [reason]}
 
 
-def _rows(source: Path, present: set[str]) -> Iterator[dict[str, str]]:
-    from ctxemb_core.eval.beir import document_text
-
-    for doc_id, doc in _corpus(source).items():
-        if doc_id not in present:
-            yield {"id": doc_id, "text": document_text(doc)}
-
-
-def _corpus(source: Path) -> dict[str, dict[str, str]]:
-    """A BEIR folder's corpus, a JSONL(.gz) file, or Parquet (file or folder of shards)."""
-    from ctxemb_core.cli import _load_documents, _non_empty
-
-    parquet = sorted(source.glob("*.parquet")) if source.is_dir() else []
-    if source.suffix == ".parquet":
-        parquet = [source]
-    if not parquet:
-        return _load_documents(source)
-    import pyarrow.parquet as pq
-
-    corpus: dict[str, dict[str, str]] = {}
-    for shard in parquet:
-        table = pq.read_table(shard)
-        missing = {"_id", "text"} - set(table.column_names)
-        if missing:
-            raise InvalidInputError(
-                f"{shard}: Parquet corpus lacks column(s) {sorted(missing)}; it needs "
-                "_id, text and optionally title"
-            )
-        for row in table.to_pylist():
-            corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
-    return _non_empty(corpus, source)
-
-
 def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     """Connect to ``address`` (``"auto"``: the running cluster) or start a local instance on
     127.0.0.1; returns whether this call started it (and so must stop it)."""
@@ -213,8 +181,9 @@ def index_with_ray(
     """Index a corpus into a stamped collection on a Chroma server with a pool of Ray actors.
 
     Args:
-        source: a BEIR folder, a ``.jsonl``/``.jsonl.gz`` corpus, or Parquet (a file or a folder
-            of shards with ``_id``, ``title``, ``text`` columns).
+        source: a BEIR folder, a ``.jsonl``/``.jsonl.gz`` corpus or a folder of such shards,
+            or Parquet (a file or a folder of shards with ``_id``, ``text`` and optionally
+            ``title`` columns). The driver checks every shard first; the workers read them.
         contract: the contract to index under; the collection is created stamped with it, or
             must already carry it.
         collection: the collection's name on the server.
@@ -236,6 +205,8 @@ def index_with_ray(
         An :class:`IndexSummary`: written, skipped as already present, failed with reasons.
 
     Raises:
+        DataFormatError: a shard is malformed, an id repeats, or there are no documents
+            (nothing is written).
         ContractMismatchError: the collection, or an actor's model folder, is not the contract's.
         EncoderDriftError: an actor's encoder re-embeds the canary to other vectors.
         StoreUnavailableError: the server cannot be reached by the driver or an actor.
@@ -245,8 +216,8 @@ def index_with_ray(
         raise InvalidInputError(f"actors must be an integer >= 1, got {actors!r}")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    source = Path(source)
-    corpus_rows_total = len(_corpus(source))
+    shards = corpus_shards(Path(source))
+    corpus_ids, counts = checked_ids(shards)  # every shard checked before anything is written
     ray = _ray()
     from ctxemb_chroma import connect, open_collection
     from ctxemb_core import Embedder
@@ -259,25 +230,15 @@ def index_with_ray(
         present = stamped.ids()
     finally:
         client.close()
-    rows = list(_rows(source, present))
-    summary = IndexSummary(skipped=corpus_rows_total - len(rows), total=corpus_rows_total)
-    if rows:
+    summary = IndexSummary(total=len(corpus_ids))
+    if all(i in present for i in corpus_ids):
+        summary.skipped = len(corpus_ids)  # nothing to do: no cluster, no actors
+    else:
         started = _connect(ray, address, num_cpus)
         try:
-            _run(
-                ray,
-                rows,
-                summary,
-                contract,
-                collection,
-                host,
-                port,
-                actors,
-                batch_size,
-                model_path,
-                cache,
-                progress,
-            )
+            settings = (contract, collection, host, port, model_path, cache)
+            items = work_items(shards, counts, actors, batch_size)
+            _run(ray, items, summary, settings, actors, batch_size, progress)
         finally:
             if started:
                 ray.shutdown()
@@ -298,22 +259,21 @@ def _count(client: Any, collection: str) -> int:
 
 def _run(
     ray: Any,
-    rows: list[dict[str, str]],
+    items: list[dict[str, Any]],
     summary: IndexSummary,
-    contract: EmbeddingContract,
-    collection: str,
-    host: str,
-    port: int,
+    settings: tuple[Any, ...],
     actors: int,
     batch_size: int,
-    model_path: str | os.PathLike[str] | None,
-    cache: bool,
     progress: Callable[[int], None] | None,
 ) -> None:
+    contract, collection, host, port, model_path, cache = settings
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
-    blocks = max(actors, -(-len(rows) // max(batch_size, 1)))
-    ds = ray.data.from_items(rows, override_num_blocks=min(blocks, 200))
+    # The workers read their row ranges of the shards themselves; the driver never holds the
+    # corpus. Reading asks for no CPU: the actors hold every CPU they were given, and a read
+    # task waiting for one would wait forever.
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0)
     out = ds.map_batches(
         _IndexActor,
         fn_constructor_args=(

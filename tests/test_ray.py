@@ -34,7 +34,11 @@ from test_stamp import altered_weights_folder  # noqa: E402
 
 from ctxemb_core import Embedder, contract_for  # noqa: E402
 from ctxemb_core.distributed import index_with_ray  # noqa: E402
-from ctxemb_core.errors import ContractMismatchError, StoreUnavailableError  # noqa: E402
+from ctxemb_core.errors import (  # noqa: E402
+    ContractMismatchError,
+    DataFormatError,
+    StoreUnavailableError,
+)
 from ctxemb_core.eval.beir import document_text, load_jsonl_corpus  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -177,6 +181,62 @@ def test_an_actor_with_altered_weights_writes_nothing_and_fails_the_job(
         _index(corpus_file, cluster, name, model_path=altered_weights_folder(tmp_path))
     assert info.value.fields == ("weights",)
     assert _stored(cluster, name) == {}
+
+
+def _shard_folders(corpus_file: Path, tmp_path: Path) -> dict[str, Path]:
+    """The corpus cut into three shards, as gzip JSONL and as Parquet (one without titles)."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = [{"_id": i, **d} for i, d in load_jsonl_corpus(corpus_file).items()]
+    cuts = [docs[:10], docs[10:40], docs[40:]]
+    gz, parquet = tmp_path / "gz", tmp_path / "parquet"
+    gz.mkdir()
+    parquet.mkdir()
+    for k, part in enumerate(cuts):
+        with gzip.open(gz / f"part-{k}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(d) + "\n" for d in part)
+        columns = ["_id", "title", "text"] if k else ["_id", "text"]
+        table = pa.table({c: [d[c] for d in part] for c in columns})
+        pq.write_table(table, parquet / f"part-{k}.parquet")
+    return {"gz": gz, "parquet": parquet}
+
+
+def test_sharded_gzip_and_parquet_corpora_are_read_by_the_workers(cluster, corpus_file, tmp_path):
+    corpus = load_jsonl_corpus(corpus_file)
+    ids = sorted(corpus)
+    for kind, folder in _shard_folders(corpus_file, tmp_path).items():
+        name = fresh_name()
+        summary = _index(folder, cluster, name, actors=2)
+        assert (summary.written, summary.skipped, summary.total) == (N_DOCS, 0, N_DOCS), kind
+        stored = _stored(cluster, name)
+        assert sorted(stored) == ids, kind
+        # The first shard has no titles in Parquet: those documents are their text alone.
+        untitled = set(list(corpus)[:10]) if kind == "parquet" else set()
+        expect = [
+            corpus[i]["text"].strip() if i in untitled else document_text(corpus[i]) for i in ids
+        ]
+        local = Embedder(contract_for(MINILM)).embed_documents(expect)
+        got = np.stack([stored[i] for i in ids])
+        assert np.min(np.sum(got * local, axis=1)) >= 0.99999, kind
+
+
+def test_a_bad_shard_is_refused_before_anything_is_written(cluster, corpus_file, tmp_path):
+    import gzip
+
+    folder = _shard_folders(corpus_file, tmp_path)["gz"]
+    first = next(iter(load_jsonl_corpus(corpus_file)))
+    with gzip.open(folder / "part-9.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": first, "title": "", "text": "the same id again"}) + "\n")
+    name = fresh_name()
+    with pytest.raises(DataFormatError, match=f"{first}.*also in"):
+        _index(folder, cluster, name)
+    client = chromadb.HttpClient(host="127.0.0.1", port=cluster)
+    assert name not in [c.name for c in client.list_collections()]
+    with pytest.raises(DataFormatError, match="holds no corpus"):
+        _index(tmp_path / "gz" / "..", cluster, name)
 
 
 def _actor_pids() -> list[int]:
