@@ -12,13 +12,14 @@ import os
 import numpy as np
 import pytest
 
-from ctxemb_core.backends.onnx import OnnxEncoder, session_options
+from ctxemb_core.backends.onnx import OnnxEncoder, available_cores, session_options
 
 ort = pytest.importorskip("onnxruntime")
 SPIN = "session.intra_op.allow_spinning"
 
 
-def test_options_block_instead_of_spinning_and_count_usable_cores() -> None:
+def test_options_block_instead_of_spinning_and_count_usable_cores(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     options = session_options(ort, None)
     assert options.get_session_config_entry(SPIN) == "0"
     assert options.intra_op_num_threads == len(os.sched_getaffinity(0))
@@ -26,7 +27,21 @@ def test_options_block_instead_of_spinning_and_count_usable_cores() -> None:
     assert session_options(ort, 3).intra_op_num_threads == 3
 
 
-def test_a_loaded_encoder_runs_with_them(tiny_bert) -> None:
+def test_omp_num_threads_caps_the_threads_as_ray_sets_it_for_a_one_cpu_actor(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert available_cores() == 1
+    assert session_options(ort, None).intra_op_num_threads == 1
+    assert session_options(ort, 3).intra_op_num_threads == 3  # an explicit count wins
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores + 5))
+    assert available_cores() == cores  # never more than the cores there are
+    for junk in ("", "0", "-2", "four"):
+        monkeypatch.setenv("OMP_NUM_THREADS", junk)
+        assert available_cores() == cores
+
+
+def test_a_loaded_encoder_runs_with_them(tiny_bert, monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     one = OnnxEncoder(tiny_bert, threads=1)
     default = OnnxEncoder(tiny_bert)
     for encoder, threads in ((one, 1), (default, len(os.sched_getaffinity(0)))):

@@ -448,7 +448,7 @@ def session_options(ort: Any, threads: int | None) -> Any:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # One intra-op thread per core we may run on: onnxruntime's own default counts the machine's
     # physical cores, which oversubscribes a CPU-limited container or a pinned process.
-    options.intra_op_num_threads = threads or _available_cores()
+    options.intra_op_num_threads = threads or available_cores()
     options.inter_op_num_threads = 1
     # Pool threads block between parallel sections instead of spinning: a spinning pool on a
     # core another process also wants loses its turns to that process and takes the
@@ -460,11 +460,18 @@ def session_options(ort: Any, threads: int | None) -> Any:
     return options
 
 
-def _available_cores() -> int:
+def available_cores() -> int:
+    """The cores this process may run on, or fewer when ``OMP_NUM_THREADS`` says so (as Ray
+    does for an actor given one CPU: two such actors on two cores would otherwise run four
+    threads and slow each other down; torch follows the same variable)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    wanted = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        return min(cores, int(wanted))
+    return cores
 
 
 def _open_session(

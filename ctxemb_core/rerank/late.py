@@ -294,6 +294,8 @@ def _build_mlas_session() -> Any:
         from onnx import TensorProto, helper
     except ImportError:
         return None
+    from ctxemb_core.backends.onnx import available_cores
+
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["c"])],
         "maxsim_products",
@@ -305,10 +307,7 @@ def _build_mlas_session() -> Any:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     options = ort.SessionOptions()
-    try:
-        options.intra_op_num_threads = len(os.sched_getaffinity(0))  # the cores we may run on
-    except AttributeError:  # not on Linux
-        options.intra_op_num_threads = os.cpu_count() or 1
+    options.intra_op_num_threads = available_cores()
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     # Spinning threads would hold the cores after each product, starving numpy and the
