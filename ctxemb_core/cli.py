@@ -683,7 +683,6 @@ def _index_ray(args: argparse.Namespace) -> int:
     """``ctxemb index --ray``: Ray actors embed and write; a summary of what they did."""
     from tqdm.auto import tqdm
 
-    from ctxemb_core.distributed import index_with_ray
     from ctxemb_core.resolve import contract_for
 
     if args.store != "chroma" or not args.host:
@@ -693,7 +692,7 @@ def _index_ray(args: argparse.Namespace) -> int:
         )
     contract = contract_for(args.model, **_overrides(args))
     with tqdm(unit="doc", desc="indexing (ray)") as bar:
-        summary = index_with_ray(
+        summary = _adapter_module("chroma").index_with_ray(
             args.data,
             contract,
             collection=args.collection,

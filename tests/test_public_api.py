@@ -126,11 +126,13 @@ def test_the_chroma_adapter_exports_exactly_the_intended_names():
     assert set(ctxemb_chroma.__all__) == {
         "ContractEmbeddingFunction",
         "GuardedCollection",
+        "IndexSummary",
         "check_metadatas",
         "check_name",
         "connect",
         "detect",
         "eval_path",
+        "index_with_ray",
         "migrate",
         "open_collection",
         "restamp",
@@ -183,3 +185,12 @@ def test_the_family_surface():
     assert {"layers", "include_prompt", "quantization"} <= fields
     values = [q.value for q in ctxemb_core.Quantization]
     assert values == ["int8-dynamic", "int8-dynamic-pc-v1"] == list(QUANTIZATION_RECIPES)
+
+
+def test_the_chroma_adapter_imports_ray_only_when_a_ray_job_runs():
+    import subprocess
+    import sys
+
+    code = "import sys, ctxemb_chroma; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -32,8 +32,8 @@ from chroma_server import free_port  # noqa: E402
 from conftest import fresh_name  # noqa: E402
 from test_stamp import altered_weights_folder  # noqa: E402
 
+from ctxemb_chroma import index_with_ray  # noqa: E402
 from ctxemb_core import Embedder, contract_for  # noqa: E402
-from ctxemb_core.distributed import index_with_ray  # noqa: E402
 from ctxemb_core.errors import (  # noqa: E402
     ContractMismatchError,
     DataFormatError,

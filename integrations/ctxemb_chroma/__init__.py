@@ -28,6 +28,7 @@ from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._ray import IndexSummary, index_with_ray
 from ctxemb_chroma._restamp import restamp
 from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
@@ -42,11 +43,13 @@ from ctxemb_chroma._write import check_metadatas
 __all__ = [
     "ContractEmbeddingFunction",
     "GuardedCollection",
+    "IndexSummary",
     "check_metadatas",
     "check_name",
     "connect",
     "detect",
     "eval_path",
+    "index_with_ray",
     "migrate",
     "open_collection",
     "restamp",

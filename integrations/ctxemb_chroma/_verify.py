@@ -57,7 +57,7 @@ def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], li
 
 def check_every_record(raw: Collection, embedder: Embedder, progress: bool | None) -> RecordCheck:
     """Re-embed every stored record, one page at a time, with a progress bar."""
-    total = raw.count()
+    total = read_settled(raw.count)
     result = RecordCheck()
     with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
         for offset in range(0, total, PAGE):

@@ -1,0 +1,160 @@
+"""Bulk indexing on a Ray cluster into a stamped collection on a Chroma server.
+
+The optional extra ``ctxemb[ray]`` (Ray Data); Ray is imported only inside the functions here.
+It lives in the Chroma adapter because the actors write through it; what is not Chroma's (the
+corpus shards, their checks and row ranges) is ``ctxemb_core._shards``.
+The driver creates (or opens and verifies) the stamped collection, reads the corpus as a Ray
+Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor loads its model once
+and, before it writes anything, opens the collection through the guard: its model folder must
+hash to the contract's weights digest and it re-embeds the stamp's canary, so an actor on a node
+with altered weights or another library version refuses to start and writes nothing; the job
+then fails with that actor's error. Writes go by id and skip ids already present, so a batch
+that Ray retries after an actor died, or a whole re-run, adds nothing twice.
+
+Example:
+    >>> from ctxemb_core import contract_for                            # doctest: +SKIP
+    >>> from ctxemb_chroma import index_with_ray                        # doctest: +SKIP
+    >>> summary = index_with_ray("scifact/corpus.jsonl", contract_for(MODEL),
+    ...                          collection="scifact", host="10.0.0.5", port=8000,
+    ...                          address="auto", actors=8)              # doctest: +SKIP
+    >>> summary.written, summary.skipped, summary.failed                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxemb_chroma._connect import connect
+from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._ray_pipeline import ray_module, run_job, start_or_join
+from ctxemb_chroma._store import translated
+from ctxemb_core import Embedder
+from ctxemb_core._shards import checked_ids, corpus_shards, work_items
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.guard import check_count
+
+__all__ = ["IndexSummary", "index_with_ray"]
+
+
+@dataclass
+class IndexSummary:
+    """What a distributed indexing job did.
+
+    Attributes:
+        written: documents this job embedded and wrote.
+        skipped: documents skipped because their id was already in the collection.
+        failed: documents not written; ``reasons`` says why (a re-run writes them).
+        reasons: each distinct failure reason, with how many documents it covered.
+        total: documents in the corpus.
+        count: documents in the collection when the job ended.
+    """
+
+    written: int = 0
+    skipped: int = 0
+    failed: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+    count: int = 0
+
+    def add(self, batch: dict[str, Any]) -> int:
+        """Count one batch's outcome (an actor's row); returns the documents it covered."""
+        written, skipped, failed = (int(batch[k]) for k in ("written", "skipped", "failed"))
+        self.written += written
+        self.skipped += skipped
+        self.failed += failed
+        if batch["reason"]:
+            reason = str(batch["reason"])
+            self.reasons[reason] = self.reasons.get(reason, 0) + failed
+        return written + skipped + failed
+
+
+def index_with_ray(
+    source: str | os.PathLike[str],
+    contract: EmbeddingContract,
+    *,
+    collection: str,
+    host: str,
+    port: int,
+    address: str | None = None,
+    actors: int = 1,
+    batch_size: int = 64,
+    model_path: str | os.PathLike[str] | None = None,
+    cache: bool = True,
+    num_cpus: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IndexSummary:
+    """Index a corpus into a stamped collection on a Chroma server with a pool of Ray actors.
+
+    Args:
+        source: a BEIR folder, a ``.jsonl``/``.jsonl.gz`` corpus or a folder of such shards,
+            or Parquet (a file or a folder of shards with ``_id``, ``text`` and optionally
+            ``title`` columns). The driver checks every shard first; the workers read them.
+        contract: the contract to index under; the collection is created stamped with it, or
+            must already carry it.
+        collection: the collection's name on the server.
+        host: the Chroma server's host, as every actor reaches it.
+        port: the Chroma server's port.
+        address: a running Ray cluster (``"auto"`` or ``"ray://..."``); ``None`` starts a local
+            instance bound to 127.0.0.1 and stops it afterwards. An already initialised Ray is
+            used as it is.
+        actors: the number of indexing actors (one CPU each).
+        batch_size: documents per actor batch (one write each).
+        model_path: the model folder each actor loads; ``None`` finds it from the contract on
+            each actor's node. Whatever the folder, it must hash to the contract's weights and
+            pass the stamp's canary, or the actor refuses to start and writes nothing.
+        cache: use the embedding cache (shared where the actors share a file system).
+        num_cpus: CPUs of a local instance (``None``: Ray's own count).
+        progress: called with the number of documents each finished batch covered.
+
+    Returns:
+        An :class:`IndexSummary`: written, skipped as already present, failed with reasons.
+
+    Raises:
+        DataFormatError: a shard is malformed, an id repeats, or there are no documents
+            (nothing is written).
+        ContractMismatchError: the collection, or an actor's model folder, is not the contract's.
+        EncoderDriftError: an actor's encoder re-embeds the canary to other vectors.
+        StoreUnavailableError: the server cannot be reached by the driver or an actor.
+        MissingDependencyError: Ray Data is not installed (``pip install 'ctxemb[ray]'``).
+    """
+    check_count(actors, "actors")
+    check_count(batch_size, "batch_size")
+    shards = corpus_shards(Path(source))
+    corpus_ids, counts = checked_ids(shards)  # every shard checked before anything is written
+    ray = ray_module()
+    # The driver creates the stamped collection (or verifies the existing one) first: a store
+    # that is down or a collection under another contract is said before any actor starts.
+    client: Any = connect(host=host, port=port)  # closes its session (see connect)
+    try:
+        stamped = open_collection(client, collection, Embedder(contract), create=True)
+        present = stamped.ids()
+    finally:
+        client.close()
+    summary = IndexSummary(total=len(corpus_ids))
+    if all(i in present for i in corpus_ids):
+        summary.skipped = len(corpus_ids)  # nothing to do: no cluster, no actors
+    else:
+        started = start_or_join(ray, address, num_cpus)
+        try:
+            path = None if model_path is None else str(model_path)
+            settings = (contract, collection, host, port, path, cache)
+            items = work_items(shards, counts, actors, batch_size)
+            run_job(ray, items, summary, settings, actors, batch_size, progress)
+        finally:
+            if started:
+                ray.shutdown()
+    client = connect(host=host, port=port)
+    try:
+        summary.count = _count(client, collection)
+    finally:
+        client.close()
+    return summary
+
+
+def _count(client: Any, collection: str) -> int:
+    with translated("counting the collection"):
+        return int(client.get_collection(collection, embedding_function=None).count())

@@ -1,0 +1,173 @@
+"""The Ray side of distributed indexing: the indexing actors and the Ray Data pipeline.
+
+An actor loads its model once and opens the stamped collection through the guard before it
+writes (weights digest, then the stamp's canary); a refusal is sent back typed, with the batch,
+and the driver raises it. Ray is imported only by :func:`ray_module`, inside the job.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ctxemb_chroma._connect import connect
+from ctxemb_chroma._open import open_collection
+from ctxemb_core import Embedder
+from ctxemb_core._shards import read_rows
+from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.errors import CtxembError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from ctxemb_chroma._ray import IndexSummary
+
+# A batch whose write fails for one of these reasons is counted as failed (with the reason) and
+# the job goes on; a re-run writes it. Anything else (a refused contract, a drifting encoder, a
+# bug) fails the whole job.
+_RETRYABLE = ("StoreUnavailableError", "IncompleteWriteError")
+
+
+def ray_module() -> Any:
+    # Before ``ray`` is imported: keep a local instance on the loopback address and do not
+    # report usage (the caller may have set either already).
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"distributed indexing needs Ray Data ({exc}); install it with "
+            "pip install 'ctxemb[ray]'"
+        ) from None
+    return ray
+
+
+class _IndexActor:
+    """One pool actor: loads the model once, proves it against the stamp, then writes batches."""
+
+    def __init__(
+        self,
+        contract: EmbeddingContract,
+        collection: str,
+        host: str,
+        port: int,
+        model_path: str | None,
+        cache: bool,
+    ) -> None:
+        self.refused: CtxembError | None = None
+        try:
+            # Refuses a folder whose bytes are not the contract's weights (ContractMismatchError).
+            embedder = Embedder(
+                contract, path=model_path, cache=EmbeddingCache() if cache else None
+            )
+            self.client = connect(host=host, port=port)
+            # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
+            # disagrees); sample=0: the stored documents were verified once, by the driver.
+            self.collection = open_collection(
+                self.client, collection, embedder, create=False, sample=0
+            )
+        except CtxembError as exc:
+            # Sent back from each batch instead (nothing written): Ray reports an error raised
+            # from an actor only as text, and the driver raises this one, typed, from it.
+            self.refused = exc
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        ids = [str(i) for i in batch["id"]]
+        texts = [str(t) for t in batch["text"]]
+        if self.refused is not None:
+            return {**_counts(0, 0, 0, ""), "refusal": [pickle.dumps(self.refused)]}
+        reason = ""
+        try:
+            written = self.collection.add_missing(ids, texts)
+            skipped, failed = len(ids) - written, 0
+        except CtxembError as exc:
+            if type(exc).__name__ not in _RETRYABLE:
+                raise
+            written, skipped, failed = 0, 0, len(ids)
+            reason = f"{type(exc).__name__}: {exc}"
+        return {**_counts(written, skipped, failed, reason), "refusal": [b""]}
+
+
+def _counts(written: int, skipped: int, failed: int, reason: str) -> dict[str, list[Any]]:
+    return {"written": [written], "skipped": [skipped], "failed": [failed], "reason": [reason]}
+
+
+def start_or_join(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Connect to ``address`` (``"auto"``: the running cluster) or start a local instance on
+    127.0.0.1; returns whether this call started it (and so must stop it)."""
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        return False
+    ray.init(
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    return True
+
+
+def _refusal(exc: BaseException) -> BaseException:
+    """The ctxemb error an actor raised, out of Ray's wrappers (else ``exc`` itself)."""
+    seen: list[BaseException] = []
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or any(e is s for s in seen):
+            continue
+        if isinstance(e, CtxembError):
+            return e
+        seen.append(e)
+        todo += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+        todo += [getattr(e, "creation_task_error", None), getattr(e, "error", None)]
+    return exc
+
+
+def run_job(
+    ray: Any,
+    items: list[dict[str, Any]],
+    summary: IndexSummary,
+    settings: tuple[Any, ...],
+    actors: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> None:
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    # The workers read their row ranges of the shards themselves; the driver never holds the
+    # corpus. Reading asks for no CPU: the actors hold every CPU they were given, and a read
+    # task waiting for one would wait forever.
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0)
+    out = ds.map_batches(
+        _IndexActor,
+        fn_constructor_args=settings,  # (contract, collection, host, port, model_path, cache)
+        batch_size=batch_size,
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        num_cpus=1,
+        # A dead actor is restarted and its batch retried (writes skip ids already present).
+        max_restarts=-1,
+        max_task_retries=-1,
+    )
+    try:
+        for row in out.iter_rows():
+            if row["refusal"]:
+                # An actor refused to start (other weights, a drifting encoder, a store it
+                # could not open): it wrote nothing, and the job stops with its error (pickled
+                # by this job's own actors).
+                raise pickle.loads(row["refusal"])
+            done = summary.add(row)
+            if progress is not None:
+                progress(done)
+    except CtxembError:
+        raise
+    except Exception as exc:
+        cause = _refusal(exc)
+        if cause is exc:
+            raise
+        raise cause from exc
