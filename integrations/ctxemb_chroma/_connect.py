@@ -6,11 +6,13 @@ import contextlib
 import difflib
 import os
 import shutil
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from chromadb.api import ClientAPI
+from chromadb.config import Settings
 
 from ctxemb_chroma._store import translated
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
@@ -22,14 +24,19 @@ def connect(
     host: str | None = None,
     port: int = 8000,
     *,
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | Settings | None = None,
     memory: bool = False,
     create: bool = True,
 ) -> ClientAPI:
     """An embedded client on ``path`` (the default ``./chroma``), or a client of a Chroma server.
 
-    ``settings`` are Chroma's client settings (``chromadb.config.Settings`` fields), for
-    opening a store another library opened with them; ``memory=True`` is the process's
+    An embedded folder already open in this process (by the user's ``PersistentClient``,
+    Haystack's ``ChromaDocumentStore``, LangChain's ``Chroma``, or an earlier ``connect``) is
+    joined, whatever the spelling of its path (``./x``, ``x``, absolute, ``~``, a trailing
+    slash, a symlink): one Chroma system per folder, so every client sees every write.
+    ``settings`` are Chroma's client settings (``chromadb.config.Settings`` or its fields), for
+    opening a store another library opened with them (joining an open folder, none means that
+    client's; other ones are refused); ``memory=True`` is the process's
     in-memory store instead of a folder. ``create=False`` opens an embedded store only if one
     is there: a mistyped path is refused instead of becoming a new, empty store (what a
     command that only reads wants). Close the client when done (``client.close()``, or
@@ -40,16 +47,16 @@ def connect(
             stands there, it cannot be created); nothing is left behind.
         InvalidInputError: ``create=False`` and no store at ``path`` (the message names the
             path tried and a neighbouring store's folder, if there is one); a port outside
-            1..65535, a host or path that is not a string.
+            1..65535, a host or path that is not a string; ``settings`` other than those of the
+            client already open on the folder.
     """
     import chromadb
 
     options: dict[str, Any] = {}
     if settings:
-        from chromadb.config import Settings
-
         try:
-            options["settings"] = Settings(**settings)
+            given = settings if isinstance(settings, Settings) else Settings(**settings)
+            options["settings"] = given.model_copy()  # Chroma's clients change what they get
         except Exception as exc:
             raise InvalidInputError(f"invalid Chroma client settings {settings!r}: {exc}") from None
     if memory:
@@ -73,7 +80,10 @@ def connect(
             ) from None
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path must be a folder path, got {path!r}")
-    folder = Path(path or "./chroma").expanduser()
+    # The spelling is kept as given (``~`` expanded): Chroma keys its systems by that string,
+    # so a store another library opens later with the same string shares this client's.
+    spelling = os.path.expanduser(os.fspath(path or "./chroma"))
+    folder = Path(spelling)
     if folder.exists() and not folder.is_dir():
         raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
     check_flag(create, "create")
@@ -88,7 +98,14 @@ def connect(
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
         with _locked(folder / ".ctxemb-open.lock"):
-            return chromadb.PersistentClient(path=str(folder), **options)
+            name, shared = shared_system(spelling)
+            if shared is not None:
+                options["settings"] = _joinable(shared, options.get("settings"), name)
+            client = chromadb.PersistentClient(path=name, **options)
+            _OPENED_ON.setdefault(client._system, os.path.realpath(spelling))  # type: ignore[attr-defined]
+            return client
+    except InvalidInputError:
+        raise
     except Exception as exc:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)  # only what this call created
@@ -96,6 +113,56 @@ def connect(
             f"cannot use {str(folder)!r} as an embedded Chroma store ({exc}); give a folder "
             "you can write to"
         ) from None
+
+
+#: The real folder each embedded system was opened on, recorded when ctxemb opens or joins
+#: it: a system opened on a relative path still has that path as its name after a ``chdir``.
+_OPENED_ON: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+#: Chroma's embedded implementations (its systems of any other kind are servers' clients).
+_EMBEDDED = ("chromadb.api.segment.SegmentAPI", "chromadb.api.rust.RustBindingsAPI")
+
+
+def shared_system(path: str) -> tuple[str, Any]:
+    """The spelling of ``path`` to open it with, so it shares the Chroma system already open on
+    that folder in this process, and that system's settings (``None`` if there is none).
+
+    Chroma keeps one system per ``persist_directory`` *string*
+    (``SharedSystemClient._get_identifier_from_settings``), so ``./x``, ``x``, ``x/``, an
+    absolute path or a symlink to the folder are different systems on one folder. Each caches
+    its own vector segments, and a query through one misses what another wrote after its
+    first query. Opening the folder under the name of the system already on it (whoever made
+    it: the user, Haystack's ``ChromaDocumentStore``, LangChain's ``Chroma``) shares it instead.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    real = os.path.realpath(os.path.expanduser(path))
+    systems = dict(SharedSystemClient._identifier_to_system)
+    for identifier, system in systems.items():
+        settings = system.settings
+        embedded = settings.is_persistent and settings.chroma_api_impl in _EMBEDDED
+        if embedded and _OPENED_ON.get(system, os.path.realpath(identifier)) == real:
+            return identifier, settings
+    # A system of this very name on another folder (a relative path opened before a chdir):
+    # Chroma would hand out that one, so the folder is named absolutely instead.
+    return (real if path in systems else path), None
+
+
+def _joinable(system_settings: Any, given: Any, path: str) -> Any:
+    """Settings that join the system open on ``path``: its own, which must equal ``given``."""
+    joined = system_settings.model_copy()
+    if given is not None:
+        given = given.model_copy(update={"persist_directory": path, "is_persistent": True})
+        if given != joined:
+            differ = sorted(
+                k for k in type(joined).model_fields if getattr(given, k) != getattr(joined, k)
+            )
+            raise InvalidInputError(
+                f"a Chroma client of {path!r} is already open in this process with other "
+                f"settings ({', '.join(differ)} differ); open the folder with the same settings "
+                "or none (they are then that client's)"
+            )
+    return joined
 
 
 def _closing_its_session(client: ClientAPI) -> ClientAPI:

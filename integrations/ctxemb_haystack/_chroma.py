@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from typing import Any
@@ -42,7 +43,11 @@ class ChromaGuard:
         self._opened: dict[str, GuardedCollection] = {}  # by contract fingerprint
 
     def client(self) -> Any:
-        """A client of the store's database, opened as the store opens its own."""
+        """The store's own client once it has one; until then a client of its database, opened
+        as the store opens its own and shared with it (see :meth:`share`)."""
+        own = getattr(self.store, "_client", None)
+        if own is not None and getattr(self.store, "_collection", None) is not None:
+            return own
         if self._client is None:
             p = self._where
             settings = p.get("client_settings") or None
@@ -54,6 +59,24 @@ class ChromaGuard:
                 self._client = connect(p["persist_path"], settings=settings)
         return self._client
 
+    def share(self) -> None:
+        """Hand this client and the (existing) collection to a store that has none yet.
+
+        A ``ChromaDocumentStore`` makes its client on first use from its ``persist_path`` as
+        spelled; if this guard joined a system another client opened on the folder under
+        another spelling, the store's would be a second system on one folder, and its queries
+        would miss the guard's later writes. The store's own first-use code creates the
+        collection unstamped when it is missing, so the hand-over waits until it exists.
+        """
+        store = self.store
+        if getattr(store, "_collection", True) is not None or self._client is None:
+            return  # it has its own (or is of a version without these attributes)
+        with contextlib.suppress(Exception):  # then the store opens its own, as without ctxemb
+            collection = self._client.get_collection(
+                self.name, embedding_function=store._embedding_func
+            )
+            store._client, store._collection = self._client, collection
+
     def opened(self, contract: EmbeddingContract, create: bool) -> GuardedCollection:
         """The collection opened under ``contract`` (verified once; every later call re-reads
         and re-verifies it if it changed)."""
@@ -63,6 +86,7 @@ class ChromaGuard:
                 self.client(), self.name, Embedder(contract), create=create, sample=self.sample
             )
             self._opened[contract.fingerprint] = guarded
+            self.share()
         guarded.current()
         return guarded
 

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
-from ctxemb_chroma import GuardedCollection, open_collection
+from ctxemb_chroma import GuardedCollection, connect, open_collection
 from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
@@ -58,6 +58,10 @@ class ContractChroma(Chroma):
         self._ctxemb_sample = check_sample_size(sample)
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
         self._guarded: GuardedCollection | None = None
+        if persist_directory is not None and not {"client", "tenant", "database"} & set(kwargs):
+            # Through connect, which joins a client already open on the folder under another
+            # spelling: Chroma's own would be a second system there, blind to the other's writes.
+            kwargs["client"] = connect(persist_directory, settings=kwargs.get("client_settings"))
         # Chroma's constructor makes the client, then calls the collection hook below.
         super().__init__(collection_name, embeddings, persist_directory, **kwargs)
         if self._guarded is None:  # pragma: no cover - a langchain_chroma that renamed its hook
