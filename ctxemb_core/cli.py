@@ -26,6 +26,7 @@ import importlib
 import inspect
 import json
 import os
+import shlex
 import sys
 import textwrap
 import typing
@@ -296,9 +297,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=_POSITIVE, default=3, help="results per query")
     p.add_argument("--collection", default="ctxemb-demo", help="collection name")
     p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
-    p.add_argument("--path", default="./ctxemb-demo-chroma", help="embedded store folder")
+    p.add_argument("--path", help=f"embedded store folder (default: {_DEMO_PATH})")
     p.add_argument("--host", help=argparse.SUPPRESS)
-    p.add_argument("--port", type=_PORT, default=8000, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=_PORT, help=argparse.SUPPRESS)
 
     p = sub.add_parser(
         "index",
@@ -451,12 +452,22 @@ def _optional_command(name: str) -> Any:
         return None
 
 
+#: Where a store command looks without --path or --host, and the port of a --host without one.
+_DEFAULT_PATH = "./chroma"
+_DEFAULT_PORT = 8000
+#: The demo's own store, apart from ./chroma so that it never mixes with the user's.
+_DEMO_PATH = "./ctxemb-demo-chroma"
+
+
 def _store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) -> None:
+    # --path and --port have no argparse default: _where must see which ones were given.
     p.add_argument("--collection", required=collection_required, help="collection name")
     p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
-    p.add_argument("--path", default="./chroma", help="embedded store folder")
+    p.add_argument("--path", help=f"embedded store folder (default: {_DEFAULT_PATH})")
     p.add_argument("--host", help="a store server's host (instead of --path)")
-    p.add_argument("--port", type=_PORT, default=8000, help="the server's port, with --host")
+    p.add_argument(
+        "--port", type=_PORT, help=f"the server's port, with --host (default: {_DEFAULT_PORT})"
+    )
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
@@ -552,6 +563,7 @@ def _store(args: argparse.Namespace, *, create: bool) -> Iterator[tuple[Any, Any
     ``create=False`` (commands that only read) refuses a ``--path`` with no store instead of
     creating an empty one there. A server's client holds sockets until it is closed.
     """
+    _where(args)
     adapter = _adapter_module(args.store)
     for option in ("collection", "to"):
         if getattr(args, option, None) is not None:
@@ -561,6 +573,36 @@ def _store(args: argparse.Namespace, *, create: bool) -> Iterator[tuple[Any, Any
         yield adapter, client
     finally:
         client.close()
+
+
+def _where(args: argparse.Namespace, default_path: str = _DEFAULT_PATH) -> None:
+    """``--path``, ``--host`` and ``--port`` checked together, their defaults filled in.
+
+    A port alone is refused rather than taken to mean a server on 127.0.0.1: without
+    ``--host`` the store is the embedded folder, and a server that was meant but is not named
+    must not turn into a quiet read of ``./chroma`` (or a write into a new one).
+    """
+    if args.host is not None and args.path is not None:
+        raise InvalidInputError(
+            f"--host {args.host} and --path {args.path} name two stores: give --host (and "
+            "--port) for a Chroma server, or --path for an embedded folder"
+        )
+    if args.port is not None and args.host is None:
+        raise InvalidInputError(
+            f"--port {args.port} needs --host: a port belongs to a server (e.g. --host "
+            f"127.0.0.1 --port {args.port}); for an embedded folder give --path alone"
+        )
+    if args.host is None:
+        args.path = default_path if args.path is None else args.path
+    elif args.port is None:
+        args.port = _DEFAULT_PORT
+
+
+def _where_flags(args: argparse.Namespace) -> str:
+    """The store options that name the store ``args`` point at, as a shell would take them."""
+    if args.host is not None:
+        return f"--host {shlex.quote(args.host)} --port {args.port}"
+    return f"--path {shlex.quote(str(args.path))}"
 
 
 def _given_contract(args: argparse.Namespace) -> EmbeddingContract | None:
@@ -685,6 +727,7 @@ def _index_ray(args: argparse.Namespace) -> int:
 
     from ctxemb_core.resolve import contract_for
 
+    _where(args)
     if args.store != "chroma" or not args.host:
         raise InvalidInputError(
             "--ray writes to a Chroma server every actor can reach: give --host and --port "
@@ -918,6 +961,7 @@ def _demo(args: argparse.Namespace) -> int:
     corpus = _load_documents(args.corpus)
     queries = _load_queries(args.queries)
     contract = contract_for(args.model)
+    _where(args, default_path=_DEMO_PATH)
     with _store(args, create=True) as (adapter, client):
         return _demo_in(args, adapter, client, contract, corpus, queries)
 
@@ -937,8 +981,8 @@ def _demo_in(
     collection = adapter.open_collection(client, args.collection, Embedder(contract))
     added = _index_missing(collection, corpus, 512)
     print(
-        f"collection {args.collection!r} in {args.path}: {added} documents added, "
-        f"{collection.count()} in all, stamped {contract.fingerprint[:12]}"
+        f"collection {args.collection!r} in {args.path or f'{args.host}:{args.port}'}: "
+        f"{added} documents added, {collection.count()} in all, stamped {contract.fingerprint[:12]}"
     )
     print(f"scores     {_metric(contract)} of each hit, higher is better")
     for q in queries:
@@ -960,6 +1004,11 @@ def _demo_in(
         else:  # pragma: no cover - the guard failing is the one thing the demo must not show
             print(f"- {label}: NOT refused")
             return 1
+    # The store options spelled out: the other commands' default store is ./chroma, not this.
+    where = f"--collection {shlex.quote(args.collection)} {_where_flags(args)}"
+    print("\nQuery the demo collection yourself, or check it:")
+    print(f"  ctxemb query {shlex.quote(queries[0] if queries else 'green tea')} {where}")
+    print(f"  ctxemb verify {where}")
     return 0
 
 

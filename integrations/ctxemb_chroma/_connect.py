@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import shutil
 import weakref
@@ -14,6 +13,7 @@ from typing import Any
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 
+from ctxemb_chroma._neighbours import collections_in, is_store, stores_near
 from ctxemb_chroma._store import translated
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
@@ -190,36 +190,21 @@ def _closing_its_session(client: ClientAPI) -> ClientAPI:
     return client
 
 
-#: The file every embedded Chroma store keeps at the top of its folder.
-_STORE_FILE = "chroma.sqlite3"
-
-
 def _require_store(folder: Path) -> None:
     """Refuse a folder that holds no embedded store, naming it and any neighbouring store."""
-    if (folder / _STORE_FILE).is_file():
+    if is_store(folder):
         return
     why = "the folder holds no Chroma store" if folder.is_dir() else "there is no such folder"
-    near = _stores_near(folder)
-    hint = f"; did you mean {str(near[0])!r}?" if near else ""
+    near = stores_near(folder)
+    hint = ""
+    if near:
+        held = collections_in(near[0])
+        what = f" (collections: {', '.join(map(repr, held))})" if held else ""
+        hint = f"; did you mean {str(near[0])!r}?{what}"
     raise InvalidInputError(
         f"no Chroma store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
         "is created by indexing into it)"
     )
-
-
-def _stores_near(folder: Path) -> list[Path]:
-    """Store folders beside ``folder`` with a similar name, or inside it, closest first; shown
-    relative to the working directory when ``folder`` was given that way."""
-    here = folder.absolute()
-    found: dict[str, Path] = {}
-    with contextlib.suppress(OSError):
-        for parent in (here.parent, here):
-            for child in parent.iterdir() if parent.is_dir() else ():
-                if (child / _STORE_FILE).is_file():
-                    found[child.name] = child
-    close = [found[n] for n in difflib.get_close_matches(folder.name, list(found), cutoff=0.6)]
-    ordered = dict.fromkeys([*close, *(p for p in found.values() if p.parent == here)])
-    return [p if folder.is_absolute() else Path(os.path.relpath(p)) for p in ordered]
 
 
 def _reason(exc: BaseException) -> str:

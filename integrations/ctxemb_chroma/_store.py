@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
+import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from chromadb.errors import (
     NotFoundError,
 )
 
+from ctxemb_chroma._neighbours import embedded_folder, holding
 from ctxemb_core import EmbeddingContract, IndexStamp
 from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
 
@@ -150,6 +152,16 @@ def missing_collection(client: ClientAPI, name: str, python: str = "") -> Invali
         names = [str(getattr(c, "name", c)) for c in client.list_collections()]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
+    folder = embedded_folder(client)
+    there = holding(folder, name) if folder is not None and not close else None
+    if there is not None:  # e.g. the demo's collection looked for in ./chroma
+        found = f"; the store at {str(there)!r} holds a collection {name!r}"
+        return InvalidInputError(
+            f"collection {name!r} does not exist in {str(folder)!r}{python}{found}: "
+            f"connect({str(there)!r}) to use it",
+            cli=f"collection {name!r} does not exist in {str(folder)!r}{found}: give "
+            f"--path {shlex.quote(str(there))}",
+        )
     return InvalidInputError(
         f"collection {name!r} does not exist{python}{hint}",
         cli=f"collection {name!r} does not exist in this store{hint}",
