@@ -197,3 +197,22 @@ def test_other_settings_for_an_open_folder_are_refused_by_name(tmp_path, monkeyp
     chromadb.PersistentClient("./d")
     with pytest.raises(InvalidInputError, match="allow_reset differ"):
         connect("d", settings={"allow_reset": True})
+
+
+def test_contract_chroma_joins_a_plain_langchain_chroma_of_the_folder(
+    minilm_contract, minilm, tmp_path, monkeypatch
+):
+    from langchain_chroma import Chroma
+
+    from ctxemb_langchain import ContractChroma, ContractEmbeddings
+
+    monkeypatch.chdir(tmp_path)
+    embeddings = ContractEmbeddings(minilm_contract)
+    plain = Chroma("notes", embeddings, persist_directory="./x")  # the user's, made first
+    store = ContractChroma("docs", embeddings, persist_directory="x")
+    assert store._client._identifier == plain._client._identifier
+    store.add_texts([TEA], ids=["tea"])
+    assert [d.id for d in store.similarity_search("green tea", k=5)] == ["tea"]
+    raw = plain._client.get_collection("docs")
+    raw.add(ids=["bike"], documents=[BIKE], embeddings=minilm.embed_documents([BIKE]).tolist())
+    assert {d.id for d in store.similarity_search("green tea", k=5)} == {"tea", "bike"}
