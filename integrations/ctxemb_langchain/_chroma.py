@@ -35,7 +35,9 @@ class ContractChroma(Chroma):
             ``client_settings``, ``relevance_score_fn``, …). The contract decides the collection's
             metadata (its stamp) and distance space: ``collection_metadata`` /
             ``collection_configuration`` may only name that space (``{"hnsw:space": "cosine"}``
-            for a normalised contract, ``"ip"`` otherwise), as LangChain tutorials do.
+            for a normalised contract, ``"ip"`` otherwise), as LangChain tutorials do. A
+            ``persist_directory`` is opened with ``ctxemb_chroma.connect``, which joins a client
+            already open on that folder in this process, however its path was spelled.
 
     Example:
         >>> store = ContractChroma("docs", ContractEmbeddings(contract), persist_directory="./db")
