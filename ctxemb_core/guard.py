@@ -569,7 +569,7 @@ def check_binding(
     Args:
         metadata: the index's metadata as the store returned it.
         contract: the contract of the function about to embed.
-        name: the index's name, for the messages.
+        name: what the messages call the index (``"collection 'docs'"``).
         configured: the contract (a dict) the store persisted for the index's embedding
             function, if it is ctxemb's; an index without a stamp is held to it.
         require_stamp: refuse an index without a stamp. ``False`` where a handle is only being
@@ -598,7 +598,7 @@ def check_binding(
             raise ContractMismatchError(persisted, contract)
     if require_stamp:
         raise MissingStampError(
-            f"{name!r} carries no ctxemb stamp, so nothing would prove which contract wrote "
+            f"{name} carries no ctxemb stamp, so nothing would prove which contract wrote "
             f"its vectors; ctxemb's embedding function embeds nothing for it. {advice}".rstrip()
         )
 

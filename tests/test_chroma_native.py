@@ -10,6 +10,7 @@ Each runs on an embedded client and on a real Chroma server.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import numpy as np
@@ -18,7 +19,7 @@ from conftest import DOCS, MINILM, fresh_name
 
 from ctxemb_chroma import ContractEmbeddingFunction, open_collection
 from ctxemb_core import IndexStamp, contract_for
-from ctxemb_core.errors import ContractMismatchError, MissingStampError
+from ctxemb_core.errors import ContractMismatchError, DamagedStampError, MissingStampError
 
 THREE = dict(list(DOCS.items())[:3])
 
@@ -207,3 +208,58 @@ def test_the_function_embeds_as_before_outside_a_collection(mean):
     assert len(ef(["one text"])[0]) == 384
     assert len(ef.embed_query(["one question"])[0]) == 384
     assert ContractEmbeddingFunction.name() == ef.name() == "ctxemb"
+
+
+# -- what else the check reads -----------------------------------------------------------------
+
+
+def test_a_stamp_that_cannot_be_read_is_refused_on_get(client, mean):
+    ef = ContractEmbeddingFunction(mean)
+    damaged = {**ef.stamp_metadata(), "ctxemb:canary": "f32le:AAAA"}
+    name = fresh_name()
+    client.create_collection(name, embedding_function=ef, metadata=damaged)
+    with pytest.raises(DamagedStampError):
+        client.get_collection(name, embedding_function=ef)
+
+
+def test_another_name_for_the_same_weights_is_the_same_contract(client, stamped, mean):
+    # A copied folder under another name makes the same vectors (the stamp's check_contract
+    # accepts a label difference; the canary decides on open).
+    label = mean.with_(model="acme/minilm-copy")
+    raw = client.get_collection(stamped.name, embedding_function=ContractEmbeddingFunction(label))
+    assert raw.query(query_texts=["how is green tea made"], n_results=1)["ids"][0][0] == "tea"
+
+
+def test_the_refusal_says_which_collection_and_what_to_do(client, mean):
+    name = fresh_name()
+    raw = client.create_collection(name, embedding_function=ContractEmbeddingFunction(mean))
+    with pytest.raises(MissingStampError) as info:
+        raw.add(ids=["tea"], documents=[DOCS["tea"]])
+    message = str(info.value)
+    assert message.startswith(f"collection {name!r} carries no ctxemb stamp")
+    assert "open_collection(client, name, contract)" in message
+
+
+def test_the_async_client_is_guarded_alike(server, mean, cls):
+    import chromadb
+
+    async def scenario() -> None:
+        client = await chromadb.AsyncHttpClient(host="127.0.0.1", port=server)
+        ef = ContractEmbeddingFunction(mean)
+        name = fresh_name()
+        col = await client.create_collection(
+            name, embedding_function=ef, metadata=ef.stamp_metadata()
+        )
+        await col.add(ids=list(THREE), documents=list(THREE.values()))
+        with pytest.raises(ContractMismatchError) as info:
+            await client.get_collection(name, embedding_function=ContractEmbeddingFunction(cls))
+        assert_pooling_refused(info)
+        same = await client.get_collection(name, embedding_function=ef)
+        hits = await same.query(query_texts=["how is green tea made"], n_results=1)
+        assert hits["ids"][0][0] == "tea"
+        unstamped = await client.create_collection(fresh_name(), embedding_function=ef)
+        with pytest.raises(MissingStampError):
+            await unstamped.add(ids=["tea"], documents=[DOCS["tea"]])
+        assert await unstamped.count() == 0
+
+    asyncio.run(scenario())
