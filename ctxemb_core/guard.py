@@ -20,6 +20,7 @@ What the guard proves, and what it samples:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import random
 import signal
@@ -62,6 +63,7 @@ __all__ = [
     "add_missing",
     "adopt_stamp",
     "as_embedder",
+    "check_binding",
     "check_configuration",
     "check_count",
     "check_delete",
@@ -537,6 +539,68 @@ def check_configuration(
     diff = stamp.contract.diff(configured)
     if diff:
         raise ConfigurationMismatchError("ctxemb", diff.fields, f"it differs in {diff}")
+
+
+@functools.lru_cache(maxsize=32)
+def _read_stamp(items: tuple[tuple[str, str, Any], ...]) -> IndexStamp:
+    # A store's hook asks on every call (0.35 ms to read a MiniLM stamp); the same stamp is read
+    # once. Damaged stamps raise, and exceptions are not cached.
+    return IndexStamp.from_metadata({key: value for key, _, value in items})
+
+
+def check_binding(
+    metadata: Mapping[str, Any] | None,
+    contract: EmbeddingContract,
+    name: str,
+    *,
+    configured: Mapping[str, Any] | None = None,
+    require_stamp: bool = True,
+    advice: str = "",
+) -> None:
+    """The check a store's own embedding hook makes for the index it is about to serve.
+
+    A store that embeds by itself (Chroma's ``Collection.add``/``query`` calling its embedding
+    function) hands ctxemb's function the texts and nothing else; the adapter finds the index the
+    call serves and asks this first, so that nothing is embedded for an index of another
+    contract. It checks what the store returned with the index (its metadata, and the contract
+    the store persisted for its embedding function), not the stored vectors: those are sampled
+    when the index is opened through ctxemb.
+
+    Args:
+        metadata: the index's metadata as the store returned it.
+        contract: the contract of the function about to embed.
+        name: what the messages call the index (``"collection 'docs'"``).
+        configured: the contract (a dict) the store persisted for the index's embedding
+            function, if it is ctxemb's; an index without a stamp is held to it.
+        require_stamp: refuse an index without a stamp. ``False`` where a handle is only being
+            made (a collection created a moment ago carries no stamp yet); embedding and
+            writing pass ``True``.
+        advice: the adapter's next step for an index without a stamp (its own calls).
+
+    Raises:
+        ContractMismatchError: the stamp (or, without one, the persisted function) holds
+            another contract; the differing fields are named.
+        DamagedStampError: a stamp that cannot be read.
+        MissingStampError: no stamp, with ``require_stamp``.
+    """
+    if IndexStamp.is_stamped(metadata):
+        _read_stamp(IndexStamp.metadata_items(metadata)).check_contract(contract)
+        return
+    if configured is not None:
+        try:
+            persisted = EmbeddingContract.from_dict(dict(configured))
+        except (StampError, ValueError, TypeError):
+            persisted = None  # not a contract: nothing to compare; the stamp decides below
+        if persisted is not None and persisted.diff(contract).kind not in (
+            DiffKind.IDENTICAL,
+            DiffKind.LABEL,
+        ):
+            raise ContractMismatchError(persisted, contract)
+    if require_stamp:
+        raise MissingStampError(
+            f"{name} carries no ctxemb stamp, so nothing would prove which contract wrote "
+            f"its vectors; ctxemb's embedding function embeds nothing for it. {advice}".rstrip()
+        )
 
 
 def open_stamp(

@@ -2,16 +2,94 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, overload
 
+from chromadb.api.models.CollectionCommon import CollectionCommon
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
+from chromadb.types import Collection as CollectionModel
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_chroma._store import configured_function
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ContractMismatchError
-from ctxemb_core.guard import storable
+from ctxemb_core.guard import check_binding, storable
 
 NAME = "ctxemb"
+
+#: What the function is shown of a collection: the model Chroma fetched, or its collection.
+Fetched = CollectionModel | CollectionCommon[Any]
+
+# Chroma's client compares a function's name with the persisted one in this function, right
+# after fetching the collection (into a local ``model``): the one moment the function is shown
+# a collection before Chroma hands it out. Measured on chromadb 1.5 (embedded and HTTP clients,
+# sync and async): get_collection, get_collection_by_id and get_or_create_collection call only
+# ``name()`` there; nothing else of the function runs until it embeds.
+_FETCH_CHECK = "validate_embedding_function_conflict_on_get"
+# Frames between the function and the Chroma collection method that calls it (the wrapper
+# Chroma puts around __call__, _embed, _embed_record_set, the request preparation, add/query).
+_DEPTH = 8
+_ADVICE = (
+    "Create collections with ctxemb_chroma.open_collection(client, name, contract) or with "
+    "client.create_collection(name, embedding_function=ef, metadata=ef.stamp_metadata()), "
+    "which stamp them in the create call; stamp this one (an empty collection, or one whose "
+    "vectors are this contract's) with open_collection(client, name, contract, adopt=True)."
+)
+
+
+class _Name:
+    """``name``: the registry name on the class; on a function, also the check on fetch.
+
+    Chroma calls ``name()`` on the class to register it and on a function to compare it with
+    the persisted one; the descriptor lets the latter refuse a stamped collection of another
+    contract before Chroma builds the collection object around the function.
+    """
+
+    @overload
+    def __get__(self, ef: None, owner: type | None = None) -> Callable[[], str]: ...
+    @overload
+    def __get__(
+        self, ef: ContractEmbeddingFunction, owner: type | None = None
+    ) -> Callable[[], str]: ...
+    def __get__(
+        self, ef: ContractEmbeddingFunction | None, owner: type | None = None
+    ) -> Callable[[], str]:
+        if ef is None:
+            return _name
+
+        def name() -> str:
+            model = _fetched(sys._getframe(1))
+            if model is not None:
+                ef.check(model, embedding=False)
+            return NAME
+
+        return name
+
+
+def _name() -> str:
+    return NAME
+
+
+def _fetched(caller: FrameType) -> CollectionModel | None:
+    """The collection Chroma just fetched, when ``caller`` is Chroma's fetch-time comparison."""
+    if caller.f_code.co_name != _FETCH_CHECK or caller.f_back is None:
+        return None
+    model = caller.f_back.f_locals.get("model")
+    return model if isinstance(model, CollectionModel) else None
+
+
+def _serving(frame: FrameType | None) -> CollectionCommon[Any] | None:
+    """The Chroma collection whose method is embedding through the function, if any."""
+    for _ in range(_DEPTH):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, CollectionCommon):
+            return candidate
+        frame = frame.f_back
+    return None
 
 
 @register_embedding_function
@@ -21,14 +99,25 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     Chroma persists ``get_config()`` (the whole contract) with the collection and calls
     ``build_from_config`` on reopen, so a raw ``client.get_collection(name)`` in a process that
     imported ``ctxemb_chroma`` embeds queries under the collection's own contract.
-    ``validate_config_update`` raises on any change of it, but Chroma has already saved the
-    change by then: :func:`~ctxemb_chroma.open_collection` compares the saved configuration
-    with the stamp and refuses (or, with ``repair=True``, restores) it.
+
+    Chroma itself compares only the name ("ctxemb"); the function checks the rest. When Chroma
+    fetches a stamped collection for it (``get_collection``, ``get_collection_by_id``,
+    ``get_or_create_collection``) a stamp of another contract is refused
+    (:class:`~ctxemb_core.errors.ContractMismatchError` naming the fields) before Chroma returns
+    the collection; and whenever a Chroma collection embeds through it (``add``, ``upsert``,
+    ``update``, ``query``), it embeds nothing for a collection without a stamp or of another
+    contract. A plain ``create_collection`` cannot stamp: pass ``metadata=ef.stamp_metadata()``.
+    ``validate_config_update`` raises on any change of the contract, but Chroma has already
+    saved the change by then: :func:`~ctxemb_chroma.open_collection` compares the saved
+    configuration with the stamp and refuses (or, with ``repair=True``, restores) it.
 
     Example:
         >>> ef = ContractEmbeddingFunction(contract_for("sentence-transformers/all-MiniLM-L6-v2"))
-        >>> client.create_collection("docs", embedding_function=ef)  # doctest: +SKIP
+        >>> client.create_collection("docs", embedding_function=ef,
+        ...                          metadata=ef.stamp_metadata())  # doctest: +SKIP
     """
+
+    name = _Name()
 
     def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
         if isinstance(contract, Embedder):
@@ -38,16 +127,39 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         self.contract = self.embedder.contract
 
     def __call__(self, input: Documents) -> Embeddings:
+        self._check_serving()
         vectors = self.embedder.embed_documents(list(input))
         return list(storable(vectors, self.contract.precision))
 
     def embed_query(self, input: Documents) -> Embeddings:
+        self._check_serving()
         vectors = self.embedder.embed_queries(list(input))
         return list(storable(vectors, self.contract.precision))
 
-    @staticmethod
-    def name() -> str:
-        return NAME
+    def stamp_metadata(self) -> dict[str, str | int]:
+        """The contract's stamp as collection metadata, for ``create_collection(metadata=...)``:
+        a collection created with it is stamped in the create call, as ``open_collection``
+        creates one (merge other metadata into it as you like)."""
+        return IndexStamp.from_embedder(self.embedder).to_metadata()
+
+    def check(self, collection: Fetched, *, embedding: bool = True) -> None:
+        """Refuse a Chroma collection of another contract (its stamp, or without one the
+        function Chroma persisted for it), or, when about to embed for it, one without a stamp.
+        """
+        name, configured = configured_function(collection)
+        check_binding(
+            collection.metadata,
+            self.contract,
+            f"collection {collection.name!r}",
+            configured=configured if name == NAME else None,
+            require_stamp=embedding,
+            advice=_ADVICE,
+        )
+
+    def _check_serving(self) -> None:
+        collection = _serving(sys._getframe(2))
+        if collection is not None:
+            self.check(collection)
 
     def default_space(self) -> Space:
         # On unit vectors cosine, inner product and L2 rank alike; without normalisation the

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
+from chromadb.api.models.CollectionCommon import CollectionCommon
 from chromadb.errors import (
     BatchSizeExceededError,
     DuplicateIDError,
@@ -20,6 +21,7 @@ from chromadb.errors import (
     InvalidDimensionException,
     NotFoundError,
 )
+from chromadb.types import Collection as CollectionModel
 
 from ctxemb_chroma._neighbours import embedded_folder, holding
 from ctxemb_core import EmbeddingContract, IndexStamp
@@ -121,7 +123,9 @@ def stored_or_none(client: ClientAPI, name: str) -> Collection | None:
             return None
 
 
-def configured_function(raw: Collection) -> tuple[str | None, Mapping[str, Any] | None]:
+def configured_function(
+    raw: CollectionCommon[Any] | CollectionModel,
+) -> tuple[str | None, Mapping[str, Any] | None]:
     """The embedding function Chroma persisted for the collection: its name and contract."""
     setting = (raw.configuration_json or {}).get("embedding_function")
     if not isinstance(setting, Mapping) or setting.get("type") != "known":
