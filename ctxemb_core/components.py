@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ctxemb_core.contract import load_contract
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import InvalidArgumentsError, InvalidInputError
 from ctxemb_core.resolve import contract_for
 
 __all__ = ["FRAMEWORK_HABITS", "component_contract", "contract_options"]
@@ -119,15 +119,16 @@ def component_contract(
             :func:`~ctxemb_core.rerank.load_reranker_contract`).
 
     Raises:
-        InvalidInputError: both or neither of ``contract`` and ``model``, contract options with a
-            ``contract``, an option no contract has, a habit a contract cannot honour, or a
-            model name given as ``contract``.
+        InvalidArgumentsError: both or neither of ``contract`` and ``model``, contract options
+            with a ``contract``, or a keyword no contract has (also a ``TypeError``).
+        InvalidInputError: a framework habit a contract cannot honour, or a model name given
+            as ``contract``.
         ModelNotFoundError, InvalidContractError, ...: from ``derive`` (a mistyped model name is
             answered with the nearest known names).
     """
-    given = _options(options or {}, derive, component, role)
+    given = _options(options or {}, derive, component, role, model_keyword)
     if contract is not None and model is not None:
-        raise InvalidInputError(
+        raise InvalidArgumentsError(
             f"{component} got both contract= and {model_keyword}=: the contract already pins "
             f"the model and its weights. Pass one: contract= to use a pinned contract, or "
             f"{model_keyword}= (with the contract options as keywords) to derive one"
@@ -135,7 +136,7 @@ def component_contract(
     if model is not None:
         return derive(model, **given)
     if contract is None:
-        raise InvalidInputError(
+        raise InvalidArgumentsError(
             f"{component} needs a model: pass {model_keyword}='sentence-transformers/"
             "all-MiniLM-L6-v2' (a model name or folder; its contract is derived with "
             "contract_for), or contract= (an EmbeddingContract, its to_dict(), or a contract "
@@ -143,7 +144,7 @@ def component_contract(
         )
     if given:
         shown = ", ".join(f"{k}={v!r}" for k, v in given.items())
-        raise InvalidInputError(
+        raise InvalidArgumentsError(
             f"{component} got contract= and contract options ({shown}): a contract is fixed as "
             f"it was pinned. Pass {model_keyword}= with those options to derive a new one, or "
             f"derive it yourself ({derive.__name__}(model, {shown})) and pass it as contract="
@@ -153,7 +154,11 @@ def component_contract(
 
 
 def _options(
-    options: Mapping[str, Any], derive: Callable[..., Any], component: str, role: str | None
+    options: Mapping[str, Any],
+    derive: Callable[..., Any],
+    component: str,
+    role: str | None,
+    model_keyword: str,
 ) -> dict[str, Any]:
     known = contract_options(derive)
     given: dict[str, Any] = {}
@@ -163,7 +168,7 @@ def _options(
         if key in _MAPPED and _MAPPED[key] in known:
             target = _MAPPED[key]
             if options.get(target) is not None and options[target] != value:
-                raise InvalidInputError(
+                raise InvalidArgumentsError(
                     f"{component} got {key}={value!r} and {target}={options[target]!r}; pass one"
                 )
             given[target] = value
@@ -178,8 +183,13 @@ def _options(
                 f"{component} cannot honour {key}={value!r}: {FRAMEWORK_HABITS[key]}"
                 + _translated(value, known)
             )
+        elif key == "model" and model_keyword != "model":
+            raise InvalidArgumentsError(
+                f"{component} takes the model as {model_keyword}= (a model name or folder), "
+                f"not model=: pass {model_keyword}=..., or contract="
+            )
         else:
-            raise InvalidInputError(
+            raise InvalidArgumentsError(
                 f"{component} got an unexpected keyword {key}={value!r}; the contract options "
                 f"it takes are {', '.join(known)}"
             )
