@@ -31,7 +31,12 @@ import ctxemb_chroma
 from ctxemb_core import Embedder, contract_for
 from ctxemb_core.cli import main
 from ctxemb_core.errors import ContractMismatchError, ForeignVectorsError, MissingStampError
-from ctxemb_haystack import ContractDocumentEmbedder, ContractRetriever, ContractTextEmbedder
+from ctxemb_haystack import (
+    ContractDocumentEmbedder,
+    ContractDocumentWriter,
+    ContractRetriever,
+    ContractTextEmbedder,
+)
 from ctxemb_langchain import ContractChroma, ContractEmbeddings
 
 QUESTION = "how are green tea leaves processed"
@@ -199,3 +204,30 @@ def test_a_folder_with_other_weights_names_the_folder_not_an_index(tmp_path):
 
     again = pickle.loads(pickle.dumps(info.value))
     assert str(again) == message and again.folder == info.value.folder
+
+
+def test_the_stock_writers_collection_takes_new_documents_through_an_adopting_writer(
+    haystack_unstamped,
+):
+    _, store = haystack_unstamped
+    fresh = [HaystackDocument(id="new", content="Oolong is partly oxidised before drying.")]
+    embedded = ContractDocumentEmbedder(model=MINILM, progress_bar=False).run(fresh)["documents"]
+    with pytest.raises(MissingStampError) as info:
+        ContractDocumentWriter(store).run(embedded)
+    assert "ContractDocumentWriter(..., adopt=True)" in str(info.value)
+    assert ContractDocumentWriter(store, adopt=True).run(embedded)["documents_written"] == 1
+    assert store.count_documents() == len(DOCS) + 1
+    assert answer(querying(store)) == "tea"
+
+
+def test_a_mistyped_model_name_on_the_cli_names_the_model_meant(tmp_path, capsys):
+    from ctxemb_core import demo as demo_data
+
+    store = ["--path", str(tmp_path / "db"), "--collection", "docs"]
+    corpus = str(demo_data.corpus_path())
+    assert main(["index", corpus, *store, "--model", "all-MiniLM-L6-v3"]) == 2
+    err = capsys.readouterr().err
+    assert "nearest known names are 'all-MiniLM-L6-v2'" in err
+    meant = re.search(r"If you meant '[^']+': (--model \S+)\.", err)
+    assert meant, err
+    assert main(["index", corpus, *store, *meant.group(1).split()]) == 0
