@@ -10,6 +10,7 @@ changed under its contract (``ContractMismatchError`` with no index involved).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 
@@ -231,3 +232,24 @@ def test_a_mistyped_model_name_on_the_cli_names_the_model_meant(tmp_path, capsys
     meant = re.search(r"If you meant '[^']+': (--model \S+)\.", err)
     assert meant, err
     assert main(["index", corpus, *store, *meant.group(1).split()]) == 0
+
+
+def test_an_in_memory_store_written_around_ctxemb_is_repaired_as_the_message_says():
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from haystack.document_stores.types import DuplicatePolicy
+
+    store = InMemoryDocumentStore()
+    embedder = ContractDocumentEmbedder(model=MINILM, progress_bar=False)
+    given = [HaystackDocument(id=k, content=v) for k, v in DOCS.items()]
+    embedded = embedder.run(given)["documents"]
+    # Written around ctxemb: the contract's vectors, but no fingerprint on the documents.
+    DocumentWriter(store).run([dataclasses.replace(d, meta={}) for d in embedded[:2]])
+    query = ContractTextEmbedder(model=MINILM).run(QUESTION)
+    retriever = ContractRetriever(InMemoryEmbeddingRetriever(store, top_k=1))
+    with pytest.raises(MissingStampError) as info:
+        retriever.run(query["embedding"], query["fingerprint"])
+    exec(python_lines(str(info.value)), {"store": store})
+    writer = ContractDocumentWriter(store, policy=DuplicatePolicy.OVERWRITE)
+    assert writer.run(embedded)["documents_written"] == len(DOCS)
+    assert retriever.run(query["embedding"], query["fingerprint"])["documents"][0].id == "tea"
