@@ -331,8 +331,8 @@ def check_documents(
             "(which stamp each one); in Haystack:\n"
             f"    store.delete_documents([d.id for d in store.filter_documents() if "
             f"{FINGERPRINT_KEY!r} not in d.meta])\n"
-            "and ContractDocumentEmbedder -> ContractDocumentWriter; in LangChain "
-            "inner_store.delete(ids=[...]) and ContractVectorStore(inner_store).add_documents. "
+            "and ContractDocumentEmbedder -> ContractDocumentWriter; in LangChain, through the "
+            "ContractVectorStore: store.delete(ids=[...]), then store.add_documents(documents). "
             "Or rebuild the store."
         )
 

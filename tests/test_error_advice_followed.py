@@ -253,3 +253,22 @@ def test_an_in_memory_store_written_around_ctxemb_is_repaired_as_the_message_say
     writer = ContractDocumentWriter(store, policy=DuplicatePolicy.OVERWRITE)
     assert writer.run(embedded)["documents_written"] == len(DOCS)
     assert retriever.run(query["embedding"], query["fingerprint"])["documents"][0].id == "tea"
+
+
+def test_a_langchain_in_memory_store_written_around_ctxemb_is_repaired_as_the_message_says():
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from ctxemb_langchain import ContractVectorStore
+
+    emb = ContractEmbeddings(model_name=MINILM)
+    inner = InMemoryVectorStore(emb)
+    documents = [Document(id=k, page_content=v) for k, v in DOCS.items()]
+    inner.add_documents(documents[:2])  # around ctxemb: the contract's vectors, no fingerprint
+    store = ContractVectorStore(inner)
+    with pytest.raises(MissingStampError) as info:
+        store.similarity_search(QUESTION, k=1)
+    message = str(info.value)
+    assert "store.delete(ids=[...]), then store.add_documents(documents)" in message
+    store.delete(ids=[d.id for d in documents[:2]])
+    store.add_documents(documents)
+    assert store.similarity_search(QUESTION, k=1)[0].id == "tea"
