@@ -326,8 +326,14 @@ def check_documents(
         raise MissingStampError(
             f"{_count(missing, metas)} carry no {FINGERPRINT_KEY!r} in their metadata "
             f"({_shown(missing)}): they were written around ctxemb, so nothing proves which "
-            "contract embedded them, and the whole result was refused. Re-embed them through "
-            "ctxemb (its embedders stamp every document), or rebuild the store."
+            "contract embedded them, and the whole result was refused. Delete every stored "
+            "document without it, then write them again through ctxemb's embedder and writer "
+            "(which stamp each one); in Haystack:\n"
+            f"    store.delete_documents([d.id for d in store.filter_documents() if "
+            f"{FINGERPRINT_KEY!r} not in d.meta])\n"
+            "and ContractDocumentEmbedder -> ContractDocumentWriter; in LangChain, through the "
+            "ContractVectorStore: store.delete(ids=[...]), then store.add_documents(documents). "
+            "Or rebuild the store."
         )
 
 

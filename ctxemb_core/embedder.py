@@ -803,7 +803,9 @@ def _load_static(
     encoder = StaticEncoder(folder, device=device)
     if encoder.weights != weights:
         # The folder found is not the table the contract pins: same name, other files.
-        raise ContractMismatchError(contract, contract.with_(weights=encoder.weights))
+        raise ContractMismatchError(
+            contract, contract.with_(weights=encoder.weights), folder=folder
+        )
     network = _Network(encoder, (), folder, encoder.hidden_size, None)
     check_fits(contract, network.dimension, network.max_positions, folder)
     with _ENCODERS_LOCK:
@@ -864,7 +866,7 @@ def _load(
     if actual != weights:
         # The folder found is not the network the contract pins: same name, other weights.
         field = "weights" if weights == contract.weights else "query_weights"
-        raise ContractMismatchError(contract, contract.with_(**{field: actual}))
+        raise ContractMismatchError(contract, contract.with_(**{field: actual}), folder=folder)
     with _ENCODERS_LOCK:
         cached = _ENCODERS.get(key)
     if cached is not None:
@@ -922,6 +924,7 @@ def _load_export(
         raise ContractMismatchError(
             contract,
             contract.with_(**{field: encoder.weights, "quantization": served.quantization}),
+            folder=folder,
         )
     network = _Network(
         encoder,

@@ -5,6 +5,9 @@ whole family in one place, and each carries the context needed to act on it::
 
     CtxembError
     ├── InvalidInputError (+ ValueError)      bad texts, batches, arguments
+    │   ├── InvalidArgumentsError (+ TypeError)
+    │   │                                     a call's keywords do not fit: unknown, or two
+    │   │                                     that exclude each other (contract= and model=)
     │   └── ExistingIdsError                  ``add`` of ids the index already holds
     ├── InvalidContractError (+ ValueError)   a contract that cannot exist (unknown pooling, …)
     ├── DataFormatError (+ ValueError)        a corpus, qrels or stamp file that cannot be read
@@ -63,6 +66,7 @@ __all__ = [
     "ExistingIdsError",
     "ForeignVectorsError",
     "IncompleteWriteError",
+    "InvalidArgumentsError",
     "InvalidContractError",
     "InvalidInputError",
     "MalformedModelError",
@@ -123,6 +127,12 @@ class CtxembError(Exception):
 
 class InvalidInputError(CtxembError, ValueError):
     """An argument or input text is not acceptable (``None``, not a string, an empty batch, …)."""
+
+
+class InvalidArgumentsError(InvalidInputError, TypeError):
+    """A call's arguments do not fit together: an unknown keyword, a required one missing, or
+    two that exclude each other (``contract=`` and ``model=``). A ``TypeError`` as Python's own
+    for a wrong signature, and an :class:`InvalidInputError`; the message names the fix."""
 
 
 class ExistingIdsError(InvalidInputError):
@@ -234,6 +244,27 @@ class MissingStampError(StampError):
     """The index carries no ctxemb stamp, so nothing proves which contract wrote it."""
 
 
+def unstamped_advice(name: str | None = None) -> tuple[str, str]:
+    """The next step for an unstamped collection: (for Python, for the ``ctxemb`` command).
+
+    Adopting re-embeds a sample of the stored records and stamps the collection only if they
+    are the contract's vectors; detecting finds the contract when it is not known.
+    """
+    shown = repr(name) if name else "name"
+    cli_name = name if name else "<name>"
+    return (
+        "If its vectors were made under your contract, adopt it once (a sample of its records "
+        "is re-embedded, and it is stamped only if they match): "
+        f"ctxemb_chroma.open_collection(client, {shown}, contract, adopt=True), or in "
+        "LangChain ContractChroma(..., adopt=True); in Haystack ContractRetriever(..., "
+        "adopt=True) or ContractDocumentWriter(..., adopt=True). If you do not know its "
+        f"contract, ctxemb_chroma.detect(client, {shown}, model) finds it.",
+        f"Find its contract and stamp it: ctxemb detect --collection {cli_name} --model "
+        "<model> --adopt (with the same --path, or --host and --port); the collection is "
+        "stamped only if a sample of its records re-embeds to their stored vectors.",
+    )
+
+
 class DamagedStampError(StampError, DataFormatError):
     """The index carries a stamp that cannot be read or contradicts itself (never a clean pass)."""
 
@@ -261,6 +292,8 @@ class ContractMismatchError(StampError):
             ``("fingerprint",)`` when only the fingerprint is known; never empty.
         documents: the ids (``str``) or positions (``int``) of the stored documents found
             carrying the index's contract, when the mismatch was found on documents; else ``()``.
+        folder: set when no index is involved: the model folder found for the contract
+            (``index``) holds other weights (``caller`` has the folder's digest).
         stamped: the index carries a stamp (a Chroma collection's metadata), so a query-side
             change can be accepted by re-stamping it (:func:`ctxemb_chroma.restamp`); the advice
             says so only then (a store with a fingerprint per document cannot be re-stamped).
@@ -273,7 +306,9 @@ class ContractMismatchError(StampError):
         *,
         documents: Sequence[str | int] = (),
         stamped: bool = False,
+        folder: str | os.PathLike[str] | None = None,
     ) -> None:
+        self.folder: str | None = None if folder is None else os.fspath(folder)
         self.index: EmbeddingContract | None = index
         self.caller: EmbeddingContract | None = caller
         self.index_fingerprint: str = index.fingerprint
@@ -284,6 +319,11 @@ class ContractMismatchError(StampError):
         self.stamped: bool = bool(stamped) and not self.documents
         kind = self.diff.kind.value
         index_model = index.model
+        if self.folder is not None:
+            # No index involved: the folder found for the contract holds another network.
+            python, cli = _folder_message(self.diff.changes, self.folder)
+            super().__init__(python, cli=cli)
+            return
         super().__init__(
             _mismatch_message(self.diff.changes, kind, self.stamped, "python", index_model)
             + _documents_line(self.documents),
@@ -347,6 +387,7 @@ class ContractMismatchError(StampError):
         err.fields = ("fingerprint",)
         err.documents = tuple(documents)
         err.stamped = False
+        err.folder = None
         StampError.__init__(
             err,
             _fingerprint_message(
@@ -369,6 +410,7 @@ class ContractMismatchError(StampError):
                 self.documents,
                 self.fields == ("fingerprint",),
                 getattr(self, "stamped", False),
+                getattr(self, "folder", None),
             ),
         )
 
@@ -381,12 +423,13 @@ def _rebuild_mismatch(
     documents: tuple[str | int, ...],
     by_fingerprint: bool = False,
     stamped: bool = False,
+    folder: str | None = None,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
     if isinstance(caller, str) or by_fingerprint:
         return cls.from_fingerprints(index, caller, documents=documents)
-    return cls(index, caller, documents=documents, stamped=stamped)
+    return cls(index, caller, documents=documents, stamped=stamped, folder=folder)
 
 
 class ConfigurationMismatchError(StampError):
@@ -443,6 +486,17 @@ class EncoderDriftError(StampError):
         return (type(self), (self.min_cosine, self.tolerance, self.probe))
 
 
+#: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,
+#: as :class:`ForeignVectorsError` gives them (``client``, ``name`` and ``contract`` are the
+#: caller's); a test runs them as printed.
+FOREIGN_REPAIR = (
+    "    docs = ctxemb_chroma.open_collection(client, name, contract, sample=0)\n"
+    "    bad = ctxemb_chroma.verify(docs, contract, all=True).bad_ids\n"
+    '    got = docs.get(ids=list(bad), include=["documents", "metadatas"])\n'
+    '    docs.upsert(got["ids"], got["documents"], got["metadatas"])'
+)
+
+
 class ForeignVectorsError(StampError):
     """Stored vectors in a stamped index were not made under its contract.
 
@@ -470,11 +524,24 @@ class ForeignVectorsError(StampError):
             if untexted
             else ""
         )
-        super().__init__(
+        found = (
             f"{len(self.ids)} of {sample_size} checked records carry vectors that this "
             f"contract did not make (lowest agreement {min_cosine:.4f}; ids {shown}{without}). "
-            "Something wrote into the index around ctxemb; re-embed those documents (upsert "
-            "through ctxemb) or rebuild the index."
+            "Something wrote into the index around ctxemb, so it is not opened with its record "
+            "sample."
+        )
+        super().__init__(
+            f"{found} To re-embed them from their stored text, open it without the record "
+            "sample (its stamp and canary are still checked), find every such record (the "
+            "sample saw some) and upsert them through ctxemb:\n"
+            f"{FOREIGN_REPAIR}\n"
+            "A record without text cannot be re-embedded: delete it (docs.delete(ids=[...])). "
+            "Or rebuild the index under this contract: ctxemb_chroma.migrate(docs, contract, "
+            "'<new name>').",
+            cli=f"{found} Rebuild it from the stored texts into a new collection: ctxemb "
+            "migrate --collection <name> --to <new name> --sample 0 (with the same --path, or "
+            "--host and --port); ctxemb verify --collection <name> --all lists every such "
+            "record.",
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -628,6 +695,24 @@ def _mismatch_message(
     return (
         "contract mismatch: the index was written under another embedding contract; "
         "nothing was written or returned.\n" + "\n".join(lines) + "\n" + advice
+    )
+
+
+def _folder_message(changes: tuple[FieldChange, ...], folder: str) -> tuple[str, str]:
+    """(for Python, for the CLI): the contract's folder holds another network; no index."""
+    lines = "\n".join(f"  {c.field}: contract={c.index!r}, folder={c.caller!r}" for c in changes)
+    what = (
+        f"the model folder {folder} holds other weights than the contract pins (changed or "
+        "replaced since the contract was read); nothing was embedded.\n" + lines + "\n"
+    )
+    return (
+        what + "Pass the folder the contract was read from: Embedder(contract, path='<that "
+        "folder>'). To use this folder's model instead, read its contract: "
+        f"contract_for({folder!r}) (an index written under the old contract refuses it; "
+        "re-embed it with ctxemb_chroma.migrate).",
+        what + "Pass the folder the contract was read from as --model. To use this folder's "
+        f"model instead, index again under its contract: --model {folder} (a collection "
+        "written under the old one refuses it; ctxemb migrate re-embeds it).",
     )
 
 

@@ -218,11 +218,26 @@ def _bundled_folder(name: str) -> Path:
 
 
 def _not_found(text: str, stale: Path | None) -> ModelNotFoundError:
-    """The error for a model found nowhere, with the fix for a folder that moved."""
+    """The error for a model found nowhere: the nearest known names for a mistyped one, and
+    the fix for a folder that moved."""
     tried = [str(stale)] if stale is not None else []
     with contextlib.suppress(OSError, RuntimeError, ValueError):
         tried.append(str(Path(text).expanduser().absolute()))
     where = f"looked for the folder at {' and at '.join(tried)}" if tried else "not a folder"
+    near = _nearest_names(text) if stale is None else []
+    if near:
+        shown = ", ".join(repr(n) for n in near)
+        what = (
+            f"model {text!r} is not a local folder and not a name ctxemb knows ({where}); the "
+            f"nearest known names are {shown}"
+        )
+        return ModelNotFoundError(
+            f"{what}. If you meant {near[0]!r}: contract_for({near[0]!r}). If {text!r} is a "
+            f"folder that moved, read it from its new place: contract_for('<new path>', "
+            f"name={text!r}).",
+            cli=f"{what}. If you meant {near[0]!r}: --model {near[0]}. If {text!r} is a folder "
+            f"that moved, pass --model <new path> --name {text!r}.",
+        )
     if _looks_like_hub_id(text) and stale is None:
         what = (
             f"model {text!r} is not a local folder, not bundled ({sorted(BUNDLED)}), not "
@@ -237,6 +252,44 @@ def _not_found(text: str, stale: Path | None) -> ModelNotFoundError:
         "'<new path>') so that contracts naming it find it.",
         cli=f"{what}. If the folder moved, pass --model <new path> --name {text!r}.",
     )
+
+
+def _nearest_names(text: str) -> list[str]:
+    """Known model names close to ``text`` (a typo's likely targets), nearest first.
+
+    Known offline: the bundled names and their short aliases, names given to
+    :func:`register_model`, and the models in the local Hugging Face cache. A name is compared
+    whole and by its part after the organisation, so ``all-MiniLM-L6-v3`` finds
+    ``sentence-transformers/all-MiniLM-L6-v2``.
+    """
+    import difflib
+
+    names = {*BUNDLED, *_ALIASES}
+    with _REGISTRY_LOCK:
+        names |= {k for k in _REGISTRY if not k.startswith("sha256:")}
+    names |= _hub_cache_names()
+    names.discard(text)
+    scored: dict[str, float] = {}
+    for name in names:
+        for candidate, given in ((name, text), (name.rsplit("/", 1)[-1], text.rsplit("/", 1)[-1])):
+            ratio = difflib.SequenceMatcher(None, given.lower(), candidate.lower()).ratio()
+            scored[name] = max(scored.get(name, 0.0), ratio)
+    near = [n for n, r in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0])) if r >= 0.75]
+    return near[:3]
+
+
+def _hub_cache_names() -> set[str]:
+    """The model names the local Hugging Face cache holds (its ``models--org--name`` folders)."""
+    root = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(Path.home(), ".cache", "huggingface"), "hub"
+    )
+    with contextlib.suppress(OSError):
+        return {
+            entry.name[len("models--") :].replace("--", "/")
+            for entry in os.scandir(root)
+            if entry.name.startswith("models--") and entry.is_dir()
+        }
+    return set()
 
 
 def known_model(weights: str) -> str | None:

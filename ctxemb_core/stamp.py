@@ -26,6 +26,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
     TruncationWarning,
+    unstamped_advice,
 )
 
 if TYPE_CHECKING:
@@ -143,10 +144,12 @@ class IndexStamp:
             DamagedStampError: a stamp is there but damaged (also a ``DataFormatError``).
         """
         if not cls.is_stamped(metadata):
-            raise MissingStampError(
+            what = (
                 "the index carries no ctxemb stamp, so nothing proves which contract wrote its "
-                "vectors; open it through ctxemb with adoption to verify and stamp it"
+                "vectors, and ctxemb will not read or write it unstamped. "
             )
+            python, cli = unstamped_advice()
+            raise MissingStampError(what + python, cli=what + cli)
         assert metadata is not None
         try:
             schema = metadata[_K + "schema"]

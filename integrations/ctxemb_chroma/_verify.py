@@ -22,6 +22,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
     StampError,
+    unstamped_advice,
 )
 from ctxemb_core.guard import (
     RecordCheck,
@@ -78,11 +79,20 @@ def verify_open(
 ) -> IndexStamp:
     """Every check of an existing stamped collection; returns its stamp or raises."""
     name, contract = configured_function(raw)
-    if not IndexStamp.is_stamped(raw.metadata) and name not in (None, "ctxemb"):
-        raise MissingStampError(
-            f"collection {raw.name!r} was created with another Chroma embedding function "
-            f"({name!r}) and carries no ctxemb stamp; ctxemb will not mix vectors into it"
+    if not IndexStamp.is_stamped(raw.metadata):
+        by = (
+            f"with another Chroma embedding function ({name!r}: Chroma's own, or a writer "
+            "such as Haystack's DocumentWriter)"
+            if name not in (None, "ctxemb")
+            else "around ctxemb (a plain chromadb or langchain_chroma.Chroma client, say)"
         )
+        what = (
+            f"collection {raw.name!r} was written {by} and carries no ctxemb stamp, so nothing "
+            "proves which contract made its vectors; ctxemb neither reads nor writes it "
+            "unstamped. "
+        )
+        python, cli = unstamped_advice(raw.name)
+        raise MissingStampError(what + python, cli=what + cli)
     stamp = IndexStamp.from_metadata(raw.metadata)
     stamp.verify(embedder)
     try:

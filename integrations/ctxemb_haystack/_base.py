@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from haystack import default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.components import component_contract
 from ctxemb_core.guard import check_flag
 from ctxemb_core.lazy import LazyEmbedder
 
@@ -18,7 +19,10 @@ class _ContractEmbedding:
 
     def __init__(
         self,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None,
+        model: str | Path | None,
+        options: dict[str, Any],
+        role: Literal["query", "document"],
         path: str | Path | None,
         backend: str,
         device: str,
@@ -27,8 +31,13 @@ class _ContractEmbedding:
         progress_bar: bool,
         cache: bool,
     ) -> None:
+        # model= and the contract options, as Haystack's own embedders take them; serialised as
+        # the contract they resolved to, so a pipeline reloaded later embeds as this one did.
+        resolved = component_contract(
+            contract, model, options, component=type(self).__name__, role=role
+        )
         self.lazy = LazyEmbedder(
-            contract,
+            resolved,
             path=path,
             backend=backend,
             device=device,

@@ -33,9 +33,10 @@ _SCALARS = (str, int, float, bool)
 class ChromaGuard:
     """The collection behind a ``ChromaDocumentStore``, opened through ``ctxemb_chroma``."""
 
-    def __init__(self, store: ChromaDocumentStore, sample: int) -> None:
+    def __init__(self, store: ChromaDocumentStore, sample: int, adopt: bool = False) -> None:
         self.store = store
         self.sample = sample
+        self.adopt = adopt  # stamp an unstamped collection whose records prove the contract
         params = store.to_dict()["init_parameters"]
         self.name: str = params["collection_name"]
         self._where = params
@@ -83,7 +84,12 @@ class ChromaGuard:
         guarded = self._opened.get(contract.fingerprint)
         if guarded is None:
             guarded = open_collection(
-                self.client(), self.name, Embedder(contract), create=create, sample=self.sample
+                self.client(),
+                self.name,
+                Embedder(contract),
+                create=create,
+                adopt=self.adopt,
+                sample=self.sample,
             )
             self._opened[contract.fingerprint] = guarded
             self.share()

@@ -11,7 +11,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_sample_size
+from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
 from ctxemb_haystack._stores import guard_for
 
 
@@ -25,6 +25,11 @@ def _policy(policy: Any) -> DuplicatePolicy:
         f"policy must be a DuplicatePolicy or one of {list(DuplicatePolicy.__members__)}, "
         f"got {policy!r}"
     )
+
+
+def _adopt(adopt: bool) -> dict[str, bool]:
+    # Written only when set, so the serialised form of every other component stays as it was.
+    return {"adopt": True} if adopt else {}
 
 
 def _check_documents(documents: Any, who: str) -> list[Document]:
@@ -47,6 +52,9 @@ class ContractDocumentWriter:
         document_store: an ``InMemoryDocumentStore`` or a ``ChromaDocumentStore``.
         policy: what to do with ids already stored (``NONE`` is ``FAIL``, as in Haystack).
         sample: stored Chroma records re-embedded when the collection is opened.
+        adopt: stamp an existing unstamped Chroma collection (written by Haystack's own
+            ``DocumentWriter``, say) once a sample of its records re-embeds to their stored
+            vectors under the documents' contract; a mismatch is refused, nothing written.
 
     Raises (from ``run``):
         ContractMismatchError: the documents or the store are of another contract (the fields
@@ -63,15 +71,21 @@ class ContractDocumentWriter:
         policy: DuplicatePolicy = DuplicatePolicy.NONE,
         *,
         sample: int = OPEN_SAMPLE,
+        adopt: bool = False,
     ) -> None:
         self.document_store = document_store
         self.policy = _policy(policy)
         self.sample = check_sample_size(sample)
-        self._guard = guard_for(document_store, self.sample)
+        self.adopt = check_flag(adopt, "adopt")
+        self._guard = guard_for(document_store, self.sample, self.adopt)
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
-            self, document_store=self.document_store, policy=self.policy.name, sample=self.sample
+            self,
+            document_store=self.document_store,
+            policy=self.policy.name,
+            sample=self.sample,
+            **_adopt(self.adopt),
         )
 
     @classmethod
@@ -114,9 +128,12 @@ class ContractRetriever:
         retriever: an ``InMemoryEmbeddingRetriever`` or a ``ChromaEmbeddingRetriever``; its
             ``top_k``, ``filters`` and ``filter_policy`` apply as usual.
         sample: stored Chroma records re-embedded when the collection is first read.
+        adopt: stamp an unstamped Chroma collection on the first read once a sample of its
+            records re-embeds to their stored vectors under the query's contract (the one
+            write a retriever may make; a mismatch is refused).
     """
 
-    def __init__(self, retriever: Any, *, sample: int = OPEN_SAMPLE) -> None:
+    def __init__(self, retriever: Any, *, sample: int = OPEN_SAMPLE, adopt: bool = False) -> None:
         store = getattr(retriever, "document_store", None)
         if store is None or not callable(getattr(retriever, "run", None)):
             raise TypeError(
@@ -125,10 +142,13 @@ class ContractRetriever:
             )
         self.retriever = retriever
         self.sample = check_sample_size(sample)
-        self._guard = guard_for(store, self.sample)
+        self.adopt = check_flag(adopt, "adopt")
+        self._guard = guard_for(store, self.sample, self.adopt)
 
     def to_dict(self) -> dict[str, Any]:
-        return default_to_dict(self, retriever=self.retriever, sample=self.sample)
+        return default_to_dict(
+            self, retriever=self.retriever, sample=self.sample, **_adopt(self.adopt)
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ContractRetriever:

@@ -27,7 +27,14 @@ class ContractDocumentEmbedder(_ContractEmbedding):
 
     Args:
         contract: an :class:`~ctxemb_core.EmbeddingContract`, its ``to_dict()``, or the path of
-            a contract JSON file.
+            a contract JSON file; or instead:
+        model: a model name or folder, as Haystack's ``SentenceTransformersDocumentEmbedder``
+            takes it; its contract is derived with :func:`~ctxemb_core.contract_for`, and the
+            contract options are taken as keywords (``pooling=``, ``query_prefix=``,
+            ``document_prefix=``, ``normalize=`` or ``normalize_embeddings=``,
+            ``truncate_dim=``, ``max_tokens=``, ``precision=``, …). ``to_dict`` stores the
+            resolved contract. A one-sided ``prefix=`` and ``suffix=`` are refused: a contract
+            pins both roles' prefixes.
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (bundled, registered, local cache).
         backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
@@ -42,7 +49,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         embedding_separator: joins those values and the content.
 
     Example:
-        >>> embedder = ContractDocumentEmbedder(contract=contract_for("all-MiniLM-L6-v2"))
+        >>> embedder = ContractDocumentEmbedder(model="all-MiniLM-L6-v2")
         >>> docs = embedder.run([Document(content="Green tea is steamed.")])["documents"]
         >>> len(docs[0].embedding), docs[0].meta["ctxemb_fingerprint"][:8]  # doctest: +SKIP
         (384, 'd9c7a9c1')
@@ -51,7 +58,8 @@ class ContractDocumentEmbedder(_ContractEmbedding):
     def __init__(
         self,
         *,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
+        model: str | Path | None = None,
         path: str | Path | None = None,
         backend: str = "auto",
         device: str = "cpu",
@@ -61,9 +69,21 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
         cache: bool = False,
+        **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
-            self, contract, path, backend, device, batch_size, token_budget, progress_bar, cache
+            self,
+            contract,
+            model,
+            options,
+            "document",
+            path,
+            backend,
+            device,
+            batch_size,
+            token_budget,
+            progress_bar,
+            cache,
         )
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
@@ -126,7 +146,7 @@ class ContractTextEmbedder(_ContractEmbedding):
     ``cache=True`` a query embedded before (by any path, under the contract) is read back.
 
     Example:
-        >>> embedder = ContractTextEmbedder(contract=contract_for("all-MiniLM-L6-v2"))
+        >>> embedder = ContractTextEmbedder(model="all-MiniLM-L6-v2")
         >>> out = embedder.run("how is green tea made")  # doctest: +SKIP
         >>> len(out["embedding"]), out["fingerprint"] == embedder.contract.fingerprint
         (384, True)
@@ -135,7 +155,8 @@ class ContractTextEmbedder(_ContractEmbedding):
     def __init__(
         self,
         *,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
+        model: str | Path | None = None,
         path: str | Path | None = None,
         backend: str = "auto",
         device: str = "cpu",
@@ -143,9 +164,21 @@ class ContractTextEmbedder(_ContractEmbedding):
         token_budget: int = 2048,
         progress_bar: bool = False,
         cache: bool = False,
+        **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
-            self, contract, path, backend, device, batch_size, token_budget, progress_bar, cache
+            self,
+            contract,
+            model,
+            options,
+            "query",
+            path,
+            backend,
+            device,
+            batch_size,
+            token_budget,
+            progress_bar,
+            cache,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,9 +11,18 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 
 from ctxemb_core._validate import check_positive_int
+from ctxemb_core.components import component_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.rerank import LazyReranker, Reranker, RerankerContract, RerankKind, ScoreThreshold
+from ctxemb_core.rerank import (
+    LazyReranker,
+    Reranker,
+    RerankerContract,
+    RerankKind,
+    ScoreThreshold,
+    load_reranker_contract,
+    rerank_contract_for,
+)
 from ctxemb_core.rerank import as_threshold as _threshold
 
 
@@ -23,7 +32,8 @@ class _ContractRanker:
     def __init__(
         self,
         *,
-        contract: RerankerContract | Mapping[str, Any] | str | os.PathLike[str],
+        contract: RerankerContract | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        model: str | os.PathLike[str] | None = None,
         top_k: int = 10,
         score_threshold: float | ScoreThreshold | Mapping[str, Any] | None = None,
         meta_fields_to_embed: list[str] | None = None,
@@ -34,10 +44,21 @@ class _ContractRanker:
         batch_size: int = 32,
         token_budget: int = 4096,
         progress_bar: bool = False,
+        **options: Any,
     ) -> None:
+        # model= and the reranker contract's options, as Haystack's own rankers take a model;
+        # serialised as the contract they resolved to.
+        resolved = component_contract(
+            contract,
+            model,
+            options,
+            component=type(self).__name__,
+            derive=rerank_contract_for,
+            load=load_reranker_contract,
+        )
         # Settings are checked now; the model loads on warm_up (or the first run).
         self._lazy = LazyReranker(
-            contract,
+            resolved,
             path=path,
             backend=backend,
             device=device,
@@ -142,7 +163,10 @@ class ContractCrossEncoderRanker(_ContractRanker):
 
     Args:
         contract: a :class:`~ctxemb_core.rerank.RerankerContract`, its ``to_dict()``, or the
-            path of its JSON file (see :func:`~ctxemb_core.rerank.rerank_contract_for`).
+            path of its JSON file (see :func:`~ctxemb_core.rerank.rerank_contract_for`); or:
+        model: a cross-encoder's name or folder, as ``SentenceTransformersSimilarityRanker``
+            takes it, read with :func:`~ctxemb_core.rerank.rerank_contract_for` (its options,
+            ``activation=``, ``max_tokens=``, …, as keywords); ``to_dict`` stores the contract.
         top_k: the most documents returned.
         score_threshold: keep scores at or above it: a number (set under ``contract``) or a
             :class:`~ctxemb_core.rerank.ScoreThreshold` (or its dict). Serialised with its

@@ -41,9 +41,15 @@ class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
         )
 
 
-def guard_for(store: Any, sample: int) -> MemoryGuard | ChromaGuard:
+def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | ChromaGuard:
     """The guard of a store; a store ctxemb cannot check is refused by name."""
     if isinstance(store, InMemoryDocumentStore):
+        if adopt:
+            raise InvalidInputError(
+                "adopt=True stamps an unstamped Chroma collection; an InMemoryDocumentStore "
+                "has no collection stamp (each document carries its fingerprint): write its "
+                "documents again through ContractDocumentEmbedder and ContractDocumentWriter"
+            )
         return MemoryGuard(store)
     try:
         from haystack_integrations.document_stores.chroma import ChromaDocumentStore
@@ -52,7 +58,7 @@ def guard_for(store: Any, sample: int) -> MemoryGuard | ChromaGuard:
     if ChromaDocumentStore is not None and isinstance(store, ChromaDocumentStore):
         from ctxemb_haystack._chroma import ChromaGuard
 
-        return ChromaGuard(store, sample)
+        return ChromaGuard(store, sample, adopt)
     raise TypeError(
         "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack); got "
         f"{type(store).__name__}"

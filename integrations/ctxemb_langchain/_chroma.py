@@ -31,6 +31,9 @@ class ContractChroma(Chroma):
         embedding_function: :class:`ContractEmbeddings`.
         sample: stored records re-embedded and compared when the collection is opened.
         create_collection_if_not_exists: create the collection (stamped) when it is missing.
+        adopt: stamp an existing unstamped collection (written by a plain ``Chroma``, say)
+            once a sample of its records re-embeds to their stored vectors under the contract
+            (``ctxemb_chroma.open_collection(..., adopt=True)``); a mismatch is refused.
         **kwargs: ``Chroma``'s own (``persist_directory``, ``host``/``port``, ``client``,
             ``client_settings``, ``relevance_score_fn``, …). The contract decides the collection's
             metadata (its stamp) and distance space: ``collection_metadata`` /
@@ -53,12 +56,14 @@ class ContractChroma(Chroma):
         *,
         sample: int = OPEN_SAMPLE,
         create_collection_if_not_exists: bool = True,
+        adopt: bool = False,
         **kwargs: Any,
     ) -> None:
         embeddings = contract_embeddings(embedding_function)
         check_settings(kwargs, embeddings.contract)
         self._ctxemb_sample = check_sample_size(sample)
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
+        self._ctxemb_adopt = check_flag(adopt, "adopt")
         self._guarded: GuardedCollection | None = None
         if persist_directory is not None and not {"client", "tenant", "database"} & set(kwargs):
             # Through connect, which joins a client already open on the folder under another
@@ -80,6 +85,7 @@ class ContractChroma(Chroma):
             self._collection_name,
             self.contract_embeddings.embedder,
             create=self._ctxemb_create,
+            adopt=self._ctxemb_adopt,
             sample=self._ctxemb_sample,
         )
         self._chroma_collection = self._guarded.raw

@@ -12,6 +12,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, InstanceOf, PrivateAttr
 
 from ctxemb_core._validate import check_positive_int, check_text
+from ctxemb_core.components import component_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.rerank import (
@@ -22,6 +23,7 @@ from ctxemb_core.rerank import (
     as_threshold,
     check_settings,
     load_reranker_contract,
+    rerank_contract_for,
     reranker_for,
 )
 
@@ -61,8 +63,9 @@ class _ContractReranker(BaseDocumentCompressor):
 
     def __init__(
         self,
-        contract: RerankerContract | Mapping[str, Any] | str | os.PathLike[str],
+        contract: RerankerContract | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         *,
+        model_name: str | os.PathLike[str] | None = None,
         top_n: int | None = 3,
         score_threshold: float | ScoreThreshold | Mapping[str, Any] | None = None,
         path: str | os.PathLike[str] | None = None,
@@ -70,9 +73,19 @@ class _ContractReranker(BaseDocumentCompressor):
         device: str = "cpu",
         batch_size: int = 32,
         token_budget: int = 4096,
+        **options: Any,
     ) -> None:
         # Checked here rather than by pydantic, so a bad value raises ctxemb's typed error.
-        found = load_reranker_contract(contract)
+        # model_name= and the contract's options, as HuggingFaceCrossEncoder takes a model.
+        found = component_contract(
+            contract,
+            model_name,
+            options,
+            component=type(self).__name__,
+            model_keyword="model_name",
+            derive=rerank_contract_for,
+            load=load_reranker_contract,
+        )
         if found.kind is not self._kind:
             other = {c._kind: c.__name__ for c in _ContractReranker.__subclasses__()}[found.kind]
             raise InvalidInputError(
@@ -152,7 +165,9 @@ class ContractCrossEncoderReranker(_ContractReranker):
 
     Args:
         contract: a ``cross_encoder`` :class:`~ctxemb_core.rerank.RerankerContract`, its
-            ``to_dict()``, or the path of its JSON file.
+            ``to_dict()``, or the path of its JSON file; or instead:
+        model_name: a cross-encoder's name or folder, as ``HuggingFaceCrossEncoder`` takes it,
+            read with :func:`~ctxemb_core.rerank.rerank_contract_for` (its options as keywords).
         top_n: the most documents returned (``None``: all that pass the threshold).
         score_threshold: keep documents scoring at least this: a number (set under
             ``contract``) or a :class:`~ctxemb_core.rerank.ScoreThreshold` (or its dict); one

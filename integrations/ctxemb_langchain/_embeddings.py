@@ -12,6 +12,7 @@ from langchain_core.embeddings import Embeddings
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.cache import EmbeddingCache
+from ctxemb_core.components import component_contract
 from ctxemb_core.lazy import LazyEmbedder
 
 
@@ -25,7 +26,13 @@ class ContractEmbeddings(Embeddings):
 
     Args:
         contract: an :class:`~ctxemb_core.EmbeddingContract`, its ``to_dict()``, or the path of
-            a contract JSON file.
+            a contract JSON file; or instead:
+        model_name: a model name or folder, as ``HuggingFaceEmbeddings`` takes it; its contract
+            is derived with :func:`~ctxemb_core.contract_for`, with the contract options as
+            keywords (``pooling=``, ``query_prefix=``, ``document_prefix=``, ``normalize=`` or
+            ``normalize_embeddings=``, ``truncate_dim=``, ``max_tokens=``, …). Settings a
+            contract cannot honour (``encode_kwargs``, ``query_encode_kwargs``,
+            ``model_kwargs``, ``multi_process``) are refused with the keywords to use.
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (bundled, registered, local cache).
         backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
@@ -38,15 +45,16 @@ class ContractEmbeddings(Embeddings):
             contract (by any path) are read back, bit-identical; ``False`` embeds every text.
 
     Example:
-        >>> embeddings = ContractEmbeddings(contract_for("all-MiniLM-L6-v2"))
+        >>> embeddings = ContractEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
         >>> len(embeddings.embed_query("how is green tea made"))  # doctest: +SKIP
         384
     """
 
     def __init__(
         self,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
         *,
+        model_name: str | Path | None = None,
         path: str | Path | None = None,
         backend: str = "auto",
         device: str = "cpu",
@@ -54,9 +62,18 @@ class ContractEmbeddings(Embeddings):
         token_budget: int = 2048,
         show_progress: bool | None = False,
         cache: bool | EmbeddingCache = False,
+        **options: Any,
     ) -> None:
-        self.lazy = LazyEmbedder(
+        # model_name= and the contract options, as HuggingFaceEmbeddings takes them.
+        resolved = component_contract(
             contract,
+            model_name,
+            options,
+            component="ContractEmbeddings",
+            model_keyword="model_name",
+        )
+        self.lazy = LazyEmbedder(
+            resolved,
             path=path,
             backend=backend,
             device=device,
@@ -107,6 +124,6 @@ def contract_embeddings(embeddings: Any) -> ContractEmbeddings:
         raise TypeError(
             "a ctxemb store needs ContractEmbeddings (its contract is what the store is checked "
             f"against), got {type(embeddings).__name__}; wrap the model's contract: "
-            "ContractEmbeddings(contract_for(...))"
+            "ContractEmbeddings(model_name=...) or ContractEmbeddings(contract)"
         )
     return embeddings
