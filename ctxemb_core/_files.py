@@ -244,9 +244,6 @@ def replace_folder(work: Path, target: Path, what: str) -> None:
 
     from ctxemb_core.errors import InvalidInputError
 
-    # mkdtemp made ``work`` private (0700) while it was being built; published, it gets the mode
-    # a plain mkdir would give it (0755 under umask 022), so other users can serve the folder.
-    os.chmod(work, 0o777 & ~_umask())
     old: Path | None = None
     if target.is_dir():
         if any(target.iterdir()):
@@ -255,6 +252,9 @@ def replace_folder(work: Path, target: Path, what: str) -> None:
         else:
             target.rmdir()
     try:
+        # mkdtemp made ``work`` private (0700) while it was built; published, it gets the mode a
+        # plain mkdir gives (0755 under umask 022), so other users can serve the folder.
+        os.chmod(work, 0o777 & ~_umask())
         os.rename(work, target)
     except OSError as exc:
         why = f"the {what} cannot be moved to {target} ({exc})"
