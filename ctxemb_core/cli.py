@@ -268,6 +268,18 @@ def _parser() -> argparse.ArgumentParser:
         + "\n\n"
         + _EXIT_CODES,
     )
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:  # the installed distribution's version: the one number pip, the wheel and this agree on
+        release = version("ctxemb")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        release = "unknown (not installed: pip install -e .)"
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"ctxemb {release}",
+        help="print ctxemb's version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser(
         "inspect",

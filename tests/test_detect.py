@@ -41,9 +41,18 @@ def raw_collection(client, contract, *, texts=TEXTS, name=None):
 
 
 def cli(capsys, client, *args):
+    """``ctxemb detect --json``: the exit code, stdout, stderr and the report stdout is."""
+    code = main(["detect", *client.ctxemb_args, "--json", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err, json.loads(out.out)
+
+
+def table(capsys, client, *args):
+    """``ctxemb detect`` as a person runs it: the exit code, stdout (the table) and stderr."""
     code = main(["detect", *client.ctxemb_args, *args])
     out = capsys.readouterr()
-    return code, out.out, out.err, json.loads(out.out.strip().splitlines()[-1])
+    assert "{" not in out.out, out.out  # the JSON only behind --json
+    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +244,6 @@ def test_cli_adopts_a_conclusive_match(client, base, capsys):
     assert last["candidates"][0]["min_cosine"] > 0.9999
     assert {"min_cosine", "median_cosine", "label", "fingerprint"} <= set(last["candidates"][1])
     assert any(u.startswith("query side") for u in last["unknown"])
-    assert "conclusive: " in out and "cls, normalised, no document prefix" in out
     stamp = IndexStamp.from_metadata(client.get_collection(name).metadata)
     assert stamp.contract == cls
     # Opened under the detected contract, and refused under any other.
@@ -247,7 +255,9 @@ def test_cli_adopts_a_conclusive_match(client, base, capsys):
     # Detected again: the stamp is the best match, and there is nothing left to adopt.
     code, out, _, last = cli(capsys, client, "--collection", name, "--adopt")
     assert code == 0 and last["stamp_match"] is True and last["adopted"] is False
-    assert "nothing to adopt" in out
+    code, out, _ = table(capsys, client, "--collection", name, "--adopt", "--sample", "8")
+    assert code == 0 and "nothing to adopt" in out
+    assert "conclusive: " in out and "cls, normalised, no document prefix" in out
 
 
 def test_cli_adopt_on_an_inconclusive_match_writes_nothing(client, other_model, capsys):
@@ -256,15 +266,14 @@ def test_cli_adopt_on_an_inconclusive_match_writes_nothing(client, other_model, 
     name = raw_collection(client, contract_for(other_model, pooling="mean"))
     before = client.get_collection(name).metadata
 
-    code, out, err, last = cli(capsys, client, "--collection", name)
+    code, out, err = table(capsys, client, "--collection", name)
     assert code == 1
-    assert last["conclusive"] is False and last["adopted"] is False
     assert "inconclusive" in out and "no candidate explains" in out
 
     code, out, err, last = cli(capsys, client, "--collection", name, "--adopt")
     assert code == 2
     assert "inconclusive, nothing was written" in err and "no candidate explains" in err
-    assert last["adopted"] is False
+    assert last["conclusive"] is False and last["adopted"] is False
     assert client.get_collection(name).metadata == before
     assert not IndexStamp.is_stamped(client.get_collection(name).metadata)
 
@@ -279,7 +288,8 @@ def test_cli_refuses_to_adopt_over_another_stamp(client, base, capsys):
 
     assert code == 2 and "never overwrites a stamp" in err and "pooling" in err
     assert last["conclusive"] is True and last["stamp_match"] is False
-    assert "NOT the best match" in out
+    code, out, err = table(capsys, client, "--collection", name, "--adopt")
+    assert code == 2 and "never overwrites a stamp" in err and "NOT the best match" in out
     assert IndexStamp.from_metadata(client.get_collection(name).metadata).contract == base
 
 
@@ -299,3 +309,21 @@ def test_cli_errors(client, capsys, tmp_path):
     assert code == 2 and "does not exist" in capsys.readouterr().err
     code = main(["detect", *client.ctxemb_args, "--collection", "abc", "--sample", "0"])
     assert code == 2 and "--sample" in capsys.readouterr().err
+
+
+def test_cli_prints_the_table_by_default_and_the_report_with_json(client, base, capsys):
+    # The table is for a person: no JSON after it (it was ~15 KB on one line). The whole report
+    # is behind --json: one indented object on stdout, every candidate in it.
+    name = raw_collection(client, base)
+    code, out, _ = table(capsys, client, "--collection", name, "--sample", "4")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(f"collection {name!r}: 4 of")
+    assert any(line.startswith("conclusive: ") for line in lines)
+    assert "assumed / not observable:" in lines
+    assert max(len(line) for line in lines) < 1000 and len(lines) < 30  # the JSON was 15 KB
+    assert "more recipes with --json" in out
+
+    code, out, _, report = cli(capsys, client, "--collection", name, "--sample", "4")
+    assert code == 0 and report["conclusive"] is True and report["collection"] == name
+    assert len(report["candidates"]) == len(candidate_contracts(base, 384))
+    assert out.startswith("{\n  ") and out.endswith("}\n")  # indented, like verify's report

@@ -1,6 +1,7 @@
-"""Every runnable README snippet runs on its own and prints what the README shows.
+"""Every runnable snippet of the documentation runs on its own and prints what the page shows.
 
-The README's fenced blocks are of three kinds:
+The documentation is ``README.md`` (the front page) and every page under ``docs/`` (the MkDocs
+site, ``mkdocs.yml``). Their fenced blocks are of three kinds:
 
 - ```` ```python ```` — a whole program: it is run alone, in a fresh temporary directory, by this
   environment's Python. When the next block is ```` ```text ````, that block is its output.
@@ -13,12 +14,15 @@ The README's fenced blocks are of three kinds:
 
 Output is compared line by line, with allowances that keep the comparison honest across CPUs:
 progress-bar lines (drawn for a terminal) are dropped, a line ``...`` stands for any number of
-lines (the README says where it shortens), ``…`` inside a line stands for any text, and numbers
+lines (the page says where it shortens), ``…`` inside a line stands for any text, and numbers
 may differ by 0.002 (the last printed digit of a cosine can flip between CPUs). Everything else
 must match.
 
-``python tests/test_readme.py --update`` rewrites the output blocks from real runs (lines the
-README shortened with ``...`` are kept as they are); a human reads the diff before committing.
+Every page under ``docs/`` is in the site's navigation and linked from the front page, so no
+page (and none of its snippets) can drop out of sight.
+
+``python tests/test_readme.py --update`` rewrites the output blocks from real runs (lines a page
+shortened with ``...`` are kept as they are); a human reads the diff before committing.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+MKDOCS = REPO / "mkdocs.yml"
+#: Every page whose snippets run: the front page first, then the site's pages.
+DOCUMENTS = [README, *sorted(DOCS.glob("*.md"))]
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _TOLERANCE = 0.002
@@ -49,13 +57,14 @@ class Block:
     line: int  # 1-based line of the opening fence
     text: str
     output: Block | None = None
+    source: str = "README.md"  # the page, relative to the repository
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}:{self.kind}"
+        return f"{self.source}:{self.line}:{self.kind}"
 
 
-def parse(text: str) -> list[Block]:
+def parse(text: str, source: str = "README.md") -> list[Block]:
     """The fenced blocks of ``text``, each python block paired with the text block after it."""
     raw: list[Block] = []
     lines = text.splitlines()
@@ -71,7 +80,7 @@ def parse(text: str) -> list[Block]:
         while i < len(lines) and lines[i].rstrip() != "```":
             body.append(lines[i])
             i += 1
-        raw.append(Block(match.group(1), start + 1, "\n".join(body) + "\n", None))
+        raw.append(Block(match.group(1), start + 1, "\n".join(body) + "\n", None, source))
         i += 1
     blocks: list[Block] = []
     for n, block in enumerate(raw):
@@ -81,7 +90,7 @@ def parse(text: str) -> list[Block]:
         paired = (
             following if block.kind == "python" and following and following.kind == "text" else None
         )
-        blocks.append(Block(block.kind, block.line, block.text, paired))
+        blocks.append(Block(block.kind, block.line, block.text, paired, source))
     return blocks
 
 
@@ -92,7 +101,9 @@ def _env() -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
     env["COLUMNS"] = "100"
-    env.pop("PYTHONPATH", None)
+    # The snippets run against the code beside them: this checkout's packages (what `make`'s
+    # editable install points at anyway), never another copy a PYTHONPATH or install names.
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "integrations")])
     return env
 
 
@@ -184,14 +195,18 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 def _explain(name: str, expected: list[str], actual: list[str]) -> str:
     return (
-        f"{name}: the output differs from the README\n--- README\n"
+        f"{name}: the output differs from the page\n--- page\n"
         + "\n".join(expected)
         + "\n--- actual\n"
         + "\n".join(actual)
     )
 
 
-BLOCKS = parse(README.read_text(encoding="utf-8"))
+def _source(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+BLOCKS = [b for doc in DOCUMENTS for b in parse(doc.read_text(encoding="utf-8"), _source(doc))]
 PYTHON = [b for b in BLOCKS if b.kind == "python"]
 CONSOLE = [b for b in BLOCKS if b.kind == "console"]
 
@@ -207,9 +222,23 @@ def test_every_block_is_of_a_known_kind() -> None:
 
 
 def test_the_readme_has_snippets() -> None:
-    # Guards the parser itself: a README without runnable blocks would pass everything vacuously.
-    assert len(PYTHON) >= 5
-    assert len(CONSOLE) >= 2
+    # Guards the parser itself: pages without runnable blocks would pass everything vacuously.
+    front = [b for b in BLOCKS if b.source == "README.md"]
+    assert sum(b.kind == "python" for b in front) >= 4  # the core, Chroma, Haystack, LangChain
+    assert sum(b.kind == "console" for b in front) >= 1  # the demo
+    assert len(DOCUMENTS) >= 10 and len(PYTHON) >= 14 and len(CONSOLE) >= 3
+    for page in ("chroma", "haystack", "langchain", "cli"):
+        assert any(b.source == f"docs/{page}.md" for b in PYTHON + CONSOLE), page
+
+
+def test_every_page_is_in_the_site_and_on_the_front_page() -> None:
+    # A page left out of mkdocs.yml's nav is built but not reachable; one the README does not
+    # link is invisible on GitHub. (mkdocs build --strict checks that every link resolves.)
+    nav = set(re.findall(r":\s*(\S+\.md)\s*$", MKDOCS.read_text(encoding="utf-8"), re.MULTILINE))
+    readme = README.read_text(encoding="utf-8")
+    for page in DOCUMENTS[1:]:
+        assert page.name in nav, f"{page.name} is not in mkdocs.yml's nav"
+        assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.name for b in PYTHON])
@@ -253,11 +282,15 @@ def _merge(expected: list[str], actual: list[str]) -> list[str]:
 
 
 def update() -> None:
-    text = README.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    for doc in DOCUMENTS:
+        _update(doc)
+
+
+def _update(doc: Path) -> None:
+    lines = doc.read_text(encoding="utf-8").splitlines()
     replacements: list[tuple[int, int, list[str]]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for block in BLOCKS:
+        for block in (b for b in BLOCKS if b.source == _source(doc)):
             cwd = Path(tmp) / f"b{block.line}"
             cwd.mkdir()
             if block.kind == "python" and block.output is not None:
@@ -278,7 +311,7 @@ def update() -> None:
             shutil.rmtree(cwd, ignore_errors=True)
     for start, end, new in sorted(replacements, reverse=True):
         lines[start:end] = new
-    README.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
