@@ -373,11 +373,18 @@ def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]
     return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
 
 
-def stored_form(embedder: Embedder, texts: Sequence[str], role: Role | str) -> np.ndarray:
-    """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows)."""
+def stored_form(
+    embedder: Embedder, texts: Sequence[str], role: Role | str, *, warn: bool = True
+) -> np.ndarray:
+    """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows).
+
+    ``warn=False``: no :class:`~ctxemb_core.errors.TruncationWarning` for the texts cut (see
+    :meth:`Embedder.embed_float`).
+    """
     role = Role.parse(role, "role")
     precision = embedder.contract.precision
-    return storable(quantize(embedder.embed_float(list(texts), role), precision), precision)
+    floats = embedder.embed_float(list(texts), role, warn=warn)
+    return storable(quantize(floats, precision), precision)
 
 
 def record_tolerance(contract: EmbeddingContract, tolerance: float = CANARY_TOLERANCE) -> float:
@@ -440,7 +447,10 @@ def sample_cosines(embedder: Embedder, documents: Sequence[str | None], vectors:
     if not fits:
         return out
     stored = np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in fits])
-    fresh = stored_form(embedder, [documents[i] for i in fits], Role.DOCUMENT)  # type: ignore[misc]
+    # Stored documents re-embedded to verify them are not the caller's texts: their truncation
+    # is the index's business (it was cut the same way when written), not news about the input.
+    texts = [documents[i] for i in fits]
+    fresh = stored_form(embedder, texts, Role.DOCUMENT, warn=False)  # type: ignore[arg-type]
     out[fits] = agreement(stored, fresh)
     return out
 
