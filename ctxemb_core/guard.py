@@ -78,6 +78,7 @@ __all__ = [
     "detection_probability",
     "open_stamp",
     "record_tolerance",
+    "refuse_foreign",
     "restamp_stamp",
     "sample_cosines",
     "sample_ranges",
@@ -488,6 +489,20 @@ def check_stored(
             bad[i] = OTHER_VECTOR
     checked = scores[~np.isnan(scores)]
     return RecordCheck(len(ids), float(checked.min()) if checked.size else None, bad)
+
+
+def refuse_foreign(
+    embedder: Embedder,
+    ids: Sequence[str],
+    documents: Sequence[str | None],
+    vectors: Any,
+    tolerance: float = CANARY_TOLERANCE,
+) -> RecordCheck:
+    """:func:`check_stored`, raising :class:`ForeignVectorsError` for any record it names (what
+    an open does with its sample once the stamp and canary passed)."""
+    result = check_stored(embedder, ids, documents, vectors, tolerance)
+    _raise_foreign(result)
+    return result
 
 
 def _raise_foreign(result: RecordCheck) -> None:
