@@ -18,13 +18,15 @@ on a server for SciFact's 5,183 records) and compares:
   fills the rest; a foreign vector among them is refused as before. The record is then renewed
   with the ids just read.
 
-What the record cannot see: a record rewritten *in place* under its id (``update``/``upsert``
-keep a record's position and the count), by a client that bypasses ctxemb. Seeing it would mean
-reading every stored vector on each open (1.3 s embedded, 2.4 s on a server for SciFact, more
-than the sample it saves). An open without a record finds such a record with the sample's
-probability (:func:`~ctxemb_core.guard.detection_probability`, 16 of N); with a record, the
-opens after it do not draw again. ``verify`` (and ``--sample 0``) never use records, and
-``verify --all`` re-embeds everything.
+What the record cannot see, written by a client that bypasses ctxemb: a record rewritten *in
+place* under its id (``update``/``upsert`` keep a record's position and the count), and records
+deleted and written again that were the newest of the verified state, in their order (they land
+where they were). Seeing those would mean reading every stored vector on each open (0.5-1.3 s
+embedded, 2.4 s on a server for SciFact: more than the sample it saves). An open without a
+record finds such a record with the sample's probability
+(:func:`~ctxemb_core.guard.detection_probability`: 16 of N for one record); with a record, the
+opens after a verified one do not draw again. ``verify`` never uses records (``verify --all``
+re-embeds everything), nor does ``sample=0``, which checks no stored record.
 
 A record is trusted as far as the cache folder is: one that cannot be read, is of another
 version or key, or whose checksum does not match (damaged, or edited by hand) is ignored and the

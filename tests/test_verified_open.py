@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import DOCS, fresh_name
 
-from ctxemb_chroma import open_collection
+from ctxemb_chroma import open_collection, verify
 from ctxemb_core import Embedder
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import ForeignVectorsError
@@ -182,3 +182,16 @@ def test_a_recorded_collection_whose_encoder_drifted_is_still_refused(client, fi
 
     with pytest.raises(EncoderDriftError):
         open_collection(client, filled, Drifted(base), create=False, sample=2)
+
+
+def test_what_a_record_skips_is_what_its_docs_say_and_verify_still_finds_it(client, filled, base):
+    open_collection(client, filled, base, create=False, sample=2)
+    raw = client.get_collection(filled, embedding_function=None)
+    wrong = Embedder(base.with_(pooling="cls"))
+    # A foreign rewrite in place: same ids, same order, same count (ctxemb_core.verified says
+    # the record cannot see this; without a record the sample finds it with its probability).
+    raw.update(ids=["bank"], embeddings=wrong.embed_documents([DOCS["bank"]]))
+    opened = open_collection(client, filled, base, create=False, sample=2)
+    assert opened.open_check.checked == 0
+    report = verify(raw, base, all=True, progress=False)
+    assert not report.ok and report.bad_ids == ("bank",)
