@@ -398,11 +398,19 @@ class Embedder:
         self._warn_truncated(encoded, stacklevel=4)
         return quantize(vectors, self.contract.precision)
 
-    def embed_float(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
-        """The contract's vectors before the precision step (what the stamp's canary holds)."""
+    def embed_float(
+        self, texts: Sequence[str], role: Role | str, *, warn: bool = True
+    ) -> np.ndarray:
+        """The contract's vectors before the precision step (what the stamp's canary holds).
+
+        ``warn=False`` raises no :class:`~ctxemb_core.errors.TruncationWarning`: for texts that
+        are not the caller's input (stored records re-embedded to verify an index), whose
+        truncation would otherwise be reported as if the caller's own texts were cut.
+        """
         texts = check_texts(texts)  # public too (stamp, guard): checked here, an empty batch ok
         vectors = self._embed_float(texts, Role.parse(role, "role"))
-        self._warn_truncated(len(texts), stacklevel=3)
+        if warn:
+            self._warn_truncated(len(texts), stacklevel=3)
         return vectors
 
     def _warn_truncated(self, total: int, *, stacklevel: int) -> None:

@@ -80,6 +80,7 @@ __all__ = [
     "detection_probability",
     "open_stamp",
     "record_tolerance",
+    "refuse_foreign",
     "restamp_stamp",
     "sample_cosines",
     "sample_ranges",
@@ -375,11 +376,18 @@ def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]
     return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
 
 
-def stored_form(embedder: Embedder, texts: Sequence[str], role: Role | str) -> np.ndarray:
-    """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows)."""
+def stored_form(
+    embedder: Embedder, texts: Sequence[str], role: Role | str, *, warn: bool = True
+) -> np.ndarray:
+    """The vectors a store holds for ``texts`` under the embedder's contract (float32 rows).
+
+    ``warn=False``: no :class:`~ctxemb_core.errors.TruncationWarning` for the texts cut (see
+    :meth:`Embedder.embed_float`).
+    """
     role = Role.parse(role, "role")
     precision = embedder.contract.precision
-    return storable(quantize(embedder.embed_float(list(texts), role), precision), precision)
+    floats = embedder.embed_float(list(texts), role, warn=warn)
+    return storable(quantize(floats, precision), precision)
 
 
 def record_tolerance(contract: EmbeddingContract, tolerance: float = CANARY_TOLERANCE) -> float:
@@ -442,7 +450,10 @@ def sample_cosines(embedder: Embedder, documents: Sequence[str | None], vectors:
     if not fits:
         return out
     stored = np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in fits])
-    fresh = stored_form(embedder, [documents[i] for i in fits], Role.DOCUMENT)  # type: ignore[misc]
+    # Stored documents re-embedded to verify them are not the caller's texts: their truncation
+    # is the index's business (it was cut the same way when written), not news about the input.
+    texts = [documents[i] for i in fits]
+    fresh = stored_form(embedder, texts, Role.DOCUMENT, warn=False)  # type: ignore[arg-type]
     out[fits] = agreement(stored, fresh)
     return out
 
@@ -480,6 +491,20 @@ def check_stored(
             bad[i] = OTHER_VECTOR
     checked = scores[~np.isnan(scores)]
     return RecordCheck(len(ids), float(checked.min()) if checked.size else None, bad)
+
+
+def refuse_foreign(
+    embedder: Embedder,
+    ids: Sequence[str],
+    documents: Sequence[str | None],
+    vectors: Any,
+    tolerance: float = CANARY_TOLERANCE,
+) -> RecordCheck:
+    """:func:`check_stored`, raising :class:`ForeignVectorsError` for any record it names (what
+    an open does with its sample once the stamp and canary passed)."""
+    result = check_stored(embedder, ids, documents, vectors, tolerance)
+    _raise_foreign(result)
+    return result
 
 
 def _raise_foreign(result: RecordCheck) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ from ctxemb_core.errors import (
     EncoderDriftError,
     InvalidInputError,
     MissingStampError,
-    TruncationWarning,
     unstamped_advice,
 )
 
@@ -276,10 +274,8 @@ def _read_canary(encoded: str, rows: int, dim: int) -> np.ndarray:
 def _canary(embedder: Embedder, probes: tuple[str, ...]) -> np.ndarray:
     # The probes are ctxemb's own texts: a contract with a small max_tokens cuts them as it cuts
     # everything, and that is no news to the caller, whose truncation counts they would inflate.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TruncationWarning)
-        docs = embedder.embed_float(list(probes), Role.DOCUMENT)
-        queries = embedder.embed_float(list(probes), Role.QUERY)
+    docs = embedder.embed_float(list(probes), Role.DOCUMENT, warn=False)
+    queries = embedder.embed_float(list(probes), Role.QUERY, warn=False)
     return np.concatenate([docs, queries]).astype(np.float32)
 
 

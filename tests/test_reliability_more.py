@@ -249,8 +249,8 @@ def test_a_foreign_querier_must_reproduce_the_canary(stamped, base, monkeypatch)
     other = Embedder(base)
     real = Embedder.embed_float
 
-    def skewed(self, texts, role):  # same contract on paper, other vectors in fact
-        out = real(self, texts, role)
+    def skewed(self, texts, role, **options):  # same contract on paper, other vectors in fact
+        out = real(self, texts, role, **options)
         return out if self is not other else np.roll(out, 1, axis=1)
 
     monkeypatch.setattr(Embedder, "embed_float", skewed)

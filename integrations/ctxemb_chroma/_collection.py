@@ -26,6 +26,7 @@ from ctxemb_core.guard import (
     check_records,
     storable,
 )
+from ctxemb_core.verified import OpenCheck
 
 
 class GuardedCollection:
@@ -45,12 +46,16 @@ class GuardedCollection:
         stamp: IndexStamp,
         *,
         sample: int = OPEN_SAMPLE,
+        open_check: OpenCheck | None = None,
     ) -> None:
         self.client = client
         self.raw = raw
         self.embedder = embedder
         self.stamp = stamp
         self.sample = sample
+        #: What the last verification checked of the stored records (``None`` when the
+        #: collection was created or adopted by this open).
+        self.open_check = open_check
         self._seen = identity(raw)
         self._queriers: list[Embedder] = [embedder]  # embedders whose canary this stamp passed
 
@@ -84,7 +89,9 @@ class GuardedCollection:
         if seen != self._seen:
             # Changed since it was verified (another process, a raw client): check it whole.
             with translated(f"verifying {self.name!r} again"):
-                self.stamp = verify_open(self.client, raw, self.embedder, self.sample, False)
+                self.stamp, self.open_check = verify_open(
+                    self.client, raw, self.embedder, self.sample, False
+                )
             self.raw, self._seen, self._queriers = raw, seen, [self.embedder]
         return self.raw
 

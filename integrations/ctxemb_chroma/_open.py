@@ -47,7 +47,10 @@ def open_collection(
             configuration when it was changed around ctxemb (after the stamp is verified).
         sample: how many stored records to re-embed and compare on open (the newest half and a
             random half; 0 checks the stamp and canary only). See
-            :func:`ctxemb_core.guard.detection_probability` for what a sample finds.
+            :func:`ctxemb_core.guard.detection_probability` for what a sample finds. A
+            collection that passed an open under this contract is not sampled again while
+            its ids are unchanged; records added (or deleted and added again) since are
+            checked first (:mod:`ctxemb_core.verified`; ``open_check`` says what was done).
 
     Raises:
         ContractMismatchError: the collection was written under another contract.
@@ -92,9 +95,10 @@ def open_collection(
             if raw is None:
                 raise
             # Another process created it meanwhile: open what it made, with every check.
+    check = None
     with translated(f"opening collection {name!r}"):
         if adopt and not IndexStamp.is_stamped(raw.metadata):
             stamp = adopt_unstamped(raw, embedder, sample)
         else:
-            stamp = verify_open(client, raw, embedder, sample, repair)
-    return GuardedCollection(client, raw, embedder, stamp, sample=sample)
+            stamp, check = verify_open(client, raw, embedder, sample, repair)
+    return GuardedCollection(client, raw, embedder, stamp, sample=sample, open_check=check)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -33,9 +36,16 @@ from ctxemb_core.guard import (
     check_flag,
     check_sample_size,
     check_stored,
-    open_stamp,
+    refuse_foreign,
     sample_ranges,
     verify_index,
+)
+from ctxemb_core.verified import (
+    MAX_RECORDED,
+    OpenCheck,
+    load_verified,
+    plan_sample,
+    save_verified,
 )
 
 PAGE = 256  # records per read when every record is checked
@@ -76,8 +86,9 @@ def check_every_record(raw: Collection, embedder: Embedder, progress: bool | Non
 
 def verify_open(
     client: ClientAPI, raw: Collection, embedder: Embedder, sample: int, repair: bool
-) -> IndexStamp:
-    """Every check of an existing stamped collection; returns its stamp or raises."""
+) -> tuple[IndexStamp, OpenCheck]:
+    """Every check of an existing stamped collection; returns its stamp and what was checked
+    of its records, or raises."""
     name, contract = configured_function(raw)
     if not IndexStamp.is_stamped(raw.metadata):
         by = (
@@ -101,8 +112,55 @@ def verify_open(
         if not repair:
             raise
         _write_configuration(raw, embedder)
-        check_configuration(stamp, *configured_function(_reread(client, raw.name)))
-    return open_stamp(raw.metadata, embedder, sample_records(raw, sample) if sample else None)
+        raw = _reread(client, raw.name)
+        check_configuration(stamp, *configured_function(raw))
+    if not sample:
+        return stamp, OpenCheck(None, 0)
+    return stamp, _check_records(client, raw, embedder, sample)
+
+
+def _check_records(
+    client: ClientAPI, raw: Collection, embedder: Embedder, sample: int
+) -> OpenCheck:
+    # The stamp and canary passed. Which stored records to re-embed depends on what changed
+    # since this collection last passed under this contract (ctxemb_core.verified).
+    ids: list[str] = read_settled(raw.get, include=[])["ids"]
+    key = record_key(client, raw, embedder)
+    verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
+    chosen, changed = plan_sample(ids, verified, sample)
+    if chosen:
+        got = read_settled(raw.get, ids=chosen, include=["documents", "embeddings"])
+        texts: Any = got["documents"]
+        docs = list(texts) if texts else [None] * len(got["ids"])
+        vectors = got["embeddings"] if got["embeddings"] is not None else []
+        refuse_foreign(embedder, got["ids"], docs, vectors)
+    save_verified(key, ids)  # only after every check passed: the state of these ids did
+    return OpenCheck(len(ids), len(chosen), changed)
+
+
+def record_key(client: ClientAPI, raw: Collection, embedder: Embedder) -> dict[str, str]:
+    """What a verification record is kept under: the store, the collection, the caller's
+    contract, the stamp and Chroma's persisted embedding setting (a change of any is another
+    key, so a record is never used for another contract or a re-stamped collection)."""
+    settings = client.get_settings()
+    if settings.is_persistent:
+        store = f"embedded:{Path(str(settings.persist_directory)).resolve()}"
+    else:
+        scheme = "https" if settings.chroma_server_ssl_enabled else "http"
+        store = (
+            f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
+        )
+    stamp = json.dumps(IndexStamp.metadata_items(raw.metadata), default=str)
+    setting = json.dumps(configured_function(raw), sort_keys=True, default=str)
+    return {
+        "store": store,
+        "tenant": str(getattr(client, "tenant", "")),
+        "database": str(getattr(client, "database", "")),
+        "collection": str(raw.id),
+        "fingerprint": embedder.contract.fingerprint,
+        "stamp": hashlib.sha256(stamp.encode()).hexdigest(),
+        "configuration": hashlib.sha256(setting.encode()).hexdigest(),
+    }
 
 
 def _write_configuration(raw: Collection, embedder: Embedder) -> None:
