@@ -146,7 +146,7 @@ def _maxsim_padded(q: np.ndarray, docs: np.ndarray, masks: Any, budget: int) -> 
     n, width, dim = docs.shape
     _check_dim(dim, q.shape[1], "doc_vectors")
     keep = None if masks is None else _mask(masks, (n, width), "masks")
-    present = keep.any(axis=1) if keep is not None else np.full(n, width > 0)
+    present = np.asarray(keep.any(axis=1)) if keep is not None else np.full(n, width > 0)
     out = np.zeros(n, dtype=np.float32)
     if len(q) == 0 or width == 0:
         _check_finite(docs, "doc_vectors")
