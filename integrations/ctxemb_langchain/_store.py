@@ -11,7 +11,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ctxemb_core.documents import check_documents
-from ctxemb_langchain._checks import check_memory_sample, stamped_batch, unstamped
+from ctxemb_langchain._checks import (
+    check_memory_sample,
+    documents_by_ids,
+    stamped_batch,
+    unstamped,
+)
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
 
@@ -113,7 +118,7 @@ class ContractVectorStore(VectorStore):
         return [(d, s) for d, (_, s) in zip(documents, pairs, strict=True)]
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return self._checked(self.store.get_by_ids(ids))
+        return self._checked(documents_by_ids(self.store, ids))
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return self._checked(self._search(self.store.similarity_search, query, k=k, **kwargs))
