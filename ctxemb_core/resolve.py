@@ -168,7 +168,7 @@ _REGISTRY_LOCK = threading.Lock()
 # several folders (the bundled model and a copy), and one of them may change afterwards.
 _LOCATIONS: dict[str, list[Path]] = {}
 # What a folder held when last digested, with the state of its files then (see _held_now).
-_HELD: dict[Path, tuple[tuple[Any, ...], str]] = {}
+_HELD: dict[Path, tuple[tuple[Any, ...], str | None]] = {}
 
 
 def register_model(key: str, path: str | os.PathLike[str]) -> None:
@@ -206,6 +206,7 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
     """
     stale = None
     changed: list[tuple[Path, str]] = []  # registered folders that hold other weights now
+    unreadable: list[Path] = []  # registered folders that cannot be digested (now)
     if weights:
         with _REGISTRY_LOCK:
             places = list(_LOCATIONS.get(weights, ()))
@@ -216,38 +217,43 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
             held = _held_now(place)
             if held == weights:
                 return place
-            changed.append((place, held))
+            if held is None:
+                unreadable.append(place)
+            else:
+                changed.append((place, held))
     text = _model_text(model, "model")
+    folder = _named_folder(text)
+    if weights is None or not (changed or unreadable):
+        # Nothing registered was skipped: the folder as found (its loader checks its digest).
+        if folder is None:
+            raise _not_found(text, stale)
+        return folder
+    skipped = {place for place, _ in changed} | set(unreadable)
+    if folder is not None and folder not in skipped:
+        held = _held_now(folder)
+        if held == weights or held is None:
+            return folder  # unreadable: its loader names what is wrong with it
+        changed.append((folder, held))
+    if unreadable:
+        return unreadable[0]  # its loader names what is wrong with it
+    raise _none_holds(text, weights, changed)
+
+
+def _named_folder(text: str) -> Path | None:
+    """The folder the model's name (or path) leads to, ``None`` if none."""
     folder = _as_dir(text)
     if folder is not None:
-        return _holding(folder, text, weights, changed)
+        return folder
     name = _ALIASES.get(text, text)
     if name in _REGISTRY and _REGISTRY[name].is_dir():
-        return _holding(_REGISTRY[name], text, weights, changed)
+        return _REGISTRY[name]
     if name in BUNDLED:
-        return _holding(_bundled_folder(name), text, weights, changed)
-    cached = _hub_cache_folder(name)
-    if cached is not None:
-        return _holding(cached, text, weights, changed)
-    if changed and weights is not None:
-        raise _none_holds(text, weights, changed)
-    raise _not_found(text, stale)
+        return _bundled_folder(name)
+    return _hub_cache_folder(name)
 
 
-def _holding(folder: Path, text: str, weights: str | None, changed: list[tuple[Path, str]]) -> Path:
-    """``folder``, found by the model's name; checked to hold ``weights`` when a registered
-    folder that held them was skipped (else its loader checks it, as it always has)."""
-    if not changed or weights is None:
-        return folder
-    known = dict(changed)
-    held = known.get(folder) or _held_now(folder)
-    if held == weights:
-        return folder
-    raise _none_holds(text, weights, changed if folder in known else [*changed, (folder, held)])
-
-
-def _held_now(folder: Path) -> str:
-    """The weights digest ``folder`` holds now (``"unreadable: …"`` if it cannot be digested).
+def _held_now(folder: Path) -> str | None:
+    """The weights digest ``folder`` holds now, ``None`` if it cannot be digested.
 
     Digested again only when the state of a file in the folder changed (size, mtime, ctime,
     inode: an in-place rewrite changes the ctime even when the mtime is set back, and a file
@@ -260,16 +266,24 @@ def _held_now(folder: Path) -> str:
         memo = _HELD.get(folder)
     if memo is not None and memo[0] == state:
         return memo[1]
-    try:
-        if _is_export(folder):
-            from ctxemb_core.backends.exported import read_manifest
+    held: str | None = None
+    if _is_export(folder):
+        from ctxemb_core.backends.exported import read_manifest
 
-            # Verified in full when it is loaded; here only whose weights it says it holds.
+        # Verified in full when it is loaded; here only whose weights it says it holds.
+        with contextlib.suppress(CtxembError, OSError):
             held = read_manifest(folder).contract.weights
-        else:
-            held = weights_digest(folder)
-    except (CtxembError, OSError) as exc:
-        held = f"unreadable: {exc}"
+    else:
+        # An embedder's or a static model's folder; else a cross-encoder's, read as one.
+        for digest in (
+            lambda: weights_digest(folder),
+            lambda: weights_digest(read_layout(folder, task="sequence-classification")),
+        ):
+            try:
+                held = digest()
+                break
+            except (CtxembError, OSError):
+                continue
     with _REGISTRY_LOCK:
         _HELD[folder] = (state, held)
     return held
