@@ -98,3 +98,37 @@ def test_check_document_widths_names_the_first_bad_record(minilm_contract):
     assert "2 of 3" in str(info.value)
     with pytest.raises(InvalidInputError, match="ids"):
         check_document_widths([[0.0]], minilm_contract, ids=[])
+
+
+@pytest.fixture(params=["memory", "chroma"])
+def guarded(request, emb, tmp_path) -> ContractVectorStore:
+    if request.param == "memory":
+        inner: object = InMemoryVectorStore(emb)
+    else:
+        inner = Chroma(fresh_name(), emb, client=chromadb.PersistentClient(path=str(tmp_path)))
+    store = ContractVectorStore(inner)  # type: ignore[arg-type]
+    store.add_texts(list(DOCS.values()), ids=list(DOCS))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (lambda v: [float("nan")] * len(v), "NaN or infinite"),
+        (lambda v: None, "missing"),
+        (lambda v: v[:10], "10 components.*384"),
+    ],
+    ids=["nan", "none", "short"],
+)
+@pytest.mark.parametrize("mmr", [False, True], ids=["similarity", "mmr"])
+def test_a_bad_raw_query_vector_is_refused_before_the_search(guarded, spoil, message, mmr):
+    vector = spoil(guarded.embeddings.embed_query("green tea"))
+    search = (
+        guarded.max_marginal_relevance_search_by_vector
+        if mmr
+        else guarded.similarity_search_by_vector
+    )
+    with pytest.raises(InvalidInputError, match=message):
+        search(vector, k=2)
+    good = guarded.similarity_search_by_vector(guarded.embeddings.embed_query("green tea"), k=1)
+    assert good[0].id == "tea"
