@@ -338,41 +338,6 @@ def storable(vectors: np.ndarray, precision: Precision) -> np.ndarray:
     return array.astype(np.float32)
 
 
-def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]) -> np.ndarray:
-    """Vectors embedded elsewhere under ``contract``, as the float32 rows a store takes.
-
-    For a framework whose embedder and writer are separate steps: one finite vector per id, of
-    the contract's stored width (:func:`storable`: ``output_dim`` components).
-
-    Raises:
-        InvalidInputError: a missing vector, one of another width, or a non-finite value (the
-            first offending id is named); nothing may be written.
-    """
-    width = contract.output_dim
-    if vectors is None or len(vectors) != len(ids):
-        given = "none" if vectors is None else str(len(vectors))
-        raise InvalidInputError(f"{len(ids)} records to write and {given} vectors")
-    rows = []
-    for i, vector in zip(ids, vectors, strict=True):
-        if vector is None:
-            raise InvalidInputError(f"record {i!r} has no embedding; embed it first")
-        try:
-            row = np.asarray(vector, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise InvalidInputError(
-                f"record {i!r}: its embedding is not a list of numbers"
-            ) from None
-        if row.shape != (width,):
-            raise InvalidInputError(
-                f"record {i!r}: its embedding has shape {row.shape}, the contract stores "
-                f"{width} components ({contract.describe()})"
-            )
-        if not np.isfinite(row).all():
-            raise InvalidInputError(f"record {i!r}: its embedding holds NaN or infinity")
-        rows.append(row)
-    return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
-
-
 def check_query_vector(
     vector: Any,
     width: int | None,
@@ -436,6 +401,41 @@ def check_query_vector(
         )
     values: list[float] = row.tolist()
     return values
+
+
+def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]) -> np.ndarray:
+    """Vectors embedded elsewhere under ``contract``, as the float32 rows a store takes.
+
+    For a framework whose embedder and writer are separate steps: one finite vector per id, of
+    the contract's stored width (:func:`storable`: ``output_dim`` components).
+
+    Raises:
+        InvalidInputError: a missing vector, one of another width, or a non-finite value (the
+            first offending id is named); nothing may be written.
+    """
+    width = contract.output_dim
+    if vectors is None or len(vectors) != len(ids):
+        given = "none" if vectors is None else str(len(vectors))
+        raise InvalidInputError(f"{len(ids)} records to write and {given} vectors")
+    rows = []
+    for i, vector in zip(ids, vectors, strict=True):
+        if vector is None:
+            raise InvalidInputError(f"record {i!r} has no embedding; embed it first")
+        try:
+            row = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding is not a list of numbers"
+            ) from None
+        if row.shape != (width,):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding has shape {row.shape}, the contract stores "
+                f"{width} components ({contract.describe()})"
+            )
+        if not np.isfinite(row).all():
+            raise InvalidInputError(f"record {i!r}: its embedding holds NaN or infinity")
+        rows.append(row)
+    return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
 
 
 def stored_form(embedder: Embedder, texts: Sequence[str], role: Role | str) -> np.ndarray:
