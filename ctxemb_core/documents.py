@@ -58,6 +58,7 @@ __all__ = [
     "RERANKER_KEY",
     "STORE_SAMPLE",
     "batch_fingerprint",
+    "check_document_widths",
     "check_documents",
     "check_fingerprint",
     "recall",
@@ -334,6 +335,50 @@ def check_documents(
             "and ContractDocumentEmbedder -> ContractDocumentWriter; in LangChain, through the "
             "ContractVectorStore: store.delete(ids=[...]), then store.add_documents(documents). "
             "Or rebuild the store."
+        )
+
+
+def check_document_widths(
+    vectors: Sequence[Any], contract: EmbeddingContract, *, ids: Sequence[str]
+) -> None:
+    """Refuse stored documents whose vector is not of the contract's stored width.
+
+    For a store that keeps each document's vector beside its fingerprint (LangChain's and
+    Haystack's in-memory stores): a document that passed :func:`check_documents` carries the
+    contract's fingerprint, so a vector of another width means the fingerprint was copied onto
+    it around ctxemb. Checked before a search, whose own failure (numpy's, inside the store)
+    would name no document. ``None`` is a vector the store does not hold: not checked.
+
+    Args:
+        vectors: each document's stored vector, in ``ids`` order.
+        contract: the contract the documents claim (``output_dim`` components each).
+        ids: the documents' ids, named in the error.
+
+    Raises:
+        DamagedStampError: a vector of another width (the first documents are named).
+        InvalidInputError: ``vectors`` and ``ids`` differ in length.
+    """
+    if len(vectors) != len(ids):
+        raise InvalidInputError(f"{len(vectors)} vectors for {len(ids)} ids")
+    width = contract.output_dim
+    bad: list[tuple[str, Any]] = []
+    for i, vector in zip(ids, vectors, strict=True):
+        if vector is None:
+            continue
+        try:
+            size: Any = len(vector)
+        except TypeError:
+            size = type(vector).__name__
+        if size != width:
+            bad.append((i, size))
+    if bad:
+        first, size = bad[0]
+        raise DamagedStampError(
+            f"{len(bad)} of {len(ids)} stored documents carry this contract's fingerprint but "
+            f"a vector of another width: {first!r} has {size} components, the contract's "
+            f"vectors have {width} ({contract.describe()}; {_shown([i for i, _ in bad])}). "
+            "Their fingerprint was copied onto them around ctxemb: delete them from the store, "
+            "or re-embed them through ctxemb."
         )
 
 

@@ -341,6 +341,71 @@ def storable(vectors: np.ndarray, precision: Precision) -> np.ndarray:
     return array.astype(np.float32)
 
 
+def check_query_vector(
+    vector: Any,
+    width: int | None,
+    name: str = "query_embedding",
+    *,
+    contract: EmbeddingContract | None = None,
+) -> list[float]:
+    """A query vector a caller passes in (embedded elsewhere), checked before a store sees it.
+
+    For a framework whose query embedder and retriever are separate steps: the vector carries no
+    contract (the fingerprint beside it does), so what can be checked is its form: present, one
+    row of numbers, ``width`` of them (the contract's stored width, ``output_dim``; ``None``:
+    not known here), every one finite as float32 (what the stores compute in; a float64 1e300
+    counts as infinite). A NaN vector would otherwise return documents scored NaN.
+
+    Args:
+        vector: the vector (a list, tuple or 1-D array of numbers).
+        width: the number of components required, or ``None``.
+        name: the argument's name, for the message.
+        contract: the contract the width comes from, described in the message.
+
+    Returns:
+        The vector as a list of Python floats, values unchanged.
+
+    Raises:
+        InvalidInputError: ``None``, not numbers, not one vector, another width, or a NaN or
+            infinite component (the first one is named).
+    """
+    of = f" ({contract.describe()})" if contract is not None else ""
+    if vector is None:
+        raise InvalidInputError(
+            f"{name} is missing (None): pass the query's vector, embedded under the contract "
+            "(e.g. the query embedder's embedding output)"
+        )
+    try:
+        if isinstance(vector, (str, bytes)):
+            raise TypeError(type(vector).__name__)
+        row = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"{name} is not a list of numbers (got {type(vector).__name__}); pass the query's "
+            "vector, embedded under the contract"
+        ) from None
+    if row.ndim != 1:
+        raise InvalidInputError(
+            f"{name} must be one vector, got shape {row.shape}"
+            + (f"; the contract's vectors have {width} components{of}" if width else "")
+        )
+    if width is not None and row.shape[0] != width:
+        raise InvalidInputError(
+            f"{name} has {row.shape[0]} components, the contract's vectors have {width}{of}; "
+            "embed the query under the index's contract"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(row.astype(np.float32))
+    if not finite.all():
+        first = int(np.flatnonzero(~finite)[0])
+        raise InvalidInputError(
+            f"{name} holds NaN or infinite values (component {first}); a query vector must be "
+            "finite: re-embed the query"
+        )
+    values: list[float] = row.tolist()
+    return values
+
+
 def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]) -> np.ndarray:
     """Vectors embedded elsewhere under ``contract``, as the float32 rows a store takes.
 

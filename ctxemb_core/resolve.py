@@ -164,6 +164,11 @@ class ModelLayout:
 
 _REGISTRY: dict[str, Path] = {}
 _REGISTRY_LOCK = threading.Lock()
+# Every folder registered under a weights digest, the latest first: one digest may live in
+# several folders (the bundled model and a copy), and one of them may change afterwards.
+_LOCATIONS: dict[str, list[Path]] = {}
+# What a folder held when last digested, with the state of its files then (see _held_now).
+_HELD: dict[Path, tuple[tuple[Any, ...], str | None]] = {}
 
 
 def register_model(key: str, path: str | os.PathLike[str]) -> None:
@@ -171,25 +176,71 @@ def register_model(key: str, path: str | os.PathLike[str]) -> None:
 
     :func:`contract_for` registers every folder it reads under its digest, so an
     :class:`~ctxemb_core.Embedder` built from that contract (or from the same contract read back
-    from an index stamp) finds the folder without being told the path again.
+    from an index stamp) finds the folder without being told the path again. Every folder
+    registered under a digest is kept: a lookup by digest skips one whose files changed since.
     """
+    folder = Path(path).resolve()
     with _REGISTRY_LOCK:
-        _REGISTRY[key] = Path(path).resolve()
+        _REGISTRY[key] = folder
+        if key.startswith("sha256:"):
+            places = _LOCATIONS.setdefault(key, [])
+            if folder in places:
+                places.remove(folder)
+            places.insert(0, folder)
 
 
 def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> Path:
     """The local folder of a model: a path, a registered digest or name, a bundled package.
 
+    With ``weights``, the folders registered under that digest come first, the latest first;
+    one whose files changed since (another digest now) is skipped, and the search goes on to
+    the others and then to the model's name. The folder found by name is returned as found (its
+    loader checks its digest) unless a registered folder was skipped: then it must hold the
+    weights too.
+
     Raises:
         ModelNotFoundError: nothing local matches (no model hub is contacted, ever); the message
-            names where it looked and how to point ctxemb at a folder that moved.
+            names where it looked and how to point ctxemb at a folder that moved. With
+            ``weights``, when the folders registered under them all hold other weights now and
+            no other location holds them: the message names what each location holds.
     """
     stale = None
-    if weights and weights in _REGISTRY:
-        if _REGISTRY[weights].is_dir():
-            return _REGISTRY[weights]
-        stale = _REGISTRY[weights]  # read in this process, moved or deleted since
+    changed: list[tuple[Path, str]] = []  # registered folders that hold other weights now
+    unreadable: list[Path] = []  # registered folders that cannot be digested (now)
+    if weights:
+        with _REGISTRY_LOCK:
+            places = list(_LOCATIONS.get(weights, ()))
+        for place in places:
+            if not place.is_dir():
+                stale = stale or place  # read in this process, moved or deleted since
+                continue
+            held = _held_now(place)
+            if held == weights:
+                return place
+            if held is None:
+                unreadable.append(place)
+            else:
+                changed.append((place, held))
     text = _model_text(model, "model")
+    folder = _named_folder(text)
+    if weights is None or not (changed or unreadable):
+        # Nothing registered was skipped: the folder as found (its loader checks its digest).
+        if folder is None:
+            raise _not_found(text, stale)
+        return folder
+    skipped = {place for place, _ in changed} | set(unreadable)
+    if folder is not None and folder not in skipped:
+        held = _held_now(folder)
+        if held == weights or held is None:
+            return folder  # unreadable: its loader names what is wrong with it
+        changed.append((folder, held))
+    if unreadable:
+        return unreadable[0]  # its loader names what is wrong with it
+    raise _none_holds(text, weights, changed)
+
+
+def _named_folder(text: str) -> Path | None:
+    """The folder the model's name (or path) leads to, ``None`` if none."""
     folder = _as_dir(text)
     if folder is not None:
         return folder
@@ -198,10 +249,84 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
         return _REGISTRY[name]
     if name in BUNDLED:
         return _bundled_folder(name)
-    cached = _hub_cache_folder(name)
-    if cached is not None:
-        return cached
-    raise _not_found(text, stale)
+    return _hub_cache_folder(name)
+
+
+def _held_now(folder: Path) -> str | None:
+    """The weights digest ``folder`` holds now, ``None`` if it cannot be digested.
+
+    Digested again only when the state of a file in the folder changed (size, mtime, ctime,
+    inode: an in-place rewrite changes the ctime even when the mtime is set back, and a file
+    added or removed changes the listing); otherwise the last answer stands, so a lookup on
+    the hot path costs a few ``stat`` calls. The digest itself is :func:`weights_digest`'s,
+    whose per-file digests are cached by file state too.
+    """
+    state = _folder_state(folder)
+    with _REGISTRY_LOCK:
+        memo = _HELD.get(folder)
+    if memo is not None and memo[0] == state:
+        return memo[1]
+    held: str | None = None
+    if _is_export(folder):
+        from ctxemb_core.backends.exported import read_manifest
+
+        # Verified in full when it is loaded; here only whose weights it says it holds.
+        with contextlib.suppress(CtxembError, OSError):
+            held = read_manifest(folder).contract.weights
+    else:
+        # An embedder's or a static model's folder; else a cross-encoder's, read as one.
+        for digest in (
+            lambda: weights_digest(folder),
+            lambda: weights_digest(read_layout(folder, task="sequence-classification")),
+        ):
+            try:
+                held = digest()
+                break
+            except (CtxembError, OSError):
+                continue
+    with _REGISTRY_LOCK:
+        _HELD[folder] = (state, held)
+    return held
+
+
+def _folder_state(folder: Path) -> tuple[Any, ...]:
+    """The state of every file under ``folder`` (links to files followed, as the digest reads
+    them; links to folders are not entered, so a link loop cannot recurse)."""
+    state: list[Any] = []
+    pending = [str(folder)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    state.append((entry.path,))
+                    continue
+                state.append(
+                    (entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                )
+    return tuple(sorted(state))
+
+
+def _none_holds(text: str, weights: str, held: list[tuple[Path, str]]) -> ModelNotFoundError:
+    """The error for a digest no location holds any more, naming what each holds now."""
+    places = "; ".join(f"{place} holds {now}" for place, now in held)
+    what = (
+        f"no local folder holds the weights {weights} that the contract of {text!r} pins: "
+        f"{places}. Their files changed since they were read"
+    )
+    first = held[0][0]
+    return ModelNotFoundError(
+        f"{what}. Restore the folder's files, or pass a folder that holds these weights "
+        f"(Embedder(contract, path=...)); to use what a folder holds now, read it again, which "
+        f"gives another contract (an index of the old one must be re-embedded): "
+        f"contract_for({str(first)!r}).",
+        cli=f"{what}. Restore the folder's files, or pass --model <folder holding them>; to use "
+        f"what a folder holds now (another contract: re-embed the index), pass --model {first}.",
+    )
 
 
 def _bundled_folder(name: str) -> Path:

@@ -87,7 +87,9 @@ def maxsim(
     long candidate costs more than its own call). Dot products are float32; each candidate's
     maximum per query token is taken over its own tokens only (a reshape, or one segment
     reduction), and the maxima are summed over the query tokens in float64. Working memory
-    stays within ``chunk_elements``.
+    stays within ``chunk_elements``. Every kernel checks every product (a max over tokens would
+    hide a ``-inf``), and a sum that float32 cannot hold is refused rather than returned as
+    ``inf``: the scores are float32, and an infinite one would rank first.
 
     Empty cases: a candidate with no token (zero rows, or every token masked) scores
     :data:`EMPTY_SCORE` (``-1e9``, as ``sentence_transformers.util.similarity.maxsim``); an
@@ -110,7 +112,9 @@ def maxsim(
     Raises:
         InvalidInputError: an array that is not 2-D (3-D for a padded batch), widths that
             differ, masks of another shape or not boolean, a NaN or infinite value anywhere
-            (padding included: pad with zeros), or dot products too large for float32.
+            (padding and masked tokens included: pad with zeros; a float64 value beyond
+            float32's range counts as infinite), or dot products or a score too large for
+            float32.
 
     Example:
         >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -142,7 +146,7 @@ def _maxsim_padded(q: np.ndarray, docs: np.ndarray, masks: Any, budget: int) -> 
     n, width, dim = docs.shape
     _check_dim(dim, q.shape[1], "doc_vectors")
     keep = None if masks is None else _mask(masks, (n, width), "masks")
-    present = keep.any(axis=1) if keep is not None else np.full(n, width > 0)
+    present = np.asarray(keep.any(axis=1)) if keep is not None else np.full(n, width > 0)
     out = np.zeros(n, dtype=np.float32)
     if len(q) == 0 or width == 0:
         _check_finite(docs, "doc_vectors")
@@ -152,16 +156,17 @@ def _maxsim_padded(q: np.ndarray, docs: np.ndarray, masks: Any, budget: int) -> 
         products = np.empty((min(per, n) * width, len(q)), dtype=np.float32)
         for a in range(0, n, per):
             b = min(n, a + per)
-            # A view when the batch is C-contiguous float32: the product reads it in place.
-            tokens = np.ascontiguousarray(docs[a:b], dtype=np.float32).reshape(-1, dim)
             with np.errstate(invalid="ignore", over="ignore"):  # checked just below
+                # A view when the batch is C-contiguous float32: the product reads it in place.
+                # A float64 value beyond float32's range becomes inf here, and so its products.
+                tokens = np.ascontiguousarray(docs[a:b], dtype=np.float32).reshape(-1, dim)
                 scores = _matmul(tokens, q_t, out=products[: len(tokens)])
             if not np.isfinite(scores).all():
                 _refuse_scores(scores, np.arange(a, b).repeat(width))
             scores = scores.reshape(b - a, width, len(q))
             if keep is not None:
                 scores[~keep[a:b]] = -np.inf  # padding never wins a max
-            out[a:b] = scores.max(axis=1).sum(axis=1, dtype=np.float64)
+            _store_sums(out, np.arange(a, b), scores.max(axis=1), present[a:b])
     out[~present] = EMPTY_SCORE
     return out
 
@@ -187,7 +192,14 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
         tokens = _matrix(doc, f"doc_vectors[{j}]")
         _check_dim(tokens.shape[1], dim, f"doc_vectors[{j}]")
         if masks is not None:
-            tokens = tokens[_mask(masks[j], (len(tokens),), f"masks[{j}]")]
+            keep = _mask(masks[j], (len(tokens),), f"masks[{j}]")
+            # Masked tokens are padding, checked like a padded batch's (no product sees them).
+            if not keep.all() and not np.isfinite(tokens[~keep]).all():
+                raise InvalidInputError(
+                    f"doc_vectors[{j}] holds NaN or infinite values in tokens its mask leaves "
+                    "out; every value must be finite (padding included: pad with zeros)"
+                )
+            tokens = tokens[keep]
         items.append(tokens)
     n = len(items)
     lengths = np.array([len(t) for t in items], dtype=np.int64)
@@ -204,16 +216,15 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
         for j, size in enumerate(sizes):
             if size >= _GATHER_BELOW:
                 # Multiplied where it lies: copying a long candidate costs more than its call.
-                # Finiteness is checked once, on the maxima, below: a NaN or an overflow in a
-                # product reaches its candidate's maximum (np.max propagates NaN).
-                with np.errstate(invalid="ignore", over="ignore"):
-                    if size <= rows:
-                        np.max(np.matmul(items[j], q_t), axis=0, out=best[j])
-                        continue
-                    best[j] = -np.inf
-                    for a in range(0, size, rows):
-                        part = np.matmul(items[j][a : a + rows], q_t)
-                        np.maximum(best[j], part.max(axis=0), out=best[j])
+                # Every product is checked, not only the maxima: a -inf product never wins a
+                # max, so a -inf token among finite ones would leave a finite score.
+                if size <= rows:
+                    np.max(_products(items[j], q_t, np.full(1, j), blas=False), axis=0, out=best[j])
+                    continue
+                best[j] = -np.inf
+                for a in range(0, size, rows):
+                    part = _products(items[j][a : a + rows], q_t, np.full(1, j), blas=False)
+                    np.maximum(best[j], part.max(axis=0), out=best[j])
         if small:
             # Short candidates side by side in one buffer: one product for many of them.
             room = max(min(rows, sum(sizes[j] for j in small)), _GATHER_BELOW)
@@ -233,22 +244,49 @@ def _maxsim_list(q: np.ndarray, docs: Any, masks: Any, budget: int) -> np.ndarra
                 best[group] = np.maximum.reduceat(np.ascontiguousarray(part.T), starts, axis=1).T
                 start = stop
         full = lengths > 0
-        bad = np.flatnonzero(full & ~np.isfinite(best).all(axis=1))
-        if len(bad):  # refused with the candidate and token named, as for any product
-            j = int(bad[0])
-            _products(items[j], q_t, np.full(1, j))
-        out[full] = best[full].sum(axis=1, dtype=np.float64)
+        _store_sums(out, np.arange(n), best, full)
     out[lengths == 0] = EMPTY_SCORE
     return out
 
 
-def _products(tokens: np.ndarray, q_t: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    """``tokens @ q_t``, refused if any product is not finite (``owner``: each row's candidate)."""
+def _products(
+    tokens: np.ndarray, q_t: np.ndarray, owner: np.ndarray, *, blas: bool = True
+) -> np.ndarray:
+    """``tokens @ q_t``, refused if any product is not finite (``owner``: each row's candidate).
+
+    ``blas=False`` keeps numpy's product (a long candidate's, multiplied where it lies).
+    """
     with np.errstate(invalid="ignore", over="ignore"):  # checked just below
-        products = _matmul(tokens, q_t)
+        products = _matmul(tokens, q_t) if blas else np.matmul(tokens, q_t)
     if not np.isfinite(products).all():
         _refuse_scores(products, np.broadcast_to(owner, len(products)))
     return products
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _store_sums(out: np.ndarray, index: np.ndarray, best: np.ndarray, present: np.ndarray) -> None:
+    """``out[index] = best.sum(axis=1)`` (float64 sums), refused where float32 cannot hold one.
+
+    Each product fits in float32 (checked before), but their sum over the query tokens may not:
+    stored as float32 it would become ``inf`` (and rank first) or ``-inf``. It is refused, like an
+    overflowing product, rather than computed in float64: the scores are float32 throughout
+    ctxemb (rerankers, thresholds, JSON), and scores this large mean the vectors are not
+    embeddings (unit-length token vectors score at most the number of query tokens).
+    """
+    sums = best.sum(axis=1, dtype=np.float64)
+    bad = np.flatnonzero(present & ~(np.abs(sums) <= _FLOAT32_MAX))
+    if len(bad):
+        j = int(index[bad[0]])
+        raise InvalidInputError(
+            f"doc_vectors[{j}] ({len(bad)} candidate(s) in all) scores {sums[bad[0]]:.3g}, "
+            "beyond float32's range (±3.4e38): each dot product fits but their sum over the "
+            "query tokens does not; scale the vectors down (embedding token vectors are "
+            "usually unit length)"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):  # absent candidates (-inf) are reset
+        out[index] = sums
 
 
 # Products this large or larger go to onnxruntime's GEMM (MLAS): on the 2-core Xeons measured,
@@ -332,7 +370,9 @@ def _matrix(value: Any, name: str) -> np.ndarray:
             f"{name} must be a 2-D (tokens, dim) array, got shape {array.shape}"
         )
     _check_numeric(array, name)
-    return np.ascontiguousarray(array, dtype=np.float32)
+    # A value beyond float32's range becomes +-inf here: the products (or _check_finite) refuse it.
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def _check_numeric(array: np.ndarray, name: str) -> None:
@@ -349,6 +389,10 @@ def _check_dim(dim: int, expected: int, name: str) -> None:
 
 
 def _check_finite(array: np.ndarray, name: str) -> None:
+    """Refuse NaN or infinite values, judged as float32 (a float64 1e300 becomes inf there)."""
+    if array.size and array.dtype != np.float32:
+        with np.errstate(over="ignore", invalid="ignore"):
+            array = array.astype(np.float32)
     if array.size and not np.isfinite(array).all():
         raise InvalidInputError(f"{name} holds NaN or infinite values; every value must be finite")
 

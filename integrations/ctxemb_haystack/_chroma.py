@@ -21,7 +21,7 @@ from ctxemb_chroma import (
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
-from ctxemb_core.guard import check_embedded, check_records, similarity
+from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
 from ctxemb_haystack._stores import DuplicateDocumentsError, contract_of, unique
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,9 @@ class ChromaGuard:
         self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
     ) -> list[Document]:
         contract = self.caller(fingerprint)
+        query_embedding = check_query_vector(
+            query_embedding, contract.output_dim, contract=contract
+        )
         if (
             contract.fingerprint not in self._opened
             and stored_or_none(self.client(), self.name) is None

@@ -20,7 +20,7 @@ from haystack.document_stores.types import DuplicatePolicy
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.documents import batch_fingerprint, check_documents, recall, store_sample
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
-from ctxemb_core.guard import check_embedded
+from ctxemb_core.guard import check_embedded, check_query_vector
 
 if TYPE_CHECKING:
     from ctxemb_haystack._chroma import ChromaGuard
@@ -111,6 +111,10 @@ class MemoryGuard:
         # The store first (the search itself may fail on another width), then every result.
         sample = self.sample()
         check_documents([d.meta for d in sample], fingerprint, ids=[d.id for d in sample])
+        # Its width is known when this process built the contract (a ContractTextEmbedder did).
+        contract = recall(fingerprint)
+        width = contract.output_dim if contract is not None else None
+        query_embedding = check_query_vector(query_embedding, width, contract=contract)
         # The score as the store computes it (dot product or cosine), never rescaled.
         try:
             found = retriever.run(query_embedding=query_embedding, scale_score=False, **kwargs)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from langchain_chroma import Chroma
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta, store_sample
+from ctxemb_core.documents import (
+    FINGERPRINT_KEY,
+    check_document_widths,
+    check_documents,
+    stamp_meta,
+    store_sample,
+)
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
 
@@ -23,11 +31,27 @@ def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool 
         return
     # Its own search fails on vectors of another width before any result could be checked.
     picked = list(records.values()) if every else store_sample(records.values())
-    check_documents(
-        [r.get("metadata") or {} for r in picked],
-        contract,
-        ids=[str(r.get("id")) for r in picked],
-    )
+    ids = [str(r.get("id")) for r in picked]
+    check_documents([r.get("metadata") or {} for r in picked], contract, ids=ids)
+    # The fingerprint may have been copied onto a vector of another width: name it here.
+    check_document_widths([r.get("vector") for r in picked], contract, ids=ids)
+
+
+def documents_by_ids(store: Any, ids: Sequence[str]) -> list[Document]:
+    """``store.get_by_ids(ids)``, but a plain ``langchain_chroma.Chroma`` is read as
+    ``ContractChroma`` reads it: a record stored without metadata comes back with ``{}``, so
+    the fingerprint check names it (Chroma's own builds ``Document(metadata=None)``, a pydantic
+    error naming no record)."""
+    if not isinstance(store, Chroma) or type(store).get_by_ids is not Chroma.get_by_ids:
+        return list(store.get_by_ids(ids))
+    if not ids:  # chromadb refuses an empty id list; nothing asked, nothing found
+        return []
+    found = store.get(ids=list(ids), include=["documents", "metadatas"])
+    return [
+        Document(page_content=text, metadata=meta or {}, id=i)
+        for i, text, meta in zip(found["ids"], found["documents"], found["metadatas"], strict=True)
+        if text is not None  # as Chroma's own: a record without text is no Document
+    ]
 
 
 def unstamped(document: Document) -> Document:

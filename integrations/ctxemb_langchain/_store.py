@@ -11,7 +11,13 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ctxemb_core.documents import check_documents
-from ctxemb_langchain._checks import check_memory_sample, stamped_batch, unstamped
+from ctxemb_core.guard import check_query_vector
+from ctxemb_langchain._checks import (
+    check_memory_sample,
+    documents_by_ids,
+    stamped_batch,
+    unstamped,
+)
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
 
@@ -24,7 +30,8 @@ class ContractVectorStore(VectorStore):
     checks each document found and refuses the whole result if one is not the contract's
     (:class:`~ctxemb_core.errors.ContractMismatchError`, or ``MissingStampError`` for one written
     around ctxemb). The fingerprint is removed from the documents returned, so they read as they
-    were added. Searching by a raw vector checks the results only: a vector carries no contract.
+    were added. Searching by a raw vector checks the vector's form (present, finite, the
+    contract's width) and the results: a vector carries no contract.
 
     Args:
         store: the store to guard, built with the same :class:`ContractEmbeddings` (e.g.
@@ -113,7 +120,7 @@ class ContractVectorStore(VectorStore):
         return [(d, s) for d, (_, s) in zip(documents, pairs, strict=True)]
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return self._checked(self.store.get_by_ids(ids))
+        return self._checked(documents_by_ids(self.store, ids))
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return self._checked(self._search(self.store.similarity_search, query, k=k, **kwargs))
@@ -140,11 +147,17 @@ class ContractVectorStore(VectorStore):
         found = await self.store.asimilarity_search_with_relevance_scores(query, k=k, **kwargs)
         return self._checked_pairs(found)
 
+    def _vector(self, embedding: Any) -> list[float]:
+        """A query vector given by the caller: present, finite, of the contract's width."""
+        return check_query_vector(
+            embedding, self.contract.output_dim, "embedding", contract=self.contract
+        )
+
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, **kwargs: Any
     ) -> list[Document]:
         search = self.store.similarity_search_by_vector
-        return self._checked(self._search(search, embedding, k=k, **kwargs))
+        return self._checked(self._search(search, self._vector(embedding), k=k, **kwargs))
 
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
@@ -169,7 +182,7 @@ class ContractVectorStore(VectorStore):
     ) -> list[Document]:
         found = self._search(
             self.store.max_marginal_relevance_search_by_vector,
-            embedding,
+            self._vector(embedding),
             k=k,
             fetch_k=fetch_k,
             lambda_mult=lambda_mult,
