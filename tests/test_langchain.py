@@ -29,7 +29,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from ctxemb_chroma import open_collection
 from ctxemb_core import Embedder, IndexStamp, contract_for
 from ctxemb_core import demo as demo_data
-from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
     InvalidInputError,
@@ -250,8 +250,11 @@ def test_writes_are_upserts_and_leave_the_callers_documents_alone(client, emb):
 def test_get_by_ids_of_a_record_added_without_metadata(emb, tmp_path):
     store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
     store.add_texts([DOCS["tea"]], ids=["tea"])
-    assert store.similarity_search(QUESTION, k=1)[0].metadata == {}  # the search path copes
-    assert store.get_by_ids(["tea"]) == [Document(id="tea", page_content=DOCS["tea"])]
+    digest = {TEXT_KEY: text_digest(DOCS["tea"])}  # all ctxemb writes keep of its own
+    assert store.similarity_search(QUESTION, k=1)[0].metadata == digest  # the search path copes
+    assert store.get_by_ids(["tea"]) == [
+        Document(id="tea", page_content=DOCS["tea"], metadata=digest)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -316,7 +319,11 @@ def test_documents_come_out_exactly_as_they_went_in(emb):
     store.add_documents(given)
     assert given == before
     inner = store.store.get_by_ids(["tea"])[0]
-    assert inner.metadata == {"topic": "tea", FINGERPRINT_KEY: emb.fingerprint}  # stored stamped
+    assert inner.metadata == {  # stored stamped
+        "topic": "tea",
+        FINGERPRINT_KEY: emb.fingerprint,
+        TEXT_KEY: text_digest(DOCS["tea"]),
+    }
     found = store.similarity_search(QUESTION, k=len(DOCS))
     assert found[0] == Document(id="tea", page_content=DOCS["tea"], metadata={"topic": "tea"})
     assert sorted(found, key=lambda d: d.id) == sorted(given, key=lambda d: d.id)
@@ -619,7 +626,8 @@ def test_a_collection_written_by_ctxemb_chroma_opens_in_contract_chroma(
         expected = collection.query([query], n_results=10)["ids"][0]
         assert [d.id for d in store.similarity_search(query, k=10)] == expected
     found = store.similarity_search(_queries()[0], k=1)[0]
-    assert found.metadata == metas[ids.index(found.id)]
+    digest = {TEXT_KEY: text_digest(found.page_content)}
+    assert found.metadata == {**metas[ids.index(found.id)], **digest}
     with pytest.raises(ContractMismatchError) as info:
         chroma_store(client, ContractEmbeddings(minilm_contract.with_(pooling="max")), name)
     assert info.value.fields == ("pooling",)

@@ -50,7 +50,7 @@ def stamped_batch(
     metas += [{}] * (len(batch) - len(metas))
     if ids is not None:
         check_records(list(ids), batch, metas)
-    return batch, [stamp_meta(m or {}, contract) for m in metas]
+    return batch, [stamp_meta(m or {}, contract, text=t) for m, t in zip(metas, batch, strict=True)]
 
 
 def check_settings(kwargs: dict[str, Any], contract: EmbeddingContract) -> None:

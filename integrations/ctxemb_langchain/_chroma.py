@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, open_collection
 from ctxemb_core._validate import texts_from_iterable
+from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_langchain._checks import check_settings
@@ -178,8 +179,10 @@ class ContractChroma(Chroma):
             ids = [i if i is not None else str(uuid.uuid4()) for i in ids]
         metas: list[Any] | None = None
         if metadatas:
-            # Chroma stores no empty metadata: a record without any keeps none.
-            metas = [m or None for m in metadatas] + [None] * (len(texts) - len(metadatas))
+            # Embedded here, from these texts: a text digest carried in from an earlier text is
+            # dropped (the guarded write sets this text's).
+            metas = [_without_digest(m) for m in metadatas]
+            metas += [None] * (len(texts) - len(metadatas))
         if not texts:
             return []
         embeddings = self.contract_embeddings
@@ -192,3 +195,10 @@ class ContractChroma(Chroma):
             upsert=True,
         )
         return ids
+
+
+def _without_digest(meta: Any) -> Any:
+    # Chroma stores no empty metadata: a record without any keeps none.
+    if isinstance(meta, Mapping):
+        return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
+    return meta or None  # not a mapping: refused, by name, with the batch
