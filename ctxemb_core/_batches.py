@@ -10,7 +10,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plan_batches", "reporting", "with_progress"]
+__all__ = ["PROGRESS_LOGGER", "plan_batches", "reporting", "with_progress"]
+
+#: The logger of one-time work that takes long enough to look like a hang (the ONNX export).
+#: Its INFO records go nowhere unless asked for; the ``ctxemb`` command prints them on stderr.
+PROGRESS_LOGGER = "ctxemb_core.progress"
 
 # Where the batches run inside ``reporting`` are counted, instead of on a bar of their own.
 _SINK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(

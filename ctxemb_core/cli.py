@@ -1117,6 +1117,29 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+@contextlib.contextmanager
+def _progress_lines() -> Iterator[None]:
+    """One-time slow work (the ONNX export) said on stderr while a command runs; a library
+    call says it only to a caller that asks for the progress logger's INFO records."""
+    import logging
+
+    from ctxemb_core._batches import PROGRESS_LOGGER
+
+    logger = logging.getLogger(PROGRESS_LOGGER)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def _quiet_stdout() -> None:
     """After a reader closed stdout (``| head``): send what is left to /dev/null, so that
     Python's own flush at exit does not fail again (the recipe of Python's signal docs)."""
@@ -1137,7 +1160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = _parser().parse_args(argv)
         except SystemExit as exc:  # --help: argparse printed it and asks to exit
             return exc.code if isinstance(exc.code, int) else 0
-        code = _run(args)
+        with _progress_lines():
+            code = _run(args)
         sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's last flush
         return code
     except BrokenPipeError:

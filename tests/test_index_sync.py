@@ -228,6 +228,43 @@ def test_progress_moves_per_embedded_batch_and_counts_unchanged_documents_at_onc
     assert sum(steps) == 4
 
 
+def test_the_index_bar_counts_docs_and_the_one_time_onnx_export_is_said_on_stderr(
+    tmp_path, capsys, monkeypatch, caplog
+):
+    import logging
+
+    from tiny_models import build_bert
+
+    from ctxemb_core import contract_for
+
+    # A model no test has exported, in a cache of its own: the export is built in this test.
+    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(tmp_path / "cache"))
+    folder = build_bert(tmp_path / "bert", seed=7)
+    corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)
+    store = ["--path", str(tmp_path / "store"), "--collection", "docs"]
+    code, out, err = cli(
+        capsys, "index", str(corpus), *store, "--model", str(folder), "--pooling", "mean"
+    )
+    assert code == 0 and "4 added" in out
+    lines = [line for line in err.splitlines() if "ONNX export" in line]
+    assert lines == [
+        "building the ONNX export of bert (one time per model, ~15 s for MiniLM)…",
+        lines[1],
+    ] and lines[1].startswith("built the ONNX export in ")
+    assert "4/4" in err and "docs/s" in err
+    # Loaded again: nothing to say.
+    code, _, err = cli(
+        capsys, "index", str(corpus), *store, "--model", str(folder), "--pooling", "mean"
+    )
+    assert code == 0 and "ONNX export" not in err
+    # A library call prints nothing; the record is there for a caller that asks for it.
+    other = build_bert(tmp_path / "other-bert", seed=8)  # (the process keeps loaded networks)
+    with caplog.at_level(logging.INFO, logger="ctxemb_core.progress"):
+        Embedder(contract_for(other, pooling="mean")).embed_documents(["a text"])
+    assert "building the ONNX export of other-bert" in caplog.text
+    assert "ONNX export" not in capsys.readouterr().err
+
+
 # -- the corpus's id field ---------------------------------------------------------------------
 
 
