@@ -140,6 +140,19 @@ def test_a_dry_run_says_what_it_would_do_and_writes_nothing(tmp_path, capsys):
     assert code == 0 and "would be 3 added, 0 updated, 0 unchanged; 0 documents now" in out
     names = [c.name for c in chromadb.PersistentClient(str(tmp_path / "store")).list_collections()]
     assert names == ["docs"]
+    # Into a store that does not exist yet: the same, and no folder is made.
+    code, out, _ = cli(
+        capsys,
+        "index",
+        str(corpus),
+        "--path",
+        str(tmp_path / "none"),
+        "--collection",
+        "d",
+        "--dry-run",
+    )
+    assert code == 0 and "would be 3 added, 0 updated, 0 unchanged; 0 documents now" in out
+    assert not (tmp_path / "none").exists()
 
 
 def test_records_written_before_the_digest_are_compared_by_their_text(tmp_path, capsys, minilm):
@@ -362,11 +375,19 @@ def test_langchain_add_documents_with_the_same_id_and_new_text_updates_it(
     else:
         store = ContractChroma(name, emb, client=chromadb.PersistentClient(str(tmp_path)), sample=0)
     store.add_documents([Document(id=i, page_content=t) for i, t in CORPUS.items()])
+
+    def digest() -> str:  # as the store keeps it (documents come out without it)
+        if kind == "memory":
+            return store.store.get_by_ids(["tea"])[0].metadata[TEXT_KEY]
+        return records(tmp_path, name)["tea"][1][TEXT_KEY]
+
     (old,) = store.get_by_ids(["tea"])
-    assert old.metadata[TEXT_KEY] == text_digest(CORPUS["tea"])
-    store.add_documents([Document(id="tea", page_content=EDITED, metadata=dict(old.metadata))])
+    assert TEXT_KEY not in old.metadata and digest() == text_digest(CORPUS["tea"])
+    # A digest carried in from the old text (a copied record) is replaced, not kept.
+    carried = {**old.metadata, TEXT_KEY: text_digest(CORPUS["tea"])}
+    store.add_documents([Document(id="tea", page_content=EDITED, metadata=carried)])
     (new,) = store.get_by_ids(["tea"])
-    assert new.page_content == EDITED and new.metadata[TEXT_KEY] == text_digest(EDITED)
+    assert new.page_content == EDITED and digest() == text_digest(EDITED)
     hit = store.similarity_search("how is tea made in China", k=1)[0]
     assert (hit.id, hit.page_content) == ("tea", EDITED)
     if kind == "chroma":

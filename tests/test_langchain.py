@@ -250,11 +250,8 @@ def test_writes_are_upserts_and_leave_the_callers_documents_alone(client, emb):
 def test_get_by_ids_of_a_record_added_without_metadata(emb, tmp_path):
     store = chroma_store(chromadb.PersistentClient(path=str(tmp_path)), emb)
     store.add_texts([DOCS["tea"]], ids=["tea"])
-    digest = {TEXT_KEY: text_digest(DOCS["tea"])}  # all ctxemb writes keep of its own
-    assert store.similarity_search(QUESTION, k=1)[0].metadata == digest  # the search path copes
-    assert store.get_by_ids(["tea"]) == [
-        Document(id="tea", page_content=DOCS["tea"], metadata=digest)
-    ]
+    assert store.similarity_search(QUESTION, k=1)[0].metadata == {}  # the search path copes
+    assert store.get_by_ids(["tea"]) == [Document(id="tea", page_content=DOCS["tea"])]
 
 
 @pytest.mark.parametrize(
@@ -626,8 +623,7 @@ def test_a_collection_written_by_ctxemb_chroma_opens_in_contract_chroma(
         expected = collection.query([query], n_results=10)["ids"][0]
         assert [d.id for d in store.similarity_search(query, k=10)] == expected
     found = store.similarity_search(_queries()[0], k=1)[0]
-    digest = {TEXT_KEY: text_digest(found.page_content)}
-    assert found.metadata == {**metas[ids.index(found.id)], **digest}
+    assert found.metadata == metas[ids.index(found.id)]
     with pytest.raises(ContractMismatchError) as info:
         chroma_store(client, ContractEmbeddings(minilm_contract.with_(pooling="max")), name)
     assert info.value.fields == ("pooling",)

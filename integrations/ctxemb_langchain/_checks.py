@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.documents import Document
@@ -9,7 +10,13 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
-from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, stamp_meta, store_sample
+from ctxemb_core.documents import (
+    FINGERPRINT_KEY,
+    TEXT_KEY,
+    check_documents,
+    stamp_meta,
+    store_sample,
+)
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
 
@@ -30,12 +37,33 @@ def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool 
     )
 
 
+# ctxemb's own keys, kept in the store and taken out of what a LangChain caller gets back.
+_OURS = (FINGERPRINT_KEY, TEXT_KEY)
+
+
 def unstamped(document: Document) -> Document:
-    """A copy without the fingerprint: documents come out as they went in."""
-    if FINGERPRINT_KEY not in document.metadata:
+    """A copy without the fingerprint and the text digest: documents come out as they went in."""
+    if FINGERPRINT_KEY not in document.metadata and TEXT_KEY not in document.metadata:
         return document
-    meta = {k: v for k, v in document.metadata.items() if k != FINGERPRINT_KEY}
+    meta = {k: v for k, v in document.metadata.items() if k not in _OURS}
     return document.model_copy(update={"metadata": meta})
+
+
+def without_digest(results: Any) -> Any:
+    """A Chroma ``get``/``query`` result with the text digest taken out of each record's
+    metadata (a record that had no other key has none, as before ctxemb wrote the digest)."""
+    metas = results.get("metadatas") if isinstance(results, dict) else None
+    if not metas:
+        return results
+    nested = isinstance(metas[0], list)
+    rows = [_unkeyed(m) for m in metas] if not nested else [[_unkeyed(m) for m in r] for r in metas]
+    return {**results, "metadatas": rows}
+
+
+def _unkeyed(meta: Any) -> Any:
+    if not isinstance(meta, Mapping) or TEXT_KEY not in meta:
+        return meta
+    return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
 
 
 def stamped_batch(
