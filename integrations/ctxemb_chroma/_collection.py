@@ -140,13 +140,13 @@ class GuardedCollection:
         embedded: tuple[Any, str] | None = None,
     ) -> None:
         ids, metadatas = check_records(ids, documents, metadatas)
+        check_metadatas(ids, metadatas)  # the caller's, as Chroma would judge them
         # Each record carries the digest of the text its vector is of (what a re-index compares);
         # vectors embedded elsewhere may come with the digest of the text their embedder used.
         metadatas = [
             with_text_digest(m, d, keep=embedded is not None)
             for m, d in zip(metadatas or [None] * len(ids), documents, strict=True)
         ]
-        check_metadatas(ids, metadatas)
         raw = self.current()
         vectors = None
         if embedded is not None:
