@@ -696,6 +696,9 @@ def _index(args: argparse.Namespace) -> int:
         return _index_ray(args)
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
+    if args.dry_run and not args.host and args.path and not Path(args.path).exists():
+        _print_plan(args, _new_collection_plan(corpus), 0, contract)  # a first index, planned
+        return 0
     # The store is reached before the model is loaded: a server that is down is said at once.
     with _store(args, create=not args.dry_run) as (adapter, client):
         if args.dry_run and adapter.stored_or_none(client, args.collection) is None:

@@ -6,15 +6,16 @@ a corpus again compares each document's text with what the store holds for its i
 here and for every adapter alike:
 
 - not stored: **added**;
-- stored, and the stored text and the stored digest (each where the store has it) are the
-  corpus text's: **unchanged** — nothing is embedded or written;
+- stored with a digest, or (written before the digest existed) with a text, that is the corpus
+  text's: **unchanged** — nothing is embedded or written;
 - anything else: **updated** — re-embedded and replaced (an upsert, undone whole on failure).
 
-Records written before the digest existed (no :data:`TEXT_KEY`) are decided by their stored
-text alone. Their digest is not backfilled: it would certify a vector ctxemb never saw being
-embedded from that text, and a no-op re-index would then write to every old record (Chroma
-stores the text, so the comparison costs nothing more). A record with neither text nor digest
-cannot be compared and is re-embedded.
+The digest decides where there is one, so a sync reads the records' metadata and the texts
+only of records without a digest. Records written before the digest existed (no
+:data:`TEXT_KEY`) are decided by their stored text. Their digest is not backfilled: it would
+certify a vector ctxemb never saw being embedded from that text, and a no-op re-index would then
+write to every old record (Chroma stores the text, so the comparison costs little more). A
+record with neither text nor digest cannot be compared and is re-embedded.
 
 An interrupted sync loses nothing and resumes: each batch is one undoable write, the batches
 before it are kept, and a re-run finds them unchanged. Ids the corpus no longer has are deleted
@@ -98,9 +99,10 @@ class SyncReport:
 def unchanged(text: str, document: str | None, metadata: Mapping[str, Any] | None) -> bool:
     """Whether a stored record (``document``, ``metadata``) already holds ``text``'s vector.
 
-    The stored text, where there is one, must be ``text`` (a query returns it); the stored
-    digest, where there is one, must be ``text``'s (the vector was embedded from it). A record
-    with neither cannot be compared: ``False``.
+    The stored text, where given, must be ``text`` (a query returns it); the stored digest,
+    where there is one, must be ``text``'s (the vector was embedded from it). A record with
+    neither cannot be compared: ``False``. An adapter may read the text only of records that
+    carry no digest (what :class:`~ctxemb_chroma.GuardedCollection` does).
     """
     stored = None if document is None else text_digest(document)
     return digest_unchanged(text_digest(text), stored, metadata)

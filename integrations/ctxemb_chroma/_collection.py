@@ -12,7 +12,7 @@ from ctxemb_chroma._store import identity, read_settled, stored_or_none, transla
 from ctxemb_chroma._verify import verify_open
 from ctxemb_chroma._write import check_metadatas, write_undoable
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.documents import check_fingerprint
+from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
@@ -223,10 +223,17 @@ class GuardedCollection:
         return gone
 
     def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
+        """The metadata of the stored ones of ``ids``, and the stored text of those that carry
+        no text digest (written before it existed): what a sync compares."""
         with translated("reading the stored records"):
-            got = read_settled(self.current().get, ids=ids, include=["documents", "metadatas"])
-        texts, metas = got["documents"] or [], got["metadatas"] or []
-        return {i: (d, m) for i, d, m in zip(got["ids"], texts, metas, strict=True)}
+            got = read_settled(self.current().get, ids=ids, include=["metadatas"])
+            metas = dict(zip(got["ids"], got["metadatas"] or [], strict=True))
+            legacy = [i for i, m in metas.items() if not (m or {}).get(TEXT_KEY)]
+            texts: dict[str, Any] = {}
+            if legacy:
+                old = read_settled(self.current().get, ids=legacy, include=["documents"])
+                texts = dict(zip(old["ids"], old["documents"] or [], strict=True))
+        return {i: (texts.get(i), m) for i, m in metas.items()}
 
     def _present(self, ids: list[str]) -> set[str]:
         with translated("reading ids"):

@@ -38,7 +38,7 @@ from ctxemb_core import Embedder
 from ctxemb_core._shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.guard import check_count, check_flag
-from ctxemb_core.sync import digest_unchanged, missing_ids, text_digest
+from ctxemb_core.sync import TEXT_KEY, digest_unchanged, missing_ids, text_digest
 
 #: Stored records the driver reads per page when it compares the corpus with the collection.
 _PAGE = 2048
@@ -216,7 +216,8 @@ def _plan(guarded: Any, corpus: dict[str, str]) -> _Plan:
         with translated("reading the stored records"):
             got = guarded.get(include=["documents", "metadatas"], limit=_PAGE, offset=len(stored))
         rows = zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        stored.update((i, (text_digest(d) if d is not None else None, m)) for i, d, m in rows)
+        # As the actors decide: the digest where there is one, else the stored text's.
+        stored.update((i, (_legacy_digest(d, m), m)) for i, d, m in rows)
         if len(got["ids"]) < _PAGE:
             break
     added, updated, same = [], [], 0
@@ -233,3 +234,9 @@ def _plan(guarded: Any, corpus: dict[str, str]) -> _Plan:
 def _count(client: Any, collection: str) -> int:
     with translated("counting the collection"):
         return int(client.get_collection(collection, embedding_function=None).count())
+
+
+def _legacy_digest(document: str | None, metadata: Any) -> str | None:
+    if document is None or (metadata or {}).get(TEXT_KEY):
+        return None
+    return text_digest(document)
