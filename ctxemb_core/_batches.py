@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["plan_batches", "with_progress"]
+__all__ = ["PROGRESS_LOGGER", "plan_batches", "reporting", "with_progress"]
+
+#: The logger of one-time work that takes long enough to look like a hang (the ONNX export).
+#: Its INFO records go nowhere unless asked for; the ``ctxemb`` command prints them on stderr.
+PROGRESS_LOGGER = "ctxemb_core.progress"
+
+# Where the batches run inside ``reporting`` are counted, instead of on a bar of their own.
+_SINK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
+    "ctxemb_progress_sink", default=None
+)
 
 
 def plan_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
@@ -33,7 +44,10 @@ def with_progress(
     batches: list[np.ndarray], total: int, show: bool | None, *, unit: str, desc: str
 ) -> Iterable[np.ndarray]:
     """``batches``, counted on a tqdm bar when ``show`` (``None``: 1,000 inputs or more on a
-    terminal)."""
+    terminal), or on the callback of an enclosing :func:`reporting`."""
+    sink = _SINK.get()
+    if sink is not None:
+        return _reported(sink, batches)
     if show is None:
         show = total >= 1000 and sys.stderr.isatty()
     if not show:
@@ -48,3 +62,38 @@ def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:
         for idx in batches:
             yield idx
             bar.update(len(idx))
+
+
+def _reported(sink: Callable[[int], None], batches: list[np.ndarray]) -> Iterable[np.ndarray]:
+    for idx in batches:
+        yield idx
+        sink(len(idx))
+
+
+@contextlib.contextmanager
+def reporting(progress: Callable[[int], None] | None, total: int) -> Iterator[None]:
+    """Count the inputs of every batch a network runs inside the block on ``progress``.
+
+    A caller with a bar of its own over many calls (``ctxemb index``) sees it move per embedded
+    batch rather than per call. On leaving, what was not counted (texts the embedding cache
+    answered) is counted too, so the block always adds ``total``. ``None`` does nothing.
+    """
+    if progress is None:
+        yield
+        return
+    done = 0
+
+    def count(n: int) -> None:
+        nonlocal done
+        step = min(n, total - done)
+        if step > 0:
+            done += step
+            progress(step)
+
+    token = _SINK.set(count)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+    if done < total:
+        progress(total - done)

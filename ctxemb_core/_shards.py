@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._validate import check_text
+from ctxemb_core.documents import text_digest
 from ctxemb_core.errors import DataFormatError
 
 #: The Parquet columns a corpus shard needs; ``title`` is optional.
@@ -58,15 +59,17 @@ def corpus_shards(source: Path) -> Shards:
     return Shards("jsonl", tuple(jsonl))
 
 
-def checked_ids(shards: Shards) -> tuple[list[str], list[int]]:
-    """Every document id and each shard's document count, after checking every shard (one at
-    a time, so memory holds one).
+def checked_ids(shards: Shards) -> tuple[dict[str, str], list[int]]:
+    """Every document id with the digest of its text (:func:`~ctxemb_core.documents.
+    text_digest`, what a sync compares) and each shard's document count, after checking every
+    shard (one at a time, so memory holds one shard and the digests).
 
     Raises:
         DataFormatError: a malformed line or row, a missing column, an id repeated within or
             across shards, a text no tokenizer can take, or no documents at all.
     """
     seen: dict[str, Path] = {}
+    digests: dict[str, str] = {}
     counts = []
     for shard in shards.files:
         docs = _read_parquet(shard) if shards.kind == "parquet" else _read_jsonl(shard)
@@ -80,13 +83,14 @@ def checked_ids(shards: Shards) -> tuple[list[str], list[int]]:
             check_text(doc_id, f"{shard}: document id {doc_id!r}")
             check_text(text, f"{shard}: document {doc_id!r}")
             seen[doc_id] = shard
+            digests[doc_id] = text_digest(text)
     if not seen:
         where = ", ".join(shards.paths)
         raise DataFormatError(
             f"{where} holds no documents; a corpus is one JSON object "
             '{"_id", "title", "text"} per line, or Parquet with _id, title, text columns'
         )
-    return list(seen), counts
+    return digests, counts
 
 
 def work_items(

@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ctxemb_core import demo as demo_data
 from ctxemb_core._validate import check_text, check_texts
@@ -46,6 +46,9 @@ from ctxemb_core.errors import (
     MissingDependencyError,
     TruncationWarning,
 )
+
+if TYPE_CHECKING:
+    from ctxemb_core.sync import SyncReport
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: The stores the CLI has adapters for; each is the import package ``ctxemb_<store>``.
@@ -317,11 +320,15 @@ def _parser() -> argparse.ArgumentParser:
         "index",
         help="embed a BEIR folder or a JSONL corpus into a stamped collection",
         description="Embed documents ({_id, title, text} JSONL, or a BEIR folder's corpus) into "
-        "a collection stamped with the contract. A second run adds only the missing ids.",
+        "a collection stamped with the contract. Indexing again syncs: new ids are added, "
+        "documents whose text changed are re-embedded and replaced, the others are left "
+        "alone (reported as A added, U updated, K unchanged); an interrupted run resumes.",
         epilog=_examples(
             "ctxemb index corpus.jsonl --collection docs --path ./chroma",
             "ctxemb index ./scifact --collection scifact --host 127.0.0.1 --port 8000",
             "ctxemb index corpus.jsonl --collection docs-e5 --model ./e5-small --family e5",
+            "ctxemb index corpus.jsonl --collection docs --path ./chroma --delete-missing "
+            "--dry-run",
         ),
     )
     p.add_argument(
@@ -345,6 +352,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--actors", type=_POSITIVE, default=1, help="indexing actors with --ray, one CPU each"
+    )
+    p.add_argument(
+        "--delete-missing",
+        action="store_true",
+        help="also delete the collection's ids that the corpus does not have (after every "
+        "document is written)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be added, updated, unchanged (and deleted); embed and write nothing",
     )
     _open_sample_arg(p)
     _contract_args(p)
@@ -694,22 +712,35 @@ def _load_queries(path: Path) -> list[str]:
     return queries
 
 
-def _index_missing(collection: Any, corpus: dict[str, dict[str, str]], batch: int) -> int:
-    """Add the documents whose ids the collection lacks; returns how many were added."""
+def _index_missing(
+    collection: Any,
+    corpus: dict[str, dict[str, str]],
+    batch: int,
+    *,
+    dry_run: bool = False,
+    delete_missing: bool = False,
+) -> SyncReport:
+    """Sync the collection with the corpus: add new ids, re-embed changed texts, leave the
+    rest; with ``delete_missing``, then delete the ids the corpus lacks."""
     from tqdm.auto import tqdm
 
     from ctxemb_core.eval.beir import document_text
+    from ctxemb_core.sync import SyncReport
 
-    have = collection.ids()
-    todo = [i for i in corpus if i not in have]
-    added = 0
-    with tqdm(total=len(todo), unit="doc", desc="indexing", disable=not todo) as bar:
+    report = SyncReport(dry_run=dry_run)
+    todo = list(corpus)
+    # The bar moves per embedded batch of the network, not per write of ``batch`` documents.
+    with tqdm(total=len(todo), unit="docs", desc="indexing") as bar:
         for start in range(0, len(todo), batch):
             ids = todo[start : start + batch]
-            # Another process may be indexing the same corpus: ids it added meanwhile are skipped.
-            added += collection.add_missing(ids, [document_text(corpus[i]) for i in ids])
-            bar.update(len(ids))
-    return added
+            texts = [document_text(corpus[i]) for i in ids]
+            # Upserts only what changed: another process indexing the same corpus meanwhile
+            # writes the same records, and a re-run after an interrupt finds them unchanged.
+            report += collection.sync(ids, texts, dry_run=dry_run, progress=bar.update)
+    if delete_missing:
+        # Only once every batch is written: a run that fails part-way deletes nothing.
+        report = report.with_deleted(collection.delete_missing(corpus, dry_run=dry_run))
+    return report
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -719,18 +750,53 @@ def _index(args: argparse.Namespace) -> int:
         return _index_ray(args)
     corpus = _load_documents(args.data)
     contract = contract_for(args.model, **_overrides(args))
+    if args.dry_run and not args.host and args.path and not Path(args.path).exists():
+        _print_plan(args, _new_collection_plan(corpus), 0, contract)  # a first index, planned
+        return 0
     # The store is reached before the model is loaded: a server that is down is said at once.
-    with _store(args, create=True) as (adapter, client):
+    with _store(args, create=not args.dry_run) as (adapter, client):
+        if args.dry_run and adapter.stored_or_none(client, args.collection) is None:
+            _print_plan(args, _new_collection_plan(corpus), 0, contract)
+            return 0
         embedder = _embedder(args, contract)
         collection = adapter.open_collection(
             client, args.collection, embedder, **_open_kwargs(args)
         )
-        added = _index_missing(collection, corpus, args.batch_size)
-        print(
-            f"{args.collection}: {added} added, {collection.count()} documents, "
-            f"contract {contract.describe()}"
+        report = _index_missing(
+            collection,
+            corpus,
+            args.batch_size,
+            dry_run=args.dry_run,
+            delete_missing=args.delete_missing,
         )
+        _print_plan(args, report, collection.count(), contract)
     return 0
+
+
+def _new_collection_plan(corpus: dict[str, dict[str, str]]) -> SyncReport:
+    from ctxemb_core.sync import SyncReport
+
+    return SyncReport(added=tuple(corpus), dry_run=True)
+
+
+def _print_plan(
+    args: argparse.Namespace, report: SyncReport, count: int, contract: EmbeddingContract
+) -> None:
+    if not report.dry_run:
+        print(f"{args.collection}: {report}; {count} documents, contract {contract.describe()}")
+        return
+    print(
+        f"{args.collection} (dry run: nothing embedded or written): would be {report}; "
+        f"{count} documents now, contract {contract.describe()}"
+    )
+    for label, ids in (
+        ("add", report.added),
+        ("update", report.updated),
+        ("delete", report.deleted),
+    ):
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" … ({len(ids) - 10} more)" if len(ids) > 10 else "")
+            print(f"  {label}: {shown}")
 
 
 def _index_ray(args: argparse.Namespace) -> int:
@@ -746,7 +812,7 @@ def _index_ray(args: argparse.Namespace) -> int:
             "(and --store chroma)"
         )
     contract = contract_for(args.model, **_overrides(args))
-    with tqdm(unit="doc", desc="indexing (ray)") as bar:
+    with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
         summary = _adapter_module("chroma").index_with_ray(
             args.data,
             contract,
@@ -758,10 +824,20 @@ def _index_ray(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             cache=not args.no_cache,
             progress=bar.update,
+            delete_missing=args.delete_missing,
+            dry_run=args.dry_run,
         )
+    done = f"{summary.added} added, {summary.updated} updated, {summary.skipped} unchanged"
+    if summary.deleted:
+        done += f", {len(summary.deleted)} deleted"
+    if summary.dry_run:
+        print(
+            f"{args.collection} (dry run: nothing embedded or written): would be {done}; "
+            f"{summary.count} documents now, contract {contract.describe()}"
+        )
+        return 0
     print(
-        f"{args.collection}: {summary.written} written, {summary.skipped} skipped as already "
-        f"present, {summary.failed} failed; {summary.count} documents, "
+        f"{args.collection}: {done}, {summary.failed} failed; {summary.count} documents, "
         f"contract {contract.describe()}"
     )
     for reason, n in summary.reasons.items():
@@ -991,7 +1067,7 @@ def _demo_in(
 
     print(f"contract   {contract.describe()}")
     collection = adapter.open_collection(client, args.collection, Embedder(contract))
-    added = _index_missing(collection, corpus, 512)
+    added = len(_index_missing(collection, corpus, 512).added)
     print(
         f"collection {args.collection!r} in {args.path or f'{args.host}:{args.port}'}: "
         f"{added} documents added, {collection.count()} in all, stamped {contract.fingerprint[:12]}"
@@ -1105,6 +1181,29 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+@contextlib.contextmanager
+def _progress_lines() -> Iterator[None]:
+    """One-time slow work (the ONNX export) said on stderr while a command runs; a library
+    call says it only to a caller that asks for the progress logger's INFO records."""
+    import logging
+
+    from ctxemb_core._batches import PROGRESS_LOGGER
+
+    logger = logging.getLogger(PROGRESS_LOGGER)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def _quiet_stdout() -> None:
     """After a reader closed stdout (``| head``): send what is left to /dev/null, so that
     Python's own flush at exit does not fail again (the recipe of Python's signal docs)."""
@@ -1125,7 +1224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = _parser().parse_args(argv)
         except SystemExit as exc:  # --help: argparse printed it and asks to exit
             return exc.code if isinstance(exc.code, int) else 0
-        code = _run(args)
+        with _progress_lines():
+            code = _run(args)
         sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's last flush
         return code
     except BrokenPipeError:

@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import threading
@@ -57,6 +58,7 @@ __all__ = [
     "FINGERPRINT_KEY",
     "RERANKER_KEY",
     "STORE_SAMPLE",
+    "TEXT_KEY",
     "batch_fingerprint",
     "check_document_widths",
     "check_documents",
@@ -65,6 +67,7 @@ __all__ = [
     "remember",
     "stamp_meta",
     "store_sample",
+    "text_digest",
 ]
 
 #: The metadata key under which an embedded document carries its contract's fingerprint.
@@ -72,6 +75,9 @@ FINGERPRINT_KEY = "ctxemb_fingerprint"
 #: The metadata key of a reranked document: the fingerprint of the reranker contract its score
 #: is under (scores of two reranker contracts are not on one scale).
 RERANKER_KEY = "ctxemb_reranker"
+#: The metadata key under which a stored record carries :func:`text_digest` of the text its
+#: vector was embedded from: re-indexing re-embeds a record only when its text changed.
+TEXT_KEY = "ctxemb_text"
 
 # The full sha256 hex digest, as EmbeddingContract.fingerprint writes it; anything else is damage.
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
@@ -188,7 +194,25 @@ def _name(ids: Sequence[str] | None, i: int) -> str | int:
     return ids[i] if ids is not None and i < len(ids) else i
 
 
-def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str, Any]:
+def text_digest(text: str) -> str:
+    """The sha256 hex digest of ``text`` (UTF-8): what :data:`TEXT_KEY` holds.
+
+    It covers the exact text handed to the embedder (a title joined in included), not the
+    contract's document prefix: the prefix is part of the contract, which the index's stamp or
+    the record's fingerprint covers already, so a changed prefix is refused, not "updated".
+
+    Example:
+        >>> text_digest("Green tea is steamed.")[:12]
+        '97d8c47457ae'
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"a text digest is of a string, got {type(text).__name__}")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def stamp_meta(
+    meta: Mapping[str, Any], contract: EmbeddingContract, *, text: str | None = None
+) -> dict[str, Any]:
     """A new metadata dict: ``meta`` plus the contract's fingerprint under :data:`FINGERPRINT_KEY`.
 
     The copy is shallow and ``meta`` itself is never changed. Stamping a metadata that already
@@ -198,9 +222,11 @@ def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str
     Args:
         meta: the document's metadata as the framework holds it.
         contract: the contract the document's vector was made under.
+        text: the text the vector is embedded from; its :func:`text_digest` is set under
+            :data:`TEXT_KEY` (replacing one ``meta`` carried from an earlier text).
 
     Returns:
-        A new ``dict`` with every item of ``meta`` and the fingerprint.
+        A new ``dict`` with every item of ``meta`` and the fingerprint (and the text digest).
 
     Raises:
         InvalidInputError: ``meta`` is not a mapping or ``contract`` is not a contract.
@@ -221,7 +247,10 @@ def stamp_meta(meta: Mapping[str, Any], contract: EmbeddingContract) -> dict[str
             raise ContractMismatchError(known, contract)
         raise ContractMismatchError.from_fingerprints(carried, contract)
     remember(contract)
-    return {**meta, FINGERPRINT_KEY: contract.fingerprint}
+    stamped = {**meta, FINGERPRINT_KEY: contract.fingerprint}
+    if text is not None:
+        stamped[TEXT_KEY] = text_digest(text)
+    return stamped
 
 
 def check_documents(

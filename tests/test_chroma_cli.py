@@ -37,9 +37,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_index_query_verify_and_refuse_on_an_embedded_store(tmp_path, capsys):
     store = ["--path", str(tmp_path / "store"), "--collection", "demo"]
     code, first, _ = cli(capsys, "index", str(demo_data.corpus_path()), *store)
-    assert code == 0 and "24 added, 24 documents" in first
+    assert code == 0 and "24 added, 0 updated, 0 unchanged; 24 documents" in first
     _, again, _ = cli(capsys, "index", str(demo_data.corpus_path()), *store)
-    assert "0 added, 24 documents" in again
+    assert "0 added, 0 updated, 24 unchanged; 24 documents" in again
     _, hits, _ = cli(
         capsys, "query", "how do I keep slugs off lettuce", *store, "-k", "2", "--json"
     )
@@ -163,4 +163,5 @@ def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path, caps
     assert len(said) == 1 and said[0].split("\r")[-1].startswith("ctxemb: error: interrupted")
     code, resumed, err = cli(capsys, "index", corpus, *store)
     assert code == 0, err
-    assert f"{total - partial} added, {total} documents" in resumed
+    # The batches written before the interrupt are found unchanged; the rest are added.
+    assert f"{total - partial} added, 0 updated, {partial} unchanged; {total} documents" in resumed

@@ -27,7 +27,7 @@ from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
 from ctxemb_core import Embedder, contract_for
 from ctxemb_core import demo as demo_data
-from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
     InvalidInputError,
@@ -120,7 +120,11 @@ def test_document_embedder_follows_the_contract_and_stamps_copies(minilm_contrac
     expected = minilm.embed_documents(list(DOCS.values()))
     np.testing.assert_allclose(np.array([d.embedding for d in got]), expected, atol=1e-6)
     for d in got:
-        assert d.meta == {"topic": d.id, FINGERPRINT_KEY: minilm_contract.fingerprint}
+        assert d.meta == {
+            "topic": d.id,
+            FINGERPRINT_KEY: minilm_contract.fingerprint,
+            TEXT_KEY: text_digest(d.content),  # what a re-index compares
+        }
 
 
 def test_the_contracts_document_prefix_and_meta_fields_are_embedded(minilm_contract):

@@ -29,7 +29,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from ctxemb_chroma import open_collection
 from ctxemb_core import Embedder, IndexStamp, contract_for
 from ctxemb_core import demo as demo_data
-from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
     InvalidInputError,
@@ -316,7 +316,11 @@ def test_documents_come_out_exactly_as_they_went_in(emb):
     store.add_documents(given)
     assert given == before
     inner = store.store.get_by_ids(["tea"])[0]
-    assert inner.metadata == {"topic": "tea", FINGERPRINT_KEY: emb.fingerprint}  # stored stamped
+    assert inner.metadata == {  # stored stamped
+        "topic": "tea",
+        FINGERPRINT_KEY: emb.fingerprint,
+        TEXT_KEY: text_digest(DOCS["tea"]),
+    }
     found = store.similarity_search(QUESTION, k=len(DOCS))
     assert found[0] == Document(id="tea", page_content=DOCS["tea"], metadata={"topic": "tea"})
     assert sorted(found, key=lambda d: d.id) == sorted(given, key=lambda d: d.id)

@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp, contract_for
-from ctxemb_core.documents import FINGERPRINT_KEY
+from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY, text_digest
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError
 from ctxemb_langchain import ContractChroma, ContractEmbeddings, ContractVectorStore
 
@@ -523,7 +523,11 @@ async def test_memory_guard_upserts_async_writes_and_filters_without_the_stamp(e
     ids = await memory.aadd_texts(["Async tea note."], [{"k": 1}], ids=["note"])
     assert ids == ["note"]
     (inner,) = memory.store.get_by_ids(["note"])
-    assert inner.metadata == {"k": 1, FINGERPRINT_KEY: emb.fingerprint}  # stamped on the way in
+    assert inner.metadata == {  # stamped on the way in
+        "k": 1,
+        FINGERPRINT_KEY: emb.fingerprint,
+        TEXT_KEY: text_digest("Async tea note."),
+    }
     # Re-adding an id replaces the record whole (no stale metadata).
     memory.add_documents([Document(id="note", page_content="Green tea note.", metadata={"v": 2})])
     assert memory.get_by_ids(["note"]) == [

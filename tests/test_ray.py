@@ -319,10 +319,10 @@ def test_cli_index_ray_prints_written_skipped_and_failed(cluster, corpus_file, c
     args += ["--collection", name, "--batch-size", "16", "--model", MINILM]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert f"{name}: {N_DOCS} written, 0 skipped as already present, 0 failed" in out
+    assert f"{name}: {N_DOCS} added, 0 updated, 0 unchanged, 0 failed" in out
     assert main(args) == 0
     again = capsys.readouterr().out
-    assert f"{name}: 0 written, {N_DOCS} skipped as already present, 0 failed" in again
+    assert f"{name}: 0 added, 0 updated, {N_DOCS} unchanged, 0 failed" in again
     assert f"{N_DOCS} documents" in again
 
 

@@ -26,6 +26,7 @@ from ctxemb_chroma import (
     verify,
 )
 from ctxemb_core import Embedder, IndexStamp, contract_for
+from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
@@ -379,7 +380,9 @@ def test_migrate_refuses_a_target_of_another_contract_and_never_touches_the_sour
         migrate(stamped, base.with_(truncate_dim=128), target.name)
     copy = migrate(stamped, base.with_(truncate_dim=128), fresh_name(), progress=False)
     assert copy.ids() == set(DOCS)
-    assert copy.get(ids=["bike"], include=["metadatas"])["metadatas"] == [{"n": 1}]
+    # The metadata copied along, and the text digest of the text re-embedded in the copy.
+    got = copy.get(ids=["bike"], include=["metadatas", "documents"])
+    assert got["metadatas"] == [{"n": 1, TEXT_KEY: text_digest(got["documents"][0])}]
     assert snapshot(stamped) == before
     assert isinstance(IndexStamp.from_metadata(copy.stored().metadata), IndexStamp)
 

@@ -57,6 +57,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxemb_core._batches import PROGRESS_LOGGER
 from ctxemb_core._files import (
     adopt_digest,
     cache_dir,
@@ -571,6 +573,9 @@ def _checked_graph(model_file: Path, weights: str, output: str = _HIDDEN) -> byt
     return data
 
 
+_progress = logging.getLogger(PROGRESS_LOGGER)
+
+
 def _warn_rebuild(directory: Path, why: str) -> None:
     warnings.warn(
         CtxembWarning(
@@ -672,6 +677,13 @@ def _ensure_export(
         except OSError:
             # A read-only cache only costs speed: export for this process alone.
             work = Path(tempfile.mkdtemp(prefix="ctxemb-onnx-"))
+        # ~15 s for MiniLM with nothing said would look like a hang (the CLI shows these lines;
+        # a library caller sees them only if it asks for the progress logger's INFO records).
+        what = f"{folder.name}" + ("" if output == _HIDDEN else f" ({output})")
+        _progress.info(
+            "building the ONNX export of %s (one time per model, ~15 s for MiniLM)…", what
+        )
+        started = time.monotonic()
         try:
             meta = _export(folder, work / _MODEL_FILE, tokenizer, weights, output=output)
         except MissingDependencyError as exc:
@@ -685,6 +697,9 @@ def _ensure_export(
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
+        _progress.info(
+            "built the ONNX export in %.0f s; later loads reuse it", time.monotonic() - started
+        )
         meta["files"] = _hash_graph(work)
         try:
             _publish(work, target, meta)

@@ -207,12 +207,29 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _get_id(obj: Mapping[str, Any], path: Path, lineno: int) -> str:
-    raw = obj.get("_id")
+    # BEIR writes "_id"; many other exports write "id". Either is read; a line carrying both
+    # must carry one id, or which of its two documents was meant cannot be told.
+    key = "_id" if "_id" in obj or "id" not in obj else "id"
+    doc_id = _one_id(obj.get(key), key, path, lineno)
+    if key == "_id" and "id" in obj:
+        other = _one_id(obj["id"], "id", path, lineno)
+        if other != doc_id:
+            raise DataFormatError(
+                f"{path}:{lineno}: the line names two ids, '_id' {doc_id!r} and 'id' {other!r}; "
+                "keep one of the two fields"
+            )
+    return doc_id
+
+
+def _one_id(raw: Any, key: str, path: Path, lineno: int) -> str:
     # Some exports write numeric ids; qrels ids are always read as strings, so normalise.
     if isinstance(raw, int) and not isinstance(raw, bool):
         return str(raw)
     if not isinstance(raw, str) or not raw:
-        raise DataFormatError(f"{path}:{lineno}: missing or invalid '_id' (got {raw!r})")
+        raise DataFormatError(
+            f"{path}:{lineno}: missing or invalid {key!r} (got {raw!r}); each line needs an "
+            "'_id' (or 'id') string"
+        )
     return raw
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -12,7 +12,7 @@ from ctxemb_chroma._store import identity, read_settled, stored_or_none, transla
 from ctxemb_chroma._verify import verify_open
 from ctxemb_chroma._write import check_metadatas, write_undoable
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.documents import check_fingerprint
+from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
@@ -26,6 +26,7 @@ from ctxemb_core.guard import (
     check_records,
     storable,
 )
+from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
 from ctxemb_core.verified import OpenCheck
 
 
@@ -146,7 +147,13 @@ class GuardedCollection:
         embedded: tuple[Any, str] | None = None,
     ) -> None:
         ids, metadatas = check_records(ids, documents, metadatas)
-        check_metadatas(ids, metadatas)
+        check_metadatas(ids, metadatas)  # the caller's, as Chroma would judge them
+        # Each record carries the digest of the text its vector is of (what a re-index compares);
+        # vectors embedded elsewhere may come with the digest of the text their embedder used.
+        metadatas = [
+            with_text_digest(m, d, keep=embedded is not None)
+            for m, d in zip(metadatas or [None] * len(ids), documents, strict=True)
+        ]
         raw = self.current()
         vectors = None
         if embedded is not None:
@@ -179,6 +186,61 @@ class GuardedCollection:
         """
         ids, metadatas = check_records(ids, documents, metadatas)
         return add_missing(self._present, self.add, ids, documents, metadatas)
+
+    def sync(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> SyncReport:
+        """Index a batch as a sync: embed and write only the records that are new or whose text
+        changed; returns what was added, updated and left unchanged.
+
+        Changed records are upserted (undone whole on failure, as :meth:`upsert`), so a sync
+        interrupted mid-corpus keeps the batches before and a re-run resumes. ``dry_run``
+        embeds and writes nothing. See :mod:`ctxemb_core.sync` for the rules.
+        """
+        ids, metadatas = check_records(ids, documents, metadatas)
+        return sync_batch(
+            self._stored,
+            self.upsert,
+            ids,
+            documents,
+            metadatas,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
+        """Delete the records whose ids are not in ``keep`` (a corpus's ids); returns them.
+
+        Deleting is by id in chunks of the store's batch limit; an interrupted run leaves some
+        deleted and the next run deletes the rest.
+        """
+        gone = missing_ids(self.ids(), keep)
+        if dry_run or not gone:
+            return gone
+        with translated("reading the store's batch limit"):
+            step = self.client.get_max_batch_size()
+        for start in range(0, len(gone), max(1, step)):
+            self.delete(gone[start : start + max(1, step)])
+        return gone
+
+    def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
+        """The metadata of the stored ones of ``ids``, and the stored text of those that carry
+        no text digest (written before it existed): what a sync compares."""
+        with translated("reading the stored records"):
+            got = read_settled(self.current().get, ids=ids, include=["metadatas"])
+            metas = dict(zip(got["ids"], got["metadatas"] or [], strict=True))
+            legacy = [i for i, m in metas.items() if not (m or {}).get(TEXT_KEY)]
+            texts: dict[str, Any] = {}
+            if legacy:
+                old = read_settled(self.current().get, ids=legacy, include=["documents"])
+                texts = dict(zip(old["ids"], old["documents"] or [], strict=True))
+        return {i: (texts.get(i), m) for i, m in metas.items()}
 
     def _present(self, ids: list[str]) -> set[str]:
         with translated("reading ids"):

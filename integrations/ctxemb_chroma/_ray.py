@@ -8,8 +8,10 @@ Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor load
 and, before it writes anything, opens the collection through the guard: its model folder must
 hash to the contract's weights digest and it re-embeds the stamp's canary, so an actor on a node
 with altered weights or another library version refuses to start and writes nothing; the job
-then fails with that actor's error. Writes go by id and skip ids already present, so a batch
-that Ray retries after an actor died, or a whole re-run, adds nothing twice.
+then fails with that actor's error. Writes are a sync by id (:mod:`ctxemb_core.sync`): a
+document already stored with the same text is left alone, one whose text changed is re-embedded
+and replaced, so a batch that Ray retries after an actor died, or a whole re-run, writes nothing
+twice, and a re-run over an edited corpus updates what changed.
 
 Example:
     >>> from ctxemb_core import contract_for                            # doctest: +SKIP
@@ -31,11 +33,15 @@ from typing import Any
 from ctxemb_chroma._connect import connect
 from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray_pipeline import ray_module, run_job, start_or_join
-from ctxemb_chroma._store import translated
+from ctxemb_chroma._store import stored_or_none, translated
 from ctxemb_core import Embedder
 from ctxemb_core._shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.guard import check_count
+from ctxemb_core.guard import check_count, check_flag
+from ctxemb_core.sync import TEXT_KEY, digest_unchanged, missing_ids, text_digest
+
+#: Stored records the driver reads per page when it compares the corpus with the collection.
+_PAGE = 2048
 
 __all__ = ["IndexSummary", "index_with_ray"]
 
@@ -45,12 +51,16 @@ class IndexSummary:
     """What a distributed indexing job did.
 
     Attributes:
-        written: documents this job embedded and wrote.
-        skipped: documents skipped because their id was already in the collection.
+        written: documents this job embedded and wrote (new ones and ``updated`` ones).
+        updated: of those, documents whose stored text changed and were replaced.
+        skipped: documents already stored with the same text (left alone).
         failed: documents not written; ``reasons`` says why (a re-run writes them).
         reasons: each distinct failure reason, with how many documents it covered.
         total: documents in the corpus.
         count: documents in the collection when the job ended.
+        deleted: ids the corpus does not have, deleted (``delete_missing=True``).
+        dry_run: nothing was embedded or written: ``written``, ``updated``, ``skipped`` and
+            ``deleted`` are what a real run would do.
     """
 
     written: int = 0
@@ -59,11 +69,20 @@ class IndexSummary:
     reasons: dict[str, int] = field(default_factory=dict)
     total: int = 0
     count: int = 0
+    updated: int = 0
+    deleted: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def added(self) -> int:
+        """Documents that were not stored and were added."""
+        return self.written - self.updated
 
     def add(self, batch: dict[str, Any]) -> int:
         """Count one batch's outcome (an actor's row); returns the documents it covered."""
         written, skipped, failed = (int(batch[k]) for k in ("written", "skipped", "failed"))
         self.written += written
+        self.updated += int(batch["updated"])
         self.skipped += skipped
         self.failed += failed
         if batch["reason"]:
@@ -86,6 +105,8 @@ def index_with_ray(
     cache: bool = True,
     num_cpus: int | None = None,
     progress: Callable[[int], None] | None = None,
+    delete_missing: bool = False,
+    dry_run: bool = False,
 ) -> IndexSummary:
     """Index a corpus into a stamped collection on a Chroma server with a pool of Ray actors.
 
@@ -109,9 +130,15 @@ def index_with_ray(
         cache: use the embedding cache (shared where the actors share a file system).
         num_cpus: CPUs of a local instance (``None``: Ray's own count).
         progress: called with the number of documents each finished batch covered.
+        delete_missing: after every batch is written (none failed), delete the collection's
+            ids the corpus does not have.
+        dry_run: compare the corpus with the collection and say what a run would do (from the
+            text digests the shards are checked with); no cluster is started, nothing is
+            embedded or written.
 
     Returns:
-        An :class:`IndexSummary`: written, skipped as already present, failed with reasons.
+        An :class:`IndexSummary`: written (updated among them), skipped as unchanged, failed
+        with reasons, deleted.
 
     Raises:
         DataFormatError: a shard is malformed, an id repeats, or there are no documents
@@ -123,21 +150,33 @@ def index_with_ray(
     """
     check_count(actors, "actors")
     check_count(batch_size, "batch_size")
+    check_flag(delete_missing, "delete_missing")
+    check_flag(dry_run, "dry_run")
     shards = corpus_shards(Path(source))
-    corpus_ids, counts = checked_ids(shards)  # every shard checked before anything is written
-    ray = ray_module()
+    corpus, counts = checked_ids(shards)  # every shard checked before anything is written
+    if not dry_run:
+        ray_module()  # a missing Ray is said before the store is touched
     # The driver creates the stamped collection (or verifies the existing one) first: a store
     # that is down or a collection under another contract is said before any actor starts.
     client: Any = connect(host=host, port=port)  # closes its session (see connect)
     try:
-        stamped = open_collection(client, collection, Embedder(contract), create=True)
-        present = stamped.ids()
+        if dry_run and stored_or_none(client, collection) is None:
+            return IndexSummary(written=len(corpus), total=len(corpus), dry_run=True)
+        stamped = open_collection(client, collection, Embedder(contract), create=not dry_run)
+        plan = _plan(stamped, corpus)
     finally:
         client.close()
-    summary = IndexSummary(total=len(corpus_ids))
-    if all(i in present for i in corpus_ids):
-        summary.skipped = len(corpus_ids)  # nothing to do: no cluster, no actors
+    summary = IndexSummary(total=len(corpus))
+    if dry_run:
+        summary.written, summary.updated = len(plan.added) + len(plan.updated), len(plan.updated)
+        summary.skipped, summary.dry_run = plan.unchanged, True
+        summary.deleted = tuple(missing_ids(plan.stored, corpus)) if delete_missing else ()
+        summary.count = len(plan.stored)
+        return summary
+    if not plan.added and not plan.updated:
+        summary.skipped = len(corpus)  # nothing to do: no cluster, no actors
     else:
+        ray = ray_module()
         started = start_or_join(ray, address, num_cpus)
         try:
             path = None if model_path is None else str(model_path)
@@ -149,12 +188,55 @@ def index_with_ray(
                 ray.shutdown()
     client = connect(host=host, port=port)
     try:
+        if delete_missing and not summary.failed:
+            # Only once every document is written: a job that failed part-way deletes nothing.
+            guarded = open_collection(
+                client, collection, Embedder(contract), create=False, sample=0
+            )
+            summary.deleted = tuple(guarded.delete_missing(corpus))
         summary.count = _count(client, collection)
     finally:
         client.close()
     return summary
 
 
+@dataclass(frozen=True)
+class _Plan:
+    added: list[str]
+    updated: list[str]
+    unchanged: int
+    stored: list[str]
+
+
+def _plan(guarded: Any, corpus: dict[str, str]) -> _Plan:
+    """The sync's decision for the whole corpus, made by the driver from the text digests (the
+    same rule the actors apply to each batch): a re-run with nothing changed starts no cluster."""
+    stored: dict[str, Any] = {}
+    while True:  # page by page: the driver holds the digests and one page of texts
+        with translated("reading the stored records"):
+            got = guarded.get(include=["documents", "metadatas"], limit=_PAGE, offset=len(stored))
+        rows = zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        # As the actors decide: the digest where there is one, else the stored text's.
+        stored.update((i, (_legacy_digest(d, m), m)) for i, d, m in rows)
+        if len(got["ids"]) < _PAGE:
+            break
+    added, updated, same = [], [], 0
+    for i, digest in corpus.items():
+        if i not in stored:
+            added.append(i)
+        elif digest_unchanged(digest, *stored[i]):
+            same += 1
+        else:
+            updated.append(i)
+    return _Plan(added, updated, same, list(stored))
+
+
 def _count(client: Any, collection: str) -> int:
     with translated("counting the collection"):
         return int(client.get_collection(collection, embedding_function=None).count())
+
+
+def _legacy_digest(document: str | None, metadata: Any) -> str | None:
+    if document is None or (metadata or {}).get(TEXT_KEY):
+        return None
+    return text_digest(document)

@@ -78,21 +78,31 @@ class _IndexActor:
         ids = [str(i) for i in batch["id"]]
         texts = [str(t) for t in batch["text"]]
         if self.refused is not None:
-            return {**_counts(0, 0, 0, ""), "refusal": [pickle.dumps(self.refused)]}
+            return {**_counts(0, 0, 0, 0, ""), "refusal": [pickle.dumps(self.refused)]}
         reason = ""
         try:
-            written = self.collection.add_missing(ids, texts)
-            skipped, failed = len(ids) - written, 0
+            # The sync of ctxemb_core.sync: new and edited texts embedded, unchanged ones left.
+            report = self.collection.sync(ids, texts)
+            written, updated, skipped = report.embedded, len(report.updated), report.unchanged
+            failed = 0
         except CtxembError as exc:
             if type(exc).__name__ not in _RETRYABLE:
                 raise
-            written, skipped, failed = 0, 0, len(ids)
+            written, updated, skipped, failed = 0, 0, 0, len(ids)
             reason = f"{type(exc).__name__}: {exc}"
-        return {**_counts(written, skipped, failed, reason), "refusal": [b""]}
+        return {**_counts(written, updated, skipped, failed, reason), "refusal": [b""]}
 
 
-def _counts(written: int, skipped: int, failed: int, reason: str) -> dict[str, list[Any]]:
-    return {"written": [written], "skipped": [skipped], "failed": [failed], "reason": [reason]}
+def _counts(
+    written: int, updated: int, skipped: int, failed: int, reason: str
+) -> dict[str, list[Any]]:
+    return {
+        "written": [written],
+        "updated": [updated],
+        "skipped": [skipped],
+        "failed": [failed],
+        "reason": [reason],
+    }
 
 
 def start_or_join(ray: Any, address: str | None, num_cpus: int | None) -> bool:

@@ -110,8 +110,10 @@ class ContractDocumentEmbedder(_ContractEmbedding):
                 "ContractDocumentEmbedder expects a list of Documents; to embed a query string, "
                 "use ContractTextEmbedder"
             )
-        metas = [stamp_meta(d.meta, self.contract) for d in documents]
         texts = [self._text(d) for d in documents]
+        # The digest of the text embedded (metadata fields included): what a re-index compares.
+        pairs = zip(documents, texts, strict=True)
+        metas = [stamp_meta(d.meta, self.contract, text=t) for d, t in pairs]
         if not documents:
             return {"documents": [], "fingerprint": self.fingerprint}
         vectors = self.lazy.embed_documents(texts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
@@ -13,6 +13,7 @@ from ctxemb_core import EmbeddingContract
 from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.documents import (
     FINGERPRINT_KEY,
+    TEXT_KEY,
     check_document_widths,
     check_documents,
     stamp_meta,
@@ -54,12 +55,33 @@ def documents_by_ids(store: Any, ids: Sequence[str]) -> list[Document]:
     ]
 
 
+# ctxemb's own keys, kept in the store and taken out of what a LangChain caller gets back.
+_OURS = (FINGERPRINT_KEY, TEXT_KEY)
+
+
 def unstamped(document: Document) -> Document:
-    """A copy without the fingerprint: documents come out as they went in."""
-    if FINGERPRINT_KEY not in document.metadata:
+    """A copy without the fingerprint and the text digest: documents come out as they went in."""
+    if FINGERPRINT_KEY not in document.metadata and TEXT_KEY not in document.metadata:
         return document
-    meta = {k: v for k, v in document.metadata.items() if k != FINGERPRINT_KEY}
+    meta = {k: v for k, v in document.metadata.items() if k not in _OURS}
     return document.model_copy(update={"metadata": meta})
+
+
+def without_digest(results: Any) -> Any:
+    """A Chroma ``get``/``query`` result with the text digest taken out of each record's
+    metadata (a record that had no other key has none, as before ctxemb wrote the digest)."""
+    metas = results.get("metadatas") if isinstance(results, dict) else None
+    if not metas:
+        return results
+    nested = isinstance(metas[0], list)
+    rows = [_unkeyed(m) for m in metas] if not nested else [[_unkeyed(m) for m in r] for r in metas]
+    return {**results, "metadatas": rows}
+
+
+def _unkeyed(meta: Any) -> Any:
+    if not isinstance(meta, Mapping) or TEXT_KEY not in meta:
+        return meta
+    return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
 
 
 def stamped_batch(
@@ -74,7 +96,7 @@ def stamped_batch(
     metas += [{}] * (len(batch) - len(metas))
     if ids is not None:
         check_records(list(ids), batch, metas)
-    return batch, [stamp_meta(m or {}, contract) for m in metas]
+    return batch, [stamp_meta(m or {}, contract, text=t) for m, t in zip(metas, batch, strict=True)]
 
 
 def check_settings(kwargs: dict[str, Any], contract: EmbeddingContract) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
@@ -11,9 +11,10 @@ from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, connect, open_collection
 from ctxemb_core._validate import texts_from_iterable
+from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
-from ctxemb_langchain._checks import check_settings
+from ctxemb_langchain._checks import check_settings, without_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
 
@@ -108,7 +109,7 @@ class ContractChroma(Chroma):
         if self._chroma_collection is None:
             raise CtxembError("the collection was deleted; call reset_collection() first")
         self._chroma_collection = self.guarded.current()
-        return self._chroma_collection
+        return _Unstamped(self._chroma_collection)
 
     def as_retriever(self, **kwargs: Any) -> Any:
         """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
@@ -190,8 +191,10 @@ class ContractChroma(Chroma):
             ids = [i if i is not None else str(uuid.uuid4()) for i in ids]
         metas: list[Any] | None = None
         if metadatas:
-            # Chroma stores no empty metadata: a record without any keeps none.
-            metas = [m or None for m in metadatas] + [None] * (len(texts) - len(metadatas))
+            # Embedded here, from these texts: a text digest carried in from an earlier text is
+            # dropped (the guarded write sets this text's).
+            metas = [_without_digest(m) for m in metadatas]
+            metas += [None] * (len(texts) - len(metadatas))
         if not texts:
             return []
         embeddings = self.contract_embeddings
@@ -204,3 +207,27 @@ class ContractChroma(Chroma):
             upsert=True,
         )
         return ids
+
+
+def _without_digest(meta: Any) -> Any:
+    # Chroma stores no empty metadata: a record without any keeps none.
+    if isinstance(meta, Mapping):
+        return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
+    return meta or None  # not a mapping: refused, by name, with the batch
+
+
+class _Unstamped:
+    """The collection as ``Chroma``'s own methods read it: each record's metadata without the
+    text digest ctxemb keeps (documents come out as they went in); all else as it is."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return without_digest(self._raw.get(*args, **kwargs))
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        return without_digest(self._raw.query(*args, **kwargs))
