@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from chromadb.config import Settings
 
 from ctxemb_chroma._neighbours import collections_in, is_store, stores_near
 from ctxemb_chroma._store import translated
+from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
 
@@ -100,9 +100,9 @@ def connect(
         with _locked(folder / ".ctxemb-open.lock"):
             name, shared = shared_system(spelling)
             if shared is not None:
-                options["settings"] = _joinable(shared, options.get("settings"), name)
+                options["settings"] = joinable(shared, options.get("settings"), name)
             client = chromadb.PersistentClient(path=name, **options)
-            _OPENED_ON.setdefault(client._system, os.path.realpath(spelling))  # type: ignore[attr-defined]
+            opened_on(client, spelling)
             return client
     except InvalidInputError:
         raise
@@ -113,56 +113,6 @@ def connect(
             f"cannot use {str(folder)!r} as an embedded Chroma store ({exc}); give a folder "
             "you can write to"
         ) from None
-
-
-#: The real folder each embedded system was opened on, recorded when ctxemb opens or joins
-#: it: a system opened on a relative path still has that path as its name after a ``chdir``.
-_OPENED_ON: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-
-#: Chroma's embedded implementations (its systems of any other kind are servers' clients).
-_EMBEDDED = ("chromadb.api.segment.SegmentAPI", "chromadb.api.rust.RustBindingsAPI")
-
-
-def shared_system(path: str) -> tuple[str, Any]:
-    """The spelling of ``path`` to open it with, so it shares the Chroma system already open on
-    that folder in this process, and that system's settings (``None`` if there is none).
-
-    Chroma keeps one system per ``persist_directory`` *string*
-    (``SharedSystemClient._get_identifier_from_settings``), so ``./x``, ``x``, ``x/``, an
-    absolute path or a symlink to the folder are different systems on one folder. Each caches
-    its own vector segments, and a query through one misses what another wrote after its
-    first query. Opening the folder under the name of the system already on it (whoever made
-    it: the user, Haystack's ``ChromaDocumentStore``, LangChain's ``Chroma``) shares it instead.
-    """
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    real = os.path.realpath(os.path.expanduser(path))
-    systems = dict(SharedSystemClient._identifier_to_system)
-    for identifier, system in systems.items():
-        settings = system.settings
-        embedded = settings.is_persistent and settings.chroma_api_impl in _EMBEDDED
-        if embedded and _OPENED_ON.get(system, os.path.realpath(identifier)) == real:
-            return identifier, settings
-    # A system of this very name on another folder (a relative path opened before a chdir):
-    # Chroma would hand out that one, so the folder is named absolutely instead.
-    return (real if path in systems else path), None
-
-
-def _joinable(system_settings: Any, given: Any, path: str) -> Any:
-    """Settings that join the system open on ``path``: its own, which must equal ``given``."""
-    joined = system_settings.model_copy()
-    if given is not None:
-        given = given.model_copy(update={"persist_directory": path, "is_persistent": True})
-        if given != joined:
-            differ = sorted(
-                k for k in type(joined).model_fields if getattr(given, k) != getattr(joined, k)
-            )
-            raise InvalidInputError(
-                f"a Chroma client of {path!r} is already open in this process with other "
-                f"settings ({', '.join(differ)} differ); open the folder with the same settings "
-                "or none (they are then that client's)"
-            )
-    return joined
 
 
 def _closing_its_session(client: ClientAPI) -> ClientAPI:
