@@ -139,7 +139,7 @@ def export_model(
             "and an export's graph gives the last layer only: serve it with Embedder(contract) "
             "from the model folder (backend 'onnx' or 'torch')"
         )
-    folder = locate_model(contract.model, contract.weights)
+    folder = locate_model(contract.model, contract.weights, exports=False)
     if is_export(folder):
         raise InvalidInputError(
             f"{folder} is an export already: copy the folder, or export from the model folder "

@@ -189,14 +189,17 @@ def register_model(key: str, path: str | os.PathLike[str]) -> None:
             places.insert(0, folder)
 
 
-def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> Path:
+def locate_model(
+    model: str | os.PathLike[str], weights: str | None = None, *, exports: bool = True
+) -> Path:
     """The local folder of a model: a path, a registered digest or name, a bundled package.
 
     With ``weights``, the folders registered under that digest come first, the latest first;
     one whose files changed since (another digest now) is skipped, and the search goes on to
     the others and then to the model's name. The folder found by name is returned as found (its
     loader checks its digest) unless a registered folder was skipped: then it must hold the
-    weights too.
+    weights too. ``exports=False`` passes over registered exports (an export made or loaded
+    earlier in this process holds the same digest, but ``ctxemb export`` needs the model folder).
 
     Raises:
         ModelNotFoundError: nothing local matches (no model hub is contacted, ever); the message
@@ -213,6 +216,8 @@ def locate_model(model: str | os.PathLike[str], weights: str | None = None) -> P
         for place in places:
             if not place.is_dir():
                 stale = stale or place  # read in this process, moved or deleted since
+                continue
+            if not exports and _is_export(place):
                 continue
             held = _held_now(place)
             if held == weights:

@@ -161,6 +161,18 @@ def test_embedder_of_the_contract_finds_a_registered_export(minilm_export: Path)
     assert rebuilt.model_path == minilm_export.resolve()
 
 
+def test_an_export_loaded_earlier_does_not_stand_in_for_the_model_folder(
+    minilm_export: Path, tmp_path: Path
+) -> None:
+    # Loading an export registers it under the model's weights digest; a later export of the
+    # same contract in this process still reads the model folder (it was refused as "an export
+    # already" when the export was the latest folder registered under the digest).
+    contract = contract_for(MINILM)  # registers the model folder; the export comes after it
+    Embedder.from_export(minilm_export).embed_query("green tea")
+    again = export_model(contract, tmp_path / "again")
+    assert is_export(again) and again != minilm_export
+
+
 def test_the_cache_keeps_export_vectors_apart(minilm_export: Path, tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "cache")
     exported = Embedder.from_export(minilm_export, cache=cache)
