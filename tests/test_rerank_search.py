@@ -12,6 +12,7 @@ from conftest import DOCS, fresh_name
 from ctxemb_chroma import open_collection, search, shortlist
 from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
+from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError, RerankerMismatchError
 from ctxemb_core.rerank import (
     Candidate,
@@ -60,7 +61,8 @@ def test_search_reranks_the_stamped_shortlist_and_names_both_contracts(docs, rer
     q = minilm.embed_query(query)
     for c in first.candidates:
         assert c.score == pytest.approx(float(q @ minilm.embed_documents([c.text])[0]), abs=1e-4)
-        assert c.metadata == {"k": c.id}
+        # The caller's metadata, and the digest of the text the stored vector was made from.
+        assert c.metadata == {"k": c.id, TEXT_KEY: text_digest(c.text)}
     assert [c.score for c in first.candidates] == sorted(
         (c.score for c in first.candidates), reverse=True
     )
@@ -79,7 +81,7 @@ def test_search_reranks_the_stamped_shortlist_and_names_both_contracts(docs, rer
     for hit in result:
         assert first.candidates[hit.first_rank].id == hit.id
         assert hit.first_score == pytest.approx(first.candidates[hit.first_rank].score)
-        assert hit.metadata == {"k": hit.id}
+        assert hit.metadata == {"k": hit.id, TEXT_KEY: text_digest(hit.text)}
 
 
 def test_search_takes_filters_and_fewer_records_than_k(docs, reranker):
