@@ -198,8 +198,10 @@ def locate_model(
     one whose files changed since (another digest now) is skipped, and the search goes on to
     the others and then to the model's name. The folder found by name is returned as found (its
     loader checks its digest) unless a registered folder was skipped: then it must hold the
-    weights too. ``exports=False`` passes over registered exports (an export made or loaded
-    earlier in this process holds the same digest, but ``ctxemb export`` needs the model folder).
+    weights too. ``exports=False`` passes over registered exports while another location
+    holds the weights (an export made or loaded earlier in this process holds the same digest,
+    but ``ctxemb export`` needs the model folder); an export is returned only when nothing else
+    is found, so its caller can say what to do with it.
 
     Raises:
         ModelNotFoundError: nothing local matches (no model hub is contacted, ever); the message
@@ -208,6 +210,7 @@ def locate_model(
             no other location holds them: the message names what each location holds.
     """
     stale = None
+    passed_export: Path | None = None  # a registered export passed over (exports=False)
     changed: list[tuple[Path, str]] = []  # registered folders that hold other weights now
     unreadable: list[Path] = []  # registered folders that cannot be digested (now)
     if weights:
@@ -218,6 +221,7 @@ def locate_model(
                 stale = stale or place  # read in this process, moved or deleted since
                 continue
             if not exports and _is_export(place):
+                passed_export = passed_export or place
                 continue
             held = _held_now(place)
             if held == weights:
@@ -228,19 +232,21 @@ def locate_model(
                 changed.append((place, held))
     text = _model_text(model, "model")
     folder = _named_folder(text)
-    if weights is None or not (changed or unreadable):
+    if weights is None or not (changed or unreadable or passed_export):
         # Nothing registered was skipped: the folder as found (its loader checks its digest).
         if folder is None:
             raise _not_found(text, stale)
         return folder
     skipped = {place for place, _ in changed} | set(unreadable)
-    if folder is not None and folder not in skipped:
+    if folder is not None and folder not in skipped and not _is_export(folder):
         held = _held_now(folder)
         if held == weights or held is None:
             return folder  # unreadable: its loader names what is wrong with it
         changed.append((folder, held))
     if unreadable:
         return unreadable[0]  # its loader names what is wrong with it
+    if passed_export is not None:
+        return passed_export  # only an export holds the weights: its caller says what to do
     raise _none_holds(text, weights, changed)
 
 

@@ -283,7 +283,9 @@ def test_quantized_contract_exports_its_int8_twin(tmp_path: Path) -> None:
 
 
 def test_export_from_a_contract_file_and_a_folder(tmp_path: Path) -> None:
-    folder = build_bert(tmp_path / "bert")
+    # Weights of its own (seed): no other test's tiny BERT holds them, so deleting this folder
+    # leaves the export as their only holder.
+    folder = build_bert(tmp_path / "bert", seed=2501)
     contract = contract_for(folder, pooling="cls", max_tokens=32)
     saved = tmp_path / "contract.json"
     saved.write_text(contract.to_json())
@@ -292,8 +294,12 @@ def test_export_from_a_contract_file_and_a_folder(tmp_path: Path) -> None:
     st = build_sentence_transformer(tmp_path / "st")
     from_folder = export_model(str(st), tmp_path / "b")
     assert export_contract(from_folder) == contract_for(st)
+    # While the model folder is there, a contract read from its export exports from the folder;
+    # once only the export holds the weights, exporting it again is refused with what to do.
+    assert export_contract(export_model(export_contract(from_file), tmp_path / "c")) == contract
+    shutil.rmtree(folder)
     with pytest.raises(InvalidInputError, match="export already"):
-        export_model(export_contract(from_file), tmp_path / "c")
+        export_model(export_contract(from_file), tmp_path / "d")
 
 
 # -- truncation warnings ---------------------------------------------------------------------
