@@ -238,7 +238,7 @@ def locate_model(
             raise _not_found(text, stale)
         return folder
     skipped = {place for place, _ in changed} | set(unreadable)
-    if folder is not None and folder not in skipped and not _is_export(folder):
+    if folder is not None and folder not in skipped and (exports or not _is_export(folder)):
         held = _held_now(folder)
         if held == weights or held is None:
             return folder  # unreadable: its loader names what is wrong with it
