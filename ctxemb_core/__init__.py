@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+from ctxemb_core._version import __version__
 from ctxemb_core.contract import (
     DiffKind,
     EmbeddingContract,
@@ -41,5 +42,3 @@ __all__ = [
     "contract_for",
     "detect_contract",
 ]
-
-__version__ = "0.1.0"

@@ -44,10 +44,13 @@ import numpy as np
 
 from ctxemb_core._batches import plan_batches
 from ctxemb_core._validate import check_text
-from ctxemb_core.backends import Encoder, load_encoder
+from ctxemb_core.backends import load_encoder
+from ctxemb_core.backends.base import Encoder
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, InvalidInputError, TruncationWarning
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.guard import (
     NO_TEXT,
     OTHER_WIDTH,
@@ -57,7 +60,7 @@ from ctxemb_core.guard import (
     storable,
 )
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
-from ctxemb_core.resolve import FAMILY_PRESETS, contract_for, locate_model, read_layout
+from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 from ctxemb_core.stamp import CANARY_TOLERANCE, agreement
 
 __all__ = [

@@ -16,9 +16,9 @@ import numpy as np
 
 from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text, check_texts
-from ctxemb_core.backends import Encoder, TokenBatch, load_encoder
+from ctxemb_core.backends import load_encoder
 from ctxemb_core.backends._tokenize import Tokenizer
-from ctxemb_core.backends.exported import is_export, read_manifest
+from ctxemb_core.backends.base import Encoder, TokenBatch
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import LAST_LAYER, EmbeddingContract, Role, layer_terms
 from ctxemb_core.errors import (
@@ -31,8 +31,13 @@ from ctxemb_core.errors import (
     TruncationWarning,
     UnsupportedModelError,
 )
+from ctxemb_core.folders.digests import weights_digest
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
+from ctxemb_core.folders.manifest import is_export, read_manifest
+from ctxemb_core.folders.static import is_static_folder
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
-from ctxemb_core.resolve import check_fits, locate_model, read_layout, weights_digest
+from ctxemb_core.resolve import check_fits, export_contract
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
 
@@ -352,8 +357,6 @@ class Embedder:
             >>> emb.embed_query("hello").shape  # doctest: +SKIP
             (384,)
         """
-        from ctxemb_core.export import export_contract
-
         if "path" in options or "query_path" in options:
             raise InvalidInputError("from_export takes the folder as directory, not path=")
         contract = export_contract(directory)
@@ -781,7 +784,7 @@ def _load_static(
         UnsupportedModelError: ``backend="onnx"``/``"torch"`` for a static folder (there is no
             network to run), or ``backend="static"`` for a network's folder.
     """
-    from ctxemb_core.backends.static import StaticEncoder, is_static_folder
+    from ctxemb_core.backends.static import StaticEncoder
 
     key = (weights, "static", device)
     if path is None and backend in ("auto", "static"):

@@ -30,14 +30,9 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._files import replace_folder, sha256_file
-from ctxemb_core.backends.exported import (
-    CONTRACT_FILE,
-    EXPORT_FORMAT,
-    EXPORT_VERSION,
-    MANIFEST,
-    ExportEncoder,
-    read_manifest,
-)
+from ctxemb_core._version import __version__
+from ctxemb_core.backends.exported import ExportEncoder
+from ctxemb_core.backends.onnx_cache import checked_export
 from ctxemb_core.contract import LAST_LAYER, EmbeddingContract
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -46,13 +41,19 @@ from ctxemb_core.errors import (
     MissingDependencyError,
     UnsupportedModelError,
 )
-from ctxemb_core.resolve import (
-    check_fits,
-    contract_for,
-    locate_model,
-    read_layout,
-    register_model,
+from ctxemb_core.folders.digests import weights_digest
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
+from ctxemb_core.folders.manifest import (
+    CONTRACT_FILE,
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    MANIFEST,
 )
+from ctxemb_core.folders.manifest import is_export as _is_export
+from ctxemb_core.folders.static import is_static_folder
+from ctxemb_core.pooling import DenseHead
+from ctxemb_core.resolve import check_fits, contract_for, export_contract
 
 __all__ = ["export_contract", "export_model", "is_export"]
 
@@ -76,25 +77,7 @@ _CHECK_TEXTS = (
 def is_export(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a folder :func:`export_model` wrote (its manifest is there; the files
     are verified when the export is read, by :func:`export_contract` or the embedder)."""
-    from ctxemb_core.backends.exported import is_export as _is_export
-
     return _is_export(path)
-
-
-def export_contract(path: str | os.PathLike[str]) -> EmbeddingContract:
-    """The contract an export serves, read and verified, and the folder registered for it.
-
-    After this, ``Embedder(contract)`` finds the export (by the contract's weights digest) in
-    this process, as it finds a folder :func:`~ctxemb_core.contract_for` has read.
-
-    Raises:
-        ModelNotFoundError: ``path`` is not an export.
-        MalformedModelError: the manifest or ``contract.json`` is damaged (names the file and
-            the ``ctxemb export … --overwrite`` that makes it again).
-    """
-    manifest = read_manifest(path)
-    register_model(manifest.contract.weights, manifest.folder)
-    return manifest.contract
 
 
 def export_model(
@@ -145,23 +128,17 @@ def export_model(
             f"{folder} is an export already: copy the folder, or export from the model folder "
             "it was made from"
         )
-    from ctxemb_core.backends.static import is_static_folder
-
     if is_static_folder(folder):
         raise UnsupportedModelError(
             f"{folder} is a static model (a lookup table, no network): it needs no export, since "
             "numpy and tokenizers alone serve it: Embedder(contract_for(folder))"
         )
     layout = read_layout(folder)
-    from ctxemb_core.resolve import weights_digest
-
     actual = weights_digest(layout)
     if actual != contract.weights:
         raise ContractMismatchError(contract, contract.with_(weights=actual))
     check_fits(contract, layout.dimension, layout.max_positions, folder)
     tokenizer = _folder_tokenizer(layout.transformer)
-    from ctxemb_core.backends.onnx import checked_export
-
     quantization = contract.quantization.value if contract.quantization else None
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.ctxemb-export-", dir=target.parent))
@@ -181,8 +158,6 @@ def export_model(
         files[_TOKENIZER_FILE] = _write(work / _TOKENIZER_FILE, tokenizer.to_json().encode())
         files[CONTRACT_FILE] = _write(work / CONTRACT_FILE, (contract.to_json() + "\n").encode())
         dense = []
-        from ctxemb_core.pooling import DenseHead
-
         for i, spec in enumerate(layout.dense):
             head = DenseHead(spec.path, spec.activation)
             entry: dict[str, Any] = {
@@ -311,8 +286,6 @@ def _copy_graph(source: Path, files: dict[str, str], work: Path) -> dict[str, st
 def _versions(record: dict[str, Any]) -> dict[str, Any]:
     import onnxruntime
     import tokenizers
-
-    from ctxemb_core import __version__
 
     return {
         "ctxemb": __version__,

@@ -17,6 +17,7 @@ from ctxemb_core.errors import (
     PickledWeightsError,
     UnsupportedModelError,
 )
+from ctxemb_core.folders.st_modules import check_dense_activation
 
 __all__ = ["DenseHead", "dense_activation", "l2_normalize", "mix_layers", "pool", "quantize"]
 
@@ -109,6 +110,7 @@ def quantize(vectors: np.ndarray, precision: Precision) -> np.ndarray:
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
+# One for each name of ctxemb_core.folders.st_modules.DENSE_ACTIVATIONS (a test pins it).
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Identity": lambda x: x,
     "Tanh": np.tanh,
@@ -122,23 +124,16 @@ _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 def dense_activation(activation: Any, where: str) -> Callable[[np.ndarray], np.ndarray]:
     """The numpy form of a Dense config's ``activation_function`` (a ``torch.nn`` class path).
 
+    Which names are valid is the folder format's (:func:`ctxemb_core.folders.st_modules.
+    check_dense_activation`, which reading a folder applies too).
+
     Raises:
         MalformedModelError: the value is not a string.
         UnsupportedModelError: it names a class ctxemb does not implement, or one outside
             ``torch`` (sentence-transformers would import the folder's own code for it, or fall
             back to Tanh without saying so).
     """
-    if not isinstance(activation, str):
-        raise MalformedModelError(
-            f"{where}: activation_function must be a torch.nn class path, got {activation!r}"
-        )
-    name = activation.rsplit(".", 1)[-1]
-    if not activation.startswith("torch.") or name not in _ACTIVATIONS:
-        raise UnsupportedModelError(
-            f"{where}: dense activation {activation!r} is not supported; valid ones are the "
-            f"torch.nn classes {sorted(_ACTIVATIONS)}"
-        )
-    return _ACTIVATIONS[name]
+    return _ACTIVATIONS[check_dense_activation(activation, where)]
 
 
 class DenseHead:

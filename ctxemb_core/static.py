@@ -25,37 +25,29 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ctxemb_core._files import replace_folder
-from ctxemb_core.backends.static import (
-    DEFAULT_MAX_LENGTH,
-    StaticLayout,
-    StaticTokenizer,
-    is_static_folder,
-    read_safetensors,
-    read_static_layout,
-    safetensors_header,
-    static_digest,
-    write_safetensors,
-)
-from ctxemb_core.contract import MAX_CONTRACT_INT, EmbeddingContract, Pooling
+from ctxemb_core._files import replace_folder, sha256_file
+from ctxemb_core.backends.static import StaticTokenizer, check_vocabulary
 from ctxemb_core.errors import (
     DataFormatError,
-    InvalidContractError,
     InvalidInputError,
     MalformedModelError,
     UnsupportedModelError,
 )
+from ctxemb_core.folders.digests import safetensors_files, weights_digest
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
+from ctxemb_core.folders.safetensors import read_safetensors, safetensors_header, write_safetensors
+from ctxemb_core.folders.static import DEFAULT_MAX_LENGTH, is_static_folder, read_static_layout
+from ctxemb_core.resolve import static_contract
 
 __all__ = [
     "WORD_PATTERN",
@@ -65,20 +57,6 @@ __all__ = [
     "static_from_vectors",
 ]
 
-#: Contract fields a static folder's contract may take from the caller. The rest describe a
-#: network (a quantised graph, a separate query encoder, hidden layers): a table has none.
-_STATIC_OVERRIDES = frozenset(
-    {
-        "pooling",
-        "normalize",
-        "query_prefix",
-        "document_prefix",
-        "truncate_dim",
-        "max_tokens",
-        "precision",
-    }
-)
-_CONTRACT_FIELDS = frozenset(f.name for f in dataclasses.fields(EmbeddingContract))
 #: The input embedding matrix of BERT-family networks (BERT, RoBERTa, XLM-R, DistilBERT,
 #: MiniLM, MPNet), found with or without the network's prefix (``bert.``, ``roberta.``).
 _WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
@@ -86,93 +64,6 @@ _WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 #: other non-space characters (``tokenizers``' ``Whitespace`` pre-tokenizer).
 WORD_PATTERN = r"\w+|[^\w\s]+"
 _MODEL_TYPE = "model2vec"
-
-
-# -- the contract ------------------------------------------------------------------------------
-
-
-def static_contract(
-    folder: str | os.PathLike[str],
-    given: Mapping[str, Any] | None = None,
-    *,
-    name: str | None = None,
-    family: str | None = None,
-    query_encoder: str | None = None,
-) -> EmbeddingContract:
-    """The contract of a static folder (what :func:`~ctxemb_core.contract_for` returns for one).
-
-    Pinned: ``weights``, the digest of the table file (with any per-token ``weights`` and
-    ``mapping`` in it), ``tokenizer.json`` and ``config.json``; ``pooling="mean"`` (model2vec's
-    mean over the looked-up vectors); ``normalize`` as the config says (model2vec's default:
-    ``False``); ``max_tokens`` as its ``max_length`` (default 512; no limit is recorded as
-    :data:`~ctxemb_core.contract.MAX_CONTRACT_INT`); the table's width as ``dimension``.
-
-    Args:
-        folder: the static model's folder.
-        given: contract fields the caller chose (``contract_for``'s keywords that were given).
-        name: the identity to record; default: the known model with these weights, else the
-            folder's name.
-        family: a prefix preset (:data:`~ctxemb_core.resolve.FAMILY_PRESETS`).
-        query_encoder: refused: a static model has no separate query encoder.
-
-    Raises:
-        InvalidContractError: a field that describes a network (``quantization``, a separate
-            query encoder, …) was given.
-        MalformedModelError: the folder's files do not fit together.
-    """
-    from ctxemb_core.resolve import FAMILY_PRESETS, known_model, register_model
-
-    given = dict(given or {})
-    # Fields that describe a network; given at their default (a stamp's values, replayed by the
-    # CLI) they change nothing and are accepted.
-    network = {k: given.pop(k) for k in sorted(set(given) - _STATIC_OVERRIDES)}
-    if query_encoder is not None:
-        network["query_encoder"] = query_encoder
-    layout = read_static_layout(folder)
-    _check_vocabulary(layout)
-    weights = static_digest(layout)
-    register_model(weights, layout.root)
-    if name is None:
-        name = known_model(weights) or layout.root.name
-    query_prefix, document_prefix = FAMILY_PRESETS[family] if family else ("", "")
-    fields: dict[str, Any] = {
-        "model": name,
-        "weights": weights,
-        "pooling": Pooling.MEAN,
-        "dimension": layout.dimension,
-        "query_prefix": query_prefix,
-        "document_prefix": document_prefix,
-        "normalize": layout.normalize,
-        "max_tokens": layout.max_length or MAX_CONTRACT_INT,
-    }
-    fields.update(given)
-    contract = EmbeddingContract(**fields)
-    refused = [
-        k
-        for k, v in network.items()
-        if k not in _CONTRACT_FIELDS or contract.with_(**{k: v}) != contract
-    ]
-    if refused:
-        what = f"{layout.root.name} is a static model (a lookup table, no network), so"
-        raise InvalidContractError(
-            f"{what} {', '.join(f'{k}=' for k in refused)} does not apply to it; a static "
-            f"contract takes {', '.join(sorted(_STATIC_OVERRIDES))}",
-            cli=f"{what} {', '.join('--' + k.replace('_', '-') for k in refused)} does not "
-            "apply to it",
-        )
-    return contract
-
-
-def _check_vocabulary(layout: StaticLayout) -> None:
-    """Refuse a table whose rows do not fit the tokenizer (model2vec refuses it too)."""
-    if layout.mapping:
-        return  # rows are reached through the mapping; checked when the table is loaded
-    vocab = StaticTokenizer(layout.tokenizer).vocab_size
-    if vocab != layout.rows:
-        raise MalformedModelError(
-            f"{layout.table}: the table has {layout.rows} rows for {vocab} tokens in "
-            "tokenizer.json (and no mapping); the folder's files do not fit together"
-        )
 
 
 # -- a contextual model's own input embeddings -----------------------------------------------
@@ -218,8 +109,6 @@ def static_from_model(
         ... # doctest: +SKIP
         PosixPath('minilm-static')
     """
-    from ctxemb_core.resolve import locate_model, read_layout, safetensors_files, weights_digest
-
     _check_options(normalize, max_tokens)
     target = _target(directory, overwrite)
     text = os.fspath(model)
@@ -461,7 +350,7 @@ def _publish_new(
         (work / "config.json").write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
         # Read back as it will be served: the same table, bit for bit, and a fitting tokenizer.
         layout = read_static_layout(work)
-        _check_vocabulary(layout)
+        check_vocabulary(layout)
         if not np.array_equal(read_safetensors(layout.table, ["embeddings"])["embeddings"], table):
             raise MalformedModelError(f"{work}: the table read back is not the one written")
         _target(target, overwrite=True)  # again: the folder may have filled meanwhile
@@ -473,6 +362,4 @@ def _publish_new(
 
 
 def _sha256(path: Path) -> str:
-    from ctxemb_core._files import sha256_file
-
     return "sha256:" + sha256_file(path)

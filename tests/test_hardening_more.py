@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from tiny_models import build_bert
 
-import ctxemb_core.backends.onnx as onnx_backend
+import ctxemb_core.backends.onnx_cache as onnx_backend
 from ctxemb_core import Embedder, contract_for
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder

@@ -293,7 +293,7 @@ def _fusion_writes_a_broken_graph(model_file: Path, config: object) -> dict:
 def test_a_recipe_that_fails_gives_way_to_the_next(
     own_cache, tmp_path, monkeypatch, fusion, reason
 ):
-    import ctxemb_core.backends.onnx as onnx_backend
+    import ctxemb_core.backends.onnx_build as onnx_backend
 
     monkeypatch.setattr(onnx_backend, "_fuse", fusion)
     folder = build_bert(tmp_path / "bert", seed=32)
@@ -307,7 +307,7 @@ def test_a_recipe_that_fails_gives_way_to_the_next(
 
 
 def test_an_export_no_recipe_reproduces_is_refused_and_not_cached(own_cache, tmp_path, monkeypatch):
-    import ctxemb_core.backends.onnx as onnx_backend
+    import ctxemb_core.backends.onnx_recipes as onnx_backend
 
     monkeypatch.setattr(onnx_backend, "CHECK_MIN_COSINE", 1.5)  # no cosine reaches it
     folder = build_bert(tmp_path / "bert", seed=33)

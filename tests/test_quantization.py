@@ -153,7 +153,7 @@ def test_a_recipe_refuses_an_export_of_another_format(int8_pc, monkeypatch):
     model_file = onnx.export_dir(int8_pc.contract.weights) / "model.onnx"
     recipes = copy.deepcopy(onnx.QUANTIZATION_RECIPES)
     recipes[NEW]["export_format"] = onnx.EXPORT_FORMAT - 1
-    monkeypatch.setattr(onnx, "_QUANTIZATION_RECIPES", recipes)
+    monkeypatch.setitem(onnx.QUANTIZATION_RECIPES, NEW, recipes[NEW])
     with pytest.raises(UnsupportedModelError, match="later version of the recipe"):
         onnx._quantized(model_file, NEW)
 

@@ -560,7 +560,7 @@ def test_the_classifier_export_and_an_encoder_export_of_one_digest_stay_apart(ow
 
 
 def test_an_export_that_fails_its_self_check_is_not_published(own_cache, tmp_path, monkeypatch):
-    import ctxemb_core.backends.onnx as onnx_backend
+    import ctxemb_core.backends.onnx_recipes as onnx_backend
     import ctxemb_core.rerank.cross as cross
 
     monkeypatch.setattr(onnx_backend, "CHECK_LOGIT_TOLERANCE", -1.0)  # nothing passes

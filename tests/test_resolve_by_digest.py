@@ -25,8 +25,8 @@ from conftest import MINILM
 from tiny_models import build_sentence_transformer
 
 from ctxemb_core import Embedder, contract_for
-from ctxemb_core import resolve as resolve_module
 from ctxemb_core.errors import ModelNotFoundError
+from ctxemb_core.folders import locate as resolve_module
 from ctxemb_core.resolve import locate_model, weights_digest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,19 +4,15 @@ An :class:`Encoder` gives token vectors; everything else (prefixes, pooling, den
 truncation, normalisation, precision) is derived once, in :mod:`ctxemb_core.embedder`, so every
 backend yields the same vectors for a contract. A :class:`Classifier` gives the logits of a
 sequence-classification network (a cross-encoder) for texts or (first, second) pairs; the score
-activation is the reranker's (:mod:`ctxemb_core.rerank.cross`).
+activation is the reranker's (:mod:`ctxemb_core.rerank.cross`). The types live in
+:mod:`ctxemb_core.backends.base`; this module loads a backend by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
-import numpy as np
-
-from ctxemb_core.backends._tokenize import TextInput, Tokenizer
+from ctxemb_core.backends.base import Classifier, Encoder, LogitBatch, TextInput, TokenBatch
 from ctxemb_core.errors import InvalidInputError, UnsupportedModelError
 
 __all__ = [
@@ -29,71 +25,6 @@ __all__ = [
     "load_classifier",
     "load_encoder",
 ]
-
-
-@dataclass(frozen=True)
-class TokenBatch:
-    """Token vectors of a padded batch.
-
-    Attributes:
-        hidden: ``(batch, tokens, width)`` float32 contextual vectors (the encoder's last layer).
-        mask: ``(batch, tokens)`` 1 where a real token stands, 0 on padding.
-        truncated: per text, whether the tokenizer cut it to ``max_tokens``.
-        tokens: per text, the token strings (padding excluded), or ``None`` if not requested.
-        offsets: per text, ``(start, end)`` character offsets of each token in the text.
-        special: per text, 1 where the token is a special token ([CLS], [SEP], EOS, …).
-    """
-
-    hidden: np.ndarray
-    mask: np.ndarray
-    truncated: np.ndarray
-    tokens: list[list[str]] | None = None
-    offsets: list[list[tuple[int, int]]] | None = None
-    special: list[list[int]] | None = None
-
-
-@runtime_checkable
-class Encoder(Protocol):
-    """A loaded network and its tokenizer."""
-
-    #: Width of the token vectors.
-    hidden_size: int
-    #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
-    tokenizer: Tokenizer
-
-    def encode(
-        self, texts: Sequence[str], max_tokens: int, *, with_tokens: bool = False
-    ) -> TokenBatch:
-        """Tokenize (truncating to ``max_tokens``) and run the network over one batch."""
-        ...
-
-
-@dataclass(frozen=True)
-class LogitBatch:
-    """The logits of a batch of texts or pairs.
-
-    Attributes:
-        logits: ``(batch, num_labels)`` float32, the network's classification head.
-        truncated: per input, whether the tokenizer cut it to ``max_tokens``.
-    """
-
-    logits: np.ndarray
-    truncated: np.ndarray
-
-
-@runtime_checkable
-class Classifier(Protocol):
-    """A loaded sequence-classification network and its tokenizer."""
-
-    #: Outputs per input (the labels of the classification head).
-    num_labels: int
-    #: The folder's tokenizer (shared by every backend, so all of them see the same tokens).
-    tokenizer: Tokenizer
-
-    def classify(self, inputs: Sequence[TextInput], max_tokens: int) -> LogitBatch:
-        """Tokenize texts or (first, second) pairs (truncating to ``max_tokens``) and run the
-        network over one batch."""
-        ...
 
 
 def _load_torch(folder: Path, device: str, quantization: str | None) -> Encoder:

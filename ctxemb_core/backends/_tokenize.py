@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ctxemb_core.backends.base import TextInput, TokenBatch
 from ctxemb_core.errors import (
     DataFormatError,
     MalformedModelError,
@@ -16,13 +17,7 @@ from ctxemb_core.errors import (
     ModelNotFoundError,
     UnsupportedModelError,
 )
-
-if TYPE_CHECKING:
-    from ctxemb_core.backends import TokenBatch
-
-
-#: One input of the tokenizer: a text, or a (first, second) pair for its pair encoding.
-TextInput = str | tuple[str, str]
+from ctxemb_core.folders.digests import check_tokenizer_files
 
 
 class Tokenizer:
@@ -169,8 +164,6 @@ class FolderTokenizer(Tokenizer):
     def __init__(self, folder: Path) -> None:
         from transformers import AutoTokenizer
 
-        from ctxemb_core.resolve import check_tokenizer_files
-
         check_tokenizer_files(folder)  # before the Rust parser reads a huge file whole
         try:
             # trust_remote_code=False: a tokenizer class mapped to the folder's own Python
@@ -204,8 +197,6 @@ def token_batch(
     encodings: list, arrays: dict[str, np.ndarray], hidden: np.ndarray, with_tokens: bool
 ) -> TokenBatch:
     """The :class:`TokenBatch` of a forward pass, the same for every backend."""
-    from ctxemb_core.backends import TokenBatch
-
     mask = arrays["attention_mask"]
     truncated = np.array([bool(e.overflowing) for e in encodings])
     if not with_tokens:

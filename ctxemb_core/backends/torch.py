@@ -9,16 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core.backends import LogitBatch, TokenBatch
 from ctxemb_core.backends._tokenize import FolderTokenizer, TextInput, Tokenizer, token_batch
+from ctxemb_core.backends.base import LogitBatch, TokenBatch
 from ctxemb_core.errors import (
     MalformedModelError,
     MissingDependencyError,
     ModelNotFoundError,
     UnsupportedModelError,
 )
+from ctxemb_core.folders.digests import safetensors_files
 from ctxemb_core.pooling import mix_layers
-from ctxemb_core.resolve import safetensors_files
 
 
 class TorchEncoder:

@@ -12,13 +12,15 @@ import numpy as np
 
 from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
+from ctxemb_core.folders.digests import weights_digest
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.rerank.contract import (
     RerankerContract,
     RerankKind,
     ScoreThreshold,
     load_reranker_contract,
 )
-from ctxemb_core.resolve import locate_model, read_layout, weights_digest
 
 __all__ = [
     "Ranked",

@@ -18,7 +18,8 @@ import numpy as np
 
 from ctxemb_core._batches import plan_batches, with_progress
 from ctxemb_core._validate import check_text
-from ctxemb_core.backends import Classifier, TextInput, load_classifier
+from ctxemb_core.backends import load_classifier
+from ctxemb_core.backends.base import Classifier, TextInput
 from ctxemb_core.errors import (
     CtxembWarning,
     InvalidContractError,
@@ -26,9 +27,11 @@ from ctxemb_core.errors import (
     RerankerMismatchError,
     TruncationWarning,
 )
+from ctxemb_core.folders.digests import weights_digest
+from ctxemb_core.folders.layouts import read_layout
+from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import Activation, RerankerContract, RerankKind
-from ctxemb_core.resolve import locate_model, read_layout, weights_digest
 
 __all__ = ["CrossEncoderReranker"]
 

@@ -332,7 +332,7 @@ def _build_mlas_session() -> Any:
         from onnx import TensorProto, helper
     except ImportError:
         return None
-    from ctxemb_core.backends.onnx import available_cores
+    from ctxemb_core.backends.ort import available_cores
 
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["c"])],

@@ -20,6 +20,9 @@ from ctxemb_core.errors import (
     MalformedModelError,
     UnsupportedModelError,
 )
+from ctxemb_core.folders.digests import weights_digest
+from ctxemb_core.folders.layouts import ModelLayout, classification_architecture, read_layout
+from ctxemb_core.folders.locate import locate_model, register_model
 from ctxemb_core.rerank.contract import (
     Activation,
     PairFormat,
@@ -27,15 +30,7 @@ from ctxemb_core.rerank.contract import (
     RerankKind,
     SkipTokens,
 )
-from ctxemb_core.resolve import (
-    ModelLayout,
-    classification_architecture,
-    contract_for,
-    locate_model,
-    read_layout,
-    register_model,
-    weights_digest,
-)
+from ctxemb_core.resolve import contract_for
 
 __all__ = ["SAVED_ACTIVATIONS", "rerank_contract_for"]
 
