@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from ctxemb_core.backends import Encoder
 from ctxemb_core.backends._tokenize import Tokenizer
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
-from ctxemb_core.errors import DataFormatError, InvalidInputError, TruncationWarning
+from ctxemb_core.errors import InvalidInputError, TruncationWarning
 from ctxemb_core.networks import (
     _ENCODERS,  # noqa: F401  (tests read the loaded networks here, where they always were)
     encode,
@@ -25,6 +25,7 @@ from ctxemb_core.networks import (
     load_network_with,
 )
 from ctxemb_core.pooling import l2_normalize, pool, quantize
+from ctxemb_core.settings import RunSettings, Setting, check_device
 from ctxemb_core.tokens import (
     TokenEmbeddings,
     WordVector,
@@ -37,6 +38,17 @@ from ctxemb_core.tokens import (
 )
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
+
+# What an Embedder can be asked to run on: "auto" picks for the folder (see load_network).
+_BACKENDS = ("auto", "onnx", "torch", "static")
+
+
+def _check_backend(value: Any, name: str) -> str:
+    if value not in _BACKENDS:
+        raise InvalidInputError(
+            f"{name} must be 'auto', 'onnx', 'torch' or 'static', got {value!r}"
+        )
+    return value
 
 
 class Embedder:
@@ -77,6 +89,21 @@ class Embedder:
         (2, 384)
     """
 
+    #: The run settings :meth:`config`, :meth:`config_for` and :meth:`from_config` write and
+    #: read, in order (the contract and its folders' hints come first).
+    run_settings: ClassVar[RunSettings] = RunSettings(
+        owner="Embedder",
+        described="an Embedder config",
+        source="Embedder.config()",
+        located=("contract", "path_hint", "query_path_hint"),
+        settings=(
+            Setting("backend", "auto", _check_backend, attribute="requested_backend"),
+            Setting("device", "cpu", check_device),
+            Setting("batch_size", 64, check_positive_int),
+            Setting("token_budget", 2048, check_positive_int),
+        ),
+    )
+
     def __init__(
         self,
         contract: EmbeddingContract,
@@ -95,8 +122,9 @@ class Embedder:
                 "Embedder needs an EmbeddingContract (see contract_for), got "
                 f"{type(contract).__name__}"
             )
-        check_positive_int(batch_size, "batch_size")
-        check_positive_int(token_budget, "token_budget")
+        # The counts are checked here; a backend or device is refused by the loader, which says
+        # what it lacks (LazyEmbedder checks every setting before anything is loaded).
+        self.run_settings.check({"batch_size": batch_size, "token_budget": token_budget})
         self.contract = contract
         #: The backend asked for (``"auto"``, ``"onnx"`` or ``"torch"``), kept for :meth:`config`.
         self.requested_backend = backend
@@ -158,33 +186,31 @@ class Embedder:
             self.contract,
             path=self._doc.folder,
             query_path=self._query.folder if self._query is not self._doc else None,
-            backend=self.requested_backend,
-            device=self.device,
-            batch_size=self.batch_size,
-            token_budget=self.token_budget,
+            **self.run_settings.of(self),
         )
 
-    @staticmethod
+    @classmethod
     def config_for(
+        cls,
         contract: EmbeddingContract,
         *,
         path: str | Path | None = None,
         query_path: str | Path | None = None,
-        backend: str = "auto",
-        device: str = "cpu",
-        batch_size: int = 64,
-        token_budget: int = 2048,
+        **settings: Any,
     ) -> dict[str, Any]:
         """The :meth:`config` of an embedder not built yet (nothing is loaded).
 
         For a framework component that builds its embedder lazily: the model folders are
         located (not read) when no path is given, and a folder that cannot be located yet is
         left out (``None``); :meth:`from_config` then finds the model as any contract's.
+        ``settings`` are the run settings of :attr:`run_settings` (``backend``, ``device``,
+        ``batch_size``, ``token_budget``); one left out is the constructor's default.
         """
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
                 f"config_for needs an EmbeddingContract, got {type(contract).__name__}"
             )
+        values = cls.run_settings.complete(settings, "Embedder.config_for")
         return {
             "contract": contract.to_dict(),
             "path_hint": folder_hint(path, contract.model, contract.weights),
@@ -193,10 +219,7 @@ class Embedder:
                 if contract.query_model is not None
                 else None
             ),
-            "backend": backend,
-            "device": device,
-            "batch_size": batch_size,
-            "token_budget": token_budget,
+            **values,
         }
 
     @classmethod
@@ -209,18 +232,8 @@ class Embedder:
         Raises:
             DataFormatError: not a mapping, no contract, or keys :meth:`config` does not write.
         """
-        if not isinstance(config, Mapping) or not isinstance(config.get("contract"), Mapping):
-            raise DataFormatError(
-                "an Embedder config is a mapping with a 'contract' (see Embedder.config()), got "
-                f"{type(config).__name__}"
-            )
-        unknown = sorted(set(config) - set(_CONFIG_KEYS))
-        if unknown:
-            raise DataFormatError(
-                f"unknown Embedder config keys {unknown}; the keys are {sorted(_CONFIG_KEYS)}"
-            )
+        settings = cls.run_settings.read(config)
         contract = EmbeddingContract.from_dict(dict(config["contract"]))
-        settings = {k: config[k] for k in _CONFIG_KEYS[3:] if k in config}
         path = hinted_folder(config.get("path_hint"), contract.weights)
         query_path = None
         if contract.query_weights is not None:
@@ -527,18 +540,6 @@ class Embedder:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-# The first three locate the network; the rest are run settings passed to __init__.
-_CONFIG_KEYS = (
-    "contract",
-    "path_hint",
-    "query_path_hint",
-    "backend",
-    "device",
-    "batch_size",
-    "token_budget",
-)
 
 
 def _prompt_tokens(tokenizer: Tokenizer, prefix: str, contract: EmbeddingContract) -> int:
