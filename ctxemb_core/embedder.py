@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ctxemb_core._batches import plan_batches, with_progress
+from ctxemb_core._batches import plan_batches
 from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.backends import Encoder
 from ctxemb_core.backends._tokenize import Tokenizer
@@ -28,13 +28,10 @@ from ctxemb_core.pooling import l2_normalize, pool, quantize
 from ctxemb_core.settings import RunSettings, Setting, check_device
 from ctxemb_core.tokens import (
     TokenEmbeddings,
+    TokenVectorsMixin,
     WordVector,
-    check_word_options,
-    expanded,
-    occurrence_vectors,
-    token_rows,
-    word_pattern,
-    word_vector_of,
+    check_batch,
+    embedding_progress,
 )
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
@@ -43,7 +40,7 @@ __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
 _BACKENDS = ("auto", "onnx", "torch", "static")
 
 
-def _check_backend(value: Any, name: str) -> str:
+def _check_backend(value: Any, name: str) -> Any:
     if value not in _BACKENDS:
         raise InvalidInputError(
             f"{name} must be 'auto', 'onnx', 'torch' or 'static', got {value!r}"
@@ -51,7 +48,7 @@ def _check_backend(value: Any, name: str) -> str:
     return value
 
 
-class Embedder:
+class Embedder(TokenVectorsMixin):
     """Embeds texts exactly as one contract says, for documents and for queries.
 
     The role decides the prefix, so a query can never be embedded with the document prefix; the
@@ -274,20 +271,20 @@ class Embedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (with the document prefix); ``(len(texts), output_dim)``."""
-        return self._embed(_check_texts(texts), Role.DOCUMENT)
+        return self._embed(check_batch(texts), Role.DOCUMENT)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed queries (with the query prefix); ``(len(texts), output_dim)``."""
-        return self._embed(_check_texts(texts), Role.QUERY)
+        return self._embed(check_batch(texts), Role.QUERY)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query; ``(output_dim,)``."""
-        text = _check_text(text, "text")
+        text = check_text(text, "text")
         return self._embed([text], Role.QUERY)[0]
 
     def embed(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
         """Embed texts under an explicit role (what adapters with a role argument call)."""
-        return self._embed(_check_texts(texts), Role.parse(role, "role"))
+        return self._embed(check_batch(texts), Role.parse(role, "role"))
 
     def _embed(self, texts: list[str], role: Role) -> np.ndarray:
         # One TruncationWarning per public call, for every text it cut (the cache's misses
@@ -343,7 +340,7 @@ class Embedder:
         out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
         truncated = 0
         batches = self._plan(encoder, prefixed)
-        for idx in _progress(batches, len(prefixed), self.show_progress):
+        for idx in embedding_progress(batches, len(prefixed), self.show_progress):
             batch = encode(encoder, [prefixed[i] for i in idx], c.max_tokens, c.layers)
             truncated += int(batch.truncated.sum())
             vectors = pool(batch.hidden, batch.mask, c.pooling, skip=skip)
@@ -372,172 +369,6 @@ class Embedder:
         lengths = encoder.tokenizer.lengths(texts, limit)
         return plan_batches(lengths, self.batch_size, self.token_budget)
 
-    # -- token vectors -----------------------------------------------------------------------
-
-    def embed_tokens(self, text: str, *, role: Role | str = Role.DOCUMENT) -> TokenEmbeddings:
-        """The contextual per-token vectors of one text, with tokens and character offsets.
-
-        The role's prefix is applied (the encoder sees what it sees when embedding the text),
-        and its tokens are dropped from the result, as are special tokens. The one-text case of
-        :meth:`embed_token_batch`.
-        """
-        text = _check_text(text, "text")
-        parsed = Role.parse(role, "role")
-        return self._token_batch([text], parsed, limit=self.contract.max_tokens, stacklevel=3)[0]
-
-    def embed_token_batch(
-        self,
-        texts: Sequence[str],
-        *,
-        role: Role | str = Role.DOCUMENT,
-        keep_special: bool = False,
-        marker: str = "",
-        expand_to: int | None = None,
-        dense: bool = False,
-    ) -> list[TokenEmbeddings]:
-        """The per-token vectors of many texts, batched by token budget, in input order.
-
-        Each text is read as ``prefix(role) + marker + text`` and cut to the contract's
-        ``max_tokens``; batches are planned like :meth:`embed_documents`' (by real token
-        counts, within ``token_budget``), a progress bar shows on long work and a
-        :class:`~ctxemb_core.errors.TruncationWarning` reports cut texts. The role prefix's
-        tokens are always dropped; what else is kept is flagged in the result, so late
-        interaction can choose (see :class:`TokenEmbeddings`).
-
-        Args:
-            texts: the texts.
-            role: whose prefix (and, for a DPR-style pair, whose encoder) reads them.
-            keep_special: keep the special tokens ([CLS], [SEP], …), flagged ``special``.
-            marker: a text read between the role's prefix and each text (ColBERT's ``[Q] ``
-                or ``[D] ``); its tokens are kept, flagged ``marker``.
-            expand_to: cut each text at this many tokens (every token the encoder reads,
-                prefix and special tokens included) and pad shorter ones up to it with the
-                tokenizer's mask token (ColBERT's query expansion). The mask tokens are read
-                by the network like the text's (it attends to them) and kept, flagged
-                ``expansion``. ``None``: no expansion, the contract's ``max_tokens``.
-            dense: apply the network's dense heads (a sentence-transformers folder's ``Dense``
-                modules, ColBERT's linear projection) to every token vector, so each has the
-                contract's ``dimension``; without heads the vectors are unchanged.
-
-        Raises:
-            InvalidInputError: not a non-empty batch of texts, a marker that is not text, an
-                ``expand_to`` outside ``1..max_tokens``.
-            UnsupportedModelError: ``expand_to`` with a tokenizer that has no mask token, or
-                does not read it as one token.
-
-        Example:
-            >>> toks = emb.embed_token_batch(["a cat", "a dog"], keep_special=True)
-            >>> toks[0].tokens, toks[0].special.tolist()  # doctest: +SKIP
-            (['[CLS]', 'a', 'cat', '[SEP]'], [True, False, False, True])
-        """
-        texts = _check_texts(texts)
-        parsed = Role.parse(role, "role")
-        marker = _check_text(marker, "marker")
-        limit = self.contract.max_tokens
-        if expand_to is not None:
-            if isinstance(expand_to, bool) or not isinstance(expand_to, int):
-                raise InvalidInputError(f"expand_to must be an integer, got {expand_to!r}")
-            if not 1 <= expand_to <= limit:
-                raise InvalidInputError(
-                    f"expand_to={expand_to} is out of range; valid values are 1..{limit} "
-                    "(the contract's max_tokens)"
-                )
-            limit = expand_to
-        return self._token_batch(
-            texts,
-            parsed,
-            keep_special=bool(keep_special),
-            marker=marker,
-            limit=limit,
-            expand=expand_to is not None,
-            dense=bool(dense),
-            stacklevel=3,
-        )
-
-    def _token_batch(
-        self,
-        texts: list[str],
-        role: Role,
-        *,
-        limit: int,
-        keep_special: bool = False,
-        marker: str = "",
-        expand: bool = False,
-        dense: bool = False,
-        stacklevel: int,
-    ) -> list[TokenEmbeddings]:
-        network = self._query if role is Role.QUERY else self._doc
-        encoder = network.encoder
-        prefix = self.contract.prefix(role)
-        lead = prefix + marker
-        read = [lead + t for t in texts]
-        if expand:
-            read = expanded(network, read, limit, self.contract.max_tokens)
-        out: list[TokenEmbeddings | None] = [None] * len(read)
-        truncated = 0
-        for idx in _progress(self._plan(encoder, read, limit), len(read), self.show_progress):
-            batch = encode(
-                encoder, [read[i] for i in idx], limit, self.contract.layers, with_tokens=True
-            )
-            truncated += int(batch.truncated.sum())
-            rows = token_rows(
-                network,
-                batch,
-                [texts[i] for i in idx],
-                len(prefix),
-                len(lead),
-                keep_special=keep_special,
-                dense=dense,
-            )
-            for i, toks in zip(idx, rows, strict=True):
-                out[i] = toks
-        self.last_truncated = truncated
-        if truncated:
-            warnings.warn(TruncationWarning(truncated, len(read), limit), stacklevel=stacklevel)
-        return [t for t in out if t is not None]
-
-    def word_vector(
-        self,
-        word: str,
-        contexts: Sequence[str],
-        aggregate: str = "mean",
-        *,
-        pieces: str = "mean",
-    ) -> WordVector:
-        """A vector for a word type, aggregated over its occurrences in ``contexts``.
-
-        A contextual model has no single vector per word: each occurrence has its own, computed
-        from the text it sits in. This derives one in two recorded steps: each occurrence's
-        vector combines the word's word-piece vectors from :meth:`embed_tokens` (``pieces``),
-        and the occurrences are combined (``aggregate``). Pass one context for the vector of
-        one occurrence. A static model's word-piece vectors are its table's rows, the same in
-        every context, so there every occurrence of a word has the same vector.
-
-        Args:
-            word: the word, matched case-insensitively as a whole word.
-            contexts: the texts it occurs in.
-            aggregate: how occurrences are combined: ``"mean"``, ``"median"`` or ``"max"``.
-            pieces: how one occurrence's word-piece vectors are combined: ``"mean"`` (the mean
-                of the word's word-piece vectors) or ``"first"`` (its first word piece's).
-
-        Returns:
-            A :class:`WordVector` that states both aggregations and the occurrence count.
-
-        Raises:
-            InvalidInputError: the word is empty, ``aggregate`` or ``pieces`` is unknown, or the
-                word occurs in none of the contexts.
-        """
-        word = _check_text(word, "word")
-        check_word_options(word, aggregate, pieces)
-        contexts = _check_texts(contexts, "contexts")
-        pattern = word_pattern(word)
-        found = []
-        for context in contexts:
-            matches = list(pattern.finditer(context))
-            if matches:
-                found += occurrence_vectors(self.embed_tokens(context), matches, pieces)
-        return word_vector_of(word, found, aggregate, pieces, len(contexts))
-
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -550,21 +381,3 @@ def _prompt_tokens(tokenizer: Tokenizer, prefix: str, contract: EmbeddingContrac
     ids = encodings[0].ids
     special = {i for i, t in tokenizer.tokenizer.get_added_tokens_decoder().items() if t.special}
     return len(ids) - 1 if ids and ids[-1] in special else len(ids)
-
-
-def _check_text(text: Any, what: str) -> str:
-    # The one text of a call, as a plain, encodable str (rules in ctxemb_core._validate).
-    return check_text(text, what)
-
-
-def _check_texts(texts: Any, what: str = "texts") -> list[str]:
-    # A batch as a new list of plain, encodable strs; an Embedder call refuses an empty one.
-    if what == "texts":
-        single = "use embed_query for a single query or wrap it in a list"
-    else:
-        single = "wrap a single text in a list"
-    return check_texts(texts, what, single=single, allow_empty=False)
-
-
-def _progress(batches: list[np.ndarray], total: int, show: bool | None) -> Iterable[np.ndarray]:
-    return with_progress(batches, total, show, unit="text", desc="embedding")

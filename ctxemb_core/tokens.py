@@ -13,30 +13,31 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core.backends import TokenBatch
+from ctxemb_core._batches import with_progress
+from ctxemb_core._validate import check_text, check_texts
+from ctxemb_core.backends import Encoder, TokenBatch
 from ctxemb_core.backends.exported import is_export
-from ctxemb_core.errors import InvalidInputError, UnsupportedModelError
-from ctxemb_core.networks import Network
+from ctxemb_core.contract import EmbeddingContract, Role
+from ctxemb_core.errors import InvalidInputError, TruncationWarning, UnsupportedModelError
+from ctxemb_core.networks import Network, encode
 from ctxemb_core.resolve import read_layout
 
 __all__ = [
     "AGGREGATES",
     "PIECES",
     "TokenEmbeddings",
+    "TokenVectorsMixin",
     "WordVector",
-    "check_word_options",
-    "expanded",
-    "occurrence_vectors",
-    "token_rows",
-    "word_pattern",
-    "word_vector_of",
+    "check_batch",
+    "embedding_progress",
 ]
 
 AGGREGATES = ("mean", "median", "max")
@@ -179,7 +180,7 @@ def _pick_tokens(
     return _Picked(row, np.array(keep, dtype=np.int64), tokens, offsets, k == 1, k == 2, k == 3)
 
 
-def expanded(network: Network, texts: list[str], length: int, max_tokens: int) -> list[str]:
+def _expanded(network: Network, texts: list[str], length: int, max_tokens: int) -> list[str]:
     """Each text padded with the tokenizer's mask token up to ``length`` tokens.
 
     The masks go into the text (so the network reads and attends to them), after a space: a
@@ -258,7 +259,210 @@ def _apply_dense(network: Network, vectors: np.ndarray) -> np.ndarray:
     return vectors
 
 
-def token_rows(
+class TokenVectorsMixin:
+    """The token-vector and word-vector calls of :class:`~ctxemb_core.Embedder`.
+
+    Mixed into the Embedder (as sentence-transformers mixes ``FitMixin`` into its model): the
+    calls read the Embedder's contract, networks and batch plan, which it sets up.
+    """
+
+    # Set by the Embedder: what the calls read.
+    contract: EmbeddingContract
+    show_progress: bool | None
+    last_truncated: int
+    _doc: Network
+    _query: Network
+
+    def _plan(
+        self, encoder: Encoder, texts: list[str], max_tokens: int | None = None
+    ) -> list[np.ndarray]:
+        raise NotImplementedError  # the Embedder's batch plan
+
+    def embed_tokens(self, text: str, *, role: Role | str = Role.DOCUMENT) -> TokenEmbeddings:
+        """The contextual per-token vectors of one text, with tokens and character offsets.
+
+        The role's prefix is applied (the encoder sees what it sees when embedding the text),
+        and its tokens are dropped from the result, as are special tokens. The one-text case of
+        :meth:`embed_token_batch`.
+        """
+        text = check_text(text, "text")
+        parsed = Role.parse(role, "role")
+        return self._token_batch([text], parsed, limit=self.contract.max_tokens, stacklevel=3)[0]
+
+    def embed_token_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        role: Role | str = Role.DOCUMENT,
+        keep_special: bool = False,
+        marker: str = "",
+        expand_to: int | None = None,
+        dense: bool = False,
+    ) -> list[TokenEmbeddings]:
+        """The per-token vectors of many texts, batched by token budget, in input order.
+
+        Each text is read as ``prefix(role) + marker + text`` and cut to the contract's
+        ``max_tokens``; batches are planned like :meth:`embed_documents`' (by real token
+        counts, within ``token_budget``), a progress bar shows on long work and a
+        :class:`~ctxemb_core.errors.TruncationWarning` reports cut texts. The role prefix's
+        tokens are always dropped; what else is kept is flagged in the result, so late
+        interaction can choose (see :class:`TokenEmbeddings`).
+
+        Args:
+            texts: the texts.
+            role: whose prefix (and, for a DPR-style pair, whose encoder) reads them.
+            keep_special: keep the special tokens ([CLS], [SEP], …), flagged ``special``.
+            marker: a text read between the role's prefix and each text (ColBERT's ``[Q] ``
+                or ``[D] ``); its tokens are kept, flagged ``marker``.
+            expand_to: cut each text at this many tokens (every token the encoder reads,
+                prefix and special tokens included) and pad shorter ones up to it with the
+                tokenizer's mask token (ColBERT's query expansion). The mask tokens are read
+                by the network like the text's (it attends to them) and kept, flagged
+                ``expansion``. ``None``: no expansion, the contract's ``max_tokens``.
+            dense: apply the network's dense heads (a sentence-transformers folder's ``Dense``
+                modules, ColBERT's linear projection) to every token vector, so each has the
+                contract's ``dimension``; without heads the vectors are unchanged.
+
+        Raises:
+            InvalidInputError: not a non-empty batch of texts, a marker that is not text, an
+                ``expand_to`` outside ``1..max_tokens``.
+            UnsupportedModelError: ``expand_to`` with a tokenizer that has no mask token, or
+                does not read it as one token.
+
+        Example:
+            >>> toks = emb.embed_token_batch(["a cat", "a dog"], keep_special=True)
+            >>> toks[0].tokens, toks[0].special.tolist()  # doctest: +SKIP
+            (['[CLS]', 'a', 'cat', '[SEP]'], [True, False, False, True])
+        """
+        texts = check_batch(texts)
+        parsed = Role.parse(role, "role")
+        marker = check_text(marker, "marker")
+        limit = self.contract.max_tokens
+        if expand_to is not None:
+            if isinstance(expand_to, bool) or not isinstance(expand_to, int):
+                raise InvalidInputError(f"expand_to must be an integer, got {expand_to!r}")
+            if not 1 <= expand_to <= limit:
+                raise InvalidInputError(
+                    f"expand_to={expand_to} is out of range; valid values are 1..{limit} "
+                    "(the contract's max_tokens)"
+                )
+            limit = expand_to
+        return self._token_batch(
+            texts,
+            parsed,
+            keep_special=bool(keep_special),
+            marker=marker,
+            limit=limit,
+            expand=expand_to is not None,
+            dense=bool(dense),
+            stacklevel=3,
+        )
+
+    def _token_batch(
+        self,
+        texts: list[str],
+        role: Role,
+        *,
+        limit: int,
+        keep_special: bool = False,
+        marker: str = "",
+        expand: bool = False,
+        dense: bool = False,
+        stacklevel: int,
+    ) -> list[TokenEmbeddings]:
+        network = self._query if role is Role.QUERY else self._doc
+        encoder = network.encoder
+        prefix = self.contract.prefix(role)
+        lead = prefix + marker
+        read = [lead + t for t in texts]
+        if expand:
+            read = _expanded(network, read, limit, self.contract.max_tokens)
+        out: list[TokenEmbeddings | None] = [None] * len(read)
+        truncated = 0
+        for idx in embedding_progress(
+            self._plan(encoder, read, limit), len(read), self.show_progress
+        ):
+            batch = encode(
+                encoder, [read[i] for i in idx], limit, self.contract.layers, with_tokens=True
+            )
+            truncated += int(batch.truncated.sum())
+            rows = _token_rows(
+                network,
+                batch,
+                [texts[i] for i in idx],
+                len(prefix),
+                len(lead),
+                keep_special=keep_special,
+                dense=dense,
+            )
+            for i, toks in zip(idx, rows, strict=True):
+                out[i] = toks
+        self.last_truncated = truncated
+        if truncated:
+            warnings.warn(TruncationWarning(truncated, len(read), limit), stacklevel=stacklevel)
+        return [t for t in out if t is not None]
+
+    def word_vector(
+        self,
+        word: str,
+        contexts: Sequence[str],
+        aggregate: str = "mean",
+        *,
+        pieces: str = "mean",
+    ) -> WordVector:
+        """A vector for a word type, aggregated over its occurrences in ``contexts``.
+
+        A contextual model has no single vector per word: each occurrence has its own, computed
+        from the text it sits in. This derives one in two recorded steps: each occurrence's
+        vector combines the word's word-piece vectors from :meth:`embed_tokens` (``pieces``),
+        and the occurrences are combined (``aggregate``). Pass one context for the vector of
+        one occurrence. A static model's word-piece vectors are its table's rows, the same in
+        every context, so there every occurrence of a word has the same vector.
+
+        Args:
+            word: the word, matched case-insensitively as a whole word.
+            contexts: the texts it occurs in.
+            aggregate: how occurrences are combined: ``"mean"``, ``"median"`` or ``"max"``.
+            pieces: how one occurrence's word-piece vectors are combined: ``"mean"`` (the mean
+                of the word's word-piece vectors) or ``"first"`` (its first word piece's).
+
+        Returns:
+            A :class:`WordVector` that states both aggregations and the occurrence count.
+
+        Raises:
+            InvalidInputError: the word is empty, ``aggregate`` or ``pieces`` is unknown, or the
+                word occurs in none of the contexts.
+        """
+        word = check_text(word, "word")
+        _check_word_options(word, aggregate, pieces)
+        contexts = check_batch(contexts, "contexts")
+        pattern = _word_pattern(word)
+        found = []
+        for context in contexts:
+            matches = list(pattern.finditer(context))
+            if matches:
+                found += _occurrence_vectors(self.embed_tokens(context), matches, pieces)
+        return _word_vector_of(word, found, aggregate, pieces, len(contexts))
+
+
+def check_batch(texts: Any, what: str = "texts") -> list[str]:
+    """A batch of an Embedder call as a new list of plain, encodable strs (an empty one is
+    refused; rules in :mod:`ctxemb_core._validate`)."""
+    if what == "texts":
+        single = "use embed_query for a single query or wrap it in a list"
+    else:
+        single = "wrap a single text in a list"
+    return check_texts(texts, what, single=single, allow_empty=False)
+
+
+def embedding_progress(
+    batches: list[np.ndarray], total: int, show: bool | None
+) -> Iterable[np.ndarray]:
+    """The batches of an Embedder call, on a progress bar when ``show`` (or a long call) asks."""
+    return with_progress(batches, total, show, unit="text", desc="embedding")
+
+
+def _token_rows(
     network: Network,
     batch: TokenBatch,
     texts: Sequence[str],
@@ -304,7 +508,7 @@ def token_rows(
     ]
 
 
-def check_word_options(word: str, aggregate: str, pieces: str) -> None:
+def _check_word_options(word: str, aggregate: str, pieces: str) -> None:
     """Refuse an empty word, or an ``aggregate`` or ``pieces`` that is not known."""
     if not word.strip():
         raise InvalidInputError("word must not be empty")
@@ -316,12 +520,12 @@ def check_word_options(word: str, aggregate: str, pieces: str) -> None:
         raise InvalidInputError(f"pieces={pieces!r} is not valid; valid values are {PIECES}")
 
 
-def word_pattern(word: str) -> re.Pattern[str]:
+def _word_pattern(word: str) -> re.Pattern[str]:
     """The word matched case-insensitively as a whole word."""
     return re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
 
 
-def occurrence_vectors(
+def _occurrence_vectors(
     toks: TokenEmbeddings, matches: Sequence[re.Match[str]], pieces: str
 ) -> list[np.ndarray]:
     """One vector per occurrence of the word (``matches`` in ``toks.text``) that has tokens."""
@@ -334,7 +538,7 @@ def occurrence_vectors(
     return found
 
 
-def word_vector_of(
+def _word_vector_of(
     word: str, found: list[np.ndarray], aggregate: str, pieces: str, contexts: int
 ) -> WordVector:
     """The :class:`WordVector` of the occurrence vectors ``found`` in ``contexts`` texts."""
