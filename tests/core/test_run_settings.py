@@ -2,20 +2,17 @@
 
 The Embedder's and the rerankers' ``run_settings`` name the keys their configs write (in
 order), the defaults and the checks; a setting added to a declaration appears in all three
-without another line. Also: the modules the Embedder was split into sit below it.
+without another line.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import ctxemb_core
 from ctxemb_core import Embedder
 from ctxemb_core.errors import DataFormatError, InvalidInputError
 from ctxemb_core.lazy import LazyEmbedder
@@ -189,46 +186,3 @@ def test_run_settings_read_keeps_only_what_a_config_holds():
     )
     assert settings.read({"contract": {}, "b": 5}) == {"b": 5}
     assert settings.complete({"a": 0}, "Thing.config_for") == {"a": 0, "b": 2}
-
-
-# -- the modules the Embedder was split into sit below it ------------------------------------
-
-_BELOW = ("networks", "tokens", "settings")
-# What the Embedder's own floor may not reach: itself and everything that builds on it.
-_ABOVE = {
-    "ctxemb_core",
-    "ctxemb_core.embedder",
-    "ctxemb_core.lazy",
-    "ctxemb_core.guard",
-    "ctxemb_core.stamp",
-    "ctxemb_core.detect",
-    "ctxemb_core.documents",
-    "ctxemb_core.components",
-    "ctxemb_core.cli",
-    "ctxemb_core.export",
-    "ctxemb_core.migrate",
-}
-
-
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports, inside functions too (not under ``if TYPE_CHECKING:``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
-
-
-@pytest.mark.parametrize("name", _BELOW)
-def test_the_loader_and_token_modules_import_nothing_above_the_embedder(name):
-    path = Path(ctxemb_core.__file__).parent / f"{name}.py"
-    imported = _imports(path)
-    above = sorted(
-        m
-        for m in imported
-        if m in _ABOVE or m.startswith(("ctxemb_core.rerank", "ctxemb_core.eval"))
-    )
-    assert above == [], f"{name}.py imports {above}"
