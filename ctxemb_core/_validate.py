@@ -34,10 +34,20 @@ __all__ = ["check_positive_int", "check_text", "check_texts"]
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    """``value`` if it is an ``int`` above zero (``True`` is not a count), else an error."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+def check_positive_int(
+    value: Any,
+    name: str,
+    *,
+    kinds: tuple[type[Any], ...] = (int,),
+    error: type[Exception] = InvalidInputError,
+) -> int:
+    """``value`` if it is an ``int`` above zero (``True`` is not a count), else an error.
+
+    ``kinds`` are the types taken as integers (add ``numpy.integer`` where counts come from
+    arrays); ``error`` is the class raised (``InvalidContractError`` for a contract's field).
+    """
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        raise error(f"{name} must be a positive integer, got {value!r}")
     return value
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int, check_texts
+from ctxemb_core._validate import check_texts
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, load_contract
 from ctxemb_core.documents import remember
@@ -66,27 +66,19 @@ class LazyEmbedder:
     ) -> None:
         self.contract = load_contract(contract)
         remember(self.contract)
+        settings: dict[str, Any] = {
+            "backend": backend,
+            "device": device,
+            "batch_size": batch_size,
+            "token_budget": token_budget,
+        }
         # Checked now, not at the first embed deep inside a store write or a chain.
-        if backend not in ("auto", "onnx", "torch", "static"):
-            raise InvalidInputError(
-                f"backend must be 'auto', 'onnx', 'torch' or 'static', got {backend!r}"
-            )
-        if not isinstance(device, str) or not device:
-            raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
-        check_positive_int(batch_size, "batch_size")
-        check_positive_int(token_budget, "token_budget")
+        Embedder.run_settings.check(settings)
         self.show_progress = show_progress
         self._embedder: Embedder | None = None
         self.cache = cache  # checked, and True made the default cache, by the setter
         #: What :meth:`Embedder.from_config` builds from (JSON-ready; see ``Embedder.config``).
-        self.config = Embedder.config_for(
-            self.contract,
-            path=path,
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
-        )
+        self.config = Embedder.config_for(self.contract, path=path, **settings)
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:

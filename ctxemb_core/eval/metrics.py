@@ -38,6 +38,7 @@ from typing import SupportsFloat
 
 import numpy as np
 
+from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError
 
 __all__ = [
@@ -61,11 +62,13 @@ Qrels = Mapping[str, Mapping[str, int]]
 # --------------------------------------------------------------------------------------------
 
 
+# Counts that come from arrays are numpy integers: accepted as the ints they hold.
+_INTEGERS = (int, np.integer)
+
+
 def _check_k(k: int) -> int:
     # bool is an int subclass; ndcg@True is certainly a bug on the caller's side.
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-    return int(k)
+    return int(check_positive_int(k, "k", kinds=_INTEGERS))
 
 
 def _ranked_ids(doc_scores: Mapping[str, SupportsFloat] | None, k: int) -> list[str]:
@@ -361,9 +364,8 @@ def search_topk(
     q = _as_matrix(query_vectors, "query_vectors")
     d = _as_matrix(doc_vectors, "doc_vectors")
     k = _check_k(k)
-    for name, value in (("query_block", query_block), ("doc_block", doc_block)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    check_positive_int(query_block, "query_block", kinds=_INTEGERS)
+    check_positive_int(doc_block, "doc_block", kinds=_INTEGERS)
     if q.shape[1] != d.shape[1]:
         raise InvalidInputError(
             f"query_vectors have dimension {q.shape[1]} but doc_vectors have {d.shape[1]}"

@@ -6,12 +6,12 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ctxemb_core._validate import check_positive_int, check_text, check_texts
-from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
+from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.folders.digests import weights_digest
 from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.locate import locate_model
@@ -21,6 +21,7 @@ from ctxemb_core.rerank.contract import (
     ScoreThreshold,
     load_reranker_contract,
 )
+from ctxemb_core.settings import RunSettings, Setting, check_device
 
 __all__ = [
     "Ranked",
@@ -32,6 +33,31 @@ __all__ = [
 ]
 
 _BACKENDS = ("auto", "onnx", "torch")
+
+
+def _check_backend(value: Any, name: str) -> Any:
+    if value not in _BACKENDS:
+        raise InvalidInputError(
+            f"{name}={value!r} is not known; valid backends are {list(_BACKENDS)}"
+        )
+    return value
+
+
+#: The rerankers' run settings (cross-encoder and late interaction alike): what
+#: :meth:`Reranker.config`, :meth:`Reranker.config_for` and :func:`check_config` write and read,
+#: in order, and what :func:`check_settings` checks.
+RERANKER_SETTINGS = RunSettings(
+    owner="reranker",
+    described="a reranker config",
+    source="Reranker.config()",
+    located=("contract", "path_hint"),
+    settings=(
+        Setting("backend", "auto", _check_backend, attribute="requested_backend"),
+        Setting("device", "cpu", check_device),
+        Setting("batch_size", 32, check_positive_int),
+        Setting("token_budget", 4096, check_positive_int),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -134,14 +160,14 @@ def as_threshold(
 
 def check_settings(backend: Any, device: Any, batch_size: Any, token_budget: Any) -> None:
     """Refuse run settings no reranker can take, before anything is loaded."""
-    if backend not in _BACKENDS:
-        raise InvalidInputError(
-            f"backend={backend!r} is not known; valid backends are {list(_BACKENDS)}"
-        )
-    if not isinstance(device, str) or not device:
-        raise InvalidInputError(f"device must be a device name such as 'cpu', got {device!r}")
-    check_positive_int(batch_size, "batch_size")
-    check_positive_int(token_budget, "token_budget")
+    RERANKER_SETTINGS.check(
+        {
+            "backend": backend,
+            "device": device,
+            "batch_size": batch_size,
+            "token_budget": token_budget,
+        }
+    )
 
 
 class Reranker:
@@ -162,6 +188,9 @@ class Reranker:
             when stderr is a terminal.
     """
 
+    #: The run settings :meth:`config` and :meth:`config_for` write, in order.
+    run_settings: ClassVar[RunSettings] = RERANKER_SETTINGS
+
     def __init__(
         self,
         contract: RerankerContract | Mapping[str, Any] | str,
@@ -174,12 +203,12 @@ class Reranker:
         show_progress: bool | None = None,
     ) -> None:
         self.contract = load_reranker_contract(contract)
-        check_settings(backend, device, batch_size, token_budget)
-        self.path = None if path is None else Path(path)
         self.requested_backend = backend
         self.device = device
         self.batch_size = batch_size
         self.token_budget = token_budget
+        self.run_settings.check(self.run_settings.of(self))  # before anything is loaded
+        self.path = None if path is None else Path(path)
         self.show_progress = show_progress
         self._lock = threading.Lock()
 
@@ -195,37 +224,30 @@ class Reranker:
 
     def config(self) -> dict[str, Any]:
         """JSON-ready settings :func:`reranker_from_config` rebuilds this reranker from."""
-        return self.config_for(
-            self.contract,
-            path=self.path,
-            backend=self.requested_backend,
-            device=self.device,
-            batch_size=self.batch_size,
-            token_budget=self.token_budget,
-        )
+        return self.config_for(self.contract, path=self.path, **self.run_settings.of(self))
 
-    @staticmethod
+    @classmethod
     def config_for(
+        cls,
         contract: RerankerContract,
         *,
         path: str | Path | None = None,
-        backend: str = "auto",
-        device: str = "cpu",
-        batch_size: int = 32,
-        token_budget: int = 4096,
+        **settings: Any,
     ) -> dict[str, Any]:
         """The :meth:`config` of a reranker not built yet (nothing is loaded).
 
         What a framework component's ``to_dict`` stores: the whole contract, where its model
         folder is on this machine (``path`` as given, else located now; a hint that another
         process uses only if the folder there holds the contract's weights) and the run
-        settings.
+        settings of :attr:`run_settings` (``backend``, ``device``, ``batch_size``,
+        ``token_budget``; one left out is the constructor's default), checked.
         """
         if not isinstance(contract, RerankerContract):
             raise InvalidInputError(
                 f"config_for needs a RerankerContract, got {type(contract).__name__}"
             )
-        check_settings(backend, device, batch_size, token_budget)
+        values = cls.run_settings.complete(settings, "Reranker.config_for")
+        cls.run_settings.check(values)
         hint: str | None = None if path is None else str(path)
         if hint is None:
             try:
@@ -235,10 +257,7 @@ class Reranker:
         return {
             "contract": contract.to_dict(),
             "path_hint": hint,
-            "backend": backend,
-            "device": device,
-            "batch_size": batch_size,
-            "token_budget": token_budget,
+            **values,
         }
 
     # -- ranking -----------------------------------------------------------------------------
@@ -321,24 +340,14 @@ def _check_ids(ids: Sequence[str] | None, count: int) -> list[str] | None:
     return keys
 
 
-# The first three locate the network; the rest are run settings passed to __init__.
-CONFIG_KEYS = ("contract", "path_hint", "backend", "device", "batch_size", "token_budget")
+# Every key of a reranker config, in order (kept under its old name).
+CONFIG_KEYS = RERANKER_SETTINGS.keys
 
 
 def check_config(config: Any) -> tuple[RerankerContract, dict[str, Any]]:
     """The contract and the constructor settings of a :meth:`Reranker.config`."""
-    if not isinstance(config, Mapping) or not isinstance(config.get("contract"), Mapping):
-        raise DataFormatError(
-            "a reranker config is a mapping with a 'contract' (see Reranker.config()), got "
-            f"{type(config).__name__}"
-        )
-    unknown = sorted(set(config) - set(CONFIG_KEYS))
-    if unknown:
-        raise DataFormatError(
-            f"unknown reranker config keys {unknown}; the keys are {sorted(CONFIG_KEYS)}"
-        )
+    settings = RERANKER_SETTINGS.read(config)
     contract = RerankerContract.from_dict(config["contract"])
-    settings = {k: config[k] for k in CONFIG_KEYS[2:] if k in config}
     # A hint is only a hint: used when the folder there holds the contract's weights, else the
     # model is found from the contract (registered, bundled), as Embedder.from_config does.
     hint = config.get("path_hint")

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core._validate import check_positive_int
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import (
     InvalidContractError,
@@ -236,8 +237,7 @@ def _max_tokens(layout: ModelLayout, given: int | None) -> int:
     """
     limit = layout.max_positions
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-            raise InvalidContractError(f"max_tokens must be a positive integer, got {given!r}")
+        check_positive_int(given, "max_tokens", error=InvalidContractError)
         if limit is not None and given > limit:
             raise InvalidContractError(
                 f"max_tokens={given} exceeds the {limit} positions the model in "

@@ -10,6 +10,7 @@ from chromadb.api import ClientAPI
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.migrate import Page, copy_missing
 
@@ -32,8 +33,7 @@ def migrate(
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_positive_int(batch_size, "batch_size")
     if not isinstance(source, GuardedCollection):
         raise InvalidInputError(
             f"source must be a collection from open_collection, got {type(source).__name__}"
