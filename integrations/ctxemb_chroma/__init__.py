@@ -2,6 +2,21 @@
 
 Install with ``pip install ctxemb[chroma]``.
 
+This package is also **the shared Chroma guard**: the Haystack and LangChain adapters open,
+write and read Chroma collections through it (one stamp format, one set of checks), and use
+exactly these names of it, nothing private:
+
+- :func:`connect`: a client of a folder (joining one already open in this process, however its
+  path is spelled) or of a server;
+- :func:`open_collection`: create a collection stamped, or open and verify it (stamp, canary,
+  a sample of stored records), adopting or repairing on request;
+- :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
+  vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
+- :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
+- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written.
+
+The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
+
 Example:
     >>> import chromadb
     >>> from ctxemb_core import contract_for

@@ -2,7 +2,7 @@
 
 The optional extra ``ctxemb[ray]`` (Ray Data); Ray is imported only inside the functions here.
 It lives in the Chroma adapter because the actors write through it; what is not Chroma's (the
-corpus shards, their checks and row ranges) is ``ctxemb_core._shards``.
+corpus shards, their checks and row ranges) is ``ctxemb_core.shards``.
 The driver creates (or opens and verifies) the stamped collection, reads the corpus as a Ray
 Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor loads its model once
 and, before it writes anything, opens the collection through the guard: its model folder must
@@ -35,9 +35,9 @@ from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray_pipeline import ray_module, run_job, start_or_join
 from ctxemb_chroma._store import stored_or_none, translated
 from ctxemb_core import Embedder
-from ctxemb_core._shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.guard import check_count, check_flag
+from ctxemb_core.shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.sync import TEXT_KEY, digest_unchanged, missing_ids, text_digest
 
 #: Stored records the driver reads per page when it compares the corpus with the collection.

@@ -10,7 +10,6 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
-from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.documents import (
     FINGERPRINT_KEY,
     TEXT_KEY,
@@ -21,6 +20,7 @@ from ctxemb_core.documents import (
 )
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
+from ctxemb_core.validate import texts_from_iterable
 
 
 def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:

@@ -10,10 +10,10 @@ from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, connect, open_collection
-from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
+from ctxemb_core.validate import texts_from_iterable
 from ctxemb_langchain._checks import check_settings, without_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 
