@@ -44,6 +44,7 @@ from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray import IndexSummary, index_with_ray
+from ctxemb_chroma._report import verify
 from ctxemb_chroma._restamp import restamp
 from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
@@ -52,7 +53,6 @@ from ctxemb_chroma._store import (
     stored_collection,
     stored_or_none,
 )
-from ctxemb_chroma._verify import verify
 from ctxemb_chroma._write import check_metadatas
 
 __all__ = [
