@@ -10,7 +10,9 @@ too) so that an adapter reaching past the surface fails this test, not a user's 
 - every core module an adapter imports is one of :data:`CORE_SURFACE`;
 - the framework adapters use ``ctxemb_chroma`` (the shared Chroma guard) through the names it
   declares for them (:data:`SHARED_CHROMA_GUARD`, all in its ``__all__``), never its private
-  modules; the guard imports neither framework adapter, and they do not import each other.
+  modules; the guard imports neither framework adapter, and they do not import each other;
+- no adapter's modules import each other in a circle (imports inside functions count; those
+  under ``if TYPE_CHECKING:`` do not, as they never run).
 """
 
 from __future__ import annotations
@@ -88,6 +90,79 @@ def imports_of(source: str, file: str, package: str) -> list[Imported]:
     return found
 
 
+def runtime_imports(source: str, package: str) -> set[str]:
+    """The modules ``source`` imports when it runs: as :func:`imports_of`, without the imports
+    under ``if TYPE_CHECKING:``, and with ``from pkg import mod`` as the module ``pkg.mod``."""
+    tree = ast.parse(source)
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for n in ast.walk(stmt)
+    }
+    out = set()
+    for imp_node in ast.walk(tree):
+        if id(imp_node) in typing_only:
+            continue
+        if isinstance(imp_node, ast.Import):
+            out |= {a.name for a in imp_node.names}
+        elif isinstance(imp_node, ast.ImportFrom):
+            module = imp_node.module or ""
+            if imp_node.level:
+                module = ".".join([package, *([module] if module else [])])
+            out.add(module)
+            out |= {f"{module}.{a.name}" for a in imp_node.names}
+    return out
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def adapter_graph(adapter: str) -> dict[str, set[str]]:
+    """Which of the adapter's modules each of its modules imports when it runs."""
+    modules = {}
+    for path in sorted((INTEGRATIONS / adapter).rglob("*.py")):
+        rel = path.relative_to(INTEGRATIONS).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        modules[name] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        found = runtime_imports(path.read_text(encoding="utf-8"), package)
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
 def adapter_imports(adapter: str) -> list[Imported]:
     files = sorted((INTEGRATIONS / adapter).rglob("*.py"))
     assert files, f"no files under {INTEGRATIONS / adapter}"
@@ -161,6 +236,27 @@ def test_an_adapter_imports_only_the_declared_public_core_surface(adapter):
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_an_adapter_uses_another_only_as_the_shared_chroma_guard(adapter):
     assert cross_adapter_breaches(adapter, adapter_imports(adapter)) == []
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_an_adapter_has_no_import_circle(adapter):
+    assert import_circles(adapter_graph(adapter)) == []
+
+
+def test_the_circle_finder_finds_circles_through_functions_not_type_checking():
+    a = "def f():\n    from pkg import b\n"
+    b = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg.c import X\n"
+        "import pkg.a\n"
+    )
+    graph = {
+        "pkg.a": runtime_imports(a, "pkg") & {"pkg.b", "pkg.c"},
+        "pkg.b": runtime_imports(b, "pkg") & {"pkg.a", "pkg.c"},
+        "pkg.c": {"pkg.b"},
+    }
+    assert graph["pkg.b"] == {"pkg.a"}
+    assert import_circles(graph) == [["pkg.a", "pkg.b"]]
 
 
 def test_the_framework_adapters_do_build_on_the_shared_guard():
