@@ -52,9 +52,9 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from ctxemb_core._files import cache_dir
-from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import CtxembWarning, InvalidInputError
+from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = ["CacheLookup", "CacheStats", "CacheWarning", "EmbeddingCache"]
 
@@ -181,7 +181,7 @@ class EmbeddingCache:
     unreadable, locked too long, not a ctxemb cache) is a :class:`CacheWarning` and a miss, never
     an exception; invalid arguments raise :class:`~ctxemb_core.errors.InvalidInputError`. Texts
     follow the Embedder's rules: a list or tuple of valid Unicode strings (see
-    ``ctxemb_core._validate``).
+    ``ctxemb_core.validate``).
 
     Safe to share between threads (calls are serialised) and between processes (each opens the
     file itself; a cache passed to a worker process reopens it there).

@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._batches import plan_batches
-from ctxemb_core._validate import check_text
 from ctxemb_core.backends import load_encoder
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision
@@ -62,6 +61,7 @@ from ctxemb_core.guard import (
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 from ctxemb_core.stamp import CANARY_TOLERANCE, agreement
+from ctxemb_core.validate import check_text
 
 __all__ = [
     "DEFAULT_MODEL",

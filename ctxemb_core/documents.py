@@ -45,7 +45,6 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxemb_core._validate import check_texts
 from ctxemb_core.contract import DiffKind, EmbeddingContract
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -53,6 +52,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
 )
+from ctxemb_core.validate import check_texts
 
 __all__ = [
     "FINGERPRINT_KEY",

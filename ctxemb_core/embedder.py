@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxemb_core._batches import plan_batches
-from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.backends._tokenize import Tokenizer
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.cache import EmbeddingCache
@@ -34,6 +33,7 @@ from ctxemb_core.tokens import (
     check_batch,
     embedding_progress,
 )
+from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
 

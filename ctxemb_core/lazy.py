@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_texts
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, load_contract
 from ctxemb_core.documents import remember
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import storable
+from ctxemb_core.validate import check_texts
 
 __all__ = ["LazyEmbedder"]
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_texts
 from ctxemb_core.contract import DiffKind, EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -26,6 +25,7 @@ from ctxemb_core.errors import (
     MissingStampError,
     unstamped_advice,
 )
+from ctxemb_core.validate import check_texts
 
 if TYPE_CHECKING:
     from ctxemb_core.embedder import Embedder

@@ -122,20 +122,30 @@ def digest_unchanged(
 
 
 def plan_sync(
-    ids: Sequence[str], documents: Sequence[str], stored: Mapping[str, Stored]
+    ids: Sequence[str],
+    documents: Sequence[str],
+    stored: Mapping[str, Stored],
+    *,
+    same: Callable[[str, str | None, Mapping[str, Any] | None], bool] = unchanged,
 ) -> SyncReport:
-    """Which of ``ids`` are new, changed or unchanged against ``stored`` (id → text, metadata)."""
+    """Which of ``ids`` are new, changed or unchanged against ``stored`` (id → text, metadata).
+
+    ``same`` is the comparison of one document with what is stored for its id: by default
+    :func:`unchanged` (corpus texts against stored texts). A driver that holds only the digests
+    its shards were checked with passes those as ``documents``, the stored texts' digests in
+    ``stored``, and ``same=digest_unchanged``: the one rule, decided on digests.
+    """
     added: list[str] = []
     updated: list[str] = []
-    same = 0
+    kept = 0
     for i, text in zip(ids, documents, strict=True):
         if i not in stored:
             added.append(i)
-        elif unchanged(text, *stored[i]):
-            same += 1
+        elif same(text, *stored[i]):
+            kept += 1
         else:
             updated.append(i)
-    return SyncReport(tuple(added), tuple(updated), same)
+    return SyncReport(tuple(added), tuple(updated), kept)
 
 
 def with_text_digest(

@@ -22,13 +22,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ctxemb_core._batches import with_progress
-from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.backends.base import Encoder, TokenBatch
 from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import InvalidInputError, TruncationWarning, UnsupportedModelError
 from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.manifest import is_export
 from ctxemb_core.networks import Network, encode
+from ctxemb_core.validate import check_text, check_texts
 
 __all__ = [
     "AGGREGATES",
@@ -447,7 +447,7 @@ class TokenVectorsMixin:
 
 def check_batch(texts: Any, what: str = "texts") -> list[str]:
     """A batch of an Embedder call as a new list of plain, encodable strs (an empty one is
-    refused; rules in :mod:`ctxemb_core._validate`)."""
+    refused; rules in :mod:`ctxemb_core.validate`)."""
     if what == "texts":
         single = "use embed_query for a single query or wrap it in a list"
     else:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 from ctxemb_core.eval.beir import BeirDataset, document_text
+from ctxemb_core.validate import check_positive_int
 
 __all__ = ["Bm25Settings", "bm25_run"]
 

@@ -38,8 +38,8 @@ from typing import SupportsFloat
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.validate import check_positive_int
 
 __all__ = [
     "build_run",

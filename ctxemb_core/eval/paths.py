@@ -18,11 +18,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.eval.metrics import build_run, search_topk
 from ctxemb_core.guard import storable
+from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = [
     "VIAS",

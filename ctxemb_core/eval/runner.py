@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.eval.beir import BeirDataset, document_text
 from ctxemb_core.eval.metrics import evaluate
 from ctxemb_core.eval.paths import SearchPath
 from ctxemb_core.eval.sts import StsPairs, pearson, spearman
+from ctxemb_core.validate import check_positive_int
 
 __all__ = [
     "RetrievalReport",

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int, check_text, check_texts
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.folders.digests import weights_digest
 from ctxemb_core.folders.layouts import read_layout
@@ -22,6 +21,7 @@ from ctxemb_core.rerank.contract import (
     load_reranker_contract,
 )
 from ctxemb_core.settings import RunSettings, Setting, check_device
+from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = [
     "Ranked",

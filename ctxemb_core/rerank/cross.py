@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ctxemb_core._batches import plan_batches, with_progress
-from ctxemb_core._validate import check_text
 from ctxemb_core.backends import load_classifier
 from ctxemb_core.backends.base import Classifier, TextInput
 from ctxemb_core.errors import (
@@ -32,6 +31,7 @@ from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import Activation, RerankerContract, RerankKind
+from ctxemb_core.validate import check_text
 
 __all__ = ["CrossEncoderReranker"]
 

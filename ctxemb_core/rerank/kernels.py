@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import (
     InvalidInputError,
 )
+from ctxemb_core.validate import check_positive_int
 
 __all__ = ["EMPTY_SCORE", "check_finite", "maxsim", "token_matrix"]
 

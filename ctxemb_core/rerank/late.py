@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.contract import Role
 from ctxemb_core.embedder import Embedder, TokenEmbeddings
 from ctxemb_core.errors import InvalidInputError
@@ -49,6 +48,7 @@ from ctxemb_core.rerank.kernels import (
     maxsim,
 )
 from ctxemb_core.rerank.token_store import TokenVectorStore, check_token_vectors
+from ctxemb_core.validate import check_text, check_texts
 
 __all__ = ["EMPTY_SCORE", "LateInteractionReranker", "TokenVectorStore", "maxsim"]
 

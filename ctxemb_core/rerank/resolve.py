@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import (
     InvalidContractError,
@@ -32,6 +31,7 @@ from ctxemb_core.rerank.contract import (
     SkipTokens,
 )
 from ctxemb_core.resolve import contract_for
+from ctxemb_core.validate import check_positive_int
 
 __all__ = ["SAVED_ACTIVATIONS", "rerank_contract_for"]
 

@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxemb_core._validate import check_positive_int, check_text
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import RerankerContract, ScoreThreshold
+from ctxemb_core.validate import check_positive_int, check_text
 
 __all__ = ["Candidate", "Hit", "Shortlist", "TwoStageResult", "two_stage"]
 

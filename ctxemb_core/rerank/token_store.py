@@ -21,7 +21,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core._validate import check_texts
 from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
@@ -32,6 +31,7 @@ from ctxemb_core.rerank.contract import (
     RerankKind,
 )
 from ctxemb_core.rerank.kernels import check_finite, token_matrix
+from ctxemb_core.validate import check_texts
 
 __all__ = ["TokenVectorStore", "check_token_vectors"]
 

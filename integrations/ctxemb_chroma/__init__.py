@@ -2,6 +2,21 @@
 
 Install with ``pip install ctxemb[chroma]``.
 
+This package is also **the shared Chroma guard**: the Haystack and LangChain adapters open,
+write and read Chroma collections through it (one stamp format, one set of checks), and use
+exactly these names of it, nothing private:
+
+- :func:`connect`: a client of a folder (joining one already open in this process, however its
+  path is spelled) or of a server;
+- :func:`open_collection`: create a collection stamped, or open and verify it (stamp, canary,
+  a sample of stored records), adopting or repairing on request;
+- :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
+  vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
+- :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
+- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written.
+
+The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
+
 Example:
     >>> import chromadb
     >>> from ctxemb_core import contract_for
@@ -29,6 +44,7 @@ from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray import IndexSummary, index_with_ray
+from ctxemb_chroma._report import verify
 from ctxemb_chroma._restamp import restamp
 from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
@@ -37,7 +53,6 @@ from ctxemb_chroma._store import (
     stored_collection,
     stored_or_none,
 )
-from ctxemb_chroma._verify import verify
 from ctxemb_chroma._write import check_metadatas
 
 __all__ = [

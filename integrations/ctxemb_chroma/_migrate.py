@@ -10,9 +10,9 @@ from chromadb.api import ClientAPI
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.migrate import Page, copy_missing
+from ctxemb_core.validate import check_positive_int
 
 
 def migrate(

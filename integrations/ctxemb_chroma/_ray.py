@@ -2,7 +2,7 @@
 
 The optional extra ``ctxemb[ray]`` (Ray Data); Ray is imported only inside the functions here.
 It lives in the Chroma adapter because the actors write through it; what is not Chroma's (the
-corpus shards, their checks and row ranges) is ``ctxemb_core._shards``.
+corpus shards, their checks and row ranges) is ``ctxemb_core.shards``.
 The driver creates (or opens and verifies) the stamped collection, reads the corpus as a Ray
 Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor loads its model once
 and, before it writes anything, opens the collection through the guard: its model folder must
@@ -35,10 +35,17 @@ from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray_pipeline import ray_module, run_job, start_or_join
 from ctxemb_chroma._store import stored_or_none, translated
 from ctxemb_core import Embedder
-from ctxemb_core._shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.guard import check_count, check_flag
-from ctxemb_core.sync import TEXT_KEY, digest_unchanged, missing_ids, text_digest
+from ctxemb_core.shards import checked_ids, corpus_shards, work_items
+from ctxemb_core.sync import (
+    TEXT_KEY,
+    SyncReport,
+    digest_unchanged,
+    missing_ids,
+    plan_sync,
+    text_digest,
+)
 
 #: Stored records the driver reads per page when it compares the corpus with the collection.
 _PAGE = 2048
@@ -163,15 +170,15 @@ def index_with_ray(
         if dry_run and stored_or_none(client, collection) is None:
             return IndexSummary(written=len(corpus), total=len(corpus), dry_run=True)
         stamped = open_collection(client, collection, Embedder(contract), create=not dry_run)
-        plan = _plan(stamped, corpus)
+        plan, stored = _plan(stamped, corpus)
     finally:
         client.close()
     summary = IndexSummary(total=len(corpus))
     if dry_run:
         summary.written, summary.updated = len(plan.added) + len(plan.updated), len(plan.updated)
         summary.skipped, summary.dry_run = plan.unchanged, True
-        summary.deleted = tuple(missing_ids(plan.stored, corpus)) if delete_missing else ()
-        summary.count = len(plan.stored)
+        summary.deleted = tuple(missing_ids(stored, corpus)) if delete_missing else ()
+        summary.count = len(stored)
         return summary
     if not plan.added and not plan.updated:
         summary.skipped = len(corpus)  # nothing to do: no cluster, no actors
@@ -200,17 +207,10 @@ def index_with_ray(
     return summary
 
 
-@dataclass(frozen=True)
-class _Plan:
-    added: list[str]
-    updated: list[str]
-    unchanged: int
-    stored: list[str]
-
-
-def _plan(guarded: Any, corpus: dict[str, str]) -> _Plan:
+def _plan(guarded: Any, corpus: dict[str, str]) -> tuple[SyncReport, list[str]]:
     """The sync's decision for the whole corpus, made by the driver from the text digests (the
-    same rule the actors apply to each batch): a re-run with nothing changed starts no cluster."""
+    same rule the actors apply to each batch), and the stored ids: a re-run with nothing changed
+    starts no cluster."""
     stored: dict[str, Any] = {}
     while True:  # page by page: the driver holds the digests and one page of texts
         with translated("reading the stored records"):
@@ -220,15 +220,8 @@ def _plan(guarded: Any, corpus: dict[str, str]) -> _Plan:
         stored.update((i, (_legacy_digest(d, m), m)) for i, d, m in rows)
         if len(got["ids"]) < _PAGE:
             break
-    added, updated, same = [], [], 0
-    for i, digest in corpus.items():
-        if i not in stored:
-            added.append(i)
-        elif digest_unchanged(digest, *stored[i]):
-            same += 1
-        else:
-            updated.append(i)
-    return _Plan(added, updated, same, list(stored))
+    plan = plan_sync(list(corpus), list(corpus.values()), stored, same=digest_unchanged)
+    return plan, list(stored)
 
 
 def _count(client: Any, collection: str) -> int:

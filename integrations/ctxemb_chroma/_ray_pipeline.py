@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ctxemb_chroma._connect import connect
 from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder
-from ctxemb_core._shards import read_rows
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import CtxembError, MissingDependencyError
+from ctxemb_core.shards import read_rows
 
 if TYPE_CHECKING:
     from ctxemb_chroma._ray import IndexSummary

@@ -1,4 +1,7 @@
-"""Checking a Chroma collection against a contract: on open, on change, and on demand."""
+"""Checking a Chroma collection against a contract: on open and on change.
+
+The check on demand, which reports every finding instead of raising, is :mod:`._report`.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from tqdm.auto import tqdm
 
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
@@ -19,7 +21,7 @@ from ctxemb_chroma._store import (
     stored_or_none,
     translated,
 )
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core import Embedder, IndexStamp
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     InvalidInputError,
@@ -28,17 +30,10 @@ from ctxemb_core.errors import (
     unstamped_advice,
 )
 from ctxemb_core.guard import (
-    RecordCheck,
-    VerifyReport,
     adopt_stamp,
-    as_embedder,
     check_configuration,
-    check_flag,
-    check_sample_size,
-    check_stored,
     refuse_foreign,
     sample_ranges,
-    verify_index,
 )
 from ctxemb_core.verified import (
     MAX_RECORDED,
@@ -47,8 +42,6 @@ from ctxemb_core.verified import (
     plan_sample,
     save_verified,
 )
-
-PAGE = 256  # records per read when every record is checked
 
 
 def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], list[Any]]:
@@ -64,24 +57,6 @@ def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], li
         docs += got["documents"] or [None for _ in got["ids"]]
         vecs += list(got["embeddings"] if got["embeddings"] is not None else [])
     return ids, docs, vecs
-
-
-def check_every_record(raw: Collection, embedder: Embedder, progress: bool | None) -> RecordCheck:
-    """Re-embed every stored record, one page at a time, with a progress bar."""
-    total = read_settled(raw.count)
-    result = RecordCheck()
-    with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
-        for offset in range(0, total, PAGE):
-            got = read_settled(
-                raw.get, offset=offset, limit=PAGE, include=["documents", "embeddings"]
-            )
-            if not got["ids"]:
-                break
-            texts: Any = got["documents"]
-            docs = list(texts) if texts else [None] * len(got["ids"])
-            result = result.merge(check_stored(embedder, got["ids"], docs, got["embeddings"]))
-            bar.update(len(got["ids"]))
-    return result
 
 
 def verify_open(
@@ -200,49 +175,3 @@ def adopt(raw: Collection, embedder: Embedder, sample: int) -> IndexStamp:
         raw.modify(metadata={**kept_metadata(raw), **stamp.to_metadata()})
     _write_configuration(raw, embedder)
     return stamp
-
-
-def verify(
-    collection: Any,
-    contract: EmbeddingContract | Embedder,
-    sample: int = 32,
-    *,
-    all: bool = False,
-    progress: bool | None = None,
-) -> VerifyReport:
-    """Check a collection against a contract and report every finding (never raises for them).
-
-    Args:
-        collection: a :class:`GuardedCollection` or a raw Chroma collection.
-        contract: the caller's contract (or embedder).
-        sample: how many stored records to re-embed (the newest half and a random half).
-        all: re-embed every stored record instead, page by page, with a progress bar.
-        progress: show the progress bar (``None``: when stderr is a terminal, tqdm's choice).
-
-    The report's ``checked()`` / ``not_checked()`` (and ``to_dict()``) say what was proven and
-    what was not, with the probability that a sample finds one altered older record.
-    """
-    from ctxemb_chroma._collection import GuardedCollection
-
-    raw = collection.stored() if isinstance(collection, GuardedCollection) else collection
-    if not isinstance(raw, Collection):
-        raise InvalidInputError(f"collection must be a Chroma collection, got {type(raw).__name__}")
-    embedder = as_embedder(contract)
-    size = check_sample_size(sample)
-    check_flag(all, "all")
-    if progress is not None:
-        check_flag(progress, "progress")
-    with translated(f"verifying {raw.name!r}"):
-        records = raw.count()
-        if all:
-            found: Any = check_every_record(raw, embedder, progress)
-        else:
-            found = sample_records(raw, size) if size else None
-        return verify_index(
-            raw.metadata,
-            embedder,
-            found,
-            records=records,
-            mode="all" if all else ("sample" if size else "none"),
-            configuration=configured_function(raw),
-        )

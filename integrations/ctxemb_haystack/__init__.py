@@ -44,7 +44,7 @@ from ctxemb_haystack._components import ContractDocumentWriter, ContractRetrieve
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 from ctxemb_haystack._eval import eval_path
 from ctxemb_haystack._rankers import ContractCrossEncoderRanker, ContractLateInteractionRanker
-from ctxemb_haystack._stores import DuplicateDocumentsError
+from ctxemb_haystack._writes import DuplicateDocumentsError
 
 # Our own modules only: they build nothing but these components from a pipeline's YAML.
 allow_deserialization_module("ctxemb_haystack")

@@ -22,7 +22,7 @@ from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
-from ctxemb_haystack._stores import DuplicateDocumentsError, contract_of, unique
+from ctxemb_haystack._writes import DuplicateDocumentsError, contract_of, unique
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
-from ctxemb_core._validate import check_positive_int
 from ctxemb_core.components import component_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
@@ -24,6 +23,7 @@ from ctxemb_core.rerank import (
     rerank_contract_for,
 )
 from ctxemb_core.rerank import as_threshold as _threshold
+from ctxemb_core.validate import check_positive_int
 
 
 class _ContractRanker:

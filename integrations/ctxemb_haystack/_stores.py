@@ -13,32 +13,20 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from haystack import Document
-from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from ctxemb_core import EmbeddingContract
 from ctxemb_core.documents import batch_fingerprint, check_documents, recall, store_sample
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_embedded, check_query_vector
+from ctxemb_haystack._writes import DuplicateDocumentsError, contract_of, unique
 
 if TYPE_CHECKING:
     from ctxemb_haystack._chroma import ChromaGuard
 
 logger = logging.getLogger(__name__)
 
-
-class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
-    """Documents with these ids are stored already (policy ``FAIL``); nothing was written."""
-
-    def __init__(self, ids: tuple[str, ...], *, in_batch: bool = False) -> None:
-        ExistingIdsError.__init__(self, ids)
-        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
-        where = "appear more than once in the batch" if in_batch else "already exist in the store"
-        self.args = (
-            f"documents with ids {shown} {where}; nothing was written. Pass "
-            "policy=DuplicatePolicy.OVERWRITE to keep the last or SKIP to keep the first.",
-        )
+__all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for", "unique"]
 
 
 def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | ChromaGuard:
@@ -63,17 +51,6 @@ def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | Chr
         "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack); got "
         f"{type(store).__name__}"
     )
-
-
-def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]:
-    """One document per id, as the policy keeps it (``FAIL``: a repeated id is refused)."""
-    seen: dict[str, Document] = {}
-    for doc in documents:
-        if doc.id in seen and policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
-            raise DuplicateDocumentsError((doc.id,), in_batch=True)
-        if doc.id not in seen or policy is DuplicatePolicy.OVERWRITE:
-            seen[doc.id] = doc
-    return list(seen.values())
 
 
 class MemoryGuard:
@@ -126,17 +103,3 @@ class MemoryGuard:
         documents: list[Document] = found["documents"]
         check_documents([d.meta for d in documents], fingerprint, ids=[d.id for d in documents])
         return documents
-
-
-def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> EmbeddingContract:
-    """The contract behind a fingerprint: built in this process, or the store's own."""
-    contract = recall(fingerprint)
-    if contract is None and stamped is not None and stamped.fingerprint == fingerprint:
-        return stamped
-    if contract is None:
-        raise InvalidInputError(
-            f"the documents were embedded under contract {fingerprint[:12]}, which this process "
-            "did not build, so their vectors cannot be checked: embed them with a "
-            "ContractDocumentEmbedder in this pipeline (building one with that contract is enough)"
-        )
-    return contract

@@ -1,4 +1,5 @@
-"""The checks ContractVectorStore makes around a store's own calls."""
+"""The checks ContractVectorStore and ContractChroma make around a store's own calls, and the
+records they read back without ctxemb's own keys."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import EmbeddingContract
-from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.documents import (
     FINGERPRINT_KEY,
     TEXT_KEY,
@@ -21,6 +21,7 @@ from ctxemb_core.documents import (
 )
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
+from ctxemb_core.validate import texts_from_iterable
 
 
 def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:
@@ -121,3 +122,28 @@ def check_settings(kwargs: dict[str, Any], contract: EmbeddingContract) -> None:
                 f"({'normalised' if space == 'cosine' else 'unnormalised'} vectors); leave the "
                 "space out, the contract decides it"
             )
+
+
+def without_text_digest(meta: Any) -> Any:
+    """A record's metadata to write without a text digest carried in from an earlier text."""
+    # Chroma stores no empty metadata: a record without any keeps none.
+    if isinstance(meta, Mapping):
+        return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
+    return meta or None  # not a mapping: refused, by name, with the batch
+
+
+class UnstampedView:
+    """The collection as ``Chroma``'s own methods read it: each record's metadata without the
+    text digest ctxemb keeps (documents come out as they went in); all else as it is."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return without_digest(self._raw.get(*args, **kwargs))
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        return without_digest(self._raw.query(*args, **kwargs))

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
 from ctxemb_chroma import GuardedCollection, connect, open_collection
-from ctxemb_core._validate import texts_from_iterable
-from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
-from ctxemb_langchain._checks import check_settings, without_digest
+from ctxemb_core.validate import texts_from_iterable
+from ctxemb_langchain._checks import UnstampedView, check_settings, without_text_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
+from ctxemb_langchain._retriever import GuardedStore
 
 
-class ContractChroma(Chroma):
+class ContractChroma(GuardedStore, Chroma):
     """``langchain_chroma.Chroma`` whose collection carries the contract's stamp.
 
     Created stamped (the stamp ``ctxemb_chroma`` and the Haystack adapter write: a collection
@@ -109,14 +109,7 @@ class ContractChroma(Chroma):
         if self._chroma_collection is None:
             raise CtxembError("the collection was deleted; call reset_collection() first")
         self._chroma_collection = self.guarded.current()
-        return _Unstamped(self._chroma_collection)
-
-    def as_retriever(self, **kwargs: Any) -> Any:
-        """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
-        from ctxemb_langchain._retriever import ContractRetriever
-
-        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
-        return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
+        return UnstampedView(self._chroma_collection)
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         """``Chroma.get``, its ``limit``/``offset`` checked first (Chroma's own error for a
@@ -193,7 +186,7 @@ class ContractChroma(Chroma):
         if metadatas:
             # Embedded here, from these texts: a text digest carried in from an earlier text is
             # dropped (the guarded write sets this text's).
-            metas = [_without_digest(m) for m in metadatas]
+            metas = [without_text_digest(m) for m in metadatas]
             metas += [None] * (len(texts) - len(metadatas))
         if not texts:
             return []
@@ -207,27 +200,3 @@ class ContractChroma(Chroma):
             upsert=True,
         )
         return ids
-
-
-def _without_digest(meta: Any) -> Any:
-    # Chroma stores no empty metadata: a record without any keeps none.
-    if isinstance(meta, Mapping):
-        return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
-    return meta or None  # not a mapping: refused, by name, with the batch
-
-
-class _Unstamped:
-    """The collection as ``Chroma``'s own methods read it: each record's metadata without the
-    text digest ctxemb keeps (documents come out as they went in); all else as it is."""
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-    def get(self, *args: Any, **kwargs: Any) -> Any:
-        return without_digest(self._raw.get(*args, **kwargs))
-
-    def query(self, *args: Any, **kwargs: Any) -> Any:
-        return without_digest(self._raw.query(*args, **kwargs))

@@ -11,7 +11,6 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, InstanceOf, PrivateAttr
 
-from ctxemb_core._validate import check_positive_int, check_text
 from ctxemb_core.components import component_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
@@ -26,6 +25,7 @@ from ctxemb_core.rerank import (
     rerank_contract_for,
     reranker_for,
 )
+from ctxemb_core.validate import check_positive_int, check_text
 
 #: A reranked document's score (LangChain's key); RERANKER_KEY names the contract of its scale.
 SCORE_KEY = "relevance_score"

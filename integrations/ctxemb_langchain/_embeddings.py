@@ -10,10 +10,10 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core._validate import texts_from_iterable
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.components import component_contract
 from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.validate import texts_from_iterable
 
 
 class ContractEmbeddings(Embeddings):

@@ -11,7 +11,7 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import similarity
 from ctxemb_langchain._chroma import ContractChroma
 from ctxemb_langchain._embeddings import ContractEmbeddings
-from ctxemb_langchain._eval import PAIR_KEY
+from ctxemb_langchain._eval_path import PAIR_KEY
 
 
 class ChromaStores:

@@ -1,4 +1,9 @@
-"""A retriever over a guarded store: LangChain's own, refusing stores ctxemb cannot check."""
+"""A retriever over a guarded store: LangChain's own, refusing stores ctxemb cannot check.
+
+:class:`GuardedStore` is what the guarded stores (``ContractChroma``, ``ContractVectorStore``)
+share: their retriever. It lives here, below both, so the retriever knows a guarded store
+without importing either.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,18 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
-from langchain_core.vectorstores import VectorStoreRetriever
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import model_validator
+
+
+class GuardedStore(VectorStore):
+    """A vector store whose every search goes through ctxemb's guard (``ContractChroma`` and
+    ``ContractVectorStore``): the only stores a :class:`ContractRetriever` takes."""
+
+    def as_retriever(self, **kwargs: Any) -> Any:
+        """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
+        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
+        return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
 
 
 class ContractRetriever(VectorStoreRetriever):
@@ -29,10 +44,7 @@ class ContractRetriever(VectorStoreRetriever):
 
     @model_validator(mode="after")
     def _guarded_store(self) -> ContractRetriever:
-        from ctxemb_langchain._chroma import ContractChroma
-        from ctxemb_langchain._store import ContractVectorStore
-
-        if not isinstance(self.vectorstore, (ContractChroma, ContractVectorStore)):
+        if not isinstance(self.vectorstore, GuardedStore):
             raise TypeError(
                 "ContractRetriever needs a ContractChroma or a ContractVectorStore, got "
                 f"{type(self.vectorstore).__name__}; wrap the store in ContractVectorStore"

@@ -19,9 +19,10 @@ from ctxemb_langchain._checks import (
     unstamped,
 )
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
+from ctxemb_langchain._retriever import GuardedStore
 
 
-class ContractVectorStore(VectorStore):
+class ContractVectorStore(GuardedStore):
     """Wraps any ``VectorStore`` so that only the contract's documents go in and come out.
 
     Every added document's metadata gets ``ctxemb_fingerprint`` (a document already carrying
@@ -189,13 +190,6 @@ class ContractVectorStore(VectorStore):
             **kwargs,
         )
         return self._checked(found)
-
-    def as_retriever(self, **kwargs: Any) -> Any:
-        """A :class:`~ctxemb_langchain.ContractRetriever` over this store (``k=`` accepted)."""
-        from ctxemb_langchain._retriever import ContractRetriever
-
-        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
-        return ContractRetriever(vectorstore=self, tags=tags, **kwargs)
 
     @classmethod
     def from_texts(

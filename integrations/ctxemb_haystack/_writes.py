@@ -1,0 +1,54 @@
+"""What every guarded Haystack store shares on a write: the duplicate policy applied to a batch,
+the error a refused duplicate raises, and the contract a batch's fingerprint names.
+
+Below both guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._chroma` for
+``ChromaDocumentStore``), so neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+from haystack import Document
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.types import DuplicatePolicy
+
+from ctxemb_core import EmbeddingContract
+from ctxemb_core.documents import recall
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+
+
+class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
+    """Documents with these ids are stored already (policy ``FAIL``); nothing was written."""
+
+    def __init__(self, ids: tuple[str, ...], *, in_batch: bool = False) -> None:
+        ExistingIdsError.__init__(self, ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        where = "appear more than once in the batch" if in_batch else "already exist in the store"
+        self.args = (
+            f"documents with ids {shown} {where}; nothing was written. Pass "
+            "policy=DuplicatePolicy.OVERWRITE to keep the last or SKIP to keep the first.",
+        )
+
+
+def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]:
+    """One document per id, as the policy keeps it (``FAIL``: a repeated id is refused)."""
+    seen: dict[str, Document] = {}
+    for doc in documents:
+        if doc.id in seen and policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
+            raise DuplicateDocumentsError((doc.id,), in_batch=True)
+        if doc.id not in seen or policy is DuplicatePolicy.OVERWRITE:
+            seen[doc.id] = doc
+    return list(seen.values())
+
+
+def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> EmbeddingContract:
+    """The contract behind a fingerprint: built in this process, or the store's own."""
+    contract = recall(fingerprint)
+    if contract is None and stamped is not None and stamped.fingerprint == fingerprint:
+        return stamped
+    if contract is None:
+        raise InvalidInputError(
+            f"the documents were embedded under contract {fingerprint[:12]}, which this process "
+            "did not build, so their vectors cannot be checked: embed them with a "
+            "ContractDocumentEmbedder in this pipeline (building one with that contract is enough)"
+        )
+    return contract
