@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gzip
 import importlib.metadata
@@ -11,6 +12,7 @@ import platform
 import re
 import shlex
 import sys
+import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -205,14 +207,76 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
-    """Write ``payload`` (with a timestamp and the command) as JSON; returns the path."""
-    path = out if out is not None else RESULTS / f"{name}.json"
+#: What ``--quick`` is, for every benchmark's ``--help``.
+QUICK_HELP = (
+    "a check, not a measurement: the same code paths on a tiny workload ({cuts}); "
+    "the figures are printed and the result goes to a temporary folder (or --out), never to "
+    "benchmarks/results/"
+)
+
+
+def add_quick(parser: argparse.ArgumentParser, cuts: str) -> None:
+    """Give a benchmark's parser ``--quick``; ``cuts`` says what the quick run makes smaller.
+
+    ``--quick`` exists so that a test can run every benchmark end to end in seconds (a broken
+    import or a renamed function fails it); its figures are not comparable with a full run's.
+    """
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP.format(cuts=cuts))
+
+
+def writes(name: str) -> str:
+    """The ``--help`` epilog naming where a benchmark writes its result."""
+    return (
+        f"Writes benchmarks/results/{name}.json (or --out). With --quick: a temporary folder "
+        "(or --out), never benchmarks/results/."
+    )
+
+
+def quick_folder(name: str) -> Path:
+    """A new temporary folder for what a ``--quick`` run of ``name`` writes."""
+    return Path(tempfile.mkdtemp(prefix=f"ctxemb-bench-{name}-quick-"))
+
+
+def share_exports(cache: Path) -> None:
+    """Let a quick run's own cache folder ``cache`` reuse this process's ONNX exports.
+
+    A benchmark that gives its children a cache folder of their own (so that what it removes is
+    only its own) would otherwise rebuild the export of the model there, which takes longer than
+    the whole ``--quick`` run; the exports (and their tokenizers) are read through links to the
+    cache of the calling environment (``$CTXEMB_CACHE_DIR``, a test session's in the tests),
+    everything else stays private.
+    """
+    from ctxemb_core._files import cache_dir
+
+    cache.mkdir(parents=True, exist_ok=True)
+    for part in ("onnx", "tokenizers"):
+        shared = cache_dir() / part
+        shared.mkdir(parents=True, exist_ok=True)
+        if not (cache / part).exists():
+            (cache / part).symlink_to(shared, target_is_directory=True)
+
+
+def write_result(
+    name: str, payload: dict[str, Any], out: Path | None = None, *, quick: bool = False
+) -> Path:
+    """Write ``payload`` (with a timestamp and the command) as JSON; returns the path.
+
+    A ``quick`` run (``--quick``) is a check, not a measurement: without ``out`` its result goes
+    to a new temporary folder, so that it never replaces a published figure, and it says
+    ``"quick": true``.
+    """
+    if out is not None:
+        path = out
+    elif quick:
+        path = quick_folder(name) / f"{name}.json"
+    else:
+        path = RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     full = {
         "benchmark": name,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(),
+        **({"quick": True} if quick else {}),
         **payload,
     }
     path.write_text(json.dumps(full, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -47,12 +47,14 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
     quiet_truncation,
     shown,
     write_result,
+    writes,
 )
 
 HONEST, LOSSY, CHANGE = "honest", "lossy", "change"
@@ -178,7 +180,12 @@ def fresh_process_canary(threads: int | None) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + " Reference: the canary stored from the bundled all-MiniLM-L6-v2 on the torch backend,"
+        " and CANARY_TOLERANCE.",
+        epilog=writes("canary_tolerance"),
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument(
         "--sigmas",
@@ -190,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(parser, "1 seed, sigma 1e-2 only, one fresh process, 4+4 filler texts")
     parser.add_argument("--emit-canary", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.sigmas = 1, "1e-2"
     offline()
     quiet_truncation()
 
@@ -232,14 +242,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"canary: {stored.shape[0]} vectors of {stored.shape[1]} (probes x 2 roles)")
     print(f"  {'case':<46} {'kind':<7} {'min cos':>12} {'max cos':>12}  {'1 - min':>8}")
     record("same process, again", HONEST, [canary(embedder)])
-    record("(a) fresh process", HONEST, [fresh_process_canary(args.threads) for _ in range(2)])
+    fresh = [fresh_process_canary(args.threads) for _ in range(1 if args.quick else 2)]
+    record("(a) fresh process", HONEST, fresh)
     docs, queries = filler_pool(args.data)
+    fill = 4 if args.quick else 24  # documents and queries around the probes
     for batch_size in (1, 8, 32):
         amid = Embedder(contract, backend="torch", batch_size=batch_size, show_progress=False)
         trials = []
         for seed in seeds:
             rng = random.Random(seed)
-            fillers = rng.sample(docs, 24) + rng.sample(queries, 24)
+            fillers = rng.sample(docs, fill) + rng.sample(queries, fill)
             trials.append(canary_amid(amid, fillers, seed))
         record(f"(b) amid other texts, batch size {batch_size}", HONEST, trials)
     for n in (1, 2):
@@ -315,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": info,
         },
         args.out,
+        quick=args.quick,
     )
     print(f"wrote {shown(out)}")
     print(f"reproduce: {command_line()}")

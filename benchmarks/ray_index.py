@@ -33,7 +33,16 @@ from pathlib import Path
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
-from _common import DEFAULT_DATA, MODEL, command_line, machine_info, offline, write_result
+from _common import (
+    DEFAULT_DATA,
+    MODEL,
+    add_quick,
+    command_line,
+    machine_info,
+    offline,
+    write_result,
+    writes,
+)
 
 
 def _free_port() -> int:
@@ -112,12 +121,18 @@ def _timed_cli(args: list[str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes("ray_index")
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=1000, help="documents to index")
     parser.add_argument("--batch", type=int, default=64, help="documents per batch / write")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray instance")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
+    add_quick(parser, "16 documents in batches of 8")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.batch = 16, 8
     offline()
 
     import chromadb
@@ -194,7 +209,7 @@ def main() -> None:
         "Chroma server and Ray on the same machine",
         "machine": machine_info(),
     }
-    path = write_result("ray_index", result)
+    path = write_result("ray_index", result, args.out, quick=args.quick)
     print(f"wrote {path}\nreproduce: {command_line()}")
 
 

