@@ -74,10 +74,7 @@ class _ContractEmbedding:
         return {
             "contract": c["contract"],
             "path": c["path_hint"],
-            "backend": c["backend"],
-            "device": c["device"],
-            "batch_size": c["batch_size"],
-            "token_budget": c["token_budget"],
+            **{k: c[k] for k in Embedder.run_settings.names},
             "progress_bar": self.progress_bar,
             "cache": self.lazy.cache is not None,
         }

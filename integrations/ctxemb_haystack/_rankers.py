@@ -98,7 +98,7 @@ class _ContractRanker:
             meta_fields_to_embed=self.meta_fields_to_embed,
             embedding_separator=self.embedding_separator,
             path=c["path_hint"],
-            **{k: c[k] for k in ("backend", "device", "batch_size", "token_budget")},
+            **{k: c[k] for k in Reranker.run_settings.names},
             progress_bar=self.progress_bar,
         )
 
