@@ -35,6 +35,7 @@ from ctxemb_core.cli.common import (
     error,
     examples,
 )
+from ctxemb_core.cli.stores import options_only_for
 from ctxemb_core.errors import CtxembError, TruncationWarning
 
 #: The subcommands in the order ``ctxemb --help`` lists them.
@@ -176,9 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success, 1 when a check fails (``verify``, ``detect``), 2 for a user's mistake
         (one ``ctxemb: error:`` line on stderr, nothing changed), 130 when interrupted.
     """
+    given = sys.argv[1:] if argv is None else list(argv)
+    # The command argparse will run: the first word that is not an option (the top level takes
+    # none with a value); only its parser needs the options of a store.
+    command = next((a for a in given if not a.startswith("-")), None)
     try:
         try:
-            args = build_parser().parse_args(argv)
+            with options_only_for(f"ctxemb {command}"):
+                parser = build_parser()
+            args = parser.parse_args(given)
         except SystemExit as exc:  # --help: argparse printed it and asks to exit
             return exc.code if isinstance(exc.code, int) else 0
         with _progress_lines():

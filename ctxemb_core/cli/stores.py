@@ -13,10 +13,14 @@ import argparse
 import contextlib
 import importlib
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ctxemb_core.cli.common import Parser
-from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import InvalidInputError, MissingDependencyError
+
+#: The one command whose parser gets the stores' options (``None``: every command's).
+_ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", default=None)
 
 #: The stores the CLI has adapters for: ``--store`` NAME -> the adapter's module of CLI options
 #: (a :class:`StoreOptions`), inside the import package ``ctxemb_<store>``.
@@ -83,7 +87,28 @@ def demo_store_args(p: argparse.ArgumentParser) -> None:
     _adapters_args(p, demo=True)
 
 
+@contextlib.contextmanager
+def options_only_for(prog: str | None) -> Iterator[None]:
+    """Parsers built in the block get the stores' options only if their ``prog`` is ``prog``.
+
+    :func:`~ctxemb_core.cli.app.main` runs one command: importing a store's adapter (and its
+    client library) to build the options of the commands it does not run would only slow
+    ``ctxemb --help`` and the commands that use no store. The parsers left without them are
+    never parsed; should one be, it says so instead of misreading its arguments.
+    """
+    token = _ONLY.set(prog)
+    try:
+        yield
+    finally:
+        _ONLY.reset(token)
+
+
 def _adapters_args(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
+    only = _ONLY.get()
+    if only is not None and p.prog != only:
+        if isinstance(p, Parser):
+            p.unavailable = InvalidInputError(f"{p.prog}: built without its store's options")
+        return
     missing: list[MissingDependencyError] = []
     for store in STORES:
         try:
