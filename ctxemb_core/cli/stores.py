@@ -16,8 +16,19 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from ctxemb_core.cli.common import Parser
+from ctxemb_core.cli.common import PORT, Parser
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
+
+__all__ = [
+    "PORT",
+    "STORES",
+    "StoreOptions",
+    "demo_store_args",
+    "open_store",
+    "options_only_for",
+    "store_args",
+    "store_options",
+]
 
 #: The one command whose parser gets the stores' options (``None``: every command's).
 _ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", default=None)
@@ -31,7 +42,9 @@ class StoreOptions(Protocol):
     """What a store's adapter gives the CLI: its options, checked together, and a client.
 
     The options land on the command's ``argparse.Namespace`` under the adapter's own names
-    (Chroma: ``path``, ``host``, ``port``); only the adapter reads them.
+    (Chroma: ``path``, ``host``, ``port``); only the adapter reads them. This module is the one
+    an adapter imports for it: :data:`PORT` is the ``type=`` of a port option, whose errors read
+    like every other integer option's.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:

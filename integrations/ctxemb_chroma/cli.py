@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_chroma._connect import connect as _connect
-from ctxemb_core.cli.common import PORT
+from ctxemb_core.cli.stores import PORT
 from ctxemb_core.errors import InvalidInputError
 
 #: Where a store command looks without --path or --host, and the port of a --host without one.
