@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core.backends.static import DEFAULT_MAX_LENGTH
+from ctxemb_core.cli.common import file_size
 
 _DESCRIPTION = """\
 Write a static model: one vector per token type, the same in every sentence, a text's vector
@@ -95,19 +96,10 @@ def run(args: argparse.Namespace) -> int:
     contract = contract_for(folder)
     print(f"wrote the static model {contract.describe()} to {folder}")
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
-        print(f"  {name:<17}  {_size((folder / name).stat().st_size):>9}")
+        print(f"  {name:<17}  {file_size((folder / name).stat().st_size):>9}")
     print(f"weights {contract.weights}")
     print(f"fingerprint {contract.fingerprint}")
     print("use it (backend 'static': numpy and tokenizers only):")
     print(f"  python: Embedder(contract_for({str(folder)!r}))")
     print(f"  cli:    ctxemb index corpus.jsonl --collection docs --model {folder}")
     return 0
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover

@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from ctxemb_core.cli import _POSITIVE, _contract_args, _examples, _overrides, _store, _store_args
+from ctxemb_core.cli.common import POSITIVE, contract_args, examples, overrides
+from ctxemb_core.cli.stores import open_store, store_args
 from ctxemb_core.errors import InvalidInputError
 
 _DESCRIPTION = """\
@@ -40,12 +41,12 @@ def add_parser(sub: Any) -> None:
         "detect",
         help="find which contract wrote an existing collection (stamped or not)",
         description=_DESCRIPTION,
-        epilog=_examples(
+        epilog=examples(
             "ctxemb detect --collection legacy --path ./chroma",
             "ctxemb detect --collection legacy --path ./chroma --model ./e5-small --adopt",
         ),
     )
-    _store_args(p)
+    store_args(p)
     p.add_argument(
         "--model",
         action="append",
@@ -54,7 +55,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--sample",
-        type=_POSITIVE,
+        type=POSITIVE,
         default=32,
         help="stored documents to re-embed (≥ 1; the newest half and a random half)",
     )
@@ -69,19 +70,19 @@ def add_parser(sub: Any) -> None:
         help="print the report as one JSON object (every candidate; 'adopted' says whether "
         "--adopt stamped) instead of the table",
     )
-    _contract_args(p)
+    contract_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.detect import DEFAULT_MODEL, model_contract
 
-    overrides = _overrides(args)
-    keep = sorted({f for option in overrides for f in _KEPT.get(option, ())})
-    models = [model_contract(m, **overrides) for m in args.model or ()]
-    if overrides and not models:
-        models = [model_contract(DEFAULT_MODEL, **overrides)]
+    fixed = overrides(args)
+    keep = sorted({f for option in fixed for f in _KEPT.get(option, ())})
+    models = [model_contract(m, **fixed) for m in args.model or ()]
+    if fixed and not models:
+        models = [model_contract(DEFAULT_MODEL, **fixed)]
     # Read-only unless --adopt: a mistyped --path never becomes a new, empty store.
-    with _store(args, create=False) as (adapter, client):
+    with open_store(args, create=False) as (adapter, client):
         report = adapter.detect(client, args.collection, *models, sample=args.sample, keep=keep)
         if not args.json:
             for line in _table(args.collection, report):
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace, adapter: Any, client: Any, report: Any) -> bool:
     """Stamp the collection with a conclusive match; ``False`` if it already carries it."""
-    from ctxemb_core import Embedder
+    from ctxemb_core.embedder import Embedder
 
     best = report.best
     if not report.conclusive or best is None:

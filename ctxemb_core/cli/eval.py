@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core._validate import check_text, check_texts
-from ctxemb_core.cli import (
-    _COUNT,
-    _PORT,
-    _POSITIVE,
+from ctxemb_core.cli.common import (
+    COUNT,
     DEFAULT_MODEL,
-    _contract_args,
-    _embedder,
-    _examples,
-    _non_empty,
-    _overrides,
+    PORT,
+    POSITIVE,
+    contract_args,
+    embedder,
+    examples,
+    non_empty,
+    overrides,
 )
 from ctxemb_core.errors import (
     DataFormatError,
@@ -46,7 +46,7 @@ from ctxemb_core.eval.paths import VIAS
 TASKS = ("retrieval", "sts")
 BASELINES = ("bm25",)
 #: The evaluation data beside a checkout (``../shared/data``), used when ``--data`` is not given.
-_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 _DEFAULT_DATA = {"retrieval": _SHARED / "scifact", "sts": _SHARED / "stsbenchmark"}
 #: The figures printed as the table; the JSON holds every metric.
 _HEADLINE = ("ndcg@10", "recall@100", "mrr@10", "map@100")
@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
         "(adding only missing ids) and search the split's queries (retrieval: nDCG, recall, "
         "MRR, MAP, precision as trec_eval computes them), or score STS pairs through the store "
         "(Spearman, Pearson). Progress on stderr; the last line on stdout is one JSON object.",
-        epilog=_examples(
+        epilog=examples(
             "ctxemb eval --data ../shared/data/scifact --path ./chroma",
             "ctxemb eval --via memory --task sts --data ../shared/data/stsbenchmark",
             "ctxemb eval --via chroma-server --data ./scifact --baseline bm25 --run-file run.trec",
@@ -99,7 +99,7 @@ def add_parser(sub: Any) -> None:
         default="test",
         help="retrieval: qrels/SPLIT.tsv; sts: sts-SPLIT.csv in the folder (default: test)",
     )
-    p.add_argument("--k", type=_POSITIVE, default=100, help="documents retrieved per query")
+    p.add_argument("--k", type=POSITIVE, default=100, help="documents retrieved per query")
     p.add_argument(
         "--run-file",
         type=Path,
@@ -122,13 +122,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", help="a Chroma server's host (instead of --path)")
     p.add_argument(
         "--port",
-        type=_PORT,
+        type=PORT,
         help="with --host: its port (default 8000); chroma-server without --host: the "
         "temporary server's port (default: a free one)",
     )
     p.add_argument(
         "--sample",
-        type=_COUNT,
+        type=COUNT,
         default=None,
         help="Chroma: stored documents re-embedded and compared when an existing collection "
         "is opened (default: the adapter's; 0: stamp and canary only)",
@@ -137,7 +137,7 @@ def add_parser(sub: Any) -> None:
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
-    _contract_args(p)
+    contract_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     baseline = _baseline_settings(args)
     from ctxemb_core.resolve import contract_for
 
-    contract = contract_for(args.model, **_overrides(args))
-    embedder = _embedder(args, contract)
+    contract = contract_for(args.model, **overrides(args))
+    embedding = embedder(args, contract)
     name = args.collection or _default_name(args, data, contract.fingerprint)
     with contextlib.ExitStack() as stack:
-        path, store = _open_path(args, embedder, name, stack)
+        path, store = _open_path(args, embedding, name, stack)
         stack.callback(path.close)
         if args.task == "retrieval":
             out = _retrieval(args, path, task, data, baseline)
@@ -214,7 +214,7 @@ def _load_retrieval(data: Path, args: argparse.Namespace) -> Any:
     from ctxemb_core.eval.beir import load_beir
 
     dataset = load_beir(data, split=args.split)
-    _non_empty(dataset.corpus, data)
+    non_empty(dataset.corpus, data)
     for qid, text in dataset.queries.items():
         check_text(text, f"{data}: query {qid!r}")
     return dataset

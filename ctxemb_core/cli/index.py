@@ -1,0 +1,187 @@
+"""``ctxemb index``: a corpus embedded into a stamped collection, synced on every run (in this
+process, or by a pool of Ray actors with ``--ray``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctxemb_core.cli.common import (
+    DEFAULT_MODEL,
+    POSITIVE,
+    contract_args,
+    embedder,
+    examples,
+    index_corpus,
+    load_documents,
+    open_kwargs,
+    open_sample_arg,
+    overrides,
+)
+from ctxemb_core.cli.stores import open_store, store_args, store_options
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ctxemb_core.sync import SyncReport
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "index",
+        help="embed a BEIR folder or a JSONL corpus into a stamped collection",
+        description="Embed documents ({_id, title, text} JSONL, or a BEIR folder's corpus) into "
+        "a collection stamped with the contract. Indexing again syncs: new ids are added, "
+        "documents whose text changed are re-embedded and replaced, the others are left "
+        "alone (reported as A added, U updated, K unchanged); an interrupted run resumes.",
+        epilog=examples(
+            "ctxemb index corpus.jsonl --collection docs --path ./chroma",
+            "ctxemb index ./scifact --collection scifact --host 127.0.0.1 --port 8000",
+            "ctxemb index corpus.jsonl --collection docs-e5 --model ./e5-small --family e5",
+            "ctxemb index corpus.jsonl --collection docs --path ./chroma --delete-missing "
+            "--dry-run",
+        ),
+    )
+    p.add_argument(
+        "data",
+        type=Path,
+        help="a BEIR folder or a .jsonl(.gz) file; with --ray also a .parquet file or a folder "
+        "of *.jsonl(.gz) or *.parquet shards, which the workers read",
+    )
+    store_args(p)
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
+    p.add_argument("--batch-size", type=POSITIVE, default=512, help="documents per write (≥ 1)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="index with a pool of Ray actors into the Chroma server at --host/--port (the "
+        "ctxemb[ray] extra): ADDRESS is a running cluster ('auto', 'ray://head:10001'); "
+        "without one, a local instance on 127.0.0.1 is started and stopped",
+    )
+    p.add_argument(
+        "--actors", type=POSITIVE, default=1, help="indexing actors with --ray, one CPU each"
+    )
+    p.add_argument(
+        "--delete-missing",
+        action="store_true",
+        help="also delete the collection's ids that the corpus does not have (after every "
+        "document is written)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be added, updated, unchanged (and deleted); embed and write nothing",
+    )
+    open_sample_arg(p)
+    contract_args(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxemb_core.resolve import contract_for
+
+    if args.ray is not None:
+        return _index_ray(args)
+    corpus = load_documents(args.data)
+    contract = contract_for(args.model, **overrides(args))
+    if args.dry_run and store_options(args.store).absent(args):
+        _print_plan(args, _new_collection_plan(corpus), 0, contract)  # a first index, planned
+        return 0
+    # The store is reached before the model is loaded: a server that is down is said at once.
+    with open_store(args, create=not args.dry_run) as (adapter, client):
+        if args.dry_run and adapter.stored_or_none(client, args.collection) is None:
+            _print_plan(args, _new_collection_plan(corpus), 0, contract)
+            return 0
+        collection = adapter.open_collection(
+            client, args.collection, embedder(args, contract), **open_kwargs(args)
+        )
+        report = index_corpus(
+            collection,
+            corpus,
+            args.batch_size,
+            dry_run=args.dry_run,
+            delete_missing=args.delete_missing,
+        )
+        _print_plan(args, report, collection.count(), contract)
+    return 0
+
+
+def _new_collection_plan(corpus: dict[str, dict[str, str]]) -> SyncReport:
+    from ctxemb_core.sync import SyncReport
+
+    return SyncReport(added=tuple(corpus), dry_run=True)
+
+
+def _print_plan(
+    args: argparse.Namespace, report: SyncReport, count: int, contract: EmbeddingContract
+) -> None:
+    if not report.dry_run:
+        print(f"{args.collection}: {report}; {count} documents, contract {contract.describe()}")
+        return
+    print(
+        f"{args.collection} (dry run: nothing embedded or written): would be {report}; "
+        f"{count} documents now, contract {contract.describe()}"
+    )
+    for label, ids in (
+        ("add", report.added),
+        ("update", report.updated),
+        ("delete", report.deleted),
+    ):
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" … ({len(ids) - 10} more)" if len(ids) > 10 else "")
+            print(f"  {label}: {shown}")
+
+
+def _index_ray(args: argparse.Namespace) -> int:
+    """``ctxemb index --ray``: Ray actors embed and write; a summary of what they did."""
+    from tqdm.auto import tqdm
+
+    from ctxemb_core.resolve import contract_for
+
+    store_options(args.store).check_arguments(args)
+    if args.store != "chroma" or not args.host:
+        raise InvalidInputError(
+            "--ray writes to a Chroma server every actor can reach: give --host and --port "
+            "(and --store chroma)"
+        )
+    contract = contract_for(args.model, **overrides(args))
+    with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
+        summary = (
+            store_options("chroma")
+            .adapter()
+            .index_with_ray(
+                args.data,
+                contract,
+                collection=args.collection,
+                host=args.host,
+                port=args.port,
+                address=args.ray or None,
+                actors=args.actors,
+                batch_size=args.batch_size,
+                cache=not args.no_cache,
+                progress=bar.update,
+                delete_missing=args.delete_missing,
+                dry_run=args.dry_run,
+            )
+        )
+    done = f"{summary.added} added, {summary.updated} updated, {summary.skipped} unchanged"
+    if summary.deleted:
+        done += f", {len(summary.deleted)} deleted"
+    if summary.dry_run:
+        print(
+            f"{args.collection} (dry run: nothing embedded or written): would be {done}; "
+            f"{summary.count} documents now, contract {contract.describe()}"
+        )
+        return 0
+    print(
+        f"{args.collection}: {done}, {summary.failed} failed; {summary.count} documents, "
+        f"contract {contract.describe()}"
+    )
+    for reason, n in summary.reasons.items():
+        print(f"  failed {n}: {reason}")
+    if summary.failed:
+        print("  run the same command again to write the failed documents")
+    return 1 if summary.failed else 0

@@ -1,0 +1,178 @@
+"""``ctxemb query``: the nearest documents of a stamped collection, each with its similarity under
+the contract; with ``--rerank``, a two-stage search whose second stage is a pinned reranker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxemb_core._validate import check_texts
+from ctxemb_core.cli.common import (
+    POSITIVE,
+    caller_contract,
+    clip,
+    contract_args,
+    examples,
+    given_contract,
+    metric,
+    open_kwargs,
+    open_sample_arg,
+)
+from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.errors import InvalidInputError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "query",
+        help="query a stamped collection; prints each result's similarity",
+        description="Embed the query under the collection's contract (or the one given, which "
+        "must match) and print the nearest documents, best first, each with its similarity "
+        "under the contract (higher is better: the cosine for a normalised contract). --json "
+        'prints one object per query: {"query", "metric", "results": [{"id", "similarity", '
+        '"text"}]}. With --rerank, each result also has the reranker\'s score.',
+        epilog=examples(
+            "ctxemb query 'slugs in the garden' --collection demo --path ./chroma -k 3",
+            "ctxemb query 'slugs' 'tyres' --collection demo --path ./chroma --json",
+            "ctxemb query 'slugs' --collection demo --path ./chroma --rerank maxsim",
+        ),
+    )
+    p.add_argument("text", nargs="+", help="one or more query texts")
+    store_args(p)
+    p.add_argument("-k", "--top-k", type=POSITIVE, default=5, help="results per query (≥ 1)")
+    p.add_argument(
+        "--model",
+        help="query with this model's contract, which must match the index's (default: the "
+        "collection's own contract, with the contract options applied)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object per query")
+    _rerank_args(p)
+    open_sample_arg(p)
+    contract_args(p)
+
+
+def _rerank_args(p: argparse.ArgumentParser) -> None:
+    from ctxemb_core.rerank import Activation
+
+    group = p.add_argument_group(
+        "two-stage search",
+        "Shortlist --candidates documents with the collection's bi-encoder, then rerank them "
+        "and keep --top-k. The reranker's contract fingerprint is printed with the results.",
+    )
+    group.add_argument(
+        "--rerank",
+        metavar="MODEL",
+        help="a cross-encoder folder or name, a reranker contract JSON file, or 'maxsim' "
+        "(late interaction over the collection's own encoder's token vectors)",
+    )
+    group.add_argument(
+        "--candidates",
+        type=POSITIVE,
+        default=50,
+        help="first-stage candidates to rerank (≥ --top-k)",
+    )
+    group.add_argument(
+        "--activation",
+        choices=[a.value for a in Activation],
+        help="the cross-encoder's score activation (needed for a plain transformers folder; "
+        "a sentence-transformers CrossEncoder folder says its own)",
+    )
+    group.add_argument(
+        "--threshold", type=float, help="keep results whose reranker score is at least this"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    # A command line may carry bytes that are not UTF-8 (decoded as lone surrogates).
+    check_texts(args.text, "query text")
+    given = given_contract(args)
+    # A reranker that cannot be built is refused before the store is read.
+    reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
+    with open_store(args, create=False) as (adapter, client):
+        contract = caller_contract(args, given, adapter, client)
+        collection = adapter.open_collection(
+            client, args.collection, contract, create=False, **open_kwargs(args)
+        )
+        if args.rerank is not None:
+            reranker = reranker or _reranker(args, collection.contract)
+            return _two_stage(args, adapter, collection, reranker)
+        similarity = metric(collection.contract)
+        for q in args.text:
+            hits = adapter.shortlist(collection, q, args.top_k, require_text=False).candidates
+            if args.json:
+                results = [
+                    {"id": h.id, "similarity": round(h.score, 6), "text": h.text} for h in hits
+                ]
+                row = {"query": q, "metric": similarity, "results": results}
+                print(json.dumps(row, ensure_ascii=False))
+                continue
+            print(f"query {q!r}  ({similarity}, higher is better)")
+            for rank, h in enumerate(hits, start=1):
+                print(f"  {rank:>2}. {h.id:<20} similarity {h.score:7.4f}  {clip(h.text, 60)}")
+    return 0
+
+
+def _reranker(args: argparse.Namespace, contract: EmbeddingContract | None) -> Any:
+    """The reranker ``--rerank`` names (``maxsim`` over ``contract``'s encoder)."""
+    from ctxemb_core.rerank import rerank_contract_for, reranker_for
+    from ctxemb_core.rerank.contract import load_reranker_contract
+
+    if args.candidates < args.top_k:
+        raise InvalidInputError(
+            f"--candidates {args.candidates} is fewer than --top-k {args.top_k}: the reranker "
+            "keeps at most the candidates it is given"
+        )
+    source = args.rerank
+    if source == "maxsim":
+        assert contract is not None
+        found = rerank_contract_for(contract, kind="late_interaction")
+    elif source.endswith(".json") and Path(source).is_file():
+        found = load_reranker_contract(source)
+    else:
+        found = rerank_contract_for(source, activation=args.activation)
+    if args.activation is not None and found.activation not in (None, args.activation):
+        raise InvalidInputError(
+            f"--activation {args.activation} differs from the contract's "
+            f"{found.activation.value if found.activation else None}"
+        )
+    return reranker_for(found)
+
+
+def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker: Any) -> int:
+    similarity = metric(collection.contract)
+    for q in args.text:
+        result = adapter.search(
+            collection,
+            q,
+            reranker,
+            k=args.candidates,
+            n=args.top_k,
+            score_threshold=args.threshold,
+        )
+        if args.json:
+            row = {
+                "query": q,
+                "ids": result.ids,
+                "scores": [h.score for h in result.hits],
+                "score": "reranker",
+                "similarities": [h.first_score for h in result.hits],
+                "metric": similarity,
+                "index_fingerprint": result.index_fingerprint,
+                "reranker_fingerprint": result.reranker_fingerprint,
+                "rerank_ms": round(result.rerank_seconds * 1000, 2),
+            }
+            print(json.dumps(row, ensure_ascii=False))
+            continue
+        print(
+            f"query {q!r}  reranked {result.shortlisted} by {reranker.contract.describe()} "
+            f"(reranker score, higher is better; first stage: {similarity})"
+        )
+        for rank, h in enumerate(result.hits, start=1):
+            print(
+                f"  {rank:>2}. {h.id:<20} reranker score {h.score:9.4f}  (first stage "
+                f"#{h.first_rank + 1}, similarity {h.first_score:.4f})  {clip(h.text, 50)}"
+            )
+    return 0
