@@ -17,9 +17,9 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ctxemb_core._validate import check_text
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
+from ctxemb_core.validate import check_text
 
 if TYPE_CHECKING:
     from ctxemb_core.sync import SyncReport

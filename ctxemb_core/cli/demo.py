@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _load_queries(path: Path) -> list[str]:
     """The texts of a JSONL file of ``{"text": ...}`` queries (the demo's)."""
-    from ctxemb_core._validate import check_text
+    from ctxemb_core.validate import check_text
 
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

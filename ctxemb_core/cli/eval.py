@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core._validate import check_text, check_texts
 from ctxemb_core.cli.common import (
     COUNT,
     DEFAULT_MODEL,
@@ -42,6 +41,7 @@ from ctxemb_core.errors import (
     StoreUnavailableError,
 )
 from ctxemb_core.eval.paths import VIAS
+from ctxemb_core.validate import check_text, check_texts
 
 TASKS = ("retrieval", "sts")
 BASELINES = ("bm25",)

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core._validate import check_texts
 from ctxemb_core.cli.common import (
     POSITIVE,
     caller_contract,
@@ -23,6 +22,7 @@ from ctxemb_core.cli.common import (
 from ctxemb_core.cli.stores import open_store, store_args
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.validate import check_texts
 
 
 def add_parser(sub: Any) -> None:

@@ -46,6 +46,7 @@ CORE_SURFACE = {
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
+    "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
