@@ -33,7 +33,7 @@ docs: setup
 
 # Quick checks before a commit: lint, the docs build and the snippets of README.md and docs/*.md.
 check: lint docs
-	.venv/bin/python -m pytest tests/test_readme.py
+	.venv/bin/python -m pytest tests/docs/test_readme.py
 
 test: lint docs
 	.venv/bin/python -m pytest
@@ -41,7 +41,7 @@ test: lint docs
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py
 
-# The sdist, and the wheel built from it, into dist/ (tests/test_wheel.py installs them into new
+# The sdist, and the wheel built from it, into dist/ (tests/packaging/test_wheel.py installs them into new
 # environments). `python -m build` is the `build` package (pip install build), which setup
 # installs with the test extra, as it does setuptools>=77: hence --no-isolation.
 wheel: setup

@@ -31,7 +31,7 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.export import export_contract, export_model, is_export
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "transformers", "onnx", "safetensors", "sentence_transformers")
 
 # A few hundred varied texts: the ONNX tests' set (empty, accents, CJK, emoji, long ones cut at

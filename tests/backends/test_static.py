@@ -43,7 +43,7 @@ from ctxemb_core.static import static_from_model, static_from_vectors
 model2vec = pytest.importorskip("model2vec")
 StaticModel = model2vec.StaticModel
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-6
 
 TEXTS = [

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = sorted((REPO / "benchmarks" / "results").glob("*.json"))
 CPU_KEYS = {"model_name", "family", "model", "stepping", "cores", "cores_available", "flags"}
 FLAGS = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(not (DATA / "scifact").is_dir(), reason="no SciFact in the shared data")

@@ -1,4 +1,4 @@
-"""What a new user tries in the first hour, beyond the README snippets (tests/test_readme.py)."""
+"""What a new user tries in the first hour, beyond the README snippets (tests/docs/)."""
 
 from __future__ import annotations
 

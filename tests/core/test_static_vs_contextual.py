@@ -21,7 +21,7 @@ from ctxemb_core.backends.static import read_safetensors
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.static import static_from_model
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "static_vs_contextual.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "static_vs_contextual.py"
 
 
 def _example():

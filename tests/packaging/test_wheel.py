@@ -39,7 +39,7 @@ from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.wheel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 QUERY = "what temperature should I brew green tea at"
 #: The source folders whose packages the wheel installs.

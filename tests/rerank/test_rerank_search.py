@@ -23,7 +23,7 @@ from ctxemb_core.rerank import (
     two_stage,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
