@@ -157,6 +157,7 @@ def test_check_embedded_names_the_first_bad_vector(minilm_contract):
             check_embedded(vectors, minilm_contract, ["a", "b"])
 
 
+@pytest.mark.transport
 def test_add_embedded_writes_only_the_stamps_vectors(client, minilm, minilm_contract):
     from ctxemb_chroma import open_collection
 

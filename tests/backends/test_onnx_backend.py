@@ -80,14 +80,6 @@ def _digest(folder: Path) -> str:
     return weights_digest(folder)
 
 
-@pytest.fixture
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    # Cache tests need an empty cache: same-seed tiny models elsewhere share a digest.
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(cache))
-    return cache
-
-
 @pytest.fixture(scope="module")
 def minilm_onnx(minilm_contract) -> Embedder:
     return Embedder(minilm_contract, backend="onnx")

@@ -59,6 +59,7 @@ def stamped(client, base):
     return col
 
 
+@pytest.mark.transport
 def test_created_stamped_and_queried_under_the_contract(stamped, base, client):
     md = client.get_collection(stamped.name, embedding_function=None).metadata
     assert IndexStamp.from_metadata(md).contract == base
@@ -67,6 +68,7 @@ def test_created_stamped_and_queried_under_the_contract(stamped, base, client):
     assert stamped.raw.configuration_json["hnsw"]["space"] == "cosine"
 
 
+@pytest.mark.transport
 @pytest.mark.parametrize(
     "field",
     ["pooling", "normalize", "query_prefix", "document_prefix", "model", "truncate_dim", "weights"],
@@ -84,6 +86,7 @@ def test_other_contracts_are_refused_on_open_and_on_query(stamped, client, varia
     assert stamped.count() == before
 
 
+@pytest.mark.transport
 def test_legitimate_reopen_in_a_new_process_passes(stamped, client):
     code = (
         "import sys, json, chromadb\n"
@@ -105,6 +108,7 @@ def test_legitimate_reopen_in_a_new_process_passes(stamped, client):
     assert out.stdout.strip() == "moon"
 
 
+@pytest.mark.transport
 def test_chroma_rebuilds_the_contract_function_on_a_raw_reopen(stamped, client, base):
     raw = client.get_collection(stamped.name)
     assert raw.configuration_json["embedding_function"]["name"] == "ctxemb"
@@ -114,6 +118,7 @@ def test_chroma_rebuilds_the_contract_function_on_a_raw_reopen(stamped, client, 
     np.testing.assert_allclose(theirs["distances"], ours["distances"], atol=1e-5)
 
 
+@pytest.mark.transport
 def test_a_contract_change_through_chroma_configuration_is_refused(stamped, variants):
     with pytest.raises(ContractMismatchError, match="pooling"):
         stamped.raw.modify(
@@ -136,6 +141,7 @@ def test_raw_writes_with_another_function_are_caught_on_next_open(stamped, clien
     assert not report.ok and report.bad_ids == ("intruder",)
 
 
+@pytest.mark.transport
 def test_unstamped_collections_are_refused_unless_adopted(client, base):
     name = fresh_name()
     raw = client.create_collection(name, embedding_function=None)
@@ -169,6 +175,7 @@ def test_collections_of_other_chroma_functions_are_refused(client, base):
         open_collection(client, name, base)
 
 
+@pytest.mark.transport
 def test_bad_writes_leave_the_collection_as_it_was(stamped):
     snapshot = stamped.get(include=["documents", "embeddings"])
     bad_calls = [
@@ -191,6 +198,7 @@ def test_bad_writes_leave_the_collection_as_it_was(stamped):
         assert after["documents"][order[i]] == doc
 
 
+@pytest.mark.transport
 def test_open_without_create_and_bad_names(client, base):
     with pytest.raises(InvalidInputError, match="does not exist"):
         open_collection(client, fresh_name(), base, create=False)

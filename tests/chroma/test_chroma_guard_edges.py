@@ -112,6 +112,7 @@ def test_undo_restores_metadata_exactly_even_where_chroma_merges_it(stamped, mon
     assert snapshot(stamped) == before
 
 
+@pytest.mark.transport
 def test_undo_of_a_batch_larger_than_chromas_limit_is_chunked_too(
     stamped, small_batches, monkeypatch
 ):
@@ -123,6 +124,7 @@ def test_undo_of_a_batch_larger_than_chromas_limit_is_chunked_too(
     assert snapshot(stamped) == before
 
 
+@pytest.mark.transport
 def test_a_failed_add_over_the_limit_deletes_its_new_ids_in_chunks(
     stamped, small_batches, monkeypatch
 ):
@@ -293,6 +295,7 @@ def test_verify_all_on_a_damaged_stamp_still_checks_records(stamped, client, bas
 # -- queries and reads -------------------------------------------------------------------------
 
 
+@pytest.mark.transport
 @pytest.mark.parametrize(
     "include",
     [["documents"], ["embeddings"], ["metadatas", "distances"], [], ["documents", "embeddings"]],
@@ -315,6 +318,7 @@ def test_delete_by_where_filter_or_by_ids(stamped):
     assert stamped.ids() == set(DOCS) - {"bike", "tea"}
 
 
+@pytest.mark.transport
 def test_bad_input_to_the_remaining_entry_points_is_a_named_ctxemb_error(stamped, client, base):
     before = snapshot(stamped)
     calls = [
@@ -419,6 +423,7 @@ def test_processes_opening_one_new_embedded_store_at_once_all_succeed(tmp_path):
     assert col.ids() == {"p0-a", "p1-a", "p2-a", "shared"}
 
 
+@pytest.mark.transport
 def test_an_internal_failure_of_the_store_is_a_store_error_that_says_what_to_do(
     stamped, monkeypatch
 ):

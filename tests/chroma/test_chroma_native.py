@@ -62,6 +62,7 @@ def assert_pooling_refused(info):
 # -- another contract ----------------------------------------------------------------------------
 
 
+@pytest.mark.transport
 def test_another_contract_is_refused_on_get(client, stamped, cls):
     before = stored(client, stamped.name)
     with pytest.raises(ContractMismatchError) as info:
@@ -132,6 +133,7 @@ def test_a_configuration_changed_around_ctxemb_is_refused_on_a_raw_reopen(client
 # -- the same contract -----------------------------------------------------------------------------
 
 
+@pytest.mark.transport
 def test_the_same_contract_reads_and_writes_natively(client, stamped, mean):
     raw = client.get_collection(stamped.name, embedding_function=ContractEmbeddingFunction(mean))
     ours = stamped.query(["how is green tea made"], n_results=2, include=["distances"])
@@ -149,6 +151,7 @@ def test_the_same_contract_reads_and_writes_natively(client, stamped, mean):
     assert col.query(["night garden pests"], n_results=1)["ids"][0][0] == "slug"
 
 
+@pytest.mark.transport
 def test_a_raw_reopen_without_a_function_rebuilds_it_and_stays_guarded(client, stamped, mean):
     raw = client.get_collection(stamped.name)  # Chroma rebuilds ctxemb's function from its config
     assert raw.configuration_json["embedding_function"]["name"] == "ctxemb"
@@ -182,6 +185,7 @@ def test_a_native_create_without_the_stamp_is_refused_on_write(client, mean, cls
     assert open_collection(client, name, mean, sample=10).count() == 1
 
 
+@pytest.mark.transport
 @pytest.mark.parametrize("how", ["create", "get_or_create"])
 def test_a_native_create_with_the_stamp_is_a_ctxemb_collection(client, mean, cls, how):
     name = fresh_name()

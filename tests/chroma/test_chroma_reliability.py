@@ -76,6 +76,7 @@ def faulty(monkeypatch, stamped):
 # -- data loss ---------------------------------------------------------------------------------
 
 
+@pytest.mark.transport
 def test_a_failed_upsert_restores_exactly_the_state_before(stamped, faulty):
     before = snapshot(stamped)
     faulty("upsert", 2, RuntimeError("store failed on the second chunk"))
@@ -161,6 +162,7 @@ def test_a_configuration_replaced_by_another_function_is_reported_as_such(stampe
     assert open_collection(client, stamped.name, base, repair=True).count() == len(DOCS)
 
 
+@pytest.mark.transport
 def test_records_with_a_vector_but_no_text_are_foreign(stamped, client, embedder, base):
     raw = client.get_collection(stamped.name, embedding_function=None)
     raw.add(ids=["ghost"], embeddings=embedder.embed_documents(["A plausible vector."]))
@@ -256,6 +258,7 @@ def test_verify_all_finds_what_a_sample_can_miss_and_says_what_it_checked(client
     assert open_collection(client, col.name, base, sample=0).count() == 120  # canary only
 
 
+@pytest.mark.transport
 def test_a_stamp_replaced_or_removed_after_open_is_seen_on_the_next_call(stamped, client, base):
     raw = client.get_collection(stamped.name, embedding_function=None)
     stamped.query(["tea"], n_results=1)
@@ -280,6 +283,7 @@ def test_a_stamp_replaced_or_removed_after_open_is_seen_on_the_next_call(stamped
 # -- bad input and concurrency -----------------------------------------------------------------
 
 
+@pytest.mark.transport
 def test_bad_input_to_every_entry_point_is_a_named_ctxemb_error(stamped, client, base, embedder):
     before = snapshot(stamped)
     calls = [
@@ -350,6 +354,7 @@ print(added, col.count())
 """
 
 
+@pytest.mark.transport
 def test_two_processes_create_and_index_one_new_collection_at_once(client):
     name = fresh_name()
     args = [json.dumps(client.ctxemb_where), name, json.dumps(DOCS)]

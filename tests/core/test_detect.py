@@ -61,6 +61,7 @@ def other_model(tmp_path_factory):
     return build_bert(tmp_path_factory.mktemp("other") / "bert", hidden=384, heads=4, layers=1)
 
 
+@pytest.mark.transport
 @pytest.mark.parametrize("recipe", list(RECIPES))
 def test_detect_names_the_recipe_of_a_raw_collection(client, base, recipe):
     written = base.with_(**RECIPES[recipe])
@@ -231,6 +232,7 @@ def test_a_stamp_is_checked_against_the_best_match(client, base):
     assert report.stamp_match is False
 
 
+@pytest.mark.transport
 def test_cli_adopts_a_conclusive_match(client, base, capsys):
     cls = base.with_(pooling="cls")
     name = raw_collection(client, cls)

@@ -131,6 +131,7 @@ def test_advice_survives_pickling(minilm_contract):
     assert back.message_for("cli") == moved.message_for("cli") != str(moved)
 
 
+@pytest.mark.transport
 def test_a_real_refusal_on_a_chroma_collection_advises_both_ways(client, tiny_st_factory):
     folder = tiny_st_factory(
         prompts={"query": "query: ", "document": "passage: "}, max_seq_length=128

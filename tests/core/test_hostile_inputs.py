@@ -37,13 +37,6 @@ from ctxemb_core.resolve import MAX_TOKENIZER_FILE
 TEXTS = ["the cat sat on the mat", "a dog", "money in the bank and the river bank"]
 
 
-@pytest.fixture
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(cache))
-    return cache
-
-
 def replace_with(target: Path, content: bytes) -> None:
     """Replace ``target`` as another process would: a new file renamed over it, old mtime kept."""
     before = target.stat()

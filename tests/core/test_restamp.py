@@ -50,6 +50,7 @@ def records(col):
     )
 
 
+@pytest.mark.transport
 def test_a_forgotten_query_prefix_is_accepted_by_restamping(client, e5):
     # Indexed with the documents' prefix right and the query prefix forgotten.
     old = e5.with_(query_prefix="")
@@ -130,6 +131,7 @@ def test_a_separate_query_encoder_is_a_query_side_restamp(client, tiny_dpr):
     open_collection(client, col.name, paired).query([QUESTION], n_results=2)
 
 
+@pytest.mark.transport
 def test_a_collection_written_through_langchain_restamps_the_same_way(client, e5):
     from ctxemb_langchain import ContractChroma, ContractEmbeddings
 

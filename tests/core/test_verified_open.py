@@ -60,6 +60,7 @@ def records_checked(embedder: CountingEmbedder) -> int:
     return embedder.documents - len(PROBES)
 
 
+@pytest.mark.transport
 def test_a_second_open_of_an_unchanged_collection_re_embeds_no_stored_record(
     client, filled, counting
 ):
@@ -90,6 +91,7 @@ def test_a_record_added_through_ctxemb_since_is_checked_first(client, filled, co
     assert records_checked(counting) == 0 and again.open_check.changed == 0
 
 
+@pytest.mark.transport
 def test_a_foreign_record_added_by_a_raw_client_since_is_refused(client, filled, base):
     open_collection(client, filled, base, create=False, sample=2)
     raw = client.get_collection(filled, embedding_function=None)

@@ -186,6 +186,7 @@ def test_memory_path_refuses_bad_arguments(minilm, memory_path):
 # -- the Chroma path, embedded and server -----------------------------------------------------
 
 
+@pytest.mark.transport
 def test_chroma_path_agrees_with_exact_search(client, minilm, memory_path):
     from ctxemb_chroma import eval_path
 
@@ -222,6 +223,7 @@ def test_chroma_path_pair_scores_are_the_stores_own(client, minilm, memory_path)
     ]
 
 
+@pytest.mark.transport
 def test_chroma_path_refuses_another_contract(client, minilm):
     from ctxemb_chroma import eval_path
 

@@ -70,6 +70,7 @@ def indexed(client, minilm_contract):
     return col
 
 
+@pytest.mark.transport
 def test_an_index_of_the_bundled_model_opens_with_a_copied_folder(client, indexed, copied):
     col = open_collection(client, indexed.name, contract_for(copied))
     assert col.query(["how is green tea made"], n_results=1)["ids"] == [["tea"]]

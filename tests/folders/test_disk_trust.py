@@ -41,14 +41,6 @@ TEXTS = [
 EDGE = 64 * 1024  # the bytes at each end of a file that its state key hashes
 
 
-@pytest.fixture
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    # An empty cache per test: same-seed tiny models elsewhere share a digest and an export.
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(cache))
-    return cache
-
-
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = a / np.linalg.norm(a, axis=-1, keepdims=True)
     b = b / np.linalg.norm(b, axis=-1, keepdims=True)

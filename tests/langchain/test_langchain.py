@@ -155,6 +155,7 @@ def test_plain_embeddings_are_refused_by_every_guarded_class(tmp_path):
 # -- ContractChroma: refusals -----------------------------------------------------------------
 
 
+@pytest.mark.transport
 @pytest.mark.parametrize(
     "changes",
     [
@@ -229,6 +230,7 @@ def test_an_unstamped_collection_written_by_plain_chroma_is_refused(emb, tmp_pat
 # -- ContractChroma: writes ------------------------------------------------------------------
 
 
+@pytest.mark.transport
 def test_writes_are_upserts_and_leave_the_callers_documents_alone(client, emb):
     store = chroma_store(client, emb)
     given = [Document(page_content=v, metadata={"topic": k}) for k, v in DOCS.items()]
@@ -275,6 +277,7 @@ def test_a_batch_with_bad_metadata_is_refused_whole(client, emb, bad):
     assert snapshot(client, name) == before
 
 
+@pytest.mark.transport
 def test_a_stamp_changed_by_a_raw_client_after_open_is_refused_on_the_next_call(
     client, emb, minilm_contract
 ):

@@ -93,13 +93,6 @@ def tiny_ce(tmp_path_factory):
     return make
 
 
-@pytest.fixture
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(cache))
-    return cache
-
-
 def _record(model_file: Path) -> dict:
     return json.loads((model_file.parent / "export.json").read_text())
 

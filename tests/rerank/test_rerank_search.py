@@ -52,6 +52,7 @@ def docs(client, minilm):
     return collection
 
 
+@pytest.mark.transport
 def test_search_reranks_the_stamped_shortlist_and_names_both_contracts(docs, reranker, minilm):
     query = "what keeps a river bank from washing away"
     first = shortlist(docs, query, 5)
