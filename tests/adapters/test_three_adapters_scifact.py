@@ -11,8 +11,13 @@ documents of the corpus file, up to 1,000 in all (in corpus order; text = ``docu
 ``title + " " + text``). The three collections live in one embedded Chroma folder. No mocks: the
 bundled MiniLM, a real Haystack indexing pipeline, ``ContractChroma`` for the LangChain side.
 
-Marked slow: embedding the corpus three times takes 100 s on two idle CPU cores (2.5 to 4.5
-minutes when they are shared); the searches and the 24 refusals take a few seconds.
+Marked slow. The three writers embed through the run's embedding cache (``cache=True``, keyed by
+the contract's fingerprint, the role and the text): the first path of the run that embeds a
+document computes its vector, the others read it back (tests/conftest.py runs the evaluation-set
+tests in one worker, the ``ctxemb eval`` runs over the whole of SciFact first). A writer that
+embedded another text, or under another role or contract, would miss the cache and write vectors
+of its own, and the top-10 would differ. Embedding the corpus three times, without the cache, took
+100 s on two idle CPU cores; the searches and the 24 refusals take a few seconds.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ def scifact(data_dir) -> tuple[list[tuple[str, str]], list[str], list[str], dict
 @pytest.fixture(scope="module")
 def emb(minilm_contract) -> ContractEmbeddings:
     """One ContractEmbeddings (and its Embedder) for the module: the model loads once."""
-    return ContractEmbeddings(minilm_contract)
+    return ContractEmbeddings(minilm_contract, cache=True)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +108,7 @@ def written(scifact, emb, tmp_path_factory) -> tuple[Any, dict[str, str]]:
     store = ChromaDocumentStore(collection_name=names["haystack"], persist_path=str(path))
     pipe = Pipeline()
     pipe.add_component(
-        "embedder", ContractDocumentEmbedder(contract=emb.contract, progress_bar=False)
+        "embedder", ContractDocumentEmbedder(contract=emb.contract, progress_bar=False, cache=True)
     )
     pipe.add_component("writer", ContractDocumentWriter(store))
     pipe.connect("embedder.documents", "writer.documents")

@@ -7,6 +7,7 @@ from what is tested.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -47,10 +48,19 @@ def scifact(data_dir):
 
 @pytest.fixture(scope="module")
 def indexed(scifact, minilm_contract, tmp_path_factory):
-    """Both stores, indexed by one pipeline run (the corpus embedded once)."""
-    with example.open_stores(example.STORES, tmp_path_factory.mktemp("chroma")) as stores:
-        written = example.index(minilm_contract, stores, example.to_documents(scifact))
-        yield stores, written
+    """Both stores, indexed by one pipeline run (the corpus embedded once).
+
+    The example's document embedder reads the run's embedding cache (``cache=True``): the corpus
+    vectors the ``ctxemb eval`` runs embedded before (tests/conftest.py runs the evaluation-set
+    tests in one worker, those first) are read back by fingerprint, role and text, not embedded
+    again; run alone, this module embeds the corpus itself.
+    """
+    cached = functools.partial(example.ContractDocumentEmbedder, cache=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(example, "ContractDocumentEmbedder", cached)
+        with example.open_stores(example.STORES, tmp_path_factory.mktemp("chroma")) as stores:
+            written = example.index(minilm_contract, stores, example.to_documents(scifact))
+            yield stores, written
 
 
 @pytest.mark.slow
