@@ -498,3 +498,26 @@ def test_a_cached_onnx_export_serves_without_torch_or_transformers(tmp_path: Pat
     assert not [w for w in result["warnings"] if "backend='auto'" in w]
     got = Embedder(contract_for(folder), backend="onnx").embed_query("no onnx package here")
     assert np.array_equal(got, want)
+
+
+def test_contract_for_an_export_folder_is_the_exported_contract(tmp_path):
+    import numpy as np
+    import pytest
+
+    from ctxemb_core.errors import InvalidContractError
+    from ctxemb_core.export import export_model
+
+    hub = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    folder = export_model(hub, tmp_path / "minilm-export")
+    assert contract_for(folder) == hub
+    assert contract_for(str(folder)) == hub
+    served = Embedder(contract_for(folder)).embed_query("how is green tea made")
+    direct = Embedder.from_export(folder).embed_query("how is green tea made")
+    assert np.array_equal(served, direct)
+    # What is applied to the token vectors may still be chosen; the network may not.
+    e5 = contract_for(folder, family="e5", query_prefix="question: ")
+    assert (e5.query_prefix, e5.document_prefix) == ("question: ", "passage: ")
+    assert contract_for(folder, name="acme/minilm").diff(hub).kind.value == "label"
+    assert Embedder(contract_for(folder, pooling="cls")).embed_query("x").shape == (384,)
+    with pytest.raises(InvalidContractError, match="quantization"):
+        contract_for(folder, quantization="int8-dynamic")

@@ -202,3 +202,25 @@ def test_bad_writes_leave_the_collection_as_it_was(stamped):
 def test_open_without_create_and_bad_names(client, base):
     with pytest.raises(InvalidInputError, match="does not exist"):
         open_collection(client, fresh_name(), base, create=False)
+
+
+def test_a_raw_collection_made_with_hnsw_metadata_can_be_adopted(tmp_path):
+    import chromadb
+
+    # metadata={"hnsw:space": "cosine"} is how tutorials create collections; Chroma refuses any
+    # modify whose metadata names hnsw:space, so the stamp is written beside the other keys only.
+    contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    client = chromadb.PersistentClient(str(tmp_path / "store"))
+    raw = client.create_collection("legacy", metadata={"hnsw:space": "cosine", "owner": "ops"})
+    texts = ["Green tea is steamed.", "Chains like oil.", "Slugs eat lettuce."]
+    raw.add(
+        ids=["t", "b", "s"],
+        documents=texts,
+        embeddings=Embedder(contract).embed_documents(texts).tolist(),
+    )
+    docs = open_collection(client, "legacy", contract, adopt=True)
+    assert docs.query(["green tea"], n_results=1)["ids"] == [["t"]]
+    stored = client.get_collection("legacy")
+    assert stored.metadata["owner"] == "ops"
+    assert stored.metadata["ctxemb:fingerprint"] == contract.fingerprint
+    assert stored.configuration_json["hnsw"]["space"] == "cosine"

@@ -352,3 +352,28 @@ def test_store_sample_is_the_first_and_last_records():
     small = {i: i for i in range(STORE_SAMPLE)}
     assert store_sample(small.values()) == list(range(STORE_SAMPLE))  # no record twice
     assert store_sample({}.values()) == []
+
+
+def test_a_label_only_difference_passes_the_per_document_checks():
+    # Stores without collection metadata check a fingerprint per document; a contract that only
+    # names the same weights differently makes the same vectors, so it is not refused there.
+    from ctxemb_core import contract_for
+    from ctxemb_core.contract import DiffKind
+    from ctxemb_core.documents import check_documents, check_fingerprint, remember, stamp_meta
+    from ctxemb_core.errors import ContractMismatchError
+
+    hub = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    local = hub.with_(model="acme/minilm-copy")
+    assert hub.diff(local).kind is DiffKind.LABEL
+    remember(hub)
+    remember(local)
+    assert check_fingerprint(local.fingerprint, hub) == local
+    check_documents([stamp_meta({}, hub)], local)
+    # Anything more than a label is still refused, by field.
+    other = local.with_(query_prefix="query: ")
+    remember(other)
+    import pytest
+
+    with pytest.raises(ContractMismatchError) as caught:
+        check_fingerprint(other.fingerprint, hub)
+    assert "query_prefix" in caught.value.fields

@@ -796,3 +796,17 @@ def test_contract_chroma_get_checks_limit_and_offset(emb, tmp_path):
         with pytest.raises(InvalidInputError):
             store.get(**bad)
     assert len(store.get(limit=2, offset=1)["ids"]) == 2
+
+
+def test_langchain_in_memory_store_accepts_a_label_only_difference():
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from ctxemb_langchain import ContractEmbeddings, ContractVectorStore
+
+    hub = contract_for("sentence-transformers/all-MiniLM-L6-v2")
+    inner = InMemoryVectorStore(ContractEmbeddings(hub))
+    ContractVectorStore(inner).add_texts(["Green tea is steamed.", "Chains like oil."])
+    local = hub.with_(model="acme/minilm-copy")
+    inner.embedding = ContractEmbeddings(local)
+    found = ContractVectorStore(inner).similarity_search("how is green tea made", k=1)
+    assert found[0].page_content == "Green tea is steamed."
