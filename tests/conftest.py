@@ -65,8 +65,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 EVALUATION_SETS = (
     "tests/cli/test_chroma_cli.py::test_scifact_eval_reproduces_the_published_ndcg",
     "tests/eval/test_eval_agreement.py::",
-    "tests/eval/test_haystack_eval.py::test_the_published_figures_through_haystack",
-    "tests/eval/test_langchain_eval.py::test_the_published_figures_through_langchain",
+    "tests/eval/test_eval_adapters.py::test_the_published_figures_through_each_adapter",
     "tests/haystack/test_haystack_scifact.py::",
     "tests/adapters/test_three_adapters_scifact.py::",
 )

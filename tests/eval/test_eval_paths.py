@@ -1,7 +1,8 @@
 """Evaluation paths, runners, run files and the BM25 baseline, on small real data.
 
-The bundled MiniLM embeds; Chroma is real (embedded and a server, through the ``client``
-fixture). The core's exact search is the reference each store path is compared with.
+The bundled MiniLM embeds; Chroma is real (embedded, and a server for the tests marked
+``transport``, through the ``client`` fixture). The core's exact search is the reference each
+store path is compared with.
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
-"""``ctxemb eval --via haystack|haystack-chroma``: real Haystack pipelines as an evaluation path.
+"""``ctxemb eval --via haystack|haystack-chroma|langchain|langchain-chroma``: each adapter's guarded
+stores as an evaluation path.
 
-Fast tests on the six DOCS and a few STS pairs, over InMemoryDocumentStore, ChromaDocumentStore
-on an embedded folder and on a Chroma server: the path's scores are the exact similarities the
-core Embedder gives, only missing ids are indexed, a store of another contract is refused
-through the path, and ``close()`` releases what it opened. The embedders' ``cache`` option is
-tested here too. The slow tests run both vias through ``ctxemb eval`` (in-process) over the whole
-SciFact test split and STS-B test.
+Fast tests on the six DOCS and a few STS pairs, for each adapter (Haystack pipelines over
+InMemoryDocumentStore and ChromaDocumentStore; ContractVectorStore(InMemoryVectorStore) and
+ContractChroma for LangChain), in memory, on an embedded Chroma folder and on a Chroma server: the
+path's scores are the exact similarities the core Embedder gives (cosine, or the inner product
+for an unnormalised contract), only missing ids are indexed, a store of another contract is
+refused through the path, and ``close()`` releases what it opened. The slow test runs every via
+through ``ctxemb eval`` (in-process) over the whole SciFact test split and STS-B test. The
+embedders' ``cache`` options are tested in tests/haystack/test_haystack_cache.py and
+tests/langchain/test_langchain_cache.py.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import pickle
 import time
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,12 +30,38 @@ from haystack import Document
 from ctxemb_core import Embedder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.cli import main
+from ctxemb_core.documents import FINGERPRINT_KEY
 from ctxemb_core.errors import ContractMismatchError, CtxembError, InvalidInputError
 from ctxemb_core.eval import load_sts
 from ctxemb_core.eval.paths import SearchPath
-from ctxemb_haystack import ContractDocumentEmbedder, ContractTextEmbedder, eval_path
+from ctxemb_haystack import ContractDocumentEmbedder
+from ctxemb_haystack import eval_path as haystack_path
+from ctxemb_langchain import eval_path as langchain_path
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """An adapter's ``eval_path`` and the vias it serves."""
+
+    name: str
+    eval_path: Any
+
+    def via(self, store: str) -> str:
+        return self.name if store == "memory" else f"{self.name}-chroma"
+
+
+ADAPTERS = {
+    "haystack": Adapter("haystack", haystack_path),
+    "langchain": Adapter("langchain", langchain_path),
+}
+
+
+@pytest.fixture(params=list(ADAPTERS))
+def adapter(request) -> Adapter:
+    return ADAPTERS[request.param]
+
 
 QUERIES = {"q-tea": "how are green tea leaves processed", "q-moon": "why does the moon change"}
 TOL = 1e-5
@@ -74,13 +105,13 @@ def close_to(got: float, want: float) -> bool:
 
 @pytest.mark.parametrize("normalise", [True, False], ids=["cosine", "inner-product"])
 def test_search_and_pair_scores_are_the_exact_similarity(
-    where, minilm, unnormalised, sts_head, normalise
+    adapter, where, minilm, unnormalised, sts_head, normalise
 ):
     embedder = minilm if normalise else unnormalised
-    path = eval_path(embedder, **where)
+    path = adapter.eval_path(embedder, **where)
     try:
         assert isinstance(path, SearchPath)
-        assert path.via == ("haystack" if where["store"] == "memory" else "haystack-chroma")
+        assert path.via == adapter.via(where["store"])
         assert path.fingerprint == embedder.contract.fingerprint
         assert path.index(DOCS) == len(DOCS)
         run = path.search(QUERIES, k=len(DOCS))
@@ -105,9 +136,9 @@ def test_search_and_pair_scores_are_the_exact_similarity(
         path.close()
 
 
-def test_only_missing_ids_are_indexed(where, minilm):
+def test_only_missing_ids_are_indexed(adapter, where, minilm):
     ids = list(DOCS)
-    path = eval_path(minilm, **where)
+    path = adapter.eval_path(minilm, **where)
     try:
         assert path.index({i: DOCS[i] for i in ids[:4]}) == 4
         assert path.index(DOCS) == 2
@@ -116,20 +147,21 @@ def test_only_missing_ids_are_indexed(where, minilm):
     finally:
         path.close()
     if where["store"] == "chroma":
-        again = eval_path(minilm, **where)  # a new path on the kept collection adds nothing
+        again = adapter.eval_path(minilm, **where)  # a new path on the kept collection adds nothing
         try:
             assert again.index(DOCS) == 0
         finally:
             again.close()
 
 
-def test_pairs_are_stored_apart_and_only_once(where, minilm, sts_head):
+def test_pairs_are_stored_apart_and_only_once(adapter, where, minilm, sts_head):
     first, second = sts_head
-    path = eval_path(minilm, **where)
+    path = adapter.eval_path(minilm, **where)
     try:
         once = path.pair_scores(first, second)
         assert np.array_equal(path.pair_scores(first, second), once)
-        assert path.part(pairs=True).index([]) == 0
+        if adapter.name == "haystack":
+            assert path.part(pairs=True).index([]) == 0
         # The pairs are not among the documents searched.
         path.index(DOCS)
         assert set(path.search(QUERIES, k=20)["q-tea"]) == set(DOCS)
@@ -140,12 +172,12 @@ def test_pairs_are_stored_apart_and_only_once(where, minilm, sts_head):
 
 
 def test_a_chroma_collection_of_another_contract_is_refused_through_the_path(
-    chroma_where, minilm, minilm_contract
+    adapter, chroma_where, minilm, minilm_contract
 ):
-    path = eval_path(minilm, **chroma_where)
+    path = adapter.eval_path(minilm, **chroma_where)
     path.index(DOCS)
     path.close()
-    other = eval_path(Embedder(minilm_contract.with_(pooling="cls")), **chroma_where)
+    other = adapter.eval_path(Embedder(minilm_contract.with_(pooling="cls")), **chroma_where)
     try:
         with pytest.raises(ContractMismatchError, match="pooling"):
             other.index(DOCS)
@@ -155,10 +187,10 @@ def test_a_chroma_collection_of_another_contract_is_refused_through_the_path(
         other.close()
 
 
-def test_a_foreign_document_in_the_in_memory_store_is_refused_through_the_path(
+def test_a_foreign_document_in_haystacks_in_memory_store_is_refused_through_the_path(
     minilm, minilm_contract
 ):
-    path = eval_path(minilm, "memory")
+    path = haystack_path(minilm, "memory")
     try:
         path.index(DOCS)
         embedder = ContractDocumentEmbedder(
@@ -172,8 +204,27 @@ def test_a_foreign_document_in_the_in_memory_store_is_refused_through_the_path(
         path.close()
 
 
-def test_close_releases_the_path(where, minilm):
-    path = eval_path(minilm, **where)
+def test_a_foreign_document_in_langchains_in_memory_store_is_refused_through_the_path(
+    minilm, minilm_contract
+):
+    path = langchain_path(minilm, "memory")
+    try:
+        path.index(DOCS)
+        inner = path.store().store  # the InMemoryVectorStore inside the guard
+        other = minilm_contract.with_(pooling="cls")
+        Embedder(other)  # the other contract is known in this process: its fields are named
+        meta = {FINGERPRINT_KEY: other.fingerprint}
+        inner.add_texts(["Green tea is steamed."], [meta], ids=["x"])  # around the guard
+        with pytest.raises(ContractMismatchError, match="pooling"):
+            path.search(QUERIES, k=len(DOCS) + 1)
+        with pytest.raises(ContractMismatchError):
+            path.index({"x": "Green tea is steamed."})
+    finally:
+        path.close()
+
+
+def test_close_releases_the_path(adapter, where, minilm):
+    path = adapter.eval_path(minilm, **where)
     path.index(DOCS)
     path.close()
     path.close()  # twice is fine
@@ -181,7 +232,7 @@ def test_close_releases_the_path(where, minilm):
         path.search(QUERIES, k=3)
     if where["store"] == "chroma":
         assert path.stores._client is None
-        again = eval_path(minilm, **where)  # the folder or server serves the next path
+        again = adapter.eval_path(minilm, **where)  # the folder or server serves the next path
         try:
             assert again.index(DOCS) == 0
             assert set(again.search(QUERIES, k=10)["q-moon"]) == set(DOCS)
@@ -189,22 +240,22 @@ def test_close_releases_the_path(where, minilm):
             again.close()
 
 
-def test_bad_arguments_are_refused(minilm, tmp_path):
+def test_bad_arguments_are_refused(adapter, minilm, tmp_path):
     with pytest.raises(InvalidInputError, match="'memory' or 'chroma'"):
-        eval_path(minilm, "faiss")
+        adapter.eval_path(minilm, "faiss")
     with pytest.raises(InvalidInputError, match="path"):
-        eval_path(minilm, "chroma")
+        adapter.eval_path(minilm, "chroma")
     with pytest.raises(InvalidInputError, match="path"):
-        eval_path(minilm, "chroma", path=str(tmp_path), host="127.0.0.1")
+        adapter.eval_path(minilm, "chroma", path=str(tmp_path), host="127.0.0.1")
 
 
-def test_the_path_reads_vectors_another_path_embedded(minilm_contract, tmp_path):
+def test_the_path_reads_vectors_another_path_embedded(adapter, minilm_contract, tmp_path):
     cache = EmbeddingCache(tmp_path / "cache.sqlite3")
     core = Embedder(minilm_contract, cache=cache)
     core.embed_documents(list(DOCS.values()))
     core.embed_queries(list(QUERIES.values()))
     before = cache.stats()
-    path = eval_path(core, "memory")
+    path = adapter.eval_path(core, "memory")
     try:
         path.index(DOCS)
         path.search(QUERIES, k=3)
@@ -215,87 +266,32 @@ def test_the_path_reads_vectors_another_path_embedded(minilm_contract, tmp_path)
     assert after.hits - before.hits == len(DOCS) + len(QUERIES)
 
 
-# -- the embedders' cache option -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("kind", [ContractDocumentEmbedder, ContractTextEmbedder])
-def test_cache_is_a_serialised_flag_that_leaves_the_fingerprint_alone(minilm_contract, kind):
-    plain = kind(contract=minilm_contract)
-    cached = kind(contract=minilm_contract, cache=True)
-    assert plain.to_dict()["init_parameters"]["cache"] is False and plain.lazy.cache is None
-    data = cached.to_dict()
-    assert data["init_parameters"]["cache"] is True
-    assert json.loads(json.dumps(data)) == data
-    back = kind.from_dict(data)
-    assert back.to_dict() == data and isinstance(back.lazy.cache, EmbeddingCache)
-    assert cached.fingerprint == plain.fingerprint == minilm_contract.fingerprint
-    # An older YAML without the key loads as before: no cache.
-    del data["init_parameters"]["cache"]
-    assert kind.from_dict(data).lazy.cache is None
-    with pytest.raises(InvalidInputError, match="cache"):
-        kind(contract=minilm_contract, cache="yes")
-
-
-def test_a_second_embed_of_the_same_texts_reads_the_cache(minilm_contract):
-    documents = [Document(id=k, content=v) for k, v in DOCS.items()]
-    plain = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False)
-    want = [d.embedding for d in plain.run(documents)["documents"]]
-    cached = ContractDocumentEmbedder(contract=minilm_contract, progress_bar=False, cache=True)
-    cache = cached.lazy.cache
-    assert cache is not None
-    cached.run(documents)
-    before = cache.stats()
-    # A new component (as a pipeline loaded from YAML makes) reads the same file.
-    again = ContractDocumentEmbedder.from_dict(cached.to_dict())
-    got = [d.embedding for d in again.run(documents)["documents"]]
-    assert got == want  # bit-identical to embedding without a cache
-    assert again.lazy.cache is not None and again.lazy.cache.stats().hits == len(DOCS)
-    assert cache.stats().misses == before.misses
-    query = ContractTextEmbedder(contract=minilm_contract, cache=True)
-    first = query.run("how are green tea leaves processed")["embedding"]
-    assert query.run("how are green tea leaves processed")["embedding"] == first
-    assert query.lazy.cache is not None and query.lazy.cache.stats().hits == 1
-
-
-def test_a_pickled_lazy_embedder_keeps_its_cache(minilm_contract, tmp_path):
-    from ctxemb_core.lazy import LazyEmbedder
-
-    lazy = LazyEmbedder(minilm_contract, cache=EmbeddingCache(tmp_path / "c.sqlite3"))
-    copy = pickle.loads(pickle.dumps(lazy))
-    assert copy.cache is not None and copy.cache.path == tmp_path / "c.sqlite3"
-    assert copy.config == lazy.config  # the cache is not part of the configuration
-    assert LazyEmbedder(minilm_contract).cache is None
-    assert isinstance(LazyEmbedder(minilm_contract, cache=True).cache, EmbeddingCache)
-    with pytest.raises(InvalidInputError, match="cache"):
-        LazyEmbedder(minilm_contract, cache=1)
-    built = LazyEmbedder(minilm_contract)
-    built.get()
-    built.cache = copy.cache  # reaches the Embedder already built
-    assert built.get().cache is copy.cache
-    built.cache = None
-    assert built.get().cache is None
-
-
-# -- the published figures through both vias (slow) ----------------------------------------------
+# -- the published figures through every adapter's vias (slow) ----------------------------------
 
 #: MTEB's published all-MiniLM-L6-v2 figures, and how far each via may be from them.
 SCIFACT_NDCG10, STSB_SPEARMAN = 0.64508, 0.82032
-TOLERANCE = {"haystack": 0.0005, "haystack-chroma": 0.005}
+TOLERANCE = {
+    "haystack": 0.0005,
+    "haystack-chroma": 0.005,
+    "langchain": 0.0005,
+    "langchain-chroma": 0.005,
+}
 
 
 @pytest.fixture(scope="session")
-def haystack_figures(data_dir, minilm_contract, tmp_path_factory):
+def figures(data_dir, minilm_contract, tmp_path_factory):
     """Each via's figures from ``ctxemb eval`` (in-process), once per session for each task.
 
     The CLI embeds through the default EmbeddingCache, which is the session's own
-    (``CTXEMB_CACHE_DIR``): the first path of any module embeds the corpus, the others read it.
+    (``CTXEMB_CACHE_DIR``): the first path of the run embeds the corpus, the others read it.
     """
-    folder = tmp_path_factory.mktemp("haystack-eval")
+    folder = tmp_path_factory.mktemp("adapter-eval")
     measured: dict[str, dict] = {}
 
     def measure(via: str) -> dict:
         if via not in measured:
-            store = ["--path", str(folder / "chroma")] if via.endswith("-chroma") else []
+            chroma = folder / via.split("-")[0] / "chroma"
+            store = ["--path", str(chroma)] if via.endswith("-chroma") else []
             tasks = {"retrieval": data_dir / "scifact", "sts": data_dir / "stsbenchmark"}
             measured[via] = {}
             for task, data in tasks.items():
@@ -319,9 +315,9 @@ def haystack_figures(data_dir, minilm_contract, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::ctxemb_core.errors.TruncationWarning")
 @pytest.mark.parametrize("via", list(TOLERANCE))
-def test_the_published_figures_through_haystack(haystack_figures, via):
-    figures = haystack_figures(via)
-    retrieval, sts = figures["retrieval"], figures["sts"]
+def test_the_published_figures_through_each_adapter(figures, via):
+    measured = figures(via)
+    retrieval, sts = measured["retrieval"], measured["sts"]
     assert (retrieval["documents"], retrieval["queries"], sts["pairs"]) == (5183, 300, 1379)
     tolerance = TOLERANCE[via]
     assert abs(retrieval["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= tolerance, retrieval
