@@ -1,4 +1,4 @@
-"""Contract-stamped Chroma collections, on an embedded client and on a real server."""
+"""Contract-stamped Chroma collections, on an embedded client and (``transport``) a real server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The guard under a second round of adversarial use, on the embedded client and a real server.
+"""The guard under a second round of adversarial use, embedded (and on a server: ``transport``).
 
 Each test is a variation the first round (``test_reliability.py``) did not try. Faults of the
 *store* are injected into Chroma's classes; the guard itself is never replaced.

@@ -5,7 +5,7 @@ hands the function nothing but texts when it embeds. These tests prove that the 
 refuses a stamped collection of another contract when Chroma fetches it (before anything is
 embedded, written or returned), refuses to embed for a collection without a stamp, and that a
 collection created the native way with the function's stamp opens through ctxemb as its own.
-Each runs on an embedded client and on a real Chroma server.
+Each runs on an embedded client; those marked ``transport`` on a real Chroma server too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The guard under adversarial use, on the embedded client and a real Chroma server.
+"""The guard under adversarial use, on the embedded client (and a real server: ``transport``).
 
 Each test is one way an index could lose data, or hold vectors the guard never looked at, or
 answer bad input with something other than a ctxemb error. Faults of the *store* (a write that

@@ -1,4 +1,4 @@
-"""An open that does not redo verified work (ctxemb_core.verified), on both kinds of store.
+"""An open that does not redo verified work (ctxemb_core.verified), embedded and on a server.
 
 A collection that passed an open under a contract is not sampled again while its ids are
 unchanged; what changed since is checked first and a foreign vector among it is refused; another
