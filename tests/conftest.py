@@ -5,7 +5,7 @@ Also what makes ``make test`` fit in minutes (see ``pyproject.toml``'s markers a
 - the ``client`` fixture is an embedded Chroma client; a test marked ``transport`` runs on a real
   Chroma server too (each adapter's write, query, stamp and refusal path), where the HTTP
   transport can change what the guard sees;
-- under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests of one file stay in
+- under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``) the tests of one file stay in
   one worker (their module fixtures are built once), the tests that evaluate on the whole of
   SciFact or STS-B share a worker (the first of them embeds the corpus, fresh; the others read
   its vectors from that worker's embedding cache), the longest groups are sent first, and the
