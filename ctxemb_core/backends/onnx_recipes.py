@@ -48,7 +48,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 #: How each quantised twin is made, by the contract value that names it. A value names one
 #: recipe for ever: the vectors of a twin are a function of its recipe and of the export it is
 #: made from, so a recipe is changed only by adding a value with a new version (``…-v2``), and
-#: ``tests/test_quantization.py`` pins the digest of every recipe (:func:`recipe_digest`) so an
+#: ``tests/core/test_quantization.py`` pins the digest of every recipe (:func:`recipe_digest`) so an
 #: edit in place fails before it ships. A twin recorded with another recipe is made again.
 #:
 #: ``int8-dynamic`` (the first recipe, kept so that indexes stamped with it still open): every
