@@ -3,6 +3,7 @@ or of a ctxemb export (``tokenizers`` alone: no transformers, no torch)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,11 @@ class Tokenizer:
         self.padding_left = padding_left
         #: The mask token the tokenizer names (query expansion), where it names one.
         self.mask_token = mask_token
-        self._max_tokens: int | None = None
+        # One configured copy of the pipeline per (max_tokens, padded): the Rust tokenizer's
+        # truncation and padding are settings of the object, so setting them per call would
+        # let two threads encode under each other's settings (a ragged, unpadded batch).
+        self._configured: dict[tuple[int, bool], Any] = {}
+        self._lock = threading.Lock()
 
     # -- what a ctxemb export keeps ----------------------------------------------------------
 
@@ -122,23 +127,39 @@ class Tokenizer:
 
     # -- encoding ----------------------------------------------------------------------------
 
-    def _configure(self, max_tokens: int) -> None:
-        if self._max_tokens != max_tokens:
-            # Longest first: a pair loses tokens from its longer side, as transformers cuts it.
-            self.tokenizer.enable_truncation(max_length=max_tokens, strategy="longest_first")
-            self._max_tokens = max_tokens
-        self.tokenizer.enable_padding(
-            pad_id=self.pad_id,
-            pad_token=self.pad_token,
-            direction="left" if self.padding_left else "right",
-        )
+    def configured(self, max_tokens: int, *, padded: bool = True) -> Any:
+        """The Rust pipeline truncating at ``max_tokens`` (and padding a batch to its longest
+        text when ``padded``); built once per setting and never changed after, so threads
+        sharing this tokenizer cannot change each other's settings."""
+        key = (max_tokens, padded)
+        found = self._configured.get(key)
+        if found is not None:
+            return found
+        from tokenizers import Tokenizer as RustTokenizer
+
+        with self._lock:
+            found = self._configured.get(key)
+            if found is None:
+                found = RustTokenizer.from_str(self.tokenizer.to_str())
+                # Longest first: a pair loses tokens from its longer side, as transformers
+                # cuts it.
+                found.enable_truncation(max_length=max_tokens, strategy="longest_first")
+                if padded:
+                    found.enable_padding(
+                        pad_id=self.pad_id,
+                        pad_token=self.pad_token,
+                        direction="left" if self.padding_left else "right",
+                    )
+                else:
+                    found.no_padding()
+                self._configured[key] = found
+        return found
 
     def __call__(
         self, texts: Sequence[TextInput], max_tokens: int
     ) -> tuple[list, dict[str, np.ndarray]]:
         """Encode a batch; returns the encodings and the model's input arrays (int64)."""
-        self._configure(max_tokens)
-        encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = self.configured(max_tokens).encode_batch(list(texts))
         arrays = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
@@ -149,12 +170,7 @@ class Tokenizer:
 
     def lengths(self, texts: Sequence[TextInput], max_tokens: int) -> np.ndarray:
         """Token count of each text after truncation, special tokens included."""
-        self._configure(max_tokens)
-        self.tokenizer.no_padding()
-        try:
-            encodings = self.tokenizer.encode_batch(list(texts))
-        finally:
-            self._configure(max_tokens)
+        encodings = self.configured(max_tokens, padded=False).encode_batch(list(texts))
         return np.array([len(e.ids) for e in encodings], dtype=np.int64)
 
 

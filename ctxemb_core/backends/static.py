@@ -109,20 +109,15 @@ class StaticTokenizer(Tokenizer):
         #: The unknown token's id, dropped from every text (``None``: the model has none).
         self.unk_id = _unk_id(backend)
 
-    def _limit(self, max_tokens: int) -> None:
-        if self._max_tokens != max_tokens:
-            self.tokenizer.enable_truncation(max_length=max_tokens)
-            self._max_tokens = max_tokens
-
     def pieces(self, texts: Sequence[str], max_tokens: int) -> list[Pieces]:
         """The looked-up tokens of each text, with their strings and character offsets."""
         cut = max_tokens * self.median_token_length
         short = [t[:cut] for t in texts]
-        self._limit(max_tokens)
+        encodings = self.configured(max_tokens, padded=False).encode_batch(
+            short, add_special_tokens=False
+        )
         out = []
-        for text, s, enc in zip(
-            texts, short, self.tokenizer.encode_batch(short, add_special_tokens=False), strict=True
-        ):
+        for text, s, enc in zip(texts, short, encodings, strict=True):
             # Each Encoding attribute builds a new list when read: read each once.
             ids, truncated = enc.ids, len(s) < len(text) or bool(enc.overflowing)
             if self.unk_id not in ids:
