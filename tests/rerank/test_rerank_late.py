@@ -634,7 +634,9 @@ def test_a_dense_head_projects_every_token(tiny_st_factory):
     vectors = reranker.document_vectors([doc])[0]
     projected = reranker.embedder.embed_token_batch([doc], dense=True)[0].vectors
     assert vectors.shape == (len(projected), 16)
-    np.testing.assert_array_equal(vectors, projected)
+    # The same network and head; the two paths batch differently, which moves the last bit on
+    # some CPUs (1.2e-7 seen on an AMD EPYC).
+    np.testing.assert_allclose(vectors, projected, rtol=1e-5, atol=1e-6)
     store = TokenVectorStore()
     with_store = LateInteractionReranker(contract, path=folder, backend="torch", store=store)
     with_store.score("a cat", [doc], ids=["d"])
