@@ -10,7 +10,7 @@ Also what makes ``make test`` fit in minutes (see ``pyproject.toml``'s markers a
   SciFact or STS-B share a worker (the first of them embeds the corpus, fresh; the others read
   its vectors from that worker's embedding cache), the longest groups are sent first, and the
   bundled MiniLM's ONNX export is built once per run, under a lock, and copied into each
-  worker's private cache.
+  worker's private cache; each worker's ONNX Runtime and torch use its share of the cores.
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+# Under xdist each worker gets its share of the cores for the thread pools of ONNX Runtime and
+# torch (both read OMP_NUM_THREADS; set before anything imports torch): two workers each using
+# every core spend their time preempting each other (a quarter of the run's time on 2 cores).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    _share = (_cores or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ["OMP_NUM_THREADS"] = str(max(1, _share))
 
 from tiny_models import (
     build_bert,

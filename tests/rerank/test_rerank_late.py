@@ -423,11 +423,13 @@ def test_a_changed_text_under_an_id_is_computed_again(contract):
     reranker.score(QUERY, TEXTS, ids=IDS)
     edited = [*TEXTS[:-1], "Green tea leaves are steamed and rolled."]
     assert store.get(contract, IDS[-1:], texts=edited[-1:]) == [None]
-    np.testing.assert_array_equal(
-        reranker.score(QUERY, edited, ids=IDS), reranker.score(QUERY, edited)
+    # The stored vectors were computed in another batch than the fresh ones: equal up to the
+    # last bit (which a batch's shape can move); the old text's vectors are far from both.
+    np.testing.assert_allclose(
+        reranker.score(QUERY, edited, ids=IDS), reranker.score(QUERY, edited), rtol=1e-6
     )
     got = store.get(contract, IDS[-1:], texts=edited[-1:])[0]
-    np.testing.assert_array_equal(got, reranker.document_vectors(edited[-1:])[0])
+    np.testing.assert_allclose(got, reranker.document_vectors(edited[-1:])[0], atol=1e-6)
     with pytest.raises(InvalidInputError, match="different texts"):
         reranker.score(QUERY, ["a", "b"], ids=["x", "x"])
 
