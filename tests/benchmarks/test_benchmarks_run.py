@@ -102,4 +102,17 @@ def test_quick_mode_runs_and_leaves_the_published_results_alone(script: Path) ->
     assert result["quick"] is True, written
     assert result["benchmark"].startswith(script.stem), result["benchmark"]
     assert result["machine"]["cpu"]["model_name"]
+    SHAPES.get(script.stem, lambda _: None)(result)
     print(f"{script.name} --quick: {seconds:.1f} s")
+
+
+def _cold_query(result: dict) -> None:
+    # The figures its docs quote: a cold query with no verified record, verifying, verified.
+    assert result["documents"] == 48
+    assert set(result["results"]) == {"sample0", "verifying", "verified"}
+    assert result["same_top_hit"] is True
+    assert "verified_over_sample0" in result["ratios"]
+
+
+#: Beyond the common keys, what a quick result of these benchmarks holds.
+SHAPES = {"cold_query": _cold_query}
