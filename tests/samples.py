@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -56,3 +57,19 @@ def altered_weights_folder(tmp_path: Path) -> Path:
     tensors[key] = tensors[key] * 1.01
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+#: A corpus of four short documents, and an edit of its "tea", for the sync tests.
+CORPUS = {
+    "tea": "Green tea is steamed to stop oxidation.",
+    "slug": "Slugs eat young lettuce at night.",
+    "bank": "The central bank raised interest rates.",
+    "moon": "The Moon shows phases as it orbits the Earth.",
+}
+EDITED = "Green tea is pan-fired in China and steamed in Japan."
+
+
+def write_corpus(path: Path, docs: dict[str, str], key: str = "_id") -> Path:
+    """``docs`` as a JSONL corpus (``{key: id, "text": text}`` per line) at ``path``."""
+    path.write_text("".join(json.dumps({key: i, "text": t}) + "\n" for i, t in docs.items()))
+    return path

@@ -15,6 +15,7 @@ import chromadb
 import numpy as np
 import pytest
 from conftest import fresh_name
+from samples import CORPUS, EDITED, write_corpus
 
 from ctxemb_chroma import open_collection
 from ctxemb_core import Embedder
@@ -22,19 +23,6 @@ from ctxemb_core.cli import main
 from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import DataFormatError, InvalidInputError
 from ctxemb_core.sync import SyncReport, plan_sync, unchanged
-
-CORPUS = {
-    "tea": "Green tea is steamed to stop oxidation.",
-    "slug": "Slugs eat young lettuce at night.",
-    "bank": "The central bank raised interest rates.",
-    "moon": "The Moon shows phases as it orbits the Earth.",
-}
-EDITED = "Green tea is pan-fired in China and steamed in Japan."
-
-
-def write_corpus(path: Path, docs: dict[str, str], key: str = "_id") -> Path:
-    path.write_text("".join(json.dumps({key: i, "text": t}) + "\n" for i, t in docs.items()))
-    return path
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -394,51 +382,3 @@ def test_langchain_add_documents_with_the_same_id_and_new_text_updates_it(
         got = records(tmp_path, name)
         assert len(got) == len(CORPUS)
         np.testing.assert_allclose(got["tea"][2], minilm.embed_documents([EDITED])[0], atol=1e-6)
-
-
-# -- Ray ---------------------------------------------------------------------------------------
-
-
-def test_index_with_ray_syncs_with_the_same_rules_and_deletes_on_request(
-    server, tmp_path, minilm, minilm_contract
-):
-    pytest.importorskip("ray")
-    from ctxemb_chroma import index_with_ray
-
-    name = fresh_name()
-    corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)
-
-    def run(**kwargs: Any) -> Any:
-        return index_with_ray(
-            corpus,
-            minilm_contract,
-            collection=name,
-            host="127.0.0.1",
-            port=server,
-            batch_size=2,
-            num_cpus=1,
-            cache=False,
-            **kwargs,
-        )
-
-    first = run()
-    assert (first.added, first.updated, first.skipped, first.failed) == (4, 0, 0, 0)
-    write_corpus(
-        corpus, {**{k: v for k, v in CORPUS.items() if k != "moon"}, "tea": EDITED, "mate": "Mate."}
-    )
-    client = chromadb.HttpClient(host="127.0.0.1", port=server)
-    raw = client.get_collection(name, embedding_function=None)
-    before = raw.get(include=["documents", "metadatas", "embeddings"])
-    # The dry run starts no cluster and writes nothing.
-    plan = run(dry_run=True, delete_missing=True)
-    assert (plan.added, plan.updated, plan.skipped, plan.deleted) == (1, 1, 2, ("moon",))
-    after = raw.get(include=["documents", "metadatas", "embeddings"])
-    assert after["ids"] == before["ids"] and after["documents"] == before["documents"]
-    done = run(delete_missing=True)
-    assert (done.added, done.updated, done.skipped, done.deleted) == (1, 1, 2, ("moon",))
-    got = raw.get(ids=["tea"], include=["documents", "metadatas", "embeddings"])
-    assert got["documents"] == [EDITED] and got["metadatas"][0][TEXT_KEY] == text_digest(EDITED)
-    np.testing.assert_allclose(got["embeddings"][0], minilm.embed_documents([EDITED])[0], atol=1e-6)
-    assert sorted(raw.get(include=[])["ids"]) == ["bank", "mate", "slug", "tea"]
-    again = run()  # nothing changed: decided by the driver, no cluster started
-    assert (again.written, again.skipped, again.count) == (0, 4, 4)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,10 +31,11 @@ pytest.importorskip("ctxemb_chroma")
 import chromadb  # noqa: E402
 from chroma_server import free_port  # noqa: E402
 from conftest import fresh_name  # noqa: E402
-from samples import altered_weights_folder  # noqa: E402
+from samples import CORPUS, EDITED, altered_weights_folder, write_corpus  # noqa: E402
 
 from ctxemb_chroma import index_with_ray  # noqa: E402
 from ctxemb_core import Embedder, contract_for  # noqa: E402
+from ctxemb_core.documents import TEXT_KEY, text_digest  # noqa: E402
 from ctxemb_core.errors import (  # noqa: E402
     ContractMismatchError,
     DataFormatError,
@@ -331,3 +333,44 @@ def test_cli_index_ray_needs_a_server(corpus_file, capsys):
 
     assert main(["index", str(corpus_file), "--ray", "--collection", "c", "--path", "x"]) == 2
     assert "--ray writes to a Chroma server" in capsys.readouterr().err
+
+
+def test_index_with_ray_syncs_with_the_same_rules_and_deletes_on_request(
+    cluster, tmp_path, minilm, minilm_contract
+):
+    name = fresh_name()
+    corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)
+
+    def run(**kwargs: Any) -> Any:
+        return index_with_ray(
+            corpus,
+            minilm_contract,
+            collection=name,
+            host="127.0.0.1",
+            port=cluster,
+            batch_size=2,
+            cache=False,
+            **kwargs,
+        )
+
+    first = run()
+    assert (first.added, first.updated, first.skipped, first.failed) == (4, 0, 0, 0)
+    write_corpus(
+        corpus, {**{k: v for k, v in CORPUS.items() if k != "moon"}, "tea": EDITED, "mate": "Mate."}
+    )
+    client = chromadb.HttpClient(host="127.0.0.1", port=cluster)
+    raw = client.get_collection(name, embedding_function=None)
+    before = raw.get(include=["documents", "metadatas", "embeddings"])
+    # The dry run embeds and writes nothing.
+    plan = run(dry_run=True, delete_missing=True)
+    assert (plan.added, plan.updated, plan.skipped, plan.deleted) == (1, 1, 2, ("moon",))
+    after = raw.get(include=["documents", "metadatas", "embeddings"])
+    assert after["ids"] == before["ids"] and after["documents"] == before["documents"]
+    done = run(delete_missing=True)
+    assert (done.added, done.updated, done.skipped, done.deleted) == (1, 1, 2, ("moon",))
+    got = raw.get(ids=["tea"], include=["documents", "metadatas", "embeddings"])
+    assert got["documents"] == [EDITED] and got["metadatas"][0][TEXT_KEY] == text_digest(EDITED)
+    np.testing.assert_allclose(got["embeddings"][0], minilm.embed_documents([EDITED])[0], atol=1e-6)
+    assert sorted(raw.get(include=[])["ids"]) == ["bank", "mate", "slug", "tea"]
+    again = run()  # nothing changed: decided by the driver, no actor started
+    assert (again.written, again.skipped, again.count) == (0, 4, 4)
