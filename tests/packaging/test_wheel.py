@@ -104,9 +104,7 @@ class Venv:
         return self.root / "bin" / name
 
     def pip(self, *args: str | Path) -> None:
-        # --no-compile: no .pyc for every file torch and the rest bring (torch alone installs in
-        # 5 s instead of 17 s); Python compiles what it imports on first use.
-        _run([self.python, "-m", "pip", "install", "--quiet", "--no-compile", *args], self.cwd)
+        _run([self.python, "-m", "pip", "install", "--quiet", *args], self.cwd)
 
     def run(self, *args: str | Path) -> subprocess.CompletedProcess:
         # A cache of its own: an ONNX export the dev environment made must not serve it.
