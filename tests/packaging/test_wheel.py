@@ -104,7 +104,11 @@ class Venv:
         return self.root / "bin" / name
 
     def pip(self, *args: str | Path) -> None:
-        _run([self.python, "-m", "pip", "install", "--quiet", *args], self.cwd)
+        # --no-compile: pip would compile every module of torch, transformers and Chroma (23 s
+        # of the standalone install here); the few processes run in these environments compile
+        # only what they import (7 s more for the demo). The dev environment does the opposite:
+        # hundreds of processes import from it, so setup.sh keeps pip's compiling.
+        _run([self.python, "-m", "pip", "install", "--quiet", "--no-compile", *args], self.cwd)
 
     def run(self, *args: str | Path) -> subprocess.CompletedProcess:
         # A cache of its own: an ONNX export the dev environment made must not serve it.
