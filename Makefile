@@ -4,6 +4,9 @@
 .PHONY: setup setup-demo demo test check lint docs bench wheel
 
 export HF_HUB_OFFLINE := 1
+# Python keeps the .pyc of what it imports (setup.sh installs without compiling everything
+# up front); where PYTHONDONTWRITEBYTECODE is set, every process would compile torch again.
+unexport PYTHONDONTWRITEBYTECODE
 export TOKENIZERS_PARALLELISM := false
 # Haystack sends usage telemetry unless told not to; these machines have no network for it.
 export HAYSTACK_TELEMETRY_ENABLED := False

