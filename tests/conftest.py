@@ -77,7 +77,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 #: so the corpus is embedded once per run, fresh, by the first of them, and every later path
 #: reads its vectors from that worker's cache.
 EVALUATION_SETS = (
-    "tests/cli/test_chroma_cli.py::test_scifact_eval_reproduces_the_published_ndcg",
+    "tests/cli/test_chroma_cli.py::test_scifact_eval_on_a_running_server",
     "tests/eval/test_eval_agreement.py::",
     "tests/eval/test_eval_adapters.py::test_the_published_figures_through_each_adapter",
     "tests/haystack/test_haystack_scifact.py::",

@@ -114,14 +114,10 @@ def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path, c
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("deployment", ["embedded", "server"])
-def test_scifact_eval_reproduces_the_published_ndcg(
-    deployment, data_dir, tmp_path_factory, request, capsys
-):
-    if deployment == "embedded":
-        store = ["--path", str(tmp_path_factory.mktemp("scifact"))]
-    else:
-        store = ["--host", "127.0.0.1", "--port", str(request.getfixturevalue("server"))]
+def test_scifact_eval_on_a_running_server_reproduces_the_published_ndcg(server, data_dir, capsys):
+    # On a server named by --host/--port; an embedded store and a temporary server (--via
+    # chroma, chroma-server) are tests/eval/test_eval_agreement.py's.
+    store = ["--host", "127.0.0.1", "--port", str(server)]
     code, out, err = cli(capsys, "eval", "--data", str(data_dir / "scifact"), *store)
     assert code == 0, err[-3000:]
     result = json.loads(out.strip().splitlines()[-1])
