@@ -151,9 +151,12 @@ def run_job(
     ctx.enable_progress_bars = False
     # The workers read their row ranges of the shards themselves; the driver never holds the
     # corpus. Reading asks for no CPU: the actors hold every CPU they were given, and a read
-    # task waiting for one would wait forever.
+    # task waiting for one would wait forever. Nor does a CPU bound how many run at once, so
+    # the pool does: one reader per actor keeps them fed (a range reads far faster than it
+    # embeds), where one task per range would start a worker process for each.
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0)
+    readers = ray.data.TaskPoolStrategy(size=actors)
+    ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0, compute=readers)
     out = ds.map_batches(
         _IndexActor,
         fn_constructor_args=settings,  # (contract, collection, host, port, model_path, cache)
