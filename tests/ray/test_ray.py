@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,26 @@ def _stored(port: int, name: str) -> dict[str, np.ndarray]:
     return dict(zip(got["ids"], np.asarray(got["embeddings"], dtype=np.float32), strict=True))
 
 
+def _wait_for_count(
+    port: int, name: str, ready: Callable[[int], bool], stop: threading.Event | None = None
+) -> bool:
+    """Whether the collection's count came to satisfy ``ready`` within 120 s (before ``stop``).
+
+    One client, asking for the count: a fresh client fetching every vector twenty times a
+    second cost the driver and the server more CPU than the job it watches.
+    """
+    deadline = time.monotonic() + 120
+    client, stored = None, None
+    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+        with contextlib.suppress(Exception):  # not created yet, or the server going away
+            client = client or chromadb.HttpClient(host="127.0.0.1", port=port)
+            stored = stored or client.get_collection(name, embedding_function=None)
+            if ready(stored.count()):
+                return True
+        time.sleep(0.05)
+    return False
+
+
 def _index(corpus_file: Path, port: int, name: str, **kwargs):
     return index_with_ray(
         corpus_file,
@@ -263,22 +283,20 @@ def test_an_actor_killed_mid_job_is_retried_and_the_ids_are_exactly_the_corpus(
 ):
     name = fresh_name()
     killed: list[int] = []
+    done = threading.Event()
 
     def kill_once_writing() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            with contextlib.suppress(Exception):
-                if 0 < len(_stored(cluster, name)) < N_DOCS:
-                    for pid in _actor_pids():
-                        os.kill(pid, signal.SIGKILL)
-                        killed.append(pid)
-            time.sleep(0.05)
+        if _wait_for_count(cluster, name, lambda n: 0 < n < N_DOCS, done):
+            for pid in _actor_pids():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
 
     killer = threading.Thread(target=kill_once_writing)
     killer.start()
     try:
         summary = _index(corpus_file, cluster, name, batch_size=8)
     finally:
+        done.set()
         killer.join()
     assert killed, "no actor was killed while the job wrote"
     assert sorted(_stored(cluster, name)) == sorted(load_jsonl_corpus(corpus_file))
@@ -300,12 +318,7 @@ def test_a_chroma_server_restarted_mid_job_loses_nothing_once_rerun(cluster, cor
     with _chroma(data, port) as proc:
         job = threading.Thread(target=run)
         job.start()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if len(_stored(port, name)) > 0:
-                    break
-            time.sleep(0.05)
+        _wait_for_count(port, name, lambda n: n > 0)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         with _chroma(data, port):
