@@ -112,6 +112,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
             include_dashboard=False,
             log_to_driver=False,
             _node_ip_address="127.0.0.1",
+            _system_config={
+                # No metrics agent for the workers to report to every few seconds: no one reads
+                # them here.
+                "enable_metrics_collection": False,
+                # A worker left idle after a job lives on for the next job's tasks and actors
+                # (Ray's default kills it after 1 s, and the next job starts a new process).
+                "idle_worker_killing_time_threshold_ms": 600_000,
+            },
         )
         try:
             yield port
