@@ -573,13 +573,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
     add_quick(
         parser,
-        f"8 documents, 8 timed in chunks of 4, 1 round, 4 texts for the batch check; unless "
+        f"4 documents, 4 timed in chunks of 2, 1 round, 4 texts for the batch check; unless "
         f"--variants is given the variants "
         f"{','.join(QUICK_VARIANTS)}",
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.n, args.time_n, args.chunk, args.rounds = 8, 8, 4, 1
+        args.n, args.time_n, args.chunk, args.rounds = 4, 4, 2, 1
         if args.variants == ",".join(DEFAULT_VARIANTS):
             args.variants = ",".join(QUICK_VARIANTS)
     names = _selected(args.variants)

@@ -64,7 +64,7 @@ Run (from the repository root)::
 
     .venv/bin/python benchmarks/rerank.py             (everything: 21 minutes on 2 shared cores)
     .venv/bin/python benchmarks/rerank.py --skip-ndcg (without part 3: about 6 minutes less)
-    .venv/bin/python benchmarks/rerank.py --quick     (16 pairs, tiny sizes, nDCG over 32
+    .venv/bin/python benchmarks/rerank.py --quick     (8 pairs, tiny sizes, nDCG over 32
                                                        documents; a check, not a measurement)
 
 Writes ``benchmarks/results/rerank.json`` (``--quick``: a temporary folder unless ``--out``).
@@ -100,8 +100,10 @@ from _common import (
 ST_BATCH = 32
 K = 10
 TOP = 100  # bi-encoder candidates reranked in part 3
-#: A --quick run's part 3: the first documents, and the candidates reranked among them.
-QUICK_NDCG_DOCS, QUICK_TOP = 32, 16
+#: A --quick run's part 3: the first documents (two test queries judge some of them), and the
+#: candidates reranked among them; its part 4 reranks the fewest the n=10 results allow, k=10
+#: (each a cross-encoder pair of up to 512 tokens).
+QUICK_NDCG_DOCS, QUICK_TOP, QUICK_K = 32, 8, K
 
 CE_OURS, CE_ST = "ctxemb CrossEncoderReranker", "ST CrossEncoder.predict"
 EMB_OURS, EMB_ST = "ctxemb Embedder", "ST SentenceTransformer.encode"
@@ -403,9 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     add_quick(
         parser,
-        f"16 pairs of 2 queries, 16 documents, 2 turns, a warm-up of 4, 2 MaxSim turns, nDCG "
+        f"8 pairs of 2 queries, 8 documents, 2 turns, a warm-up of 4, 2 MaxSim turns, nDCG "
         f"over the first {QUICK_NDCG_DOCS} documents (top {QUICK_TOP}) and 2 queries, those "
-        f"documents in Chroma, 2 two-stage queries of k={QUICK_TOP}",
+        f"documents in Chroma, 2 two-stage queries of k={QUICK_K}",
     )
     parser.add_argument("--pairs", type=int, default=None, help="(query, doc) pairs (2,000)")
     parser.add_argument("--pair-queries", type=int, default=None, help="their queries (20)")
@@ -423,15 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {
-        "pairs": (16, 2000),
+        "pairs": (8, 2000),
         "pair_queries": (2, 20),
-        "docs": (16, 1000),
+        "docs": (8, 1000),
         "turns": (2, 20),
         "maxsim_repeats": (2, 50),
         "ndcg_queries": (2, None),
         "index": (QUICK_NDCG_DOCS, 2000),
         "two_stage_queries": (2, 30),
-        "k": (QUICK_TOP, 50),
+        "k": (QUICK_K, 50),
     }
     for name, (small, full) in defaults.items():
         if getattr(args, name) is None:
