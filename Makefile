@@ -50,8 +50,14 @@ check: lint
 # Everything: lint, the docs build and every test (what .ci/run runs on a clean clone). Lint and
 # the docs build are one core's work each (mypy ~20 s, mkdocs ~7 s): they run beside the suite,
 # in its idle moments, not before it; make fails if any of the three does.
+#
+# The evaluation sets (SciFact, STS-B: minutes of one core) are embedded while pip installs the
+# frameworks (scripts/embed_eval_sets.sh, started by setup.sh), into a folder of this run that the
+# suite's evaluation-set tests read their vectors from (tests/conftest.py).
+EVAL_SETS := $(CURDIR)/build/eval-sets
 test:
-	$(MAKE) --no-print-directory -j 3 lint docs suite
+	CTXEMB_EVAL_SETS=$(EVAL_SETS) bash scripts/setup.sh
+	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(MAKE) --no-print-directory -j 3 lint docs suite
 
 suite: setup
 	$(PYTEST)

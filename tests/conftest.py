@@ -8,7 +8,9 @@ Also what makes ``make test`` fit in minutes (see ``pyproject.toml``'s markers a
 - under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``) the tests of one file stay in
   one worker (their module fixtures are built once), the tests that evaluate on the whole of
   SciFact or STS-B share a worker (the first of them embeds the corpus, fresh; the others read
-  its vectors from that worker's embedding cache), the longest groups are sent first, and the
+  its vectors from that worker's embedding cache; under ``make test`` the corpus was embedded,
+  fresh, while setup installed the frameworks, and the worker's cache is a copy of that one),
+  the longest groups are sent first, and the
   bundled MiniLM's ONNX export is built once per run, under a lock, and copied into each
   worker's private cache; each worker's ONNX Runtime and torch use its share of the cores.
 """
@@ -192,6 +194,53 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     cache = tmp_path_factory.mktemp("ctxemb-cache")
     os.environ["CTXEMB_CACHE_DIR"] = str(cache)
     _seed_exports(tmp_path_factory, cache)
+    if _evaluation_cache is not None:  # taken before this first fixture ran (see below)
+        os.environ["CTXEMB_CACHE_DIR"] = str(_evaluation_cache)
+
+
+# -- the evaluation sets, embedded while setup installed the frameworks ------------------------
+
+#: Under ``make test``: the folder that scripts/embed_eval_sets.sh, started by scripts/setup.sh
+#: once torch, ctxemb[torch] and the model were installed, embeds the evaluation sets into (with
+#: this checkout's code, through ``ctxemb eval --via memory``) while pip installs the rest.
+EVAL_SETS = os.environ.get("CTXEMB_TEST_EVAL_SETS")
+_evaluation_cache: Path | None = None
+_evaluation_cache_looked = False
+
+
+def _take_evaluation_cache(base: Path) -> None:
+    """In the worker that runs the evaluation sets: its cache becomes a copy of EVAL_SETS's.
+
+    Waits while the background job still holds the folder's lock. If it did not finish (no
+    ``done``: it failed, or setup stopped it), the worker's own cache stays, and the first
+    evaluation-set test embeds the corpus itself, as a run without ``make test`` does.
+    """
+    global _evaluation_cache, _evaluation_cache_looked
+    if _evaluation_cache_looked or not EVAL_SETS:
+        return
+    _evaluation_cache_looked = True
+    folder = Path(EVAL_SETS)
+    if not folder.is_dir():
+        return
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(folder / ".lock"), timeout=1800):
+            if not (folder / "done").is_file():
+                return
+            target = base / "evaluation-sets-cache"
+            shutil.copytree(folder / "cache", target)
+    except Timeout:
+        return
+    _evaluation_cache = target
+    os.environ["CTXEMB_CACHE_DIR"] = str(target)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before the fixtures of the worker's first evaluation-set test (module fixtures embed too).
+    if EVAL_SETS and item.nodeid.startswith(EVALUATION_SETS):
+        _take_evaluation_cache(item.config._tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture
