@@ -92,6 +92,9 @@ def test_rank_changes_where_rank_change_is_the_measure(gallery) -> None:
     assert matryoshka["renormalised_vs_not"]["top10_set_changed"] > 0
     # The truncated contract's vectors were derived from the un-normalised ones: as embedded.
     assert matryoshka["max_abs_gap_to_embedder"] < 1e-5
+    # So were the CLS documents and the un-normalised ones, from one pass of token vectors.
+    for key in ("pooling", "normalize"):
+        assert entries[key]["measures"]["max_abs_gap_to_embedder"] < 1e-5, key
     encoders = entries["encoders"]["measures"]
     assert encoders["raw_chroma_accepted"] == DOCS and encoders["foreign_share_of_index"] == 0.5
     hits = encoders["foreign_relevant_hits_in_top10"]
