@@ -16,8 +16,10 @@ export NO_MKDOCS_2_WARNING := 1
 # The demo's extras: torch (the ONNX export of the bundled model) and chroma (its store).
 DEMO_EXTRAS := torch,chroma
 
+# EVAL_SETS (set by `make test`): the folder setup embeds the evaluation sets into meanwhile.
+EVAL_SETS ?=
 setup:
-	bash scripts/setup.sh
+	CTXEMB_EVAL_SETS=$(EVAL_SETS) bash scripts/setup.sh
 
 setup-demo:
 	CTXEMB_EXTRAS=$(DEMO_EXTRAS) bash scripts/setup.sh
@@ -54,13 +56,11 @@ check: lint
 # The evaluation sets (SciFact, STS-B: minutes of one core) are embedded while pip installs the
 # frameworks (scripts/embed_eval_sets.sh, started by setup.sh), into a folder of this run that the
 # suite's evaluation-set tests read their vectors from (tests/conftest.py).
-EVAL_SETS := $(CURDIR)/build/eval-sets
 test:
-	CTXEMB_EVAL_SETS=$(EVAL_SETS) bash scripts/setup.sh
-	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(MAKE) --no-print-directory -j 3 lint docs suite
+	$(MAKE) --no-print-directory -j 3 lint docs suite EVAL_SETS=$(CURDIR)/build/eval-sets
 
 suite: setup
-	$(PYTEST)
+	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(PYTEST)
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py
