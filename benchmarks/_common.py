@@ -54,6 +54,20 @@ def scifact_texts(data: Path, n: int) -> list[str]:
     return texts
 
 
+#: How many words of each text a ``--quick`` run keeps (:func:`quick_texts`).
+QUICK_WORDS = 32
+
+
+def quick_texts(texts: list[str]) -> list[str]:
+    """Each text cut to its first :data:`QUICK_WORDS` words, for a ``--quick`` run.
+
+    SciFact documents run to 256 tokens and more (512 in a cross-encoder pair), and a quick
+    run is a check of the code paths, not a measurement: a few dozen tokens a text run the same
+    code for a fraction of the model's work.
+    """
+    return [" ".join(text.split()[:QUICK_WORDS]) for text in texts]
+
+
 #: The instruction sets whose presence changes how fast a float, bf16 or int8 network runs,
 #: as ``/proc/cpuinfo`` spells them.
 CPU_FLAGS = (

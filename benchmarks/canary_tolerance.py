@@ -47,10 +47,12 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     add_quick,
     command_line,
     machine_info,
     offline,
+    quick_texts,
     quiet_truncation,
     shown,
     write_result,
@@ -197,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
-    add_quick(parser, "1 seed, sigma 1e-2 only, one fresh process, 4+4 filler texts")
+    add_quick(
+        parser,
+        f"1 seed, sigma 1e-2 only, one fresh process, 4+4 filler texts (the documents cut to "
+        f"their first {QUICK_WORDS} words)",
+    )
     parser.add_argument("--emit-canary", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -245,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh = [fresh_process_canary(args.threads) for _ in range(1 if args.quick else 2)]
     record("(a) fresh process", HONEST, fresh)
     docs, queries = filler_pool(args.data)
+    if args.quick:
+        docs = quick_texts(docs)
     fill = 4 if args.quick else 24  # documents and queries around the probes
     for batch_size in (1, 8, 32):
         amid = Embedder(contract, backend="torch", batch_size=batch_size, show_progress=False)

@@ -22,7 +22,7 @@ Reported: the median seconds of each kind, ``verified / sample0`` of the medians
 
 Usage:
     .venv/bin/python benchmarks/cold_query.py [--runs 5] [--store DIR] [--cache-dir DIR]
-    .venv/bin/python benchmarks/cold_query.py --quick      # 48 documents, 1 run each, no warm-up
+    .venv/bin/python benchmarks/cold_query.py --quick  # 48 short documents, 1 run each, no warm-up
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ from typing import Any
 from _common import (
     DEFAULT_DATA,
     QUICK_HELP,
+    QUICK_WORDS,
     REPO,
     cpu_label,
     machine_info,
     offline,
+    quick_texts,
     share_exports,
     shown,
     write_result,
@@ -96,7 +98,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _corpus(data: Path, work: Path, quick: bool) -> Path:
-    """The SciFact corpus, or its first QUICK_DOCS documents in a JSONL file."""
+    """The SciFact corpus, or its first QUICK_DOCS documents in a JSONL file, texts cut short."""
     source = data / "scifact" / "corpus.jsonl.gz"
     if not source.is_file():
         raise SystemExit(f"{source} not found; pass --data pointing at the shared data folder")
@@ -104,8 +106,10 @@ def _corpus(data: Path, work: Path, quick: bool) -> Path:
         return data / "scifact"
     subset = work / "scifact-quick.jsonl"
     with gzip.open(source, "rt", encoding="utf-8") as fh:
-        lines = [line for _, line in zip(range(QUICK_DOCS), fh, strict=False)]
-    subset.write_text("".join(lines), encoding="utf-8")
+        rows = [json.loads(line) for _, line in zip(range(QUICK_DOCS), fh, strict=False)]
+    for row in rows:
+        row["text"] = quick_texts([row["text"]])[0]
+    subset.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return subset
 
 
@@ -186,7 +190,10 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=QUICK_HELP.format(cuts=f"the first {QUICK_DOCS} documents, 1 run each, no warm-up"),
+        help=QUICK_HELP.format(
+            cuts=f"the first {QUICK_DOCS} documents, each text cut to its first {QUICK_WORDS} "
+            "words, 1 run each, no warm-up"
+        ),
     )
     parser.add_argument("--out", type=Path, default=None, help="result JSON (default results/)")
     args = parser.parse_args()

