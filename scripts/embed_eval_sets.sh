@@ -13,6 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIR=$1
+case $DIR in /*) ;; *) DIR=$PWD/$DIR ;; esac  # a relative DIR is the checkout's
 PY=${VENV:-.venv}/bin/python
 DATA=../shared/data
 mkdir -p "$DIR"
@@ -20,7 +21,7 @@ exec 9>"$DIR/.lock"
 flock 9
 rm -rf "$DIR/cache" "$DIR/done" "$DIR"/*.out "$DIR"/*.log
 [ -d "$DATA/scifact" ] && [ -d "$DATA/stsbenchmark" ] || exit 0
-export CTXEMB_CACHE_DIR="$PWD/$DIR/cache" PYTHONPATH="$PWD:$PWD/integrations" OMP_NUM_THREADS=1 \
+export CTXEMB_CACHE_DIR="$DIR/cache" PYTHONPATH="$PWD:$PWD/integrations" OMP_NUM_THREADS=1 \
   HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONDONTWRITEBYTECODE
 "$PY" -m ctxemb_core.cli eval --via memory --data "$DATA/scifact" --k 10 \

@@ -226,11 +226,11 @@ def _take_evaluation_cache(base: Path) -> None:
 
     try:
         with FileLock(str(folder / ".lock"), timeout=1800):
-            if not (folder / "done").is_file():
+            if not (folder / "done").is_file() or not (folder / "cache").is_dir():
                 return
             target = base / "evaluation-sets-cache"
             shutil.copytree(folder / "cache", target)
-    except Timeout:
+    except (Timeout, OSError):
         return
     _evaluation_cache = target
     os.environ["CTXEMB_CACHE_DIR"] = str(target)
