@@ -47,7 +47,8 @@ NETWORK_CACHES = (
 )
 
 
-def _digests() -> dict[str, str]:
+def digests() -> dict[str, str]:
+    """Each file of ``benchmarks/results/`` with its sha256 (what a quick run must not change)."""
     return {
         p.relative_to(RESULTS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(RESULTS.rglob("*"))
@@ -89,7 +90,7 @@ def run(script: Path) -> dict[str, Any]:
     # threads only with --threads, or puts them back).
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
-    before = _digests()
+    before = digests()
     out, err = io.StringIO(), io.StringIO()
     status, failure = 0, None
     started, cpu = time.perf_counter(), _cpu_seconds()
@@ -124,7 +125,7 @@ def run(script: Path) -> dict[str, Any]:
             torch.set_num_threads(threads)
         _forget_networks()
         gc.collect()
-    after = _digests()
+    after = digests()
     return {
         "script": script.stem,
         "status": status,

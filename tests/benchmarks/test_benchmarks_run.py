@@ -27,7 +27,6 @@ session's, built once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from typing import Any
 
 import pytest
 from conftest import DATA
+from quick_driver import digests
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
@@ -83,14 +83,6 @@ def _run(script: Path, *args: str, timeout: float) -> subprocess.CompletedProces
         text=True,
         timeout=timeout,
     )
-
-
-def _digests() -> dict[str, str]:
-    return {
-        p.relative_to(RESULTS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(RESULTS.rglob("*"))
-        if p.is_file()
-    }
 
 
 def test_every_benchmark_is_found() -> None:
@@ -146,9 +138,9 @@ def test_quick_mode_runs_and_leaves_the_published_results_alone(
 ) -> None:
     """``--quick`` exits 0, prints figures, writes its result elsewhere than results/."""
     if script.stem in OWN_PROCESS:
-        before = _digests()
+        before = digests()
         done = _run(script, "--quick", timeout=SCRIPT_TIMEOUT)
-        changed = sorted({k for k, _ in _digests().items() ^ before.items()})
+        changed = sorted({k for k, _ in digests().items() ^ before.items()})
         status, stdout, stderr, seconds = done.returncode, done.stdout, done.stderr, None
     else:
         records, driver = request.getfixturevalue("shared_runs")
