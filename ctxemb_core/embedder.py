@@ -14,7 +14,13 @@ from ctxemb_core.backends._tokenize import Tokenizer
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
-from ctxemb_core.errors import InvalidInputError, TruncationWarning
+from ctxemb_core.errors import (
+    DataFormatError,
+    InvalidArgumentsError,
+    InvalidInputError,
+    ModelNotFoundError,
+    TruncationWarning,
+)
 from ctxemb_core.networks import (
     _ENCODERS,  # noqa: F401  (tests read the loaded networks here, where they always were)
     encode,
@@ -24,8 +30,10 @@ from ctxemb_core.networks import (
     load_network_with,
 )
 from ctxemb_core.pooling import l2_normalize, pool, quantize
+from ctxemb_core.remote import APIS, RemoteEncoder, remote_probes
 from ctxemb_core.resolve import export_contract
 from ctxemb_core.settings import RunSettings, Setting, check_device
+from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.tokens import (
     TokenEmbeddings,
     TokenVectorsMixin,
@@ -77,6 +85,17 @@ class Embedder(TokenVectorsMixin):
             when stderr is a terminal.
         cache: an :class:`~ctxemb_core.cache.EmbeddingCache`; texts already embedded under this
             contract and role are read from it instead of being encoded again.
+        url: embed through the server at ``http://host:port`` instead of loading the model
+            (:mod:`ctxemb_core.remote`): ``ctxemb serve`` is held to the contract by its
+            fingerprint and the canary, any other OpenAI-compatible server by the canary.
+        api: the server's protocol, ``"ctxemb"`` (``ctxemb serve``) or ``"openai"``.
+        api_key_env: for ``url``, the environment variable holding an API key (never stored).
+        reference: for ``url``, the canary the server is held to (an index's
+            :class:`~ctxemb_core.stamp.IndexStamp`); by default the server's own stamp
+            (``ctxemb``) or canary vectors made here from the contract's model folder
+            (``openai``, with a probe longer than ``max_tokens`` to catch another truncation).
+        check_every: for ``url``, re-check the canary after this many requests (0: never).
+        check_seconds: for ``url``, re-check the canary after this many seconds (0: never).
 
     Example:
         >>> from ctxemb_core import Embedder, contract_for
@@ -114,6 +133,12 @@ class Embedder(TokenVectorsMixin):
         token_budget: int = 2048,
         show_progress: bool | None = None,
         cache: EmbeddingCache | None = None,
+        url: str | None = None,
+        api: str = "ctxemb",
+        api_key_env: str | None = None,
+        reference: IndexStamp | None = None,
+        check_every: int = 1000,
+        check_seconds: float = 600.0,
     ) -> None:
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
@@ -133,8 +158,26 @@ class Embedder(TokenVectorsMixin):
         self.cache = cache
         #: How many texts the last call truncated to ``max_tokens``.
         self.last_truncated = 0
-        #: The backend in use (``"auto"`` resolved to ``"onnx"``, ``"torch"`` or ``"static"``).
+        #: The backend in use (``"auto"`` resolved to ``"onnx"``, ``"torch"`` or ``"static"``;
+        #: ``"remote"`` for an embedder with a ``url``).
         self.backend: str
+        #: The server this embedder embeds through (``url=``), else ``None``.
+        self.remote: RemoteEncoder | None = None
+        if url is not None:
+            self._connect(url, path, query_path, api, api_key_env, reference)
+            self.remote = RemoteEncoder(
+                contract,
+                url,
+                api=api,
+                api_key_env=api_key_env,
+                reference=reference if api == "ctxemb" else self._reference(reference),
+                batch_size=batch_size,
+                check_every=check_every,
+                check_seconds=check_seconds,
+            )
+            self.backend = "remote"
+            self._cache_key = f"{contract.fingerprint}:remote:{api}:{self.remote.url}"
+            return
         self.backend, self._doc = load_network(
             contract, contract.model, contract.weights, path, backend, device
         )
@@ -154,7 +197,46 @@ class Embedder(TokenVectorsMixin):
             self._query = self._doc
 
     def __repr__(self) -> str:
+        if self.remote is not None:
+            return f"Embedder({self.contract.describe()}, url={self.remote.url!r})"
         return f"Embedder({self.contract.describe()}, backend={self.backend!r})"
+
+    def _connect(
+        self,
+        url: str,
+        path: str | Path | None,
+        query_path: str | Path | None,
+        api: str,
+        api_key_env: str | None,
+        reference: IndexStamp | None,
+    ) -> None:
+        """Check the remote options before a server is asked anything."""
+        if path is not None or query_path is not None:
+            raise InvalidArgumentsError(
+                "url= and path=/query_path= exclude each other: the server holds the model"
+            )
+        if api not in APIS:
+            raise InvalidInputError(f"api must be 'ctxemb' or 'openai', got {api!r}")
+        if reference is not None and not isinstance(reference, IndexStamp):
+            raise InvalidInputError(
+                "reference must be an IndexStamp (an index's stamp), got "
+                f"{type(reference).__name__}"
+            )
+
+    def _reference(self, given: IndexStamp | None) -> IndexStamp:
+        """The canary a third-party server is held to: ``given``, else made here, from the
+        contract's model folder, over the stamp's probes and one longer than max_tokens."""
+        if given is not None:
+            return given
+        try:
+            local = Embedder(self.contract, backend=self.requested_backend, device=self.device)
+        except ModelNotFoundError as exc:
+            raise ModelNotFoundError(
+                "an OpenAI-compatible server is held to the contract by canary vectors made "
+                f"elsewhere, and the contract's model is not here to make them ({exc}). Pass "
+                "reference= (the stamp of an index written under the contract)."
+            ) from None
+        return IndexStamp.from_embedder(local, remote_probes(self.contract))
 
     @property
     def fingerprint(self) -> str:
@@ -164,6 +246,10 @@ class Embedder(TokenVectorsMixin):
     @property
     def model_path(self) -> Path:
         """The local folder of the (document) encoder; machine-specific, never fingerprinted."""
+        if self.remote is not None:
+            raise InvalidInputError(
+                f"this embedder embeds through {self.remote.url}; it has no model folder here"
+            )
         return self._doc.folder
 
     # -- serialisation -----------------------------------------------------------------------
@@ -180,6 +266,18 @@ class Embedder(TokenVectorsMixin):
             >>> Embedder.from_config(config).contract == embedder.contract  # doctest: +SKIP
             True
         """
+        if self.remote is not None:
+            return {
+                **self.config_for(self.contract, **self.run_settings.of(self)),
+                "path_hint": None,
+                "remote": {
+                    "url": self.remote.url,
+                    "api": self.remote.api,
+                    "api_key_env": self.remote.api_key_env,
+                    "check_every": self.remote.check_every,
+                    "check_seconds": self.remote.check_seconds,
+                },
+            }
         return self.config_for(
             self.contract,
             path=self._doc.folder,
@@ -230,8 +328,19 @@ class Embedder(TokenVectorsMixin):
         Raises:
             DataFormatError: not a mapping, no contract, or keys :meth:`config` does not write.
         """
-        settings = cls.run_settings.read(config)
+        # "remote": written by config() for an embedder with a url, beside the run settings.
+        remote = config.get("remote") if isinstance(config, Mapping) else None
+        local = {k: v for k, v in config.items() if k != "remote"} if remote else config
+        settings = cls.run_settings.read(local)
         contract = EmbeddingContract.from_dict(dict(config["contract"]))
+        if remote is not None:
+            known = {"url", "api", "api_key_env", "check_every", "check_seconds"}
+            if not isinstance(remote, Mapping) or not set(remote) <= known or "url" not in remote:
+                raise DataFormatError(
+                    f"an Embedder config's 'remote' is a mapping with 'url' and at most "
+                    f"{sorted(known)}, got {remote!r}"
+                )
+            return cls(contract, **dict(remote), **{**settings, **options})
         path = hinted_folder(config.get("path_hint"), contract.weights)
         query_path = None
         if contract.query_weights is not None:
@@ -305,6 +414,22 @@ class Embedder(TokenVectorsMixin):
         self._warn_truncated(encoded, stacklevel=4)
         return quantize(vectors, self.contract.precision)
 
+    def token_counts(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
+        """How many tokens the encoder reads of each text: the role's prefix added, cut to
+        ``max_tokens``, special tokens included (what ``ctxemb serve`` reports as usage)."""
+        texts = check_texts(texts)
+        role = Role.parse(role, "role")
+        if self.remote is not None:
+            raise InvalidInputError(
+                f"this embedder embeds through {self.remote.url}; its tokenizer is there"
+            )
+        network = self._query if role is Role.QUERY else self._doc
+        prefix = self.contract.prefix(role)
+        prefixed = [prefix + t for t in texts] if prefix else texts
+        if not prefixed:
+            return np.zeros(0, dtype=np.int64)
+        return network.encoder.tokenizer.lengths(prefixed, self.contract.max_tokens)
+
     def embed_float(
         self, texts: Sequence[str], role: Role | str, *, warn: bool = True
     ) -> np.ndarray:
@@ -329,6 +454,9 @@ class Embedder(TokenVectorsMixin):
 
     def _embed_float(self, texts: list[str], role: Role) -> np.ndarray:
         """:meth:`embed_float` without its checks and warning; sets :attr:`last_truncated`."""
+        if self.remote is not None:
+            self.last_truncated = 0  # the server truncates; the canary proves where
+            return self.remote.embed(texts, role)
         c = self.contract
         network = self._query if role is Role.QUERY else self._doc
         encoder, dense = network.encoder, network.dense

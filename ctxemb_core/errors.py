@@ -21,6 +21,9 @@ whole family in one place, and each carries the context needed to act on it::
     │                                         an optional extra is not installed
     ├── StoreUnavailableError (+ ConnectionError)
     │                                         a store's server or folder cannot be used
+    ├── RemoteEncoderError (+ ConnectionError)
+    │                                         an embedding server cannot be reached or
+    │                                         answers what no embedding server should
     ├── IncompleteWriteError                  a failed write could not be fully undone
     └── StampError                            the index and the caller disagree
         ├── MissingStampError                 the index (or a document) carries no stamp
@@ -74,6 +77,7 @@ __all__ = [
     "MissingStampError",
     "ModelNotFoundError",
     "PickledWeightsError",
+    "RemoteEncoderError",
     "RerankerMismatchError",
     "StampError",
     "StoreUnavailableError",
@@ -211,6 +215,11 @@ class StoreUnavailableError(CtxembError, ConnectionError):
     """A store's server cannot be reached, or its folder cannot be used; nothing was changed."""
 
 
+class RemoteEncoderError(CtxembError, ConnectionError):
+    """An embedding server cannot be reached, or its answer is not one an embedding server gives
+    (not JSON, vectors of the wrong count or width); nothing was returned from it."""
+
+
 class IncompleteWriteError(CtxembError):
     """A write failed and undoing it failed too: the index may hold part of the write.
 
@@ -294,6 +303,8 @@ class ContractMismatchError(StampError):
             carrying the index's contract, when the mismatch was found on documents; else ``()``.
         folder: set when no index is involved: the model folder found for the contract
             (``index``) holds other weights (``caller`` has the folder's digest).
+        server: set when no index is involved: the URL of an embedding server that serves
+            another contract (``index``: the server's, ``caller``: the one it was asked for).
         stamped: the index carries a stamp (a Chroma collection's metadata), so a query-side
             change can be accepted by re-stamping it (:func:`ctxemb_chroma.restamp`); the advice
             says so only then (a store with a fingerprint per document cannot be re-stamped).
@@ -307,8 +318,10 @@ class ContractMismatchError(StampError):
         documents: Sequence[str | int] = (),
         stamped: bool = False,
         folder: str | os.PathLike[str] | None = None,
+        server: str | None = None,
     ) -> None:
         self.folder: str | None = None if folder is None else os.fspath(folder)
+        self.server: str | None = server
         self.index: EmbeddingContract | None = index
         self.caller: EmbeddingContract | None = caller
         self.index_fingerprint: str = index.fingerprint
@@ -322,6 +335,10 @@ class ContractMismatchError(StampError):
         if self.folder is not None:
             # No index involved: the folder found for the contract holds another network.
             python, cli = _folder_message(self.diff.changes, self.folder)
+            super().__init__(python, cli=cli)
+            return
+        if server is not None:
+            python, cli = _server_message(self.diff.changes, server)
             super().__init__(python, cli=cli)
             return
         super().__init__(
@@ -388,6 +405,7 @@ class ContractMismatchError(StampError):
         err.documents = tuple(documents)
         err.stamped = False
         err.folder = None
+        err.server = None
         StampError.__init__(
             err,
             _fingerprint_message(
@@ -411,6 +429,7 @@ class ContractMismatchError(StampError):
                 self.fields == ("fingerprint",),
                 getattr(self, "stamped", False),
                 getattr(self, "folder", None),
+                getattr(self, "server", None),
             ),
         )
 
@@ -424,12 +443,13 @@ def _rebuild_mismatch(
     by_fingerprint: bool = False,
     stamped: bool = False,
     folder: str | None = None,
+    server: str | None = None,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
     if isinstance(caller, str) or by_fingerprint:
         return cls.from_fingerprints(index, caller, documents=documents)
-    return cls(index, caller, documents=documents, stamped=stamped, folder=folder)
+    return cls(index, caller, documents=documents, stamped=stamped, folder=folder, server=server)
 
 
 class ConfigurationMismatchError(StampError):
@@ -471,10 +491,23 @@ class EncoderDriftError(StampError):
         probe: the probe text (and role) with the lowest cosine.
     """
 
-    def __init__(self, min_cosine: float, tolerance: float, probe: str) -> None:
+    def __init__(
+        self, min_cosine: float, tolerance: float, probe: str, server: str | None = None
+    ) -> None:
         self.min_cosine = min_cosine
         self.tolerance = tolerance
         self.probe = probe
+        #: The URL of the embedding server that failed the canary, or ``None`` (a local encoder).
+        self.server = server
+        if server is not None:
+            super().__init__(
+                f"encoder drift: the embedding server at {server} re-embeds the canary probe "
+                f"{probe!r} with cosine {min_cosine:.6f} to the contract's canary vector "
+                f"(tolerance {tolerance}). It serves other vectors than the contract's (another "
+                "model, pooling or truncation behind the same URL), so no vector was returned "
+                "from it; every call checks it again until it reproduces the canary."
+            )
+            return
         super().__init__(
             f"encoder drift: the canary probe {probe!r} re-embeds with cosine {min_cosine:.6f} "
             f"to the vector stored in the index (tolerance {tolerance}). The contract matches but "
@@ -483,7 +516,7 @@ class EncoderDriftError(StampError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.min_cosine, self.tolerance, self.probe))
+        return (type(self), (self.min_cosine, self.tolerance, self.probe, self.server))
 
 
 #: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,
@@ -713,6 +746,22 @@ def _folder_message(changes: tuple[FieldChange, ...], folder: str) -> tuple[str,
         what + "Pass the folder the contract was read from as --model. To use this folder's "
         f"model instead, index again under its contract: --model {folder} (a collection "
         "written under the old one refuses it; ctxemb migrate re-embeds it).",
+    )
+
+
+def _server_message(changes: tuple[FieldChange, ...], server: str) -> tuple[str, str]:
+    """(for Python, for the CLI): the embedding server at ``server`` serves another contract."""
+    lines = "\n".join(f"  {c.field}: server={c.index!r}, caller={c.caller!r}" for c in changes)
+    what = (
+        f"contract mismatch: the embedding server at {server} serves another contract than the "
+        "one asked for; nothing was embedded.\n" + lines + "\n"
+    )
+    return (
+        what + "Serve the contract asked for there (ctxemb serve with the same model and contract "
+        f"options), or embed under the server's own: contract_for({server!r}) reads it (an "
+        "index written under the other contract refuses it).",
+        what + "Serve the contract asked for there (ctxemb serve with the same model and contract "
+        "options), or drop --model and the contract flags to use the server's own contract.",
     )
 
 

@@ -121,6 +121,20 @@ def _family_of(name: str) -> str | None:
     return None
 
 
+def _served_contract(url: str, arguments: dict[str, Any]) -> EmbeddingContract:
+    """The contract ``ctxemb serve`` at ``url`` serves; contract options cannot change it."""
+    from ctxemb_core.remote import server_contract
+
+    given = sorted(k for k, v in arguments.items() if k not in ("model", "text") and v is not None)
+    if given:
+        raise InvalidContractError(
+            f"contract options ({', '.join(given)}) apply to a model folder; a server's contract "
+            f"is the one it serves. Read it with contract_for({url!r}) and change it with "
+            "contract.with_(...) (the server then refuses it), or serve the other contract"
+        )
+    return server_contract(url).contract
+
+
 def contract_for(
     model: str | os.PathLike[str],
     *,
@@ -149,7 +163,8 @@ def contract_for(
         model: a folder path, or a name that resolves offline (the bundled
             ``sentence-transformers/all-MiniLM-L6-v2``, a registered name, the local HF cache).
             A static model's folder (model2vec's format: a lookup table, no network) gets a
-            static contract (:func:`static_contract`).
+            static contract (:func:`static_contract`). An ``http(s)://host:port`` URL of
+            ``ctxemb serve`` gives the contract that server serves.
         name: the identity to record as ``contract.model``. Default: the name ``model`` was given
             by; for a folder, the known model it is a copy of (:func:`known_model`: same weights
             digest, so a copy of the bundled MiniLM is
@@ -194,8 +209,11 @@ def contract_for(
         >>> contract_for("sentence-transformers/all-MiniLM-L6-v2").pooling
         <Pooling.MEAN: 'mean'>
         >>> contract_for("./my-bert", pooling="cls", name="acme/bert")  # doctest: +SKIP
+        >>> contract_for("http://127.0.0.1:8080")  # ctxemb serve's contract  # doctest: +SKIP
     """
     text = model_text(model, "model")
+    if text.startswith(("http://", "https://")):
+        return _served_contract(text, locals())
     given: dict[str, Any] = {
         k: v
         for k, v in {

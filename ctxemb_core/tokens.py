@@ -370,6 +370,13 @@ class TokenVectorsMixin:
         dense: bool = False,
         stacklevel: int,
     ) -> list[TokenEmbeddings]:
+        remote = getattr(self, "remote", None)
+        if remote is not None:
+            raise InvalidInputError(
+                f"token vectors are not served over HTTP: this embedder embeds through "
+                f"{remote.url}. Build an Embedder where the model folder is for token vectors, "
+                "word vectors or late-interaction reranking"
+            )
         network = self._query if role is Role.QUERY else self._doc
         encoder = network.encoder
         prefix = self.contract.prefix(role)

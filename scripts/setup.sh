@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray,docs}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray,docs,serve}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi

@@ -23,6 +23,7 @@ from ctxemb_core.cli import (
     migrate,
     query,
     restamp,
+    serve,
     static,
     verify,
 )
@@ -51,6 +52,7 @@ COMMANDS = {
     "detect": detect,
     "export": export,
     "static": static,
+    "serve": serve,
 }
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     name: module.run for name, module in COMMANDS.items()

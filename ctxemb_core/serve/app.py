@@ -1,0 +1,422 @@
+"""The ASGI application of ``ctxemb serve``: OpenAI's embeddings API under one contract.
+
+Routes:
+
+* ``POST /v1/embeddings`` — OpenAI-compatible (``input``, ``model``, ``encoding_format``
+  ``float``/``base64``, ``dimensions`` equal to the contract's, ``usage`` with real token
+  counts). The role comes from ``input_type`` (``query``/``document``) or the model id
+  (``<model>:query``/``<model>:document``); a contract whose two sides differ refuses a request
+  that names neither. ``"precision": "float32"`` (a ctxemb field) asks for the contract's vectors
+  before its precision step, as remote encoders do.
+* ``GET /v1/models`` — the model id and its two role ids.
+* ``GET /v1/contract`` — the contract, its fingerprint, the stamp (probes and canary vectors)
+  and the instance id.
+* ``GET /health``, ``GET /metrics`` (Prometheus text).
+
+Every response carries ``ctxemb-fingerprint`` and ``ctxemb-instance`` (a new id per process), so
+a client tells a restarted or replaced server from the one it verified. Errors are JSON in
+OpenAI's shape (``{"error": {"message", "type", "code"}}``) with ctxemb's message; no input ends
+the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ctxemb_core.contract import Role
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.remote import FINGERPRINT_HEADER, INSTANCE_HEADER
+from ctxemb_core.serve.batcher import Batcher, BusyError
+from ctxemb_core.serve.limits import ServeLimits
+from ctxemb_core.serve.metrics import Metrics
+from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.validate import check_texts
+
+if TYPE_CHECKING:
+    from ctxemb_core.embedder import Embedder
+
+__all__ = ["EmbeddingService"]
+
+log = logging.getLogger("ctxemb.serve")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_ROLE_FIELDS = {"query": Role.QUERY, "document": Role.DOCUMENT}
+_REQUEST_KEYS = {"input", "model", "encoding_format", "dimensions", "input_type", "user"}
+
+
+class HttpError(Exception):
+    """A refusal: the status, OpenAI's error type and code, and ctxemb's message."""
+
+    def __init__(self, status: int, message: str, *, code: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.param = param
+
+    @property
+    def kind(self) -> str:
+        return "invalid_request_error" if self.status < 500 else "server_error"
+
+
+class EmbeddingService:
+    """One contract's embeddings over HTTP (an ASGI 3 application).
+
+    Args:
+        embedder: the contract's embedder; the service embeds on one worker thread.
+        name: the model id clients send (default: the contract's model name).
+        limits: what a request may hold and how requests are batched.
+    """
+
+    def __init__(
+        self, embedder: Embedder, *, name: str | None = None, limits: ServeLimits | None = None
+    ) -> None:
+        if embedder.remote is not None:
+            raise InvalidInputError(
+                "serve an Embedder that holds its model here, not one that embeds through "
+                f"{embedder.remote.url}"
+            )
+        if name is not None and (not isinstance(name, str) or not name.strip() or ":" in name):
+            raise InvalidInputError(
+                f"name must be a non-empty model id without ':' (':query' and ':document' name "
+                f"the roles), got {name!r}"
+            )
+        self.embedder = embedder
+        self.contract = embedder.contract
+        self.limits = limits or ServeLimits()
+        self.name = name or self.contract.model
+        self.instance = uuid.uuid4().hex
+        c = self.contract
+        #: Whether both roles give the same vectors (no prefix differs, one encoder).
+        self.symmetric = c.query_prefix == c.document_prefix and c.query_model is None
+        self.stamp = IndexStamp.from_embedder(embedder)
+        self.metrics = Metrics(c.fingerprint, self.instance, self.name)
+        self.batcher = Batcher(embedder, self.limits, self.metrics)
+        self._headers = [
+            (FINGERPRINT_HEADER.encode(), c.fingerprint.encode()),
+            (INSTANCE_HEADER.encode(), self.instance.encode()),
+        ]
+        self._contract_body = _json(
+            {
+                "model": self.name,
+                "fingerprint": c.fingerprint,
+                "instance": self.instance,
+                "contract": c.to_dict(),
+                "stamp": self.stamp.to_metadata(),
+                "symmetric": self.symmetric,
+            }
+        )
+        self._routes: dict[str, dict[str, Callable[[Scope, Receive], Awaitable[Any]]]] = {
+            "/v1/embeddings": {"POST": self._embeddings},
+            "/v1/models": {"GET": self._models},
+            "/v1/contract": {"GET": self._contract},
+            "/health": {"GET": self._health},
+            "/metrics": {"GET": self._metrics},
+        }
+
+    @property
+    def model_ids(self) -> tuple[str, str, str]:
+        """The ids a request may name: the model, and the model for each role."""
+        return (self.name, f"{self.name}:query", f"{self.name}:document")
+
+    # -- ASGI --------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "")
+        route = self._routes.get(path)
+        label = path if route is not None else "other"
+        try:
+            if route is None:
+                raise HttpError(404, f"no route {path}; see GET /v1/models", code="not_found")
+            handler = route.get(scope["method"])
+            if handler is None:
+                raise HttpError(
+                    405,
+                    f"{path} answers {', '.join(route)}, not {scope['method']}",
+                    code="method_not_allowed",
+                )
+            result = await handler(scope, receive)
+        except HttpError as exc:
+            self.metrics.error(exc.code)
+            self.metrics.request(label, exc.status)
+            body = {"message": str(exc), "type": exc.kind, "code": exc.code, "param": exc.param}
+            extra = [(b"retry-after", b"1")] if exc.status == 503 else []
+            await self._send(send, exc.status, _json({"error": body}), extra=extra)
+            return
+        except Exception:  # never let one request end the process
+            log.exception("ctxemb serve: %s %s failed", scope.get("method"), path)
+            self.metrics.error("internal")
+            self.metrics.request(label, 500)
+            body = {"message": "internal error; see the server's log", "type": "server_error"}
+            await self._send(send, 500, _json({"error": {**body, "code": "internal"}}))
+            return
+        self.metrics.request(label, 200)
+        if isinstance(result, str):
+            await self._send(send, 200, result.encode(), ctype=b"text/plain; version=0.0.4")
+        else:
+            await self._send(send, 200, result)
+
+    async def _send(
+        self,
+        send: Send,
+        status: int,
+        body: bytes,
+        *,
+        ctype: bytes = b"application/json",
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        headers = [
+            (b"content-type", ctype),
+            (b"content-length", str(len(body)).encode()),
+            *self._headers,
+            *(extra or []),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.batcher.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.batcher.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        limit = self.limits.max_body_bytes
+        for key, value in scope.get("headers", []):
+            if key == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    raise HttpError(
+                        400, "Content-Length is not a number", code="bad_length"
+                    ) from None
+                if declared > limit:
+                    raise HttpError(413, _too_large(declared, limit), code="body_too_large")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "the client went away mid-request", code="disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, _too_large(size, limit), code="body_too_large")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    # -- routes ------------------------------------------------------------------------------
+
+    async def _health(self, scope: Scope, receive: Receive) -> bytes:
+        return _json(
+            {"status": "ok", "fingerprint": self.contract.fingerprint, "instance": self.instance}
+        )
+
+    async def _metrics(self, scope: Scope, receive: Receive) -> str:
+        return self.metrics.render()
+
+    async def _contract(self, scope: Scope, receive: Receive) -> bytes:
+        return self._contract_body
+
+    async def _models(self, scope: Scope, receive: Receive) -> bytes:
+        roles = (None, "query", "document")
+        data = [
+            {"id": i, "object": "model", "owned_by": "ctxemb", "ctxemb_role": r}
+            for i, r in zip(self.model_ids, roles, strict=True)
+        ]
+        return _json({"object": "list", "data": data})
+
+    async def _embeddings(self, scope: Scope, receive: Receive) -> bytes:
+        raw = await self._body(scope, receive)
+        try:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise HttpError(400, "the request body is not JSON", code="invalid_json") from None
+        if not isinstance(payload, dict):
+            raise HttpError(400, "the request body must be a JSON object", code="invalid_json")
+        raw_vectors = _precision(payload.pop("precision", None))
+        unknown = sorted(set(payload) - _REQUEST_KEYS)
+        if unknown:
+            raise HttpError(
+                400,
+                f"unknown fields {unknown}; an embeddings request takes "
+                f"{sorted(_REQUEST_KEYS | {'precision'})}",
+                code="unknown_field",
+            )
+        texts = self._texts(payload.get("input"))
+        role = self._role(payload)
+        encoding = payload.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            raise HttpError(
+                400,
+                f"encoding_format must be 'float' or 'base64', got {encoding!r}",
+                code="invalid_encoding_format",
+                param="encoding_format",
+            )
+        dimensions = payload.get("dimensions")
+        if dimensions is not None and dimensions != self.contract.output_dim:
+            raise HttpError(
+                400,
+                f"dimensions={dimensions!r}: this server's contract makes "
+                f"{self.contract.output_dim}-dimensional vectors; a shorter Matryoshka cut is "
+                "another contract (serve it with --truncate-dim)",
+                code="invalid_dimensions",
+                param="dimensions",
+            )
+        counts = self.embedder.token_counts(texts, role)
+        tokens = int(counts.sum())
+        try:
+            vectors = await self.batcher.embed(texts, role, tokens, raw_vectors)
+        except BusyError as exc:
+            raise HttpError(503, str(exc), code="busy") from None
+        except InvalidInputError as exc:
+            raise HttpError(400, str(exc), code="invalid_input") from None
+        self.metrics.embedded(role.value, len(texts), tokens)
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encode(v, encoding)}
+            for i, v in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _json({"object": "list", "data": data, "model": payload["model"], "usage": usage})
+
+    def _texts(self, value: Any) -> list[str]:
+        if value is None:
+            raise HttpError(400, "the request has no 'input'", code="missing_input", param="input")
+        texts = [value] if isinstance(value, str) else value
+        if (
+            isinstance(texts, list)
+            and texts
+            and all(
+                isinstance(t, int) or (isinstance(t, list) and all(isinstance(i, int) for i in t))
+                for t in texts
+            )
+        ):
+            raise HttpError(
+                400,
+                "input holds token ids; this server embeds text (its tokenizer is part of the "
+                "contract): send the texts themselves",
+                code="invalid_input",
+                param="input",
+            )
+        if isinstance(texts, list) and len(texts) > self.limits.max_inputs:
+            raise HttpError(
+                413,
+                f"input holds {len(texts)} texts; this server takes at most "
+                f"{self.limits.max_inputs} per request (send smaller batches)",
+                code="too_many_inputs",
+                param="input",
+            )
+        try:
+            checked = check_texts(
+                texts, "input", single="send a string or a list of strings", allow_empty=False
+            )
+        except InvalidInputError as exc:
+            raise HttpError(400, str(exc), code="invalid_input", param="input") from None
+        empty = next((i for i, t in enumerate(checked) if not t.strip()), None)
+        if empty is not None:
+            raise HttpError(
+                400,
+                f"input[{empty}] is empty or blank; there is nothing to embed",
+                code="invalid_input",
+                param="input",
+            )
+        return checked
+
+    def _role(self, payload: Mapping[str, Any]) -> Role:
+        model = payload.get("model")
+        if not isinstance(model, str) or model not in self.model_ids:
+            raise HttpError(
+                404,
+                f"model {model!r} is not served here; this server serves "
+                f"{', '.join(repr(m) for m in self.model_ids)}",
+                code="model_not_found",
+                param="model",
+            )
+        by_model = dict(zip(self.model_ids, (None, Role.QUERY, Role.DOCUMENT), strict=True))[model]
+        given = payload.get("input_type")
+        if given is not None and given not in _ROLE_FIELDS:
+            raise HttpError(
+                400,
+                f"input_type must be 'query' or 'document', got {given!r}",
+                code="invalid_input_type",
+                param="input_type",
+            )
+        by_field = _ROLE_FIELDS[given] if given is not None else None
+        if by_model and by_field and by_model is not by_field:
+            raise HttpError(
+                400,
+                f"model {model!r} names the {by_model.value} role but input_type is {given!r}",
+                code="conflicting_role",
+                param="input_type",
+            )
+        role = by_field or by_model
+        if role is not None:
+            return role
+        if self.symmetric:
+            return Role.DOCUMENT
+        c = self.contract
+        sides = (
+            "a separate query encoder"
+            if c.query_model is not None
+            else f"query_prefix={c.query_prefix!r}, document_prefix={c.document_prefix!r}"
+        )
+        raise HttpError(
+            400,
+            f"this contract's query and document sides differ ({sides}), so the role decides "
+            "the vectors and is never guessed: send input_type 'query' or 'document', or use "
+            f"the model id {self.name + ':query'!r} or {self.name + ':document'!r}",
+            code="role_required",
+            param="input_type",
+        )
+
+
+def _precision(value: Any) -> bool:
+    """Whether a request asks for the vectors before the contract's precision step."""
+    if value is None:
+        return False
+    if value != "float32":
+        raise HttpError(
+            400,
+            f"precision may only be 'float32' (the vectors before the contract's precision "
+            f"step), got {value!r}",
+            code="invalid_precision",
+            param="precision",
+        )
+    return True
+
+
+def _encode(vector: np.ndarray, encoding: str) -> Any:
+    if encoding == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"the request body is {size:,} bytes; this server reads at most {limit:,} "
+        "(send smaller batches)"
+    )

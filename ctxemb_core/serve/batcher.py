@@ -1,0 +1,142 @@
+"""Dynamic batching: concurrent requests gathered into token-budget batches, one worker thread.
+
+A request's texts wait in a queue; the first to arrive waits at most ``max_wait_ms`` for others
+to join, and a batch is closed early once it holds ``batch_tokens`` tokens. While the worker
+embeds one batch, the next gathers. Texts are grouped by role inside a batch and each group is
+embedded by one call of the embedder, which plans its own forward passes by token length; a
+text's vector does not depend on its neighbours beyond float rounding (int8 runs per text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ctxemb_core.contract import Role
+from ctxemb_core.errors import CtxembError
+from ctxemb_core.pooling import quantize
+
+if TYPE_CHECKING:
+    from ctxemb_core.embedder import Embedder
+    from ctxemb_core.serve.limits import ServeLimits
+    from ctxemb_core.serve.metrics import Metrics
+
+__all__ = ["Batcher", "BusyError"]
+
+
+class BusyError(CtxembError):
+    """More texts are waiting than the server's ``max_queued``; retry later (HTTP 503)."""
+
+
+@dataclass
+class _Job:
+    texts: list[str]
+    role: Role
+    tokens: int
+    raw: bool  # the contract's vectors before the precision step (what remote encoders ask)
+    future: asyncio.Future[np.ndarray]
+    queued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    """Gathers embedding jobs and runs them on one worker thread, in arrival order."""
+
+    def __init__(self, embedder: Embedder, limits: ServeLimits, metrics: Metrics) -> None:
+        self.embedder = embedder
+        self.limits = limits
+        self.metrics = metrics
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="ctxemb-embed")
+        self._queue: asyncio.Queue[_Job] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._queued = 0
+
+    async def start(self) -> None:
+        self._queue = asyncio.Queue()
+        self._task = asyncio.create_task(self._loop(), name="ctxemb-batcher")
+
+    async def stop(self) -> None:
+        """Finish every job already queued, then stop the worker."""
+        if self._queue is not None:
+            while self._queued:
+                await asyncio.sleep(0.01)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._executor.shutdown(wait=True)
+
+    async def embed(self, texts: list[str], role: Role, tokens: int, raw: bool) -> np.ndarray:
+        """The vectors of ``texts`` once their batch has run."""
+        assert self._queue is not None, "the batcher was not started"
+        if self._queued + len(texts) > self.limits.max_queued:
+            raise BusyError(
+                f"{self._queued} texts are already waiting (max_queued "
+                f"{self.limits.max_queued}); retry shortly"
+            )
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._queued += len(texts)
+        self._queue.put_nowait(_Job(texts, role, tokens, raw, future))
+        return await future
+
+    async def _loop(self) -> None:
+        assert self._queue is not None
+        loop = asyncio.get_running_loop()
+        wait = self.limits.max_wait_ms / 1000
+        while True:
+            jobs = [await self._queue.get()]
+            tokens = jobs[0].tokens
+            deadline = loop.time() + wait
+            while tokens < self.limits.batch_tokens:
+                try:
+                    job = self._queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        job = await asyncio.wait_for(self._queue.get(), left)
+                    except TimeoutError:
+                        break
+                jobs.append(job)
+                tokens += job.tokens
+            try:
+                await self._run(loop, jobs)
+            finally:
+                self._queued -= sum(len(j.texts) for j in jobs)
+
+    async def _run(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job]) -> None:
+        started = time.perf_counter()
+        waits = [started - j.queued for j in jobs]
+        truncated = 0
+        for role in (Role.QUERY, Role.DOCUMENT):
+            group = [j for j in jobs if j.role is role and not j.future.done()]
+            if not group:
+                continue
+            texts = [t for j in group for t in j.texts]
+            try:
+                vectors, cut = await loop.run_in_executor(self._executor, self._embed, texts, role)
+            except Exception as exc:  # each request of the group gets the error; the loop goes on
+                for j in group:
+                    if not j.future.done():
+                        j.future.set_exception(exc)
+                continue
+            truncated += cut
+            start = 0
+            for j in group:
+                part = vectors[start : start + len(j.texts)]
+                start += len(j.texts)
+                if not j.future.done():  # a client that went away leaves a cancelled future
+                    j.future.set_result(
+                        part if j.raw else quantize(part, self.embedder.contract.precision)
+                    )
+        self.metrics.batch(sum(len(j.texts) for j in jobs), waits, truncated)
+
+    def _embed(self, texts: list[str], role: Role) -> tuple[np.ndarray, int]:
+        vectors = self.embedder.embed_float(texts, role, warn=False)
+        return vectors, self.embedder.last_truncated
