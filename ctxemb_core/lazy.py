@@ -40,6 +40,12 @@ class LazyEmbedder:
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (bundled, registered, local cache).
         backend, device, batch_size, token_budget, show_progress: as :class:`Embedder`'s.
+        url: embed through the server at ``http://host:port`` (``ctxemb serve``, or with
+            ``api="openai"`` any OpenAI-compatible server), held to the contract by its
+            fingerprint and canary (:mod:`ctxemb_core.remote`); no model is loaded here.
+        api: the server's protocol, ``"ctxemb"`` or ``"openai"``.
+        api_key_env: the environment variable that holds the server's API key; the config
+            records the variable's name, never the key.
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``), or a cache; ``False`` (the default) embeds every text.
             Not part of :attr:`config` nor of the fingerprint: a hit is bit-identical.
@@ -63,6 +69,9 @@ class LazyEmbedder:
         token_budget: int = 2048,
         show_progress: bool | None = None,
         cache: bool | EmbeddingCache = False,
+        url: str | None = None,
+        api: str = "ctxemb",
+        api_key_env: str | None = None,
     ) -> None:
         self.contract = load_contract(contract)
         remember(self.contract)
@@ -79,6 +88,9 @@ class LazyEmbedder:
         self.cache = cache  # checked, and True made the default cache, by the setter
         #: What :meth:`Embedder.from_config` builds from (JSON-ready; see ``Embedder.config``).
         self.config = Embedder.config_for(self.contract, path=path, **settings)
+        if url is not None:
+            self.config["remote"] = remote_config(url, api, api_key_env, path)
+            self.config["path_hint"] = None  # the server holds the model
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -141,6 +153,24 @@ class LazyEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """One query embedded under the contract, as the float32 vector a store searches with."""
         return storable(self.get().embed_query(text), self.contract.precision)
+
+
+def remote_config(
+    url: Any, api: Any, api_key_env: Any, path: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The ``remote`` part of an Embedder config, checked before any server is asked."""
+    from ctxemb_core.remote import APIS, check_url
+
+    if path is not None:
+        raise InvalidInputError("url= and path= exclude each other: the server holds the model")
+    check_url(url)
+    if api not in APIS:
+        raise InvalidInputError(f"api must be 'ctxemb' or 'openai', got {api!r}")
+    if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
+        raise InvalidInputError(
+            f"api_key_env must name an environment variable, got {api_key_env!r}"
+        )
+    return {"url": url.rstrip("/"), "api": api, "api_key_env": api_key_env}
 
 
 def _cache(cache: Any) -> EmbeddingCache | None:

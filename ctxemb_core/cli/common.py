@@ -251,11 +251,58 @@ def caller_contract(
 
 
 def embedder(args: argparse.Namespace, contract: EmbeddingContract) -> Any:
-    """The contract's Embedder, with the embedding cache unless ``--no-cache``."""
+    """The contract's Embedder, with the embedding cache unless ``--no-cache``; with ``--url``,
+    one that embeds through that server (held to the contract by its fingerprint and canary)."""
     from ctxemb_core.cache import EmbeddingCache
     from ctxemb_core.embedder import Embedder
 
-    return Embedder(contract, cache=None if args.no_cache else EmbeddingCache())
+    cache = None if args.no_cache else EmbeddingCache()
+    return Embedder(contract, cache=cache, **remote_options(args))
+
+
+def remote_args(p: argparse.ArgumentParser) -> None:
+    """``--url``, ``--api`` and ``--api-key-env``: embed through a server, not a local model."""
+    group = p.add_argument_group(
+        "embedding server",
+        "Embed through a server instead of loading the model here. ctxemb serve is checked by "
+        "its contract's fingerprint and its canary; another OpenAI-compatible server (--api "
+        "openai) by the canary alone, made here from the contract's model folder. A server "
+        "that fails the check is refused before a vector is used.",
+    )
+    group.add_argument(
+        "--url",
+        metavar="URL",
+        help="the server, http://host:port (without --model: the contract it serves)",
+    )
+    group.add_argument(
+        "--api", choices=["ctxemb", "openai"], default="ctxemb", help="the server's protocol"
+    )
+    group.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable that holds the server's API key",
+    )
+
+
+def remote_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Embedder keywords ``--url``, ``--api`` and ``--api-key-env`` set (none without
+    ``--url``)."""
+    url = getattr(args, "url", None)
+    if url is None:
+        if getattr(args, "api_key_env", None) is not None:
+            raise InvalidInputError("--api-key-env is for a server: give its --url")
+        return {}
+    return {"url": url, "api": args.api, "api_key_env": args.api_key_env}
+
+
+def model_or_server(args: argparse.Namespace) -> str:
+    """What ``--model`` names; without it, the server of ``--url`` (its contract), else the
+    bundled model."""
+    if args.model is not None:
+        return str(args.model)
+    if getattr(args, "url", None) is not None and getattr(args, "api", "ctxemb") == "ctxemb":
+        return str(args.url)
+    return DEFAULT_MODEL
 
 
 def open_sample_arg(p: argparse.ArgumentParser) -> None:

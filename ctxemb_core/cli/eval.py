@@ -31,8 +31,10 @@ from ctxemb_core.cli.common import (
     contract_args,
     embedder,
     examples,
+    model_or_server,
     non_empty,
     overrides,
+    remote_args,
 )
 from ctxemb_core.errors import (
     DataFormatError,
@@ -136,7 +138,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
     )
-    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
+    p.add_argument(
+        "--model",
+        help=f"the model folder or name (default: {DEFAULT_MODEL}; with --url, the contract "
+        "the server serves)",
+    )
+    remote_args(p)
     contract_args(p)
 
 
@@ -147,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = _baseline_settings(args)
     from ctxemb_core.resolve import contract_for
 
-    contract = contract_for(args.model, **overrides(args))
+    contract = contract_for(model_or_server(args), **overrides(args))
     embedding = embedder(args, contract)
     name = args.collection or _default_name(args, data, contract.fingerprint)
     with contextlib.ExitStack() as stack:

@@ -15,9 +15,12 @@ from ctxemb_core.cli.common import (
     examples,
     index_corpus,
     load_documents,
+    model_or_server,
     open_kwargs,
     open_sample_arg,
     overrides,
+    remote_args,
+    remote_options,
 )
 from ctxemb_core.cli.stores import open_store, store_args, store_options
 from ctxemb_core.contract import EmbeddingContract
@@ -50,7 +53,11 @@ def add_parser(sub: Any) -> None:
         "of *.jsonl(.gz) or *.parquet shards, which the workers read",
     )
     store_args(p)
-    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder or name")
+    p.add_argument(
+        "--model",
+        help=f"the model folder or name (default: {DEFAULT_MODEL}; with --url, the contract "
+        "the server serves)",
+    )
     p.add_argument("--batch-size", type=POSITIVE, default=512, help="documents per write (≥ 1)")
     p.add_argument(
         "--ray",
@@ -77,6 +84,7 @@ def add_parser(sub: Any) -> None:
         help="say what would be added, updated, unchanged (and deleted); embed and write nothing",
     )
     open_sample_arg(p)
+    remote_args(p)
     contract_args(p)
 
 
@@ -86,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         return _index_ray(args)
     corpus = load_documents(args.data)
-    contract = contract_for(args.model, **overrides(args))
+    contract = contract_for(model_or_server(args), **overrides(args))
     if args.dry_run and store_options(args.store).absent(args):
         _print_plan(args, _new_collection_plan(corpus), 0, contract)  # a first index, planned
         return 0
@@ -147,7 +155,7 @@ def _index_ray(args: argparse.Namespace) -> int:
             "--ray writes to a Chroma server every actor can reach: give --host and --port "
             "(and --store chroma)"
         )
-    contract = contract_for(args.model, **overrides(args))
+    contract = contract_for(model_or_server(args), **overrides(args))
     with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
         summary = (
             store_options("chroma")
@@ -165,6 +173,7 @@ def _index_ray(args: argparse.Namespace) -> int:
                 progress=bar.update,
                 delete_missing=args.delete_missing,
                 dry_run=args.dry_run,
+                **remote_options(args),
             )
         )
     done = f"{summary.added} added, {summary.updated} updated, {summary.skipped} unchanged"

@@ -18,6 +18,8 @@ from ctxemb_core.cli.common import (
     metric,
     open_kwargs,
     open_sample_arg,
+    remote_args,
+    remote_options,
 )
 from ctxemb_core.cli.stores import open_store, store_args
 from ctxemb_core.contract import EmbeddingContract
@@ -51,6 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per query")
     _rerank_args(p)
     open_sample_arg(p)
+    remote_args(p)
     contract_args(p)
 
 
@@ -93,8 +96,15 @@ def run(args: argparse.Namespace) -> int:
     reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
     with open_store(args, create=False) as (adapter, client):
         contract = caller_contract(args, given, adapter, client)
+        remote = remote_options(args)
+        if remote:  # the queries are embedded by the server, checked against the stamp's canary
+            from ctxemb_core.embedder import Embedder
+
+            querier: Any = Embedder(contract, **remote)
+        else:
+            querier = contract
         collection = adapter.open_collection(
-            client, args.collection, contract, create=False, **open_kwargs(args)
+            client, args.collection, querier, create=False, **open_kwargs(args)
         )
         if args.rerank is not None:
             reranker = reranker or _reranker(args, collection.contract)

@@ -37,6 +37,7 @@ from ctxemb_chroma._store import stored_or_none, translated
 from ctxemb_core import Embedder
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.guard import check_count, check_flag
+from ctxemb_core.lazy import remote_config
 from ctxemb_core.shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.sync import (
     TEXT_KEY,
@@ -114,6 +115,9 @@ def index_with_ray(
     progress: Callable[[int], None] | None = None,
     delete_missing: bool = False,
     dry_run: bool = False,
+    url: str | None = None,
+    api: str = "ctxemb",
+    api_key_env: str | None = None,
 ) -> IndexSummary:
     """Index a corpus into a stamped collection on a Chroma server with a pool of Ray actors.
 
@@ -142,6 +146,11 @@ def index_with_ray(
         dry_run: compare the corpus with the collection and say what a run would do (from the
             text digests the shards are checked with); no cluster is started, nothing is
             embedded or written.
+        url: the embedding server the driver and every actor embed through (``ctxemb serve``,
+            or any OpenAI-compatible server with ``api="openai"``), instead of loading the model
+            on each node; each holds it to the contract (fingerprint, canary) before writing.
+        api: the server's protocol, ``"ctxemb"`` or ``"openai"``.
+        api_key_env: the environment variable holding the server's API key (on every node).
 
     Returns:
         An :class:`IndexSummary`: written (updated among them), skipped as unchanged, failed
@@ -159,6 +168,9 @@ def index_with_ray(
     check_count(batch_size, "batch_size")
     check_flag(delete_missing, "delete_missing")
     check_flag(dry_run, "dry_run")
+    # With url=, the driver and every actor embed through that server (each holds it to the
+    # contract: fingerprint and canary); the settings carry the key's variable, never the key.
+    remote = {} if url is None else remote_config(url, api, api_key_env, model_path)
     shards = corpus_shards(Path(source))
     corpus, counts = checked_ids(shards)  # every shard checked before anything is written
     if not dry_run:
@@ -169,7 +181,9 @@ def index_with_ray(
     try:
         if dry_run and stored_or_none(client, collection) is None:
             return IndexSummary(written=len(corpus), total=len(corpus), dry_run=True)
-        stamped = open_collection(client, collection, Embedder(contract), create=not dry_run)
+        stamped = open_collection(
+            client, collection, Embedder(contract, **remote), create=not dry_run
+        )
         plan, stored = _plan(stamped, corpus)
     finally:
         client.close()
@@ -187,7 +201,7 @@ def index_with_ray(
         started = start_or_join(ray, address, num_cpus)
         try:
             path = None if model_path is None else str(model_path)
-            settings = (contract, collection, host, port, path, cache)
+            settings = (contract, collection, host, port, path, cache, remote)
             items = work_items(shards, counts, actors, batch_size)
             run_job(ray, items, summary, settings, actors, batch_size, progress)
         finally:
@@ -198,7 +212,7 @@ def index_with_ray(
         if delete_missing and not summary.failed:
             # Only once every document is written: a job that failed part-way deletes nothing.
             guarded = open_collection(
-                client, collection, Embedder(contract), create=False, sample=0
+                client, collection, Embedder(contract, **remote), create=False, sample=0
             )
             summary.deleted = tuple(guarded.delete_missing(corpus))
         summary.count = _count(client, collection)

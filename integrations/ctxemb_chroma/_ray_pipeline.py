@@ -56,12 +56,16 @@ class _IndexActor:
         port: int,
         model_path: str | None,
         cache: bool,
+        remote: dict[str, Any] | None = None,
     ) -> None:
         self.refused: CtxembError | None = None
         try:
             # Refuses a folder whose bytes are not the contract's weights (ContractMismatchError).
             embedder = Embedder(
-                contract, path=model_path, cache=EmbeddingCache() if cache else None
+                contract,
+                path=model_path,
+                cache=EmbeddingCache() if cache else None,
+                **(remote or {}),
             )
             self.client = connect(host=host, port=port)
             # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
@@ -159,7 +163,8 @@ def run_job(
     ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0, compute=readers)
     out = ds.map_batches(
         _IndexActor,
-        fn_constructor_args=settings,  # (contract, collection, host, port, model_path, cache)
+        # (contract, collection, host, port, model_path, cache, remote)
+        fn_constructor_args=settings,
         batch_size=batch_size,
         compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=1,

@@ -30,6 +30,7 @@ class _ContractEmbedding:
         token_budget: int,
         progress_bar: bool,
         cache: bool,
+        remote: Mapping[str, Any] | None = None,
     ) -> None:
         # model= and the contract options, as Haystack's own embedders take them; serialised as
         # the contract they resolved to, so a pipeline reloaded later embeds as this one did.
@@ -46,6 +47,7 @@ class _ContractEmbedding:
             show_progress=progress_bar,
             # A flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
             cache=check_flag(cache, "cache"),
+            **(remote or {}),
         )
         self.contract = self.lazy.contract
         self.progress_bar = progress_bar
@@ -77,4 +79,13 @@ class _ContractEmbedding:
             **{k: c[k] for k in Embedder.run_settings.names},
             "progress_bar": self.progress_bar,
             "cache": self.lazy.cache is not None,
+            # Only for an embedder that embeds through a server: the URL and the name of the
+            # key's environment variable, never the key.
+            **_remote_params(c.get("remote")),
         }
+
+
+def _remote_params(remote: Mapping[str, Any] | None) -> dict[str, Any]:
+    if remote is None:
+        return {}
+    return {"url": remote["url"], "api": remote["api"], "api_key_env": remote["api_key_env"]}

@@ -47,6 +47,12 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             there; the vectors and the fingerprint are the same with or without it.
         meta_fields_to_embed: metadata fields whose values are embedded with the content.
         embedding_separator: joins those values and the content.
+        url: embed through the server at ``http://host:port`` instead of loading the model:
+            ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
+            any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
+        api: ``"ctxemb"`` or ``"openai"``.
+        api_key_env: the environment variable holding the server's API key; ``to_dict``
+            stores its name, never the key.
 
     Example:
         >>> embedder = ContractDocumentEmbedder(model="all-MiniLM-L6-v2")
@@ -69,6 +75,9 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
         cache: bool = False,
+        url: str | None = None,
+        api: str = "ctxemb",
+        api_key_env: str | None = None,
         **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
@@ -84,6 +93,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             token_budget,
             progress_bar,
             cache,
+            None if url is None else {"url": url, "api": api, "api_key_env": api_key_env},
         )
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
@@ -145,7 +155,8 @@ class ContractTextEmbedder(_ContractEmbedding):
     Outputs the ``embedding`` and the ``fingerprint`` of the contract it was made under;
     connect both to :class:`~ctxemb_haystack.ContractRetriever`, which refuses a store written
     under another contract. Arguments as :class:`ContractDocumentEmbedder` (no metadata); with
-    ``cache=True`` a query embedded before (by any path, under the contract) is read back.
+    ``cache=True`` a query embedded before (by any path, under the contract) is read back;
+    with ``url=`` the query is embedded by a server held to the contract.
 
     Example:
         >>> embedder = ContractTextEmbedder(model="all-MiniLM-L6-v2")
@@ -166,6 +177,9 @@ class ContractTextEmbedder(_ContractEmbedding):
         token_budget: int = 2048,
         progress_bar: bool = False,
         cache: bool = False,
+        url: str | None = None,
+        api: str = "ctxemb",
+        api_key_env: str | None = None,
         **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
@@ -181,6 +195,7 @@ class ContractTextEmbedder(_ContractEmbedding):
             token_budget,
             progress_bar,
             cache,
+            None if url is None else {"url": url, "api": api, "api_key_env": api_key_env},
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -43,6 +43,12 @@ class ContractEmbeddings(Embeddings):
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``) or a cache of your own: texts embedded before under the
             contract (by any path) are read back, bit-identical; ``False`` embeds every text.
+        url: embed through the server at ``http://host:port`` instead of loading the model:
+            ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
+            any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
+        api: ``"ctxemb"`` or ``"openai"``.
+        api_key_env: the environment variable holding the server's API key; the config
+            records its name, never the key.
 
     Example:
         >>> embeddings = ContractEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
@@ -62,6 +68,9 @@ class ContractEmbeddings(Embeddings):
         token_budget: int = 2048,
         show_progress: bool | None = False,
         cache: bool | EmbeddingCache = False,
+        url: str | None = None,
+        api: str = "ctxemb",
+        api_key_env: str | None = None,
         **options: Any,
     ) -> None:
         # model_name= and the contract options, as HuggingFaceEmbeddings takes them.
@@ -81,6 +90,9 @@ class ContractEmbeddings(Embeddings):
             token_budget=token_budget,
             show_progress=show_progress,
             cache=cache,
+            url=url,
+            api=api,
+            api_key_env=api_key_env,
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config

@@ -1,0 +1,155 @@
+"""Every adapter takes a remote encoder (issue 27, item 3): Chroma's embedding function,
+Haystack's embedders, LangChain's embeddings and the CLI embed through ``ctxemb serve`` with
+``url=``; their serialised forms carry the URL and the key's variable, never the key; and what
+one side writes through the server the other reads with a local model, under one contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from embedding_server import REPO, serving
+
+from ctxemb_core import Embedder
+
+pytestmark = pytest.mark.filterwarnings("ignore::ctxemb_core.errors.TruncationWarning")
+
+DOCS = ["slugs eat lettuce at night", "tea leaves brew best below boiling", "tyres wear out"]
+
+
+@pytest.fixture(scope="module")
+def served(minilm):
+    with serving(minilm) as service:
+        yield service
+
+
+def test_chromas_embedding_function_embeds_through_the_server(served, minilm, tmp_path):
+    import chromadb
+
+    from ctxemb_chroma import ContractEmbeddingFunction, open_collection
+
+    remote = ContractEmbeddingFunction(minilm.contract, url=served.url)
+    np.testing.assert_allclose(remote(DOCS), minilm.embed_documents(DOCS), atol=1e-6)
+    # Chroma persists the function's config and rebuilds it on reopen: still the server.
+    config = remote.get_config()
+    assert config["remote"]["url"] == served.url
+    rebuilt = ContractEmbeddingFunction.build_from_config(json.loads(json.dumps(config)))
+    assert rebuilt.embedder.remote is not None
+    # A collection written through the server opens, and is queried, with the local model.
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    written = open_collection(client, "docs", remote.embedder)
+    written.add(["d0", "d1", "d2"], DOCS)
+    local = open_collection(client, "docs", minilm, sample=3)
+    assert local.query(["keeping slugs away"], n_results=1)["ids"][0] == ["d0"]
+
+
+def test_haystack_embedders_embed_through_the_server_and_serialise_the_url(
+    served, minilm, monkeypatch
+):
+    from haystack import Document, Pipeline
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from ctxemb_haystack import ContractDocumentEmbedder, ContractTextEmbedder
+
+    monkeypatch.setenv("CTXEMB_SERVER_KEY", "sk-do-not-store")
+    text = ContractTextEmbedder(
+        model=minilm.contract.model, url=served.url, api_key_env="CTXEMB_SERVER_KEY"
+    )
+    out = text.run("keeping slugs away")
+    np.testing.assert_allclose(
+        out["embedding"], minilm.embed_query("keeping slugs away"), atol=1e-6
+    )
+    data = text.to_dict()
+    assert data["init_parameters"]["url"] == served.url
+    assert data["init_parameters"]["api_key_env"] == "CTXEMB_SERVER_KEY"
+    assert "sk-do-not-store" not in json.dumps(data)
+    pipe = Pipeline()
+    pipe.add_component("embedder", text)
+    again = Pipeline.loads(pipe.dumps())
+    np.testing.assert_allclose(
+        again.run({"embedder": {"text": "keeping slugs away"}})["embedder"]["embedding"],
+        out["embedding"],
+        atol=1e-6,
+    )
+    documents = ContractDocumentEmbedder(model=minilm.contract.model, url=served.url)
+    embedded = documents.run([Document(content=d) for d in DOCS])["documents"]
+    got = np.array([d.embedding for d in embedded], dtype=np.float32)
+    np.testing.assert_allclose(got, minilm.embed_documents(DOCS), atol=1e-6)
+    assert {d.meta["ctxemb_fingerprint"] for d in embedded} == {minilm.contract.fingerprint}
+    # A local embedder leaves url out of to_dict (its serialised form is what it was).
+    assert (
+        "url" not in ContractTextEmbedder(model=minilm.contract.model).to_dict()["init_parameters"]
+    )
+    store = InMemoryDocumentStore()
+    store.write_documents(embedded)
+    assert store.count_documents() == 3
+
+
+def test_langchain_embeddings_embed_through_the_server(served, minilm, tmp_path):
+    import chromadb
+
+    from ctxemb_langchain import ContractChroma, ContractEmbeddings
+
+    remote = ContractEmbeddings(model_name=minilm.contract.model, url=served.url)
+    np.testing.assert_allclose(
+        remote.embed_documents(DOCS), minilm.embed_documents(DOCS), atol=1e-6
+    )
+    assert remote.config["remote"]["url"] == served.url
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    store = ContractChroma("docs", remote, client=client)
+    store.add_texts(DOCS, ids=["d0", "d1", "d2"])
+    local = ContractChroma(
+        "docs", ContractEmbeddings(model_name=minilm.contract.model), client=client
+    )
+    assert local.similarity_search("keeping slugs away", k=1)[0].page_content == DOCS[0]
+
+
+def _ctxemb(*args: str, cwd) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "integrations")]),
+        "HF_HUB_OFFLINE": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ctxemb_core.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_cli_indexes_and_queries_through_the_server(served, minilm_contract, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(DOCS)),
+        encoding="utf-8",
+    )
+    where = ["--collection", "docs", "--path", str(tmp_path / "chroma")]
+    index = _ctxemb("index", str(corpus), *where, "--url", served.url, cwd=tmp_path)
+    assert index.returncode == 0, index.stderr
+    assert "3 documents added" in index.stdout or "3 added" in index.stdout, index.stdout
+    query = ["query", "keeping slugs away", *where, "-k", "1", "--json"]
+    remote = _ctxemb(*query, "--url", served.url, cwd=tmp_path)
+    local = _ctxemb(*query, cwd=tmp_path)
+    assert remote.returncode == 0 and local.returncode == 0, remote.stderr + local.stderr
+    assert json.loads(remote.stdout)["results"][0]["id"] == "d0"
+    assert json.loads(remote.stdout)["results"] == json.loads(local.stdout)["results"]
+
+
+def test_the_cli_refuses_a_server_of_another_contract(minilm_contract, tmp_path):
+    cls = Embedder(minilm_contract.with_(pooling="cls"))
+    with serving(cls) as other:
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text(json.dumps({"_id": "d0", "text": DOCS[0]}) + "\n", encoding="utf-8")
+        args = ["index", str(corpus), "--collection", "docs", "--path", str(tmp_path / "c")]
+        result = _ctxemb(*args, "--model", minilm_contract.model, "--url", other.url, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "ContractMismatchError" in result.stderr
+    assert "pooling: server='cls', caller='mean'" in result.stderr
+    assert "Traceback" not in result.stderr
