@@ -16,6 +16,10 @@ class ChromaStores:
     """``ChromaDocumentStore``\\ s on one folder or server: the documents in ``collection``,
     the sentence pairs in ``<collection>-pairs``."""
 
+    #: All the pairs in one collection: Chroma filters on its metadata index, not by testing
+    #: each record.
+    pairs_per_store: int | None = None
+
     def __init__(
         self, embedder: Embedder, collection: str, path: Any, host: str | None, port: int
     ) -> None:

@@ -18,6 +18,10 @@ class ChromaStores:
     """:class:`ContractChroma` stores on one folder or server: the documents in
     ``collection``, the sentence pairs in ``<collection>-pairs``."""
 
+    #: All the pairs in one collection: Chroma filters on its metadata index, not by testing
+    #: each record.
+    pairs_per_store: int | None = None
+
     def __init__(
         self,
         embeddings: ContractEmbeddings,

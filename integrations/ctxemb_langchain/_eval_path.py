@@ -34,20 +34,22 @@ class LangChainPath:
         self.via = via
         self.embeddings = embeddings
         self.stores = stores
-        self._opened: dict[bool, Any] = {}
+        self._opened: dict[tuple[bool, int], Any] = {}
         self._closed = False
 
     @property
     def fingerprint(self) -> str:
         return self.embeddings.fingerprint
 
-    def store(self, pairs: bool = False) -> Any:
-        """The documents' store (or the pairs'), opened on first use."""
+    def store(self, pairs: bool = False, block: int = 0) -> Any:
+        """The documents' store (or that of a block of sentence pairs: pair ``n`` is kept in
+        block ``n // stores.pairs_per_store``; Chroma keeps all in one), opened on first use."""
         if self._closed:
             raise CtxembError(f"this {self.via!r} evaluation path is closed")
-        if pairs not in self._opened:
-            self._opened[pairs] = self.stores.make(pairs)
-        return self._opened[pairs]
+        key = (pairs, block if pairs else 0)
+        if key not in self._opened:
+            self._opened[key] = self.stores.make(pairs)
+        return self._opened[key]
 
     def index(self, documents: Mapping[str, str]) -> int:
         ids, texts = check_documents(documents)
@@ -65,20 +67,23 @@ class LangChainPath:
 
     def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
         first, second = check_pairs(first, second)
-        store = self.store(pairs=True)
         # The id names the stored sentence and its place, so a kept store is never stale.
         ids = [f"{i}-{hashlib.sha256(s.encode()).hexdigest()[:16]}" for i, s in enumerate(second)]
-        self._add(store, dict(zip(ids, second, strict=True)), PAIR_KEY)
+        size = self.stores.pairs_per_store or len(ids)
         scores = np.empty(len(first), dtype=np.float64)
-        for n, (pair, text) in enumerate(zip(ids, first, strict=True)):
-            found = store.similarity_search_with_score(
-                text, k=1, filter=self.stores.pair_filter(pair)
-            )
-            if len(found) != 1:
-                raise CtxembError(
-                    f"pair {pair!r}: the store returned {len(found)} documents, not 1"
+        for start in range(0, len(ids), size):
+            store = self.store(pairs=True, block=start // size)
+            block = range(start, min(start + size, len(ids)))
+            self._add(store, {ids[n]: second[n] for n in block}, PAIR_KEY)
+            for n in block:
+                found = store.similarity_search_with_score(
+                    first[n], k=1, filter=self.stores.pair_filter(ids[n])
                 )
-            scores[n] = self.stores.similarities(store, text, found)[0]
+                if len(found) != 1:
+                    raise CtxembError(
+                        f"pair {ids[n]!r}: the store returned {len(found)} documents, not 1"
+                    )
+                scores[n] = self.stores.similarities(store, first[n], found)[0]
         return scores
 
     def close(self) -> None:

