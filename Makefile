@@ -42,8 +42,9 @@ docs: setup
 WORKERS ?= 2
 PYTEST := .venv/bin/python -m pytest -n $(WORKERS) --dist loadfile
 # The fast tier (pyproject.toml's markers): no evaluation set, no wheel build, no Chroma server,
-# none of the documentation's snippets (each a fresh process) nor the examples on SciFact.
-FAST := -m "not slow and not wheel and not server and not data" --ignore=tests/docs --ignore=tests/packaging --ignore=tests/ray
+# no Infinity, none of the documentation's snippets (each a fresh process) nor the examples on
+# SciFact.
+FAST := -m "not slow and not wheel and not server and not data and not infinity" --ignore=tests/docs --ignore=tests/packaging --ignore=tests/ray
 
 # The inner loop, before a commit: lint and the fast tier.
 check: lint
