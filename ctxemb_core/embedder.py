@@ -252,6 +252,25 @@ class Embedder(TokenVectorsMixin):
             )
         return self._doc.folder
 
+    def component_options(self) -> dict[str, Any]:
+        """The keywords a framework component (a Haystack embedder, LangChain's
+        ``ContractEmbeddings``) takes to embed exactly as this embedder does: the contract,
+        its model folder, the run settings, and for one with a ``url`` the server instead of
+        the folder (its key's variable, never the key)."""
+        options: dict[str, Any] = {
+            "contract": self.contract,
+            "path": None if self.remote is not None else self._doc.folder,
+            "backend": self.requested_backend if self.remote is not None else self.backend,
+            "device": self.device,
+            "batch_size": self.batch_size,
+            "token_budget": self.token_budget,
+        }
+        if self.remote is not None:
+            options.update(
+                url=self.remote.url, api=self.remote.api, api_key_env=self.remote.api_key_env
+            )
+        return options
+
     # -- serialisation -----------------------------------------------------------------------
 
     def config(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import http.client
 import json
 import math
@@ -144,6 +145,8 @@ class _Http:
         self.timeout = timeout
         self.headers = dict(headers)
         self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []  # every thread's, closed by close()
+        self._opened_lock = threading.Lock()
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -155,12 +158,17 @@ class _Http:
             )
             conn = cls(self.host, self.port, timeout=self.timeout)
             self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
         return conn
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
+            with self._opened_lock:
+                if conn in self._opened:
+                    self._opened.remove(conn)
         self._local.conn = None
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
@@ -199,7 +207,16 @@ class _Http:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
-        self._drop()
+        """Close every thread's connection (a thread that sends again opens a new one)."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+        self._local = threading.local()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter shutdown: nothing left to close
+            self.close()
 
 
 def _error_message(payload: Any) -> str:
@@ -221,7 +238,11 @@ def server_contract(url: str, *, timeout: float = 30.0) -> ServerContract:
         RemoteEncoderError: no server there, or not a ctxemb server (no ``/v1/contract``).
         DamagedStampError: the server's stamp does not hold together.
     """
-    return _read_contract(_Http(url, timeout, {}))
+    http_ = _Http(url, timeout, {})
+    try:
+        return _read_contract(http_)
+    finally:
+        http_.close()
 
 
 def _read_contract(http_: _Http) -> ServerContract:
@@ -493,7 +514,7 @@ class RemoteEncoder:
         return instance != self.instance or fingerprint != self._served
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their threads end)."""
+        """Close the connections to the server (the next request opens one again)."""
         self._http.close()
 
 

@@ -24,7 +24,6 @@ it serves another contract or its canary does not reproduce. Binds 127.0.0.1 unl
 says otherwise; SIGTERM and Ctrl-C finish the requests in flight before it exits."""
 
 
-
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve",

@@ -247,6 +247,33 @@ class EmbeddingService:
         return _json({"object": "list", "data": data})
 
     async def _embeddings(self, scope: Scope, receive: Receive) -> bytes:
+        # Counted as arriving until queued, so a batch being gathered waits for it.
+        self.batcher.arriving += 1
+        try:
+            payload, texts, role, encoding, raw_vectors = await self._request(scope, receive)
+            counts = self.embedder.token_counts(texts, role)
+        except BaseException:
+            self.batcher.arriving -= 1
+            raise
+        tokens = int(counts.sum())
+        try:
+            vectors = await self.batcher.embed(texts, role, tokens, raw_vectors)
+        except BusyError as exc:
+            raise HttpError(503, str(exc), code="busy") from None
+        except InvalidInputError as exc:
+            raise HttpError(400, str(exc), code="invalid_input") from None
+        self.metrics.embedded(role.value, len(texts), tokens)
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encode(v, encoding)}
+            for i, v in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _json({"object": "list", "data": data, "model": payload["model"], "usage": usage})
+
+    async def _request(
+        self, scope: Scope, receive: Receive
+    ) -> tuple[dict[str, Any], list[str], Role, str, bool]:
+        """The checked request: (payload, texts, role, encoding, raw vectors asked)."""
         raw = await self._body(scope, receive)
         try:
             payload = json.loads(raw)
@@ -283,21 +310,7 @@ class EmbeddingService:
                 code="invalid_dimensions",
                 param="dimensions",
             )
-        counts = self.embedder.token_counts(texts, role)
-        tokens = int(counts.sum())
-        try:
-            vectors = await self.batcher.embed(texts, role, tokens, raw_vectors)
-        except BusyError as exc:
-            raise HttpError(503, str(exc), code="busy") from None
-        except InvalidInputError as exc:
-            raise HttpError(400, str(exc), code="invalid_input") from None
-        self.metrics.embedded(role.value, len(texts), tokens)
-        data = [
-            {"object": "embedding", "index": i, "embedding": _encode(v, encoding)}
-            for i, v in enumerate(vectors)
-        ]
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return _json({"object": "list", "data": data, "model": payload["model"], "usage": usage})
+        return payload, texts, role, encoding, raw_vectors
 
     def _texts(self, value: Any) -> list[str]:
         if value is None:

@@ -1,10 +1,12 @@
 """Dynamic batching: concurrent requests gathered into token-budget batches, one worker thread.
 
-A request's texts wait in a queue; the first to arrive waits at most ``max_wait_ms`` for others
-to join, and a batch is closed early once it holds ``batch_tokens`` tokens. While the worker
-embeds one batch, the next gathers. Texts are grouped by role inside a batch and each group is
-embedded by one call of the embedder, which plans its own forward passes by token length; a
-text's vector does not depend on its neighbours beyond float rounding (int8 runs per text).
+A request's texts wait in a queue. A batch starts at once when no other request is on its way
+(one client pays no wait); while other requests are being read, the first waits at most
+``max_wait_ms`` for them to join, and a batch is closed early once it holds ``batch_tokens``
+tokens. While the worker embeds one batch, the next gathers. Texts are grouped by role inside
+a batch and each group is embedded by one call of the embedder, which plans its own forward
+passes by token length; a text's vector does not depend on its neighbours beyond float
+rounding (int8 runs per text).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ class Batcher:
         self._queue: asyncio.Queue[_Job] | None = None
         self._task: asyncio.Task[None] | None = None
         self._queued = 0
+        #: Requests received and not yet queued (being read, parsed, tokenized): the ones a
+        #: batch may wait for. The service counts them in (:meth:`arriving`), :meth:`embed`
+        #: counts them out.
+        self.arriving = 0
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -74,6 +80,7 @@ class Batcher:
     async def embed(self, texts: list[str], role: Role, tokens: int, raw: bool) -> np.ndarray:
         """The vectors of ``texts`` once their batch has run."""
         assert self._queue is not None, "the batcher was not started"
+        self.arriving -= 1
         if self._queued + len(texts) > self.limits.max_queued:
             raise BusyError(
                 f"{self._queued} texts are already waiting (max_queued "
@@ -97,7 +104,7 @@ class Batcher:
                     job = self._queue.get_nowait()
                 except asyncio.QueueEmpty:
                     left = deadline - loop.time()
-                    if left <= 0:
+                    if left <= 0 or self.arriving <= 0:  # nobody else is on the way
                         break
                     try:
                         job = await asyncio.wait_for(self._queue.get(), left)

@@ -17,8 +17,9 @@ class ServeLimits:
     Attributes:
         max_inputs: the most texts in one request (OpenAI's own limit is 2,048).
         max_body_bytes: the largest request body read.
-        max_wait_ms: how long the first request of a batch waits for others to join it (a
-            bounded wait: a lone request is embedded after at most this).
+        max_wait_ms: how long the first request of a batch waits for others that are being
+            received to join it (a bounded wait; with no other request on its way a batch
+            starts at once, so a lone client pays no wait).
         batch_tokens: the most tokens gathered into one batch before it is embedded (the
             embedder then runs it in forward passes of its own ``token_budget``).
         max_queued: the most texts waiting; a request beyond it is refused with HTTP 503 and

@@ -25,14 +25,8 @@ class Pipelines:
 
     def __init__(self, embedder: Embedder, stores: Any, pairs: bool) -> None:
         self.store = stores.make(pairs)
-        settings: dict[str, Any] = {
-            "contract": embedder.contract,
-            "path": embedder.model_path,
-            "backend": embedder.backend,
-            "device": embedder.device,
-            "batch_size": embedder.batch_size,
-            "token_budget": embedder.token_budget,
-        }
+        # The embedder's contract, folder (or server) and run settings.
+        settings: dict[str, Any] = embedder.component_options()
         documents = ContractDocumentEmbedder(**settings)
         texts = ContractTextEmbedder(**settings)
         for component in (documents, texts):

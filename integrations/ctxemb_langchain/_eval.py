@@ -52,13 +52,10 @@ def eval_path(
         >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
         1
     """
+    options = embedder.component_options()  # the contract, folder (or server), run settings
     embeddings = ContractEmbeddings(
-        embedder.contract,
-        path=embedder.model_path,
-        backend=embedder.backend,
-        device=embedder.device,
-        batch_size=embedder.batch_size,
-        token_budget=embedder.token_budget,
+        options.pop("contract"),
+        **options,
         show_progress=embedder.show_progress,
         cache=embedder.cache if embedder.cache is not None else False,
     )

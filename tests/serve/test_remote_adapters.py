@@ -153,3 +153,29 @@ def test_the_cli_refuses_a_server_of_another_contract(minilm_contract, tmp_path)
     assert "ContractMismatchError" in result.stderr
     assert "pooling: server='cls', caller='mean'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("via", ["memory", "haystack", "langchain"])
+def test_ctxemb_eval_through_a_server_gives_the_local_figures(served, tmp_path, via):
+    import contextlib
+    import io
+
+    from ctxemb_core.cli import main
+
+    # The first 40 pairs of STS-B's test split, as their own STS folder.
+    source = REPO.parent / "shared" / "data" / "stsbenchmark" / "sts-test.csv"
+    if not source.is_file():
+        pytest.skip(f"no STS Benchmark at {source}")
+    data = tmp_path / "sts"
+    data.mkdir()
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:40]
+    (data / "sts-test.csv").write_text("".join(lines), encoding="utf-8")
+    figures = {}
+    for side, extra in (("local", []), ("remote", ["--url", served.url])):
+        out = io.StringIO()
+        args = ["eval", "--via", via, "--task", "sts", "--data", str(data), "--no-cache", *extra]
+        with contextlib.redirect_stdout(out):
+            assert main(args) == 0
+        figures[side] = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert figures["remote"]["fingerprint"] == figures["local"]["fingerprint"]
+    assert figures["remote"]["spearman"] == pytest.approx(figures["local"]["spearman"], abs=1e-6)
