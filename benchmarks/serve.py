@@ -49,15 +49,14 @@ from _common import (
     MODEL,
     REPO,
     add_quick,
-    command_line,
     cpu_label,
     machine_info,
     offline,
-    quick_folder,
     quick_texts,
     quiet_truncation,
     scifact_texts,
     shown,
+    write_result,
     writes,
 )
 
@@ -300,8 +299,6 @@ def main() -> None:
     use_infinity = not args.quick and (args.infinity / "bin" / "infinity_emb").is_file()
 
     result: dict[str, Any] = {
-        "benchmark": NAME,
-        "command": command_line(),
         "machine": machine_info(),
         "seconds_per_workload": seconds,
         "servers": {},
@@ -357,13 +354,7 @@ def main() -> None:
                     ctx[label]["texts_per_s"] / inf[label]["texts_per_s"], 3
                 )
     print(json.dumps(result["ratios"], indent=2))
-    out = args.out or (
-        quick_folder(NAME) / f"{NAME}.json"
-        if args.quick
-        else REPO / "benchmarks" / "results" / f"{NAME}.json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out = write_result(NAME, result, args.out, quick=args.quick)
     print(f"wrote {shown(out)}")
 
 
