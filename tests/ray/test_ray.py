@@ -418,3 +418,25 @@ def test_index_with_ray_syncs_with_the_same_rules_and_deletes_on_request(
     assert sorted(raw.get(include=[])["ids"]) == ["bank", "mate", "slug", "tea"]
     again = run()  # nothing changed: decided by the driver, no actor started
     assert (again.written, again.skipped, again.count) == (0, 4, 4)
+
+
+def test_actors_embed_through_an_embedding_server_held_to_the_contract(
+    cluster, corpus_file, local, minilm
+):
+    from embedding_server import serving
+
+    from ctxemb_core.errors import ContractMismatchError
+
+    name = fresh_name()
+    with serving(minilm) as served:
+        summary = _index(corpus_file, cluster, name, url=served.url)
+    assert (summary.written, summary.failed) == (N_DOCS, 0)
+    corpus = load_jsonl_corpus(corpus_file)
+    stored = _stored(cluster, name)
+    got = np.stack([stored[i] for i in corpus])
+    expect = np.stack([local[document_text(corpus[i])] for i in corpus])
+    assert np.min(np.sum(got * expect, axis=1)) >= 0.99999
+    # A server of another recipe is refused by the driver before any actor starts.
+    cls = Embedder(contract_for(MINILM, pooling="cls"))
+    with serving(cls) as other, pytest.raises(ContractMismatchError, match="server='cls'"):
+        _index(corpus_file, cluster, fresh_name(), url=other.url)
