@@ -39,12 +39,11 @@ from ctxemb_core.contract import DiffKind, EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
-    EncoderDriftError,
     InvalidInputError,
     RemoteEncoderError,
 )
 from ctxemb_core.pooling import l2_normalize
-from ctxemb_core.stamp import CANARY_TOLERANCE, PROBES, IndexStamp, agreement
+from ctxemb_core.stamp import CANARY_TOLERANCE, PROBES, IndexStamp
 
 __all__ = [
     "APIS",
@@ -413,14 +412,7 @@ class RemoteEncoder:
                         self._embed_unchecked(probes, Role.QUERY),
                     ]
                 )
-                cos = agreement(reference.canary, fresh)
-                worst = int(np.argmin(cos))
-                if not cos[worst] >= self.tolerance:
-                    role = "document" if worst < len(probes) else "query"
-                    probe = f"{role}: {probes[worst % len(probes)][:80]}"
-                    raise EncoderDriftError(
-                        float(cos[worst]), self.tolerance, probe, server=self.url
-                    )
+                reference.compare(fresh, self.tolerance, server=self.url)
             except BaseException as exc:
                 self._failed = exc
                 raise

@@ -218,13 +218,25 @@ class IndexStamp:
             EncoderDriftError: same contract, but the probes re-embed to other vectors.
         """
         self.check_contract(embedder.contract)
-        fresh = _canary(embedder, self.probes)
+        return self.compare(_canary(embedder, self.probes), tolerance)
+
+    def compare(
+        self, fresh: np.ndarray, tolerance: float = CANARY_TOLERANCE, *, server: str | None = None
+    ) -> StampCheck:
+        """Hold re-embedded probes (the documents' rows, then the queries', as :attr:`canary`)
+        to the canary; what :meth:`verify` and a remote encoder's check share.
+
+        Raises:
+            EncoderDriftError: a row agrees less than ``tolerance`` (naming the probe, its
+                role, and the ``server`` when the vectors came from one).
+        """
         cos = agreement(self.canary, fresh)
         worst = int(np.argmin(cos))
         if not cos[worst] >= tolerance:  # also catches NaN from a broken encoder
             role = "document" if worst < len(self.probes) else "query"
-            probe = f"{role}: {self.probes[worst % len(self.probes)]}"
-            raise EncoderDriftError(float(cos[worst]), tolerance, probe)
+            text = self.probes[worst % len(self.probes)]
+            probe = f"{role}: {text if server is None else text[:80]}"
+            raise EncoderDriftError(float(cos[worst]), tolerance, probe, server=server)
         return StampCheck(self.fingerprint, float(cos.min()), tolerance)
 
 
