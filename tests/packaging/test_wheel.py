@@ -304,11 +304,13 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
         "haystack",
         "langchain",
         "eval",
+        "serve",
         "all",
         "test",
     }
+    assert by_extra["serve"] == {"uvicorn"}  # the server adds uvicorn and nothing else
     assert by_extra["all"] == {"ctxemb"}  # ctxemb[torch,...]: itself with every runtime extra
-    assert "ctxemb[chroma,eval,haystack,langchain,sentence-transformers,torch]" in {
+    assert "ctxemb[chroma,eval,haystack,langchain,sentence-transformers,serve,torch]" in {
         str(Requirement(r)).split(";")[0].replace(" ", "")
         for r in msg.get_all("Requires-Dist")
         if "all" in r
