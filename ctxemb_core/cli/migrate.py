@@ -15,6 +15,7 @@ from ctxemb_core.cli.common import (
     open_kwargs,
     open_sample_arg,
     overrides,
+    remote_args,
 )
 from ctxemb_core.cli.stores import open_store, store_args
 from ctxemb_core.errors import InvalidInputError
@@ -37,6 +38,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", help="the target model (default: the source's model)")
     p.add_argument("--batch-size", type=POSITIVE, default=256, help="documents per write (≥ 1)")
     open_sample_arg(p)
+    remote_args(p)
     contract_args(p)
 
 

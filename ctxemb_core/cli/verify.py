@@ -8,7 +8,15 @@ import json
 import sys
 from typing import Any
 
-from ctxemb_core.cli.common import COUNT, caller_contract, contract_args, examples, given_contract
+from ctxemb_core.cli.common import (
+    COUNT,
+    caller_contract,
+    contract_args,
+    examples,
+    given_contract,
+    remote_args,
+    remote_options,
+)
 from ctxemb_core.cli.stores import open_store, store_args
 
 _DESCRIPTION = """\
@@ -48,6 +56,7 @@ def add_parser(sub: Any) -> None:
     scope.add_argument(
         "--all", action="store_true", help="re-embed and compare every stored document"
     )
+    remote_args(p)
     contract_args(p)
 
 
@@ -58,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
         stored = adapter.stored_collection(client, args.collection)
         # --all reads every record in pages, a progress bar on stderr (stdout stays the JSON).
         scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
-        report = adapter.verify(stored, contract, **scope)
+        remote = remote_options(args)
+        if remote:  # the canary and the records re-embedded by that server
+            from ctxemb_core.embedder import Embedder
+
+            checker: Any = Embedder(contract, **remote)
+        else:
+            checker = contract
+        report = adapter.verify(stored, checker, **scope)
     print(json.dumps(report.to_dict(), indent=2))
     if report.ok:
         return 0

@@ -140,6 +140,9 @@ def test_the_cli_indexes_and_queries_through_the_server(served, minilm_contract,
     assert remote.returncode == 0 and local.returncode == 0, remote.stderr + local.stderr
     assert json.loads(remote.stdout)["results"][0]["id"] == "d0"
     assert json.loads(remote.stdout)["results"] == json.loads(local.stdout)["results"]
+    verify = _ctxemb("verify", *where, "--all", "--url", served.url, cwd=tmp_path)
+    assert verify.returncode == 0, verify.stderr
+    assert json.loads(verify.stdout)["ok"] is True
 
 
 def test_the_cli_refuses_a_server_of_another_contract(minilm_contract, tmp_path):
