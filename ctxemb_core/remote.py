@@ -441,7 +441,11 @@ class RemoteEncoder:
                 if self._due():
                     self._check()
                 self._since_check += 1
-            out[start : start + len(chunk)] = self._embed_unchecked(chunk, role)
+            vectors = self._embed_unchecked(chunk, role)
+            failed = self._failed
+            if failed is not None:  # another thread's canary round failed meanwhile
+                raise failed
+            out[start : start + len(chunk)] = vectors
         return out
 
     def _embed_unchecked(self, texts: list[str], role: Role) -> np.ndarray:
