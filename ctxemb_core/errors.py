@@ -32,6 +32,8 @@ whole family in one place, and each carries the context needed to act on it::
         ├── ContractMismatchError             the fingerprints differ (names each field, or
         │                                     both fingerprints when only those are known)
         ├── ConfigurationMismatchError        the store's own embedding setting disagrees
+        ├── StorageMismatchError              the store holds vectors in a form the stamp's
+        │                                     contract does not make (a column's type)
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
         ├── ForeignVectorsError               stored vectors that this contract did not make
         └── RerankerMismatchError             a score, threshold or token vectors of another
@@ -80,6 +82,7 @@ __all__ = [
     "RemoteEncoderError",
     "RerankerMismatchError",
     "StampError",
+    "StorageMismatchError",
     "StoreUnavailableError",
     "TruncationWarning",
     "UnsupportedModelError",
@@ -477,6 +480,39 @@ class ConfigurationMismatchError(StampError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.stored, self.fields, self.detail))
+
+
+class StorageMismatchError(StampError):
+    """The store keeps the index's vectors in a form its stamp's contract does not make.
+
+    A store whose vectors have a declared type (PostgreSQL's ``vector(384)`` column) records
+    beside the stamp what that type is; a column altered around ctxemb (``halfvec``, another
+    width) would hold rounded or cut vectors that a contract check on paper would pass.
+
+    Attributes:
+        fields: what differs (``column``, ``operator``, ...).
+        stored: what the store has, by field.
+        expected: what the stamp's contract stores, by field.
+    """
+
+    def __init__(
+        self, name: str, stored: dict[str, Any], expected: dict[str, Any], advice: str = ""
+    ) -> None:
+        self.name = name
+        self.stored = dict(stored)
+        self.expected = dict(expected)
+        self.fields = tuple(sorted(k for k in expected if stored.get(k) != expected[k]))
+        self.advice = advice
+        shown = "; ".join(
+            f"{k}: store={stored.get(k)!r}, stamp={expected[k]!r}" for k in self.fields
+        )
+        super().__init__(
+            f"{name} stores its vectors in another form than its stamp's contract makes "
+            f"({shown}); its vectors would not be the contract's. {advice}".rstrip()
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.name, self.stored, self.expected, self.advice))
 
 
 class EncoderDriftError(StampError):

@@ -50,6 +50,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
     StampError,
+    StorageMismatchError,
 )
 from ctxemb_core.pooling import quantize
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
@@ -75,6 +76,7 @@ __all__ = [
     "check_querier_canary",
     "check_records",
     "check_sample_size",
+    "check_storage",
     "check_stored",
     "deferred_interrupts",
     "detection_probability",
@@ -599,6 +601,30 @@ def detection_probability(count: int, sample: int, altered: int = 1) -> float:
 
 
 # -- the stamp and the store's own setting ----------------------------------------------------
+
+
+def check_storage(
+    name: str,
+    stored: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    recorded: Mapping[str, Any] | None = None,
+    advice: str = "",
+) -> None:
+    """The form a store keeps the vectors in must be the one the stamp's contract makes.
+
+    For stores whose vectors have a declared type (a PostgreSQL column): the adapter says what
+    the contract's vectors need (``expected``, e.g. ``{"column": "vector(384)"}``), what the
+    store has now (``stored``) and what was recorded beside the stamp when the index was made
+    (``recorded``, if the store keeps it). All three must agree.
+
+    Raises:
+        StorageMismatchError: a field differs (each one named, store against stamp).
+    """
+    for found in (stored, recorded):
+        if found is None:
+            continue
+        if any(found.get(k) != v for k, v in expected.items()):
+            raise StorageMismatchError(name, dict(found), dict(expected), advice)
 
 
 def check_configuration(

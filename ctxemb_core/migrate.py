@@ -9,20 +9,47 @@ every adapter migrates alike and a migration stopped half-way continues where it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ctxemb_core.errors import InvalidInputError
 
-__all__ = ["Page", "copy_missing"]
+__all__ = ["Page", "copy_missing", "source_pages"]
 
 
 class Page(NamedTuple):
-    """One page of source records: ids, texts (``None`` where none was stored), metadata."""
+    """One page of source records: ids, texts (``None`` where none was stored), metadata, and
+    the stored vectors when they are copied as they are (the same contract in another store)."""
 
     ids: Sequence[str]
     documents: Sequence[str | None]
     metadatas: Sequence[Mapping[str, Any] | None] | None = None
+    vectors: Sequence[Any] | None = None
+
+
+def source_pages(source: Any, size: int, *, vectors: bool = False) -> Iterator[Page]:
+    """A guarded index's records one page at a time, in its stable order.
+
+    ``source`` is any adapter's guarded index (a Chroma ``GuardedCollection``, a pgvector
+    ``GuardedTable``): each ``get(offset=, limit=, include=)`` call is checked against its
+    stamp. ``vectors``: the stored vectors too, for a copy into another store under the same
+    contract.
+    """
+    include = ["documents", "metadatas", *(["embeddings"] if vectors else [])]
+    offset = 0
+    while True:
+        got = source.get(offset=offset, limit=size, include=include)
+        if not len(got["ids"]):
+            return
+        offset += len(got["ids"])
+        texts: Any = got["documents"]
+        stored = got.get("embeddings") if vectors else None
+        yield Page(
+            list(got["ids"]),
+            texts or [None] * len(got["ids"]),
+            got["metadatas"],
+            list(stored) if stored is not None else None,
+        )
 
 
 def copy_missing(
@@ -33,6 +60,7 @@ def copy_missing(
     total: int,
     progress: bool | None = None,
     desc: str = "migrating",
+    write_vectors: Callable[[list[str], list[Any], list[str], list[Any] | None], Any] | None = None,
 ) -> int:
     """Write every source record whose id the target lacks; returns how many were written.
 
@@ -42,6 +70,9 @@ def copy_missing(
         done: ids the target holds already (skipped: this is what makes a re-run resume).
         total: how many records the source holds, for the progress bar.
         progress: show a progress bar (``None``: tqdm's choice; ``False``: never).
+        write_vectors: writes one batch ``(ids, vectors, documents, metadatas or None)`` with
+            the pages' stored vectors as they are (a copy under the same contract): used for
+            every page that carries vectors.
 
     Raises:
         InvalidInputError: a record to copy has no stored text, so it cannot be re-embedded
@@ -60,23 +91,28 @@ def copy_missing(
     ) as bar:
         for page in pages:
             metas = page.metadatas if page.metadatas is not None else [None] * len(page.ids)
+            vecs = page.vectors if page.vectors is not None else [None] * len(page.ids)
             rows = [
-                (i, d, m)
-                for i, d, m in zip(page.ids, page.documents, metas, strict=True)
+                (i, d, m, v)
+                for i, d, m, v in zip(page.ids, page.documents, metas, vecs, strict=True)
                 if i not in done
             ]
             if not rows:
                 continue
-            missing = [i for i, d, _ in rows if not isinstance(d, str)]
+            missing = [i for i, d, _, _ in rows if not isinstance(d, str)]
             if missing:
                 raise InvalidInputError(
                     f"source records {missing[:5]} have no stored text: they cannot be "
                     "re-embedded under the new contract (re-add them with their text first)"
                 )
-            ids = [i for i, _, _ in rows]
-            docs: list[str] = [d for _, d, _ in rows]  # type: ignore[misc]
-            kept = [m for _, _, m in rows]
-            write(ids, docs, kept if any(m is not None for m in kept) else None)
+            ids = [i for i, _, _, _ in rows]
+            docs: list[str] = [d for _, d, _, _ in rows]  # type: ignore[misc]
+            kept = [m for _, _, m, _ in rows]
+            metadatas = kept if any(m is not None for m in kept) else None
+            if write_vectors is not None and page.vectors is not None:
+                write_vectors(ids, [v for _, _, _, v in rows], docs, metadatas)
+            else:
+                write(ids, docs, metadatas)
             copied += len(ids)
             bar.update(len(ids))
     return copied

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,haystack,langchain,eval,ray,docs,serve}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,pgvector,haystack,langchain,eval,ray,docs,serve}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
@@ -53,7 +53,8 @@ assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is no
 # What the CLI and each installed adapter load, compiled now rather than by the first command.
 import ctxemb_core.cli, onnxruntime, transformers
 for adapter, framework in (
-    ("ctxemb_chroma", "chromadb"), ("ctxemb_haystack", "haystack"), ("ctxemb_langchain", "langchain_core")
+    ("ctxemb_chroma", "chromadb"), ("ctxemb_pgvector", "psycopg"), ("ctxemb_haystack", "haystack"),
+    ("ctxemb_langchain", "langchain_core"),
 ):
     if importlib.util.find_spec(framework):
         importlib.import_module(framework)

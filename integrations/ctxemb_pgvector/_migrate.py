@@ -1,0 +1,76 @@
+"""Copying an index into a new table: re-embedded under a new contract, or, under the same
+contract from another store, its vectors and stamp carried as they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import as_embedder, check_flag
+from ctxemb_core.migrate import copy_missing, source_pages
+from ctxemb_core.validate import check_positive_int
+from ctxemb_pgvector._open import open_table
+from ctxemb_pgvector._table import GuardedTable
+
+
+def migrate(
+    source: Any,
+    target_contract: EmbeddingContract | Embedder,
+    target_name: str,
+    *,
+    conn: Any = None,
+    batch_size: int = 256,
+    progress: bool | None = None,
+    reembed: bool = False,
+    schema: str = "public",
+) -> GuardedTable:
+    """Copy every document of ``source`` into the table ``target_name``; returns the table.
+
+    ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedTable`, or a Chroma
+    ``GuardedCollection`` (``ctxemb_chroma.open_collection``) with ``conn`` naming the database.
+    Under the source's own contract (and without ``reembed``) nothing is embedded: the stored
+    vectors are copied bit for bit and the target carries the source's stamp (its canary
+    checked here). Under another contract every document is re-embedded. Ids already in the
+    target are skipped, so a copy killed mid-way resumes when run again and ends with exactly
+    the source's ids. The source is only read.
+
+    Raises:
+        InvalidInputError: the target is the source, or ``source`` is not a guarded index.
+    """
+    check_positive_int(batch_size, "batch_size")
+    check_flag(reembed, "reembed")
+    stamp = getattr(source, "stamp", None)
+    if not isinstance(stamp, IndexStamp) or not callable(getattr(source, "get", None)):
+        raise InvalidInputError(
+            "source must be a guarded index (ctxemb_pgvector.open_table, "
+            f"ctxemb_chroma.open_collection), got {type(source).__name__}"
+        )
+    conn = conn if conn is not None else getattr(source, "conn", None)
+    if conn is None:
+        raise InvalidInputError("conn is needed: the source is not a PostgreSQL table")
+    if (
+        isinstance(source, GuardedTable)
+        and conn is source.conn
+        and (target_name, schema) == (source.name, source.schema)
+    ):
+        raise InvalidInputError("the target must be a new table: the source is never modified")
+    embedder = as_embedder(target_contract)
+    carry = not reembed and embedder.contract.fingerprint == stamp.fingerprint
+    target = open_table(
+        conn, target_name, embedder, create=True, schema=schema, stamp=stamp if carry else None
+    )
+
+    def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
+        target.add_embedded(ids, vectors, docs, metas, fingerprint=stamp.fingerprint)
+
+    copy_missing(
+        source_pages(source, batch_size, vectors=carry),
+        target.add,
+        target.ids(),
+        total=source.count(),
+        progress=progress,
+        desc="copying" if carry else "migrating",
+        write_vectors=write_vectors if carry else None,
+    )
+    return target

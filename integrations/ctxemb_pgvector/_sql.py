@@ -1,0 +1,170 @@
+"""What a guarded table is in PostgreSQL: its columns, its stamp row, the SQL that reads both.
+
+The table has the layout of Haystack's ``PgvectorDocumentStore`` (``id``, ``embedding``,
+``content``, ``blob_*``, ``meta``), so Haystack's store and LangChain's ``PGVectorStore``
+(pointed at these column names) read and write the same rows, plus ``ctxemb_seq``: a number
+every insert and every update of a row takes afresh from one sequence (a trigger, whoever
+writes), so the rows written or changed last are found first, by ctxemb or around it.
+
+The stamp lives beside the table in ``ctxemb_stamps``, one row per table, written in the
+transaction that creates the table. Its ``version`` is set from a sequence by a trigger on
+every insert and update of the row, so a stamp edited by any client is seen by the next call of
+every other one (one indexed read per call).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from ctxemb_core import EmbeddingContract
+from ctxemb_core.contract import Precision
+from ctxemb_core.errors import InvalidInputError
+
+#: The table of stamps, in the guarded table's schema.
+STAMPS = "ctxemb_stamps"
+#: The guarded table's columns (Haystack's layout) and ctxemb's own.
+COLUMNS = ("id", "embedding", "content", "blob_data", "blob_meta", "blob_mime_type", "meta")
+SEQ = "ctxemb_seq"
+#: The longest id the ``id VARCHAR(128)`` column holds.
+MAX_ID = 128
+
+# A name PostgreSQL keeps as given when quoted, short enough that the index names built from it
+# (``<name>_ctxemb_hnsw``) stay within its 63 bytes.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,47}")
+
+
+def check_name(name: Any, what: str = "table name") -> str:
+    """``name`` if it can name a guarded table, else ``InvalidInputError`` saying why."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == STAMPS:
+        raise InvalidInputError(
+            f"{what} {name!r} is not one ctxemb's pgvector adapter takes: 1-48 characters of "
+            "a-z A-Z 0-9 _ -, starting with a letter or _"
+            + (f" ({STAMPS!r} is ctxemb's own)" if name == STAMPS else "")
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a contract's vectors are stored and searched: the column's type, the operator, the
+    index's operator class and the distance it reports (as Chroma's spaces: lower is nearer).
+
+    Attributes:
+        column: the embedding column's SQL type, as ``format_type`` prints it.
+        operator: the distance operator the search orders by.
+        opclass: the HNSW index's operator class.
+        space: ``cosine`` (1 - cos), ``ip`` (1 - dot) or ``hamming`` (bits that differ).
+        kind: ``vector``, ``halfvec`` or ``bit``.
+        dim: the column's width.
+    """
+
+    column: str
+    operator: str
+    opclass: str
+    space: str
+    kind: str
+    dim: int
+
+    @property
+    def space_for_similarity(self) -> str:
+        """The space :func:`ctxemb_core.guard.similarity` reads :meth:`distance` in (a Hamming
+        distance is reported as the ±1 vectors' cosine distance)."""
+        return "cosine" if self.space == "hamming" else self.space
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "operator": self.operator, "opclass": self.opclass}
+
+    def distance(self, column: sql.Composable, query: sql.Composable) -> sql.Composed:
+        """The SQL of this layout's distance, as :func:`ctxemb_core.guard.similarity` reads it."""
+        raw = sql.SQL("({} {} {})").format(column, sql.SQL(self.operator), query)
+        if self.space == "ip":  # <#> is the negated inner product: 1 + it is Chroma's 1 - dot
+            return sql.SQL("(1 + {})").format(raw)
+        if self.space == "hamming":  # on ±1 vectors cos = 1 - 2·hamming/dim
+            return sql.SQL("(2.0 * {} / {})").format(raw, sql.Literal(self.dim))
+        return raw
+
+
+def layout_for(contract: EmbeddingContract) -> Layout:
+    """The column type, operator and index a contract's vectors get.
+
+    float32 → ``vector(d)``, float16 → ``halfvec(d)`` (what the contract emits, half the size),
+    binary → ``bit(d)`` searched by Hamming distance, int8 → ``vector(d)`` holding the integers
+    exactly (pgvector has no 8-bit type). A normalised contract is searched by cosine distance,
+    any other by inner product (what its vectors are meant for, as on Chroma).
+    """
+    dim = contract.output_dim
+    if contract.precision is Precision.BINARY:
+        return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)
+    kind = "halfvec" if contract.precision is Precision.FLOAT16 else "vector"
+    if contract.normalize:
+        return Layout(f"{kind}({dim})", "<=>", f"{kind}_cosine_ops", "cosine", kind, dim)
+    return Layout(f"{kind}({dim})", "<#>", f"{kind}_ip_ops", "ip", kind, dim)
+
+
+def ident(schema: str, name: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+
+
+def lock_key(schema: str, name: str) -> str:
+    """The text whose hash is the advisory lock that creating or re-stamping a table holds."""
+    return f"ctxemb:{schema}.{name}"
+
+
+def setup_statements(schema: str) -> list[sql.Composed]:
+    """The stamps table, its version sequence and the triggers' functions (idempotent)."""
+    stamps = ident(schema, STAMPS)
+    versions = ident(schema, "ctxemb_stamp_version")
+    rows = ident(schema, "ctxemb_row_seq")
+    bump_version = ident(schema, "ctxemb_bump_version")
+    bump_seq = ident(schema, "ctxemb_bump_seq")
+    return [
+        sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(versions),
+        sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(rows),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (table_name text PRIMARY KEY, version bigint NOT "
+            "NULL, stamp jsonb NOT NULL, layout jsonb NOT NULL, written timestamptz NOT NULL "
+            "DEFAULT now())"
+        ).format(stamps),
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "NEW.version := nextval({}); NEW.written := now(); RETURN NEW; END $$"
+        ).format(bump_version, sql.Literal(f'"{schema}".ctxemb_stamp_version')),
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "NEW.ctxemb_seq := nextval({}); RETURN NEW; END $$"
+        ).format(bump_seq, sql.Literal(f'"{schema}".ctxemb_row_seq')),
+        sql.SQL(
+            "CREATE OR REPLACE TRIGGER ctxemb_stamp_version BEFORE INSERT OR UPDATE ON {} "
+            "FOR EACH ROW EXECUTE FUNCTION {}()"
+        ).format(stamps, bump_version),
+    ]
+
+
+def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
+    """The guarded table, its trigger and (``hnsw``) its HNSW index."""
+    table = ident(schema, name)
+    out = [
+        sql.SQL(
+            "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
+            "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB, "
+            "ctxemb_seq bigint NOT NULL DEFAULT nextval({}))"
+        ).format(table, sql.SQL(layout.column), sql.Literal(f'"{schema}".ctxemb_row_seq')),
+        sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
+            sql.Identifier(f"{name}_ctxemb_seq"), table
+        ),
+        sql.SQL(
+            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
+            "EXECUTE FUNCTION {}()"
+        ).format(table, ident(schema, "ctxemb_bump_seq")),
+    ]
+    if hnsw:
+        out.append(
+            sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
+                sql.Identifier(f"{name}_ctxemb_hnsw"), table, sql.SQL(layout.opclass)
+            )
+        )
+    return out

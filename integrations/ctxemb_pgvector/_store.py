@@ -1,0 +1,134 @@
+"""A table as the database has it now, unguarded: whether it exists, its stamp row, its column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ctxemb_core import EmbeddingContract, IndexStamp
+from ctxemb_core.errors import InvalidInputError, MissingStampError
+from ctxemb_pgvector._connect import check_connection, translated
+from ctxemb_pgvector._sql import SEQ, STAMPS, check_name, ident
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    """What the database holds for one table name, read in one transaction.
+
+    Attributes:
+        conn: the connection it was read through.
+        schema, name: where the table is.
+        column: the embedding column's type as PostgreSQL prints it (``vector(384)``), or
+            ``None`` when the table has no ``embedding`` column.
+        seq: whether the table has ctxemb's ``ctxemb_seq`` column (tables ctxemb created do).
+        version: the stamp row's version, or ``None`` without a stamp row.
+        metadata: the stamp (:meth:`IndexStamp.to_metadata`), or ``None``.
+        layout: what the stamp row says the column is (``column``, ``operator``, ``opclass``).
+    """
+
+    conn: psycopg.Connection[Any]
+    schema: str
+    name: str
+    column: str | None
+    seq: bool
+    version: int | None
+    metadata: dict[str, Any] | None
+    layout: dict[str, Any] | None
+
+    @property
+    def table(self) -> sql.Composed:
+        return ident(self.schema, self.name)
+
+    @property
+    def stamped(self) -> bool:
+        return IndexStamp.is_stamped(self.metadata)
+
+    def count(self) -> int:
+        with translated(f"counting {self.name!r}"):
+            row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    def order(self) -> sql.Composable:
+        """The order records are read in: oldest write first (ids for a table without ctxemb's
+        sequence, which a plain framework store created)."""
+        return sql.SQL(f"{SEQ}, id" if self.seq else "id")
+
+
+_TABLE = """
+SELECT format_type(a.atttypid, a.atttypmod),
+       EXISTS (SELECT 1 FROM pg_attribute s WHERE s.attrelid = c.oid AND s.attname = 'ctxemb_seq'
+               AND NOT s.attisdropped)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' AND NOT a.attisdropped
+WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
+"""
+
+
+def _stamp_row(conn: psycopg.Connection[Any], schema: str, name: str) -> Any:
+    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
+    if exists is None or exists[0] is None:
+        return None
+    return conn.execute(
+        sql.SQL("SELECT version, stamp, layout FROM {} WHERE table_name = %s").format(
+            ident(schema, STAMPS)
+        ),
+        (name,),
+    ).fetchone()
+
+
+def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable | None:
+    """The table as the database has it now, unguarded, or ``None`` if there is none."""
+    check_connection(conn)
+    check_name(name)
+    check_name(schema, "schema name")
+    with translated(f"reading table {name!r}"), conn.transaction():
+        found = conn.execute(_TABLE, (schema, name)).fetchone()
+        if found is None:
+            return None
+        row = _stamp_row(conn, schema, name)
+    version, stamp, layout = row if row is not None else (None, None, None)
+    return StoredTable(
+        conn,
+        schema,
+        name,
+        found[0],
+        bool(found[1]),
+        version,
+        stamp if isinstance(stamp, dict) else ({} if stamp is not None else None),
+        layout if isinstance(layout, dict) else None,
+    )
+
+
+def stored_table(conn: Any, name: str, schema: str = "public") -> StoredTable:
+    """The table, unguarded (for :func:`verify`); ``InvalidInputError`` if there is none."""
+    found = stored_or_none(conn, name, schema)
+    if found is None:
+        raise missing_table(conn, name, schema)
+    return found
+
+
+def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -> InvalidInputError:
+    with translated("listing tables"):
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname <> %s ORDER BY 1",
+                (schema, STAMPS),
+            )
+        ]
+    return InvalidInputError(
+        f"no table {name!r} in schema {schema!r}{why}; the schema has "
+        + (", ".join(repr(n) for n in names[:20]) if names else "no tables")
+    )
+
+
+def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
+    """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
+    stored = stored_table(conn, name, schema)
+    if not stored.stamped:
+        raise MissingStampError(f"table {name!r} carries no ctxemb stamp")
+    return IndexStamp.from_metadata(stored.metadata).contract

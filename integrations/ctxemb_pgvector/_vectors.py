@@ -1,0 +1,62 @@
+"""A contract's stored vectors (float32 rows, :func:`ctxemb_core.guard.storable`) to and from
+the embedding column's type: ``vector``, ``halfvec`` or ``bit``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pgvector.psycopg import Bit, HalfVector
+
+from ctxemb_pgvector._sql import Layout
+
+
+def to_column(vectors: np.ndarray, layout: Layout) -> list[Any]:
+    """One value per row for the column: float32 arrays, ``HalfVector``s or ``Bit``s (±1 → 1/0)."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    if layout.kind == "bit":
+        return [Bit(row > 0) for row in rows]
+    if layout.kind == "halfvec":
+        return [HalfVector(row) for row in rows]
+    return list(rows)
+
+
+def from_column(values: Sequence[Any], layout: Layout | None = None) -> list[np.ndarray | None]:
+    """The stored values as float32 rows again (``bit`` as ±1), ``None`` where none is stored.
+
+    Read by the column's own type, whatever the layout says: a column altered around ctxemb
+    gives its values as they are, for the checks to judge.
+    """
+    out: list[np.ndarray | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+        elif isinstance(value, Bit):
+            out.append(value.to_numpy().astype(np.float32) * 2.0 - 1.0)
+        elif isinstance(value, HalfVector):
+            out.append(value.to_numpy().astype(np.float32))
+        elif isinstance(value, str):  # a type pgvector's loaders do not know (altered column)
+            out.append(_parse(value))
+        else:
+            out.append(np.asarray(value, dtype=np.float32))
+    return out
+
+
+def _parse(text: str) -> np.ndarray | None:
+    text = text.strip()
+    try:
+        if text.startswith(("[", "{")):
+            return np.array([float(v) for v in text[1:-1].split(",") if v], dtype=np.float32)
+        if set(text) <= {"0", "1"}:
+            return np.array([1.0 if c == "1" else -1.0 for c in text], dtype=np.float32)
+    except ValueError:
+        pass
+    return None
+
+
+def stacked(rows: Sequence[np.ndarray | None], width: int) -> np.ndarray:
+    """Rows as one array (a missing row as zeros), for a framework that wants a matrix."""
+    if not rows:
+        return np.zeros((0, width), dtype=np.float32)
+    return np.stack([r if r is not None else np.zeros(width, np.float32) for r in rows])

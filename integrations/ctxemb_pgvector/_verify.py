@@ -1,0 +1,126 @@
+"""Checking a table against a contract on open: the stamp row, the canary, the column, and the
+rows written or changed since the table last passed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from psycopg import sql
+
+from ctxemb_core import Embedder, IndexStamp
+from ctxemb_core.errors import MissingStampError
+from ctxemb_core.guard import check_storage, refuse_foreign, sample_ranges
+from ctxemb_core.verified import MAX_RECORDED, OpenCheck, load_verified, plan_sample, save_verified
+from ctxemb_pgvector._connect import translated
+from ctxemb_pgvector._sql import layout_for
+from ctxemb_pgvector._store import StoredTable
+from ctxemb_pgvector._vectors import from_column
+
+
+def unstamped(stored: StoredTable) -> MissingStampError:
+    what = (
+        f"table {stored.name!r} carries no ctxemb stamp (no row for it in "
+        f"{stored.schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
+        "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
+        "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
+    )
+    python = (
+        "If its vectors were made under your contract, adopt it once (a sample of its rows is "
+        f"re-embedded, and it is stamped only if they match): ctxemb_pgvector.open_table(conn, "
+        f"{stored.name!r}, contract, adopt=True); ctxemb_pgvector.detect(conn, {stored.name!r}, "
+        "model) finds its contract when you do not know it."
+    )
+    cli = (
+        f"Find its contract and stamp it: ctxemb detect --store pgvector --dsn DSN --collection "
+        f"{stored.name} --model <model> --adopt; it is stamped only if a sample of its rows "
+        "re-embeds to their stored vectors."
+    )
+    return MissingStampError(what + python, cli=what + cli)
+
+
+def check_layout(stored: StoredTable, stamp: IndexStamp) -> None:
+    """The embedding column must be of the type the stamp's contract stores, as recorded."""
+    expected = layout_for(stamp.contract)
+    check_storage(
+        f"table {stored.name!r}",
+        {"column": stored.column},
+        {"column": expected.column},
+        {"column": (stored.layout or {}).get("column")},
+        "Rows written or converted into it are not the contract's vectors: migrate the "
+        "documents into a new table (ctxemb migrate), or restore the column's type.",
+    )
+
+
+def read_rows(stored: StoredTable, ids: list[str]) -> tuple[list[str], list[Any], list[Any]]:
+    """``(ids, texts, vectors)`` of the rows of ``ids`` (in the store's order)."""
+    if not ids:
+        return [], [], []
+    query = sql.SQL("SELECT id, content, embedding FROM {} WHERE id = ANY(%s) ORDER BY {}")
+    rows = stored.conn.execute(query.format(stored.table, stored.order()), (ids,)).fetchall()
+    return [r[0] for r in rows], [r[1] for r in rows], from_column([r[2] for r in rows])
+
+
+def all_ids(stored: StoredTable) -> list[str]:
+    query = sql.SQL("SELECT id FROM {} ORDER BY {}").format(stored.table, stored.order())
+    return [r[0] for r in stored.conn.execute(query)]
+
+
+def sample_rows(stored: StoredTable, size: int) -> tuple[list[str], list[Any], list[Any]]:
+    """The newest half (last written or changed) and a random half of ``size`` rows."""
+    ids: list[str] = []
+    texts: list[Any] = []
+    vectors: list[Any] = []
+    query = sql.SQL("SELECT id, content, embedding FROM {} ORDER BY {} OFFSET %s LIMIT %s")
+    with translated(f"sampling {stored.name!r}"):
+        for start, stop in sample_ranges(stored.count(), size):
+            rows = stored.conn.execute(
+                query.format(stored.table, stored.order()), (start, stop - start)
+            ).fetchall()
+            ids += [r[0] for r in rows]
+            texts += [r[1] for r in rows]
+            vectors += from_column([r[2] for r in rows])
+    return ids, texts, vectors
+
+
+def record_key(stored: StoredTable, embedder: Embedder) -> dict[str, str]:
+    """What the verification record is kept under: the server, the table, the caller's contract
+    and the stamp row's version (a re-stamp or an edited stamp is another key)."""
+    info = stored.conn.info
+    stamp = json.dumps(IndexStamp.metadata_items(stored.metadata), default=str)
+    return {
+        "store": f"pgvector:{info.host}:{info.port}/{info.dbname}",
+        "table": f"{stored.schema}.{stored.name}",
+        "fingerprint": embedder.contract.fingerprint,
+        "version": str(stored.version),
+        "stamp": hashlib.sha256(stamp.encode()).hexdigest(),
+        "column": str(stored.column),
+    }
+
+
+def verify_open(
+    stored: StoredTable, embedder: Embedder, sample: int
+) -> tuple[IndexStamp, OpenCheck]:
+    """Every check of an existing table; returns its stamp and what was checked of its rows.
+
+    The rows re-embedded are those written or changed since the table last passed under this
+    contract (every write takes a fresh ``ctxemb_seq``, so an ``UPDATE`` around ctxemb moves a
+    row to the end), then random others up to ``sample``.
+    """
+    if not stored.stamped:
+        raise unstamped(stored)
+    stamp = IndexStamp.from_metadata(stored.metadata)
+    stamp.verify(embedder)
+    check_layout(stored, stamp)
+    if not sample:
+        return stamp, OpenCheck(None, 0)
+    with translated(f"checking the rows of {stored.name!r}"):
+        ids = all_ids(stored)
+        key = record_key(stored, embedder)
+        verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
+        chosen, changed = plan_sample(ids, verified, sample)
+        got_ids, texts, vectors = read_rows(stored, chosen)
+    refuse_foreign(embedder, got_ids, texts, vectors)
+    save_verified(key, ids)
+    return stamp, OpenCheck(len(ids), len(chosen), changed)

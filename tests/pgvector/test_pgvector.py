@@ -1,0 +1,104 @@
+"""The pgvector adapter on a real PostgreSQL 18 + pgvector: create stamped, open verified,
+write in transactions, search, and refuse another contract with the field named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DOCS
+
+import ctxemb_pgvector
+from ctxemb_core import Embedder
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    ExistingIdsError,
+    ForeignVectorsError,
+    InvalidInputError,
+    MissingStampError,
+    StorageMismatchError,
+)
+from ctxemb_core.guard import similarity
+
+
+def _open(pg, embedder, name="docs", **kw):
+    return ctxemb_pgvector.open_table(pg, name, embedder, **kw)
+
+
+def test_create_add_query_and_reopen(pg, minilm):
+    docs = _open(pg, minilm)
+    docs.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+    assert docs.count() == len(DOCS)
+    found = docs.query(["how is green tea made"], 2)
+    assert found["ids"][0][0] == "tea"
+    # The distance is the contract's cosine distance, in the row's own vector.
+    tea = minilm.embed_documents([DOCS["tea"]])[0]
+    q = minilm.embed_queries(["how is green tea made"])[0]
+    score = similarity(found["distances"][0][:1], docs.layout.space, docs.contract)[0]
+    assert score == pytest.approx(float(tea @ q), abs=1e-5)
+    again = _open(ctxemb_pgvector.connect(pg.ctxemb_dsn), minilm)
+    assert again.open_check.checked == len(DOCS)
+    assert again.get(ids=["moon"])["documents"] == [DOCS["moon"]]
+    stored = np.asarray(again.get(ids=["tea"], include=["embeddings"])["embeddings"][0])
+    assert np.array_equal(stored, tea.astype(np.float32))
+
+
+def test_another_contract_is_refused_on_open_naming_the_field(pg, minilm):
+    _open(pg, minilm).add(["tea"], [DOCS["tea"]])
+    with pytest.raises(ContractMismatchError) as err:
+        _open(pg, Embedder(minilm.contract.with_(pooling="cls")))
+    assert err.value.fields == ("pooling",)
+
+
+def test_add_refuses_stored_ids_and_upsert_replaces(pg, minilm):
+    docs = _open(pg, minilm)
+    docs.add(["tea"], [DOCS["tea"]])
+    with pytest.raises(ExistingIdsError):
+        docs.add(["tea", "moon"], [DOCS["tea"], DOCS["moon"]])
+    assert docs.ids() == {"tea"}
+    docs.upsert(["tea"], [DOCS["moon"]])
+    assert docs.get(ids=["tea"])["documents"] == [DOCS["moon"]]
+    assert docs.add_missing(["tea", "moon"], [DOCS["moon"], DOCS["moon"]]) == 1
+
+
+def test_bad_input_writes_nothing(pg, minilm):
+    docs = _open(pg, minilm)
+    for ids, texts, metas in (
+        (["a"], ["nul \x00 inside"], None),
+        (["x" * 129], ["long id"], None),
+        (["a"], ["t"], [{"v": float("nan")}]),
+        (["a", "a"], ["t", "t"], None),
+        (["a"], [3], None),
+    ):
+        with pytest.raises(InvalidInputError):
+            docs.add(ids, texts, metas)
+    assert docs.count() == 0
+
+
+def test_an_unstamped_table_is_refused_then_adopted(pg, minilm):
+    docs = _open(pg, minilm)
+    docs.add(list(DOCS), list(DOCS.values()))
+    pg.execute("DELETE FROM ctxemb_stamps")
+    with pytest.raises(MissingStampError):
+        docs.count()
+    adopted = _open(pg, minilm, adopt=True)
+    assert adopted.count() == len(DOCS)
+
+
+def test_a_vector_updated_around_the_guard_is_caught_on_the_next_open(pg, minilm):
+    docs = _open(pg, minilm)
+    docs.add(list(DOCS), list(DOCS.values()))
+    _open(pg, minilm)  # passes, and is remembered
+    cls = Embedder(minilm.contract.with_(pooling="cls")).embed_documents([DOCS["bank"]])[0]
+    pg.execute("UPDATE docs SET embedding = %s WHERE id = 'bank'", (cls.astype(np.float32),))
+    with pytest.raises(ForeignVectorsError) as err:
+        _open(pg, minilm, sample=2)
+    assert "bank" in str(err.value)
+
+
+def test_an_altered_column_is_refused(pg, minilm):
+    _open(pg, minilm).add(["tea"], [DOCS["tea"]])
+    pg.execute('DROP INDEX "docs_ctxemb_hnsw"')
+    pg.execute("ALTER TABLE docs ALTER COLUMN embedding TYPE halfvec(384)")
+    with pytest.raises(StorageMismatchError) as err:
+        _open(pg, minilm)
+    assert err.value.fields == ("column",)
