@@ -63,6 +63,9 @@ _USES = {
     "langchain": {"collection"},
     "haystack-chroma": {"collection", "path", "host", "port"},
     "langchain-chroma": {"collection", "path", "host", "port"},
+    "pgvector": {"collection", "dsn", "sample", "exact", "ef_search"},
+    "haystack-pgvector": {"collection", "dsn"},
+    "langchain-pgvector": {"collection", "dsn"},
 }
 assert set(_USES) == set(VIAS)
 
@@ -87,7 +90,8 @@ def add_parser(sub: Any) -> None:
         default="chroma",
         help="the search path: the core's exact search (memory), a Chroma collection "
         "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
-        "unless --host), Haystack or LangChain over their in-memory store or Chroma",
+        "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
+        "their in-memory store, Chroma or pgvector",
     )
     p.add_argument("--task", choices=TASKS, default="retrieval", help="what to evaluate")
     p.add_argument(
@@ -127,6 +131,22 @@ def add_parser(sub: Any) -> None:
         type=PORT,
         help="with --host: its port (default 8000); chroma-server without --host: the "
         "temporary server's port (default: a free one)",
+    )
+    p.add_argument(
+        "--dsn",
+        help="--via *pgvector: the PostgreSQL connection string (default: $CTXEMB_PG_DSN)",
+    )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        default=None,
+        help="--via pgvector: scan every row instead of searching the HNSW index",
+    )
+    p.add_argument(
+        "--ef-search",
+        type=POSITIVE,
+        default=None,
+        help="--via pgvector: the HNSW index's search breadth (default 200, at least --k)",
     )
     p.add_argument(
         "--sample",
@@ -179,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    options = ("collection", "path", "host", "port", "sample")
+    options = ("collection", "path", "host", "port", "sample", "dsn", "exact", "ef_search")
     given = {o for o in options if getattr(args, o) is not None}
     unused = sorted(given - _USES[args.via])
     if unused:
@@ -187,10 +207,14 @@ def _check_options(args: argparse.Namespace) -> None:
             "memory": "it keeps its index in this process",
             "haystack": "it uses Haystack's in-memory store (--via haystack-chroma: Chroma)",
             "langchain": "it uses LangChain's in-memory store (--via langchain-chroma: Chroma)",
-        }.get(args.via, "--sample is for --via chroma and chroma-server")
-        raise InvalidInputError(
-            f"--via {args.via} does not use {', '.join('--' + o for o in unused)}: {why}"
+        }.get(
+            args.via,
+            "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "
+            "paths; --exact and --ef-search for --via pgvector; --path, --host and --port for "
+            "Chroma",
         )
+        shown = ", ".join("--" + o.replace("_", "-") for o in unused)
+        raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
     if args.host and args.path:
         raise InvalidInputError(
             "--host and --path name two stores: give --host for a server or --path for an "
@@ -298,6 +322,8 @@ def _open_path(
     framework, _, store = via.partition("-")
     if framework == "chroma":
         return _chroma_path(args, embedder, name, stack)
+    if "pgvector" in (framework, store):
+        return _pgvector_path(args, embedder, name, stack, framework)
     module = _module(f"ctxemb_{framework}", framework, via)
     if not hasattr(module, "eval_path"):
         raise MissingDependencyError(
@@ -315,6 +341,38 @@ def _open_path(
         embedder, store=store or "memory", collection=name, path=folder, host=host, port=port
     )
     return path, where
+
+
+def _pgvector_path(
+    args: argparse.Namespace,
+    embedder: Any,
+    name: str,
+    stack: contextlib.ExitStack,
+    framework: str,
+) -> tuple[Any, dict[str, Any]]:
+    """A path over a PostgreSQL table: ctxemb_pgvector's own, or a framework's over it."""
+    import os
+
+    adapter = _module("ctxemb_pgvector", "pgvector", args.via)
+    adapter.check_name(name)
+    dsn = args.dsn or os.environ.get("CTXEMB_PG_DSN")
+    if not dsn:
+        raise InvalidInputError(
+            f"--via {args.via} needs --dsn (a PostgreSQL connection string) or $CTXEMB_PG_DSN"
+        )
+    conn = adapter.connect(dsn)
+    stack.callback(conn.close)
+    where: dict[str, Any] = {"kind": "pgvector", "dsn": dsn}
+    if framework == "pgvector":
+        options: dict[str, Any] = {"exact": bool(args.exact)}
+        if args.sample is not None:
+            options["sample"] = args.sample
+        if args.ef_search is not None:
+            options["ef_search"] = args.ef_search
+        where["search"] = "exact" if args.exact else f"hnsw ef_search={args.ef_search or 200}"
+        return adapter.eval_path(conn, name, embedder, progress=True, **options), where
+    module = _module(f"ctxemb_{framework}", framework, args.via)
+    return module.eval_path(embedder, store="pgvector", collection=name, dsn=dsn), where
 
 
 def _chroma_path(

@@ -1,4 +1,5 @@
-"""``ctxemb migrate``: a collection re-embedded under a new contract into a new collection."""
+"""``ctxemb migrate``: a collection re-embedded under a new contract into a new collection, or
+copied as it is into another store (``--to-store``) under its own contract."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 from typing import Any
 
 from ctxemb_core.cli.common import (
+    PORT,
     POSITIVE,
     changed,
     contract_args,
@@ -17,7 +19,7 @@ from ctxemb_core.cli.common import (
     overrides,
     remote_args,
 )
-from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.cli.stores import STORES, open_store, store_args, store_options
 from ctxemb_core.errors import InvalidInputError
 
 
@@ -31,10 +33,27 @@ def add_parser(sub: Any) -> None:
         epilog=examples(
             "ctxemb migrate --collection demo --to demo-128 --truncate-dim 128 --path ./chroma",
             "ctxemb migrate --collection demo --to demo-e5 --model ./e5-small --family e5",
+            "ctxemb migrate --collection demo --path ./chroma --to demo --to-store pgvector "
+            "--to-dsn postgresql://localhost/rag",
         ),
     )
     store_args(p)
     p.add_argument("--to", required=True, help="name of the new collection")
+    p.add_argument(
+        "--to-store",
+        choices=STORES,
+        help="write the new collection into another store (default: the source's): under "
+        "the source's own contract its vectors and stamp are copied, nothing is re-embedded",
+    )
+    p.add_argument("--to-dsn", help="with --to-store pgvector: its connection string")
+    p.add_argument("--to-path", help="with --to-store chroma: an embedded folder")
+    p.add_argument("--to-host", help="with --to-store chroma: a server's host")
+    p.add_argument("--to-port", type=PORT, help="with --to-store chroma and --to-host: its port")
+    p.add_argument(
+        "--reembed",
+        action="store_true",
+        help="re-embed every document even under the source's own contract",
+    )
     p.add_argument("--model", help="the target model (default: the source's model)")
     p.add_argument("--batch-size", type=POSITIVE, default=256, help="documents per write (≥ 1)")
     open_sample_arg(p)
@@ -42,12 +61,33 @@ def add_parser(sub: Any) -> None:
     contract_args(p)
 
 
+_TARGET_OPTIONS = ("to_dsn", "to_path", "to_host", "to_port")
+
+
+def _target(args: argparse.Namespace) -> tuple[Any, argparse.Namespace] | None:
+    """The other store ``--to-store`` names, its options checked, or ``None``."""
+    given = [o for o in _TARGET_OPTIONS if getattr(args, o) is not None]
+    if args.to_store is None:
+        if given:
+            raise InvalidInputError(
+                f"--{given[0].replace('_', '-')} names the target store: give --to-store too"
+            )
+        return None
+    where = argparse.Namespace(
+        path=args.to_path, host=args.to_host, port=args.to_port, dsn=args.to_dsn, schema=None
+    )
+    options = store_options(args.to_store)
+    options.check_arguments(where)
+    return options, where
+
+
 def run(args: argparse.Namespace) -> int:
     given = given_contract(args)
-    if args.to == args.collection:
+    target_store = _target(args)
+    if args.to == args.collection and target_store is None:
         raise InvalidInputError(
             f"--to {args.to!r} is the source collection; migrate writes a new collection and "
-            "never modifies the source: pass another name"
+            "never modifies the source: pass another name (or --to-store for another store)"
         )
     with open_store(args, create=False) as (adapter, client):
         source_contract = adapter.stamped_contract(client, args.collection)
@@ -55,7 +95,38 @@ def run(args: argparse.Namespace) -> int:
             client, args.collection, source_contract, create=False, **open_kwargs(args)
         )
         target = given or changed(source_contract, overrides(args))
-        done = adapter.migrate(source, embedder(args, target), args.to, batch_size=args.batch_size)
-        print(f"{args.to}: {done.count()} documents under {target.describe()}")
-    print(f"changed: {source_contract.diff(target)}")
+        if target_store is None:
+            done = adapter.migrate(
+                source,
+                embedder(args, target),
+                args.to,
+                batch_size=args.batch_size,
+                reembed=args.reembed,
+            )
+            print(f"{args.to}: {done.count()} documents under {target.describe()}")
+        else:
+            options, where = target_store
+            into = options.adapter()
+            into.check_name(args.to)
+            other = options.connect(where, create=True)
+            try:
+                done = into.migrate(
+                    source,
+                    embedder(args, target),
+                    args.to,
+                    client=other,
+                    batch_size=args.batch_size,
+                    reembed=args.reembed,
+                )
+                print(
+                    f"{args.to} ({args.to_store} at {options.location(where)}): "
+                    f"{done.count()} documents under {target.describe()}"
+                )
+            finally:
+                other.close()
+    diff = source_contract.diff(target)
+    carried = not diff and not args.reembed and target_store is not None
+    print(
+        f"changed: {diff}" + ("; vectors and stamp copied, nothing re-embedded" if carried else "")
+    )
     return 0

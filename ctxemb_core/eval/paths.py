@@ -34,15 +34,19 @@ __all__ = [
 ]
 
 #: Every ``--via`` of ``ctxemb eval``: the core's exact search, Chroma embedded and as a server,
-#: and Haystack and LangChain each over their in-memory store and over Chroma.
+#: PostgreSQL + pgvector, and Haystack and LangChain each over their in-memory store, over
+#: Chroma and over pgvector.
 VIAS = (
     "memory",
     "chroma",
     "chroma-server",
+    "pgvector",
     "haystack",
     "haystack-chroma",
+    "haystack-pgvector",
     "langchain",
     "langchain-chroma",
+    "langchain-pgvector",
 )
 
 

@@ -1,32 +1,39 @@
-"""Re-embed a collection under a new contract into a new stamped collection, resumably."""
+"""Copy an index into a new stamped collection, resumably: re-embedded under a new contract,
+or, under the same contract from another store (a pgvector table), its vectors and stamp
+carried as they are."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from chromadb.api import ClientAPI
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._open import open_collection
-from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.migrate import Page, copy_missing
+from ctxemb_core.guard import as_embedder, check_flag
+from ctxemb_core.migrate import copy_missing, source_pages
 from ctxemb_core.validate import check_positive_int
 
 
 def migrate(
-    source: GuardedCollection,
+    source: Any,
     target_contract: EmbeddingContract | Embedder,
     target_name: str,
     *,
     client: ClientAPI | None = None,
     batch_size: int = 256,
     progress: bool | None = None,
+    reembed: bool = False,
 ) -> GuardedCollection:
-    """Copy every document of ``source`` into ``target_name``, re-embedded under a new contract.
+    """Copy every document of ``source`` into the collection ``target_name``.
 
-    The target is created stamped under ``target_contract``. Ids already in the target are
+    ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedCollection`, or a
+    pgvector ``GuardedTable`` (``ctxemb_pgvector.open_table``) with ``client`` naming the Chroma
+    store. Under another contract every document is re-embedded; under the source's own (and
+    without ``reembed``) nothing is embedded: the stored vectors are copied bit for bit and the
+    target carries the source's stamp (its canary checked here). Ids already in the target are
     skipped, so a migration killed mid-way continues where it stopped when run again and ends
     with exactly the source's ids. The source is only read.
 
@@ -34,30 +41,38 @@ def migrate(
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
     """
     check_positive_int(batch_size, "batch_size")
-    if not isinstance(source, GuardedCollection):
+    check_flag(reembed, "reembed")
+    stamp = getattr(source, "stamp", None)
+    if not isinstance(stamp, IndexStamp) or not callable(getattr(source, "get", None)):
         raise InvalidInputError(
-            f"source must be a collection from open_collection, got {type(source).__name__}"
+            "source must be a guarded index (open_collection, ctxemb_pgvector.open_table), got "
+            f"{type(source).__name__}"
         )
-    client = client or source.client
-    if target_name == source.name and client is source.client:
+    if client is None:
+        if not isinstance(source, GuardedCollection):
+            raise InvalidInputError("client is needed: the source is not a Chroma collection")
+        client = source.client
+    if isinstance(source, GuardedCollection) and (target_name, client) == (
+        source.name,
+        source.client,
+    ):
         raise InvalidInputError("the target must be a new collection: the source is never modified")
-    target = open_collection(client, target_name, target_contract, create=True)
+    embedder = as_embedder(target_contract)
+    carry = not reembed and embedder.contract.fingerprint == stamp.fingerprint
+    target = open_collection(
+        client, target_name, embedder, create=True, stamp=stamp if carry else None
+    )
+
+    def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
+        target.add_embedded(ids, vectors, docs, metas, fingerprint=stamp.fingerprint)
+
     copy_missing(
-        _pages(source, batch_size),
+        source_pages(source, batch_size, vectors=carry),
         target.add,
         target.ids(),
         total=source.count(),
         progress=progress,
+        desc="copying" if carry else "migrating",
+        write_vectors=write_vectors if carry else None,
     )
     return target
-
-
-def _pages(source: GuardedCollection, size: int) -> Iterator[Page]:
-    offset = 0
-    while True:
-        got = source.get(offset=offset, limit=size, include=["documents", "metadatas"])
-        if not got["ids"]:
-            return
-        offset += len(got["ids"])
-        texts: Any = got["documents"]
-        yield Page(got["ids"], texts or [None] * len(got["ids"]), got["metadatas"])

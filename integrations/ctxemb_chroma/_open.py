@@ -33,6 +33,7 @@ def open_collection(
     adopt: bool = False,
     repair: bool = False,
     sample: int = OPEN_SAMPLE,
+    stamp: IndexStamp | None = None,
 ) -> GuardedCollection:
     """Create a stamped collection, or open one and verify its stamp and stored vectors.
 
@@ -51,6 +52,9 @@ def open_collection(
             collection that passed an open under this contract is not sampled again while
             its ids are unchanged; records added (or deleted and added again) since are
             checked first (:mod:`ctxemb_core.verified`; ``open_check`` says what was done).
+        stamp: the stamp a new collection gets instead of one made now: another index's of
+            the same contract, carried with its vectors (:func:`migrate` from another store);
+            it must pass its canary here.
 
     Raises:
         ContractMismatchError: the collection was written under another contract.
@@ -78,7 +82,11 @@ def open_collection(
     if raw is None:
         if not create:
             raise missing_collection(client, name, " (create=False)")
-        stamp = IndexStamp.from_embedder(embedder)
+        if stamp is None:
+            stamp = IndexStamp.from_embedder(embedder)
+        else:
+            stamp.check_contract(embedder.contract)
+            stamp.verify(embedder)
         ef = ContractEmbeddingFunction(embedder)
         try:
             with translated(f"creating collection {name!r}"):

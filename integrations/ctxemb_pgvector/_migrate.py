@@ -20,6 +20,7 @@ def migrate(
     target_name: str,
     *,
     conn: Any = None,
+    client: Any = None,
     batch_size: int = 256,
     progress: bool | None = None,
     reembed: bool = False,
@@ -35,9 +36,12 @@ def migrate(
     target are skipped, so a copy killed mid-way resumes when run again and ends with exactly
     the source's ids. The source is only read.
 
+    ``client`` is another name for ``conn`` (what every store adapter's ``migrate`` takes).
+
     Raises:
         InvalidInputError: the target is the source, or ``source`` is not a guarded index.
     """
+    conn = conn if conn is not None else client
     check_positive_int(batch_size, "batch_size")
     check_flag(reembed, "reembed")
     stamp = getattr(source, "stamp", None)
