@@ -56,11 +56,11 @@ def test_restamp_and_detect(pg, corpus, capsys):
 
 
 def test_options_of_another_store_are_refused(pg, corpus, capsys):
-    code, out, err = run(
+    code, _, err = run(
         capsys, "index", str(corpus), "--store", "pgvector", "--path", "x", "--collection", "d"
     )
     assert code == 2 and "--path is a Chroma option" in err
-    code, out, err = run(capsys, "query", "--store", "pgvector", "--collection", "d", "tea")
+    code, _, err = run(capsys, "query", "--store", "pgvector", "--collection", "d", "tea")
     assert code == 2 and "needs --dsn" in err
 
 
