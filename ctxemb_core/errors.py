@@ -51,9 +51,11 @@ every other error it is ``str(err)``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -97,6 +99,41 @@ Audience = Literal["python", "cli"]
 AUDIENCES: tuple[Audience, ...] = ("python", "cli")
 
 
+#: The store adapter whose calls an error's advice names, and its options on the command line
+#: (``None``: Chroma's, the advice as written). Set by an adapter around its calls.
+_STORE_TERMS: ContextVar[tuple[str, str] | None] = ContextVar("ctxemb_store_terms", default=None)
+_CHROMA_WHERE = "(with the same --path, or --host and --port)"
+
+
+@contextlib.contextmanager
+def store_terms(module: str, where: str) -> Iterator[None]:
+    """Errors raised in the block give their advice in another store adapter's terms.
+
+    The advice is written with the Chroma adapter's calls (``ctxemb_chroma.restamp(client,
+    name, contract)``) and options; an adapter whose functions have the same names (its
+    ``open_collection``, ``restamp``, ``migrate``, ``verify``, ``stamped_contract``,
+    ``detect``) names its module and its own options instead. Usable as a decorator.
+
+    Example:
+        >>> with store_terms("ctxemb_pgvector", "--store pgvector --dsn DSN"):
+        ...     str(CtxembError("see ctxemb_chroma.restamp"))
+        'see ctxemb_pgvector.restamp'
+    """
+    token = _STORE_TERMS.set((module, where))
+    try:
+        yield
+    finally:
+        _STORE_TERMS.reset(token)
+
+
+def _in_store_terms(text: Any) -> Any:
+    terms = _STORE_TERMS.get()
+    if terms is None or not isinstance(text, str):
+        return text
+    module, where = terms
+    return text.replace("ctxemb_chroma.", f"{module}.").replace(_CHROMA_WHERE, f"(with {where})")
+
+
 class CtxembError(Exception):
     """Root of every error ctxemb raises on purpose.
 
@@ -112,6 +149,9 @@ class CtxembError(Exception):
     """
 
     def __init__(self, *args: Any, cli: str | None = None) -> None:
+        if _STORE_TERMS.get() is not None:
+            args = tuple(_in_store_terms(a) for a in args)
+            cli = _in_store_terms(cli)
         super().__init__(*args)
         self._cli = cli
 

@@ -40,17 +40,24 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
     ) from exc
 
-from ctxemb_pgvector._connect import connect, local_server
-from ctxemb_pgvector._detect import detect
-from ctxemb_pgvector._eval import eval_path
-from ctxemb_pgvector._migrate import migrate
-from ctxemb_pgvector._open import open_table
-from ctxemb_pgvector._report import verify
-from ctxemb_pgvector._restamp import restamp
-from ctxemb_pgvector._search import search, shortlist
+from ctxemb_pgvector import _detect, _eval, _migrate, _open, _report, _restamp, _search, _store
+from ctxemb_pgvector._connect import advised, connect, local_server
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
-from ctxemb_pgvector._store import StoredTable, stamped_contract, stored_or_none, stored_table
+from ctxemb_pgvector._store import StoredTable, stored_or_none, stored_table
 from ctxemb_pgvector._table import GuardedTable
+
+# The errors of these calls name this adapter's calls and options in their advice (the
+# advice is written once, in the Chroma adapter's terms, in ctxemb_core.errors).
+advised(GuardedTable)
+detect = advised(_detect.detect)
+eval_path = advised(_eval.eval_path)
+migrate = advised(_migrate.migrate)
+open_table = advised(_open.open_table)
+verify = advised(_report.verify)
+restamp = advised(_restamp.restamp)
+search = advised(_search.search)
+shortlist = advised(_search.shortlist)
+stamped_contract = advised(_store.stamped_contract)
 
 #: The name every store adapter's opener has for the CLI's shared code.
 open_collection = open_table

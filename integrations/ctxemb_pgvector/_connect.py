@@ -4,16 +4,37 @@ local server for trying things out."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError, store_terms
 
-__all__ = ["check_connection", "connect", "local_server", "translated"]
+__all__ = ["advised", "check_connection", "connect", "local_server", "translated"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+
+def advised(target: Any) -> Any:
+    """A function (or every public method of a class) whose errors give their advice in this
+    adapter's terms: ``ctxemb_pgvector.restamp(...)``, ``--store pgvector --dsn DSN``."""
+    if isinstance(target, type):
+        for name, member in list(vars(target).items()):
+            if not name.startswith("_") and callable(member):
+                setattr(target, name, advised(member))
+        return target
+
+    @functools.wraps(target)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with store_terms("ctxemb_pgvector", "--store pgvector and the same --dsn"):
+            return target(*args, **kwargs)
+
+    return call
 
 
 def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:

@@ -102,3 +102,12 @@ def test_an_altered_column_is_refused(pg, minilm):
     with pytest.raises(StorageMismatchError) as err:
         _open(pg, minilm)
     assert err.value.fields == ("column",)
+
+
+def test_advice_names_this_adapter(pg, minilm):
+    _open(pg, minilm).add(["tea"], [DOCS["tea"]])
+    with pytest.raises(ContractMismatchError) as err:
+        _open(pg, Embedder(minilm.contract.with_(query_prefix="q: ")))
+    assert "ctxemb_pgvector.restamp(client, name, contract)" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)
+    assert "--store pgvector and the same --dsn" in err.value.message_for("cli")
