@@ -12,9 +12,13 @@ from pathlib import Path
 @contextlib.contextmanager
 def pg_server(folder: Path) -> Iterator[str]:
     """Start a server in ``folder``; yields its DSN (the ``postgres`` database), stops it after."""
-    import pgserver
+    import warnings
 
-    server = pgserver.get_server(str(folder), cleanup_mode="stop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset on these machines
+        import pgserver
+
+        server = pgserver.get_server(str(folder), cleanup_mode="stop")
     try:
         yield str(server.get_uri())
     finally:

