@@ -54,7 +54,7 @@ SHARED_CHROMA_GUARD = frozenset(
     {"GuardedCollection", "check_metadatas", "connect", "open_collection", "stored_or_none"}
 )
 
-ADAPTERS = ("ctxemb_chroma", "ctxemb_haystack", "ctxemb_langchain")
+ADAPTERS = ("ctxemb_chroma", "ctxemb_pgvector", "ctxemb_haystack", "ctxemb_langchain")
 
 
 @dataclass(frozen=True)
