@@ -84,6 +84,7 @@ EVALUATION_SETS = (
     "tests/eval/test_eval_adapters.py::test_the_published_figures_through_each_adapter",
     "tests/haystack/test_haystack_scifact.py::",
     "tests/adapters/test_three_adapters_scifact.py::",
+    "tests/pgvector/test_pgvector_eval.py::test_scifact_and_sts_through_pgvector",
     # 400 SciFact documents under three recipes: the right one's are the cache's.
     "tests/examples/test_failure_modes.py::",
 )
