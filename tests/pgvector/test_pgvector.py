@@ -111,3 +111,29 @@ def test_advice_names_this_adapter(pg, minilm):
     assert "ctxemb_pgvector.restamp(client, name, contract)" in str(err.value)
     assert "ctxemb_chroma" not in str(err.value)
     assert "--store pgvector and the same --dsn" in err.value.message_for("cli")
+
+
+def test_the_local_server_command_prints_a_dsn_and_stops_on_ctrl_c(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxemb_pgvector.server", str(tmp_path / "pgdata")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    try:
+        dsn = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        conn = ctxemb_pgvector.connect(dsn)
+        assert conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    assert "ctxemb index --store pgvector" in proc.stderr.read()  # type: ignore[union-attr]

@@ -36,7 +36,9 @@ def test_scifact_and_sts_through_pgvector_exact_and_hnsw(pg, data_dir, minilm_co
     hnsw = _eval("--via", "pgvector", *dsn, *scifact)
     assert hnsw["indexed_now"] == 0  # the same stamped table, opened verified
     assert abs(hnsw["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= 0.005, hnsw
-    sts = _eval("--via", "pgvector", *dsn, "--task", "sts", "--data", str(data_dir / "stsbenchmark"))
+    sts = _eval(
+        "--via", "pgvector", *dsn, "--task", "sts", "--data", str(data_dir / "stsbenchmark")
+    )
     assert sts["pairs"] == 1379
     assert abs(sts["unrounded"]["spearman"] - STSB_SPEARMAN) <= 0.0005, sts
 
