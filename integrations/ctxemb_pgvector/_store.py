@@ -126,9 +126,30 @@ def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -
     )
 
 
+def unstamped(stored: StoredTable) -> MissingStampError:
+    what = (
+        f"table {stored.name!r} carries no ctxemb stamp (no row for it in "
+        f"{stored.schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
+        "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
+        "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
+    )
+    python = (
+        "If its vectors were made under your contract, adopt it once (a sample of its rows is "
+        f"re-embedded, and it is stamped only if they match): ctxemb_pgvector.open_table(conn, "
+        f"{stored.name!r}, contract, adopt=True); ctxemb_pgvector.detect(conn, {stored.name!r}, "
+        "model) finds its contract when you do not know it."
+    )
+    cli = (
+        f"Find its contract and stamp it: ctxemb detect --store pgvector --dsn DSN --collection "
+        f"{stored.name} --model <model> --adopt; it is stamped only if a sample of its rows "
+        "re-embeds to their stored vectors."
+    )
+    return MissingStampError(what + python, cli=what + cli)
+
+
 def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
     """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
     stored = stored_table(conn, name, schema)
     if not stored.stamped:
-        raise MissingStampError(f"table {name!r} carries no ctxemb stamp")
+        raise unstamped(stored)
     return IndexStamp.from_metadata(stored.metadata).contract

@@ -10,34 +10,12 @@ from typing import Any
 from psycopg import sql
 
 from ctxemb_core import Embedder, IndexStamp
-from ctxemb_core.errors import MissingStampError
 from ctxemb_core.guard import check_storage, refuse_foreign, sample_ranges
 from ctxemb_core.verified import MAX_RECORDED, OpenCheck, load_verified, plan_sample, save_verified
 from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import layout_for
-from ctxemb_pgvector._store import StoredTable
+from ctxemb_pgvector._store import StoredTable, unstamped
 from ctxemb_pgvector._vectors import from_column
-
-
-def unstamped(stored: StoredTable) -> MissingStampError:
-    what = (
-        f"table {stored.name!r} carries no ctxemb stamp (no row for it in "
-        f"{stored.schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
-        "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
-        "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
-    )
-    python = (
-        "If its vectors were made under your contract, adopt it once (a sample of its rows is "
-        f"re-embedded, and it is stamped only if they match): ctxemb_pgvector.open_table(conn, "
-        f"{stored.name!r}, contract, adopt=True); ctxemb_pgvector.detect(conn, {stored.name!r}, "
-        "model) finds its contract when you do not know it."
-    )
-    cli = (
-        f"Find its contract and stamp it: ctxemb detect --store pgvector --dsn DSN --collection "
-        f"{stored.name} --model <model> --adopt; it is stamped only if a sample of its rows "
-        "re-embeds to their stored vectors."
-    )
-    return MissingStampError(what + python, cli=what + cli)
 
 
 def check_layout(stored: StoredTable, stamp: IndexStamp) -> None:

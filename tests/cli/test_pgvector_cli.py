@@ -93,3 +93,27 @@ def test_migrate_within_and_across_stores(pg, corpus, tmp_path, capsys, minilm):
     assert code == 0
     back = ctxemb_chroma.open_collection(client, "back", minilm)
     assert back.ids() == set(DOCS) and back.stamp.fingerprint == source.stamp.fingerprint
+
+
+def test_detect_adopts_a_table_written_around_ctxemb(pg, capsys, minilm):
+    # A table as Haystack's PgvectorDocumentStore creates it, filled by plain SQL.
+    pg.execute(
+        "CREATE TABLE legacy (id VARCHAR(128) PRIMARY KEY, embedding vector(384), content TEXT, "
+        "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB)"
+    )
+    vectors = minilm.embed_documents(list(DOCS.values())).astype(np.float32)
+    for (i, text), vector in zip(DOCS.items(), vectors, strict=True):
+        pg.execute(
+            "INSERT INTO legacy (id, embedding, content) VALUES (%s, %s, %s)", (i, vector, text)
+        )
+    store = ("--store", "pgvector", "--dsn", pg.ctxemb_dsn, "--collection", "legacy")
+    code, _, err = run(capsys, "query", *store, "tea")
+    assert code == 2 and "ctxemb detect --store pgvector" in err
+    code, out, _ = run(capsys, "detect", *store, "--model", MINILM, "--adopt")
+    assert code == 0 and "adopted" in out
+    code, out, _ = run(capsys, "query", *store, "--json", "how is green tea made")
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "tea"
+    # Rows written after adoption by any client take the newest ctxemb_seq.
+    seq = pg.execute("SELECT max(ctxemb_seq) FROM legacy").fetchone()[0]
+    pg.execute("UPDATE legacy SET content = 'changed' WHERE id = 'moon'")
+    assert pg.execute("SELECT ctxemb_seq FROM legacy WHERE id = 'moon'").fetchone()[0] > seq
