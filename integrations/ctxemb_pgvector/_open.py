@@ -17,6 +17,7 @@ from ctxemb_core.guard import (
     check_sample_size,
 )
 from ctxemb_pgvector._connect import check_connection, translated
+from ctxemb_pgvector._repair import repair as repair_table
 from ctxemb_pgvector._sql import (
     STAMPS,
     check_name,
@@ -38,6 +39,7 @@ def open_table(
     *,
     create: bool = True,
     adopt: bool = False,
+    repair: bool = False,
     sample: int = OPEN_SAMPLE,
     hnsw: bool = True,
     ef_search: int = 200,
@@ -55,6 +57,10 @@ def open_table(
             make it once; the second opens it).
         adopt: stamp an existing unstamped table (Haystack's or LangChain's, with the same
             columns) after re-embedding a sample of its rows and finding them this contract's.
+        repair: once the stamp and canary pass, write back what was changed around ctxemb:
+            the column layout recorded beside the stamp, and an HNSW index of the contract's
+            operator class when there is none (``repaired`` on the table says what was done).
+            A column of another type is never repaired (its vectors were rounded or cut).
         sample: stored rows re-embedded and compared on open: those written or changed since
             the table last passed under this contract, then random others (0: stamp, canary
             and column only).
@@ -86,7 +92,7 @@ def open_table(
     embedder = as_embedder(contract)
     check_sample_size(sample)
     check_count(ef_search, "ef_search")
-    for flag, value in (("create", create), ("adopt", adopt), ("hnsw", hnsw)):
+    for flag, value in (("create", create), ("adopt", adopt), ("repair", repair), ("hnsw", hnsw)):
         check_flag(value, flag)
     stored = stored_or_none(conn, name, schema)
     if stored is None:
@@ -105,10 +111,17 @@ def open_table(
         stamp = adopt_table(stored, embedder, sample)
         stored = stored_or_none(conn, name, schema) or stored
         return GuardedTable(stored, embedder, stamp, sample=sample, ef_search=ef_search)
+    repaired: list[str] = []
+    if repair and stored.stamped:
+        IndexStamp.from_metadata(stored.metadata).verify(embedder)
+        repaired = repair_table(stored, IndexStamp.from_metadata(stored.metadata))
+        stored = stored_or_none(conn, name, schema) or stored
     stamp, check = verify_open(stored, embedder, sample)
-    return GuardedTable(
+    table = GuardedTable(
         stored, embedder, stamp, sample=sample, ef_search=ef_search, open_check=check
     )
+    table.repaired = repaired
+    return table
 
 
 def _lock(conn: Any, schema: str, name: str) -> None:

@@ -77,6 +77,8 @@ class GuardedTable:
         #: What the last verification checked of the stored rows (``None`` when the table was
         #: created or adopted by this open).
         self.open_check = open_check
+        #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
+        self.repaired: list[str] = []
         self._stored = stored
         self._seen = (stored.version, stored.column)
         self._queriers: list[Embedder] = [embedder]

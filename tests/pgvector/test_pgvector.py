@@ -137,3 +137,30 @@ def test_the_local_server_command_prints_a_dsn_and_stops_on_ctrl_c(tmp_path):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     assert "ctxemb index --store pgvector" in proc.stderr.read()  # type: ignore[union-attr]
+
+
+def test_repair_puts_back_the_index_and_the_layout_record_not_the_column(pg, minilm):
+    _open(pg, minilm).add(list(DOCS), list(DOCS.values()))
+    pg.execute('DROP INDEX "docs_ctxemb_hnsw"')
+    pg.execute('UPDATE ctxemb_stamps SET layout = \'{"column": "vector(128)"}\'')
+    with pytest.raises(StorageMismatchError):
+        _open(pg, minilm)
+    docs = _open(pg, minilm, repair=True)
+    assert len(docs.repaired) == 2 and _open(pg, minilm).repaired == []
+    (definition,) = pg.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'")
+    assert "vector_cosine_ops" in definition[0]
+    # A column of another type holds other vectors: not repaired.
+    pg.execute('DROP INDEX "docs_ctxemb_hnsw_cosine"')
+    pg.execute("ALTER TABLE docs ALTER COLUMN embedding TYPE halfvec(384)")
+    with pytest.raises(StorageMismatchError):
+        _open(pg, minilm, repair=True)
+
+
+def test_a_table_in_another_schema(pg, minilm):
+    pg.execute("CREATE SCHEMA rag")
+    docs = _open(pg, minilm, schema="rag")
+    docs.add(["tea"], [DOCS["tea"]])
+    assert pg.execute("SELECT count(*) FROM rag.docs").fetchone()[0] == 1
+    assert pg.execute("SELECT count(*) FROM rag.ctxemb_stamps").fetchone()[0] == 1
+    assert ctxemb_pgvector.stored_or_none(pg, "docs") is None
+    assert _open(pg, minilm, schema="rag", create=False).count() == 1
