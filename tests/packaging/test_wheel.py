@@ -248,6 +248,7 @@ def test_wheel_holds_every_package_and_the_demo_data(dist: Dist, source_tree: Pa
         "ctxemb_core/rerank",
         "ctxemb_core/demo",
         "ctxemb_chroma",
+        "ctxemb_pgvector",
         "ctxemb_haystack",
         "ctxemb_langchain",
     } <= packages
@@ -301,6 +302,7 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
         "torch",
         "sentence-transformers",
         "chroma",
+        "pgvector",
         "haystack",
         "langchain",
         "eval",
@@ -308,9 +310,13 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
         "all",
         "test",
     }
-    assert by_extra["serve"] == {"uvicorn"}  # the server adds uvicorn and nothing else
+    assert by_extra["serve"] == {"uvicorn"}
+    # psycopg 3 and pgvector's Python package; the frameworks' Postgres stores with them.
+    assert by_extra["pgvector"] == {"psycopg", "pgvector"}
+    assert {"pgvector-haystack"} <= by_extra["haystack"]
+    assert {"langchain-postgres"} <= by_extra["langchain"]  # the server adds uvicorn and nothing else
     assert by_extra["all"] == {"ctxemb"}  # ctxemb[torch,...]: itself with every runtime extra
-    assert "ctxemb[chroma,eval,haystack,langchain,sentence-transformers,serve,torch]" in {
+    assert "ctxemb[chroma,eval,haystack,langchain,pgvector,sentence-transformers,serve,torch]" in {
         str(Requirement(r)).split(";")[0].replace(" ", "")
         for r in msg.get_all("Requires-Dist")
         if "all" in r
