@@ -25,6 +25,20 @@ from chroma_server import free_port
 REPO = Path(__file__).resolve().parents[1]
 
 
+def interruptible() -> None:
+    """``preexec_fn`` of a child that a test stops with Ctrl-C (SIGINT).
+
+    A process started with SIGINT ignored passes that on to its children, and Python then
+    installs no KeyboardInterrupt handler in them (a pytest-xdist worker can be such a
+    process, as is a shell's background job): the child would never see the test's Ctrl-C.
+    The default disposition here gives the child the behaviour of one run from a terminal.
+    """
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> dict:
     deadline = time.monotonic() + timeout
     while True:
@@ -108,6 +122,7 @@ def serve_process(
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
+        preexec_fn=interruptible,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -31,11 +31,13 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedCollection`, or a
     pgvector ``GuardedTable`` (``ctxemb_pgvector.open_table``) with ``client`` naming the Chroma
-    store. Under another contract every document is re-embedded; under the source's own (and
+    store. Under another contract every document is re-embedded, and so under the source's own
+    within one store (a rebuild). From another store under the source's own contract (and
     without ``reembed``) nothing is embedded: the stored vectors are copied bit for bit and the
-    target carries the source's stamp (its canary checked here). Ids already in the target are
-    skipped, so a migration killed mid-way continues where it stopped when run again and ends
-    with exactly the source's ids. The source is only read.
+    target carries the source's stamp (its canary checked here); the vectors are what the
+    source's open verified of them (``verify(..., all=True)`` first proves every one). Ids
+    already in the target are skipped, so a migration killed mid-way continues where it
+    stopped when run again and ends with exactly the source's ids. The source is only read.
 
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
@@ -58,7 +60,10 @@ def migrate(
     ):
         raise InvalidInputError("the target must be a new collection: the source is never modified")
     embedder = as_embedder(target_contract)
-    carry = not reembed and embedder.contract.fingerprint == stamp.fingerprint
+    # Across stores, the same contract's vectors are carried; within one store a migration
+    # under the same contract is a rebuild (records written around ctxemb re-embedded).
+    same_store = isinstance(source, GuardedCollection) and client is source.client
+    carry = not reembed and not same_store and embedder.contract.fingerprint == stamp.fingerprint
     target = open_collection(
         client, target_name, embedder, create=True, stamp=stamp if carry else None
     )

@@ -30,9 +30,11 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedTable`, or a Chroma
     ``GuardedCollection`` (``ctxemb_chroma.open_collection``) with ``conn`` naming the database.
-    Under the source's own contract (and without ``reembed``) nothing is embedded: the stored
-    vectors are copied bit for bit and the target carries the source's stamp (its canary
-    checked here). Under another contract every document is re-embedded. Ids already in the
+    From another store under the source's own contract (and without ``reembed``) nothing is
+    embedded: the stored vectors are copied bit for bit and the target carries the source's
+    stamp (its canary checked here); the vectors are what the source's open verified of them
+    (``verify(..., all=True)`` first proves every one). Under another contract, or within one
+    database (a rebuild), every document is re-embedded. Ids already in the
     target are skipped, so a copy killed mid-way resumes when run again and ends with exactly
     the source's ids. The source is only read.
 
@@ -60,7 +62,10 @@ def migrate(
     ):
         raise InvalidInputError("the target must be a new table: the source is never modified")
     embedder = as_embedder(target_contract)
-    carry = not reembed and embedder.contract.fingerprint == stamp.fingerprint
+    # Across stores, the same contract's vectors are carried; within one database a migration
+    # under the same contract is a rebuild (rows written around ctxemb re-embedded).
+    same_store = isinstance(source, GuardedTable) and conn is source.conn
+    carry = not reembed and not same_store and embedder.contract.fingerprint == stamp.fingerprint
     target = open_table(
         conn, target_name, embedder, create=True, schema=schema, stamp=stamp if carry else None
     )

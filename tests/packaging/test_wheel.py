@@ -310,11 +310,13 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
         "all",
         "test",
     }
-    assert by_extra["serve"] == {"uvicorn"}
+    assert by_extra["serve"] == {"uvicorn"}  # the server adds uvicorn and nothing else
     # psycopg 3 and pgvector's Python package; the frameworks' Postgres stores with them.
     assert by_extra["pgvector"] == {"psycopg", "pgvector"}
     assert {"pgvector-haystack"} <= by_extra["haystack"]
-    assert {"langchain-postgres"} <= by_extra["langchain"]  # the server adds uvicorn and nothing else
+    assert {"langchain-postgres"} <= by_extra[
+        "langchain"
+    ]  # the server adds uvicorn and nothing else
     assert by_extra["all"] == {"ctxemb"}  # ctxemb[torch,...]: itself with every runtime extra
     assert "ctxemb[chroma,eval,haystack,langchain,pgvector,sentence-transformers,serve,torch]" in {
         str(Requirement(r)).split(";")[0].replace(" ", "")

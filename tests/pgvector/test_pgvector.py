@@ -119,12 +119,15 @@ def test_the_local_server_command_prints_a_dsn_and_stops_on_ctrl_c(tmp_path):
     import subprocess
     import sys
 
+    from embedding_server import interruptible
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "ctxemb_pgvector.server", str(tmp_path / "pgdata")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        preexec_fn=interruptible,
     )
     try:
         dsn = proc.stdout.readline().strip()  # type: ignore[union-attr]
