@@ -378,6 +378,10 @@ class GuardedTable:
         querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
             query_texts = [query_texts]
+        elif not isinstance(query_texts, Sequence):
+            raise InvalidInputError(
+                f"query_texts must be a list of texts, got {type(query_texts).__name__}"
+            )
         self.current()
         check_querier_canary(self.stamp, querier, self._queriers)
         vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
@@ -407,7 +411,11 @@ class GuardedTable:
         check_count(n_results, "n_results")
         shown = _include(include)
         ef = min(
-            MAX_EF_SEARCH, max(check_count(ef_search or self.ef_search, "ef_search"), n_results)
+            MAX_EF_SEARCH,
+            max(
+                check_count(self.ef_search if ef_search is None else ef_search, "ef_search"),
+                n_results,
+            ),
         )
         filt, params = _where(where)
         if ids is not None:
