@@ -4,8 +4,9 @@ Install with ``pip install 'ctxemb[langchain]'``. :class:`ContractEmbeddings` em
 queries each in its own role under one contract; :class:`ContractChroma` is a
 ``langchain_chroma.Chroma`` on a stamped collection (the stamp ``ctxemb_chroma`` and the Haystack
 adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e.g.
-``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractRetriever` is the
-retriever of either.
+``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractPGVector` is a
+vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``, loaded on first
+use); :class:`ContractRetriever` is the retriever of each.
 
 Example:
     >>> from ctxemb_core import contract_for
@@ -41,7 +42,18 @@ __all__ = [
     "ContractCrossEncoderReranker",
     "ContractEmbeddings",
     "ContractLateInteractionReranker",
+    "ContractPGVector",
     "ContractRetriever",
     "ContractVectorStore",
     "eval_path",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ContractPGVector needs psycopg and pgvector (ctxemb[pgvector]): imported when asked for,
+    # so the Chroma and in-memory stores work without them.
+    if name == "ContractPGVector":
+        from ctxemb_langchain._pgvector import ContractPGVector
+
+        return ContractPGVector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

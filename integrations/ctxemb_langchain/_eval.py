@@ -34,6 +34,7 @@ def eval_path(
     path: str | None = None,
     host: str | None = None,
     port: int = 8000,
+    dsn: str | None = None,
 ) -> LangChainPath:
     """The LangChain evaluation path of ``embedder``'s contract over one vector store.
 
@@ -46,6 +47,8 @@ def eval_path(
             ``--via langchain-chroma``).
         collection: the Chroma collection (sentence pairs go to ``<collection>-pairs``).
         path, host, port: Chroma only: an embedded folder, or a server.
+        dsn: ``"pgvector"`` (:class:`ContractPGVector`; ``--via langchain-pgvector``) only:
+            the PostgreSQL database.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
@@ -61,8 +64,16 @@ def eval_path(
     )
     if store == "memory":
         return LangChainPath("langchain", embeddings, _MemoryStores(embeddings))
+    if store == "pgvector":
+        from ctxemb_langchain._eval_pgvector import PgvectorStores
+
+        if dsn is None:
+            raise InvalidInputError("a pgvector evaluation path needs dsn=")
+        return LangChainPath(
+            "langchain-pgvector", embeddings, PgvectorStores(embeddings, collection, dsn)
+        )
     if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory' or 'chroma', got {store!r}")
+        raise InvalidInputError(f"store must be 'memory', 'chroma' or 'pgvector', got {store!r}")
     from ctxemb_langchain._eval_chroma import ChromaStores
 
     stores = ChromaStores(embeddings, collection, path, host, port)

@@ -53,6 +53,12 @@ CORE_SURFACE = {
 SHARED_CHROMA_GUARD = frozenset(
     {"GuardedCollection", "check_metadatas", "connect", "open_collection", "stored_or_none"}
 )
+#: What they may import from ``ctxemb_pgvector``, the shared pgvector guard.
+SHARED_PG_GUARD = frozenset(
+    {"GuardedTable", "check_name", "connect", "open_table", "stored_or_none"}
+)
+#: The store adapters the framework adapters build on, and the names each declares for them.
+SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}
 
 ADAPTERS = ("ctxemb_chroma", "ctxemb_pgvector", "ctxemb_haystack", "ctxemb_langchain")
 
@@ -216,15 +222,18 @@ def cross_adapter_breaches(adapter: str, found: list[Imported]) -> list[str]:
         if top == adapter or top not in ADAPTERS:
             continue
         at = f"{imp.file}:{imp.line}"
-        if top != "ctxemb_chroma" or adapter == "ctxemb_chroma":
-            out.append(f"{at}: {adapter} imports {imp.module}; only ctxemb_chroma is shared")
-        elif imp.module != "ctxemb_chroma" or not imp.names:
-            out.append(f"{at}: imports {imp.module}; use the names of ctxemb_chroma itself")
+        if top not in SHARED_GUARDS or adapter in SHARED_GUARDS:
+            out.append(
+                f"{at}: {adapter} imports {imp.module}; only the store guards are shared, "
+                "with the framework adapters"
+            )
+        elif imp.module != top or not imp.names:
+            out.append(f"{at}: imports {imp.module}; use the names of {top} itself")
         else:
             out += [
-                f"{at}: imports {n} from ctxemb_chroma, not a name of the shared Chroma guard"
+                f"{at}: imports {n} from {top}, not a name of the shared {top} guard"
                 for n in imp.names
-                if n not in SHARED_CHROMA_GUARD
+                if n not in SHARED_GUARDS[top]
             ]
     return out
 
