@@ -4,7 +4,8 @@ Install with ``pip install 'ctxemb[haystack]'``. An indexing pipeline embeds wit
 :class:`ContractDocumentEmbedder` and writes with :class:`ContractDocumentWriter`; a query
 pipeline embeds with :class:`ContractTextEmbedder` and retrieves through
 :class:`ContractRetriever`, which refuses a store written under another contract before any
-document leaves it. Works with ``InMemoryDocumentStore`` and ``ChromaDocumentStore``.
+document leaves it. Works with ``InMemoryDocumentStore``, ``ChromaDocumentStore`` and
+``PgvectorDocumentStore`` (through ``ctxemb_pgvector``, the shared pgvector guard).
 
 Importing this package adds ``ctxemb_haystack`` (and nothing else) to Haystack's
 deserialisation allowlist, so a pipeline YAML that uses these components loads with

@@ -20,9 +20,9 @@ from ctxemb_chroma import (
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
+from ctxemb_core.errors import ExistingIdsError, MissingStampError
 from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
-from ctxemb_haystack._writes import DuplicateDocumentsError, contract_of, unique
+from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, contract_of, unique
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class ChromaGuard:
             check_fingerprint(fingerprint, stamped)
         contract = contract_of(fingerprint, stamped)
         # The whole batch is checked before the collection is created (and stamped).
-        texts = [_content(d) for d in documents]
+        texts = [content_of(d) for d in documents]
         metas = [_storable_meta(d) for d in documents]
         check_records(ids, texts, metas)
         check_metadatas(ids, metas)
@@ -177,15 +177,6 @@ class ChromaGuard:
         space = (guarded.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
         scores = similarity([d.score for d in found], space, contract)
         return [dataclasses.replace(d, score=float(s)) for d, s in zip(found, scores, strict=True)]
-
-
-def _content(document: Document) -> str:
-    if not isinstance(document.content, str):
-        raise InvalidInputError(
-            f"document {document.id!r} has no text content: a ctxemb store keeps every record's "
-            "text, so its vector can be checked against it"
-        )
-    return document.content
 
 
 def _storable_meta(document: Document) -> dict[str, Any]:

@@ -45,16 +45,21 @@ class ContractDocumentWriter:
     A drop-in for Haystack's ``DocumentWriter``. Before anything is written the whole batch is
     checked: every document must carry one contract's fingerprint and a vector of its width,
     and the store must hold that contract (Chroma: the collection's stamp, created with the
-    collection on the first write; in memory: the fingerprints of stored documents). A write
-    that fails is undone (Chroma) or never starts (in memory), so nothing is half-written.
+    collection on the first write; pgvector: the table's stamp row, created by
+    ``ctxemb_pgvector`` with the table on the first write; in memory: the fingerprints of
+    stored documents). A write that fails is undone (Chroma), is one transaction (pgvector) or
+    never starts (in memory), so nothing is half-written.
 
     Args:
-        document_store: an ``InMemoryDocumentStore`` or a ``ChromaDocumentStore``.
+        document_store: an ``InMemoryDocumentStore``, a ``ChromaDocumentStore`` or a
+            ``PgvectorDocumentStore``.
         policy: what to do with ids already stored (``NONE`` is ``FAIL``, as in Haystack).
-        sample: stored Chroma records re-embedded when the collection is opened.
-        adopt: stamp an existing unstamped Chroma collection (written by Haystack's own
-            ``DocumentWriter``, say) once a sample of its records re-embeds to their stored
-            vectors under the documents' contract; a mismatch is refused, nothing written.
+        sample: stored Chroma records (pgvector rows) re-embedded when the collection (table)
+            is opened.
+        adopt: stamp an existing unstamped Chroma collection or pgvector table (written by
+            Haystack's own ``DocumentWriter``, say) once a sample of its records re-embeds to
+            their stored vectors under the documents' contract; a mismatch is refused, nothing
+            written.
 
     Raises (from ``run``):
         ContractMismatchError: the documents or the store are of another contract (the fields
@@ -116,17 +121,22 @@ class ContractRetriever:
 
     Connect :class:`ContractTextEmbedder`'s ``embedding`` and ``fingerprint`` outputs to this
     component's inputs. The store must have been written under the fingerprint's contract:
-    a ``ChromaDocumentStore`` collection by its stamp (checked, with its canary and a sample of
-    records, when first read, and re-read on every call), an ``InMemoryDocumentStore`` by the
+    a ``ChromaDocumentStore`` collection or a ``PgvectorDocumentStore`` table by its stamp
+    (checked, with its canary and a sample of records, when first read, and re-read on every
+    call; a pgvector table is searched by ``ctxemb_pgvector`` in the contract's distance,
+    whatever the store's ``vector_function``), an ``InMemoryDocumentStore`` by the
     fingerprints of the documents found (one foreign document refuses the whole result).
 
     Scores are similarities, higher is better: for a normalised contract the cosine similarity
-    (Chroma's distances converted; the in-memory store's dot product, never rescaled), for
-    others the inner product (the in-memory store's ``dot_product``, Chroma's ``ip``).
+    (Chroma's and pgvector's distances converted; the in-memory store's dot product, never
+    rescaled), for others the inner product (the in-memory store's ``dot_product``, Chroma's
+    ``ip``, pgvector's ``<#>``).
 
     Args:
-        retriever: an ``InMemoryEmbeddingRetriever`` or a ``ChromaEmbeddingRetriever``; its
-            ``top_k``, ``filters`` and ``filter_policy`` apply as usual.
+        retriever: an ``InMemoryEmbeddingRetriever``, a ``ChromaEmbeddingRetriever`` or a
+            ``PgvectorEmbeddingRetriever``; its ``top_k``, ``filters`` and ``filter_policy``
+            apply as usual (pgvector: a filter of ``meta.<key> ==`` tests is searched in SQL;
+            any other selects its ids with the store's ``filter_documents`` first).
         sample: stored Chroma records re-embedded when the collection is first read.
         adopt: stamp an unstamped Chroma collection on the first read once a sample of its
             records re-embeds to their stored vectors under the query's contract (the one
@@ -137,8 +147,9 @@ class ContractRetriever:
         store = getattr(retriever, "document_store", None)
         if store is None or not callable(getattr(retriever, "run", None)):
             raise TypeError(
-                "ContractRetriever wraps an embedding retriever (InMemoryEmbeddingRetriever or "
-                f"ChromaEmbeddingRetriever), got {type(retriever).__name__}"
+                "ContractRetriever wraps an embedding retriever (InMemoryEmbeddingRetriever, "
+                f"ChromaEmbeddingRetriever or PgvectorEmbeddingRetriever), got "
+                f"{type(retriever).__name__}"
             )
         self.retriever = retriever
         self.sample = check_sample_size(sample)

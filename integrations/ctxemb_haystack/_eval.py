@@ -1,12 +1,14 @@
-"""``ctxemb eval --via haystack|haystack-chroma``: the pipelines a Haystack user runs, measured.
+"""``ctxemb eval --via haystack|haystack-chroma|haystack-pgvector``: the pipelines a Haystack
+user runs, measured.
 
 Documents go through an indexing ``Pipeline`` (:class:`ContractDocumentEmbedder` →
 :class:`ContractDocumentWriter`) and queries through a query ``Pipeline``
 (:class:`ContractTextEmbedder` → :class:`ContractRetriever` around the store's own retriever),
-into ``InMemoryDocumentStore`` or ``ChromaDocumentStore``. The scores are the retriever's,
-already similarities with the contract's meaning (the Chroma distance is converted by
-:class:`ContractRetriever`). Sentence pairs are stored apart from the documents (in memory: 64
-pairs to a store; Chroma: the collection ``<collection>-pairs``), each with its pair id in
+into ``InMemoryDocumentStore``, ``ChromaDocumentStore`` or ``PgvectorDocumentStore``. The
+scores are the retriever's, already similarities with the contract's meaning (the Chroma and
+pgvector distances are converted by :class:`ContractRetriever`). Sentence pairs are stored
+apart from the documents (in memory: 64 pairs to a store; Chroma: the collection
+``<collection>-pairs``; pgvector: the table ``<collection>-pairs``), each with its pair id in
 ``meta``, and each first sentence is searched under a Haystack filter on that id.
 """
 
@@ -40,6 +42,7 @@ def eval_path(
     path: str | None = None,
     host: str | None = None,
     port: int = 8000,
+    dsn: str | None = None,
 ) -> HaystackPath:
     """The Haystack evaluation path of ``embedder``'s contract over one document store.
 
@@ -48,9 +51,12 @@ def eval_path(
             pipelines' embedders, and its cache (if any) is theirs, so vectors embedded by
             another path are read back.
         store: ``"memory"`` (``InMemoryDocumentStore``, exact search; ``--via haystack``) or
-            ``"chroma"`` (``ChromaDocumentStore``; ``--via haystack-chroma``).
-        collection: the Chroma collection (sentence pairs go to ``<collection>-pairs``).
+            ``"chroma"`` (``ChromaDocumentStore``; ``--via haystack-chroma``) or ``"pgvector"``
+            (``PgvectorDocumentStore``; ``--via haystack-pgvector``).
+        collection: the Chroma collection or PostgreSQL table (sentence pairs go to
+            ``<collection>-pairs``).
         path, host, port: Chroma only: an embedded folder, or a server.
+        dsn: pgvector only: the database's connection string.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")), "chroma", path="./db")
@@ -59,8 +65,14 @@ def eval_path(
     """
     if store == "memory":
         return HaystackPath("haystack", embedder, _MemoryStores())
+    if store == "pgvector":
+        from ctxemb_haystack._eval_pgvector import PgvectorStores
+
+        return HaystackPath(
+            "haystack-pgvector", embedder, PgvectorStores(embedder, collection, dsn)
+        )
     if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory' or 'chroma', got {store!r}")
+        raise InvalidInputError(f"store must be 'memory', 'chroma' or 'pgvector', got {store!r}")
     from ctxemb_haystack._eval_chroma import ChromaStores
 
     return HaystackPath(

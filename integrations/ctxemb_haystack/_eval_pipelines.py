@@ -37,13 +37,13 @@ class Pipelines:
         self.indexing = Pipeline()
         self.indexing.add_component("embedder", documents)
         # SKIP: what another run stored is kept (only missing ids are sent anyway).
-        self.indexing.add_component(
-            "writer", ContractDocumentWriter(self.store, DuplicatePolicy.SKIP)
-        )
+        self.writer = ContractDocumentWriter(self.store, DuplicatePolicy.SKIP)
+        self.indexing.add_component("writer", self.writer)
         self.indexing.connect("embedder.documents", "writer.documents")
         self.query = Pipeline()
         self.query.add_component("embedder", texts)
-        self.query.add_component("retriever", ContractRetriever(stores.retriever(self.store)))
+        self.retriever = ContractRetriever(stores.retriever(self.store))
+        self.query.add_component("retriever", self.retriever)
         self.query.connect("embedder.embedding", "retriever.query_embedding")
         self.query.connect("embedder.fingerprint", "retriever.fingerprint")
         self.query.warm_up()
@@ -67,9 +67,11 @@ class Pipelines:
         return documents
 
     def close(self) -> None:
-        closer = getattr(self.store, "close", None)  # ChromaDocumentStore's client
-        if callable(closer):
-            closer()
+        # The store's client (Chroma, pgvector) and the guards' own connections (pgvector).
+        for owner in (self.store, self.writer._guard, self.retriever._guard):
+            closer = getattr(owner, "close", None)
+            if callable(closer):
+                closer()
 
 
 def run(pipeline: Pipeline, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 ``InMemoryDocumentStore`` keeps no collection metadata: each document carries its contract's
 fingerprint (``meta["ctxemb_fingerprint"]``) and every result is checked on its way out.
 ``ChromaDocumentStore`` keeps the collection stamp ``ctxemb_chroma`` writes, so a collection
-indexed through either adapter is read by the other under the same contract. What is checked
+indexed through either adapter is read by the other under the same contract;
+``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside its table. What is checked
 and how comes from ``ctxemb_core``; this module translates Haystack's documents and calls.
 """
 
@@ -23,18 +24,22 @@ from ctxemb_haystack._writes import DuplicateDocumentsError, contract_of, unique
 
 if TYPE_CHECKING:
     from ctxemb_haystack._chroma import ChromaGuard
+    from ctxemb_haystack._pgvector import PgvectorGuard
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for", "unique"]
 
 
-def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | ChromaGuard:
+def guard_for(
+    store: Any, sample: int, adopt: bool = False
+) -> MemoryGuard | ChromaGuard | PgvectorGuard:
     """The guard of a store; a store ctxemb cannot check is refused by name."""
     if isinstance(store, InMemoryDocumentStore):
         if adopt:
             raise InvalidInputError(
-                "adopt=True stamps an unstamped Chroma collection; an InMemoryDocumentStore "
+                "adopt=True stamps an unstamped Chroma collection or pgvector table; an "
+                "InMemoryDocumentStore "
                 "has no collection stamp (each document carries its fingerprint): write its "
                 "documents again through ContractDocumentEmbedder and ContractDocumentWriter"
             )
@@ -47,9 +52,17 @@ def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | Chr
         from ctxemb_haystack._chroma import ChromaGuard
 
         return ChromaGuard(store, sample, adopt)
+    try:
+        from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
+    except ImportError:  # pragma: no cover - only without pgvector-haystack
+        PgvectorDocumentStore = None  # type: ignore[assignment,misc]
+    if PgvectorDocumentStore is not None and isinstance(store, PgvectorDocumentStore):
+        from ctxemb_haystack._pgvector import PgvectorGuard
+
+        return PgvectorGuard(store, sample, adopt)
     raise TypeError(
-        "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack); got "
-        f"{type(store).__name__}"
+        "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack), and "
+        f"PgvectorDocumentStore (pgvector-haystack); got {type(store).__name__}"
     )
 
 

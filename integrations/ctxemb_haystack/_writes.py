@@ -1,8 +1,10 @@
 """What every guarded Haystack store shares on a write: the duplicate policy applied to a batch,
-the error a refused duplicate raises, and the contract a batch's fingerprint names.
+the error a refused duplicate raises, the contract a batch's fingerprint names, and the text
+every stored document must have.
 
-Below both guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._chroma` for
-``ChromaDocumentStore``), so neither imports the other for them.
+Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._chroma` for
+``ChromaDocumentStore``, :mod:`._pgvector` for ``PgvectorDocumentStore``), so none imports
+another for them.
 """
 
 from __future__ import annotations
@@ -52,3 +54,12 @@ def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> Embeddin
             "ContractDocumentEmbedder in this pipeline (building one with that contract is enough)"
         )
     return contract
+
+
+def content_of(document: Document) -> str:
+    if not isinstance(document.content, str):
+        raise InvalidInputError(
+            f"document {document.id!r} has no text content: a ctxemb store keeps every record's "
+            "text, so its vector can be checked against it"
+        )
+    return document.content
