@@ -174,5 +174,15 @@ def _cold_query(result: dict) -> None:
     assert "verified_over_sample0" in result["ratios"]
 
 
+def _pgvector_index(result: dict) -> None:
+    # The three ratios its goals are stated on, each against a side measured in the same run.
+    assert result["documents"] == 16
+    assert result["index"]["ratio"] > 0 and result["index"]["stored_vectors_min_cosine"] > 0.99
+    assert result["insert"]["faster_plain"] in ("copy", "executemany")
+    assert result["insert"]["ratio"] > 0
+    assert result["query"]["queries"] == 3 and result["query"]["same_top10"] == "3/3"
+    assert result["query"]["ratio_p50"] > 0 and result["query"]["embed_query_ms_p50"] > 0
+
+
 #: Beyond the common keys, what a quick result of these benchmarks holds.
-SHAPES = {"cold_query": _cold_query}
+SHAPES = {"cold_query": _cold_query, "pgvector_index": _pgvector_index}
