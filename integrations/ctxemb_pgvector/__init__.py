@@ -4,18 +4,22 @@ Install with ``pip install ctxemb[pgvector]`` (psycopg 3 and pgvector's Python p
 server needs the ``vector`` extension).
 
 This package is also **the shared pgvector guard**: the Haystack and LangChain adapters open,
-write and read PostgreSQL tables through it, with these names:
+write and read PostgreSQL tables through it, with exactly these names of it, nothing private:
 
 - :func:`connect`: a psycopg connection with pgvector's types (:func:`local_server` starts a
   throwaway server for trying things out);
 - :func:`open_table` (also ``open_collection``, the name the CLI uses for every store):
   create a table stamped in one transaction, or open and verify it (stamp row, canary, column
-  type, the rows written or changed since it last passed), adopting on request;
+  type, the rows written or changed since it last passed), adopting or repairing on request;
 - :class:`GuardedTable`: the opened table, every call checked (``add``, ``upsert``,
   ``add_missing``, ``sync``, ``add_embedded``, ``query``, ``query_vectors``, ``get``,
   ``delete``, ``count``, ``ids``);
-- :func:`verify`, :func:`migrate` (also from a Chroma collection), :func:`restamp`,
-  :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`.
+- :func:`stored_or_none`: the table as the database has it, unguarded, or ``None``;
+- :func:`check_name`: the names a guarded table may have, checked before connecting.
+
+Its own tools: :func:`verify`, :func:`migrate` (also from a Chroma collection),
+:func:`restamp`, :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`. The guard
+imports neither framework adapter nor the Chroma guard (``tests/core/test_adapter_surface.py``).
 
 The table has Haystack's ``PgvectorDocumentStore`` columns, so a table written through any
 of the three (the CLI, Haystack, LangChain) opens through the others under the same contract.

@@ -284,6 +284,26 @@ def test_the_framework_adapters_do_build_on_the_shared_guard():
     assert used == SHARED_CHROMA_GUARD
 
 
+def test_the_framework_adapters_do_build_on_the_shared_pgvector_guard():
+    used = {
+        n
+        for adapter in ("ctxemb_haystack", "ctxemb_langchain")
+        for imp in adapter_imports(adapter)
+        if imp.module == "ctxemb_pgvector"
+        for n in imp.names
+    }
+    assert used == SHARED_PG_GUARD
+
+
+def test_the_shared_pgvector_guard_is_public_and_documented_as_such():
+    ctxemb_pgvector = pytest.importorskip("ctxemb_pgvector")
+    assert set(ctxemb_pgvector.__all__) >= SHARED_PG_GUARD
+    doc = ctxemb_pgvector.__doc__ or ""
+    assert "shared pgvector guard" in doc
+    for name in SHARED_PG_GUARD:
+        assert f"`{name}`" in doc, name
+
+
 def test_the_shared_guard_is_public_and_documented_as_such():
     ctxemb_chroma = pytest.importorskip("ctxemb_chroma")
     assert set(ctxemb_chroma.__all__) >= SHARED_CHROMA_GUARD

@@ -36,6 +36,12 @@ def test_scifact_and_sts_through_pgvector_exact_and_hnsw(pg, data_dir, minilm_co
     hnsw = _eval("--via", "pgvector", *dsn, *scifact)
     assert hnsw["indexed_now"] == 0  # the same stamped table, opened verified
     assert abs(hnsw["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= 0.005, hnsw
+    # Haystack's and LangChain's paths query the same stamped table (written above by the
+    # CLI's path: nothing is indexed again).
+    for via in ("haystack-pgvector", "langchain-pgvector"):
+        framework = _eval("--via", via, *dsn, *scifact)
+        assert framework["indexed_now"] == 0, via
+        assert abs(framework["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= 0.005, framework
     sts = _eval(
         "--via", "pgvector", *dsn, "--task", "sts", "--data", str(data_dir / "stsbenchmark")
     )
