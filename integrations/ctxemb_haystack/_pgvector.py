@@ -165,7 +165,6 @@ class PgvectorGuard:
         top_k: int | None = None,
     ) -> list[Document]:
         contract = self.caller(fingerprint)
-        self.check_width(contract)
         vector = check_query_vector(query_embedding, contract.output_dim, contract=contract)
         if (
             contract.fingerprint not in self._opened
