@@ -72,7 +72,7 @@ def eval_path(
             "haystack-pgvector", embedder, PgvectorStores(embedder, collection, dsn)
         )
     if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory', 'chroma' or 'pgvector', got {store!r}")
+        raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
     from ctxemb_haystack._eval_chroma import ChromaStores
 
     return HaystackPath(

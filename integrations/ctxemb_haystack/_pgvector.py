@@ -9,7 +9,6 @@ the contract's distance (the table's layout), whatever the store's ``vector_func
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -22,13 +21,11 @@ from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
+from ctxemb_haystack._pgvector_rows import check_storable, where_of
 from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, contract_of, unique
 from ctxemb_pgvector import GuardedTable, check_name, connect, open_table, stored_or_none
 
 logger = logging.getLogger(__name__)
-
-#: Metadata values a ``meta.<key> == value`` filter becomes a containment test for.
-_SCALARS = (str, int, float, bool)
 
 
 class PgvectorGuard:
@@ -111,7 +108,7 @@ class PgvectorGuard:
         texts = [content_of(d) for d in documents]
         metas = [dict(d.meta) for d in documents]
         check_records(ids, texts, metas)
-        _check_storable(ids, texts, metas)
+        check_storable(ids, texts, metas)
         check_embedded([d.embedding for d in documents], contract, ids)
         for d in documents:
             if d.blob is not None:
@@ -165,7 +162,6 @@ class PgvectorGuard:
         top_k: int | None = None,
     ) -> list[Document]:
         contract = self.caller(fingerprint)
-        self.check_width(contract)
         vector = check_query_vector(query_embedding, contract.output_dim, contract=contract)
         if (
             contract.fingerprint not in self._opened
@@ -174,7 +170,7 @@ class PgvectorGuard:
             return []  # nothing indexed yet: nothing to return, and nothing is created
         guarded = self.opened(contract, create=False)
         filters = apply_filter_policy(retriever.filter_policy, retriever.filters, filters)
-        where, ids = _where(filters), None
+        where, ids = where_of(filters), None
         if filters and where is None:
             # Beyond metadata equality: the ids Haystack's own filter finds, searched by ctxemb.
             ids = [d.id for d in self.store.filter_documents(filters)]
@@ -200,42 +196,3 @@ class PgvectorGuard:
                 strict=True,
             )
         ]
-
-
-def _where(filters: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A Haystack filter of ``meta.<key> == value`` tests (alone or under ``AND``) as
-    ``ctxemb_pgvector``'s ``where``; ``None`` for no filter or any other filter."""
-    if not filters:
-        return None
-    conditions = filters.get("conditions") if filters.get("operator") == "AND" else [filters]
-    if not isinstance(conditions, list) or not conditions:
-        return None
-    where: dict[str, Any] = {}
-    for c in conditions:
-        field = c.get("field") if isinstance(c, dict) else None
-        if (
-            c.get("operator") != "=="
-            or not isinstance(field, str)
-            or not field.startswith("meta.")
-            or "." in field[5:]
-            or not isinstance(c.get("value"), _SCALARS)
-            or field[5:] in where
-        ):
-            return None
-        where[field[5:]] = c["value"]
-    return where
-
-
-def _check_storable(ids: list[str], texts: list[str], metas: list[dict[str, Any]]) -> None:
-    """What PostgreSQL would refuse while writing, refused before the table is created."""
-    for i, text, meta in zip(ids, texts, metas, strict=True):
-        if "\x00" in text:
-            raise InvalidInputError(
-                f"document {i!r} holds a NUL character, which PostgreSQL text cannot store"
-            )
-        try:
-            json.dumps(meta, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(
-                f"document {i!r}: meta cannot be stored as JSON: {exc}"
-            ) from None

@@ -353,3 +353,19 @@ def test_the_eval_path_refuses_another_contracts_table(pg, dsn, minilm):
             path.index(DOCS)
     finally:
         path.close()
+
+
+def test_an_unnormalised_contract_scores_by_inner_product(dsn, minilm_contract):
+    embedder = Embedder(minilm_contract.with_(normalize=False))
+    path = eval_path(embedder, "pgvector", collection=fresh_name(), dsn=dsn)
+    try:
+        path.index(DOCS)
+        query = "how are green tea leaves processed"
+        run = path.search({"q": query}, len(DOCS))
+        exact = embedder.embed_documents(list(DOCS.values())) @ embedder.embed_queries([query])[0]
+        assert set(run["q"]) == set(DOCS)
+        for doc_id, want in zip(DOCS, exact, strict=True):
+            assert run["q"][doc_id] == pytest.approx(float(want), rel=1e-5, abs=1e-4)
+        assert max(exact) > 1.5  # an inner product of unnormalised vectors, not a cosine
+    finally:
+        path.close()
