@@ -73,7 +73,7 @@ def eval_path(
             "langchain-pgvector", embeddings, PgvectorStores(embeddings, collection, dsn)
         )
     if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory', 'chroma' or 'pgvector', got {store!r}")
+        raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
     from ctxemb_langchain._eval_chroma import ChromaStores
 
     stores = ChromaStores(embeddings, collection, path, host, port)

@@ -75,6 +75,7 @@ def test_the_framework_adapters_export_their_components():
         "ContractCrossEncoderReranker",
         "ContractEmbeddings",
         "ContractLateInteractionReranker",
+        "ContractPGVector",
         "ContractRetriever",
         "ContractVectorStore",
         "eval_path",
