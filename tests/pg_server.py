@@ -34,3 +34,40 @@ def fresh_database(dsn: str) -> str:
         conn.execute(f'CREATE DATABASE "{name}"')
     base, _, query = dsn.partition("?")
     return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+class RestartableServer:
+    """A server of the test's own, to stop under a client and start again (``stop``/``start``).
+
+    ``stop(mode)`` is ``pg_ctl stop -m MODE``: ``fast`` (an administrator's shutdown: clients are
+    told, open transactions rolled back) or ``immediate`` (as a crash: clients lose the socket,
+    the next start replays the write-ahead log).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs, as above
+            import pgserver
+
+        self._server = pgserver.get_server(str(folder), cleanup_mode="stop")
+        self.dsn = str(self._server.get_uri())
+
+    def stop(self, mode: str) -> None:
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(
+            ["-w", "-m", mode, "stop"], pgdata=self._server.pgdata, user=self._server.system_user
+        )
+
+    def start(self) -> None:
+        # pgserver starts a server only when a handle is made; a handle of this process exists
+        # (pgserver keeps one per folder), so its own start step is asked again, under its lock
+        # as pgserver does.
+        with self._server._lock:
+            self._server.ensure_postgres_running()
+        assert str(self._server.get_uri()) == self.dsn
+
+    def close(self) -> None:
+        self._server.cleanup()
