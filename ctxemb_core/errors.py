@@ -72,6 +72,7 @@ __all__ = [
     "EncoderDriftError",
     "ExistingIdsError",
     "ForeignVectorsError",
+    "HybridMismatchError",
     "IncompleteWriteError",
     "InvalidArgumentsError",
     "InvalidContractError",
@@ -80,6 +81,7 @@ __all__ = [
     "MissingDependencyError",
     "MissingStampError",
     "ModelNotFoundError",
+    "OutOfStepError",
     "PickledWeightsError",
     "RemoteEncoderError",
     "RerankerMismatchError",
@@ -493,6 +495,133 @@ def _rebuild_mismatch(
     if isinstance(caller, str) or by_fingerprint:
         return cls.from_fingerprints(index, caller, documents=documents)
     return cls(index, caller, documents=documents, stamped=stamped, folder=folder, server=server)
+
+
+class HybridMismatchError(ContractMismatchError):
+    """The caller's lexical recipe or fusion is not the one a hybrid index was built with.
+
+    Raised for changes on the lexical or fusion side; a dense-side change is the dense guard's
+    :class:`ContractMismatchError`, as for any index. Catching ``ContractMismatchError`` catches
+    both.
+
+    Attributes:
+        index: the index's :class:`~ctxemb_core.hybrid.HybridContract` (its stamp).
+        caller: the caller's hybrid contract.
+        diff: the :class:`~ctxemb_core.hybrid.HybridDiff` (``diff.kind`` says whether only the
+            query side changed or the lexical side must be rebuilt).
+        fields: the differing fields, each named with its side (``lexical.stemmer``,
+            ``fusion.k``); never empty.
+        where: the index refused (its name), for the message.
+    """
+
+    def __init__(self, index: Any, caller: Any, *, where: str = "the index") -> None:
+        self.index = index
+        self.caller = caller
+        self.where = where
+        self.index_fingerprint = index.fingerprint
+        self.caller_fingerprint = caller.fingerprint
+        self.diff = index.diff(caller)
+        self.fields = tuple(c.field for c in self.diff.changes)
+        self.documents = ()
+        self.stamped = True
+        self.folder = None
+        self.server = None
+        lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in self.diff.changes]
+        if self.diff.kind.value == "lexical_reindex":
+            advice = (
+                "The lexical side was built under another recipe: query with the stamp's "
+                "recipe (give no lexical options and it is read from the stamp), or rebuild the "
+                "lexical side under yours: remove its folder and run ctxemb index --hybrid with "
+                "your options (the dense vectors stay)."
+            )
+        else:
+            advice = (
+                "Only the query side differs (nothing stored changes): query with the stamp's "
+                "fusion (give no fusion options), or stamp this fusion as the index's own "
+                "(HybridIndex.set_fusion; ctxemb index --hybrid --set-fusion with the options)."
+            )
+        StampError.__init__(
+            self,
+            f"hybrid contract mismatch: {where} was built under another hybrid contract "
+            f"({self.diff.kind.value}); nothing was returned.\n" + "\n".join(lines) + "\n" + advice,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_hybrid_mismatch, (type(self), self.index, self.caller, self.where))
+
+
+def _rebuild_hybrid_mismatch(
+    cls: type[HybridMismatchError], index: Any, caller: Any, where: str
+) -> HybridMismatchError:
+    return cls(index, caller, where=where)
+
+
+class OutOfStepError(StampError):
+    """The two sides of a hybrid index do not hold the same documents.
+
+    The dense and the lexical side are written from one corpus pass and updated together; a
+    document on one side only, or with another text on each side, means a write reached one
+    side and not the other (an interrupted run, or a write around the hybrid guard). Nothing is
+    returned until they agree again: ``ctxemb index --hybrid`` (or ``refresh()``) rebuilds the
+    lexical side from the dense side's stored texts.
+
+    Attributes:
+        where: the index (its name).
+        only_dense: ids stored on the dense side only.
+        only_lexical: ids stored on the lexical side only.
+        changed: ids whose text differs between the sides.
+        counts: ``(dense, lexical)`` document counts when only the counts were compared.
+    """
+
+    def __init__(
+        self,
+        where: str,
+        only_dense: Sequence[str],
+        only_lexical: Sequence[str],
+        changed: Sequence[str],
+        *,
+        counts: tuple[int, int] | None = None,
+    ) -> None:
+        self.where = where
+        self.only_dense = tuple(only_dense)
+        self.only_lexical = tuple(only_lexical)
+        self.changed = tuple(changed)
+        self.counts = counts
+        parts = []
+        for label, ids in (
+            ("on the dense side only", self.only_dense),
+            ("on the lexical side only", self.only_lexical),
+            ("with another text on each side", self.changed),
+        ):
+            if ids:
+                shown = ", ".join(repr(i) for i in ids[:5]) + (" …" if len(ids) > 5 else "")
+                parts.append(f"  {len(ids)} {label}: {shown}")
+        if counts is not None:
+            parts.append(f"  {counts[0]} documents on the dense side, {counts[1]} on the lexical")
+        super().__init__(
+            f"the dense and lexical sides of {where} are out of step; nothing was returned.\n"
+            + "\n".join(parts)
+            + "\nA write reached one side only (an interrupted run, or a write that bypassed "
+            "the hybrid index). Run the same ctxemb index --hybrid again (or call refresh()): "
+            "the lexical side is rebuilt from the dense side's stored texts."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_out_of_step,
+            (type(self), self.where, self.only_dense, self.only_lexical, self.changed, self.counts),
+        )
+
+
+def _rebuild_out_of_step(
+    cls: type[OutOfStepError],
+    where: str,
+    only_dense: Sequence[str],
+    only_lexical: Sequence[str],
+    changed: Sequence[str],
+    counts: tuple[int, int] | None,
+) -> OutOfStepError:
+    return cls(where, only_dense, only_lexical, changed, counts=counts)
 
 
 class ConfigurationMismatchError(StampError):

@@ -41,6 +41,7 @@ from ctxemb_chroma._connect import connect
 from ctxemb_chroma._detect import detect
 from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
+from ctxemb_chroma._hybrid import lexical_folder, open_hybrid
 from ctxemb_chroma._migrate import migrate
 from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray import IndexSummary, index_with_ray
@@ -65,8 +66,10 @@ __all__ = [
     "detect",
     "eval_path",
     "index_with_ray",
+    "lexical_folder",
     "migrate",
     "open_collection",
+    "open_hybrid",
     "restamp",
     "search",
     "shortlist",

@@ -44,7 +44,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
     ) from exc
 
-from ctxemb_pgvector import _detect, _eval, _migrate, _open, _report, _restamp, _search, _store
+from ctxemb_pgvector import (
+    _detect,
+    _eval,
+    _hybrid,
+    _migrate,
+    _open,
+    _report,
+    _restamp,
+    _search,
+    _store,
+)
 from ctxemb_pgvector._connect import advised, connect, local_server
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
 from ctxemb_pgvector._store import StoredTable, stored_or_none, stored_table
@@ -57,6 +67,8 @@ detect = advised(_detect.detect)
 eval_path = advised(_eval.eval_path)
 migrate = advised(_migrate.migrate)
 open_table = advised(_open.open_table)
+open_hybrid = advised(_hybrid.open_hybrid)
+lexical_folder = _hybrid.lexical_folder
 verify = advised(_report.verify)
 restamp = advised(_restamp.restamp)
 search = advised(_search.search)
@@ -77,9 +89,11 @@ __all__ = [
     "detect",
     "eval_path",
     "layout_for",
+    "lexical_folder",
     "local_server",
     "migrate",
     "open_collection",
+    "open_hybrid",
     "open_table",
     "restamp",
     "search",

@@ -1,0 +1,38 @@
+"""Hybrid retrieval under one contract: BM25 beside the dense bi-encoder, fused, all pinned.
+
+- :class:`HybridContract`: the dense :class:`~ctxemb_core.EmbeddingContract`, the lexical recipe
+  (:class:`LexicalContract`: BM25's parameters, the analyzer, and once fitted the digest of the
+  vocabulary and document frequencies) and the :class:`Fusion` (reciprocal rank with its ``k``,
+  or a weighted sum with its normalisation). ``diff`` names fields by side and classifies the
+  change: a fusion change is query-side only, a lexical change rebuilds the lexical side only,
+  a dense change is the dense contract's.
+- :class:`LexicalIndex`: BM25 postings fitted under the recipe; :func:`save_lexical` /
+  :func:`load_lexical` keep it as a stamped file set beside a store.
+- :mod:`~ctxemb_core.hybrid.guard`: the checks every adapter makes (caller against stamp,
+  analyzer against its canary, the two sides holding the same documents).
+
+Needs ``bm25s`` (its stop-word lists) and ``PyStemmer``: ``pip install 'ctxemb[hybrid]'``.
+"""
+
+from ctxemb_core.hybrid.contract import HybridContract, HybridDiff, HybridDiffKind
+from ctxemb_core.hybrid.fusion import RRF_K, Fusion, fuse
+from ctxemb_core.hybrid.index import LexicalIndex, corpus_state
+from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
+from ctxemb_core.hybrid.store import HybridStamp, lexical_exists, load_lexical, save_lexical
+
+__all__ = [
+    "RRF_K",
+    "Analyzer",
+    "Fusion",
+    "HybridContract",
+    "HybridDiff",
+    "HybridDiffKind",
+    "HybridStamp",
+    "LexicalContract",
+    "LexicalIndex",
+    "corpus_state",
+    "fuse",
+    "lexical_exists",
+    "load_lexical",
+    "save_lexical",
+]

@@ -1,0 +1,79 @@
+"""A hybrid index over a guarded Chroma collection: its lexical side in a folder beside it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chromadb.api import ClientAPI
+
+from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._store import check_name
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.hybrid import Fusion, LexicalContract
+from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.hybrid.pair import open_hybrid as open_pair
+
+#: The folder of an embedded store that holds the lexical sides, one subfolder per collection.
+LEXICAL_FOLDER = "ctxemb-lexical"
+
+
+def lexical_folder(client: ClientAPI, name: str, lexical_path: Any = None) -> Path:
+    """Where the lexical side of collection ``name`` lives: ``lexical_path``, or for an embedded
+    store ``<its path>/ctxemb-lexical/<name>``.
+
+    Raises:
+        InvalidInputError: a Chroma server and no ``lexical_path`` (a server's folder is not
+            this machine's to write in).
+    """
+    check_name(name)
+    if lexical_path is not None:
+        return Path(os.fspath(lexical_path))
+    settings = client.get_settings()
+    if not settings.is_persistent or not settings.persist_directory:
+        raise InvalidInputError(
+            "a hybrid index on a Chroma server keeps its lexical side in a folder of this "
+            "machine: give lexical_path (--lexical-path)"
+        )
+    return Path(settings.persist_directory) / LEXICAL_FOLDER / name
+
+
+def open_hybrid(
+    client: ClientAPI,
+    name: str,
+    contract: EmbeddingContract | Embedder,
+    *,
+    lexical: LexicalContract | None = None,
+    fusion: Fusion | None = None,
+    lexical_path: str | os.PathLike[str] | None = None,
+    create: bool = True,
+    refresh: bool = False,
+    progress: Callable[[int], None] | None = None,
+    **open_options: Any,
+) -> HybridIndex:
+    """Open (or create) collection ``name`` under ``contract`` and its lexical side.
+
+    The collection is opened exactly as :func:`open_collection` opens it (``open_options``
+    are its options); then :func:`ctxemb_core.hybrid.pair.open_hybrid` builds or checks the
+    lexical side. ``lexical`` / ``fusion``: the caller's recipe (``None``: the stamp's; for a new
+    index the defaults: BM25 k1 1.5, b 0.75, English stemmer and stop words; RRF k = 60).
+
+    Raises:
+        ContractMismatchError, HybridMismatchError, OutOfStepError, EncoderDriftError: see
+            :func:`ctxemb_core.hybrid.pair.open_hybrid`.
+    """
+    folder = lexical_folder(client, name, lexical_path)
+    dense = open_collection(client, name, contract, create=create, **open_options)
+    return open_pair(
+        dense,
+        folder,
+        lexical=lexical,
+        fusion=fusion,
+        create=create,
+        refresh=refresh,
+        progress=progress,
+    )

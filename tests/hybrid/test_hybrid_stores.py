@@ -1,0 +1,148 @@
+"""A hybrid index on real stores (embedded Chroma, a Chroma server, PostgreSQL): built from one
+corpus pass, queried fused, refused under another lexical recipe or fusion (field named), its
+two sides kept in step (a write around it refused and named, then mended), its files checked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import DOCS, fresh_name
+
+import ctxemb_chroma
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    DamagedStampError,
+    HybridMismatchError,
+    InvalidInputError,
+    MissingStampError,
+    OutOfStepError,
+)
+from ctxemb_core.hybrid import Fusion, LexicalContract, load_lexical
+from ctxemb_core.hybrid.pair import open_hybrid as open_pair
+
+QUERY = "how is green tea made"
+
+
+@pytest.fixture
+def hybrid(client, minilm, tmp_path):
+    name = fresh_name()
+    h = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=tmp_path / "lexical")
+    h.sync(list(DOCS), list(DOCS.values()))
+    return h
+
+
+@pytest.mark.transport
+def test_fused_results_name_each_sides_rank_and_the_lexical_side_follows_writes(hybrid):
+    hits = hybrid.query(QUERY, 3)
+    assert hits[0].id == "tea" and hits[0].dense_rank == 1 and hits[0].lexical_rank == 1
+    assert hits[0].document == DOCS["tea"]
+    assert len(hybrid.lexical) == len(DOCS) == hybrid.count()
+    hybrid.upsert(["tea"], ["Black tea leaves are withered, rolled and oxidised."])
+    hybrid.add(["kettle"], ["A kettle boils water for green tea."])
+    assert hybrid.query("oxidised rolled leaves", 1)[0].id == "tea"
+    assert any(h.id == "kettle" and h.lexical_rank for h in hybrid.query("kettle", 3))
+    hybrid.delete(["kettle"])
+    assert "kettle" not in hybrid.lexical.ids and hybrid.verify()["ok"]
+    assert hybrid.add_missing(list(DOCS), list(DOCS.values())) == 0
+
+
+def test_a_collection_opened_again_keeps_its_recipe_and_refuses_another(client, minilm, tmp_path):
+    name = fresh_name()
+    custom = LexicalContract(k1=1.2, stemmer="none")
+    first = ctxemb_chroma.open_hybrid(
+        client, name, minilm, lexical=custom, fusion=Fusion(k=20), lexical_path=tmp_path / "lx"
+    )
+    first.sync(list(DOCS), list(DOCS.values()))
+    again = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=tmp_path / "lx")
+    assert again.contract == first.contract and again.contract.lexical.k1 == 1.2
+    with pytest.raises(HybridMismatchError) as err:
+        ctxemb_chroma.open_hybrid(
+            client,
+            name,
+            minilm,
+            lexical=custom.with_(stemmer="english"),
+            lexical_path=tmp_path / "lx",
+        )
+    assert err.value.fields == ("lexical.stemmer",) and "lexical.stemmer: index='none'" in str(
+        err.value
+    )
+    with pytest.raises(HybridMismatchError) as err:
+        again.query(QUERY, fusion=Fusion(k=60))
+    assert err.value.fields == ("fusion.k",) and err.value.diff.kind.value == "query_only"
+    with pytest.raises(ContractMismatchError) as err:
+        ctxemb_chroma.open_hybrid(
+            client, name, minilm.contract.with_(pooling="cls"), lexical_path=tmp_path / "lx"
+        )
+    assert "pooling" in err.value.fields
+    assert again.set_fusion(Fusion(k=60)).fusion.k == 60
+    # The object opened without a recipe follows the stamp; the one that stated k 20 is
+    # refused once another process stamped another fusion.
+    follower = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=tmp_path / "lx")
+    again.set_fusion(Fusion(k=30))
+    assert follower.query(QUERY, 1)[0].id == "tea" and follower.contract.fusion.k == 30
+    with pytest.raises(HybridMismatchError, match=r"fusion\.k: index=30, caller=20"):
+        first.query(QUERY, 1)
+
+
+def test_a_write_around_the_hybrid_index_is_refused_naming_ids_then_mended(
+    client, minilm, tmp_path
+):
+    name = fresh_name()
+    lx = tmp_path / "lx"
+    h = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx)
+    h.sync(list(DOCS), list(DOCS.values()))
+    dense = ctxemb_chroma.open_collection(client, name, minilm)
+    dense.add(["extra"], ["Extra notes on green tea."])
+    with pytest.raises(OutOfStepError, match="7 documents on the dense side, 6 on the lexical"):
+        h.query(QUERY)
+    dense.upsert(["moon"], ["The Moon is made of green cheese."])
+    with pytest.raises(OutOfStepError) as err:
+        ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx)
+    assert err.value.only_dense == ("extra",) and err.value.changed == ("moon",)
+    mended = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx, refresh=True)
+    assert mended.verify()["ok"] and "extra" in mended.lexical.ids
+    assert mended.query("green cheese", 1)[0].id == "moon"
+
+
+def test_damaged_lexical_files_are_refused_never_read(hybrid, tmp_path):
+    folder = hybrid.folder
+    version = json.loads((folder / "current").read_text())["version"]
+    postings = folder / version / "postings.npz"
+    postings.write_bytes(postings.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(DamagedStampError, match="not the file its manifest records"):
+        load_lexical(folder)
+    with pytest.raises(DamagedStampError):
+        open_pair(hybrid.dense, folder)
+    shutil.rmtree(folder)
+    with pytest.raises(MissingStampError, match="ctxemb index --hybrid"):
+        open_pair(hybrid.dense, folder, create=False)
+
+
+def test_an_embedded_store_keeps_the_lexical_side_beside_it_a_server_needs_a_path(tmp_path, minilm):
+    client = ctxemb_chroma.connect(path=str(tmp_path / "store"))
+    h = ctxemb_chroma.open_hybrid(client, "docs", minilm)
+    assert h.folder == tmp_path / "store" / "ctxemb-lexical" / "docs"
+    with pytest.raises(InvalidInputError, match="name"):
+        ctxemb_chroma.open_hybrid(client, "../x", minilm)
+
+
+def test_pgvector_table_with_a_lexical_side(pg, minilm, tmp_path):
+    import ctxemb_pgvector
+
+    with pytest.raises(InvalidInputError, match="lexical_path"):
+        ctxemb_pgvector.open_hybrid(pg, "docs", minilm)
+    h = ctxemb_pgvector.open_hybrid(pg, "docs", minilm, lexical_path=tmp_path / "lx")
+    h.sync(list(DOCS), list(DOCS.values()))
+    assert h.query(QUERY, 2)[0].id == "tea"
+    with pytest.raises(HybridMismatchError, match=r"lexical\.k1"):
+        ctxemb_pgvector.open_hybrid(
+            pg, "docs", minilm, lexical=LexicalContract(k1=0.9), lexical_path=tmp_path / "lx"
+        )
+    pg.execute(
+        "INSERT INTO docs (id, content, embedding) "
+        "SELECT 'raw', 'raw row', embedding FROM docs LIMIT 1"
+    )
+    with pytest.raises(OutOfStepError):
+        h.query(QUERY)
