@@ -36,6 +36,7 @@ from ctxemb_core.cli.common import (
     overrides,
     remote_args,
 )
+from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
 from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
@@ -165,10 +166,14 @@ def add_parser(sub: Any) -> None:
     )
     remote_args(p)
     contract_args(p)
+    hybrid_args(p, building=True, stored=False)
 
 
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
+    check_hybrid_args(args)
+    if args.hybrid and args.task != "retrieval":
+        raise InvalidInputError("--hybrid is a retrieval option (--task retrieval)")
     data = _data_path(args)
     task: Any = _load_retrieval(data, args) if args.task == "retrieval" else _load_sts(data, args)
     baseline = _baseline_settings(args)
@@ -181,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         path, store = _open_path(args, embedding, name, stack)
         stack.callback(path.close)
         if args.task == "retrieval":
-            out = _retrieval(args, path, task, data, baseline)
+            out = _retrieval(args, path, task, data, baseline, contract)
         else:
             out = _sts(args, path, task, data)
     out.update(
@@ -480,7 +485,12 @@ def _say(message: str) -> None:
 
 
 def _retrieval(
-    args: argparse.Namespace, path: Any, dataset: Any, data: Path, baseline: str | None
+    args: argparse.Namespace,
+    path: Any,
+    dataset: Any,
+    data: Path,
+    baseline: str | None,
+    contract: Any,
 ) -> dict[str, Any]:
     from ctxemb_core.eval.runfiles import write_run
     from ctxemb_core.eval.runner import evaluate_retrieval, retrieval_cutoffs
@@ -522,12 +532,50 @@ def _retrieval(
             "unrounded": lexical,
             "seconds": round(time.perf_counter() - started, 3),
         }
+    if args.hybrid:
+        out["hybrid"] = _hybrid(args, dataset, report, columns, contract)
     if args.run_file is not None:
         lines = write_run(report.run, args.run_file, tag=f"ctxemb-{args.via}")
         out["run_file"] = str(args.run_file)
         _say(f"wrote {lines} lines to {args.run_file} (TREC run format)")
     _table(columns, [m for m in _HEADLINE if m in report.metrics] or list(report.metrics))
     return out
+
+
+def _hybrid(
+    args: argparse.Namespace, dataset: Any, report: Any, columns: dict[str, Any], dense: Any
+) -> dict[str, Any]:
+    """BM25 under the options' recipe and its fusion with the dense run, scored beside it."""
+    from ctxemb_core.cli.hybrid import fusion_from, lexical_from
+    from ctxemb_core.eval.hybrid import hybrid_runs
+    from ctxemb_core.eval.metrics import evaluate
+    from ctxemb_core.eval.runner import retrieval_cutoffs
+    from ctxemb_core.hybrid import HybridContract
+
+    fusion = fusion_from(args)
+    if fusion.depth > args.k:
+        raise InvalidInputError(
+            f"--depth {fusion.depth} is more than --k {args.k}: the dense run holds --k "
+            "documents per query; give --k at least the fusion depth"
+        )
+    runs = hybrid_runs(dataset, report.run, lexical=lexical_from(args), fusion=fusion, k=args.k)
+    contract = HybridContract(dense, runs.contract, fusion)
+    cutoffs = retrieval_cutoffs(args.k)
+    lexical = evaluate(runs.lexical, dataset.qrels, ks=cutoffs)
+    fused = evaluate(runs.fused, dataset.qrels, ks=cutoffs)
+    columns["bm25 (lexical)"] = {m: round(v, 5) for m, v in lexical.items()}
+    columns["hybrid"] = {m: round(v, 5) for m, v in fused.items()}
+    _say(
+        f"hybrid: {runs.contract.describe()}; fusion {fusion.describe()}; fitted in "
+        f"{runs.seconds['fit']:.1f} s, searched in {runs.seconds['search']:.1f} s"
+    )
+    return {
+        "fingerprint": contract.fingerprint,
+        "contract": contract.to_dict(),
+        "lexical": {**{m: round(v, 5) for m, v in lexical.items()}, "unrounded": lexical},
+        "fused": {**{m: round(v, 5) for m, v in fused.items()}, "unrounded": fused},
+        "seconds": {s: round(v, 3) for s, v in runs.seconds.items()},
+    }
 
 
 def _sts(args: argparse.Namespace, path: Any, pairs: Any, data: Path) -> dict[str, Any]:

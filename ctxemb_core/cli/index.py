@@ -22,6 +22,7 @@ from ctxemb_core.cli.common import (
     remote_args,
     remote_options,
 )
+from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
 from ctxemb_core.cli.stores import open_store, store_args, store_options
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
@@ -86,12 +87,24 @@ def add_parser(sub: Any) -> None:
     open_sample_arg(p)
     remote_args(p)
     contract_args(p)
+    hybrid_args(p, building=True)
+    p.add_argument(
+        "--set-fusion",
+        action="store_true",
+        help="with --hybrid and fusion options: stamp that fusion as the index's own (a "
+        "query-side change; nothing is re-embedded or rebuilt)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
+    check_hybrid_args(args)
+    if args.set_fusion and not args.hybrid:
+        raise InvalidInputError("--set-fusion belongs to --hybrid")
     if args.ray is not None:
+        if args.hybrid:
+            raise InvalidInputError("--hybrid is not available with --ray yet: index without it")
         return _index_ray(args)
     corpus = load_documents(args.data)
     contract = contract_for(model_or_server(args), **overrides(args))
@@ -103,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run and adapter.stored_or_none(client, args.collection) is None:
             _print_plan(args, _new_collection_plan(corpus), 0, contract)
             return 0
+        if args.hybrid:
+            return _index_hybrid(args, adapter, client, corpus, embedder(args, contract))
         collection = adapter.open_collection(
             client, args.collection, embedder(args, contract), **open_kwargs(args)
         )
@@ -114,6 +129,43 @@ def run(args: argparse.Namespace) -> int:
             delete_missing=args.delete_missing,
         )
         _print_plan(args, report, collection.count(), contract)
+    return 0
+
+
+def _index_hybrid(
+    args: argparse.Namespace, adapter: Any, client: Any, corpus: Any, querier: Any
+) -> int:
+    """``ctxemb index --hybrid``: the dense side synced batch by batch, the lexical side with it;
+    a lexical side out of step after an interrupted run is mended first."""
+    from ctxemb_core.cli.hybrid import fusion_from, open_hybrid_index
+
+    if args.set_fusion:
+        hybrid = adapter.open_hybrid(
+            client, args.collection, querier, lexical_path=args.lexical_path, create=False,
+            **open_kwargs(args),
+        )  # fmt: skip
+        before = hybrid.contract.fusion
+        after = hybrid.set_fusion(fusion_from(args, before)).fusion
+        print(f"{args.collection}: fusion {before.describe()} -> {after.describe()}")
+        return 0
+    hybrid = open_hybrid_index(
+        args, adapter, client, querier, create=not args.dry_run, refresh=not args.dry_run,
+        **open_kwargs(args),
+    )  # fmt: skip
+    report = index_corpus(
+        hybrid,
+        corpus,
+        args.batch_size,
+        dry_run=args.dry_run,
+        delete_missing=args.delete_missing,
+    )
+    _print_plan(args, report, hybrid.count(), hybrid.contract.dense)
+    if not args.dry_run:
+        c = hybrid.contract
+        print(
+            f"  lexical side: {len(hybrid.lexical)} documents, {c.lexical.describe()}; fusion "
+            f"{c.fusion.describe()}; hybrid contract {c.fingerprint[:12]} in {hybrid.folder}"
+        )
     return 0
 
 

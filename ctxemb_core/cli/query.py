@@ -21,6 +21,7 @@ from ctxemb_core.cli.common import (
     remote_args,
     remote_options,
 )
+from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
 from ctxemb_core.cli.stores import open_store, store_args
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
@@ -55,6 +56,7 @@ def add_parser(sub: Any) -> None:
     open_sample_arg(p)
     remote_args(p)
     contract_args(p)
+    hybrid_args(p, building=False)
 
 
 def _rerank_args(p: argparse.ArgumentParser) -> None:
@@ -91,6 +93,9 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # A command line may carry bytes that are not UTF-8 (decoded as lone surrogates).
     check_texts(args.text, "query text")
+    check_hybrid_args(args)
+    if args.hybrid and args.rerank is not None:
+        raise InvalidInputError("--rerank and --hybrid are two different second stages: pick one")
     given = given_contract(args)
     # A reranker that cannot be built is refused before the store is read.
     reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
@@ -103,6 +108,13 @@ def run(args: argparse.Namespace) -> int:
             querier: Any = Embedder(contract, **remote)
         else:
             querier = contract
+        if args.hybrid:
+            from ctxemb_core.cli.hybrid import open_hybrid_index
+
+            hybrid = open_hybrid_index(
+                args, adapter, client, querier, create=False, **open_kwargs(args)
+            )
+            return _hybrid(args, hybrid)
         collection = adapter.open_collection(
             client, args.collection, querier, create=False, **open_kwargs(args)
         )
@@ -122,6 +134,44 @@ def run(args: argparse.Namespace) -> int:
             print(f"query {q!r}  ({similarity}, higher is better)")
             for rank, h in enumerate(hits, start=1):
                 print(f"  {rank:>2}. {h.id:<20} similarity {h.score:7.4f}  {clip(h.text, 60)}")
+    return 0
+
+
+def _hybrid(args: argparse.Namespace, hybrid: Any) -> int:
+    c = hybrid.contract
+    similarity = metric(c.dense)
+    for q in args.text:
+        hits = hybrid.query(q, args.top_k)
+        if args.json:
+            results = [
+                {
+                    "id": h.id,
+                    "score": round(h.score, 6),
+                    "dense_rank": h.dense_rank,
+                    "similarity": None if h.dense_score is None else round(h.dense_score, 6),
+                    "lexical_rank": h.lexical_rank,
+                    "bm25": None if h.lexical_score is None else round(h.lexical_score, 6),
+                    "text": h.document,
+                }
+                for h in hits
+            ]
+            row = {
+                "query": q,
+                "fusion": c.fusion.describe(),
+                "metric": similarity,
+                "hybrid_fingerprint": c.fingerprint,
+                "results": results,
+            }
+            print(json.dumps(row, ensure_ascii=False))
+            continue
+        print(f"query {q!r}  (hybrid: {c.fusion.describe()}; dense {similarity}, lexical BM25)")
+        for rank, h in enumerate(hits, start=1):
+            dense = "-" if h.dense_rank is None else f"#{h.dense_rank}"
+            lexical = "-" if h.lexical_rank is None else f"#{h.lexical_rank}"
+            print(
+                f"  {rank:>2}. {h.id:<20} fused {h.score:.4f} (dense {dense:>4}, bm25 "
+                f"{lexical:>4})  {clip(h.document or '', 50)}"
+            )
     return 0
 
 
