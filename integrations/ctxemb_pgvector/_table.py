@@ -48,6 +48,11 @@ WHERE s.table_name = %s
 """
 
 
+#: The composed text of each table's plain search (composing costs more than the statement's
+#: round trip on a warm server).
+_PLAIN: dict[tuple[Any, ...], str] = {}
+
+
 class GuardedTable:
     """A pgvector table bound to one contract; every call is checked before it runs.
 
@@ -437,40 +442,94 @@ class GuardedTable:
             filt=filt,
             op=sql.SQL(layout.operator),
         )
-        settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+        values = to_column(np.atleast_2d(np.asarray(vectors)), layout)
+        if not (where or ids is not None or exact):
+            return self._query_plain(values, n_results, ef, shown, distance)
+        settings = [
+            sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
+        ]
         if where or ids is not None:
             settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         if exact:
             settings.append(sql.SQL("SET LOCAL enable_indexscan = off"))
-        # One snapshot for the stamp check and the search (repeatable read), read-only, and no
-        # row lock: a lock would make every query a writing transaction that waits for its
-        # commit record to reach the disk (~3 ms here, 15 % of a query). A stamp that moved is
-        # verified outside the transaction, then the search runs again.
-        begin = sql.SQL("; ").join(
-            [sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"), *settings]
-        )
+        begin = sql.SQL("; ").join(settings)
+        # One snapshot (repeatable read) for the stamp check and the searches, read-only and
+        # without a row lock (which would make every query a writing transaction, waiting for
+        # its commit record to reach the disk). A stamp that moved is verified outside the
+        # transaction, then the search runs again.
         for attempt in range(2):
             with translated(f"querying {self.name!r}"), self.conn.transaction():
                 self.conn.execute(begin)
                 if not self._stamp_moved(lock=False):
-                    return self._search(query, vectors, params, n_results, shown)
+                    rows = [
+                        self.conn.execute(query, (v, *params, v, n_results)).fetchall()
+                        for v in values
+                    ]
+                    return self._gather(rows, shown)
             if attempt:
                 raise StampError(f"the stamp of {self.name!r} keeps changing while it is queried")
             self.current()
         raise AssertionError("unreachable")
 
-    def _search(
+    def _query_plain(
         self,
-        query: sql.Composed,
-        vectors: Any,
-        params: list[Any],
+        values: list[Any],
         n_results: int,
+        ef: int,
         shown: tuple[str, ...],
+        distance: sql.Composable,
     ) -> dict[str, Any]:
-        layout = self.layout
+        """A search without filters: one statement per query vector, which reads the stamp's
+        version and the search breadth in the snapshot of the search itself (one round trip,
+        no transaction). The breadth is the connection's ``hnsw.ef_search``, set here when it
+        is not ``ef`` (and seen to be, in the same statement)."""
+        key = (self.schema, self.name, self.layout, "embeddings" in shown)
+        query = _PLAIN.get(key)
+        if query is None:
+            query = (
+                sql.SQL(
+                    "SELECT s.version, current_setting('hnsw.ef_search', true), r.* "
+                    "FROM {stamps} s "
+                    "LEFT JOIN LATERAL (SELECT id, content, meta, {distance} AS distance, {vec} AS "
+                    "vec FROM {table} ORDER BY embedding {op} %s LIMIT %s) r ON true "
+                    "WHERE s.table_name = %s"
+                )
+                .format(
+                    stamps=ident(self.schema, STAMPS),
+                    distance=distance,
+                    vec=sql.SQL("embedding" if "embeddings" in shown else "NULL"),
+                    table=self.table,
+                    op=sql.SQL(self.layout.operator),
+                )
+                .as_string(self.conn)
+            )
+            _PLAIN[key] = query
+        results: list[list[Any]] = []
+        for v in values:
+            for attempt in range(3):
+                with translated(f"querying {self.name!r}"):
+                    rows = self.conn.execute(query, (v, v, n_results, self.name)).fetchall()
+                if not rows or rows[0][0] != self._seen[0]:
+                    if attempt == 2:
+                        raise StampError(
+                            f"the stamp of {self.name!r} keeps changing while it is queried"
+                        )
+                    self.current()
+                    continue
+                if rows[0][1] != str(ef):
+                    with translated(f"querying {self.name!r}"):
+                        self.conn.execute(
+                            sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef))
+                        )
+                    continue
+                results.append([r[2:] for r in rows if r[2] is not None])
+                break
+        return self._gather(results, shown)
+
+    def _gather(self, results: list[list[Any]], shown: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, list[Any]] = {k: [] for k in ("ids", *shown)}
-        for vector in to_column(np.atleast_2d(np.asarray(vectors)), layout):
-            rows = self.conn.execute(query, (vector, *params, vector, n_results)).fetchall()
+        for rows in results:
             out["ids"].append([r[0] for r in rows])
             if "documents" in shown:
                 out["documents"].append([r[1] for r in rows])
