@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 # Audience and AUDIENCES are importable too; __all__ lists the error tree alone.
 __all__ = [
+    "AnalyzerDriftError",
     "ConfigurationMismatchError",
     "ContractMismatchError",
     "CtxembError",
@@ -722,6 +723,35 @@ class EncoderDriftError(StampError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.min_cosine, self.tolerance, self.probe, self.server))
+
+
+class AnalyzerDriftError(EncoderDriftError):
+    """The lexical recipe matches, but this machine's analyzer makes other terms than the
+    index's: the analyzer canary (the terms of fixed probe texts, stamped) differs, or the
+    installed stop-word list is not the one the recipe pins (a PyStemmer or bm25s upgrade).
+
+    Attributes:
+        found: what this machine gives (the canary or stop-word digest).
+        expected: what the stamp or recipe records.
+    """
+
+    def __init__(self, message: str, *, found: str, expected: str) -> None:
+        self.found = found
+        self.expected = expected
+        self.min_cosine = None  # type: ignore[assignment]
+        self.tolerance = None  # type: ignore[assignment]
+        self.probe = None  # type: ignore[assignment]
+        self.server = None
+        StampError.__init__(self, message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_analyzer_drift, (type(self), str(self), self.found, self.expected))
+
+
+def _rebuild_analyzer_drift(
+    cls: type[AnalyzerDriftError], message: str, found: str, expected: str
+) -> AnalyzerDriftError:
+    return cls(message, found=found, expected=expected)
 
 
 #: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from ctxemb_core.contract import DiffKind
 from ctxemb_core.errors import (
+    AnalyzerDriftError,
     ContractMismatchError,
-    EncoderDriftError,
     HybridMismatchError,
     OutOfStepError,
 )
@@ -45,17 +45,19 @@ def check_analyzer(stamp: HybridStamp, index: LexicalIndex) -> None:
     """The analyzer here turns the probe texts into the terms it did when the index was built.
 
     Raises:
-        EncoderDriftError: another stemmer or tokenizer behaviour (a library upgrade): the
+        AnalyzerDriftError: another stemmer or tokenizer behaviour (a library upgrade): the
             same recipe on paper, other terms in fact.
     """
     found = index.analyzer.canary()
     if found != stamp.analyzer_canary:
-        raise EncoderDriftError(
+        raise AnalyzerDriftError(
             "the lexical analyzer here turns the canary texts into other terms than when the "
             f"index was built (canary {found} != {stamp.analyzer_canary}): the same recipe on "
             "paper, another stemmer or tokenizer in fact (a PyStemmer or bm25s upgrade). Install "
             "the versions the index was built with, or rebuild the lexical side "
-            "(ctxemb index --hybrid)."
+            "(ctxemb index --hybrid).",
+            found=found,
+            expected=stamp.analyzer_canary,
         )
 
 

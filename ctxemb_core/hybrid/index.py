@@ -115,7 +115,7 @@ class LexicalIndex:
         recipe: LexicalContract,
         ids: list[str],
         digests: list[str],
-        counts: list[Mapping[str, int]],
+        counts: Sequence[Mapping[str, int]],
     ) -> LexicalIndex:
         vocabulary = sorted(set().union(*counts)) if counts else []
         term_of = {t: i for i, t in enumerate(vocabulary)}

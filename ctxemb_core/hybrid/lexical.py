@@ -246,13 +246,15 @@ class Analyzer:
         self._find = re.compile(contract.token_pattern).findall
         stop = stopword_list(contract.stopwords)
         if words_digest(stop) != contract.stopwords_digest:
-            from ctxemb_core.errors import EncoderDriftError
+            from ctxemb_core.errors import AnalyzerDriftError
 
-            raise EncoderDriftError(
+            raise AnalyzerDriftError(
                 f"the stop-word list {contract.stopwords!r} installed here is not the one the "
                 f"lexical contract pins ({contract.stopwords_digest}); another bm25s version "
                 "changed it. Install the version the index was built with, or rebuild the "
-                "lexical side (ctxemb index --hybrid)."
+                "lexical side (ctxemb index --hybrid).",
+                found=words_digest(stop),
+                expected=contract.stopwords_digest,
             )
         self._stop = frozenset(stop)
         self._stem = None

@@ -89,7 +89,7 @@ def save_lexical(
         )
         _write_json(work / "vocabulary.json", index.vocabulary)
         buffer = io.BytesIO()
-        np.savez(buffer, **index.arrays())
+        np.savez(buffer, **index.arrays())  # type: ignore[arg-type]
         _write_bytes(work / "postings.npz", buffer.getvalue())
         stamp = HybridStamp(contract, index.analyzer.canary(), index.state, len(index), version)
         manifest = {

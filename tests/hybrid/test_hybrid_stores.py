@@ -146,3 +146,23 @@ def test_pgvector_table_with_a_lexical_side(pg, minilm, tmp_path):
     )
     with pytest.raises(OutOfStepError):
         h.query(QUERY)
+
+
+def test_another_analyzer_behaviour_is_drift_not_a_pass(hybrid):
+    import pickle
+
+    from ctxemb_core.errors import AnalyzerDriftError, EncoderDriftError
+    from ctxemb_core.hybrid import Analyzer
+
+    folder = hybrid.folder
+    version = json.loads((folder / "current").read_text())["version"]
+    manifest_path = folder / version / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["analyzer_canary"] = "sha256:" + "0" * 64  # as another stemmer version would give
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(AnalyzerDriftError) as err:
+        open_pair(hybrid.dense, folder)
+    assert isinstance(err.value, EncoderDriftError) and err.value.expected == "sha256:" + "0" * 64
+    assert str(pickle.loads(pickle.dumps(err.value))) == str(err.value)
+    with pytest.raises(AnalyzerDriftError, match="stop-word list"):
+        Analyzer(LexicalContract(stopwords_digest="sha256:" + "1" * 64))

@@ -108,7 +108,7 @@ def test_the_server_stopped_mid_write_loses_nothing_once_rerun(tmp_path, corpus,
         proc = start_index(corpus, dsn)
         wait_for_rows(proc, dsn, 8)
         server.stop(mode)
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
         assert proc.returncode not in (0, None)
         # A named store error, not a traceback.
         assert "StoreUnavailableError" in err and "PostgreSQL server is gone" in err, err
