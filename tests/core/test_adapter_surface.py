@@ -47,6 +47,9 @@ CORE_SURFACE = {
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
+    "ctxemb_core.hybrid": "the lexical recipe and the fusion pinned beside the dense contract",
+    "ctxemb_core.hybrid.pair": "a hybrid index: a guarded dense index and its lexical side",
+    "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, sides in step",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
