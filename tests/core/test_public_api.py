@@ -74,6 +74,7 @@ def test_the_framework_adapters_export_their_components():
         "ContractChroma",
         "ContractCrossEncoderReranker",
         "ContractEmbeddings",
+        "ContractHybridRetriever",
         "ContractLateInteractionReranker",
         "ContractPGVector",
         "ContractRetriever",
