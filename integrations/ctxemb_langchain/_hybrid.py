@@ -190,8 +190,11 @@ class ContractHybridRetriever(BaseRetriever):
         return self.add_texts(texts, [dict(d.metadata) for d in documents], ids=ids)
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Delete these ids from both sides."""
-        self.index.delete(list(ids))
+        """Delete these ids from both sides (ids not stored are no error)."""
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"delete needs a list of ids, got {type(ids).__name__}")
+        if ids:
+            self.index.delete(list(ids))
 
     def refresh(self) -> tuple[list[str], list[str], list[str]]:
         """Bring the lexical side in step with the dense side (after writes around this
@@ -203,7 +206,8 @@ class ContractHybridRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        unknown = sorted(set(kwargs) - set(_PER_CALL))
+        # verbose is LangChain's own (read by invoke for its callbacks, then passed on).
+        unknown = sorted(set(kwargs) - {*_PER_CALL, "verbose"})
         if unknown:
             raise TypeError(f"unknown arguments {unknown}; a call takes {list(_PER_CALL)}")
         k = check_positive_int(kwargs.get("k", self.k), "k")

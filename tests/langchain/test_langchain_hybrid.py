@@ -21,7 +21,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from pydantic import ValidationError
 
 import ctxemb_chroma
-from ctxemb_core import contract_for
+from ctxemb_core import EmbeddingContract, contract_for
 from ctxemb_core.cli import main
 from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.errors import (
@@ -37,8 +37,13 @@ QUERY = "how is green tea made"
 
 
 @functools.cache
+def minilm_contract() -> EmbeddingContract:
+    return contract_for(MINILM)
+
+
+@functools.cache
 def embeddings() -> ContractEmbeddings:
-    return ContractEmbeddings(contract_for(MINILM))
+    return ContractEmbeddings(minilm_contract())
 
 
 @pytest.fixture
@@ -98,6 +103,18 @@ def test_another_stemmer_fusion_k_or_pooling_is_refused_naming_the_field(store, 
     assert stated.invoke(QUERY)[0].id == "tea"
     with pytest.raises(ValidationError, match="fuson"):
         ContractHybridRetriever(index=retriever.index, fuson=Fusion(k=20))
+    with pytest.raises(TypeError, match="fuson"):
+        retriever.invoke(QUERY, fuson=Fusion(k=20))  # a misspelt recipe is not ignored
+    # In a chain: another process stamps another fusion; the retriever that stated k = 60
+    # raises inside the chain instead of returning documents fused another way.
+    chain = stated | (lambda docs: [d.id for d in docs])
+    assert chain.invoke(QUERY)[0] == "tea"
+    ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(db), "docs", minilm_contract()).set_fusion(
+        Fusion(k=30)
+    )
+    with pytest.raises(HybridMismatchError, match=r"fusion\.k: index=30, caller=60"):
+        chain.invoke(QUERY)
+    assert retriever.invoke(QUERY)[0].id == "tea"  # the one that stated nothing follows
     # A dense change: the store refuses it; a collection re-created under another pooling is
     # refused by the lexical side's stamp, which still names the old dense contract.
     cls = ContractEmbeddings(contract_for(MINILM, pooling="cls"))
@@ -114,7 +131,7 @@ def test_another_stemmer_fusion_k_or_pooling_is_refused_naming_the_field(store, 
 def test_written_through_langchain_opens_in_ctxemb_chroma_and_the_cli(retriever, db, capsys):
     ours = [d.id for d in retriever.invoke(QUERY, k=6)]
     client = ctxemb_chroma.connect(db)
-    hybrid = ctxemb_chroma.open_hybrid(client, "docs", contract_for(MINILM), create=False)
+    hybrid = ctxemb_chroma.open_hybrid(client, "docs", minilm_contract(), create=False)
     assert hybrid.contract == retriever.contract and hybrid.verify()["ok"]
     assert [h.id for h in hybrid.query(QUERY, 6)] == ours
     code, row = cli_query(capsys, db, "-k", "6")
@@ -133,7 +150,7 @@ def test_written_by_the_cli_is_queried_here(tmp_path, db, capsys):
     store = ContractChroma("docs", embeddings(), persist_directory=db)
     retriever = ContractHybridRetriever.from_store(store, create=False, k=4)
     docs = retriever.invoke(QUERY)
-    hybrid = ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(db), "docs", contract_for(MINILM))
+    hybrid = ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(db), "docs", minilm_contract())
     assert docs[0].id == "tea" and [d.id for d in docs] == [h.id for h in hybrid.query(QUERY, 4)]
     assert docs[0].metadata["hybrid_fingerprint"] == hybrid.contract.fingerprint
 
@@ -169,7 +186,7 @@ def test_on_postgresql(pg, tmp_path):
     )
     docs = retriever.invoke(QUERY)
     assert docs[0].id == "tea" and docs[0].metadata["lexical_rank"] == 1
-    hybrid = ctxemb_pgvector.open_hybrid(pg, "docs", contract_for(MINILM), lexical_path=lexical)
+    hybrid = ctxemb_pgvector.open_hybrid(pg, "docs", minilm_contract(), lexical_path=lexical)
     assert [d.id for d in docs] == [h.id for h in hybrid.query(QUERY, 3)]
     with pytest.raises(HybridMismatchError) as err:
         ContractHybridRetriever.from_store(
