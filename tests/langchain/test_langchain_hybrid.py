@@ -163,6 +163,14 @@ def test_a_write_through_the_plain_store_is_refused_until_refresh(store, retriev
         ContractHybridRetriever.from_store(store)
     assert err.value.only_dense == ("kettle",)
     assert retriever.refresh() == (["kettle"], [], [])
+    # An upsert through the store (LangChain's add_texts) changes a text, not the count: the
+    # documents returned are checked on both sides, so stale BM25 terms are not fused silently.
+    store.add_texts(["Matcha is stone-ground green tea powder."], ids=["tea"])
+    with pytest.raises(OutOfStepError) as err:
+        retriever.invoke(QUERY)
+    assert err.value.changed == ("tea",)
+    assert retriever.refresh() == ([], [], ["tea"])
+    assert retriever.invoke("stone-ground matcha", k=1)[0].id == "tea"
     assert retriever.invoke("kettles boil water", k=1)[0].id == "kettle"
     # The retriever's own writes reach both sides, and the store sees them.
     retriever.add_documents([Document("Sencha is a steamed green tea.", id="sencha")])
