@@ -20,9 +20,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, model_validator
 
 from ctxemb_core.errors import InvalidInputError
@@ -216,6 +220,19 @@ class ContractHybridRetriever(BaseRetriever):
         hits = self.index.query(query, k, lexical=lexical, fusion=fusion)
         return self._documents(hits)
 
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        # On a worker thread, as the base class does, but with the per-call arguments (its
+        # own form takes none, so ainvoke(q, k=1) would be a TypeError).
+        return await run_in_executor(
+            None,
+            self._get_relevant_documents,
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )
+
     def _documents(self, hits: list[HybridHit]) -> list[Document]:
         if not hits:
             return []
@@ -225,15 +242,7 @@ class ContractHybridRetriever(BaseRetriever):
         out = []
         for h in hits:
             found = unstamped(Document(h.document or "", metadata=stored.get(h.id) or {}))
-            values = (
-                h.id,
-                h.score,
-                h.dense_rank,
-                h.dense_score,
-                h.lexical_rank,
-                h.lexical_score,
-                fingerprint,
-            )
-            meta = found.metadata | dict(zip(RESULT_KEYS, values, strict=True))
+            values = (h.id, h.score, h.dense_rank, h.dense_score, h.lexical_rank, h.lexical_score)
+            meta = found.metadata | dict(zip(RESULT_KEYS, (*values, fingerprint), strict=True))
             out.append(Document(page_content=found.page_content, metadata=meta, id=h.id))
         return out

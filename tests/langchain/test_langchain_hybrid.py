@@ -81,6 +81,7 @@ def test_fused_documents_carry_each_sides_rank_and_the_stamp(retriever):
     assert top.metadata["hybrid_fingerprint"] == retriever.contract.fingerprint
     assert [d.id for d in retriever.invoke(QUERY, k=1)] == ["tea"]
     assert [d.id for d in asyncio.run(retriever.ainvoke(QUERY))] == [d.id for d in docs]
+    assert [d.id for d in asyncio.run(retriever.ainvoke(QUERY, k=1))] == ["tea"]
     with pytest.raises(InvalidInputError, match="k must be a positive integer"):
         retriever.invoke(QUERY, k=0)
 
