@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core.documents import TEXT_KEY, text_digest
-from ctxemb_core.errors import ContractMismatchError, InvalidInputError, MissingStampError
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    InvalidInputError,
+    MissingStampError,
+    OutOfStepError,
+)
 from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.hybrid.fusion import Fusion, fuse
 from ctxemb_core.hybrid.guard import (
@@ -148,6 +153,8 @@ class HybridIndex:
         # The recipe the caller stated on open (None: whatever the stamp says): a stamp changed
         # by another process must still be it.
         self._asked = asked
+        # Each lexical document's text digest by id, for the index it was read from.
+        self._digests: tuple[LexicalIndex, dict[str, str]] | None = None
 
     @property
     def name(self) -> str:
@@ -296,7 +303,9 @@ class HybridIndex:
         dense side is queried through its guard (which checks the dense contract).
 
         Raises:
-            OutOfStepError: the sides hold different numbers of documents now.
+            OutOfStepError: the sides hold different numbers of documents now, or a document
+                to be returned is on one side only or has another text on each side (a write
+                around the index that kept the count: an upsert through the store).
         """
         check_positive_int(n_results, "n_results")
         if not isinstance(text, str):
@@ -315,6 +324,7 @@ class HybridIndex:
             (i, 1.0 - float(d)) for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
         ]
         documents = dict(zip(found["ids"][0], found.get("documents", [[]])[0] or [], strict=False))
+        metas = dict(zip(found["ids"][0], found.get("metadatas", [[]])[0] or [], strict=False))
         lexical_hits = index.search(text, depth)
         fused = fuse(contract.fusion, dense, lexical_hits, n_results)
         dense_at = {i: (r, s) for r, (i, s) in enumerate(dense[: contract.fusion.depth], 1)}
@@ -322,7 +332,10 @@ class HybridIndex:
         lexical_at = {i: (r, s) for r, (i, s) in enumerate(top, 1)}
         missing = [i for i, _ in fused if i not in documents]
         if missing:
-            documents.update(zip(missing, _texts_of(self.dense, missing), strict=True))
+            got = self.dense.get(ids=missing, include=["documents", "metadatas"])
+            documents.update(zip(got["ids"], got["documents"], strict=True))
+            metas.update(zip(got["ids"], got["metadatas"], strict=True))
+        self._check_hits(index, [i for i, _ in fused], documents, metas)
         return [
             HybridHit(
                 i,
@@ -335,6 +348,32 @@ class HybridIndex:
             )
             for i, s in fused
         ]
+
+    def _check_hits(
+        self,
+        index: LexicalIndex,
+        ids: Sequence[str],
+        documents: dict[str, Any],
+        metas: dict[str, Any],
+    ) -> None:
+        """The documents to be returned hold the same text on both sides (the per-call count
+        check cannot see a text changed around the index)."""
+        if self._digests is None or self._digests[0] is not index:
+            self._digests = (index, dict(zip(index.ids, index.digests, strict=True)))
+        lexical = self._digests[1]
+        only_dense, only_lexical, changed = [], [], []
+        for i in ids:
+            if i not in documents:
+                only_lexical.append(i)
+                continue
+            stored = (metas.get(i) or {}).get(TEXT_KEY)
+            digest = stored if isinstance(stored, str) else text_digest(documents[i] or "")
+            if i not in lexical:
+                only_dense.append(i)
+            elif lexical[i] != digest:
+                changed.append(i)
+        if only_dense or only_lexical or changed:
+            raise OutOfStepError(repr(self.name), only_dense, only_lexical, changed)
 
     def verify(self) -> dict[str, Any]:
         """Every document on both sides compared (ids and text digests), the lexical files'

@@ -14,6 +14,8 @@ exactly these names of it, nothing private:
   vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
 - :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
 - :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written.
+- :func:`open_hybrid`: a collection and its lexical (BM25) side, a hybrid index under one
+  stamped recipe (:func:`lexical_folder`: where that side lives).
 
 The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
 

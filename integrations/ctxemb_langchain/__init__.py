@@ -6,7 +6,9 @@ queries each in its own role under one contract; :class:`ContractChroma` is a
 adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e.g.
 ``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractPGVector` is a
 vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``, loaded on first
-use); :class:`ContractRetriever` is the retriever of each.
+use); :class:`ContractRetriever` is the retriever of each, and
+:class:`ContractHybridRetriever` fuses a store's dense ranking with BM25 under one stamped
+hybrid contract (``ctxemb[hybrid]``).
 
 Example:
     >>> from ctxemb_core import contract_for
@@ -34,6 +36,7 @@ from ctxemb_langchain._compressors import (
 )
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval import eval_path
+from ctxemb_langchain._hybrid import ContractHybridRetriever
 from ctxemb_langchain._retriever import ContractRetriever
 from ctxemb_langchain._store import ContractVectorStore
 
@@ -41,6 +44,7 @@ __all__ = [
     "ContractChroma",
     "ContractCrossEncoderReranker",
     "ContractEmbeddings",
+    "ContractHybridRetriever",
     "ContractLateInteractionReranker",
     "ContractPGVector",
     "ContractRetriever",

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
-from ctxemb_chroma import GuardedCollection, connect, open_collection
+from ctxemb_chroma import GuardedCollection, connect, open_collection, open_hybrid
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_core.validate import texts_from_iterable
@@ -162,6 +162,17 @@ class ContractChroma(GuardedStore, Chroma):
         if self._guarded is not None:
             self.delete_collection()
         self._Chroma__ensure_collection()
+
+    def _open_hybrid(self, **options: Any) -> Any:
+        # For ContractHybridRetriever.from_store: the collection's hybrid index, opened by
+        # ctxemb_chroma as the CLI opens it (the same lexical folder and stamp).
+        return open_hybrid(
+            self._client,
+            self._collection_name,
+            self.contract_embeddings.embedder,
+            sample=self._ctxemb_sample,
+            **options,
+        )
 
     def add_images(self, *args: Any, **kwargs: Any) -> list[str]:
         raise InvalidInputError(

@@ -18,7 +18,7 @@ from ctxemb_core.validate import texts_from_iterable
 from ctxemb_langchain._checks import without_text_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._retriever import GuardedStore
-from ctxemb_pgvector import GuardedTable, connect, open_table
+from ctxemb_pgvector import GuardedTable, connect, open_hybrid, open_table
 
 
 class ContractPGVector(GuardedStore):
@@ -83,6 +83,20 @@ class ContractPGVector(GuardedStore):
         """Close the connection, if this store opened it from a DSN."""
         if self._owned:
             self.table.conn.close()
+
+    def _open_hybrid(self, **options: Any) -> Any:
+        # For ContractHybridRetriever.from_store: the table's hybrid index, opened by
+        # ctxemb_pgvector as the CLI opens it (lexical_path required there).
+        table = self.table
+        return open_hybrid(
+            table.conn,
+            table.name,
+            self._embeddings.embedder,
+            sample=table.sample,
+            schema=table.schema,
+            ef_search=table.ef_search,
+            **options,
+        )
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -47,15 +47,25 @@ CORE_SURFACE = {
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
+    "ctxemb_core.hybrid": "the lexical recipe and the fusion pinned beside the dense contract",
+    "ctxemb_core.hybrid.pair": "a hybrid index: a guarded dense index and its lexical side",
+    "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, sides in step",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
 SHARED_CHROMA_GUARD = frozenset(
-    {"GuardedCollection", "check_metadatas", "connect", "open_collection", "stored_or_none"}
+    {
+        "GuardedCollection",
+        "check_metadatas",
+        "connect",
+        "open_collection",
+        "open_hybrid",
+        "stored_or_none",
+    }
 )
 #: What they may import from ``ctxemb_pgvector``, the shared pgvector guard.
 SHARED_PG_GUARD = frozenset(
-    {"GuardedTable", "check_name", "connect", "open_table", "stored_or_none"}
+    {"GuardedTable", "check_name", "connect", "open_hybrid", "open_table", "stored_or_none"}
 )
 #: The store adapters the framework adapters build on, and the names each declares for them.
 SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}

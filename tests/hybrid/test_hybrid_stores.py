@@ -104,6 +104,12 @@ def test_a_write_around_the_hybrid_index_is_refused_naming_ids_then_mended(
     mended = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx, refresh=True)
     assert mended.verify()["ok"] and "extra" in mended.lexical.ids
     assert mended.query("green cheese", 1)[0].id == "moon"
+    # A text changed around the index keeps the count: the documents a query would return are
+    # compared on both sides, so stale terms are refused, not fused.
+    dense.upsert(["moon"], ["Lunar regolith clings to spacesuits."])
+    with pytest.raises(OutOfStepError) as err:
+        mended.query("regolith spacesuits", 2)
+    assert err.value.changed == ("moon",) and not err.value.only_dense
 
 
 def test_damaged_lexical_files_are_refused_never_read(hybrid, tmp_path):

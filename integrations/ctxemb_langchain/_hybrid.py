@@ -1,0 +1,248 @@
+"""A LangChain retriever over a hybrid index: dense and BM25 rankings fused under one stamp.
+
+LangChain's own ``EnsembleRetriever`` fuses whatever retrievers it is given: nothing pins the
+BM25 analyzer, its vocabulary or the fusion constant, so a query side built with another
+stemmer or ``c`` returns other documents silently. :class:`ContractHybridRetriever` queries a
+:class:`~ctxemb_core.hybrid.pair.HybridIndex` instead: the dense side through the store's guard,
+the lexical side and the fusion under the stamp's :class:`~ctxemb_core.hybrid.HybridContract`,
+so a caller's other recipe is refused with the field named.
+
+Writes go through the retriever (``add_texts`` / ``add_documents`` / ``delete``, or
+``from_texts``), which writes the dense side and then the lexical side (core's
+``HybridIndex``); a write through the vector store alone reaches the dense side only, and the
+next query is refused (``OutOfStepError``) until ``refresh()`` brings the lexical side in step.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
+from pydantic import ConfigDict, model_validator
+
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
+from ctxemb_core.hybrid.guard import check_caller
+from ctxemb_core.hybrid.pair import HybridHit, HybridIndex
+from ctxemb_core.validate import check_positive_int, texts_from_iterable
+from ctxemb_langchain._checks import unstamped, without_text_digest
+
+#: The metadata keys each result carries (they are set over the stored metadata's keys).
+RESULT_KEYS = (
+    "id",
+    "hybrid_score",
+    "dense_rank",
+    "dense_score",
+    "lexical_rank",
+    "lexical_score",
+    "hybrid_fingerprint",
+)
+_PER_CALL = ("k", "lexical", "fusion")
+
+
+class ContractHybridRetriever(BaseRetriever):
+    """Fused dense + BM25 retrieval from a hybrid index, refused under another recipe.
+
+    Each result is a ``Document`` of the stored text and metadata, plus ``id``,
+    ``hybrid_score`` (the fused score), ``dense_rank`` / ``dense_score`` (similarity),
+    ``lexical_rank`` / ``lexical_score`` (BM25; a rank is ``None`` where the document was not
+    among that side's candidates) and ``hybrid_fingerprint`` (the stamp's).
+
+    Args:
+        index: the :class:`~ctxemb_core.hybrid.pair.HybridIndex` (``ctxemb_chroma.open_hybrid``,
+            ``ctxemb_pgvector.open_hybrid``), or build one from a store with :meth:`from_store`.
+        k: how many fused results (also per call: ``invoke(q, k=3)``).
+        lexical: the caller's lexical recipe; ``None`` takes the stamp's. Another recipe is
+            refused on construction and on every query (``HybridMismatchError``, naming
+            ``lexical.<field>``).
+        fusion: the caller's fusion, checked the same way (``fusion.<field>``).
+
+    Example:
+        >>> store = ContractChroma("docs", ContractEmbeddings(contract), persist_directory="./db")
+        >>> retriever = ContractHybridRetriever.from_store(store, k=3)  # doctest: +SKIP
+        >>> retriever.add_texts(["Green tea is steamed."], ids=["tea"])  # doctest: +SKIP
+        >>> retriever.invoke("how is green tea made")[0].metadata["lexical_rank"]  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    index: HybridIndex
+    k: int = 4
+    lexical: LexicalContract | None = None
+    fusion: Fusion | None = None
+
+    @model_validator(mode="after")
+    def _checked(self) -> ContractHybridRetriever:
+        check_positive_int(self.k, "k")
+        self._caller(self.lexical, self.fusion)  # another recipe is refused now, not later
+        return self
+
+    def _caller(self, lexical: LexicalContract | None, fusion: Fusion | None) -> HybridContract:
+        stamp = self.index.contract
+        caller = stamp.with_(
+            lexical=lexical if lexical is not None else stamp.lexical,
+            fusion=fusion if fusion is not None else stamp.fusion,
+        )
+        return check_caller(stamp, caller, where=repr(self.index.name))
+
+    @property
+    def contract(self) -> HybridContract:
+        """The stamp's hybrid contract."""
+        return self.index.contract
+
+    # -- building ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_store(
+        cls,
+        store: Any,
+        *,
+        lexical_path: str | os.PathLike[str] | None = None,
+        lexical: LexicalContract | None = None,
+        fusion: Fusion | None = None,
+        k: int = 4,
+        create: bool = True,
+        refresh: bool = False,
+        **kwargs: Any,
+    ) -> ContractHybridRetriever:
+        """The retriever of ``store``'s hybrid index (a :class:`ContractChroma` or a
+        :class:`ContractPGVector`), opened by that store's adapter (``ctxemb_chroma`` /
+        ``ctxemb_pgvector.open_hybrid``): the same folder layout and stamp as the CLI's.
+
+        Args:
+            lexical_path: the lexical side's folder (an embedded Chroma store's default:
+                ``<its path>/ctxemb-lexical/<collection>``; required for a server or PostgreSQL).
+            create: build the lexical side from the store's texts if there is none.
+            refresh: bring the lexical side in step with the store (after writes around the
+                retriever) instead of refusing.
+            **kwargs: the retriever's own fields (``tags``, ``metadata``).
+        """
+        opener = getattr(store, "_open_hybrid", None)
+        if opener is None:
+            raise TypeError(
+                "ContractHybridRetriever.from_store needs a ContractChroma or a ContractPGVector, "
+                f"got {type(store).__name__}"
+            )
+        options = {"lexical": lexical, "fusion": fusion, "create": create, "refresh": refresh}
+        index = opener(lexical_path=lexical_path, **options)
+        return cls(index=index, k=k, lexical=lexical, fusion=fusion, **kwargs)
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        store: Any,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **options: Any,
+    ) -> ContractHybridRetriever:
+        """:meth:`from_store`, then ``texts`` written to both sides (:meth:`add_texts`)."""
+        retriever = cls.from_store(store, **options)
+        retriever.add_texts(texts, metadatas, ids=ids)
+        return retriever
+
+    @classmethod
+    def from_documents(
+        cls, documents: Sequence[Document], store: Any, **options: Any
+    ) -> ContractHybridRetriever:
+        """:meth:`from_store`, then ``documents`` written to both sides."""
+        retriever = cls.from_store(store, **options)
+        retriever.add_documents(documents)
+        return retriever
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+    ) -> list[str]:
+        """Embed under the contract and upsert to the dense side, then the lexical side."""
+        batch = texts_from_iterable(texts)
+        if ids is not None and len(ids) != len(batch):
+            raise InvalidInputError(f"{len(ids)} ids for {len(batch)} texts")
+        given: list[str | None] = list(ids) if ids is not None else [None] * len(batch)
+        keys = [i if i is not None else str(uuid.uuid4()) for i in given]
+        metas: list[Any] | None = None
+        if metadatas:
+            # Embedded here from these texts: a text digest carried in from another is dropped.
+            metas = [without_text_digest(m) for m in metadatas]
+            metas += [None] * (len(batch) - len(metas))
+        if batch:
+            self.index.upsert(keys, batch, metas)
+        return keys
+
+    def add_documents(
+        self, documents: Sequence[Document], *, ids: list[str] | None = None
+    ) -> list[str]:
+        """:meth:`add_texts` of the documents' texts and metadata (their ids, if they have)."""
+        if ids is None and any(d.id is not None for d in documents):
+            ids = [d.id if d.id is not None else str(uuid.uuid4()) for d in documents]
+        texts = [d.page_content for d in documents]
+        return self.add_texts(texts, [dict(d.metadata) for d in documents], ids=ids)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete these ids from both sides (ids not stored are no error)."""
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"delete needs a list of ids, got {type(ids).__name__}")
+        if ids:
+            self.index.delete(list(ids))
+
+    def refresh(self) -> tuple[list[str], list[str], list[str]]:
+        """Bring the lexical side in step with the dense side (after writes around this
+        retriever); returns the ids ``(added, removed, changed)`` on the lexical side."""
+        return self.index.refresh()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        # verbose is LangChain's own (read by invoke for its callbacks, then passed on).
+        unknown = sorted(set(kwargs) - {*_PER_CALL, "verbose"})
+        if unknown:
+            raise TypeError(f"unknown arguments {unknown}; a call takes {list(_PER_CALL)}")
+        k = check_positive_int(kwargs.get("k", self.k), "k")
+        lexical = kwargs.get("lexical", self.lexical)
+        fusion = kwargs.get("fusion", self.fusion)
+        hits = self.index.query(query, k, lexical=lexical, fusion=fusion)
+        return self._documents(hits)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        # On a worker thread, as the base class does, but with the per-call arguments (its
+        # own form takes none, so ainvoke(q, k=1) would be a TypeError).
+        return await run_in_executor(
+            None,
+            self._get_relevant_documents,
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )
+
+    def _documents(self, hits: list[HybridHit]) -> list[Document]:
+        if not hits:
+            return []
+        got = self.index.dense.get(ids=[h.id for h in hits], include=["metadatas"])
+        stored = dict(zip(got["ids"], got["metadatas"], strict=True))
+        fingerprint = self.index.contract.fingerprint
+        out = []
+        for h in hits:
+            found = unstamped(Document(h.document or "", metadata=stored.get(h.id) or {}))
+            values = (h.id, h.score, h.dense_rank, h.dense_score, h.lexical_rank, h.lexical_score)
+            meta = found.metadata | dict(zip(RESULT_KEYS, (*values, fingerprint), strict=True))
+            out.append(Document(page_content=found.page_content, metadata=meta, id=h.id))
+        return out
