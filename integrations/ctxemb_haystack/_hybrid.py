@@ -3,7 +3,9 @@ dense results under the stamp's fusion; another lexical recipe or fusion is refu
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
@@ -130,6 +132,12 @@ class ContractLexicalRetriever:
         ]
         return {"documents": documents, "hybrid": contract.fingerprint}
 
+    @component.output_types(documents=list[Document], hybrid=str)
+    async def run_async(self, query: str, top_k: int | None = None) -> dict[str, Any]:
+        """:meth:`run` in a worker thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(self.run, query, top_k))
+
 
 @component
 class ContractFusionJoiner:
@@ -232,6 +240,18 @@ class ContractFusionJoiner:
             }
             out.append(dataclasses.replace(by_id[i], score=score, meta=meta))
         return {"documents": out}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(
+        self,
+        dense_documents: list[Document],
+        lexical_documents: list[Document],
+        fingerprint: str,
+        hybrid: str,
+        top_k: int | None = None,
+    ) -> dict[str, list[Document]]:
+        """:meth:`run` (no I/O: it runs in the event loop's thread)."""
+        return self.run(dense_documents, lexical_documents, fingerprint, hybrid, top_k)
 
 
 def _documents(value: Any, name: str) -> list[Document]:

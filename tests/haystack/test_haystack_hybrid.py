@@ -6,6 +6,7 @@ round; the pipelines round-trip through YAML."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -117,6 +118,8 @@ def test_an_indexing_pipeline_then_a_query_pipeline_return_the_fused_top_k(
     lexical = ContractLexicalRetriever(store).run("green tea leaves", top_k=2)
     assert lexical["documents"][0].id == "tea" and lexical["hybrid"] == stamp.fingerprint
     assert lexical["documents"][0].score == pytest.approx(index.search("green tea leaves", 1)[0][1])
+    later = asyncio.run(ContractLexicalRetriever(store).run_async("green tea leaves", top_k=2))
+    assert later == lexical
     # A later write keeps the lexical side in step (an overwrite and a new document).
     changed = {"tea": "Black tea leaves are withered, rolled and oxidised.", "kettle": "A kettle."}
     indexing(minilm_contract, store).run({"embedder": {"documents": documents(changed)}})
@@ -259,3 +262,42 @@ def test_bad_input_is_refused_with_typed_errors(indexed):
         ContractFusionJoiner().run("tea", [], "0" * 64, "f" * 64)
     with pytest.raises(MissingStampError, match="no lexical index"):
         ContractLexicalRetriever(store, "/nonexistent/lexical").run("tea")
+
+
+def test_a_pgvector_store_with_a_lexical_path(pg, minilm_contract, minilm, tmp_path, monkeypatch):
+    from haystack.utils import Secret
+    from haystack_integrations.components.retrievers.pgvector import PgvectorEmbeddingRetriever
+    from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
+
+    import ctxemb_pgvector
+
+    monkeypatch.setenv("CTXEMB_TEST_PG_CONN_STR", pg.ctxemb_dsn)
+    table, lx = fresh_name(), str(tmp_path / "lx")
+    store = PgvectorDocumentStore(
+        connection_string=Secret.from_env_var("CTXEMB_TEST_PG_CONN_STR"),
+        table_name=table,
+        embedding_dimension=384,
+    )
+    with pytest.raises(InvalidInputError, match="lexical_path"):
+        ContractLexicalRetriever(store).run(QUERY)
+    indexing(minilm_contract, store, lexical_path=lx).run({"embedder": {"documents": documents()}})
+    pipe = Pipeline()
+    pipe.add_component("embedder", ContractTextEmbedder(contract=minilm_contract))
+    pipe.add_component(
+        "dense", ContractRetriever(PgvectorEmbeddingRetriever(document_store=store, top_k=10))
+    )
+    pipe.add_component("lexical", ContractLexicalRetriever(store, lx))
+    pipe.add_component("joiner", ContractFusionJoiner(top_k=3))
+    for sender, receiver in (
+        ("embedder.embedding", "dense.query_embedding"),
+        ("embedder.fingerprint", "dense.fingerprint"),
+        ("embedder.fingerprint", "joiner.fingerprint"),
+        ("dense.documents", "joiner.dense_documents"),
+        ("lexical.documents", "joiner.lexical_documents"),
+        ("lexical.hybrid", "joiner.hybrid"),
+    ):
+        pipe.connect(sender, receiver)
+    found = ask(pipe)
+    hybrid = ctxemb_pgvector.open_hybrid(pg, table, minilm, lexical_path=lx)
+    assert [d.id for d in found] == [h.id for h in hybrid.query(QUERY, 3)]
+    assert found[0].id == "tea"
