@@ -13,7 +13,9 @@ exactly these names of it, nothing private:
 - :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
   vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
 - :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
-- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written.
+- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
+- :func:`lexical_folder`: where a collection's lexical side (hybrid retrieval) lives, so a
+  framework's hybrid index is the one :func:`open_hybrid` opens.
 
 The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
 

@@ -47,11 +47,22 @@ CORE_SURFACE = {
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
+    "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
+    "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
+    "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
+    "ctxemb_core.hybrid.store": "the lexical side's files: its stamp read without reading them",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
 SHARED_CHROMA_GUARD = frozenset(
-    {"GuardedCollection", "check_metadatas", "connect", "open_collection", "stored_or_none"}
+    {
+        "GuardedCollection",
+        "check_metadatas",
+        "connect",
+        "lexical_folder",
+        "open_collection",
+        "stored_or_none",
+    }
 )
 #: What they may import from ``ctxemb_pgvector``, the shared pgvector guard.
 SHARED_PG_GUARD = frozenset(
