@@ -48,7 +48,8 @@ from haystack.core.serialization import allow_deserialization_module
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 from ctxemb_haystack._eval import eval_path
-from ctxemb_haystack._hybrid import ContractFusionJoiner, ContractLexicalRetriever
+from ctxemb_haystack._fusion import ContractFusionJoiner
+from ctxemb_haystack._hybrid import ContractLexicalRetriever
 from ctxemb_haystack._rankers import ContractCrossEncoderRanker, ContractLateInteractionRanker
 from ctxemb_haystack._writes import DuplicateDocumentsError
 

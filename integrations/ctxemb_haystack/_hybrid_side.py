@@ -104,6 +104,7 @@ class LexicalSide:
         self._folder: Path | None = None
         self._index: LexicalIndex | None = None
         self._stamp: HybridStamp | None = None
+        self._digests: dict[str, str] = {}
 
     @property
     def where(self) -> str:
@@ -146,8 +147,13 @@ class LexicalSide:
             check_analyzer(stamp, index)
             remember(stamp.contract)
             self._index, self._stamp = index, stamp
+            self._digests = dict(zip(index.ids, index.digests, strict=True))
         assert self._index is not None and self._stamp is not None
         return self._index, self._stamp
+
+    def digests(self) -> dict[str, str]:
+        """Each id's text digest on the lexical side as :meth:`current` last loaded it."""
+        return self._digests
 
     def dense(self, contract: Any) -> Any:
         """The dense side opened through the store's guard under the stamp's dense contract
@@ -177,7 +183,7 @@ class LexicalSide:
             return
         index, stamp = self.current()
         stored = stored_records(dense, ids)
-        have = dict(zip(index.ids, index.digests, strict=True))
+        have = self.digests()
         todo = [i for i in stored if have.get(i) != stored[i][1]]
         gone = [i for i in ids if i not in stored and i in have]
         if todo or gone:
