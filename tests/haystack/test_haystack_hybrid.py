@@ -179,6 +179,19 @@ def store_path(store: ChromaDocumentStore) -> str:
     return store.to_dict()["init_parameters"]["persist_path"]
 
 
+def test_each_run_reads_the_stamp_again(indexed, minilm_contract, minilm, path):
+    _, store = indexed
+    stated = ContractLexicalRetriever(store, fusion=Fusion(k=60))
+    follower = querying(minilm_contract, store)
+    assert stated.run(QUERY)["documents"][0].id == "tea" and ask(follower)[0].id == "tea"
+    hybrid = ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(path), indexed[0], minilm)
+    hybrid.set_fusion(Fusion(k=30))  # another handle stamps another fusion
+    with pytest.raises(HybridMismatchError, match=r"fusion\.k: index=30, caller=60"):
+        stated.run(QUERY)
+    top = ask(follower)[0]  # states none: follows the stamp
+    assert top.id == "tea" and top.score == pytest.approx(2 / 31)
+
+
 def test_a_write_around_the_pair_is_refused_naming_the_ids(indexed, minilm, path):
     name, store = indexed
     dense = ctxemb_chroma.open_collection(ctxemb_chroma.connect(path), name, minilm)
