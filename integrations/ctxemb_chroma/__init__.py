@@ -13,9 +13,10 @@ exactly these names of it, nothing private:
 - :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
   vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
 - :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
-- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written.
+- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
 - :func:`open_hybrid`: a collection and its lexical (BM25) side, a hybrid index under one
-  stamped recipe (:func:`lexical_folder`: where that side lives).
+  stamped recipe; :func:`lexical_folder`: where that side lives, so a framework's hybrid index
+  is the one :func:`open_hybrid` opens.
 
 The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
 

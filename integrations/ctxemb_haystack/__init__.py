@@ -7,6 +7,10 @@ pipeline embeds with :class:`ContractTextEmbedder` and retrieves through
 document leaves it. Works with ``InMemoryDocumentStore``, ``ChromaDocumentStore`` and
 ``PgvectorDocumentStore`` (through ``ctxemb_pgvector``, the shared pgvector guard).
 
+Hybrid retrieval (Chroma and pgvector): the writer's ``hybrid=True`` keeps a stamped BM25 side
+beside the store, :class:`ContractLexicalRetriever` reads it and :class:`ContractFusionJoiner`
+fuses both rankings under the stamp's fusion; another recipe is refused, the field named.
+
 Importing this package adds ``ctxemb_haystack`` (and nothing else) to Haystack's
 deserialisation allowlist, so a pipeline YAML that uses these components loads with
 ``Pipeline.loads``; without the import, pass ``allowed_modules=["ctxemb_haystack"]``.
@@ -44,6 +48,8 @@ from haystack.core.serialization import allow_deserialization_module
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 from ctxemb_haystack._eval import eval_path
+from ctxemb_haystack._fusion import ContractFusionJoiner
+from ctxemb_haystack._hybrid import ContractLexicalRetriever
 from ctxemb_haystack._rankers import ContractCrossEncoderRanker, ContractLateInteractionRanker
 from ctxemb_haystack._writes import DuplicateDocumentsError
 
@@ -54,7 +60,9 @@ __all__ = [
     "ContractCrossEncoderRanker",
     "ContractDocumentEmbedder",
     "ContractDocumentWriter",
+    "ContractFusionJoiner",
     "ContractLateInteractionRanker",
+    "ContractLexicalRetriever",
     "ContractRetriever",
     "ContractTextEmbedder",
     "DuplicateDocumentsError",

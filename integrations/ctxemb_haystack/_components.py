@@ -10,8 +10,11 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 
+from ctxemb_core.documents import batch_fingerprint
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
+from ctxemb_core.hybrid import Fusion, LexicalContract
+from ctxemb_haystack._hybrid_side import LexicalSide, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 
 
@@ -60,6 +63,15 @@ class ContractDocumentWriter:
             Haystack's own ``DocumentWriter``, say) once a sample of its records re-embeds to
             their stored vectors under the documents' contract; a mismatch is refused, nothing
             written.
+        hybrid: keep the store's lexical side (BM25, :class:`ContractLexicalRetriever`) in step:
+            after each dense write, built from the store's texts if there is none, else the
+            written ids brought in step with the texts the store keeps. An existing stamp's
+            recipe, fusion and dense contract are checked before anything is written.
+        lexical_path: the lexical folder (implies ``hybrid``); ``None`` for an embedded Chroma
+            store: ``<persist_path>/ctxemb-lexical/<collection_name>``, as ``ctxemb_chroma``.
+        lexical, fusion: the recipe a new lexical side is built under (``None``: BM25 k1 1.5,
+            b 0.75, English stemmer and stop words; RRF k = 60), and that an existing one must
+            have (:class:`~ctxemb_core.errors.HybridMismatchError` names the field).
 
     Raises (from ``run``):
         ContractMismatchError: the documents or the store are of another contract (the fields
@@ -77,20 +89,47 @@ class ContractDocumentWriter:
         *,
         sample: int = OPEN_SAMPLE,
         adopt: bool = False,
+        hybrid: bool = False,
+        lexical_path: str | None = None,
+        lexical: LexicalContract | dict[str, Any] | None = None,
+        fusion: Fusion | dict[str, Any] | None = None,
     ) -> None:
         self.document_store = document_store
         self.policy = _policy(policy)
         self.sample = check_sample_size(sample)
         self.adopt = check_flag(adopt, "adopt")
+        self.hybrid = check_flag(hybrid, "hybrid") or lexical_path is not None
+        if not self.hybrid and (lexical is not None or fusion is not None):
+            raise InvalidInputError("lexical and fusion belong to hybrid=True")
         self._guard = guard_for(document_store, self.sample, self.adopt)
+        self._lexical = None
+        if self.hybrid:
+            self._lexical = LexicalSide(
+                self._guard,
+                lexical_path,
+                recipe(lexical, LexicalContract, "lexical"),
+                recipe(fusion, Fusion, "fusion"),
+            )
 
     def to_dict(self) -> dict[str, Any]:
+        side = self._lexical
         return default_to_dict(
             self,
             document_store=self.document_store,
             policy=self.policy.name,
             sample=self.sample,
             **_adopt(self.adopt),
+            # Written only when set, as adopt.
+            **(
+                {}
+                if side is None
+                else {
+                    "hybrid": True,
+                    "lexical_path": side.lexical_path,
+                    "lexical": as_dict(side.lexical),
+                    "fusion": as_dict(side.fusion),
+                }
+            ),
         )
 
     @classmethod
@@ -103,7 +142,14 @@ class ContractDocumentWriter:
     ) -> dict[str, int]:
         """Write the documents; returns ``documents_written``."""
         documents = _check_documents(documents, "ContractDocumentWriter")
+        side, fingerprint = self._lexical, None
+        if side is not None and documents:
+            fingerprint = batch_fingerprint([d.meta for d in documents], [d.id for d in documents])
+            if fingerprint is not None:
+                side.check_write(fingerprint)  # before anything is written
         written = self._guard.write(documents, _policy(policy) if policy else self.policy)
+        if side is not None and fingerprint is not None:
+            side.write(fingerprint, [d.id for d in documents])
         return {"documents_written": written}
 
     @component.output_types(documents_written=int)

@@ -47,9 +47,10 @@ CORE_SURFACE = {
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
-    "ctxemb_core.hybrid": "the lexical recipe and the fusion pinned beside the dense contract",
-    "ctxemb_core.hybrid.pair": "a hybrid index: a guarded dense index and its lexical side",
-    "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, sides in step",
+    "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
+    "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
+    "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
+    "ctxemb_core.hybrid.store": "the lexical side's files: its stamp read without reading them",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
@@ -58,6 +59,7 @@ SHARED_CHROMA_GUARD = frozenset(
         "GuardedCollection",
         "check_metadatas",
         "connect",
+        "lexical_folder",
         "open_collection",
         "open_hybrid",
         "stored_or_none",
