@@ -81,6 +81,12 @@ SEED_ROWS = {
         "the vectors were not L2-normalised",
         "normalise at index time and at query time",
     ),
+    "lexical": (
+        "Keyword (BM25) or hybrid results get worse after a change nobody connected to search",
+        "the query side analyses text with another recipe than the index (stemmer, stop words, "
+        "lower-casing): BM25 must be configured identically at indexing and retrieval time",
+        "pin the lexical recipe with the index and refuse a query under another",
+    ),
     "unit": (
         'A word\'s "vector" looks like a sentence summary',
         "a pooled text vector was read as a token vector",
@@ -123,6 +129,8 @@ class Entry:
     refusals: list[Refusal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: What ``ndcg`` is compared with, where it is not the dense right contract (BM25's own).
+    compare: float | None = None
 
 
 def refused(call: str, action: Callable[[], Any]) -> Refusal:
@@ -680,8 +688,74 @@ class Gallery:
         )
         return entry
 
+    # -- 8 -------------------------------------------------------------------------------------
 
-ENTRIES = ("pooling", "normalize", "prefix", "encoders", "unit", "matryoshka", "langchain")
+    def lexical(self) -> Entry:
+        """BM25 queried with another analyzer than the index's, then the hybrid guard."""
+        import ctxemb_chroma
+        from ctxemb_core.hybrid import Analyzer, LexicalContract, LexicalIndex
+
+        data = self.data
+        stemmed = LexicalContract()
+        index = LexicalIndex.fit(data.ids, data.texts, stemmed)
+
+        def bm25(query_side: LexicalContract, on: LexicalIndex) -> float:
+            analyzer = Analyzer(query_side)
+            run = {}
+            for qid, query in zip(data.qids, data.queries, strict=True):
+                scores = on.term_scores(analyzer.terms(query))
+                top = np.argsort(-scores, kind="stable")[:K]
+                run[qid] = {on.ids[j]: float(scores[j]) for j in top if scores[j] > 0}
+            return run_ndcg(data, run)
+
+        entry = Entry("lexical", "BM25 queried with another analyzer than the index's", "lexical")
+        entry.reference["BM25, the index's recipe on both sides"] = bm25(stemmed, index)
+        entry.compare = entry.reference["BM25, the index's recipe on both sides"]
+        unstemmed = stemmed.with_(stemmer="none")
+        entry.ndcg["BM25, queries not stemmed (index stemmed)"] = bm25(unstemmed, index)
+        kept = LexicalIndex.fit(data.ids, data.texts, stemmed.with_(stopwords="none"))
+        entry.reference["BM25, stop words kept on both sides"] = bm25(kept.contract, kept)
+        entry.ndcg["BM25, queries drop stop words (index keeps them)"] = bm25(stemmed, kept)
+        hybrid = ctxemb_chroma.open_hybrid(
+            self.client,
+            self.stamped_name,
+            self.vectors.embedder(self.right),
+            lexical_path=self.workdir / "lexical",
+            sample=0,
+        )
+        entry.measures["hybrid_fingerprint"] = hybrid.contract.fingerprint
+        entry.refusals.append(
+            refused(
+                "open_hybrid(index, lexical=stemmer 'none')",
+                lambda: ctxemb_chroma.open_hybrid(
+                    self.client,
+                    self.stamped_name,
+                    self.vectors.embedder(self.right),
+                    lexical=unstemmed,
+                    lexical_path=self.workdir / "lexical",
+                    sample=0,
+                ),
+            )
+        )
+        entry.refusals.append(
+            refused(
+                "hybrid.query(q, lexical=stop words 'none')",
+                lambda: hybrid.query(data.queries[0], lexical=stemmed.with_(stopwords="none")),
+            )
+        )
+        return entry
+
+
+ENTRIES = (
+    "pooling",
+    "normalize",
+    "prefix",
+    "encoders",
+    "unit",
+    "matryoshka",
+    "langchain",
+    "lexical",
+)
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -691,8 +765,9 @@ def print_entry(number: int, entry: Entry, right: float) -> None:
     symptom, cause, fix = SEED_ROWS[entry.seed]
     print(f"\n{number}. {entry.title}  ({entry.seconds:.1f} s)")
     print(f"   seed row   {symptom} | {cause} | {fix}")
+    base = right if entry.compare is None else entry.compare
     for label, value in entry.ndcg.items():
-        print(f"   nDCG@10    {value:.4f}  {label}  ({value - right:+.4f} vs right {right:.4f})")
+        print(f"   nDCG@10    {value:.4f}  {label}  ({value - base:+.4f} vs right {base:.4f})")
     for label, value in entry.reference.items():
         print(f"   reference  {value:.4f}  {label}")
     for name, value in entry.measures.items():
@@ -727,8 +802,9 @@ def print_summary(entries: list[Entry], right: float) -> None:
     for e in entries:
         error = e.refusals[0].error if e.refusals else "-"
         rows = list(e.ndcg.items()) or [("(no nDCG: see the measures)", None)]
+        base = right if e.compare is None else e.compare
         for label, value in rows:
-            figure = "" if value is None else f"{value:8.4f} {value - right:+8.4f}"
+            figure = "" if value is None else f"{value:8.4f} {value - base:+8.4f}"
             print(f"{e.key:<14} {label:<46} {figure:>17}  {error}")
 
 
@@ -742,6 +818,11 @@ def save_chart(entries: list[Entry], right: float, docs: int, out: Path) -> None
     green, red, amber = "#2e7d32", "#c62828", "#ef8f00"
     labels, values, colors = ["right contract (mean pooling, normalised)"], [right], [green]
     for number, e in enumerate(entries, start=1):
+        if e.compare is not None:  # the entry's own right recipe, charted beside its wrong ones
+            for label, value in list(e.reference.items())[:1]:
+                labels.append(f"{number}. {label}")
+                values.append(value)
+                colors.append(green)
         for label, value in e.ndcg.items():
             labels.append(f"{number}. {label}")
             values.append(value)
@@ -856,6 +937,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "measures": e.measures,
                 "refusals": [vars(r) for r in e.refusals],
                 "notes": e.notes,
+                "compare": e.compare,
                 "seconds": round(e.seconds, 1),
             }
             for e in entries

@@ -216,8 +216,14 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (terms not in the vocabulary score 0)."""
+        return self.term_scores(self.analyzer.terms(query))
+
+    def term_scores(self, terms: Sequence[str]) -> np.ndarray:
+        """BM25 score of every document for query terms already analysed (repeats count, as
+        in bm25s); terms not in the vocabulary score 0. A caller that analyses with another
+        recipe than the index's gets other terms: what the hybrid guard refuses."""
         out = np.zeros(len(self.ids), dtype=np.float32)
-        for term in self.analyzer.terms(query):
+        for term in terms:
             t = self._terms.get(term)
             if t is None:
                 continue

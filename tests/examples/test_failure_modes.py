@@ -13,7 +13,16 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "failure_modes.py"
 #: Every judged document and a few of the corpus head: the ranking has distractors to err among.
 DOCS = 400
-ENTRIES = ["pooling", "normalize", "prefix", "encoders", "unit", "matryoshka", "langchain"]
+ENTRIES = [
+    "pooling",
+    "normalize",
+    "prefix",
+    "encoders",
+    "unit",
+    "matryoshka",
+    "langchain",
+    "lexical",
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +76,10 @@ def test_each_wrong_recipe_scores_below_the_right_contract(gallery) -> None:
     right = result["right"]["ndcg@10"]
     assert 0.5 < right <= 1.0
     charted = {label for e in result["entries"] for label in e["ndcg@10"]}
-    assert len(charted) == 8 and PREFIX in charted
+    assert len(charted) == 10 and PREFIX in charted
     for entry in result["entries"]:
+        if entry["compare"] is not None:  # BM25's rows: against BM25's own (test below)
+            continue
         for label, value in entry["ndcg@10"].items():
             if label != PREFIX:
                 assert value < right, (entry["key"], label, value, right)
@@ -76,6 +87,23 @@ def test_each_wrong_recipe_scores_below_the_right_contract(gallery) -> None:
         for label, value in entry["reference"].items():
             assert abs(value - right) < 0.02, (label, value)
             assert all(v < value for v in entry["ndcg@10"].values()), entry["key"]
+
+
+def test_bm25_queried_with_another_analyzer_loses_and_the_hybrid_guard_refuses(gallery) -> None:
+    lexical = _entries(gallery[0])["lexical"]
+    ndcg, reference = lexical["ndcg@10"], lexical["reference"]
+    stemmed = reference["BM25, the index's recipe on both sides"]
+    assert lexical["compare"] == stemmed and stemmed > 0.5
+    assert ndcg["BM25, queries not stemmed (index stemmed)"] < stemmed - 0.02
+    kept = reference["BM25, stop words kept on both sides"]
+    assert ndcg["BM25, queries drop stop words (index keeps them)"] != kept
+    refusals = _refusals(lexical)
+    stem = refusals["open_hybrid(index, lexical=stemmer 'none')"]
+    assert stem["error"] == "HybridMismatchError" and stem["fields"] == ["lexical.stemmer"]
+    assert stem["kind"] == "lexical_reindex"
+    stops = refusals["hybrid.query(q, lexical=stop words 'none')"]
+    assert stops["error"] == "HybridMismatchError"
+    assert set(stops["fields"]) == {"lexical.stopwords", "lexical.stopwords_digest"}
 
 
 def test_rank_changes_where_rank_change_is_the_measure(gallery) -> None:
