@@ -330,3 +330,33 @@ def test_a_contract_mismatch_on_a_reused_collection_is_one_line(beir, tmp_path, 
     code, _, err = run(capsys, *common, "--pooling", "cls")
     assert code == 2
     one_error(err, "ContractMismatchError", "pooling")
+
+
+def test_hybrid_scores_dense_bm25_and_their_fusion_in_one_command(beir, tmp_path, capsys):
+    from ctxemb_core.eval import evaluate, load_beir
+    from ctxemb_core.eval.bm25 import bm25_run
+    from ctxemb_core.eval.runner import retrieval_cutoffs
+
+    code, out, _ = run(
+        capsys, "eval", "--via", "memory", "--data", beir, "--k", 5, "--hybrid", "--depth", 5
+    )
+    assert code == 0
+    got = result(out)["hybrid"]
+    assert got["contract"]["fusion"] == {
+        **got["contract"]["fusion"],
+        "method": "rrf",
+        "k": 60,
+        "depth": 5,
+    }
+    assert got["contract"]["lexical"]["documents"] == len(DOCS)
+    # ctxemb's BM25 is the baseline's: the same figures on the same judgements.
+    data = load_beir(beir)
+    expected = evaluate(bm25_run(data, 5), data.qrels, ks=retrieval_cutoffs(5))
+    for metric in ("ndcg@5", "recall@5"):
+        assert abs(got["lexical"]["unrounded"][metric] - expected[metric]) < 1e-9, metric
+    assert set(got["fused"]) >= {"ndcg@5", "unrounded"}
+    assert "hybrid" in out.splitlines()[0]  # the table's columns: via, BM25, hybrid
+    code, _, err = run(capsys, "eval", "--via", "memory", "--data", beir, "--k", 5, "--hybrid")
+    assert code != 0 and "--depth 100 is more than --k 5" in err
+    code, _, err = run(capsys, "eval", "--via", "memory", "--data", beir, "--stemmer", "none")
+    assert code != 0 and "add --hybrid" in err
