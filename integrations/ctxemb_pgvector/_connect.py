@@ -66,7 +66,10 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
                 "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
             if installed is None and create_extension:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                # Another session may create it at the same moment: IF NOT EXISTS is checked
+                # before the catalog row is written, so two first connections can both try.
+                with contextlib.suppress(pg_errors.UniqueViolation):
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             register_vector(conn)
     except Exception:
         conn.close()
