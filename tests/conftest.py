@@ -74,10 +74,18 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # -- xdist: which tests share a worker ----------------------------------------------------------
 
+#: Under ``make test``: the folder that scripts/embed_eval_sets.sh, started by scripts/setup.sh
+#: once torch, ctxemb[torch] and the model were installed, embeds the evaluation sets into (with
+#: this checkout's code, through ``ctxemb eval --via memory``) while pip installs the rest and
+#: the suite starts.
+EVAL_SETS = os.environ.get("CTXEMB_TEST_EVAL_SETS")
+
 #: The tests that evaluate the bundled MiniLM on the whole of SciFact or STS-B (or on part of
-#: SciFact) with the embedding cache on, as node id prefixes: under xdist they run in one worker,
-#: so the corpus is embedded once per run, fresh, by the first of them, and every later path
-#: reads its vectors from that worker's cache.
+#: SciFact) with the embedding cache on, as node id prefixes. Without :data:`EVAL_SETS` they run
+#: in one worker, first, so the corpus is embedded once per run, fresh, by the first of them,
+#: and every later path reads its vectors from that worker's cache. With it, each file is a unit
+#: of its own and the units come last, longest first (:data:`EVALUATION_LONGEST_FIRST`): by then
+#: the background job has embedded the sets, and each worker that runs one reads a copy.
 EVALUATION_SETS = (
     "tests/cli/test_chroma_cli.py::test_scifact_eval_on_a_running_server",
     "tests/eval/test_eval_agreement.py::",
@@ -88,6 +96,8 @@ EVALUATION_SETS = (
     # 400 SciFact documents under three recipes: the right one's are the cache's.
     "tests/examples/test_failure_modes.py::",
 )
+#: :data:`EVALUATION_SETS` by the CPU each takes: the order of their units with EVAL_SETS.
+EVALUATION_LONGEST_FIRST = tuple(EVALUATION_SETS[i] for i in (2, 6, 1, 3, 4, 0, 5))
 EVALUATION_GROUP = "evaluation-sets"
 #: Scopes sent to the workers first, longest first; the files fill in around them.
 LONG_SCOPES = (
@@ -99,16 +109,23 @@ LONG_SCOPES = (
 )
 
 
+def _evaluation_set(nodeid: str) -> int | None:
+    """The place of ``nodeid``'s prefix in :data:`EVALUATION_SETS`, or None."""
+    return next((i for i, p in enumerate(EVALUATION_SETS) if nodeid.startswith(p)), None)
+
+
 def _scope(nodeid: str) -> str:
-    """The xdist work unit of a test: its file, or the evaluation sets' one group."""
-    if nodeid.startswith(EVALUATION_SETS):
-        return EVALUATION_GROUP
-    return nodeid.split("::", 1)[0]
+    """The xdist work unit of a test: its file, or the evaluation sets' one group (without
+    :data:`EVAL_SETS`: the worker running it embeds the corpus)."""
+    file = nodeid.split("::", 1)[0]
+    if _evaluation_set(nodeid) is None:
+        return file
+    return f"{EVALUATION_GROUP}:{file}" if EVAL_SETS else EVALUATION_GROUP
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """``--dist loadfile`` with the evaluation sets as one unit and the long units sent first.
+    """``--dist loadfile`` with the long units sent first and the evaluation sets' own units.
 
     (xdist's own ``loadgroup`` cannot be used: it renames node ids through an attribute pytest 9
     no longer reads.) The order of the units is the order the workers collect them in, which
@@ -141,13 +158,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.data)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {scope: i for i, scope in enumerate(LONG_SCOPES)}
+        last = len(rank) + 1
 
         def order(item: pytest.Item) -> tuple[int, int]:
-            # The long units first; inside the evaluation sets, the order of EVALUATION_SETS
-            # (the ctxemb eval runs that embed the corpus before the paths that read it back).
             nodeid = item.nodeid
-            inside = [i for i, prefix in enumerate(EVALUATION_SETS) if nodeid.startswith(prefix)]
-            return rank.get(_scope(nodeid), len(rank)), (inside or [0])[0]
+            inside = _evaluation_set(nodeid)
+            if inside is None:  # the long units first, the files in their own order after them
+                return rank.get(_scope(nodeid), len(rank)), 0
+            if EVAL_SETS:  # last, longest first: the sets are embedded by then
+                return last, EVALUATION_LONGEST_FIRST.index(EVALUATION_SETS[inside])
+            # First, in the order of EVALUATION_SETS: the ctxemb eval runs that embed the corpus
+            # before the paths that read it back.
+            return rank[EVALUATION_GROUP], inside
 
         items.sort(key=order)  # stable: each file's own order is kept
 
@@ -167,8 +189,9 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
     """Under xdist: the bundled MiniLM's ONNX export, built once per run, copied into ``cache``.
 
     The first worker to take the lock builds it (in a cache of the run, beside the workers'
-    temporary folders); the others wait for it. Each worker gets its own copy, so a test that
-    damages its cache's export damages no other worker's.
+    temporary folders), or copies the one the evaluation-set job built; the others wait for it.
+    Each worker gets its own copy, so a test that damages its cache's export damages no other
+    worker's.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the export is built on first use, once, as it always was
@@ -178,15 +201,32 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
     shared.mkdir(exist_ok=True)
     with FileLock(str(shared / ".lock")):
         if not (shared / ".built").exists():
-            os.environ["CTXEMB_CACHE_DIR"] = str(shared)
-            try:
-                Embedder(contract_for(MINILM)).embed_documents(["warm"])
-            finally:
-                os.environ["CTXEMB_CACHE_DIR"] = str(cache)
+            if not _copy_evaluation_export(shared):
+                os.environ["CTXEMB_CACHE_DIR"] = str(shared)
+                try:
+                    Embedder(contract_for(MINILM)).embed_documents(["warm"])
+                finally:
+                    os.environ["CTXEMB_CACHE_DIR"] = str(cache)
             (shared / ".built").touch()
     for part in ("onnx", "tokenizers"):
         if (shared / part).is_dir():
             shutil.copytree(shared / part, cache / part)
+
+
+def _copy_evaluation_export(shared: Path) -> bool:
+    """Under ``make test``: the export the evaluation-set job built (``EVAL_SETS/export`` says
+    it is whole; nothing writes into it afterwards), copied into ``shared``; False without one."""
+    made = Path(EVAL_SETS) / "cache" if EVAL_SETS else None
+    if made is None or not (made.parent / "export").is_file():
+        return False
+    try:
+        for part in ("onnx", "tokenizers"):
+            shutil.copytree(made / part, shared / part)
+    except OSError:  # the job started again meanwhile: build our own
+        for part in ("onnx", "tokenizers"):
+            shutil.rmtree(shared / part, ignore_errors=True)
+        return False
+    return True
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -201,16 +241,12 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 # -- the evaluation sets, embedded while setup installed the frameworks ------------------------
 
-#: Under ``make test``: the folder that scripts/embed_eval_sets.sh, started by scripts/setup.sh
-#: once torch, ctxemb[torch] and the model were installed, embeds the evaluation sets into (with
-#: this checkout's code, through ``ctxemb eval --via memory``) while pip installs the rest.
-EVAL_SETS = os.environ.get("CTXEMB_TEST_EVAL_SETS")
 _evaluation_cache: Path | None = None
 _evaluation_cache_looked = False
 
 
 def _take_evaluation_cache(base: Path) -> None:
-    """In the worker that runs the evaluation sets: its cache becomes a copy of EVAL_SETS's.
+    """In a worker that runs evaluation-set tests: its cache becomes a copy of EVAL_SETS's.
 
     Waits while the background job still holds the folder's lock. If it did not finish (no
     ``done``: it failed, or setup stopped it), the worker's own cache stays, and the first
