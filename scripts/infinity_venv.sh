@@ -8,9 +8,9 @@
 #
 # uv installs it (the test extra puts it in .venv; $UV names another): pip took 34 CPU-s here,
 # uv 2 from its cache and 6 from an empty one, for the same versions of the same 63 packages.
-# uv does not read pip's configuration, so it is told where pip looks for files on disk
-# (PIP_FIND_LINKS): the CPU build of torch lies there on these machines, and without it uv would
-# take the CUDA build from the registry.
+# uv does not read pip's configuration, so it is told where pip looks for files on disk (its
+# find-links, from `pip config list`: its configuration files and PIP_FIND_LINKS): the CPU build
+# of torch lies there on these machines, and without it uv would take the CUDA build.
 #
 #   bash scripts/infinity_venv.sh [DIR]     (default: build/infinity-venv)
 set -euo pipefail
@@ -30,19 +30,27 @@ if [ -f "$DIR/.done" ]; then
 fi
 rm -rf "$DIR"
 "$PY" -m venv --without-pip "$DIR"
+config=$("$PY" -m pip config list)
 links=()
-for d in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$d"); done
+while IFS= read -r line; do
+  case $line in
+    *.find-links=*)
+      value=${line#*=}
+      for d in ${value//\'/}; do links+=(--find-links "$d"); done
+      ;;
+  esac
+done <<<"$config"
 echo "torch==2.13.0" > "$DIR/constraints.txt"
 "$UV" pip install --quiet --python "$DIR/bin/python" "${links[@]}" \
   -c "$DIR/constraints.txt" "infinity-emb[server,torch]==0.0.78"
 # torch 2.13.0's CPU build, not the CUDA one (its nvidia-* libraries are gigabytes): a machine
-# without the CPU wheel in PIP_FIND_LINKS is told so rather than left with a slow environment.
+# without the CPU wheel in pip's find-links is told so rather than left with a slow environment.
 "$UV" pip freeze --python "$DIR/bin/python" | awk '
   /^torch==/ { torch = $0 } /^nvidia-/ { cuda = cuda " " $0 }
   END {
     if (torch !~ /^torch==2\.13\.0/ || cuda != "") {
       print "scripts/infinity_venv.sh: not the CPU build of torch 2.13.0 (is its wheel in" \
-        " PIP_FIND_LINKS?): " torch cuda > "/dev/stderr"
+        " pip'"'"'s find-links?): " torch cuda > "/dev/stderr"
       exit 1
     }
   }'

@@ -28,6 +28,7 @@ registry; with the demo's first run they take a minute, which is why the file is
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import json
@@ -124,10 +125,8 @@ class Venv:
 
     def uv(self, *args: str | Path) -> None:
         # uv compiles nothing unless asked, and links what its cache holds (hard links: the
-        # cache and the temporary folders share a disk) instead of unpacking it again. It does
-        # not read pip's configuration: it looks where pip is told to look (PIP_FIND_LINKS, where
-        # the CPU build of torch lies on these machines), or it would take the CUDA build.
-        links = [a for d in os.environ.get("PIP_FIND_LINKS", "").split() for a in ("-f", d)]
+        # cache and the temporary folders share a disk) instead of unpacking it again.
+        links = [a for d in _pip_find_links() for a in ("--find-links", d)]
         uv = [find_uv_bin(), "pip", "install", "--quiet", "--python", self.python, *links]
         _run([*uv, *args], self.cwd)
 
@@ -154,6 +153,21 @@ class Venv:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+
+
+def _pip_find_links() -> list[str]:
+    """The folders pip looks in for files (its configuration files and PIP_FIND_LINKS).
+
+    uv reads neither: told nothing, it takes torch 2.13.0's CUDA build from the registry where
+    pip takes the CPU build that lies on disk on these machines.
+    """
+    listed = _run([sys.executable, "-m", "pip", "config", "list"], ROOT).stdout
+    values = [
+        ast.literal_eval(value)
+        for key, _, value in (line.partition("=") for line in listed.splitlines())
+        if key.endswith(".find-links")
+    ]
+    return list(dict.fromkeys(d for value in values for d in value.split()))
 
 
 def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
