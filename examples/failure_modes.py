@@ -666,8 +666,10 @@ class Gallery:
         from ctxemb_langchain import ContractChroma, ContractEmbeddings
 
         data = self.data
-        cls = ContractEmbeddings(self.right.with_(pooling="cls"))
-        right = ContractEmbeddings(self.right)
+        # On the gallery's cache: entry 1 embedded these CLS queries, and the right ones are the
+        # reference's; one query at a time gives the same vectors bit for bit.
+        cls = ContractEmbeddings(self.right.with_(pooling="cls"), cache=self.vectors.cache)
+        right = ContractEmbeddings(self.right, cache=self.vectors.cache)
 
         def run(embeddings: ContractEmbeddings) -> dict[str, dict[str, float]]:
             store = Chroma(self.stamped_name, embeddings, client=self.client)

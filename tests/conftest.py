@@ -95,6 +95,9 @@ EVALUATION_SETS = (
     "tests/pgvector/test_pgvector_eval.py::test_scifact_and_sts_through_pgvector",
     # 400 SciFact documents under three recipes: the right one's are the cache's.
     "tests/examples/test_failure_modes.py::",
+    # Every STS-B sentence and a SciFact bi-encoder shortlist: the vectors are the cache's.
+    "tests/eval/test_reference_sts.py::",
+    "tests/rerank/test_rerank_late.py::test_maxsim_reranks_a_scifact_bi_encoder_shortlist",
 )
 #: :data:`EVALUATION_SETS` by the CPU each takes: the order of their units with EVAL_SETS.
 EVALUATION_LONGEST_FIRST = tuple(EVALUATION_SETS[i] for i in (2, 6, 1, 3, 4, 0, 5))
@@ -104,7 +107,6 @@ LONG_SCOPES = (
     EVALUATION_GROUP,
     "tests/packaging/test_wheel.py",
     "tests/docs/test_readme.py",
-    "tests/eval/test_reference_sts.py",
     "tests/ray/test_ray.py",
 )
 

@@ -228,9 +228,12 @@ def token_details(
     tokens, offsets, special = [], [], []
     for enc, m in zip(encodings, mask, strict=True):
         keep = [i for i, v in enumerate(m) if v]
-        tokens.append([enc.tokens[i] for i in keep])
-        offsets.append([tuple(enc.offsets[i]) for i in keep])
-        special.append([enc.special_tokens_mask[i] for i in keep])
+        # Each attribute of a Rust Encoding is a new Python list on every access: read once per
+        # row, not once per token (256 copies of a 256-long list per row: ~9 ms a document).
+        row_tokens, row_offsets, row_special = enc.tokens, enc.offsets, enc.special_tokens_mask
+        tokens.append([row_tokens[i] for i in keep])
+        offsets.append([tuple(row_offsets[i]) for i in keep])
+        special.append([row_special[i] for i in keep])
     return tokens, offsets, special
 
 

@@ -52,14 +52,15 @@ def scifact(data_dir):
 def indexed(scifact, minilm_contract, tmp_path_factory):
     """Both stores, indexed by one pipeline run (the corpus embedded once).
 
-    The example's document embedder reads the run's embedding cache (``cache=True``): the corpus
-    vectors the ``ctxemb eval`` runs embedded before (tests/conftest.py runs the evaluation-set
-    tests in one worker, those first) are read back by fingerprint, role and text, not embedded
-    again; run alone, this module embeds the corpus itself.
+    The example's embedders read the run's embedding cache (``cache=True``), the query
+    pipelines' too while the module's tests run: the corpus and query vectors the ``ctxemb
+    eval`` runs embedded before (tests/conftest.py runs the evaluation-set tests in one worker,
+    those first) are read back by fingerprint, role and text, not embedded again; run alone,
+    this module embeds them itself.
     """
-    cached = functools.partial(example.ContractDocumentEmbedder, cache=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(example, "ContractDocumentEmbedder", cached)
+        for name in ("ContractDocumentEmbedder", "ContractTextEmbedder"):
+            patch.setattr(example, name, functools.partial(getattr(example, name), cache=True))
         with example.open_stores(example.STORES, tmp_path_factory.mktemp("chroma")) as stores:
             written = example.index(minilm_contract, stores, example.to_documents(scifact))
             yield stores, written

@@ -21,6 +21,7 @@ from safetensors.numpy import load_file
 from sentence_transformers.util.similarity import maxsim as st_maxsim
 
 from ctxemb_core import Embedder, contract_for
+from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.embedder import TokenEmbeddings
 from ctxemb_core.errors import (
     DataFormatError,
@@ -650,8 +651,8 @@ def test_a_dense_head_projects_every_token(tiny_st_factory):
 
 # -- SciFact -------------------------------------------------------------------------------------
 
-# Every document judged for the queries plus the corpus head: each document is run through
-# torch twice (its pooled and its token vectors), so the sizes are what the checks need.
+# Every document judged for the queries plus the corpus head: each shortlisted document's token
+# vectors are run through torch, so the sizes are what the checks need.
 N_QUERIES = 10
 N_DOCUMENTS = 80
 SHORTLIST = 20
@@ -664,6 +665,9 @@ def test_maxsim_reranks_a_scifact_bi_encoder_shortlist(data_dir, minilm_contract
 
     The first 10 test queries, over every document judged for them plus the head of the
     corpus (80 in all); a bi-encoder top-20, reranked by MaxSim over MiniLM token vectors.
+    The bi-encoder is the default backend's, through the run's embedding cache: in the
+    evaluation-set worker (tests/conftest.py) its vectors are those ``ctxemb eval`` embedded
+    for SciFact, read back (the cache keeps each backend's vectors apart).
     """
     data = load_beir(data_dir / "scifact")
     query_ids = list(data.queries)[:N_QUERIES]
@@ -671,12 +675,13 @@ def test_maxsim_reranks_a_scifact_bi_encoder_shortlist(data_dir, minilm_contract
     doc_ids = list(dict.fromkeys([*(d for d in data.corpus if d in judged), *data.corpus]))
     doc_ids = doc_ids[:N_DOCUMENTS]
     texts = [document_text(data.corpus[d]) for d in doc_ids]
-    embedder = Embedder(minilm_contract, backend="torch")
-    indices, scores = search_topk(
-        embedder.embed_queries([data.queries[q] for q in query_ids]),
-        embedder.embed_documents(texts),
-        SHORTLIST,
-    )
+    with EmbeddingCache() as cache:
+        embedder = Embedder(minilm_contract, cache=cache)
+        indices, scores = search_topk(
+            embedder.embed_queries([data.queries[q] for q in query_ids]),
+            embedder.embed_documents(texts),
+            SHORTLIST,
+        )
     before = build_run(query_ids, doc_ids, indices, scores)
     store = TokenVectorStore()
     reranker = LateInteractionReranker(contract, backend="torch", store=store)
