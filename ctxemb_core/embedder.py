@@ -244,6 +244,15 @@ class Embedder(TokenVectorsMixin):
         return self.contract.fingerprint
 
     @property
+    def roles_alike(self) -> bool:
+        """Whether both roles embed a text by the same computation: one network, one prefix,
+        here (an embedding server's two roles are its own: the canary checks them apart)."""
+        c = self.contract
+        return (
+            self.remote is None and self._query is self._doc and c.query_prefix == c.document_prefix
+        )
+
+    @property
     def model_path(self) -> Path:
         """The local folder of the (document) encoder; machine-specific, never fingerprinted."""
         if self.remote is not None:

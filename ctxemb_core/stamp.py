@@ -287,7 +287,12 @@ def _canary(embedder: Embedder, probes: tuple[str, ...]) -> np.ndarray:
     # The probes are ctxemb's own texts: a contract with a small max_tokens cuts them as it cuts
     # everything, and that is no news to the caller, whose truncation counts they would inflate.
     docs = embedder.embed_float(list(probes), Role.DOCUMENT, warn=False)
-    queries = embedder.embed_float(list(probes), Role.QUERY, warn=False)
+    # Most contracts embed both roles alike: the query rows would be the same computation on
+    # the same batch, the same numbers, and half of what opening an index costs.
+    if embedder.roles_alike:
+        queries = docs
+    else:
+        queries = embedder.embed_float(list(probes), Role.QUERY, warn=False)
     return np.concatenate([docs, queries]).astype(np.float32)
 
 
