@@ -65,8 +65,9 @@ Run (from the repository root)::
     .venv/bin/python benchmarks/rerank.py             (everything: 21 minutes on 2 shared cores)
     .venv/bin/python benchmarks/rerank.py --skip-ndcg (without part 3: about 6 minutes less)
     .venv/bin/python benchmarks/rerank.py --quick     (8 pairs, tiny sizes, documents of 32
-                                                       words, nDCG over 32 documents; a check,
-                                                       not a measurement)
+                                                       words, a 1-layer cross-encoder, nDCG
+                                                       over 32 documents; a check, not a
+                                                       measurement)
 
 Writes ``benchmarks/results/rerank.json`` (``--quick``: a temporary folder unless ``--out``).
 """
@@ -107,6 +108,10 @@ TOP = 100  # bi-encoder candidates reranked in part 3
 #: candidates reranked among them; its part 4 reranks the fewest the n=10 results allow, k=10
 #: (each a cross-encoder pair of up to 512 tokens).
 QUICK_NDCG_DOCS, QUICK_TOP, QUICK_K = 32, 8, K
+#: A --quick run's cross-encoder keeps MiniLM's first layer only: its ONNX export (traced and
+#: fused, as any new network's is) and its pairs were most of a quick run's work, and one layer
+#: goes through the same export, the same fusions and the same scoring.
+QUICK_CE_LAYERS = 1
 
 CE_OURS, CE_ST = "ctxemb CrossEncoderReranker", "ST CrossEncoder.predict"
 EMB_OURS, EMB_ST = "ctxemb Embedder", "ST SentenceTransformer.encode"
@@ -163,8 +168,11 @@ def _pairs(dataset: Any, n_queries: int, per_query: int) -> tuple[list[str], lis
     return qids, docs
 
 
-def _cross_encoder_folder(minilm: Path, folder: Path) -> None:
-    """The real-size untrained cross-encoder: MiniLM with a seeded one-label head."""
+def _cross_encoder_folder(minilm: Path, folder: Path, layers: int | None = None) -> None:
+    """The real-size untrained cross-encoder: MiniLM with a seeded one-label head.
+
+    ``layers``: keep only MiniLM's first ``layers`` layers (a quick run's smaller network).
+    """
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -173,7 +181,8 @@ def _cross_encoder_folder(minilm: Path, folder: Path) -> None:
     hf_logging.set_verbosity_error()  # the new head's "newly initialized" report is expected
     try:
         torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_pretrained(str(minilm), num_labels=1)
+        cut = {} if layers is None else {"num_hidden_layers": layers}
+        model = AutoModelForSequenceClassification.from_pretrained(str(minilm), num_labels=1, **cut)
     finally:
         hf_logging.set_verbosity(level)
     model.save_pretrained(str(folder))
@@ -415,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     add_quick(
         parser,
-        f"8 pairs of 2 queries, 8 documents, every document cut to its first {QUICK_WORDS} "
-        f"words, 2 turns, a warm-up of 4, 2 MaxSim turns, nDCG "
+        f"the cross-encoder cut to {QUICK_CE_LAYERS} layer, 8 pairs of 2 queries, 8 "
+        f"documents, every document cut to its first {QUICK_WORDS} words, 2 turns, a warm-up "
+        f"of 4, 2 MaxSim turns, nDCG "
         f"over the first {QUICK_NDCG_DOCS} documents (top {QUICK_TOP}) and 2 queries, those "
         f"documents in Chroma, 2 two-stage queries of k={QUICK_K}",
     )
@@ -498,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     groups = [slice(i * per_query, (i + 1) * per_query) for i in range(len(pair_qids))]
     ce_folder = tmp / "minilm-cross-encoder"
-    _cross_encoder_folder(minilm, ce_folder)
+    _cross_encoder_folder(minilm, ce_folder, QUICK_CE_LAYERS if quick else None)
     ce_contract = rerank_contract_for(str(ce_folder), activation="sigmoid")
     ce = CrossEncoderReranker(ce_contract, show_progress=False)
     st_ce = CrossEncoder(str(ce_folder), device="cpu")
@@ -690,7 +700,8 @@ def main(argv: list[str] | None = None) -> int:
     payload: dict[str, Any] = {
         "model": MODEL,
         "cross_encoder": {
-            "built": "all-MiniLM-L6-v2 + untrained 1-label head, torch.manual_seed(0)",
+            "built": "all-MiniLM-L6-v2 + untrained 1-label head, torch.manual_seed(0)"
+            + (f", its first {QUICK_CE_LAYERS} layer only (--quick)" if quick else ""),
             "activation": "sigmoid",
             "contract_fingerprint": ce_contract.fingerprint,
             "max_tokens": ce_contract.max_tokens,
