@@ -20,8 +20,8 @@ from pathlib import Path
 import chromadb
 import numpy as np
 import pytest
-from chroma_server import chroma_server, free_port
-from conftest import MINILM
+from chroma_server import free_port
+from conftest import MINILM, fresh_name
 
 import ctxemb_core.cli as cli_module
 from ctxemb_core import Embedder, contract_for
@@ -297,28 +297,29 @@ def test_truncation_is_one_note_at_the_end_of_a_command(tmp_path, capsys):
 # -- clients closed, pipes closed --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with chroma_server(tmp_path_factory.mktemp("guide-server") / "data") as port:
-        yield port
+# On the run's server (tests/conftest.py), in a collection no other test names: a server of
+# this module's own cost a process (~1 CPU-s) for the two tests below.
+SERVER_COLLECTION = fresh_name()
 
 
 def test_server_commands_close_their_connections(server, capsys):
-    target = ["--host", "127.0.0.1", "--port", str(server), "--collection", "demo"]
+    target = ["--host", "127.0.0.1", "--port", str(server), "--collection", SERVER_COLLECTION]
     assert main(["index", CORPUS, *target]) == 0
     gc.collect()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         for args in (["query", "slugs"], ["verify", "--sample", "2"], ["detect", "--sample", "2"]):
             assert main([*args, *target]) in (0, 1), args
-            gc.collect()
+        # One full collection for the three: what a command left unreachable stays so until
+        # collected (half a CPU-second each in a worker's heap, where torch is loaded).
+        gc.collect()
     capsys.readouterr()
     unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert unclosed == []
 
 
 def test_a_server_query_process_leaves_no_unclosed_socket(server):
-    target = ["--host", "127.0.0.1", "--port", str(server), "--collection", "demo"]
+    target = ["--host", "127.0.0.1", "--port", str(server), "--collection", SERVER_COLLECTION]
     command = [sys.executable, "-W", "error::ResourceWarning", "-m", "ctxemb_core.cli"]
     done = subprocess.run(
         [*command, "query", "x", *target],

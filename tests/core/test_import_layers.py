@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ctxemb_core import Embedder, contract_for
 from ctxemb_core.export import export_model
@@ -135,8 +136,14 @@ def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return out
 
 
-def test_no_import_circle_but_contract_and_errors():
-    circles = [c for c in _circles(_graph()) if c != ALLOWED_CIRCLE]
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """The import graph of the tree on disk, parsed once (a second) for the tests that read it."""
+    return _graph()
+
+
+def test_no_import_circle_but_contract_and_errors(graph):
+    circles = [c for c in _circles(graph) if c != ALLOWED_CIRCLE]
     assert circles == [], [" <-> ".join(sorted(c)) for c in circles]
 
 
@@ -155,8 +162,8 @@ def _core_imports(graph: dict[str, set[str]], prefix: str) -> dict[str, set[str]
     }
 
 
-def test_the_folders_layer_imports_only_contract_errors_and_files():
-    imports = _core_imports(_graph(), "ctxemb_core.folders.")
+def test_the_folders_layer_imports_only_contract_errors_and_files(graph):
+    imports = _core_imports(graph, "ctxemb_core.folders.")
     assert "ctxemb_core.folders.locate" in imports  # the layer is there
     above = {
         m: sorted(t - FOLDERS_MAY_IMPORT) for m, t in imports.items() if t - FOLDERS_MAY_IMPORT
@@ -164,8 +171,8 @@ def test_the_folders_layer_imports_only_contract_errors_and_files():
     assert above == {}
 
 
-def test_the_backends_import_nothing_above_them():
-    imports = _core_imports(_graph(), "ctxemb_core.backends.")
+def test_the_backends_import_nothing_above_them(graph):
+    imports = _core_imports(graph, "ctxemb_core.backends.")
     assert "ctxemb_core.backends.onnx" in imports
     above = {
         m: sorted(
@@ -178,8 +185,7 @@ def test_the_backends_import_nothing_above_them():
     assert {m: t for m, t in above.items() if t} == {}
 
 
-def test_resolve_and_pooling_read_folders_through_the_folders_layer():
-    graph = _graph()
+def test_resolve_and_pooling_read_folders_through_the_folders_layer(graph):
     # resolve is folder -> contract: no writer (static, export) or embedder above it.
     above = {"ctxemb_core.static", "ctxemb_core.export", "ctxemb_core.embedder", "ctxemb_core"}
     assert graph["ctxemb_core.resolve"] & above == set()

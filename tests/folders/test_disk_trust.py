@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from tiny_models import build_bert
 
-from ctxemb_core import Embedder, contract_for
+from ctxemb_core import Embedder, _files, contract_for
 from ctxemb_core._files import DIGEST_CACHE, cache_dir
 from ctxemb_core.backends.onnx import OnnxEncoder, export_dir
 from ctxemb_core.backends.torch import TorchEncoder
@@ -265,7 +265,9 @@ def test_a_damaged_export_that_cannot_be_rebuilt_is_refused_and_auto_falls_back(
     np.testing.assert_array_equal(auto.embed_documents(TEXTS), want)
 
 
-def test_a_checked_graph_is_hashed_once_per_state_not_once_per_load(own_cache, tmp_path):
+def test_a_checked_graph_is_hashed_once_per_state_not_once_per_load(
+    own_cache, tmp_path, monkeypatch
+):
     folder = build_bert(tmp_path / "bert", seed=54)
     model_file = OnnxEncoder(folder).model_file
     digest = hashlib.sha256(model_file.read_bytes()).hexdigest()
@@ -274,18 +276,28 @@ def test_a_checked_graph_is_hashed_once_per_state_not_once_per_load(own_cache, t
     key = next(k for k in stored if k.startswith(f"{model_file.resolve()}|"))
     assert stored[key] == digest  # adopted when published: no load ever hashes it again
     # A new process believes the cached digest of this state instead of reading the graph:
-    # poison it, and the (real) graph is taken for another one and rebuilt.
+    # poison it, and the (real) graph is taken for another one. There the warning is raised as
+    # an error, which ends the process before the rebuild (which would import torch to export).
     cache_file.write_text(json.dumps({**stored, key: "0" * 64}))
     code = (
         "import warnings; from pathlib import Path; "
         "from ctxemb_core.backends.onnx import OnnxEncoder\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
+        "from ctxemb_core.errors import CtxembWarning\n"
+        "warnings.simplefilter('error', CtxembWarning)\n"
+        "try:\n"
         f"    OnnxEncoder(Path({str(folder)!r}))\n"
-        "print(any('not the file that was exported' in str(x.message) for x in w))"
+        "except CtxembWarning as w:\n"
+        "    print('not the file that was exported' in str(w))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+    # ... and made again: in this process, its memory of digests emptied as a new process has
+    # it, the poisoned state is believed, and the graph is rebuilt and served.
+    monkeypatch.setattr(_files, "_MEMO", {})
+    with pytest.warns(CtxembWarning, match="not the file that was exported"):
+        rebuilt = OnnxEncoder(folder)
+    want = TorchEncoder(folder).encode(TEXTS, 32).hidden
+    np.testing.assert_allclose(rebuilt.encode(TEXTS, 32).hidden, want, atol=1e-5)
 
 
 # -- the int8 twin has a record of its own --------------------------------------------------------
