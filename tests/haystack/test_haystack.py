@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 from conftest import DOCS, fresh_name
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
-from haystack.core.errors import DeserializationError, PipelineRuntimeError
+from haystack.core.errors import PipelineRuntimeError
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
@@ -469,24 +468,45 @@ def test_to_dict_and_from_dict_round_trip_exactly(minilm_contract, tmp_path):
 _CHILD = """
 import json, sys
 from haystack import Document, Pipeline
-{imports}
-indexing = Pipeline.loads(open(sys.argv[1]).read(){allowed})
-query = Pipeline.loads(open(sys.argv[2]).read(){allowed})
+from haystack.core.errors import DeserializationError
+
+texts = [open(path).read() for path in sys.argv[1:3]]
 docs = [Document(id=k, content=v) for k, v in json.loads(sys.argv[3]).items()]
-indexing.run({{"embedder": {{"documents": docs}}}})
-out = query.run({{"embedder": {{"text": "how are green tea leaves processed"}}}},
-                include_outputs_from={{"embedder"}})
-print(json.dumps({{
-    "embedding": out["embedder"]["embedding"],
-    "ids": [d.id for d in out["retriever"]["documents"]],
-    "scores": [d.score for d in out["retriever"]["documents"]],
-}}))
+
+
+def run(**trust):
+    indexing, query = (Pipeline.loads(text, **trust) for text in texts)
+    indexing.run({"embedder": {"documents": docs}})
+    out = query.run({"embedder": {"text": "how are green tea leaves processed"}},
+                    include_outputs_from={"embedder"})
+    return {
+        "embedding": out["embedder"]["embedding"],
+        "ids": [d.id for d in out["retriever"]["documents"]],
+        "scores": [d.score for d in out["retriever"]["documents"]],
+    }
+
+
+refused = []
+for text in texts:
+    try:
+        Pipeline.loads(text)
+    except DeserializationError:
+        refused.append(True)
+    else:
+        refused.append(False)
+unimported = "ctxemb_haystack" not in sys.modules
+allowed = run(allowed_modules=["ctxemb_haystack"])
+import ctxemb_haystack
+imported = run()
+print(json.dumps({
+    "refused": refused, "unimported": unimported, "allowed": allowed, "imported": imported,
+}))
 """
 
 
-def _child(tmp_path: Path, files: tuple[Path, Path], imports: str, allowed: str):
+def _child(tmp_path: Path, files: tuple[Path, Path]):
     script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(_CHILD.format(imports=imports, allowed=allowed)))
+    script.write_text(_CHILD)
     env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
     env.pop("HAYSTACK_DESERIALIZATION_ALLOWLIST", None)
     return subprocess.run(
@@ -507,29 +527,34 @@ def test_pipelines_dumped_to_yaml_embed_identically_in_a_new_process(
     contract = minilm_contract if model == "bundled" else contract_for(tiny_st_factory(seed=5))
     store = ChromaDocumentStore(collection_name=fresh_name(), persist_path=str(tmp_path / "db"))
     files = (tmp_path / "indexing.yaml", tmp_path / "query.yaml")
-    # Each child indexes the same documents again: the policy travels in the YAML too.
+    # Each load in the child indexes the same documents again: the policy travels in the YAML too.
     files[0].write_text(indexing(contract, store, DuplicatePolicy.OVERWRITE).dumps())
     query = querying(contract, store, ChromaEmbeddingRetriever)
     files[1].write_text(query.dumps())
     assert Pipeline.loads(files[1].read_text()).to_dict() == query.to_dict()
 
-    done = _child(tmp_path, files, "import ctxemb_haystack", "")
+    # This process's vectors first: they also leave the network's ONNX export in the run's
+    # cache, which the child finds there (it makes the tiny folder's own otherwise).
+    here = ContractTextEmbedder(contract=contract).run("how are green tea leaves processed")
+
+    # One new process (each costs seconds: Haystack imports torch) loads the pair three ways,
+    # in the order that keeps each one honest: first with neither the import nor an allowlist,
+    # where Haystack refuses our module, as it refuses any it does not trust (both files, and
+    # before importing anything of ours); then with Haystack's own per-call allowlist argument
+    # alone, which is enough without the import (and resolves the model from the YAML in a
+    # fresh process); then after ``import ctxemb_haystack``, with no allowlist. (The import
+    # first, in a fresh process, is what the YAML children of test_haystack_edge_cases,
+    # test_haystack_pgvector and test_haystack_rerank do.)
+    done = _child(tmp_path, files)
     assert done.returncode == 0, done.stderr[-3000:]
     child = json.loads(done.stdout.splitlines()[-1])
-    here = ContractTextEmbedder(contract=contract).run("how are green tea leaves processed")
-    np.testing.assert_allclose(child["embedding"], here["embedding"], atol=1e-6)
-    assert len(child["ids"]) == 3
-    if model == "bundled":
-        assert child["ids"][0] == "tea"
-
-    # Without the import, Haystack's own per-call allowlist argument is enough ...
-    allowed = ', allowed_modules=["ctxemb_haystack"]'
-    done = _child(tmp_path, files, "", allowed)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.splitlines()[-1])["ids"] == child["ids"]
-    # ... and without either, Haystack refuses our module, as it refuses any it does not trust.
-    done = _child(tmp_path, files, "", "")
-    assert done.returncode != 0 and DeserializationError.__name__ in done.stderr
+    assert child["refused"] == [True, True] and child["unimported"]
+    for way in ("allowed", "imported"):
+        np.testing.assert_allclose(child[way]["embedding"], here["embedding"], atol=1e-6)
+        assert len(child[way]["ids"]) == 3
+        if model == "bundled":
+            assert child[way]["ids"][0] == "tea"
+    assert child["imported"]["ids"] == child["allowed"]["ids"]
 
 
 def test_an_empty_collection_the_store_created_first_is_refused_with_advice(

@@ -5,10 +5,9 @@ one side writes through the server the other reads with a local model, under one
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -108,20 +107,16 @@ def test_langchain_embeddings_embed_through_the_server(served, minilm, tmp_path)
     assert local.similarity_search("keeping slugs away", k=1)[0].page_content == DOCS[0]
 
 
-def _ctxemb(*args: str, cwd) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "integrations")]),
-        "HF_HUB_OFFLINE": "1",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ctxemb_core.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _ctxemb(*args: str) -> tuple[int, str, str]:
+    """``ctxemb ARGS`` through the CLI's entry point, in this process: (exit code, stdout,
+    stderr). The server is this process's too; a new process per command would only add its
+    start-up (what a command does with ``--url`` is the same in either)."""
+    from ctxemb_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
 
 
 def test_the_cli_indexes_and_queries_through_the_server(served, minilm_contract, tmp_path):
@@ -131,18 +126,18 @@ def test_the_cli_indexes_and_queries_through_the_server(served, minilm_contract,
         encoding="utf-8",
     )
     where = ["--collection", "docs", "--path", str(tmp_path / "chroma")]
-    index = _ctxemb("index", str(corpus), *where, "--url", served.url, cwd=tmp_path)
-    assert index.returncode == 0, index.stderr
-    assert "3 documents added" in index.stdout or "3 added" in index.stdout, index.stdout
+    code, out, err = _ctxemb("index", str(corpus), *where, "--url", served.url)
+    assert code == 0, err
+    assert "3 documents added" in out or "3 added" in out, out
     query = ["query", "keeping slugs away", *where, "-k", "1", "--json"]
-    remote = _ctxemb(*query, "--url", served.url, cwd=tmp_path)
-    local = _ctxemb(*query, cwd=tmp_path)
-    assert remote.returncode == 0 and local.returncode == 0, remote.stderr + local.stderr
-    assert json.loads(remote.stdout)["results"][0]["id"] == "d0"
-    assert json.loads(remote.stdout)["results"] == json.loads(local.stdout)["results"]
-    verify = _ctxemb("verify", *where, "--all", "--url", served.url, cwd=tmp_path)
-    assert verify.returncode == 0, verify.stderr
-    assert json.loads(verify.stdout)["ok"] is True
+    remote = _ctxemb(*query, "--url", served.url)
+    local = _ctxemb(*query)
+    assert remote[0] == 0 and local[0] == 0, remote[2] + local[2]
+    assert json.loads(remote[1])["results"][0]["id"] == "d0"
+    assert json.loads(remote[1])["results"] == json.loads(local[1])["results"]
+    code, out, err = _ctxemb("verify", *where, "--all", "--url", served.url)
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
 
 
 def test_the_cli_refuses_a_server_of_another_contract(minilm_contract, tmp_path):
@@ -151,18 +146,15 @@ def test_the_cli_refuses_a_server_of_another_contract(minilm_contract, tmp_path)
         corpus = tmp_path / "corpus.jsonl"
         corpus.write_text(json.dumps({"_id": "d0", "text": DOCS[0]}) + "\n", encoding="utf-8")
         args = ["index", str(corpus), "--collection", "docs", "--path", str(tmp_path / "c")]
-        result = _ctxemb(*args, "--model", minilm_contract.model, "--url", other.url, cwd=tmp_path)
-    assert result.returncode == 2
-    assert "ContractMismatchError" in result.stderr
-    assert "pooling: server='cls', caller='mean'" in result.stderr
-    assert "Traceback" not in result.stderr
+        code, _, err = _ctxemb(*args, "--model", minilm_contract.model, "--url", other.url)
+    assert code == 2
+    assert "ContractMismatchError" in err
+    assert "pooling: server='cls', caller='mean'" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("via", ["memory", "haystack", "langchain"])
 def test_ctxemb_eval_through_a_server_gives_the_local_figures(served, tmp_path, via):
-    import contextlib
-    import io
-
     from ctxemb_core.cli import main
 
     # The first 40 pairs of STS-B's test split, as their own STS folder.

@@ -4,12 +4,14 @@ SIGTERM finishing the request in flight, Ctrl-C exiting 130, a taken port refuse
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,11 +36,21 @@ def export(tmp_path_factory, minilm_contract):
     return export_model(minilm_contract, tmp_path_factory.mktemp("serve") / "minilm-export")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) a process has used so far, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_an_export_is_served_without_torch_and_sigterm_drains_the_request_in_flight(
     export, minilm, tmp_path
 ):
-    texts = [f"document {i} " + "about the river bank and its herons " * 30 for i in range(96)]
-    expected = minilm.embed_documents(texts)
+    # 24 long documents, seconds of the server's CPU. Eight distinct ones, each sent three
+    # times: this process embeds each once for the reference, and every row of the answer is
+    # held to its own text's vector.
+    distinct = [f"document {i} " + "about the river bank and its herons " * 30 for i in range(8)]
+    texts = distinct * 3
+    expected = np.tile(minilm.embed_documents(distinct), (3, 1))
     with serve_process([str(export)], cwd=tmp_path, prelude=TORCH_FREE) as (proc, url):
         health = json.loads(get(url + "/health")[2])
         assert health["fingerprint"] == minilm.contract.fingerprint
@@ -49,9 +61,15 @@ def test_an_export_is_served_without_torch_and_sigterm_drains_the_request_in_fli
                 url + "/v1/embeddings", {"model": minilm.contract.model, "input": texts}
             )
 
+        idle = _cpu_seconds(proc.pid)
         thread = threading.Thread(target=request)
         thread.start()
-        time.sleep(0.5)  # the 96 long documents take seconds: SIGTERM lands mid-request
+        # SIGTERM once the server is at work on the request (a quarter of a second of its CPU
+        # since it was idle) and before the answer is back: the request is in flight, surely,
+        # whatever the machine's load (a fixed sleep would only make it likely).
+        while thread.is_alive() and _cpu_seconds(proc.pid) < idle + 0.25:
+            time.sleep(0.01)
+        assert thread.is_alive(), "the answer came back before SIGTERM was sent"
         proc.send_signal(signal.SIGTERM)
         thread.join(timeout=120)
         code = proc.wait(timeout=60)
