@@ -163,11 +163,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # -- the run's private cache -----------------------------------------------------------------
 
 
-def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
-    """Under xdist: the bundled MiniLM's ONNX export, built once per run, copied into ``cache``.
+#: The bundled MiniLM's contracts whose ONNX graphs are built once per run: the last layer's
+#: export, the graph of every hidden state (any ``layers``) and the int8 twin the documentation
+#: shows. tests/core builds the last two in whichever worker runs it, and tests/docs again in
+#: each snippet's fresh process, where torch and transformers are imported for it first (a
+#: layers graph there cost ~10 CPU-s, ~5 here, where they are imported already).
+SEEDED = ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"})
 
-    The first worker to take the lock builds it (in a cache of the run, beside the workers'
-    temporary folders); the others wait for it. Each worker gets its own copy, so a test that
+
+def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
+    """Under xdist: the bundled MiniLM's ONNX exports (:data:`SEEDED`), built once per run,
+    copied into ``cache``.
+
+    The first worker to take the lock builds them (in a cache of the run, beside the workers'
+    temporary folders); the others wait for them. Each worker gets its own copy, so a test that
     damages its cache's export damages no other worker's.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
@@ -180,7 +189,8 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
         if not (shared / ".built").exists():
             os.environ["CTXEMB_CACHE_DIR"] = str(shared)
             try:
-                Embedder(contract_for(MINILM)).embed_documents(["warm"])
+                for options in SEEDED:
+                    Embedder(contract_for(MINILM, **options)).embed_documents(["warm"])
             finally:
                 os.environ["CTXEMB_CACHE_DIR"] = str(cache)
             (shared / ".built").touch()
