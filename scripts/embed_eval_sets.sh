@@ -38,9 +38,12 @@ export CTXEMB_CACHE_DIR="$DIR/cache" PYTHONPATH="$PWD:$PWD/integrations" OMP_NUM
   HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONDONTWRITEBYTECODE
 
+# The export, and the two other graphs of the model the test run seeds its workers' caches with
+# (tests/conftest.py's SEEDED: the every-layer graph and the int8 twin), in one process.
 export_model() {
   "$PY" -c 'import sys; from ctxemb_core import Embedder, contract_for
-Embedder(contract_for(sys.argv[1])).embed_documents(["warm"])' "$MODEL"
+for options in ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"}):
+    Embedder(contract_for(sys.argv[1], **options)).embed_documents(["warm"])' "$MODEL"
 }
 
 # One share of the corpus: the documents as `ctxemb eval` embeds them (beir.document_text), with

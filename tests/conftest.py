@@ -202,13 +202,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # -- the run's private cache -----------------------------------------------------------------
 
 
-def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
-    """Under xdist: the bundled MiniLM's ONNX export, built once per run, copied into ``cache``.
+#: The bundled MiniLM's contracts whose ONNX graphs are built once per run: the last layer's
+#: export, the graph of every hidden state (any ``layers``) and the int8 twin the documentation
+#: shows. tests/core builds the last two in whichever worker runs it, and tests/docs again in
+#: each snippet's fresh process, where torch and transformers are imported for it first (a
+#: layers graph there cost ~10 CPU-s, ~5 here, where they are imported already). Under
+#: ``make test`` scripts/embed_eval_sets.sh builds the same three (its export_model).
+SEEDED = ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"})
 
-    The first worker to take the lock builds it (in a cache of the run, beside the workers'
-    temporary folders), or copies the one the evaluation-set job built; the others wait for it.
-    Each worker gets its own copy, so a test that damages its cache's export damages no other
-    worker's.
+
+def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
+    """Under xdist: the bundled MiniLM's ONNX exports (:data:`SEEDED`), built once per run,
+    copied into ``cache``.
+
+    The first worker to take the lock copies the ones the evaluation-set job built, or builds
+    them (in a cache of the run, beside the workers' temporary folders); the others wait for
+    them. Each worker gets its own copy, so a test that damages its cache's export damages no
+    other worker's.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the export is built on first use, once, as it always was
@@ -221,7 +231,8 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
             if not _copy_evaluation_export(shared):
                 os.environ["CTXEMB_CACHE_DIR"] = str(shared)
                 try:
-                    Embedder(contract_for(MINILM)).embed_documents(["warm"])
+                    for options in SEEDED:
+                        Embedder(contract_for(MINILM, **options)).embed_documents(["warm"])
                 finally:
                     os.environ["CTXEMB_CACHE_DIR"] = str(cache)
             (shared / ".built").touch()
@@ -231,8 +242,9 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
 
 
 def _copy_evaluation_export(shared: Path) -> bool:
-    """Under ``make test``: the export the evaluation-set job built (``EVAL_SETS/export`` says
-    it is whole; nothing writes into it afterwards), copied into ``shared``; False without one."""
+    """Under ``make test``: the exports the evaluation-set job built (all of :data:`SEEDED`;
+    ``EVAL_SETS/export`` says they are whole, and nothing writes into them afterwards), copied
+    into ``shared``; False without them."""
     made = Path(EVAL_SETS) / "cache" if EVAL_SETS else None
     if made is None or not (made.parent / "export").is_file():
         return False

@@ -11,6 +11,7 @@ and how comes from ``ctxemb_core``; this module translates Haystack's documents 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from haystack import Document
@@ -44,19 +45,11 @@ def guard_for(
                 "documents again through ContractDocumentEmbedder and ContractDocumentWriter"
             )
         return MemoryGuard(store)
-    try:
-        from haystack_integrations.document_stores.chroma import ChromaDocumentStore
-    except ImportError:  # pragma: no cover - only without chroma-haystack
-        ChromaDocumentStore = None  # type: ignore[assignment,misc]
-    if ChromaDocumentStore is not None and isinstance(store, ChromaDocumentStore):
+    if _instance_of(store, "chroma", "ChromaDocumentStore"):
         from ctxemb_haystack._chroma import ChromaGuard
 
         return ChromaGuard(store, sample, adopt)
-    try:
-        from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
-    except ImportError:  # pragma: no cover - only without pgvector-haystack
-        PgvectorDocumentStore = None  # type: ignore[assignment,misc]
-    if PgvectorDocumentStore is not None and isinstance(store, PgvectorDocumentStore):
+    if _instance_of(store, "pgvector", "PgvectorDocumentStore"):
         from ctxemb_haystack._pgvector import PgvectorGuard
 
         return PgvectorGuard(store, sample, adopt)
@@ -64,6 +57,18 @@ def guard_for(
         "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack), and "
         f"PgvectorDocumentStore (pgvector-haystack); got {type(store).__name__}"
     )
+
+
+def _instance_of(store: Any, integration: str, name: str) -> bool:
+    """Whether ``store`` is a ``name`` of the ``<integration>-haystack`` package.
+
+    The class is looked up only where it is imported already: a store of it was made after its
+    module was imported, and importing chroma-haystack (chromadb, ~0.7 s) to find that a
+    ``PgvectorDocumentStore`` is no ``ChromaDocumentStore`` slows every pgvector pipeline's start.
+    """
+    module = sys.modules.get(f"haystack_integrations.document_stores.{integration}")
+    cls = getattr(module, name, None)
+    return isinstance(cls, type) and isinstance(store, cls)
 
 
 class MemoryGuard:

@@ -5,10 +5,10 @@ queries each in its own role under one contract; :class:`ContractChroma` is a
 ``langchain_chroma.Chroma`` on a stamped collection (the stamp ``ctxemb_chroma`` and the Haystack
 adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e.g.
 ``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractPGVector` is a
-vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``, loaded on first
-use); :class:`ContractRetriever` is the retriever of each, and
-:class:`ContractHybridRetriever` fuses a store's dense ranking with BM25 under one stamped
-hybrid contract (``ctxemb[hybrid]``).
+vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``);
+:class:`ContractRetriever` is the retriever of each, and :class:`ContractHybridRetriever` fuses
+a store's dense ranking with BM25 under one stamped hybrid contract (``ctxemb[hybrid]``). Each
+name is imported when first used: :class:`ContractEmbeddings` alone loads no store's client.
 
 Example:
     >>> from ctxemb_core import contract_for
@@ -29,16 +29,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_langchain needs langchain-core: pip install 'ctxemb[langchain]'"
     ) from exc
 
-from ctxemb_langchain._chroma import ContractChroma
-from ctxemb_langchain._compressors import (
-    ContractCrossEncoderReranker,
-    ContractLateInteractionReranker,
-)
-from ctxemb_langchain._embeddings import ContractEmbeddings
-from ctxemb_langchain._eval import eval_path
-from ctxemb_langchain._hybrid import ContractHybridRetriever
-from ctxemb_langchain._retriever import ContractRetriever
-from ctxemb_langchain._store import ContractVectorStore
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxemb_langchain._chroma import ContractChroma
+    from ctxemb_langchain._compressors import (
+        ContractCrossEncoderReranker,
+        ContractLateInteractionReranker,
+    )
+    from ctxemb_langchain._embeddings import ContractEmbeddings
+    from ctxemb_langchain._eval import eval_path
+    from ctxemb_langchain._hybrid import ContractHybridRetriever
+    from ctxemb_langchain._pgvector import ContractPGVector
+    from ctxemb_langchain._retriever import ContractRetriever
+    from ctxemb_langchain._store import ContractVectorStore
 
 __all__ = [
     "ContractChroma",
@@ -52,12 +57,31 @@ __all__ = [
     "eval_path",
 ]
 
+#: The module of each name, imported when the name is first asked for: ContractEmbeddings
+#: alone needs langchain-core's Embeddings (a quarter of a second), where the stores bring
+#: langchain-chroma and chromadb, LangChain's retrievers and tracers (1.5 s more), and
+#: ContractPGVector psycopg and pgvector (ctxemb[pgvector]), which the other stores work without.
+_HOMES = {
+    "ContractChroma": "_chroma",
+    "ContractCrossEncoderReranker": "_compressors",
+    "ContractEmbeddings": "_embeddings",
+    "ContractHybridRetriever": "_hybrid",
+    "ContractLateInteractionReranker": "_compressors",
+    "ContractPGVector": "_pgvector",
+    "ContractRetriever": "_retriever",
+    "ContractVectorStore": "_store",
+    "eval_path": "_eval",
+}
+
 
 def __getattr__(name: str) -> object:
-    # ContractPGVector needs psycopg and pgvector (ctxemb[pgvector]): imported when asked for,
-    # so the Chroma and in-memory stores work without them.
-    if name == "ContractPGVector":
-        from ctxemb_langchain._pgvector import ContractPGVector
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # asked once: later lookups find it here
+    return value
 
-        return ContractPGVector
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

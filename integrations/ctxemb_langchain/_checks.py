@@ -3,10 +3,10 @@ records they read back without ctxemb's own keys."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_chroma import Chroma
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -43,8 +43,17 @@ def documents_by_ids(store: Any, ids: Sequence[str]) -> list[Document]:
     """``store.get_by_ids(ids)``, but a plain ``langchain_chroma.Chroma`` is read as
     ``ContractChroma`` reads it: a record stored without metadata comes back with ``{}``, so
     the fingerprint check names it (Chroma's own builds ``Document(metadata=None)``, a pydantic
-    error naming no record)."""
-    if not isinstance(store, Chroma) or type(store).get_by_ids is not Chroma.get_by_ids:
+    error naming no record).
+
+    ``Chroma`` is looked up only where it is imported already: a store of it was made after its
+    module was imported, and importing langchain-chroma (chromadb, ~0.7 s) to find that a
+    ``ContractPGVector`` is no ``Chroma`` slows every other store's start."""
+    chroma: Any = getattr(sys.modules.get("langchain_chroma"), "Chroma", None)
+    if (
+        chroma is None
+        or not isinstance(store, chroma)
+        or type(store).get_by_ids is not chroma.get_by_ids
+    ):
         return list(store.get_by_ids(ids))
     if not ids:  # chromadb refuses an empty id list; nothing asked, nothing found
         return []
