@@ -72,6 +72,18 @@ def fresh_name() -> str:
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def cache_with_run_exports(folder: Path) -> Path:
+    """``folder`` made a ctxemb cache of its own (no embedding, no digest in it) that reads
+    this run's ONNX exports and tokenizers (links to the session cache's): a new process
+    pointed at it finds MiniLM's export instead of building one, with torch imported for it."""
+    folder.mkdir()
+    for kind in ("onnx", "tokenizers"):
+        shared = Path(os.environ["CTXEMB_CACHE_DIR"]) / kind
+        if shared.is_dir():
+            (folder / kind).symlink_to(shared, target_is_directory=True)
+    return folder
+
+
 # -- xdist: which tests share a worker ----------------------------------------------------------
 
 #: Under ``make test``: the folder that scripts/embed_eval_sets.sh, started by scripts/setup.sh

