@@ -51,11 +51,11 @@ install() { python -m uv pip install -q --python "$VENV/bin/python" -c constrain
 # tests then embed the sets themselves.
 if [ -n "${CTXEMB_EVAL_SETS:-}" ]; then
   install torch
-  python -m pip freeze --exclude-editable >"$VENV/.first-install"
+  python -m uv pip freeze -q --python "$VENV/bin/python" --exclude-editable >"$VENV/.first-install"
   setsid bash scripts/embed_eval_sets.sh "$CTXEMB_EVAL_SETS" </dev/null >/dev/null 2>&1 &
   embedding=$!
   install "$EXTRAS"
-  if python -m pip freeze --exclude-editable | grep -qvxFf - "$VENV/.first-install"; then
+  if python -m uv pip freeze -q --python "$VENV/bin/python" --exclude-editable | grep -qvxFf - "$VENV/.first-install"; then
     echo "setup: the second install changed what the first installed; the tests embed the evaluation sets themselves"
     kill -- "-$embedding" 2>/dev/null || true
     rm -rf "$CTXEMB_EVAL_SETS"
