@@ -40,13 +40,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.e
     _share = (_cores or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ["OMP_NUM_THREADS"] = str(max(1, _share))
 
-from tiny_models import (
-    build_bert,
-    build_decoder,
-    build_dpr_pair,
-    build_sentence_transformer,
-)
-
 from ctxemb_core import Embedder, contract_for
 
 sys.dont_write_bytecode = False  # this process too (the variable above is for its children)
@@ -423,22 +416,32 @@ def st_minilm():
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # tiny_models (torch, transformers) is imported by the fixtures that build, not with this
+    # module: pytest-xdist's controller loads conftest too, and runs no test (~5 CPU-s).
+    from tiny_models import build_bert
+
     return build_bert(tmp_path_factory.mktemp("tiny") / "bert", seed=1)
 
 
 @pytest.fixture(scope="session")
 def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import build_decoder
+
     return build_decoder(tmp_path_factory.mktemp("tiny") / "decoder", seed=2)
 
 
 @pytest.fixture(scope="session")
 def tiny_dpr(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from tiny_models import build_dpr_pair
+
     return build_dpr_pair(tmp_path_factory.mktemp("tiny") / "dpr", seed=3)
 
 
 @pytest.fixture(scope="session")
 def tiny_st_factory(tmp_path_factory: pytest.TempPathFactory):
     """Build (and memoise) tiny sentence-transformers folders by their options."""
+    from tiny_models import build_sentence_transformer
+
     made: dict[tuple, Path] = {}
 
     def make(**options) -> Path:
