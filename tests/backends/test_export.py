@@ -109,6 +109,7 @@ def test_export_contract_reads_verifies_and_registers(minilm_export: Path) -> No
 # -- the same vectors ------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_export_reproduces_the_torch_backend(minilm_export: Path, torch_minilm: Embedder) -> None:
     exported = Embedder.from_export(minilm_export)
     assert exported.backend == "onnx" and exported.model_path == minilm_export.resolve()
@@ -478,6 +479,7 @@ print(json.dumps({{"backend": embedder.backend, "dim": len(vector),
 """
 
 
+@pytest.mark.heavy
 def test_auto_backend_without_the_onnx_package(tmp_path: Path) -> None:
     # The onnx package moves to the [torch] extra. With torch but no onnx, "auto" embeds on
     # torch (torch.onnx.export needs onnx), with the warning that says why and what to install.

@@ -58,6 +58,7 @@ def test_onnx_is_a_registered_backend_and_an_encoder(tiny_bert):
     assert isinstance(load_encoder(tiny_bert, "onnx", "cpu"), Encoder)
 
 
+@pytest.mark.heavy
 def test_bundled_model_reproduces_torch_in_both_roles(minilm_contract):
     # Batches of 8, longest first: the long texts pad each other, not the short ones.
     minilm_onnx = Embedder(minilm_contract, backend="onnx", batch_size=8)

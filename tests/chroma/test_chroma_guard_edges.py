@@ -403,6 +403,7 @@ print(col.count())
 """
 
 
+@pytest.mark.heavy
 def test_processes_opening_one_new_embedded_store_at_once_all_succeed(tmp_path):
     # Seen on a real run: Chroma's schema migrations race on a new folder and one process died
     # with "table collections already exists".

@@ -354,6 +354,7 @@ print(added, col.count())
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.transport
 def test_two_processes_create_and_index_one_new_collection_at_once(client):
     name = fresh_name()

@@ -69,6 +69,7 @@ def test_help_for_every_command(capsys):
         assert code == 0 and out.startswith("usage: ctxemb") and err == ""
 
 
+@pytest.mark.heavy
 def test_the_console_script_runs_as_a_process():
     """The installed entry point (and ``python -m``), end to end: one line, exit 2."""
     script = Path(sys.executable).with_name("ctxemb")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 # Faithful to "not installed": the path finder does not see these packages.
 _NOT_INSTALLED = """
 import importlib.machinery, sys
@@ -50,6 +52,7 @@ def test_a_model_folder_in_a_base_install_is_one_error_saying_what_to_install(tm
     assert "pip install 'ctxemb[torch]'" in last and "Embedder.from_export" in last
 
 
+@pytest.mark.heavy
 def test_the_torch_fallback_is_reported_once_per_process(tmp_path):
     # [chroma] + the model package brings torch and transformers but not onnx: the torch backend
     # serves, and says so once, however many embedders of that model the process builds.

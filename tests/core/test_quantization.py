@@ -102,6 +102,7 @@ def scifact_docs():
     return [document_text(corpus[d]) for d in list(corpus)[:96]]
 
 
+@pytest.mark.heavy
 def test_the_new_recipe_keeps_the_float_vectors(int8_pc, minilm, scifact_docs, minilm_contract):
     import warnings
 

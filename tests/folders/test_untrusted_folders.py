@@ -111,6 +111,7 @@ def _run(code: str, marker: Path, tmp_path: Path, stdin: str | None) -> subproce
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("auto", "tokenizer"), [("AutoModel", False), ("AutoTokenizer", True)])
 def test_the_evil_folders_run_their_code_when_transformers_is_asked_without_the_flag(
     tmp_path, auto, tokenizer
@@ -131,6 +132,7 @@ def test_the_evil_folders_run_their_code_when_transformers_is_asked_without_the_
     assert marker.read_text() == "ran"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stdin", ["y\n", None], ids=["answers-yes", "stdin-closed"])
 def test_no_code_from_an_auto_map_folder_ever_runs(tmp_path, stdin):
     model_only = _evil_folder(tmp_path / "model")

@@ -518,6 +518,7 @@ def _child(tmp_path: Path, files: tuple[Path, Path]):
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("model", ["bundled", "tiny-folder"])
 def test_pipelines_dumped_to_yaml_embed_identically_in_a_new_process(
     minilm_contract, tiny_st_factory, tmp_path, model

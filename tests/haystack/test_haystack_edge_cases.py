@@ -554,6 +554,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.heavy
 def test_an_in_memory_pipeline_pair_loaded_from_yaml_in_a_new_process(
     minilm_contract, minilm, tmp_path
 ):

@@ -290,6 +290,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.heavy
 def test_pipelines_dumped_to_yaml_run_in_a_new_process(pg, dsn, minilm_contract, tmp_path):
     store = store_for(dsn)
     files = (tmp_path / "indexing.yaml", tmp_path / "query.yaml")

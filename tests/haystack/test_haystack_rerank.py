@@ -121,6 +121,7 @@ def cause(info: pytest.ExceptionInfo) -> BaseException:
 # -- in a query pipeline -------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_a_query_pipeline_reranks_the_retrieved_documents(
     kind, contract, core, minilm_contract, store
 ):
@@ -148,6 +149,7 @@ def test_a_query_pipeline_reranks_the_retrieved_documents(
     assert len(ask(pipe, top_k=2)["ranker"]["documents"]) == 2
 
 
+@pytest.mark.heavy
 def test_the_yaml_pipeline_loads_and_ranks_identically(kind, contract, minilm_contract, store):
     ranker = ranker_of(kind, contract, top_k=3, score_threshold=0.0, meta_fields_to_embed=["topic"])
     pipe = query_pipeline(minilm_contract, store, ranker)
@@ -291,6 +293,7 @@ print(json.dumps({name: [[d.id, d.score] for d in out[name]["documents"]] for na
 """
 
 
+@pytest.mark.heavy
 def test_a_yaml_pipeline_ranks_identically_in_a_new_process(
     cross_contract, late_contract, tmp_path
 ):

@@ -439,6 +439,7 @@ async def test_async_writes_store_the_sync_vectors_and_async_reads_agree(emb, tm
     assert await asyn.aget_by_ids(["tea", "moon"]) == sync.get_by_ids(["tea", "moon"])
 
 
+@pytest.mark.heavy
 async def test_concurrent_async_embeddings_equal_the_sync_ones(minilm_contract):
     fresh = ContractEmbeddings(minilm_contract)  # the model is built by the first of many
     rng = random.Random(7)

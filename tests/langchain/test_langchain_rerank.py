@@ -147,6 +147,7 @@ def check_ranked(docs: list[Document], want: list[tuple[str, float]], fingerprin
 # -- in a ContextualCompressionRetriever, in LCEL chains ------------------------------------------
 
 
+@pytest.mark.heavy
 async def test_a_compression_retriever_reranks_inside_an_lcel_chain(kind, core, memory):
     contract, compressor = kind.contract, kind.compressor
     base = memory.as_retriever(k=5)
@@ -180,6 +181,7 @@ async def test_a_compression_retriever_reranks_inside_an_lcel_chain(kind, core, 
         check_ranked(docs, want[q], contract.fingerprint)
 
 
+@pytest.mark.heavy
 def test_a_full_rag_chain_gets_the_reranked_context(kind, core, memory):
     compressor = kind.compressor
     base = memory.as_retriever(k=6)

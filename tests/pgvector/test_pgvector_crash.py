@@ -18,6 +18,9 @@ from pg_server import RestartableServer, fresh_database
 
 from ctxemb_core.cli import main
 
+#: Server restarts and killed processes: seconds each, left out of ``make check``.
+pytestmark = pytest.mark.heavy
+
 #: A corpus long enough that a run of 4-document batches is still writing when it is stopped
 #: (it is stopped once 8 rows are in; 12 to 20 were there when the server went away, on runs
 #: of a loaded 2-core machine), and short enough that the re-run and ``verify --all`` after it,

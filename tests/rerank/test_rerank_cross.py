@@ -156,6 +156,7 @@ def minilm_ce_predicted(minilm_ce) -> dict[str, np.ndarray]:
         }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("backend", ["onnx", "torch"])
 def test_real_size_scores_equal_cross_encoder_predict(backend, minilm_ce, minilm_ce_predicted):
     pairs = REAL_SIZE_PAIRS
@@ -574,6 +575,7 @@ def test_the_classifier_export_and_an_encoder_export_of_one_digest_stay_apart(ow
     np.testing.assert_allclose(again.classify(PAIRS, 40).logits, want, atol=1e-5, rtol=0)
 
 
+@pytest.mark.heavy
 def test_an_export_that_fails_its_self_check_is_not_published(own_cache, tmp_path, monkeypatch):
     import ctxemb_core.backends.onnx_recipes as onnx_backend
     import ctxemb_core.rerank.cross as cross

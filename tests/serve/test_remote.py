@@ -101,6 +101,7 @@ def test_a_replaced_server_is_verified_again_before_its_vectors_are_used(minilm,
         remote.embed_query("nobody is listening")
 
 
+@pytest.mark.heavy
 def test_an_openai_compatible_server_is_held_to_the_contract_by_the_canary(
     served, minilm, cls_embedder
 ):
@@ -114,6 +115,7 @@ def test_an_openai_compatible_server_is_held_to_the_contract_by_the_canary(
     assert "no vector was returned" in str(info.value)
 
 
+@pytest.mark.heavy
 def test_the_long_probe_catches_another_truncation(minilm_contract, minilm):
     long = long_probe(minilm_contract.max_tokens)
     assert minilm.token_counts([long], "document")[0] == minilm_contract.max_tokens
@@ -123,6 +125,7 @@ def test_the_long_probe_catches_another_truncation(minilm_contract, minilm):
         Embedder(minilm_contract, url=server.url, api="openai")
 
 
+@pytest.mark.heavy
 def test_the_canary_is_checked_again_on_schedule_and_a_failed_server_returns_nothing(
     minilm, cls_embedder
 ):

@@ -50,6 +50,7 @@ def _vectors(payload) -> np.ndarray:
     return np.stack(out)
 
 
+@pytest.mark.heavy
 def test_the_openai_client_gets_the_contracts_vectors_in_both_encodings(served, minilm):
     import openai
 

@@ -42,6 +42,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.heavy
 def test_an_export_is_served_without_torch_and_sigterm_drains_the_request_in_flight(
     export, minilm, tmp_path
 ):
@@ -82,6 +83,7 @@ def test_an_export_is_served_without_torch_and_sigterm_drains_the_request_in_fli
     assert "backend onnx" in proc.log
 
 
+@pytest.mark.heavy
 def test_ctrl_c_exits_130(minilm_contract, tmp_path):
     with serve_process([minilm_contract.model], cwd=tmp_path) as (proc, _url):
         proc.send_signal(signal.SIGINT)
