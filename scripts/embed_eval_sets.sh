@@ -39,7 +39,7 @@ export CTXEMB_CACHE_DIR="$DIR/cache" PYTHONPATH="$PWD:$PWD/integrations" OMP_NUM
 unset PYTHONDONTWRITEBYTECODE
 
 # The export, and the two other graphs of the model the test run seeds its workers' caches with
-# (tests/conftest.py's SEEDED: the every-layer graph and the int8 twin), in one process.
+# (tests/conftest.py's _seed_exports: the every-layer graph and the int8 twin), in one process.
 export_model() {
   "$PY" -c 'import sys; from ctxemb_core import Embedder, contract_for
 for options in ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"}):

@@ -209,23 +209,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # -- the run's private cache -----------------------------------------------------------------
 
 
-#: The bundled MiniLM's contracts whose ONNX graphs are built once per run: the last layer's
-#: export, the graph of every hidden state (any ``layers``) and the int8 twin the documentation
-#: shows. tests/core builds the last two in whichever worker runs it, and tests/docs again in
-#: each snippet's fresh process, where torch and transformers are imported for it first (a
-#: layers graph there cost ~10 CPU-s, ~5 here, where they are imported already). Under
-#: ``make test`` scripts/embed_eval_sets.sh builds the three (its export_model), and the
-#: workers copy them; a run without it (``make check``) seeds the export alone.
-SEEDED = ({}, {"layers": "-4:"}, {"quantization": "int8-dynamic-pc-v1"})
-
-
 def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None:
     """Under xdist: the bundled MiniLM's ONNX exports, made once per run, copied into ``cache``.
 
-    The first worker to take the lock copies the ones the evaluation-set job built (all of
-    :data:`SEEDED`), or builds the export (in a cache of the run, beside the workers' temporary
-    folders); the others wait for them. Each worker gets its own copy, so a test that damages
-    its cache's export damages no other worker's.
+    Under ``make test`` the first worker to take the lock copies the three graphs the
+    evaluation-set job built (scripts/embed_eval_sets.sh, its export_model: the export, the
+    graph of every hidden state and the int8 twin the documentation shows, which tests/core and
+    each of tests/docs's fresh processes would otherwise build again, ~10 CPU-s a layers graph
+    in a fresh process). Without the job (``make check``) it builds the export alone, in a
+    cache of the run beside the workers' temporary folders. The others wait for them. Each
+    worker gets its own copy, so a test that damages its cache's export damages no other
+    worker's.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the export is built on first use, once, as it always was
@@ -250,9 +244,9 @@ def _seed_exports(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> None
 
 
 def _copy_evaluation_export(shared: Path) -> bool:
-    """Under ``make test``: the exports the evaluation-set job built (all of :data:`SEEDED`;
-    ``EVAL_SETS/export`` says they are whole, and nothing writes into them afterwards), copied
-    into ``shared``; False without them."""
+    """Under ``make test``: the exports the evaluation-set job built (``EVAL_SETS/export`` says
+    they are whole, and nothing writes into them afterwards), copied into ``shared``; False
+    without them."""
     made = Path(EVAL_SETS) / "cache" if EVAL_SETS else None
     if made is None or not (made.parent / "export").is_file():
         return False
