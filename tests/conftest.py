@@ -57,6 +57,14 @@ DOCS = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # CTXEMB_CPU_PROFILE=DIR: each test's CPU seconds, to DIR (tests/cpu_profile.py says how).
+    if os.environ.get("CTXEMB_CPU_PROFILE"):
+        import cpu_profile
+
+        cpu_profile.pytest_configure(config)
+
+
 def fresh_name() -> str:
     """A collection name no test has used."""
     return "c" + uuid.uuid4().hex[:12]
