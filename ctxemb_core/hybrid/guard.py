@@ -4,7 +4,8 @@ the stamp's, the analyzer against its canary, and the two sides holding the same
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 
 from ctxemb_core.contract import DiffKind
 from ctxemb_core.errors import (
@@ -15,9 +16,16 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.hybrid.index import LexicalIndex
-from ctxemb_core.hybrid.store import HybridStamp
+from ctxemb_core.hybrid.store import HybridStamp, load_lexical, stored_version
 
-__all__ = ["check_analyzer", "check_caller", "check_in_step", "same_count", "step_differences"]
+__all__ = [
+    "check_analyzer",
+    "check_caller",
+    "check_in_step",
+    "reload_if_moved",
+    "same_count",
+    "step_differences",
+]
 
 
 def check_caller(
@@ -88,3 +96,26 @@ def same_count(lexical: LexicalIndex, dense_count: int, *, where: str) -> None:
     """The cheap per-call check: both sides hold as many documents (full check on open)."""
     if dense_count != len(lexical):
         raise OutOfStepError(where, (), (), (), counts=(dense_count, len(lexical)))
+
+
+def reload_if_moved(
+    folder: str | os.PathLike[str],
+    seen: HybridStamp | None,
+    stated: Callable[[HybridContract], HybridContract],
+    *,
+    where: str,
+) -> tuple[LexicalIndex, HybridStamp] | None:
+    """The lexical side as stored now, checked, when the folder's ``current`` pointer names
+    another version than ``seen`` (another process wrote; ``None``: nothing read yet); ``None``
+    when it does not (one small file read).
+
+    ``stated`` gives, from the stored stamp's contract, the contract the reader states (its own
+    recipe where it named one): it must be the stamp's (:func:`check_caller`), and the analyzer
+    here must still make the stamp's terms (:func:`check_analyzer`).
+    """
+    if seen is not None and stored_version(folder) == seen.version:
+        return None
+    index, stamp = load_lexical(folder)
+    check_caller(stamp.contract, stated(stamp.contract), where=where)
+    check_analyzer(stamp, index)
+    return index, stamp

@@ -14,7 +14,6 @@ naming the ids) on the next open or call, and mended by :meth:`HybridIndex.refre
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,13 +33,13 @@ from ctxemb_core.hybrid.guard import (
     check_analyzer,
     check_caller,
     check_in_step,
+    reload_if_moved,
     same_count,
     step_differences,
 )
 from ctxemb_core.hybrid.index import LexicalIndex
 from ctxemb_core.hybrid.lexical import LexicalContract
 from ctxemb_core.hybrid.store import (
-    CURRENT,
     HybridStamp,
     lexical_exists,
     load_lexical,
@@ -49,7 +48,7 @@ from ctxemb_core.hybrid.store import (
 from ctxemb_core.sync import SyncReport
 from ctxemb_core.validate import check_positive_int
 
-__all__ = ["HybridHit", "HybridIndex", "open_hybrid"]
+__all__ = ["HybridHit", "HybridIndex", "open_hybrid", "stored_records"]
 
 #: Dense records read per call when the whole dense side is read (open, refresh).
 PAGE = 1000
@@ -171,24 +170,22 @@ class HybridIndex:
     # -- staying current -------------------------------------------------------------------
 
     def _current(self) -> LexicalIndex:
-        """The lexical side as stored now: another process's write is loaded (a stat of the
-        pointer when nothing changed)."""
-        try:
-            version = json.loads((self.folder / CURRENT).read_text(encoding="utf-8"))["version"]
-        except (OSError, ValueError, KeyError, TypeError):
-            version = None
-        if version != self.stamp.version:
-            index, stamp = load_lexical(self.folder)
-            lexical, fusion = self._asked
-            caller = stamp.contract.with_(
-                dense=self.dense.contract,
-                lexical=lexical or stamp.contract.lexical,
-                fusion=fusion or stamp.contract.fusion,
-            )
-            check_caller(stamp.contract, caller, where=repr(self.name))
-            check_analyzer(stamp, index)
-            self.lexical, self.stamp = index, stamp
+        """The lexical side as stored now: another process's write is loaded and checked (a
+        read of the pointer when nothing changed)."""
+        moved = reload_if_moved(self.folder, self.stamp, self._stated, where=repr(self.name))
+        if moved is not None:
+            self.lexical, self.stamp = moved
         return self.lexical
+
+    def _stated(self, stamp: HybridContract) -> HybridContract:
+        """What this index states against a stamp: its dense side's contract, and the recipe
+        asked for on open (the stamp's where none was)."""
+        lexical, fusion = self._asked
+        return stamp.with_(
+            dense=self.dense.contract,
+            lexical=lexical or stamp.lexical,
+            fusion=fusion or stamp.fusion,
+        )
 
     def _save(self, index: LexicalIndex) -> None:
         contract = self.stamp.contract.with_(lexical=index.contract)
@@ -423,6 +420,18 @@ def _dense_digests(dense: Any) -> dict[str, str]:
         for i, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=True):
             digest = (meta or {}).get(TEXT_KEY)
             out[i] = digest if isinstance(digest, str) else text_digest(doc or "")
+    return out
+
+
+def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """``id -> (text, digest, metadata)`` of the stored ones of ``ids`` on a guarded dense side;
+    the digest is the one a record carries, or its text's (as the two sides are compared)."""
+    got = dense.get(ids=list(ids), include=["documents", "metadatas"])
+    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+        text = text if isinstance(text, str) else ""
+        digest = (meta or {}).get(TEXT_KEY)
+        out[i] = (text, digest if isinstance(digest, str) else text_digest(text), dict(meta or {}))
     return out
 
 

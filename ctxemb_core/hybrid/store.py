@@ -61,6 +61,15 @@ class HybridStamp:
         return self.contract.fingerprint
 
 
+def stored_version(folder: str | os.PathLike[str]) -> Any:
+    """The version the folder's ``current`` pointer names: one small file read. None where it
+    cannot be read (:func:`load_lexical` then says what is wrong)."""
+    try:
+        return json.loads((Path(folder) / CURRENT).read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def lexical_exists(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds a lexical side (a ``current`` pointer)."""
     return (Path(folder) / CURRENT).is_file()

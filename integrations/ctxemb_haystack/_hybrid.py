@@ -14,14 +14,9 @@ from ctxemb_core.errors import InvalidInputError, OutOfStepError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.hybrid.guard import same_count
+from ctxemb_core.hybrid.pair import stored_records
 from ctxemb_core.validate import check_positive_int
-from ctxemb_haystack._hybrid_side import (
-    HYBRID_KEY,
-    LexicalSide,
-    as_dict,
-    recipe,
-    stored_records,
-)
+from ctxemb_haystack._hybrid_side import HYBRID_KEY, LexicalSide, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 
 

@@ -9,14 +9,12 @@ checks and the files are :mod:`ctxemb_core.hybrid`'s, so an index written here i
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid import (
     Fusion,
@@ -25,12 +23,11 @@ from ctxemb_core.hybrid import (
     LexicalContract,
     LexicalIndex,
     lexical_exists,
-    load_lexical,
     save_lexical,
 )
-from ctxemb_core.hybrid.guard import check_analyzer, check_caller
-from ctxemb_core.hybrid.pair import open_hybrid
-from ctxemb_core.hybrid.store import CURRENT, read_stamp
+from ctxemb_core.hybrid.guard import check_caller, reload_if_moved
+from ctxemb_core.hybrid.pair import open_hybrid, stored_records
+from ctxemb_core.hybrid.store import read_stamp
 
 #: The metadata key of a document found by :class:`ContractLexicalRetriever` (and of every
 #: fused document): the fingerprint of the hybrid contract (the stamp) it was found under.
@@ -125,26 +122,23 @@ class LexicalSide:
                 )
         return self._folder
 
-    def caller(self, stamp: HybridContract) -> HybridContract:
-        """The stamp's contract once the stated recipe is found to be it (fields named)."""
-        stated = stamp.with_(
+    def stated(self, stamp: HybridContract) -> HybridContract:
+        """The stamp's contract with the recipe the caller states (the stamp's where none)."""
+        return stamp.with_(
             lexical=self.lexical if self.lexical is not None else stamp.lexical,
             fusion=self.fusion if self.fusion is not None else stamp.fusion,
         )
-        return check_caller(stamp, stated, where=self.where)
+
+    def caller(self, stamp: HybridContract) -> HybridContract:
+        """The stamp's contract once the stated recipe is found to be it (fields named)."""
+        return check_caller(stamp, self.stated(stamp), where=self.where)
 
     def current(self) -> tuple[LexicalIndex, HybridStamp]:
         """The lexical side as stored now, checked: read again only when the ``current``
         pointer names another version (another process wrote), else one small file read."""
-        folder = self.folder()
-        try:
-            version = json.loads((folder / CURRENT).read_text(encoding="utf-8"))["version"]
-        except (OSError, ValueError, KeyError, TypeError):
-            version = None  # load_lexical says what is wrong
-        if self._stamp is None or version != self._stamp.version:
-            index, stamp = load_lexical(folder)
-            self.caller(stamp.contract)
-            check_analyzer(stamp, index)
+        moved = reload_if_moved(self.folder(), self._stamp, self.stated, where=self.where)
+        if moved is not None:
+            index, stamp = moved
             remember(stamp.contract)
             self._index, self._stamp = index, stamp
             self._digests = dict(zip(index.ids, index.digests, strict=True))
@@ -189,15 +183,3 @@ class LexicalSide:
         if todo or gone:
             new = index.updated(todo, [stored[i][0] for i in todo], delete=gone)
             save_lexical(folder, new, stamp.contract.with_(lexical=new.contract))
-
-
-def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """``id -> (text, digest, metadata)`` of the stored ones of ``ids``; the digest is the one a
-    record carries, or its text's (as core compares the two sides)."""
-    got = dense.get(ids=list(ids), include=["documents", "metadatas"])
-    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
-    for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-        text = text if isinstance(text, str) else ""
-        digest = (meta or {}).get(TEXT_KEY)
-        out[i] = (text, digest if isinstance(digest, str) else text_digest(text), dict(meta or {}))
-    return out
