@@ -418,9 +418,14 @@ def _dense_digests(dense: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for got in _pages(dense, ["metadatas", "documents"]):
         for i, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=True):
-            digest = (meta or {}).get(TEXT_KEY)
-            out[i] = digest if isinstance(digest, str) else text_digest(doc or "")
+            out[i] = _record_digest(meta, doc if isinstance(doc, str) else "")
     return out
+
+
+def _record_digest(meta: dict[str, Any] | None, text: str) -> str:
+    """A stored record's text digest: the one its metadata carries, else its text's."""
+    digest = (meta or {}).get(TEXT_KEY)
+    return digest if isinstance(digest, str) else text_digest(text)
 
 
 def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
@@ -430,8 +435,7 @@ def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, 
     out: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
         text = text if isinstance(text, str) else ""
-        digest = (meta or {}).get(TEXT_KEY)
-        out[i] = (text, digest if isinstance(digest, str) else text_digest(text), dict(meta or {}))
+        out[i] = (text, _record_digest(meta, text), dict(meta or {}))
     return out
 
 
