@@ -244,6 +244,18 @@ class Embedder(TokenVectorsMixin):
         return self.contract.fingerprint
 
     @property
+    def identity(self) -> str:
+        """What makes this embedder's vectors, for anything remembered between calls (a
+        verified open's record): the contract's fingerprint, the backend and the digests of
+        the files actually loaded. A model folder's are the contract's weights (checked as they
+        are read); an export's are its graph, tokenizer and heads, which its contract does not
+        pin, so an export with an edited file and a manifest written to match is another
+        identity than a clean copy (a copy elsewhere keeps it: files, not paths)."""
+        if self.remote is not None:
+            return self._cache_key
+        return f"{self._cache_key}|query{self._query.label}"
+
+    @property
     def roles_alike(self) -> bool:
         """Whether both roles embed a text by the same computation: one network, one prefix,
         here (an embedding server's two roles are its own: the canary checks them apart)."""

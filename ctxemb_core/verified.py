@@ -5,8 +5,12 @@ Doing that again on every open of an unchanged collection proves nothing new (th
 drawn again) and costs a cold query about as much as the query itself. So when an open's checks
 pass, ctxemb keeps a *verification record*: a small JSON file in its cache folder
 (``$CTXEMB_CACHE_DIR/verified/``), never in the store (a reader does not write into the index),
-keyed by the store, the collection's id, the caller's contract fingerprint, the stamp and the
-store's persisted embedding setting. It holds the collection's ids in the store's order.
+keyed by identities, not names (:func:`record_key`): the store, what the index *is* there (a
+Chroma collection's id, a PostgreSQL table's oid, never its name: an index dropped and made again
+under its name, stamp copied, is another index), the stamp and the store's own setting, the
+caller's contract fingerprint and the encoder's files (:attr:`Embedder.identity`: an export with
+an edited tokenizer and a manifest rewritten to match has the contract of a clean copy, not its
+files). It holds the collection's ids in the store's order.
 
 The next open under the same key reads the ids (one ``get(include=[])``: ~7 ms embedded, ~70 ms
 on a server for SciFact's 5,183 records) and compares:
@@ -42,10 +46,13 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core._files import cache_dir, write_atomic
 from ctxemb_core.guard import sample_ranges
+
+if TYPE_CHECKING:
+    from ctxemb_core.embedder import Embedder
 
 __all__ = [
     "MAX_RECORDED",
@@ -54,6 +61,7 @@ __all__ = [
     "changed_ids",
     "load_verified",
     "plan_sample",
+    "record_key",
     "record_path",
     "save_verified",
 ]
@@ -92,6 +100,27 @@ class OpenCheck:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def record_key(store: str, index: str, embedder: Embedder, **state: str) -> dict[str, str]:
+    """The key a verification record is kept under.
+
+    Args:
+        store: which store (a server's address, an embedded store's folder).
+        index: what the index *is* in the store: an identity that a drop and a create under
+            the same name changes (a collection's id, a table's oid), never its name alone.
+        embedder: the caller's embedder: its contract's fingerprint and the identity of the
+            files it loaded (:attr:`~ctxemb_core.embedder.Embedder.identity`).
+        state: anything else whose change makes the record another's (the stamp's digest, the
+            store's persisted embedding setting, the vector column).
+    """
+    return {
+        **{k: str(v) for k, v in state.items()},
+        "store": store,
+        "index": index,
+        "fingerprint": embedder.contract.fingerprint,
+        "encoder": hashlib.sha256(embedder.identity.encode()).hexdigest(),
+    }
 
 
 def record_path(key: Mapping[str, Any]) -> Path:

@@ -42,6 +42,7 @@ from ctxemb_core.verified import (
     plan_sample,
     save_verified,
 )
+from ctxemb_core.verified import record_key as verified_key
 
 
 def sample_records(raw: Collection, size: int) -> tuple[list[str], list[Any], list[Any]]:
@@ -114,9 +115,10 @@ def _check_records(
 
 
 def record_key(client: ClientAPI, raw: Collection, embedder: Embedder) -> dict[str, str]:
-    """What a verification record is kept under: the store, the collection, the caller's
-    contract, the stamp and Chroma's persisted embedding setting (a change of any is another
-    key, so a record is never used for another contract or a re-stamped collection)."""
+    """What a verification record is kept under: the store, the collection's id (one deleted
+    and made again under its name is another), the caller's contract and encoder, the stamp and
+    Chroma's persisted embedding setting (a change of any is another key, so a record is never
+    used for another contract, another encoder's files or a re-stamped collection)."""
     settings = client.get_settings()
     if settings.is_persistent:
         store = f"embedded:{Path(str(settings.persist_directory)).resolve()}"
@@ -127,15 +129,15 @@ def record_key(client: ClientAPI, raw: Collection, embedder: Embedder) -> dict[s
         )
     stamp = json.dumps(IndexStamp.metadata_items(raw.metadata), default=str)
     setting = json.dumps(configured_function(raw), sort_keys=True, default=str)
-    return {
-        "store": store,
-        "tenant": str(getattr(client, "tenant", "")),
-        "database": str(getattr(client, "database", "")),
-        "collection": str(raw.id),
-        "fingerprint": embedder.contract.fingerprint,
-        "stamp": hashlib.sha256(stamp.encode()).hexdigest(),
-        "configuration": hashlib.sha256(setting.encode()).hexdigest(),
-    }
+    return verified_key(
+        store,
+        str(raw.id),
+        embedder,
+        tenant=str(getattr(client, "tenant", "")),
+        database=str(getattr(client, "database", "")),
+        stamp=hashlib.sha256(stamp.encode()).hexdigest(),
+        configuration=hashlib.sha256(setting.encode()).hexdigest(),
+    )
 
 
 def _write_configuration(raw: Collection, embedder: Embedder) -> None:

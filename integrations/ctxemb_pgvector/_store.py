@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 
 from ctxemb_core import EmbeddingContract, IndexStamp
-from ctxemb_core.errors import InvalidInputError, MissingStampError
+from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStampError
 from ctxemb_pgvector._connect import check_connection, translated
 from ctxemb_pgvector._sql import SEQ, STAMPS, check_name, ident
 
@@ -27,6 +27,9 @@ class StoredTable:
         version: the stamp row's version, or ``None`` without a stamp row.
         metadata: the stamp (:meth:`IndexStamp.to_metadata`), or ``None``.
         layout: what the stamp row says the column is (``column``, ``operator``, ``opclass``).
+        oid: the table's identity in the database (a table dropped and made again under its
+            name, stamp row copied, is another oid: what was verified of the old one is not its).
+        attnum: the embedding column's number (a column dropped and added again is another).
     """
 
     conn: psycopg.Connection[Any]
@@ -37,6 +40,8 @@ class StoredTable:
     version: int | None
     metadata: dict[str, Any] | None
     layout: dict[str, Any] | None
+    oid: int | None = None
+    attnum: int | None = None
 
     @property
     def table(self) -> sql.Composed:
@@ -60,7 +65,8 @@ class StoredTable:
 _TABLE = """
 SELECT format_type(a.atttypid, a.atttypmod),
        EXISTS (SELECT 1 FROM pg_attribute s WHERE s.attrelid = c.oid AND s.attname = 'ctxemb_seq'
-               AND NOT s.attisdropped)
+               AND NOT s.attisdropped),
+       c.oid::bigint, a.attnum
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' AND NOT a.attisdropped
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
@@ -71,12 +77,29 @@ def _stamp_row(conn: psycopg.Connection[Any], schema: str, name: str) -> Any:
     exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
     if exists is None or exists[0] is None:
         return None
-    return conn.execute(
+    rows = conn.execute(
         sql.SQL("SELECT version, stamp, layout FROM {} WHERE table_name = %s").format(
             ident(schema, STAMPS)
         ),
         (name,),
-    ).fetchone()
+    ).fetchall()
+    if len(rows) > 1:
+        raise damaged_stamps(schema, name, len(rows))
+    return rows[0] if rows else None
+
+
+def damaged_stamps(schema: str, name: str, rows: int) -> DamagedStampError:
+    """A table with more than one stamp row: which one holds is not for ctxemb to guess."""
+    stamps = f"{schema}.{STAMPS}"
+    return DamagedStampError(
+        f"table {name!r} has {rows} stamp rows in {stamps} (its primary key on table_name was "
+        "dropped or disabled, and a row was written again): which one the table was written "
+        "under cannot be told, and reading it through both would return every row once per "
+        f"stamp, so it is neither read nor written. Keep the one row your contract wrote: "
+        f"DELETE FROM {stamps} WHERE table_name = '{name}' AND version <> <the version to "
+        f"keep>; then restore the key: ALTER TABLE {stamps} ADD PRIMARY KEY (table_name). The "
+        "next open checks the stamp kept, as always."
+    )
 
 
 def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable | None:
@@ -99,6 +122,8 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
         version,
         stamp if isinstance(stamp, dict) else ({} if stamp is not None else None),
         layout if isinstance(layout, dict) else None,
+        found[2],
+        found[3],
     )
 
 

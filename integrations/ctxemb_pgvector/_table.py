@@ -14,7 +14,12 @@ from psycopg.types.json import Jsonb
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import TEXT_KEY, check_fingerprint
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StampError
+from ctxemb_core.errors import (
+    ExistingIdsError,
+    ForeignVectorsError,
+    InvalidInputError,
+    StampError,
+)
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
     add_missing,
@@ -40,9 +45,10 @@ INCLUDE = ("documents", "metadatas", "embeddings", "distances")
 MAX_EF_SEARCH = 1000
 
 _IDENTITY = """
-SELECT s.version, format_type(a.atttypid, a.atttypmod)
+SELECT s.version, format_type(a.atttypid, a.atttypmod), t.oid::bigint, a.attnum
 FROM {stamps} s
-LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(%s) AND a.attname = 'embedding'
+CROSS JOIN (SELECT to_regclass(%s)::oid AS oid) t
+LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding'
   AND NOT a.attisdropped
 WHERE s.table_name = %s
 """
@@ -85,7 +91,7 @@ class GuardedTable:
         #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
         self.repaired: list[str] = []
         self._stored = stored
-        self._seen = (stored.version, stored.column)
+        self._seen = _state(stored)
         self._queriers: list[Embedder] = [embedder]
 
     # -- what the table is ---------------------------------------------------------------
@@ -122,19 +128,18 @@ class GuardedTable:
         """The table now, proven to carry the stamp this object verified (or re-verified)."""
         query = sql.SQL(_IDENTITY).format(stamps=ident(self.schema, STAMPS))
         with translated(f"reading the stamp of {self.name!r}"):
-            row = self.conn.execute(query, (f'"{self.schema}"."{self.name}"', self.name)).fetchone()
-        if row is not None and (row[0], row[1]) == self._seen:
+            where = (f'"{self.schema}"."{self.name}"', self.name)
+            rows = self.conn.execute(query, where).fetchall()
+        # One stamp row, as verified, over the same table and column (a table or column dropped
+        # and made again under its name is another: its rows are not the ones verified).
+        if len(rows) == 1 and tuple(rows[0]) == self._seen:
             return self._stored
         stored = self.stored()
         if not stored.stamped:
             raise unstamped(stored)
         # Changed since it was verified (another client, plain SQL): check it whole.
         self.stamp, self.open_check = verify_open(stored, self.embedder, self.sample)
-        self._stored, self._seen, self._queriers = (
-            stored,
-            (stored.version, stored.column),
-            [self.embedder],
-        )
+        self._stored, self._seen, self._queriers = stored, _state(stored), [self.embedder]
         return stored
 
     def count(self) -> int:
@@ -250,8 +255,8 @@ class GuardedTable:
         query = sql.SQL(
             "SELECT version FROM {} WHERE table_name = %s" + (" FOR SHARE" if lock else "")
         ).format(ident(self.schema, STAMPS))
-        row = self.conn.execute(query, (self.name,)).fetchone()
-        return row is None or row[0] != self._seen[0]
+        rows = self.conn.execute(query, (self.name,)).fetchall()
+        return len(rows) != 1 or rows[0][0] != self._seen[0]
 
     def _copy(
         self,
@@ -490,10 +495,10 @@ class GuardedTable:
             query = (
                 sql.SQL(
                     "SELECT s.version, current_setting('hnsw.ef_search', true), r.* "
-                    "FROM {stamps} s "
+                    "FROM (SELECT CASE WHEN count(*) = 1 THEN max(version) END AS version "
+                    "FROM {stamps} WHERE table_name = %s) s "
                     "LEFT JOIN LATERAL (SELECT id, content, meta, {distance} AS distance, {vec} AS "
-                    "vec FROM {table} ORDER BY embedding {op} %s LIMIT %s) r ON true "
-                    "WHERE s.table_name = %s"
+                    "vec FROM {table} ORDER BY embedding {op} %s LIMIT %s) r ON true"
                 )
                 .format(
                     stamps=ident(self.schema, STAMPS),
@@ -509,7 +514,7 @@ class GuardedTable:
         for v in values:
             for attempt in range(3):
                 with translated(f"querying {self.name!r}"):
-                    rows = self.conn.execute(query, (v, v, n_results, self.name)).fetchall()
+                    rows = self.conn.execute(query, (self.name, v, v, n_results)).fetchall()
                 if not rows or rows[0][0] != self._seen[0]:
                     if attempt == 2:
                         raise StampError(
@@ -530,6 +535,11 @@ class GuardedTable:
     def _gather(self, results: list[list[Any]], shown: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, list[Any]] = {k: [] for k in ("ids", *shown)}
         for rows in results:
+            # A row without a vector (inserted around ctxemb, or a column emptied since this
+            # table was opened) has no distance: foreign, refused as an open refuses it.
+            empty = [r[0] for r in rows if r[3] is None]
+            if empty:
+                raise ForeignVectorsError(tuple(empty), len(rows), float("nan"))
             out["ids"].append([r[0] for r in rows])
             if "documents" in shown:
                 out["documents"].append([r[1] for r in rows])
@@ -612,6 +622,13 @@ class GuardedTable:
             if self._stamp_moved():
                 self.current()
             return self.conn.execute(query, params).rowcount
+
+
+def _state(stored: StoredTable) -> tuple[Any, ...]:
+    """What a call compares to tell the table verified from one changed since: the stamp row's
+    version, the embedding column's type, the table's oid (one dropped and made again under its
+    name is another) and the column's number (as :data:`_IDENTITY` reads them)."""
+    return (stored.version, stored.column, stored.oid, stored.attnum)
 
 
 class _Moved(Exception):

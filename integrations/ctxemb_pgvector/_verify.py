@@ -11,11 +11,21 @@ from psycopg import sql
 
 from ctxemb_core import Embedder, IndexStamp
 from ctxemb_core.guard import check_storage, refuse_foreign, sample_ranges
-from ctxemb_core.verified import MAX_RECORDED, OpenCheck, load_verified, plan_sample, save_verified
+from ctxemb_core.verified import (
+    MAX_RECORDED,
+    OpenCheck,
+    load_verified,
+    plan_sample,
+    save_verified,
+)
+from ctxemb_core.verified import record_key as record_key_for
 from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import layout_for
 from ctxemb_pgvector._store import StoredTable, unstamped
 from ctxemb_pgvector._vectors import from_column
+
+# At most this many rows stored without a vector are named (all of them are refused).
+_MAX_EMPTY = 100
 
 
 def check_layout(stored: StoredTable, stamp: IndexStamp) -> None:
@@ -40,9 +50,19 @@ def read_rows(stored: StoredTable, ids: list[str]) -> tuple[list[str], list[Any]
     return [r[0] for r in rows], [r[1] for r in rows], from_column([r[2] for r in rows])
 
 
-def all_ids(stored: StoredTable) -> list[str]:
-    query = sql.SQL("SELECT id FROM {} ORDER BY {}").format(stored.table, stored.order())
-    return [r[0] for r in stored.conn.execute(query)]
+def all_ids(stored: StoredTable) -> tuple[list[str], list[str]]:
+    """Every id in the store's order, and the ids of rows stored without a vector (a row
+    inserted around ctxemb, a column dropped and added again): found in the same scan."""
+    query = sql.SQL("SELECT id, embedding IS NULL FROM {} ORDER BY {}").format(
+        stored.table, stored.order()
+    )
+    ids: list[str] = []
+    empty: list[str] = []
+    for row in stored.conn.execute(query):
+        ids.append(row[0])
+        if row[1]:
+            empty.append(row[0])
+    return ids, empty
 
 
 def sample_rows(stored: StoredTable, size: int) -> tuple[list[str], list[Any], list[Any]]:
@@ -63,18 +83,19 @@ def sample_rows(stored: StoredTable, size: int) -> tuple[list[str], list[Any], l
 
 
 def record_key(stored: StoredTable, embedder: Embedder) -> dict[str, str]:
-    """What the verification record is kept under: the server, the table, the caller's contract
-    and the stamp row's version (a re-stamp or an edited stamp is another key)."""
+    """What the verification record is kept under: the server and database, the table's oid
+    (a table dropped and made again under its name is another), the embedding column's number
+    and type, the stamp row's version and content, the caller's contract and encoder."""
     info = stored.conn.info
     stamp = json.dumps(IndexStamp.metadata_items(stored.metadata), default=str)
-    return {
-        "store": f"pgvector:{info.host}:{info.port}/{info.dbname}",
-        "table": f"{stored.schema}.{stored.name}",
-        "fingerprint": embedder.contract.fingerprint,
-        "version": str(stored.version),
-        "stamp": hashlib.sha256(stamp.encode()).hexdigest(),
-        "column": str(stored.column),
-    }
+    return record_key_for(
+        f"pgvector:{info.host}:{info.port}/{info.dbname}",
+        f"{stored.schema}.{stored.name}#{stored.oid}",
+        embedder,
+        version=str(stored.version),
+        stamp=hashlib.sha256(stamp.encode()).hexdigest(),
+        column=f"{stored.attnum}:{stored.column}",
+    )
 
 
 def verify_open(
@@ -94,11 +115,16 @@ def verify_open(
     if not sample:
         return stamp, OpenCheck(None, 0)
     with translated(f"checking the rows of {stored.name!r}"):
-        ids = all_ids(stored)
+        ids, empty = all_ids(stored)
         key = record_key(stored, embedder)
         verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
         chosen, changed = plan_sample(ids, verified, sample)
-        got_ids, texts, vectors = read_rows(stored, chosen)
+        # Rows without a vector are foreign wherever they are, sampled or not (a query would
+        # find them where it finds too few others): checked with the sample, so refused as
+        # its foreign records are.
+        drawn = set(chosen)
+        extra = [i for i in empty if i not in drawn][:_MAX_EMPTY]
+        got_ids, texts, vectors = read_rows(stored, chosen + extra)
     refuse_foreign(embedder, got_ids, texts, vectors)
     save_verified(key, ids)
     return stamp, OpenCheck(len(ids), len(chosen), changed)
