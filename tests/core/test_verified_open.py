@@ -196,3 +196,82 @@ def test_what_a_record_skips_is_what_its_docs_say_and_verify_still_finds_it(clie
     assert opened.open_check.checked == 0
     report = verify(raw, base, all=True, progress=False)
     assert not report.ok and report.bad_ids == ("bank",)
+
+
+# -- identities, not names (issue 42, item 9) -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clean_export(base, tmp_path_factory) -> Path:
+    from ctxemb_core.export import export_model
+
+    return Path(export_model(base, tmp_path_factory.mktemp("export") / "minilm"))
+
+
+def edited_copy(export: Path, target: Path) -> Path:
+    """A copy of ``export`` whose tokenizer swaps two word pieces no probe uses ("tea" and
+    "coffee"), its manifest rewritten to match: every file is "the one exported"."""
+    import hashlib
+    import shutil
+
+    shutil.copytree(export, target)
+    file = target / "tokenizer.json"
+    tokenizer = json.loads(file.read_text(encoding="utf-8"))
+    vocab = tokenizer["model"]["vocab"]
+    vocab["tea"], vocab["coffee"] = vocab["coffee"], vocab["tea"]
+    data = json.dumps(tokenizer, ensure_ascii=False).encode()
+    file.write_bytes(data)
+    manifest = json.loads((target / "ctxemb-export.json").read_text(encoding="utf-8"))
+    manifest["files"]["tokenizer.json"] = hashlib.sha256(data).hexdigest()
+    (target / "ctxemb-export.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return target
+
+
+def test_an_export_with_an_edited_tokenizer_never_uses_a_clean_copys_record(
+    client, filled, clean_export, tmp_path
+):
+    import shutil
+
+    from ctxemb_core.stamp import IndexStamp
+
+    clean = CountingEmbedder.from_export(clean_export)
+    open_collection(client, filled, clean, create=False, sample=16)
+    clean.reset()
+    assert open_collection(client, filled, clean, create=False, sample=16).open_check.reused
+    # Another copy of the same files is the same encoder: files, not paths.
+    moved = CountingEmbedder.from_export(shutil.copytree(clean_export, tmp_path / "moved"))
+    assert open_collection(client, filled, moved, create=False, sample=16).open_check.reused
+    edited = CountingEmbedder.from_export(edited_copy(clean_export, tmp_path / "edited"))
+    assert edited.contract == clean.contract  # the contract cannot tell them apart
+    # Nor can the canary: no probe holds the pieces swapped.
+    IndexStamp.from_embedder(clean).verify(edited)
+    edited.reset()
+    # Before: the clean copy's record was used (checked=0) and the collection served.
+    with pytest.raises(ForeignVectorsError) as info:
+        open_collection(client, filled, edited, create=False, sample=16)
+    assert info.value.ids == ("tea",)  # the stored record whose text holds a swapped piece
+    assert records_checked(edited) == len(DOCS)
+    assert edited.identity != clean.identity == moved.identity
+
+
+def test_a_collection_deleted_and_made_again_under_its_name_is_sampled_again(client, filled, base):
+    open_collection(client, filled, base, create=False, sample=2)
+    assert open_collection(client, filled, base, create=False, sample=2).open_check.reused
+    old = client.get_collection(filled, embedding_function=None)
+    stamp = {k: v for k, v in (old.metadata or {}).items() if k.startswith("ctxemb:")}
+    got = old.get(include=["documents"])
+    client.delete_collection(filled)
+    # Made again around ctxemb: the stamp copied over, the same ids in the same order, the
+    # vectors of another recipe.
+    from ctxemb_chroma import ContractEmbeddingFunction
+
+    function = ContractEmbeddingFunction(Embedder(base))
+    raw = client.create_collection(filled, metadata=stamp, embedding_function=function)
+    wrong = Embedder(base.with_(pooling="cls"))
+    raw.add(
+        ids=got["ids"],
+        documents=got["documents"],
+        embeddings=wrong.embed_documents(got["documents"]),
+    )
+    with pytest.raises(ForeignVectorsError):
+        open_collection(client, filled, base, create=False, sample=2)
