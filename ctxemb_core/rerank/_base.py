@@ -178,8 +178,9 @@ class Reranker:
 
     Args:
         contract: the :class:`RerankerContract`, its ``to_dict()``, or the path of its JSON.
-        path: the model folder; used when it holds the contract's weights, else the model is
-            found from the contract (registered by :func:`rerank_contract_for`, bundled).
+        path: the model folder, which must hold the contract's weights (other weights are
+            refused); if omitted, the model is found from the contract (registered by
+            :func:`rerank_contract_for`, bundled).
         backend: ``"auto"`` (ONNX Runtime, else torch with a warning), ``"onnx"`` or ``"torch"``.
         device: where the network runs (``"cpu"``).
         batch_size: the most pairs (or texts) in one forward pass.
@@ -348,18 +349,22 @@ def check_config(config: Any) -> tuple[RerankerContract, dict[str, Any]]:
     """The contract and the constructor settings of a :meth:`Reranker.config`."""
     settings = RERANKER_SETTINGS.read(config)
     contract = RerankerContract.from_dict(config["contract"])
-    # A hint is only a hint: used when the folder there holds the contract's weights, else the
-    # model is found from the contract (registered, bundled), as Embedder.from_config does.
+    # Where the model was: a folder that is gone, or holds no model now (another machine), is
+    # passed over and the model found from the contract (registered, bundled). One that holds
+    # a model is the path, whose weights the load checks as it checks any path: other weights
+    # there (the folder's files replaced since the config was written) are refused
+    # (RerankerMismatchError), never passed over for another copy or a network still in memory.
     hint = config.get("path_hint")
-    if isinstance(hint, str) and hint and _holds(Path(hint), contract):
+    if isinstance(hint, str) and hint and _holds_a_model(Path(hint), contract):
         settings["path"] = hint
     return contract, settings
 
 
-def _holds(folder: Path, contract: RerankerContract) -> bool:
+def _holds_a_model(folder: Path, contract: RerankerContract) -> bool:
     task = "sequence-classification" if contract.kind is RerankKind.CROSS_ENCODER else None
     try:
         layout = read_layout(folder, task=task) if task else read_layout(folder)
-        return folder.is_dir() and weights_digest(layout) == contract.weights
+        weights_digest(layout)  # its files are there and readable to their end
+        return folder.is_dir()
     except CtxembError:
-        return False  # a folder that changed or broke since
+        return False  # gone, no model folder, or broken: the contract finds the model

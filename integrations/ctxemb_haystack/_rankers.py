@@ -174,8 +174,10 @@ class ContractCrossEncoderRanker(_ContractRanker):
             (:class:`~ctxemb_core.errors.RerankerMismatchError` naming the fields).
         meta_fields_to_embed, embedding_separator: metadata values scored before the content
             and what joins them; a document without content is scored as ``""`` plus those.
-        path, backend, device, batch_size, token_budget: as the core reranker's (the model
-            folder is used when it holds the contract's weights).
+        path, backend, device, batch_size, token_budget: as the core reranker's. ``path``
+            (where the model was, as ``to_dict`` records it) is checked as the core reranker's
+            is: a folder whose weights changed since is refused (``RerankerMismatchError``);
+            one that is gone, on another machine, is passed over for the contract's model.
         progress_bar: show a progress bar on long work.
 
     Example:

@@ -404,3 +404,36 @@ def test_bad_run_inputs_are_typed_errors(kind, contract, minilm_contract, store)
     with pytest.raises(PipelineRuntimeError) as info:
         ask(pipe, top_k=-2)
     assert isinstance(cause(info), InvalidInputError)
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["network in memory", "cold"])
+def test_a_ranker_rebuilt_after_its_folder_got_other_weights_is_refused_as_the_core_one_is(
+    tmp_path, warm
+):
+    """Issue 42, item 10: the folder ``to_dict`` recorded now holds other weights. Before, the
+    rebuilt ranker ranked anyway (with a network of the contract's weights still in memory,
+    whatever the folder held); the core reranker given that folder refuses, and so does it."""
+    import shutil
+
+    from tiny_models import build_cross_encoder
+
+    from ctxemb_core.rerank import CrossEncoderReranker
+
+    seed = 5 if warm else 6  # each case its own weights: the cold one has none in memory
+    folder = build_cross_encoder(tmp_path / "ce", architecture="bert", seed=seed)
+    contract = rerank_contract_for(folder, activation="none")
+    ranker = ContractCrossEncoderRanker(contract=contract, backend="torch")
+    docs = [Document(content=text) for text in DOCS.values()]
+    if warm:
+        ranker.run(query=QUESTION, documents=docs)
+    data = ranker.to_dict()
+    assert data["init_parameters"]["path"] == str(folder.resolve())
+    other = build_cross_encoder(tmp_path / "other", architecture="bert", seed=99)
+    shutil.copyfile(other / "model.safetensors", folder / "model.safetensors")
+    with pytest.raises(RerankerMismatchError) as core:
+        CrossEncoderReranker(contract, path=folder, backend="torch")
+    rebuilt = ContractCrossEncoderRanker.from_dict(data)
+    with pytest.raises(RerankerMismatchError) as caught:
+        rebuilt.run(query=QUESTION, documents=docs)
+    assert caught.value.fields == core.value.fields == ("weights",)
+    assert "folder" in str(caught.value)
