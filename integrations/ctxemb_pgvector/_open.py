@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -27,7 +28,7 @@ from ctxemb_pgvector._sql import (
     lock_key,
     setup_statements,
 )
-from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
+from ctxemb_pgvector._store import StoredTable, keyless_stamps, missing_table, stored_or_none
 from ctxemb_pgvector._table import GuardedTable
 from ctxemb_pgvector._verify import check_layout, sample_rows, verify_open
 
@@ -142,14 +143,19 @@ def ensure_stamps(conn: Any, schema: str) -> None:
 def write_stamp(conn: Any, schema: str, name: str, stamp: IndexStamp) -> None:
     """Insert or replace the stamp row of ``name`` (its version is set by the trigger)."""
     layout = layout_for(stamp.contract)
-    conn.execute(
-        sql.SQL(
-            "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-            "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
-            "layout = EXCLUDED.layout"
-        ).format(ident(schema, STAMPS)),
-        (name, Jsonb(stamp.to_metadata()), Jsonb(layout.to_dict())),
-    )
+    try:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
+                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
+                "layout = EXCLUDED.layout"
+            ).format(ident(schema, STAMPS)),
+            (name, Jsonb(stamp.to_metadata()), Jsonb(layout.to_dict())),
+        )
+    except psycopg.errors.InvalidColumnReference:
+        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
+        # transaction, which rolls back whatever it made).
+        raise keyless_stamps(schema) from None
 
 
 def _create(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> StoredTable:

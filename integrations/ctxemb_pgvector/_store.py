@@ -88,6 +88,18 @@ def _stamp_row(conn: psycopg.Connection[Any], schema: str, name: str) -> Any:
     return rows[0] if rows else None
 
 
+def keyless_stamps(schema: str) -> DamagedStampError:
+    """The stamps table lost its primary key: a stamp cannot be written as one row per table."""
+    stamps = f"{schema}.{STAMPS}"
+    return DamagedStampError(
+        f"{stamps} has lost its primary key on table_name (dropped or replaced), so a stamp "
+        "written now could be a second row for its table; nothing was created or stamped. "
+        f"Restore the key: ALTER TABLE {stamps} ADD PRIMARY KEY (table_name) (it fails while a "
+        "table has more than one row: delete the extra ones first, keeping the one your "
+        "contract wrote)."
+    )
+
+
 def damaged_stamps(schema: str, name: str, rows: int) -> DamagedStampError:
     """A table with more than one stamp row: which one holds is not for ctxemb to guess."""
     stamps = f"{schema}.{STAMPS}"

@@ -155,3 +155,10 @@ def test_a_duplicated_stamp_row_is_refused_never_doubles_the_hits(docs, pg, othe
         "tea",
         *docs.query([QUERY], 3)["ids"][0][1:],
     ]
+
+
+def test_a_stamps_table_without_its_key_is_named_when_a_table_is_created(docs, pg, other, minilm):
+    other.execute("ALTER TABLE ctxemb_stamps DROP CONSTRAINT ctxemb_stamps_pkey")
+    with pytest.raises(DamagedStampError, match="ADD PRIMARY KEY"):
+        ctxemb_pgvector.open_table(pg, "fresh", minilm)
+    assert other.execute("SELECT to_regclass('fresh')").fetchone()[0] is None
