@@ -83,13 +83,16 @@ def sample_rows(stored: StoredTable, size: int) -> tuple[list[str], list[Any], l
 
 
 def record_key(stored: StoredTable, embedder: Embedder) -> dict[str, str]:
-    """What the verification record is kept under: the server and database, the table's oid
-    (a table dropped and made again under its name is another), the embedding column's number
-    and type, the stamp row's version and content, the caller's contract and encoder."""
+    """What the verification record is kept under: the server (and when it started: a server
+    restarted may serve a restored backup or a new cluster, whose oids repeat) and database,
+    the table's oid (a table dropped and made again under its name is another), the embedding
+    column's number and type, the stamp row's version and content, the caller's contract and
+    encoder."""
     info = stored.conn.info
+    started = stored.conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
     stamp = json.dumps(IndexStamp.metadata_items(stored.metadata), default=str)
     return record_key_for(
-        f"pgvector:{info.host}:{info.port}/{info.dbname}",
+        f"pgvector:{info.host}:{info.port}/{info.dbname}@{started[0] if started else ''}",
         f"{stored.schema}.{stored.name}#{stored.oid}",
         embedder,
         version=str(stored.version),
