@@ -20,7 +20,7 @@ from ctxemb_core.verified import (
 )
 from ctxemb_core.verified import record_key as record_key_for
 from ctxemb_pgvector._connect import translated
-from ctxemb_pgvector._sql import layout_for
+from ctxemb_pgvector._sql import SEQ, layout_for
 from ctxemb_pgvector._store import StoredTable, unstamped
 from ctxemb_pgvector._vectors import from_column
 
@@ -50,19 +50,25 @@ def read_rows(stored: StoredTable, ids: list[str]) -> tuple[list[str], list[Any]
     return [r[0] for r in rows], [r[1] for r in rows], from_column([r[2] for r in rows])
 
 
-def all_ids(stored: StoredTable) -> tuple[list[str], list[str]]:
-    """Every id in the store's order, and the ids of rows stored without a vector (a row
-    inserted around ctxemb, a column dropped and added again): found in the same scan."""
-    query = sql.SQL("SELECT id, embedding IS NULL FROM {} ORDER BY {}").format(
-        stored.table, stored.order()
+def all_ids(stored: StoredTable) -> tuple[list[str], list[str], list[str]]:
+    """Every id in the store's order; each row's write (its id and ``ctxemb_seq``, which every
+    write takes anew: a row written again is another write, even deleted and written again in
+    its old place, as a table emptied and refilled in order is); and the ids of rows stored
+    without a vector (inserted around ctxemb, a column dropped and added again). One scan."""
+    seq = sql.SQL(SEQ if stored.seq else "NULL")
+    query = sql.SQL("SELECT id, {}, embedding IS NULL FROM {} ORDER BY {}").format(
+        seq, stored.table, stored.order()
     )
     ids: list[str] = []
+    writes: list[str] = []
     empty: list[str] = []
     for row in stored.conn.execute(query):
         ids.append(row[0])
-        if row[1]:
+        # A NUL never occurs in PostgreSQL text: the pair cannot be mistaken for another id.
+        writes.append(row[0] if row[1] is None else f"{row[0]}\x00{row[1]}")
+        if row[2]:
             empty.append(row[0])
-    return ids, empty
+    return ids, writes, empty
 
 
 def sample_rows(stored: StoredTable, size: int) -> tuple[list[str], list[Any], list[Any]]:
@@ -107,8 +113,10 @@ def verify_open(
     """Every check of an existing table; returns its stamp and what was checked of its rows.
 
     The rows re-embedded are those written or changed since the table last passed under this
-    contract (every write takes a fresh ``ctxemb_seq``, so an ``UPDATE`` around ctxemb moves a
-    row to the end), then random others up to ``sample``.
+    contract (every write takes a fresh ``ctxemb_seq``, which the record keeps per row: an
+    ``UPDATE`` around ctxemb, or rows deleted and written again in their old order, are
+    changed rows), then random others up to ``sample``. Rows stored without a vector are
+    refused wherever they are.
     """
     if not stored.stamped:
         raise unstamped(stored)
@@ -118,10 +126,13 @@ def verify_open(
     if not sample:
         return stamp, OpenCheck(None, 0)
     with translated(f"checking the rows of {stored.name!r}"):
-        ids, empty = all_ids(stored)
+        ids, writes, empty = all_ids(stored)
         key = record_key(stored, embedder)
         verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
-        chosen, changed = plan_sample(ids, verified, sample)
+        # Planned on writes, not ids: a row rewritten where it was is not the row verified.
+        planned, changed = plan_sample(writes, verified, sample)
+        of_write = dict(zip(writes, ids, strict=True))
+        chosen = [of_write[w] for w in planned]
         # Rows without a vector are foreign wherever they are, sampled or not (a query would
         # find them where it finds too few others): checked with the sample, so refused as
         # its foreign records are.
@@ -129,5 +140,5 @@ def verify_open(
         extra = [i for i in empty if i not in drawn][:_MAX_EMPTY]
         got_ids, texts, vectors = read_rows(stored, chosen + extra)
     refuse_foreign(embedder, got_ids, texts, vectors)
-    save_verified(key, ids)
+    save_verified(key, writes)
     return stamp, OpenCheck(len(ids), len(chosen), changed)

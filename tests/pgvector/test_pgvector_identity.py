@@ -84,6 +84,26 @@ def test_a_table_made_again_with_the_contracts_own_vectors_opens_after_a_sample(
     assert docs.query([QUERY], 1)["ids"] == [["tea"]]
 
 
+@pytest.mark.parametrize("empty", ["DELETE FROM docs", "TRUNCATE docs"])
+def test_a_table_emptied_and_refilled_in_its_order_is_sampled_and_refused(
+    docs, pg, other, minilm, empty
+):
+    cls = Embedder(minilm.contract.with_(pooling="cls")).embed_documents(list(DOCS.values()))
+    rows = other.execute("SELECT id, content FROM docs ORDER BY ctxemb_seq").fetchall()
+    other.execute(empty)
+    vectors = dict(zip(DOCS, cls, strict=True))
+    for id_, content in rows:  # the same ids and texts, in the same order: new writes
+        other.execute(
+            "INSERT INTO docs (id, content, embedding) VALUES (%s, %s, %s)",
+            (id_, content, vectors[id_]),
+        )
+    # Before: same ids in the same order, so the record skipped every row (checked=0).
+    with pytest.raises(ForeignVectorsError) as err:
+        ctxemb_pgvector.open_table(pg, "docs", minilm, sample=2)
+    # The sample is drawn among the rewritten rows (all six changed): both drawn are foreign.
+    assert len(err.value.ids) == 2 and set(err.value.ids) <= set(DOCS)
+
+
 # -- item 11: rows without a vector ------------------------------------------------------------
 
 
