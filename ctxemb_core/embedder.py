@@ -253,7 +253,12 @@ class Embedder(TokenVectorsMixin):
         identity than a clean copy (a copy elsewhere keeps it: files, not paths)."""
         if self.remote is not None:
             return self._cache_key
-        return f"{self._cache_key}|query{self._query.label}"
+        files = [
+            # An export's whole digest (the cache's label keeps a prefix of it).
+            str(getattr(network.encoder, "network_digest", "") or network.label)
+            for network in (self._doc, self._query)
+        ]
+        return "|".join([self.contract.fingerprint, self.backend, *files])
 
     @property
     def roles_alike(self) -> bool:
