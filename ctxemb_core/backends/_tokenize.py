@@ -266,6 +266,17 @@ def folder_tokenizer(folder: Path, saved: Path | None = None) -> Tokenizer:
     return tokenizer
 
 
+def kept_tokenizer(saved: Path) -> Tokenizer | None:
+    """The tokenizer :func:`folder_tokenizer` kept in ``saved`` (whichever transformers made
+    it), or ``None`` when none was kept there or it cannot be read as kept."""
+    return _read_saved(saved, None)
+
+
+def vocabulary(tokenizer: Tokenizer) -> dict[str, int]:
+    """Every piece of ``tokenizer`` and its id, the added (special) tokens included."""
+    return dict(tokenizer.tokenizer.get_vocab(with_added_tokens=True))
+
+
 def _installed(package: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core._files import file_digests
-from ctxemb_core.backends._tokenize import Tokenizer, token_batch
+from ctxemb_core.backends._tokenize import Tokenizer, kept_tokenizer, token_batch, vocabulary
 from ctxemb_core.backends.base import TokenBatch
 from ctxemb_core.backends.onnx_recipes import runs_per_text
 from ctxemb_core.backends.ort import check_threads, run_per_text, session_options
@@ -122,6 +122,7 @@ class ExportEncoder:
         ).hexdigest()
         text = manifest.read(str(facts.get("file", "tokenizer.json")))
         self.tokenizer = Tokenizer.from_saved(text.decode("utf-8", "replace"), facts, where)
+        _check_tokenizer_of_weights(self.tokenizer, manifest)
         missing = [n for n in inputs if n != "input_ids" and n not in _tokenizer_arrays(self)]
         if missing:
             raise MalformedModelError(
@@ -251,6 +252,38 @@ def _dense_head(manifest: ExportManifest, index: int, head: Any) -> DenseHead:
         except (ValueError, OSError) as exc:
             raise MalformedModelError(f"{where}: {name} is not an array ({exc})") from None
     return DenseHead.from_arrays(arrays[0], arrays[1], head.get("activation"), where)
+
+
+def _check_tokenizer_of_weights(tokenizer: Tokenizer, manifest: ExportManifest) -> None:
+    """An export's tokenizer must be the one of the weights its contract names.
+
+    The manifest proves each file is the one exported, unless it was rewritten with the file: a
+    vocabulary edited where no canary probe looks changes only the texts that hold the pieces,
+    under the same contract. Where this machine kept the tokenizer of those weights (the ONNX
+    backend keeps it under their digest, which covers the model folder's tokenizer files), the
+    two vocabularies must be the same; elsewhere the stored records an open samples are what
+    can tell (:mod:`ctxemb_core.verified` keys its records by the export's files).
+
+    Raises:
+        MalformedModelError: the vocabularies differ (a few differing pieces named).
+    """
+    from ctxemb_core.backends.onnx_cache import tokenizer_dir
+
+    weights = manifest.contract.weights
+    kept = kept_tokenizer(tokenizer_dir(weights))
+    if kept is None:
+        return
+    mine, theirs = vocabulary(tokenizer), vocabulary(kept)
+    if mine == theirs:
+        return
+    differ = sorted(p for p in set(mine) | set(theirs) if mine.get(p) != theirs.get(p))
+    shown = ", ".join(repr(p) for p in differ[:5]) + (" …" if len(differ) > 5 else "")
+    raise MalformedModelError(
+        f"{manifest.folder}: its tokenizer is not the one of the weights it names "
+        f"({weights[:19]}…): {len(differ)} pieces differ from the tokenizer read from the model "
+        f"folder of those weights ({shown}). The tokenizer was changed and the manifest "
+        f"rewritten to match; it is not served. {manifest.fix().capitalize()}"
+    )
 
 
 def _import_onnxruntime() -> Any:

@@ -228,7 +228,7 @@ def edited_copy(export: Path, target: Path) -> Path:
 
 
 def test_an_export_with_an_edited_tokenizer_never_uses_a_clean_copys_record(
-    client, filled, clean_export, tmp_path
+    client, filled, clean_export, tmp_path, monkeypatch
 ):
     import shutil
 
@@ -241,7 +241,11 @@ def test_an_export_with_an_edited_tokenizer_never_uses_a_clean_copys_record(
     # Another copy of the same files is the same encoder: files, not paths.
     moved = CountingEmbedder.from_export(shutil.copytree(clean_export, tmp_path / "moved"))
     assert open_collection(client, filled, moved, create=False, sample=16).open_check.reused
-    edited = CountingEmbedder.from_export(edited_copy(clean_export, tmp_path / "edited"))
+    # Loaded where the model folder was never read (no tokenizer of its weights kept to hold
+    # it to: see the test below), so the open's sample is what can tell.
+    with monkeypatch.context() as elsewhere:
+        elsewhere.setenv("CTXEMB_CACHE_DIR", str(tmp_path / "elsewhere"))
+        edited = CountingEmbedder.from_export(edited_copy(clean_export, tmp_path / "edited"))
     assert edited.contract == clean.contract  # the contract cannot tell them apart
     # Nor can the canary: no probe holds the pieces swapped.
     IndexStamp.from_embedder(clean).verify(edited)
@@ -275,3 +279,17 @@ def test_a_collection_deleted_and_made_again_under_its_name_is_sampled_again(cli
     )
     with pytest.raises(ForeignVectorsError):
         open_collection(client, filled, base, create=False, sample=2)
+
+
+def test_an_export_with_an_edited_tokenizer_is_refused_where_its_weights_tokenizer_is_kept(
+    base, clean_export, tmp_path
+):
+    from ctxemb_core.errors import MalformedModelError
+
+    Embedder(base).embed_query("warm")  # this machine read the model folder (its tokenizer kept)
+    Embedder.from_export(clean_export)  # the clean copy has the same vocabulary
+    # Before: served (same contract, every file "the one exported", the canary passes).
+    with pytest.raises(MalformedModelError, match="pieces differ") as info:
+        Embedder.from_export(edited_copy(clean_export, tmp_path / "edited"))
+    assert "'coffee'" in str(info.value) and "'tea'" in str(info.value)
+    assert "ctxemb export" in str(info.value)  # the fix: make the export again
