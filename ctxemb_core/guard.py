@@ -83,6 +83,7 @@ __all__ = [
     "open_stamp",
     "record_tolerance",
     "refuse_foreign",
+    "refuse_vectorless",
     "restamp_stamp",
     "sample_cosines",
     "sample_ranges",
@@ -572,6 +573,18 @@ def refuse_foreign(
     result = check_stored(embedder, ids, documents, vectors, tolerance)
     _raise_foreign(result)
     return result
+
+
+def refuse_vectorless(ids: Sequence[str], seen: int) -> None:
+    """Records a search met without a stored vector are foreign, as :func:`check_stored` names
+    them on open (another width, agreement -1): refused with its advice, never ranked or
+    crashed on (``seen``: how many records the search returned).
+
+    Raises:
+        ForeignVectorsError: naming ``ids``, when there are any.
+    """
+    if ids:
+        raise ForeignVectorsError(tuple(ids), seen, -1.0)
 
 
 def _raise_foreign(result: RecordCheck) -> None:

@@ -14,12 +14,7 @@ from psycopg.types.json import Jsonb
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import TEXT_KEY, check_fingerprint
-from ctxemb_core.errors import (
-    ExistingIdsError,
-    ForeignVectorsError,
-    InvalidInputError,
-    StampError,
-)
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StampError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
     add_missing,
@@ -29,6 +24,7 @@ from ctxemb_core.guard import (
     check_querier,
     check_querier_canary,
     check_records,
+    refuse_vectorless,
     storable,
 )
 from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
@@ -537,9 +533,7 @@ class GuardedTable:
         for rows in results:
             # A row without a vector (inserted around ctxemb, or a column emptied since this
             # table was opened) has no distance: foreign, refused as an open refuses it.
-            empty = [r[0] for r in rows if r[3] is None]
-            if empty:
-                raise ForeignVectorsError(tuple(empty), len(rows), float("nan"))
+            refuse_vectorless([r[0] for r in rows if r[3] is None], len(rows))
             out["ids"].append([r[0] for r in rows])
             if "documents" in shown:
                 out["documents"].append([r[1] for r in rows])
