@@ -109,7 +109,9 @@ def test_a_dsn_selects_postgresql_and_no_chroma_folder_is_made(
         monkeypatch.setenv("CTXEMB_PG_DSN", pg.ctxemb_dsn)
         given = ()
     path = corpus(tmp_path, DOCS)
-    code, out, _ = run(capsys, "index", str(path), *given, "--collection", "docs", "--model", MINILM)
+    code, out, _ = run(
+        capsys, "index", str(path), *given, "--collection", "docs", "--model", MINILM
+    )
     assert code == 0 and "in PostgreSQL" in out
     assert not (tmp_path / "chroma").exists() and tables(pg, "public") == {"docs"}
     code, out, _ = run(capsys, "query", *given, "--collection", "docs", "green tea", "-k", "1")
