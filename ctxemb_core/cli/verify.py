@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({**report.to_dict(), "store": store}, indent=2))
     if report.ok:
         return 0
-    print(f"ctxemb: error: verify of {store} failed: {_failures(report)}", file=sys.stderr)
+    print(f"ctxemb: error: verify failed: {_failures(report)}", file=sys.stderr)
     return 1
 
 
