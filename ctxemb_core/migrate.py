@@ -83,7 +83,7 @@ def check_copied(
         if b is None or a.shape != b.shape:
             worst = float("inf")
         else:
-            scale = max(float(np.linalg.norm(a)), np.finfo(np.float32).tiny)
+            scale = max(float(np.linalg.norm(a)), float(np.finfo(np.float32).tiny))
             worst = max(worst, float(np.abs(a - b).max(initial=0.0)) / scale)
         if worst > COPY_TOLERANCE:
             raise StorageMismatchError(

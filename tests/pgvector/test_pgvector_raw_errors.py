@@ -44,13 +44,17 @@ def test_a_plain_psycopg_connection_gets_the_vector_types(pg, minilm):
 
 
 def test_a_connection_outside_autocommit_is_refused_up_front(pg, minilm):
-    with psycopg.connect(pg.ctxemb_dsn) as conn:
-        with pytest.raises(InvalidInputError, match="autocommit"):
-            ctxemb_pgvector.open_table(conn, "docs", minilm)
+    with (
+        psycopg.connect(pg.ctxemb_dsn) as conn,
+        pytest.raises(InvalidInputError, match="autocommit"),
+    ):
+        ctxemb_pgvector.open_table(conn, "docs", minilm)
     assert ctxemb_pgvector.stored_or_none(pg, "docs") is None
 
 
 def test_a_plain_connection_to_a_database_without_pgvector_says_so(pg_dsn, minilm):
-    with psycopg.connect(fresh_database(pg_dsn), autocommit=True) as conn:
-        with pytest.raises(MissingDependencyError, match="CREATE EXTENSION vector"):
-            ctxemb_pgvector.open_table(conn, "docs", minilm)
+    with (
+        psycopg.connect(fresh_database(pg_dsn), autocommit=True) as conn,
+        pytest.raises(MissingDependencyError, match="CREATE EXTENSION vector"),
+    ):
+        ctxemb_pgvector.open_table(conn, "docs", minilm)
