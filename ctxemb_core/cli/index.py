@@ -148,7 +148,7 @@ def _index_hybrid(
         before = hybrid.contract.fusion
         after = hybrid.set_fusion(fusion_from(args, before)).fusion
         print(
-            f"{args.collection} in {where(args)}: fusion {before.describe()} -> {after.describe()}"
+            f"{args.collection}: fusion {before.describe()} -> {after.describe()} in {where(args)}"
         )
         return 0
     hybrid = open_hybrid_index(

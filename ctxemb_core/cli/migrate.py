@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 reembed=args.reembed,
             )
-            print(f"{args.to} in {where(args)}: {done.count()} documents under {target.describe()}")
+            print(f"{args.to}: {done.count()} documents in {where(args)} under {target.describe()}")
         else:
             options, to = target_store
             into = scoped(options.adapter(), options, to)
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                     reembed=args.reembed,
                 )
                 print(
-                    f"{args.to} in {where(to)}: {done.count()} documents under "
+                    f"{args.to}: {done.count()} documents in {where(to)} under "
                     f"{target.describe()} (from {where(args)})"
                 )
             finally:

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 row = {"query": q, "metric": similarity, "store": store, "results": results}
                 print(json.dumps(row, ensure_ascii=False))
                 continue
-            print(f"query {q!r} in {store}  ({similarity}, higher is better)")
+            print(f"query {q!r}  ({similarity}, higher is better) from {store}")
             for rank, h in enumerate(hits, start=1):
                 print(f"  {rank:>2}. {h.id:<20} similarity {h.score:7.4f}  {clip(h.text, 60)}")
     return 0
@@ -167,8 +167,8 @@ def _hybrid(args: argparse.Namespace, hybrid: Any, store: str) -> int:
             print(json.dumps(row, ensure_ascii=False))
             continue
         print(
-            f"query {q!r} in {store}  (hybrid: {c.fusion.describe()}; dense {similarity}, "
-            "lexical BM25)"
+            f"query {q!r}  (hybrid: {c.fusion.describe()}; dense {similarity}, lexical BM25) "
+            f"from {store}"
         )
         for rank, h in enumerate(hits, start=1):
             dense = "-" if h.dense_rank is None else f"#{h.dense_rank}"
@@ -235,9 +235,9 @@ def _two_stage(
             print(json.dumps(row, ensure_ascii=False))
             continue
         print(
-            f"query {q!r} in {store}  reranked {result.shortlisted} by "
+            f"query {q!r}  reranked {result.shortlisted} by "
             f"{reranker.contract.describe()} "
-            f"(reranker score, higher is better; first stage: {similarity})"
+            f"(reranker score, higher is better; first stage: {similarity}) from {store}"
         )
         for rank, h in enumerate(result.hits, start=1):
             print(

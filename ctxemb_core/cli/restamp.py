@@ -58,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
         report = adapter.restamp(client, args.collection, new)
         store = where(args)
     if not report.changed:
-        print(f"{args.collection} in {store}: unchanged, fingerprint {report.old_fingerprint[:12]}")
+        print(
+            f"{args.collection}: unchanged, fingerprint {report.old_fingerprint[:12]}, in {store}"
+        )
         return 0
     print(
-        f"{args.collection} in {store}: {report.old_fingerprint[:12]} -> "
-        f"{report.new_fingerprint[:12]} ({report.kind.value})"
+        f"{args.collection}: {report.old_fingerprint[:12]} -> "
+        f"{report.new_fingerprint[:12]} ({report.kind.value}) in {store}"
     )
     for change in report.changes:
         print(f"  {change.field}: {change.index!r} -> {change.caller!r}")

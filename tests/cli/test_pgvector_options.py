@@ -66,7 +66,7 @@ def test_every_command_uses_the_schema_given(pg, tmp_path, capsys, minilm):
     code, out, _ = run(
         capsys, "migrate", *tenant, "--to", "docs2", "--to-dsn", dsn, "--to-schema", "public"
     )
-    assert code == 0 and "docs2 in PostgreSQL" in out and "schema public" in out
+    assert code == 0 and "docs2: 2 documents in PostgreSQL" in out and "schema public" in out
     assert tables(pg, "public") == {"docs", "docs2"}
     assert ctxemb_pgvector.stamped_contract(pg, "docs2").query_prefix == "q: "
 
@@ -115,7 +115,7 @@ def test_a_dsn_selects_postgresql_and_no_chroma_folder_is_made(
     assert code == 0 and "in PostgreSQL" in out
     assert not (tmp_path / "chroma").exists() and tables(pg, "public") == {"docs"}
     code, out, _ = run(capsys, "query", *given, "--collection", "docs", "green tea", "-k", "1")
-    assert code == 0 and "in PostgreSQL" in out and "tea" in out
+    assert code == 0 and "from PostgreSQL" in out and "tea" in out
 
 
 def test_a_dsn_to_nowhere_is_not_answered_from_chroma(tmp_path, capsys, monkeypatch):
@@ -158,4 +158,4 @@ def test_the_chroma_summaries_name_their_store(tmp_path, capsys, minilm):
     code, out, _ = run(capsys, "index", str(corpus(tmp_path, DOCS)), *store, "--model", MINILM)
     assert code == 0 and f"in Chroma {tmp_path / 'c'}" in out
     code, out, _ = run(capsys, "query", *store, "tea", "-k", "1")
-    assert code == 0 and f"in Chroma {tmp_path / 'c'}" in out
+    assert code == 0 and f"from Chroma {tmp_path / 'c'}" in out
