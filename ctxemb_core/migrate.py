@@ -5,6 +5,13 @@ The store-specific parts are two callables an adapter supplies: how to read the 
 at a time, and how to write a batch into the target (through its guard). Everything else — which
 records are still missing, refusing records that cannot be re-embedded, progress — is here, so
 every adapter migrates alike and a migration stopped half-way continues where it stopped.
+
+A copy under the same contract carries the stored vectors, and reads each page back from the
+target to compare: PostgreSQL keeps a ``vector`` column's values as given (a float32 copy is
+bit for bit), while Chroma changes them on write within float32 rounding (a cosine collection
+stores each vector divided by its length: up to 1.5e-8 per component of a unit vector).
+:data:`COPY_TOLERANCE` is the difference allowed, relative to the vector's length; a target
+that changes a vector more was not given the source's vectors, and the copy stops there.
 """
 
 from __future__ import annotations
@@ -12,9 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ctxemb_core.errors import InvalidInputError
+import numpy as np
 
-__all__ = ["Page", "copy_missing", "source_pages"]
+from ctxemb_core.errors import InvalidInputError, StorageMismatchError
+
+__all__ = ["COPY_TOLERANCE", "Page", "check_copied", "copy_missing", "source_pages"]
+
+#: How far a copied vector may be from its source, per component, relative to the source
+#: vector's length (float32 rounding is ~6e-8 of it; Chroma's re-normalisation stays below).
+COPY_TOLERANCE = 1e-6
 
 
 class Page(NamedTuple):
@@ -52,6 +65,37 @@ def source_pages(source: Any, size: int, *, vectors: bool = False) -> Iterator[P
         )
 
 
+def check_copied(
+    ids: Sequence[str], sent: Sequence[Any], stored: Mapping[str, Any], target: str = "the target"
+) -> float:
+    """The largest difference between the vectors ``sent`` for ``ids`` and those the target
+    ``stored`` (a guarded index's ``get`` result, any order), relative to each vector's length.
+
+    Raises:
+        StorageMismatchError: an id is missing, or a vector differs by more than
+            :data:`COPY_TOLERANCE`.
+    """
+    got = dict(zip(stored["ids"], stored["embeddings"], strict=True))
+    worst = 0.0
+    for i, vector in zip(ids, sent, strict=True):
+        a = np.asarray(vector, dtype=np.float64).ravel()
+        b = np.asarray(got[i], dtype=np.float64).ravel() if i in got else None
+        if b is None or a.shape != b.shape:
+            worst = float("inf")
+        else:
+            scale = max(float(np.linalg.norm(a)), float(np.finfo(np.float32).tiny))
+            worst = max(worst, float(np.abs(a - b).max(initial=0.0)) / scale)
+        if worst > COPY_TOLERANCE:
+            raise StorageMismatchError(
+                target,
+                {"copied vectors": f"record {i!r} differs by {worst:.3g} of its length"},
+                {"copied vectors": f"within {COPY_TOLERANCE:g} of the source"},
+                "Nothing after this page was copied; check the target's column or "
+                "collection settings, or copy with re-embedding (reembed=True, --reembed).",
+            )
+    return worst
+
+
 def copy_missing(
     pages: Iterable[Page],
     write: Callable[[list[str], list[str], list[Any] | None], Any],
@@ -61,6 +105,7 @@ def copy_missing(
     progress: bool | None = None,
     desc: str = "migrating",
     write_vectors: Callable[[list[str], list[Any], list[str], list[Any] | None], Any] | None = None,
+    read_back: Callable[[list[str]], Mapping[str, Any]] | None = None,
 ) -> int:
     """Write every source record whose id the target lacks; returns how many were written.
 
@@ -73,6 +118,8 @@ def copy_missing(
         write_vectors: writes one batch ``(ids, vectors, documents, metadatas or None)`` with
             the pages' stored vectors as they are (a copy under the same contract): used for
             every page that carries vectors.
+        read_back: the target's ``get`` of a batch's ids with their vectors: each batch
+            written by ``write_vectors`` is read back and compared (:func:`check_copied`).
 
     Raises:
         InvalidInputError: a record to copy has no stored text, so it cannot be re-embedded
@@ -110,7 +157,10 @@ def copy_missing(
             kept = [m for _, _, m, _ in rows]
             metadatas = kept if any(m is not None for m in kept) else None
             if write_vectors is not None and page.vectors is not None:
-                write_vectors(ids, [v for _, _, _, v in rows], docs, metadatas)
+                sent = [v for _, _, _, v in rows]
+                write_vectors(ids, sent, docs, metadatas)
+                if read_back is not None:
+                    check_copied(ids, sent, read_back(ids))
             else:
                 write(ids, docs, metadatas)
             copied += len(ids)

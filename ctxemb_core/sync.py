@@ -36,6 +36,7 @@ from typing import Any
 
 from ctxemb_core._batches import reporting
 from ctxemb_core.documents import TEXT_KEY, text_digest
+from ctxemb_core.errors import InvalidInputError
 
 __all__ = [
     "TEXT_KEY",
@@ -205,6 +206,18 @@ def sync_batch(
 
 
 def missing_ids(stored: Iterable[str], corpus: Iterable[str]) -> list[str]:
-    """Stored ids the corpus does not have (what ``delete_missing`` deletes), in stored order."""
-    keep = set(corpus)
+    """Stored ids the corpus does not have (what ``delete_missing`` deletes), in stored order.
+
+    ``corpus`` (``delete_missing``'s ``keep``) is checked whole first: ``None``, a string
+    (which would keep its characters) or anything but id strings is refused, and nothing is
+    deleted.
+    """
+    what = "keep (the ids to keep: a list or set of ids, or a corpus keyed by id)"
+    if corpus is None or isinstance(corpus, str | bytes) or not isinstance(corpus, Iterable):
+        raise InvalidInputError(f"{what} got {type(corpus).__name__}; nothing was deleted")
+    keep = set()
+    for i in corpus:
+        if not isinstance(i, str):
+            raise InvalidInputError(f"{what} holds {i!r}, not an id string; nothing was deleted")
+        keep.add(i)
     return [i for i in stored if i not in keep]

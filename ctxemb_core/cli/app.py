@@ -38,6 +38,7 @@ from ctxemb_core.cli.common import (
 )
 from ctxemb_core.cli.stores import options_only_for
 from ctxemb_core.errors import CtxembError, TruncationWarning
+from ctxemb_core.redact import scrub, secrets_in
 
 #: The subcommands in the order ``ctxemb --help`` lists them.
 COMMANDS = {
@@ -172,6 +173,12 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+def _error(message: str, argv: Sequence[str]) -> int:
+    """:func:`error`, with every password the command line or the environment holds masked
+    (the messages never quote one; this covers text a driver wrote)."""
+    return error(scrub(message, secrets_in(*argv, os.environ.get("CTXEMB_PG_DSN"))))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ctxemb`` console script.
 
@@ -199,11 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except CtxembError as exc:
-        return error(f"{type(exc).__name__}: {cli_message(exc)}")
+        return _error(f"{type(exc).__name__}: {cli_message(exc)}", given)
     except OSError as exc:
         # A user's path (a corpus, a queries file, a store folder) that cannot be read or written;
         # errors from ctxemb's own files are CtxembErrors and are caught above.
-        return error(f"{type(exc).__name__}: {exc}; check the path and its permissions")
+        return _error(f"{type(exc).__name__}: {exc}; check the path and its permissions", given)
     except KeyboardInterrupt:
         print(
             "ctxemb: error: interrupted; index, migrate and eval continue where they stopped "

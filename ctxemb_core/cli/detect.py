@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ctxemb_core.cli.common import POSITIVE, contract_args, examples, overrides
-from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.cli.stores import open_store, store_args, where
 from ctxemb_core.errors import InvalidInputError
 
 _DESCRIPTION = """\
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args, create=False) as (adapter, client):
         report = adapter.detect(client, args.collection, *models, sample=args.sample, keep=keep)
         if not args.json:
-            for line in _table(args.collection, report):
+            for line in _table(args.collection, report, where(args)):
                 print(line)
         adopted, refused = False, None
         if args.adopt:
@@ -97,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
         # Indented like verify's report: stdout is exactly one JSON document (jq, json.load).
         print(
             json.dumps(
-                {"collection": args.collection, "adopted": adopted, **report.to_dict()}, indent=2
+                {
+                    "collection": args.collection,
+                    "store": where(args),
+                    "adopted": adopted,
+                    **report.to_dict(),
+                },
+                indent=2,
             )
         )
     if refused is not None:
@@ -139,13 +145,13 @@ def _adopt(args: argparse.Namespace, adapter: Any, client: Any, report: Any) -> 
     return True
 
 
-def _table(name: str, report: Any) -> list[str]:
+def _table(name: str, report: Any, store: str) -> list[str]:
     """The candidates, best first, one distinct document-side recipe per row."""
     total = "?" if report.records is None else report.records
     precision = report.precision.value if report.precision else "?"
     lines = [
         f"collection {name!r}: {report.sampled} of {total} records sampled, {report.checked} "
-        f"re-embedded (width {report.width or '?'}, {precision}); models: "
+        f"re-embedded (width {report.width or '?'}, {precision}) in {store}; models: "
         + ", ".join(report.models)
     ]
     ranked = report.ranked

@@ -64,7 +64,7 @@ _USES = {
     "langchain": {"collection"},
     "haystack-chroma": {"collection", "path", "host", "port"},
     "langchain-chroma": {"collection", "path", "host", "port"},
-    "pgvector": {"collection", "dsn", "sample", "exact", "ef_search"},
+    "pgvector": {"collection", "dsn", "schema", "sample", "exact", "ef_search"},
     "haystack-pgvector": {"collection", "dsn"},
     "langchain-pgvector": {"collection", "dsn"},
 }
@@ -88,11 +88,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--via",
         choices=VIAS,
-        default="chroma",
+        default=None,
         help="the search path: the core's exact search (memory), a Chroma collection "
         "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
         "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
-        "their in-memory store, Chroma or pgvector",
+        "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
+        "is given, or $CTXEMB_PG_DSN is set and no Chroma option is; else chroma)",
     )
     p.add_argument("--task", choices=TASKS, default="retrieval", help="what to evaluate")
     p.add_argument(
@@ -137,6 +138,7 @@ def add_parser(sub: Any) -> None:
         "--dsn",
         help="--via *pgvector: the PostgreSQL connection string (default: $CTXEMB_PG_DSN)",
     )
+    p.add_argument("--schema", help="--via pgvector: the table's schema (default: public)")
     p.add_argument(
         "--exact",
         action="store_true",
@@ -170,6 +172,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _choose_via(args)
     _check_options(args)
     check_hybrid_args(args)
     if args.hybrid and args.task != "retrieval":
@@ -203,8 +206,25 @@ def run(args: argparse.Namespace) -> int:
 # -- arguments and data, all checked before any store or model is touched -------------------------
 
 
+def _choose_via(args: argparse.Namespace) -> None:
+    """``--via`` when not given: a DSN (``--dsn``, ``--schema``, else ``$CTXEMB_PG_DSN`` beside
+    no Chroma option) selects pgvector, as it selects the store of every other command."""
+    import os
+
+    if args.via is not None:
+        return
+    postgres = args.dsn is not None or args.schema is not None
+    chroma = any(getattr(args, o) is not None for o in ("path", "host", "port"))
+    if not postgres and not chroma and os.environ.get("CTXEMB_PG_DSN"):
+        postgres = True
+    args.via = "pgvector" if postgres and not chroma else "chroma"
+    # Both kinds given: --via chroma, whose check below refuses --dsn by name.
+
+
 def _check_options(args: argparse.Namespace) -> None:
-    options = ("collection", "path", "host", "port", "sample", "dsn", "exact", "ef_search")
+    options = (
+        "collection", "path", "host", "port", "sample", "dsn", "schema", "exact", "ef_search"
+    )  # fmt: skip
     given = {o for o in options if getattr(args, o) is not None}
     unused = sorted(given - _USES[args.via])
     if unused:
@@ -215,8 +235,8 @@ def _check_options(args: argparse.Namespace) -> None:
         }.get(
             args.via,
             "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "
-            "paths; --exact and --ef-search for --via pgvector; --path, --host and --port for "
-            "Chroma",
+            "paths; --schema, --exact and --ef-search for --via pgvector; --path, --host and "
+            "--port for Chroma",
         )
         shown = ", ".join("--" + o.replace("_", "-") for o in unused)
         raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
@@ -358,6 +378,8 @@ def _pgvector_path(
     """A path over a PostgreSQL table: ctxemb_pgvector's own, or a framework's over it."""
     import os
 
+    from ctxemb_core.redact import redact_dsn
+
     adapter = _module("ctxemb_pgvector", "pgvector", args.via)
     adapter.check_name(name)
     dsn = args.dsn or os.environ.get("CTXEMB_PG_DSN")
@@ -367,9 +389,10 @@ def _pgvector_path(
         )
     conn = adapter.connect(dsn)
     stack.callback(conn.close)
-    where: dict[str, Any] = {"kind": "pgvector", "dsn": dsn}
+    where: dict[str, Any] = {"kind": "pgvector", "dsn": redact_dsn(dsn)}
     if framework == "pgvector":
-        options: dict[str, Any] = {"exact": bool(args.exact)}
+        where["schema"] = args.schema or "public"
+        options: dict[str, Any] = {"exact": bool(args.exact), "schema": where["schema"]}
         if args.sample is not None:
             options["sample"] = args.sample
         if args.ef_search is not None:

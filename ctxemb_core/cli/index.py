@@ -23,7 +23,7 @@ from ctxemb_core.cli.common import (
     remote_options,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
-from ctxemb_core.cli.stores import open_store, store_args, store_options
+from ctxemb_core.cli.stores import choose_store, open_store, store_args, store_options, where
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 
@@ -99,6 +99,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
+    choose_store(args)
     check_hybrid_args(args)
     if args.set_fusion and not args.hybrid:
         raise InvalidInputError("--set-fusion belongs to --hybrid")
@@ -146,7 +147,9 @@ def _index_hybrid(
         )  # fmt: skip
         before = hybrid.contract.fusion
         after = hybrid.set_fusion(fusion_from(args, before)).fusion
-        print(f"{args.collection}: fusion {before.describe()} -> {after.describe()}")
+        print(
+            f"{args.collection}: fusion {before.describe()} -> {after.describe()} in {where(args)}"
+        )
         return 0
     hybrid = open_hybrid_index(
         args, adapter, client, querier, create=not args.dry_run, refresh=not args.dry_run,
@@ -178,12 +181,16 @@ def _new_collection_plan(corpus: dict[str, dict[str, str]]) -> SyncReport:
 def _print_plan(
     args: argparse.Namespace, report: SyncReport, count: int, contract: EmbeddingContract
 ) -> None:
+    store = where(args)
     if not report.dry_run:
-        print(f"{args.collection}: {report}; {count} documents, contract {contract.describe()}")
+        print(
+            f"{args.collection}: {report}; {count} documents in {store}, contract "
+            f"{contract.describe()}"
+        )
         return
     print(
         f"{args.collection} (dry run: nothing embedded or written): would be {report}; "
-        f"{count} documents now, contract {contract.describe()}"
+        f"{count} documents now in {store}, contract {contract.describe()}"
     )
     for label, ids in (
         ("add", report.added),
@@ -231,15 +238,16 @@ def _index_ray(args: argparse.Namespace) -> int:
     done = f"{summary.added} added, {summary.updated} updated, {summary.skipped} unchanged"
     if summary.deleted:
         done += f", {len(summary.deleted)} deleted"
+    store = where(args)
     if summary.dry_run:
         print(
             f"{args.collection} (dry run: nothing embedded or written): would be {done}; "
-            f"{summary.count} documents now, contract {contract.describe()}"
+            f"{summary.count} documents now in {store}, contract {contract.describe()}"
         )
         return 0
     print(
-        f"{args.collection}: {done}, {summary.failed} failed; {summary.count} documents, "
-        f"contract {contract.describe()}"
+        f"{args.collection}: {done}, {summary.failed} failed; {summary.count} documents in "
+        f"{store}, contract {contract.describe()}"
     )
     for reason, n in summary.reasons.items():
         print(f"  failed {n}: {reason}")

@@ -19,7 +19,15 @@ from ctxemb_core.cli.common import (
     overrides,
     remote_args,
 )
-from ctxemb_core.cli.stores import STORES, open_store, store_args, store_options
+from ctxemb_core.cli.stores import (
+    LABELS,
+    STORES,
+    open_store,
+    scoped,
+    store_args,
+    store_options,
+    where,
+)
 from ctxemb_core.errors import InvalidInputError
 
 
@@ -42,10 +50,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--to-store",
         choices=STORES,
-        help="write the new collection into another store (default: the source's): under "
-        "the source's own contract its vectors and stamp are copied, nothing is re-embedded",
+        help="write the new collection into another store (default: the store the --to-* "
+        "options name, else the source's): under the source's own contract its vectors and "
+        "stamp are copied, nothing is re-embedded",
     )
     p.add_argument("--to-dsn", help="with --to-store pgvector: its connection string")
+    p.add_argument("--to-schema", help="with --to-store pgvector: the table's schema (public)")
     p.add_argument("--to-path", help="with --to-store chroma: an embedded folder")
     p.add_argument("--to-host", help="with --to-store chroma: a server's host")
     p.add_argument("--to-port", type=PORT, help="with --to-store chroma and --to-host: its port")
@@ -61,24 +71,52 @@ def add_parser(sub: Any) -> None:
     contract_args(p)
 
 
-_TARGET_OPTIONS = ("to_dsn", "to_path", "to_host", "to_port")
+#: The target's options, by the store they belong to.
+_TARGET_OPTIONS = {
+    "pgvector": ("to_dsn", "to_schema"),
+    "chroma": ("to_path", "to_host", "to_port"),
+}
 
 
 def _target(args: argparse.Namespace) -> tuple[Any, argparse.Namespace] | None:
-    """The other store ``--to-store`` names, its options checked, or ``None``."""
-    given = [o for o in _TARGET_OPTIONS if getattr(args, o) is not None]
+    """The other store ``--to-store`` (or the ``--to-*`` options) names, its options checked,
+    or ``None``: an option of one store is never taken for another's, nor ignored."""
+    given = {
+        store: [o for o in names if getattr(args, o) is not None]
+        for store, names in _TARGET_OPTIONS.items()
+    }
+    naming = [store for store, options in given.items() if options]
     if args.to_store is None:
-        if given:
+        if len(naming) > 1:
             raise InvalidInputError(
-                f"--{given[0].replace('_', '-')} names the target store: give --to-store too"
+                " and ".join(f"{_flag(given[s][0])} ({LABELS[s]})" for s in naming)
+                + " name two target stores: give the options of one"
             )
-        return None
+        if not naming:
+            return None
+        args.to_store = naming[0]
+    for store in naming:
+        if store != args.to_store:
+            raise InvalidInputError(
+                f"{_flag(given[store][0])} is a {LABELS[store]} option; --to-store "
+                f"{args.to_store} takes "
+                + ", ".join(_flag(o) for o in _TARGET_OPTIONS[args.to_store])
+            )
     where = argparse.Namespace(
-        path=args.to_path, host=args.to_host, port=args.to_port, dsn=args.to_dsn, schema=None
+        path=args.to_path,
+        host=args.to_host,
+        port=args.to_port,
+        dsn=args.to_dsn,
+        schema=args.to_schema,
+        store=args.to_store,
     )
     options = store_options(args.to_store)
     options.check_arguments(where)
     return options, where
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,12 +141,12 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 reembed=args.reembed,
             )
-            print(f"{args.to}: {done.count()} documents under {target.describe()}")
+            print(f"{args.to}: {done.count()} documents in {where(args)} under {target.describe()}")
         else:
-            options, where = target_store
-            into = options.adapter()
+            options, to = target_store
+            into = scoped(options.adapter(), options, to)
             into.check_name(args.to)
-            other = options.connect(where, create=True)
+            other = options.connect(to, create=True)
             try:
                 done = into.migrate(
                     source,
@@ -119,8 +157,8 @@ def run(args: argparse.Namespace) -> int:
                     reembed=args.reembed,
                 )
                 print(
-                    f"{args.to} ({args.to_store} at {options.location(where)}): "
-                    f"{done.count()} documents under {target.describe()}"
+                    f"{args.to}: {done.count()} documents in {where(to)} under "
+                    f"{target.describe()} (from {where(args)})"
                 )
             finally:
                 other.close()

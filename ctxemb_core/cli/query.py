@@ -22,7 +22,7 @@ from ctxemb_core.cli.common import (
     remote_options,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
-from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.cli.stores import open_store, store_args, where
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.validate import check_texts
@@ -114,30 +114,31 @@ def run(args: argparse.Namespace) -> int:
             hybrid = open_hybrid_index(
                 args, adapter, client, querier, create=False, **open_kwargs(args)
             )
-            return _hybrid(args, hybrid)
+            return _hybrid(args, hybrid, where(args))
         collection = adapter.open_collection(
             client, args.collection, querier, create=False, **open_kwargs(args)
         )
         if args.rerank is not None:
             reranker = reranker or _reranker(args, collection.contract)
-            return _two_stage(args, adapter, collection, reranker)
+            return _two_stage(args, adapter, collection, reranker, where(args))
         similarity = metric(collection.contract)
+        store = where(args)
         for q in args.text:
             hits = adapter.shortlist(collection, q, args.top_k, require_text=False).candidates
             if args.json:
                 results = [
                     {"id": h.id, "similarity": round(h.score, 6), "text": h.text} for h in hits
                 ]
-                row = {"query": q, "metric": similarity, "results": results}
+                row = {"query": q, "metric": similarity, "store": store, "results": results}
                 print(json.dumps(row, ensure_ascii=False))
                 continue
-            print(f"query {q!r}  ({similarity}, higher is better)")
+            print(f"query {q!r}  ({similarity}, higher is better) from {store}")
             for rank, h in enumerate(hits, start=1):
                 print(f"  {rank:>2}. {h.id:<20} similarity {h.score:7.4f}  {clip(h.text, 60)}")
     return 0
 
 
-def _hybrid(args: argparse.Namespace, hybrid: Any) -> int:
+def _hybrid(args: argparse.Namespace, hybrid: Any, store: str) -> int:
     c = hybrid.contract
     similarity = metric(c.dense)
     for q in args.text:
@@ -160,11 +161,15 @@ def _hybrid(args: argparse.Namespace, hybrid: Any) -> int:
                 "fusion": c.fusion.describe(),
                 "metric": similarity,
                 "hybrid_fingerprint": c.fingerprint,
+                "store": store,
                 "results": results,
             }
             print(json.dumps(row, ensure_ascii=False))
             continue
-        print(f"query {q!r}  (hybrid: {c.fusion.describe()}; dense {similarity}, lexical BM25)")
+        print(
+            f"query {q!r}  (hybrid: {c.fusion.describe()}; dense {similarity}, lexical BM25) "
+            f"from {store}"
+        )
         for rank, h in enumerate(hits, start=1):
             dense = "-" if h.dense_rank is None else f"#{h.dense_rank}"
             lexical = "-" if h.lexical_rank is None else f"#{h.lexical_rank}"
@@ -201,7 +206,9 @@ def _reranker(args: argparse.Namespace, contract: EmbeddingContract | None) -> A
     return reranker_for(found)
 
 
-def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker: Any) -> int:
+def _two_stage(
+    args: argparse.Namespace, adapter: Any, collection: Any, reranker: Any, store: str
+) -> int:
     similarity = metric(collection.contract)
     for q in args.text:
         result = adapter.search(
@@ -223,12 +230,14 @@ def _two_stage(args: argparse.Namespace, adapter: Any, collection: Any, reranker
                 "index_fingerprint": result.index_fingerprint,
                 "reranker_fingerprint": result.reranker_fingerprint,
                 "rerank_ms": round(result.rerank_seconds * 1000, 2),
+                "store": store,
             }
             print(json.dumps(row, ensure_ascii=False))
             continue
         print(
-            f"query {q!r}  reranked {result.shortlisted} by {reranker.contract.describe()} "
-            f"(reranker score, higher is better; first stage: {similarity})"
+            f"query {q!r}  reranked {result.shortlisted} by "
+            f"{reranker.contract.describe()} "
+            f"(reranker score, higher is better; first stage: {similarity}) from {store}"
         )
         for rank, h in enumerate(result.hits, start=1):
             print(

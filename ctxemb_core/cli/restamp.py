@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core.cli.common import changed, contract_args, examples, flag, overrides
-from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.cli.stores import open_store, store_args, where
 from ctxemb_core.errors import InvalidInputError
 
 
@@ -56,12 +56,15 @@ def run(args: argparse.Namespace) -> int:
         old = adapter.stamped_contract(client, args.collection)
         new = new or changed(old, given)
         report = adapter.restamp(client, args.collection, new)
+        store = where(args)
     if not report.changed:
-        print(f"{args.collection}: unchanged, fingerprint {report.old_fingerprint[:12]}")
+        print(
+            f"{args.collection}: unchanged, fingerprint {report.old_fingerprint[:12]}, in {store}"
+        )
         return 0
     print(
-        f"{args.collection}: {report.old_fingerprint[:12]} -> {report.new_fingerprint[:12]} "
-        f"({report.kind.value})"
+        f"{args.collection}: {report.old_fingerprint[:12]} -> "
+        f"{report.new_fingerprint[:12]} ({report.kind.value}) in {store}"
     )
     for change in report.changes:
         print(f"  {change.field}: {change.index!r} -> {change.caller!r}")

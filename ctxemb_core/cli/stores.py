@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
+import inspect
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -23,11 +25,14 @@ __all__ = [
     "PORT",
     "STORES",
     "StoreOptions",
+    "choose_store",
     "demo_store_args",
     "open_store",
     "options_only_for",
+    "scoped",
     "store_args",
     "store_options",
+    "where",
 ]
 
 #: The one command whose parser gets the stores' options (``None``: every command's).
@@ -36,6 +41,12 @@ _ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", defau
 #: The stores the CLI has adapters for: ``--store`` NAME -> the adapter's module of CLI options
 #: (a :class:`StoreOptions`), inside the import package ``ctxemb_<store>``.
 STORES = {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
+#: The store a command uses when nothing on its command line or in the environment names one.
+DEFAULT_STORE = "chroma"
+#: Each store in the words a summary line and an error use.
+LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
+#: The namespace attribute where a parser keeps which of its options each store added.
+_OWNED = "_ctxemb_store_options"
 
 
 class StoreOptions(Protocol):
@@ -68,6 +79,11 @@ class StoreOptions(Protocol):
     def adapter(self) -> Any:
         """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
 
+    # Optional: ``from_environment() -> str | None``, what in the environment selects the store
+    # when no store option is given (pgvector: ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``,
+    # keywords the checked options set on every adapter call that takes them (pgvector:
+    # ``schema``). A store without them is selected by its options alone and has no scope.
+
 
 def store_options(store: str) -> StoreOptions:
     """The store's :class:`StoreOptions`, loaded by name only now."""
@@ -87,7 +103,14 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
     which ``pip install`` it needs as soon as it is chosen (see :class:`Parser`).
     """
     p.add_argument("--collection", required=collection_required, help="collection name")
-    p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
+    p.add_argument(
+        "--store",
+        default=None,
+        choices=STORES,
+        help="the store's adapter (default: the store whose options are given: pgvector for "
+        "--dsn or --schema, chroma for --path, --host or --port; without any, pgvector when "
+        "$CTXEMB_PG_DSN is set, else chroma)",
+    )
     _adapters_args(p)
     p.add_argument(
         "--no-cache", action="store_true", help="do not read or write the embedding cache"
@@ -123,15 +146,105 @@ def _adapters_args(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
             p.unavailable = InvalidInputError(f"{p.prog}: built without its store's options")
         return
     missing: list[MissingDependencyError] = []
+    owned: dict[str, list[tuple[str, str]]] = {}
     for store in STORES:
         try:
             options = store_options(store)
         except MissingDependencyError as exc:
             missing.append(exc)
             continue
+        before = len(p._actions)
         options.add_arguments(p, demo=demo)
+        # Which options are this store's, for choose_store: (dest, the flag as typed).
+        owned[store] = [(a.dest, a.option_strings[0]) for a in p._actions[before:]]
+    p.set_defaults(**{_OWNED: owned})
     if missing and len(missing) == len(STORES) and isinstance(p, Parser):
         p.unavailable = missing[0]
+
+
+def _given(args: argparse.Namespace) -> dict[str, list[str]]:
+    """Each store's options that the command line gave (flags), by store."""
+    owned: dict[str, list[tuple[str, str]]] = getattr(args, _OWNED, {}) or {}
+    return {
+        store: [flag for dest, flag in dests if getattr(args, dest, None) is not None]
+        for store, dests in owned.items()
+    }
+
+
+def choose_store(args: argparse.Namespace) -> str:
+    """The store the command uses, set on ``args.store``; options of another store refused.
+
+    ``--store`` decides when given, and an option of another store beside it is refused
+    (``--dsn`` with ``--store chroma``). Without it, the store whose options are given is the
+    one (``--dsn`` selects pgvector, ``--path`` Chroma; both: refused). Without any store
+    option, a store the environment names (``$CTXEMB_PG_DSN``), else :data:`DEFAULT_STORE`.
+    No store option is ever silently ignored.
+    """
+    given = _given(args)
+    chosen = getattr(args, "store", None)
+    if chosen is not None:
+        for store, flags in given.items():
+            if store != chosen and flags:
+                own = ", ".join(f for _, f in getattr(args, _OWNED, {}).get(chosen, [])) or "none"
+                raise InvalidInputError(
+                    f"{flags[0]} is a {LABELS.get(store, store)} option; --store {chosen} "
+                    f"takes {own} (leave out --store {chosen} to use {LABELS.get(store, store)})"
+                )
+        return str(chosen)
+    naming = {store: flags for store, flags in given.items() if flags}
+    if len(naming) > 1:
+        shown = " and ".join(
+            f"{flags[0]} ({LABELS.get(store, store)})" for store, flags in naming.items()
+        )
+        raise InvalidInputError(f"{shown} name two stores: give the options of one store")
+    if naming:
+        chosen = next(iter(naming))
+    else:
+        chosen = DEFAULT_STORE
+        for store in given:
+            from_environment = getattr(store_options(store), "from_environment", None)
+            if callable(from_environment) and from_environment():
+                chosen = store
+                break
+    args.store = chosen
+    return chosen
+
+
+def where(args: argparse.Namespace) -> str:
+    """The store the checked options name, in a summary line's words (no password)."""
+    return f"{LABELS.get(args.store, args.store)} {store_options(args.store).location(args)}"
+
+
+def scoped(adapter: Any, options: Any, args: argparse.Namespace) -> Any:
+    """``adapter`` with the keywords of the options' ``scope`` given to every call taking them.
+
+    The commands call the adapter as every store's (``open_collection(client, name, ...)``);
+    a store's own scope (pgvector's ``--schema``) reaches each call here, so that no command
+    can leave it out.
+    """
+    scope = getattr(options, "scope", None)
+    found = scope(args) if callable(scope) else {}
+    return _Scoped(adapter, found) if found else adapter
+
+
+class _Scoped:
+    """An adapter module whose functions get ``scope``'s keywords (where they take them)."""
+
+    def __init__(self, adapter: Any, scope: dict[str, Any]) -> None:
+        self._adapter = adapter
+        self._scope = scope
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._adapter, name)
+        if not inspect.isfunction(inspect.unwrap(value)):
+            return value
+        params = inspect.signature(value).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        given = {k: v for k, v in self._scope.items() if k in params or takes_any}
+        return functools.partial(value, **given) if given else value
+
+    def __repr__(self) -> str:
+        return f"<{self._adapter.__name__} with {self._scope}>"
 
 
 @contextlib.contextmanager
@@ -143,9 +256,11 @@ def open_store(
     ``create=False`` (commands that only read) refuses a store that is not there instead of
     creating an empty one. A server's client holds sockets until it is closed.
     """
+    if not demo:
+        choose_store(args)
     options = store_options(args.store)
     options.check_arguments(args, demo=demo)
-    adapter = options.adapter()
+    adapter = scoped(options.adapter(), options, args)
     for option in ("collection", "to"):
         if getattr(args, option, None) is not None:
             adapter.check_name(getattr(args, option))  # before connecting creates a store

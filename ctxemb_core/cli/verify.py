@@ -17,7 +17,7 @@ from ctxemb_core.cli.common import (
     remote_args,
     remote_options,
 )
-from ctxemb_core.cli.stores import open_store, store_args
+from ctxemb_core.cli.stores import open_store, store_args, where
 
 _DESCRIPTION = """\
 Check a collection against a contract (the given one, else the collection's own) and print a JSON
@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             checker = contract
         report = adapter.verify(stored, checker, **scope)
-    print(json.dumps(report.to_dict(), indent=2))
+        store = where(args)
+    print(json.dumps({**report.to_dict(), "store": store}, indent=2))
     if report.ok:
         return 0
     print(f"ctxemb: error: verify failed: {_failures(report)}", file=sys.stderr)

@@ -33,7 +33,9 @@ def migrate(
     pgvector ``GuardedTable`` (``ctxemb_pgvector.open_table``) with ``client`` naming the Chroma
     store. Under another contract every document is re-embedded, and so under the source's own
     within one store (a rebuild). From another store under the source's own contract (and
-    without ``reembed``) nothing is embedded: the stored vectors are copied bit for bit and the
+    without ``reembed``) nothing is embedded: the stored vectors are copied (Chroma re-normalises
+    a cosine collection's vectors on write: equal within float32 rounding, see
+    ``ctxemb_core.migrate.COPY_TOLERANCE``; each page is read back and compared) and the
     target carries the source's stamp (its canary checked here); the vectors are what the
     source's open verified of them (``verify(..., all=True)`` first proves every one). Ids
     already in the target are skipped, so a migration killed mid-way continues where it
@@ -79,5 +81,6 @@ def migrate(
         progress=progress,
         desc="copying" if carry else "migrating",
         write_vectors=write_vectors if carry else None,
+        read_back=lambda ids: target.get(ids=ids, include=["embeddings"]),
     )
     return target

@@ -12,7 +12,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError, store_terms
+from ctxemb_core.errors import (
+    CtxembError,
+    InvalidInputError,
+    MissingDependencyError,
+    StoreUnavailableError,
+    store_terms,
+)
+from ctxemb_core.redact import redact_dsn, scrub, secrets_in
 
 __all__ = ["advised", "check_connection", "connect", "local_server", "translated"]
 
@@ -45,21 +52,27 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
     runs its own transaction. ``create_extension`` runs ``CREATE EXTENSION IF NOT EXISTS
     vector`` first (a database without pgvector cannot hold the tables).
 
+    The password never appears in what this raises: the DSN is shown with it masked
+    (:func:`ctxemb_core.redact.redact_dsn`), and the driver's own message is scrubbed of it.
+
     Raises:
         StoreUnavailableError: the server cannot be reached or refuses the login.
         InvalidInputError: ``dsn`` is not a connection string.
         MissingDependencyError: the database has no pgvector and it cannot be created.
     """
-    from pgvector.psycopg import register_vector
-
     if not isinstance(dsn, str) or not dsn.strip():
-        raise InvalidInputError(f"dsn must be a PostgreSQL connection string, got {dsn!r}")
+        shown = repr(dsn) if isinstance(dsn, str) else type(dsn).__name__
+        raise InvalidInputError(f"dsn must be a PostgreSQL connection string, got {shown}")
+    secrets = secrets_in(dsn)
+    shown = redact_dsn(dsn)
     try:
         conn = psycopg.connect(dsn, autocommit=True)
     except psycopg.ProgrammingError as exc:
-        raise InvalidInputError(f"dsn {dsn!r} is not a connection string: {exc}") from None
+        why = scrub(str(exc).strip(), secrets)
+        raise InvalidInputError(f"dsn {shown!r} is not a connection string: {why}") from None
     except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"PostgreSQL at {dsn!r} cannot be reached: {exc}") from None
+        why = scrub(str(exc).strip(), secrets)
+        raise StoreUnavailableError(f"PostgreSQL at {shown!r} cannot be reached: {why}") from None
     try:
         with translated("enabling pgvector"):
             installed = conn.execute(
@@ -70,14 +83,34 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
                 # before the catalog row is written, so two first connections can both try.
                 with contextlib.suppress(pg_errors.UniqueViolation):
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            register_vector(conn)
+            _register_types(conn)
     except Exception:
         conn.close()
         raise
     return conn
 
 
+def _register_types(conn: psycopg.Connection[Any]) -> None:
+    """pgvector's types on ``conn`` (``vector``, ``halfvec``, ``bit``, ``sparsevec``)."""
+    from pgvector.psycopg import register_vector
+
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError as exc:  # the database has no vector type
+        raise MissingDependencyError(
+            f"the database has no pgvector ({exc}): run CREATE EXTENSION vector in it (or "
+            "connect with ctxemb_pgvector.connect(dsn), which creates it when allowed)"
+        ) from None
+
+
 def check_connection(conn: Any) -> psycopg.Connection[Any]:
+    """``conn`` if the guard can work through it, with pgvector's types registered on it.
+
+    A connection made by plain ``psycopg.connect(dsn, autocommit=True)`` is taken as it is and
+    gets the types here (once). One outside autocommit is refused: each guarded call is its own
+    transaction, and inside the caller's open transaction its writes would wait for a commit
+    that the guard cannot see (and vanish with a rollback).
+    """
     if not isinstance(conn, psycopg.Connection):
         raise InvalidInputError(
             "conn must be a psycopg connection (ctxemb_pgvector.connect(dsn)), got "
@@ -85,6 +118,15 @@ def check_connection(conn: Any) -> psycopg.Connection[Any]:
         )
     if conn.closed:
         raise InvalidInputError("the connection is closed: connect again")
+    if not conn.autocommit:
+        raise InvalidInputError(
+            "the connection is not in autocommit mode: each guarded call runs its own "
+            "transaction, which the caller's would hold uncommitted; connect with "
+            "ctxemb_pgvector.connect(dsn), or psycopg.connect(dsn, autocommit=True)"
+        )
+    if conn.adapters.types.get("vector") is None:
+        with translated("registering pgvector's types"):
+            _register_types(conn)
     return conn
 
 
@@ -105,6 +147,11 @@ def translated(what: str) -> Iterator[None]:
     except psycopg.errors.UndefinedFile as exc:
         raise StoreUnavailableError(
             f"{what}: the server has no pgvector ({exc}); install pgvector on it"
+        ) from exc
+    except pg_errors.InvalidSchemaName as exc:
+        raise InvalidInputError(
+            f"{what}: {exc}; create it first (CREATE SCHEMA name, by a role allowed to), or "
+            "give the schema the tables are in (schema=, --schema)"
         ) from exc
 
 

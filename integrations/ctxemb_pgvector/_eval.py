@@ -30,17 +30,19 @@ def eval_path(
     progress: bool = False,
     exact: bool = False,
     ef_search: int = 200,
+    schema: str = "public",
 ) -> PgvectorPath:
     """A :class:`~ctxemb_core.eval.paths.SearchPath` over the guarded table ``name``.
 
     The table is opened as any user opens it (:func:`open_table`), documents are written only
     when missing or changed, and queries go through :meth:`GuardedTable.query`: through the
-    HNSW index (``ef_search``), or by a scan of every row with ``exact``.
+    HNSW index (``ef_search``), or by a scan of every row with ``exact``; ``schema`` is the
+    table's.
     """
-    if sample is None:
-        table = open_table(conn, name, embedder, ef_search=ef_search)
-    else:
-        table = open_table(conn, name, embedder, ef_search=ef_search, sample=sample)
+    options: dict[str, Any] = {"ef_search": ef_search, "schema": schema}
+    if sample is not None:
+        options["sample"] = sample
+    table = open_table(conn, name, embedder, **options)
     return PgvectorPath(table, via, progress, exact)
 
 

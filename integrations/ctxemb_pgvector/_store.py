@@ -149,6 +149,13 @@ def stored_table(conn: Any, name: str, schema: str = "public") -> StoredTable:
 
 def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -> InvalidInputError:
     with translated("listing tables"):
+        schemas = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if schemas.fetchone() is None:
+            return InvalidInputError(
+                f"no table {name!r}: the database has no schema {schema!r}{why}; give the "
+                "schema the table is in (schema=, --schema), or create the schema first "
+                "(CREATE SCHEMA)"
+            )
         names = [
             r[0]
             for r in conn.execute(

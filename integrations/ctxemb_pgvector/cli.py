@@ -13,7 +13,9 @@ import shlex
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.redact import redact_dsn
 from ctxemb_pgvector._connect import connect as _connect
+from ctxemb_pgvector._sql import check_name
 
 #: The environment variable ``--dsn`` defaults to.
 DSN_ENV = "CTXEMB_PG_DSN"
@@ -25,10 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
         return
     parser.add_argument(
         "--dsn",
-        help=f"with --store pgvector: the PostgreSQL connection string (default: ${DSN_ENV})",
+        help=f"the PostgreSQL connection string (default: ${DSN_ENV}); selects --store pgvector",
     )
     parser.add_argument(
-        "--schema", default=None, help="with --store pgvector: the tables' schema (public)"
+        "--schema", default=None, help="PostgreSQL: the tables' schema (default: public)"
     )
 
 
@@ -48,6 +50,17 @@ def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
         )
     if getattr(args, "schema", None) is None:
         args.schema = "public"
+    check_name(args.schema, "--schema")
+
+
+def from_environment() -> str | None:
+    """What selects this store when no store option is given: ``$CTXEMB_PG_DSN``, if set."""
+    return f"${DSN_ENV}" if os.environ.get(DSN_ENV) else None
+
+
+def scope(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of the adapter's calls that the checked options set: the schema."""
+    return {"schema": args.schema}
 
 
 def absent(args: argparse.Namespace) -> bool:
@@ -56,12 +69,14 @@ def absent(args: argparse.Namespace) -> bool:
 
 
 def flags(args: argparse.Namespace) -> str:
-    out = f"--store pgvector --dsn {shlex.quote(str(args.dsn))}"
+    """The options, the DSN's password masked (a command line to show, not to hold secrets)."""
+    out = f"--store pgvector --dsn {shlex.quote(redact_dsn(args.dsn))}"
     return out + (f" --schema {args.schema}" if args.schema not in (None, "public") else "")
 
 
 def location(args: argparse.Namespace) -> str:
-    return str(args.dsn)
+    """The database (its DSN, the password masked) and the schema."""
+    return f"{redact_dsn(args.dsn)} schema {args.schema}"
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:

@@ -355,7 +355,8 @@ def test_restamp_accepts_a_query_side_change_deliberately(store, tmp_path, capsy
     assert code == 0, err
     new = old.with_(query_prefix="query: ")
     assert out.splitlines()[0] == (
-        f"restamped: {old.fingerprint[:12]} -> {new.fingerprint[:12]} (query_only)"
+        f"restamped: {old.fingerprint[:12]} -> {new.fingerprint[:12]} (query_only) in Chroma "
+        f"{store}"
     )
     assert "  query_prefix: '' -> 'query: '" in out.splitlines()
     # The new query side is the collection's now; the old one is refused.
