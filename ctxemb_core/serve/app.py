@@ -13,6 +13,10 @@ Routes:
   and the instance id.
 * ``GET /health``, ``GET /metrics`` (Prometheus text).
 
+The three API routes answer without the ``/v1`` too (``/embeddings``, ``/models``,
+``/contract``): a client's URL is a base to which ``/embeddings`` is appended, as the
+``openai`` client does, so ``http://host:port`` and ``http://host:port/v1`` both reach them.
+
 Every response carries ``ctxemb-fingerprint`` and ``ctxemb-instance`` (a new id per process), so
 a client tells a restarted or replaced server from the one it verified. Errors are JSON in
 OpenAI's shape (``{"error": {"message", "type", "code"}}``) with ctxemb's message; no input ends
@@ -122,6 +126,10 @@ class EmbeddingService:
             "/health": {"GET": self._health},
             "/metrics": {"GET": self._metrics},
         }
+        # The API without its /v1 too: a client's URL is a base that /embeddings is appended
+        # to (the openai client's convention), given with or without the /v1.
+        for path in ("/embeddings", "/models", "/contract"):
+            self._routes[path] = self._routes["/v1" + path]
 
     @property
     def model_ids(self) -> tuple[str, str, str]:
@@ -367,7 +375,7 @@ class EmbeddingService:
             )
         by_model = dict(zip(self.model_ids, (None, Role.QUERY, Role.DOCUMENT), strict=True))[model]
         given = payload.get("input_type")
-        if given is not None and given not in _ROLE_FIELDS:
+        if given is not None and (not isinstance(given, str) or given not in _ROLE_FIELDS):
             raise HttpError(
                 400,
                 f"input_type must be 'query' or 'document', got {given!r}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -16,8 +17,11 @@ from ctxemb_chroma._store import configured_function
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
+from ctxemb_core.lazy import LazyEmbedder
 
 NAME = "ctxemb"
+# The options a function for a server may be given and still be built on first use.
+_LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 
 #: What the function is shown of a collection: the model Chroma fetched, or its collection.
 Fetched = CollectionModel | CollectionCommon[Any]
@@ -120,11 +124,24 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     name = _Name()
 
     def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
+        self._lazy: LazyEmbedder | None = None
+        self._embedder: Embedder | None = None
         if isinstance(contract, Embedder):
-            self.embedder = contract
+            self._embedder = contract
+        elif embedder_options.get("url") is not None and set(embedder_options) <= _LAZY:
+            # A server is asked nothing until the first text (its options are checked now).
+            self._lazy = LazyEmbedder(contract, **embedder_options)
         else:
-            self.embedder = Embedder(contract, **embedder_options)
-        self.contract = self.embedder.contract
+            self._embedder = Embedder(contract, **embedder_options)
+        self.contract = contract.contract if isinstance(contract, Embedder) else contract
+
+    @property
+    def embedder(self) -> Embedder:
+        """The contract's Embedder (for ``url=``: built, and the server checked, on first use)."""
+        if self._embedder is None:
+            assert self._lazy is not None
+            self._embedder = self._lazy.get()
+        return self._embedder
 
     def __call__(self, input: Documents) -> Embeddings:
         self._check_serving()
@@ -172,7 +189,8 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     def get_config(self) -> dict[str, Any]:
         # The embedder's own config (its path hints decide nothing: the digest does) and the
         # fingerprint, which validate_config checks against the contract.
-        return {**self.embedder.config(), "fingerprint": self.contract.fingerprint}
+        config = self._lazy.config if self._embedder is None and self._lazy else None
+        return {**(config or self.embedder.config()), "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:

@@ -43,7 +43,8 @@ class ContractEmbeddings(Embeddings):
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``) or a cache of your own: texts embedded before under the
             contract (by any path) are read back, bit-identical; ``False`` embeds every text.
-        url: embed through the server at ``http://host:port`` instead of loading the model:
+        url: embed through the server at this base URL (``/embeddings`` is appended, as the
+            ``openai`` client does) instead of loading the model:
             ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
             any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
         api: ``"ctxemb"`` or ``"openai"``.
@@ -71,6 +72,7 @@ class ContractEmbeddings(Embeddings):
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
         **options: Any,
     ) -> None:
         # model_name= and the contract options, as HuggingFaceEmbeddings takes them.
@@ -93,6 +95,7 @@ class ContractEmbeddings(Embeddings):
             url=url,
             api=api,
             api_key_env=api_key_env,
+            served_model=served_model,
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config
