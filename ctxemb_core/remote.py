@@ -413,6 +413,7 @@ class _Server:
     """What is known of one instance (``ctxemb``) or connection (``openai``)."""
 
     fingerprint: str | None = None
+    model: str | None = None  # the model id it answers to (ctxemb serve says so)
     verified_at: float | None = None  # when its check last passed
     since: int = 0  # answers used since then
     error: BaseException | None = None  # its check failed: no answer of it is used
@@ -527,9 +528,11 @@ class RemoteEncoder:
         self._contracts: dict[str, ServerContract | BaseException] = {}  # by fingerprint
         self._random = random.Random(secrets.randbits(64))
         #: Verifications started (one per new instance or connection, and per scheduled round),
-        #: requests sent, and the canary requests each instance (connection) answered.
+        #: requests sent, the checks each instance (connection) passed (a canary request
+        #: another instance answered counts for that one), and the canary requests each answered.
         self.checks = 0
         self.requests = 0
+        self.verifications: Counter[str] = Counter()
         self.canary_answers: Counter[str] = Counter()
         #: The instance (``ctxemb``) or connection (``openai``) verified last.
         self.instance: str | None = None
@@ -563,6 +566,8 @@ class RemoteEncoder:
         """Read ``/contract`` from whichever instance answers; remember it by fingerprint."""
         served = _read_contract(self._http, self._http.request("GET", "/contract"))
         fingerprint = served.contract.fingerprint
+        with self._lock:
+            self._server(served.instance).model = served.model
         if fingerprint not in self._contracts:
             if fingerprint != self.contract.fingerprint:
                 diff = served.contract.diff(self.contract)
@@ -648,10 +653,14 @@ class RemoteEncoder:
                 with self._lock:
                     server.error = known
                 raise known
-            model = self.requested_model or known.model
             for _ in range(_MAX_CANARY_REQUESTS):
                 missing = [r for r in self._roles if r not in server.passed]
-                self._canary_round(self._random.choice(missing), model)
+                model = self.requested_model or server.model or known.model
+                answer = self._canary_round(self._random.choice(missing), model)
+                if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
+                    # An instance under another id: read which (from whichever answers).
+                    with contextlib.suppress(ContractMismatchError):
+                        self._learn_contract()
                 with self._lock:
                     if server.error is not None:
                         raise server.error
@@ -671,7 +680,7 @@ class RemoteEncoder:
                 missing = list(self._roles)
             else:
                 missing = [r for r in self._roles if r not in server.passed]
-            answered = self._canary_round(self._random.choice(missing), self.model)
+            answered = self._canary_round(self._random.choice(missing), self.model).connection
             with self._lock:
                 if answered != key:  # a new connection: its own check starts with this answer
                     key = answered
@@ -684,9 +693,9 @@ class RemoteEncoder:
                     return True
         return False
 
-    def _canary_round(self, role: Role, model: str) -> int:
+    def _canary_round(self, role: Role, model: str) -> _Answer:
         """One canary request of ``role``, its probes in a new order and some twice; the answer
-        counts for the instance (connection) that gave it. Returns its connection."""
+        counts for the instance (connection) that gave it, and is returned."""
         reference = self._given_reference
         probes = list((reference or self._any_stamp()).probes)
         rows = list(range(len(probes)))
@@ -699,7 +708,7 @@ class RemoteEncoder:
             self.canary_answers[key] += 1
             server = self._server(key)
             if server.error is not None:
-                return answer.connection
+                return answer
             if server.fingerprint != fingerprint:
                 server.passed.clear()
                 server.verified_at = None
@@ -710,10 +719,12 @@ class RemoteEncoder:
                 if isinstance(known, BaseException):
                     with self._lock:
                         server.error = known
-                return answer.connection  # a contract not read yet: checked when it is used
+                return answer  # a contract not read yet: checked when it is used
             reference = known.stamp
         if answer.status != 200:
-            return answer.connection  # a model id it does not serve, or busy: no evidence
+            if answer.status == 503 or _error_code(answer.payload) == "model_not_found":
+                return answer  # busy, or a model id it does not serve: no evidence
+            self._vectors(answer, 0, role)  # any other refusal is the caller's error
         width = len(reference.probes)
         # Where both roles embed alike, one answer is held to the rows of both.
         checked = (role,) if len(self._roles) == 2 else (Role.DOCUMENT, Role.QUERY)
@@ -733,7 +744,7 @@ class RemoteEncoder:
         except (EncoderDriftError, RemoteEncoderError, InvalidInputError) as exc:
             with self._lock:
                 server.error = exc
-            return answer.connection
+            return answer
         with self._lock:
             server.passed.add(role)
             if all(r in server.passed for r in self._roles):
@@ -741,7 +752,8 @@ class RemoteEncoder:
                 server.verified_at = time.monotonic()
                 server.since = 0
                 self.instance = key
-        return answer.connection
+                self.verifications[key] += 1
+        return answer
 
     def _any_stamp(self) -> IndexStamp:
         for known in self._contracts.values():
@@ -782,15 +794,18 @@ class RemoteEncoder:
             if not self._use(key):
                 if not self._verify(key, fingerprint) or not self._use(key):
                     continue
-            known = self._contracts.get(fingerprint)
             if (
                 answer.status == 404
                 and _error_code(answer.payload) == "model_not_found"
-                and isinstance(known, ServerContract)
-                and known.model != model
                 and self.requested_model is None
             ):
-                self.model = known.model  # a server under another id: ask it by its own
+                # A server under another id (ctxemb serve --name): ask it by its own.
+                served = self._servers.get(key)
+                if served is not None and served.model not in (None, model):
+                    self.model = served.model
+                    continue
+                with contextlib.suppress(ContractMismatchError):
+                    self._learn_contract()
                 continue
             return self._vectors(answer, len(texts), role)
         raise RemoteEncoderError(
