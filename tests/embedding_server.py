@@ -284,7 +284,9 @@ class HttpProxy:
         self._server.daemon_threads = True
         self.tamper = tamper
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     def _ask(
         self, method: str, path: str, body: bytes, handler: Any
