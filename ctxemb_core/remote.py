@@ -795,9 +795,8 @@ class RemoteEncoder:
             answer = self._post(texts, role, model)
             key, fingerprint = self._identity(answer)
             assert fingerprint is not None
-            if not self._use(key):
-                if not self._verify(key, fingerprint) or not self._use(key):
-                    continue
+            if not self._use(key) and (not self._verify(key, fingerprint) or not self._use(key)):
+                continue
             if (
                 answer.status == 404
                 and _error_code(answer.payload) == "model_not_found"
@@ -825,9 +824,7 @@ class RemoteEncoder:
                 "input": texts,
                 "model": model,
                 "input_type": role.value,
-                "encoding_format": self._random.choice(("base64", "float"))
-                if nonce
-                else "base64",
+                "encoding_format": self._random.choice(("base64", "float")) if nonce else "base64",
                 "precision": "float32",
             }
         else:

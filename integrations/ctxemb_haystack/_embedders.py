@@ -227,6 +227,8 @@ class ContractTextEmbedder(_ContractEmbedding):
         return await loop.run_in_executor(None, functools.partial(self.run, text))
 
 
-def _remote(url: str, api: str, api_key_env: str | None, served_model: str | None) -> dict[str, Any]:
+def _remote(
+    url: str, api: str, api_key_env: str | None, served_model: str | None
+) -> dict[str, Any]:
     remote = {"url": url, "api": api, "api_key_env": api_key_env}
     return remote if served_model is None else {**remote, "served_model": served_model}

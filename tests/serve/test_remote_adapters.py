@@ -180,7 +180,7 @@ def test_ctxemb_eval_through_a_server_gives_the_local_figures(served, tmp_path, 
 def test_the_url_forms_and_the_cli_pass_the_served_model_id_on(minilm):
     # A third-party server answers to its own model id (--served-model-name), not the
     # contract's model name: every url= form and the CLI's --served-model pass it on.
-    QUESTION = "where do herons nest"
+    question = "where do herons nest"
     with serving(minilm, name="minilm-served") as named:
         from ctxemb_chroma import ContractEmbeddingFunction
         from ctxemb_haystack import ContractTextEmbedder
@@ -197,17 +197,15 @@ def test_the_url_forms_and_the_cli_pass_the_served_model_id_on(minilm):
         langchain = ContractEmbeddings(
             minilm.contract, url=named.url, api="openai", served_model="minilm-served"
         )
-        expected = minilm.embed_query(QUESTION)
-        np.testing.assert_allclose(chroma.embed_query([QUESTION])[0], expected, atol=1e-5)
-            np.testing.assert_allclose(langchain.embed_query(QUESTION), expected, atol=1e-5)
+        expected = minilm.embed_query(question)
+        np.testing.assert_allclose(chroma.embed_query([question])[0], expected, atol=1e-5)
+        np.testing.assert_allclose(langchain.embed_query(question), expected, atol=1e-5)
 
         # The CLI builds the embedder of index, query, verify and eval from these options.
         from ctxemb_core.cli.app import build_parser
         from ctxemb_core.cli.common import embedder
 
-        args = build_parser().parse_args(
-            ["query", QUESTION, "--collection", "docs", "--url", named.url, "--api", "openai"]
-            + ["--served-model", "minilm-served", "--no-cache"]
-        )
+        options = ["--url", named.url, "--api", "openai", "--served-model", "minilm-served"]
+        args = build_parser().parse_args(["query", question, "--no-cache", *options])
         through = embedder(args, minilm.contract)
-        np.testing.assert_allclose(through.embed_query(QUESTION), expected, atol=1e-5)
+        np.testing.assert_allclose(through.embed_query(question), expected, atol=1e-5)

@@ -82,16 +82,20 @@ def _liar(service):
 
 @pytest.mark.heavy
 def test_three_replicas_behind_nginx_are_each_verified_once(minilm, expected, tmp_path):
-    with serving(minilm) as a, serving(minilm) as b, serving(minilm) as c:
-        with nginx([a.url, b.url, c.url], tmp_path / "nginx") as url:
-            remote = Embedder(minilm.contract, url=url)
-            right, errors = _hammer(remote, expected)
-            assert errors == [] and right == 48
-            # Each replica verified once, none since: no canary round beyond its first.
-            instances = {a.instance, b.instance, c.instance}
-            assert set(remote.remote.verified) == instances
-            assert remote.remote.verifications == dict.fromkeys(instances, 1)
-            assert set(remote.remote.canary_answers) <= instances
+    with (
+        serving(minilm) as a,
+        serving(minilm) as b,
+        serving(minilm) as c,
+        nginx([a.url, b.url, c.url], tmp_path / "nginx") as url,
+    ):
+        remote = Embedder(minilm.contract, url=url)
+        right, errors = _hammer(remote, expected)
+        assert errors == [] and right == 48
+        # Each replica verified once, none since: no canary round beyond its first.
+        instances = {a.instance, b.instance, c.instance}
+        assert set(remote.remote.verified) == instances
+        assert remote.remote.verifications == dict.fromkeys(instances, 1)
+        assert set(remote.remote.canary_answers) <= instances
 
 
 @pytest.mark.heavy

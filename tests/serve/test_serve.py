@@ -226,7 +226,9 @@ def test_a_full_queue_answers_503_with_retry_after(minilm):
         url = service.url + "/v1/embeddings"
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             answers = list(
-                pool.map(lambda _: post(url, {"model": minilm.contract.model, "input": long}), range(8))
+                pool.map(
+                    lambda _: post(url, {"model": minilm.contract.model, "input": long}), range(8)
+                )
             )
         busy = [a for a in answers if a[0] == 503]
         assert busy and all(a[0] in (200, 503) for a in answers)
