@@ -206,6 +206,8 @@ def test_the_url_forms_and_the_cli_pass_the_served_model_id_on(minilm):
         from ctxemb_core.cli.common import embedder
 
         options = ["--url", named.url, "--api", "openai", "--served-model", "minilm-served"]
-        args = build_parser().parse_args(["query", "q", "--collection", "d", "--no-cache", *options])
+        args = build_parser().parse_args(
+            ["query", "q", "--collection", "d", "--no-cache", *options]
+        )
         through = embedder(args, minilm.contract)
         np.testing.assert_allclose(through.embed_query(question), expected, atol=1e-5)
