@@ -100,6 +100,7 @@ class Embedder(TokenVectorsMixin):
             (``openai``, with a probe longer than ``max_tokens`` to catch another truncation).
         check_every: for ``url``, re-check the canary after this many requests (0: never).
         check_seconds: for ``url``, re-check the canary after this many seconds (0: never).
+        timeout: for ``url``, the seconds one whole response may take.
 
     Example:
         >>> from ctxemb_core import Embedder, contract_for
@@ -144,6 +145,7 @@ class Embedder(TokenVectorsMixin):
         reference: IndexStamp | None = None,
         check_every: int = 1000,
         check_seconds: float = 600.0,
+        timeout: float = 60.0,
     ) -> None:
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
@@ -180,6 +182,7 @@ class Embedder(TokenVectorsMixin):
                 batch_size=batch_size,
                 check_every=check_every,
                 check_seconds=check_seconds,
+                timeout=timeout,
             )
             self.backend = "remote"
             self._cache_key = f"{contract.fingerprint}:remote:{api}:{self.remote.url}"
@@ -317,6 +320,7 @@ class Embedder(TokenVectorsMixin):
                         if self.remote.requested_model is not None
                         else {}
                     ),
+                    **({"timeout": self.remote.timeout} if self.remote.timeout != 60 else {}),
                 },
             }
         return self.config_for(
@@ -376,6 +380,7 @@ class Embedder(TokenVectorsMixin):
         contract = EmbeddingContract.from_dict(dict(config["contract"]))
         if remote is not None:
             known = {"url", "api", "api_key_env", "check_every", "check_seconds", "served_model"}
+            known |= {"timeout"}
             if not isinstance(remote, Mapping) or not set(remote) <= known or "url" not in remote:
                 raise DataFormatError(
                     f"an Embedder config's 'remote' is a mapping with 'url' and at most "

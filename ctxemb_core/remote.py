@@ -511,7 +511,8 @@ class RemoteEncoder:
         self.check_seconds = float(check_seconds)
         self.tolerance = tolerance
         self._given_reference = reference
-        self._http = _Http(url, float(timeout), headers)
+        self.timeout = float(timeout)
+        self._http = _Http(url, self.timeout, headers)
         self.url = self._http.url
         #: The model id sent (the server's own for ctxemb serve, learned when it is verified).
         self.model: str = model or contract.model

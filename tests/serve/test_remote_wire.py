@@ -125,6 +125,10 @@ def test_the_timeout_bounds_the_whole_answer(minilm_contract, stamp):
             RemoteEncoder(minilm_contract, url, api="openai", reference=stamp, timeout=1)
         assert time.monotonic() - start < 3
         assert "headers" not in str(info.value)
+        start = time.monotonic()
+        with pytest.raises(RemoteEncoderError, match="too slow"):
+            Embedder(minilm_contract, url=url, api="openai", reference=stamp, timeout=1)
+        assert time.monotonic() - start < 3
 
 
 def test_an_api_key_a_server_echoes_is_never_printed(minilm_contract, stamp, monkeypatch):
