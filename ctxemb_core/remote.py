@@ -751,6 +751,8 @@ class RemoteEncoder:
                 server.error = exc
             return answer
         with self._lock:
+            if self._passed(server):
+                return answer  # verified already, and not due: nothing to renew
             server.passed.add(role)
             if all(r in server.passed for r in self._roles):
                 server.passed.clear()
