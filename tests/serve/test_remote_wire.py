@@ -44,6 +44,7 @@ def cls_embedder(minilm_contract):
     return Embedder(minilm_contract.with_(pooling="cls"))
 
 
+@pytest.mark.heavy
 def test_a_response_cache_cannot_answer_the_canary(minilm, stamp, cls_embedder):
     with serving(minilm) as good:
         port = int(good.url.rsplit(":", 1)[1])
@@ -107,6 +108,7 @@ def test_answers_that_are_not_the_contracts_vectors_are_refused(served, minilm, 
         proxy.close()
 
 
+@pytest.mark.heavy
 def test_the_timeout_bounds_the_whole_answer(minilm_contract, stamp):
     def trickle(conn):
         conn.recv(65536)
@@ -167,6 +169,7 @@ def test_an_api_key_a_server_echoes_is_never_printed(minilm_contract, stamp, mon
                 assert "***" in str(err)
 
 
+@pytest.mark.heavy
 def test_a_third_party_server_is_reached_by_its_own_model_id_and_base_url(served, minilm, stamp):
     # Sent under the contract's model name, the server does not know the model.
     with pytest.raises(InvalidInputError, match="minilm-served"):
@@ -185,6 +188,7 @@ def test_a_third_party_server_is_reached_by_its_own_model_id_and_base_url(served
     assert re.search(r'route="/embeddings",status="200"', metrics)
 
 
+@pytest.mark.heavy
 def test_a_third_party_server_restarted_behind_the_url_is_checked_before_its_first_vector(
     minilm, cls_embedder, stamp
 ):
