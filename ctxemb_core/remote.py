@@ -537,7 +537,10 @@ class RemoteEncoder:
         self.canary_answers: Counter[str] = Counter()
         #: The instance (``ctxemb``) or connection (``openai``) verified last.
         self.instance: str | None = None
-        self._verify_first()
+        try:
+            self._verify_first()
+        except Exception as exc:
+            raise self._scrubbed(exc) from None
 
     def __repr__(self) -> str:
         return f"RemoteEncoder({self.url!r}, api={self.api!r})"
@@ -773,10 +776,23 @@ class RemoteEncoder:
     def embed(self, texts: list[str], role: Role) -> np.ndarray:
         """The contract's vectors (before its precision step), ``(len(texts), output_dim)``."""
         out = np.empty((len(texts), self.contract.output_dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start : start + self.batch_size]
-            out[start : start + len(chunk)] = self._embed_checked(chunk, role)
+        try:
+            for start in range(0, len(texts), self.batch_size):
+                chunk = texts[start : start + self.batch_size]
+                out[start : start + len(chunk)] = self._embed_checked(chunk, role)
+        except Exception as exc:
+            raise self._scrubbed(exc) from None
         return out
+
+    def _scrubbed(self, exc: Exception) -> Exception:
+        """``exc`` without the API key in its message, whatever put it there (a server's
+        echo of the Authorization header, in any field an error quotes)."""
+        redact = self._http.redact
+        exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+        cli = getattr(exc, "_cli", None)
+        if isinstance(cli, str):
+            exc._cli = redact(cli)  # type: ignore[attr-defined]
+        return exc
 
     def _embed_checked(self, texts: list[str], role: Role) -> np.ndarray:
         """One batch's vectors, from an instance (connection) whose check has passed."""

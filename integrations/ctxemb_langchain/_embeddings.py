@@ -50,6 +50,7 @@ class ContractEmbeddings(Embeddings):
         api: ``"ctxemb"`` or ``"openai"``.
         api_key_env: the environment variable holding the server's API key; the config
             records its name, never the key.
+        served_model: the model id the server answers to, where it is not the contract's.
 
     Example:
         >>> embeddings = ContractEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
