@@ -148,7 +148,14 @@ def _split_url(url: Any) -> tuple[str, str, int, str]:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise InvalidInputError(f"url {url!r} has no valid port: {exc}") from None
-    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+    base = parts.path.rstrip("/")
+    if base.endswith(("/embeddings", "/contract")):
+        raise InvalidInputError(
+            f"url {url!r} names a route; give the server's base URL (as the openai client's "
+            f"base_url), {urllib.parse.urlunsplit(parts._replace(path=base.rsplit('/', 1)[0]))!r}: "
+            "/embeddings is appended to it"
+        )
+    return parts.scheme, parts.hostname, port, base
 
 
 def check_url(url: Any) -> str:
