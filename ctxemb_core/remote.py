@@ -521,8 +521,10 @@ class RemoteEncoder:
         self.timeout = float(timeout)
         self._http = _Http(url, self.timeout, headers)
         self.url = self._http.url
-        #: The model id sent (the server's own for ctxemb serve, learned when it is verified).
+        #: The model id sent: ``model``; for ``ctxemb serve`` none unless a server asks for one
+        #: (then its own, learned when it is verified), else the contract's model name.
         self.model: str = model or contract.model
+        self._send_model = model is not None or api == "openai"
         c = contract
         # One request checks both roles when they embed alike.
         self._roles: tuple[Role, ...] = (
@@ -828,6 +830,9 @@ class RemoteEncoder:
                 and _error_code(answer.payload) == "model_not_found"
                 and self.requested_model is None
             ):
+                if not self._send_model:  # a server that wants an id: from now on, send one
+                    self._send_model = True
+                    continue
                 # A server under another id (ctxemb serve --name): ask it by its own.
                 served = self._servers.get(key)
                 if served is not None and served.model not in (None, model):
@@ -848,7 +853,7 @@ class RemoteEncoder:
         if self.api == "ctxemb":
             body = {
                 "input": texts,
-                "model": model,
+                **({"model": model} if self._send_model else {}),
                 "input_type": role.value,
                 "encoding_format": self._random.choice(("base64", "float")) if nonce else "base64",
                 "precision": "float32",

@@ -4,10 +4,11 @@ Routes:
 
 * ``POST /v1/embeddings`` — OpenAI-compatible (``input``, ``model``, ``encoding_format``
   ``float``/``base64``, ``dimensions`` equal to the contract's, ``usage`` with real token
-  counts). The role comes from ``input_type`` (``query``/``document``) or the model id
-  (``<model>:query``/``<model>:document``); a contract whose two sides differ refuses a request
-  that names neither. ``"precision": "float32"`` (a ctxemb field) asks for the contract's vectors
-  before its precision step, as remote encoders do.
+  counts; without ``model``, this server's). The role comes from ``input_type``
+  (``query``/``document``) or the model id (``<model>:query``/``<model>:document``); a
+  contract whose two sides differ refuses a request that names neither. ``"precision":
+  "float32"`` (a ctxemb field) asks for the contract's vectors before its precision step, as
+  remote encoders do.
 * ``GET /v1/models`` — the model id and its two role ids.
 * ``GET /v1/contract`` — the contract, its fingerprint, the stamp (probes and canary vectors)
   and the instance id.
@@ -276,7 +277,14 @@ class EmbeddingService:
             for i, v in enumerate(vectors)
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return _json({"object": "list", "data": data, "model": payload["model"], "usage": usage})
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": payload.get("model", self.name),
+                "usage": usage,
+            }
+        )
 
     async def _request(
         self, scope: Scope, receive: Receive
@@ -364,7 +372,10 @@ class EmbeddingService:
         return checked
 
     def _role(self, payload: Mapping[str, Any]) -> Role:
-        model = payload.get("model")
+        # Without a model id a request is for this server's model: ctxemb's own client leaves
+        # it out, so that replicas serving one contract under other ids all answer it (the
+        # fingerprint and the canary, not the id, decide which servers it accepts).
+        model = payload.get("model", self.name)
         if not isinstance(model, str) or model not in self.model_ids:
             raise HttpError(
                 404,

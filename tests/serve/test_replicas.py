@@ -143,3 +143,22 @@ def test_the_same_contract_under_another_model_id_answers_the_first_call(
     with serving(relabelled, port=port):
         np.testing.assert_allclose(remote.embed_documents(TEXTS[:2]), expected[:2], atol=1e-5)
     assert remote.remote.checks == 3
+
+
+@pytest.mark.heavy
+def test_replicas_under_other_model_ids_behind_nginx_all_answer(
+    minilm, minilm_contract, expected, tmp_path
+):
+    # One contract, three ids: the default, another served id, and a label-only change.
+    relabelled = Embedder(minilm_contract.with_(model="minilm-copy"))
+    with (
+        serving(minilm) as a,
+        serving(minilm, name="minilm-prod") as b,
+        serving(relabelled) as c,
+        nginx([a.url, b.url, c.url], tmp_path / "nginx") as url,
+    ):
+        remote = Embedder(minilm.contract, url=url)
+        for start in range(0, 12, 2):
+            got = remote.embed_documents(TEXTS[start : start + 2])
+            np.testing.assert_allclose(got, expected[start : start + 2], atol=1e-5)
+        assert set(remote.remote.verified) == {a.instance, b.instance, c.instance}
