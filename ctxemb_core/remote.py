@@ -182,6 +182,9 @@ class _Paced(io.RawIOBase):
 
     def __init__(self, sock: socket.socket, conn: _Connection) -> None:
         self._sock = sock
+        # The socket's own reader: it holds the socket open for the answer's body, as
+        # http.client expects, when the connection is closed after the headers (HTTP/1.0).
+        self._raw = sock.makefile("rb", buffering=0)
         self._conn = conn
 
     def readable(self) -> bool:
@@ -193,9 +196,13 @@ class _Paced(io.RawIOBase):
             raise _TooSlow
         self._sock.settimeout(left)
         try:
-            return self._sock.recv_into(buffer)
+            return self._raw.readinto(buffer) or 0
         except TimeoutError:
             raise _TooSlow from None
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 class _SocketView:
@@ -318,7 +325,9 @@ class _Http:
                         f"(ctxemb serve MODEL --port {self.port})?"
                     )
                 ) from None
-            if response.getheader("connection", "").lower() == "close":
+            if response.will_close or conn.http.sock is None:
+                # Closed after this answer: the next request is a new connection (and may
+                # reach another server), never the same one silently reopened.
                 self._drop()
             found = {k.lower(): v for k, v in response.getheaders()}
             try:
@@ -813,7 +822,12 @@ class RemoteEncoder:
                     if not self._verify_connection():
                         continue
                     current = self._http.current()
-                    if current is None or not self._use(str(current)):
+                    if current is None:
+                        # The server closes every connection after an answer: each request is
+                        # a new connection, checked by the canary sent just before it.
+                        answer = self._post(texts, role, self.model)
+                        return self._vectors(answer, len(texts), role)
+                    if not self._use(str(current)):
                         continue
                 answer = self._post(texts, role, self.model)
                 if answer.connection != current:

@@ -243,11 +243,14 @@ class HttpProxy:
     """An HTTP/1.1 keep-alive proxy on 127.0.0.1 in front of ``backend``.
 
     ``cache=True``: a response cache keyed by method, path and body bytes (what a caching
-    gateway does). ``tamper``: called with the parsed request and response bodies of every
-    ``/embeddings`` POST; it may rewrite the response's ``data`` (the backend's headers are kept).
+    gateway does). ``keep_alive=False``: every connection is closed after one answer.
+    ``tamper``: called with the parsed request and response bodies of every ``/embeddings``
+    POST; it may rewrite the response's ``data`` (the backend's headers are kept).
     """
 
-    def __init__(self, backend: str, *, cache: bool = False, tamper: Any = None) -> None:
+    def __init__(
+        self, backend: str, *, cache: bool = False, tamper: Any = None, keep_alive: bool = True
+    ) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.backend = backend
@@ -256,7 +259,8 @@ class HttpProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            # HTTP/1.0: the connection is closed after every answer.
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -220,6 +220,26 @@ def test_a_third_party_server_restarted_behind_the_url_is_checked_before_its_fir
         remote.embed_query(QUESTIONS[3])
 
 
+def test_a_server_that_closes_every_connection_is_checked_before_every_answer(
+    served, minilm, stamp
+):
+    proxy = HttpProxy(served.url, keep_alive=False)
+    try:
+        remote = Embedder(
+            minilm.contract,
+            url=proxy.url,
+            api="openai",
+            reference=stamp,
+            served_model="minilm-served",
+        )
+        for question in QUESTIONS[:2]:
+            got = remote.embed_query(question)
+            np.testing.assert_allclose(got, minilm.embed_query(question), atol=1e-5)
+        assert remote.remote.checks == 3  # every request a new connection, each checked first
+    finally:
+        proxy.close()
+
+
 def test_chromas_function_for_a_server_asks_nothing_until_the_first_text(minilm_contract):
     from ctxemb_chroma import ContractEmbeddingFunction
 
