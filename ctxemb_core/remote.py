@@ -627,21 +627,27 @@ class RemoteEncoder:
             self.check_seconds and time.monotonic() - server.verified_at >= self.check_seconds
         )
 
-    def _use(self, key: str) -> bool:
-        """Whether an answer of ``key`` may be used now; counts it when it may."""
+    def _use(self, key: str, fingerprint: str | None = None) -> bool:
+        """Whether an answer of ``key`` (naming ``fingerprint``) may be used now; counts it
+        when it may."""
         with self._lock:
             server = self._servers.get(key)
             if not self._passed(server):
+                return False
+            if fingerprint is not None and server is not None and server.fingerprint != fingerprint:
                 return False
             assert server is not None
             server.since += 1
             return True
 
-    def _start_check(self, key: str) -> _Server | None:
+    def _start_check(self, key: str, fingerprint: str | None = None) -> _Server | None:
         """The record of ``key`` readied for a new check, or ``None`` when it passed meanwhile
         (another thread checked it). Raises the error of an instance that failed its check."""
         with self._lock:
             server = self._server(key)
+            if fingerprint is not None and server.fingerprint not in (None, fingerprint):
+                # The same instance id naming another contract: nothing of its past holds.
+                self._servers[key] = server = _Server()
             if self.api == "ctxemb" and server.error is not None:
                 raise server.error  # a process that failed stays failed
             if self._passed(server):
@@ -660,7 +666,7 @@ class RemoteEncoder:
         its check fails (and on every answer of it after).
         """
         with self._checking:
-            server = self._start_check(key)
+            server = self._start_check(key, fingerprint)
             if server is None:
                 return True
             for _ in range(_MAX_CANARY_REQUESTS):
@@ -837,7 +843,9 @@ class RemoteEncoder:
             answer = self._post(texts, role, model)
             key, fingerprint = self._identity(answer)
             assert fingerprint is not None
-            if not self._use(key) and (not self._verify(key, fingerprint) or not self._use(key)):
+            if not self._use(key, fingerprint) and (
+                not self._verify(key, fingerprint) or not self._use(key, fingerprint)
+            ):
                 continue
             if (
                 answer.status == 404
