@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from embedding_server import ConnectionBalancer, nginx, nginx_binary, serving
 
-    from ctxemb_core import Embedder, contract_for
+    from ctxemb_core import Embedder, IndexStamp, contract_for
 
     contract = contract_for("sentence-transformers/all-MiniLM-L6-v2")
     local = Embedder(contract)
@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             url = balancer.url
             result["balancer"] = "per-connection TCP proxy"
         for api in ("ctxemb", "openai"):
-            remote = Embedder(contract, url=url, api=api)
+            # --quick: the stamp's short probes only (the long one is most of a round's cost).
+            quick = {"reference": IndexStamp.from_embedder(local)} if args.quick else {}
+            remote = Embedder(contract, url=url, api=api, **quick)
             requests = _run(remote, seconds)
             encoder = remote.remote
             canary = sum(encoder.canary_answers.values())
