@@ -250,3 +250,8 @@ def test_chromas_function_for_a_server_asks_nothing_until_the_first_text(minilm_
         ContractEmbeddingFunction(minilm_contract, url="localhost:9")
     with pytest.raises(RemoteEncoderError, match="did not answer"):
         ef(["the first text"])
+    # Nor does the function Chroma rebuilds from that config when it reopens a collection.
+    rebuilt = ContractEmbeddingFunction.build_from_config(json.loads(json.dumps(ef.get_config())))
+    assert rebuilt.get_config() == ef.get_config()
+    with pytest.raises(RemoteEncoderError, match="did not answer"):
+        rebuilt.embed_query(["the first query"])
