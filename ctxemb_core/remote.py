@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core.contract import DiffKind, EmbeddingContract, Role
+from ctxemb_core.contract import EmbeddingContract, Role
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -429,7 +429,6 @@ class _Server:
     """What is known of one instance (``ctxemb``) or connection (``openai``)."""
 
     fingerprint: str | None = None
-    model: str | None = None  # the model id it answers to (ctxemb serve says so)
     verified_at: float | None = None  # when its check last passed
     since: int = 0  # answers used since then
     error: BaseException | None = None  # its check failed: no answer of it is used
@@ -530,10 +529,10 @@ class RemoteEncoder:
         self.timeout = float(timeout)
         self._http = _Http(url, self.timeout, headers)
         self.url = self._http.url
-        #: The model id sent: ``model``; for ``ctxemb serve`` none unless a server asks for one
-        #: (then its own, learned when it is verified), else the contract's model name.
-        self.model: str = model or contract.model
-        self._send_model = model is not None or api == "openai"
+        #: The model id sent: ``model``; else for ``ctxemb serve`` the recipe's id, which every
+        #: server of the contract answers under any served name or label (replicas behind one
+        #: URL need not share one), and for ``openai`` the contract's model name.
+        self.model: str = model or (contract.recipe_id if api == "ctxemb" else contract.model)
         c = contract
         # One request checks both roles when they embed alike.
         self._roles: tuple[Role, ...] = (
@@ -588,18 +587,12 @@ class RemoteEncoder:
         """Read ``/contract`` from whichever instance answers; remember it by fingerprint."""
         served = _read_contract(self._http, self._http.request("GET", "/contract"))
         fingerprint = served.contract.fingerprint
-        with self._lock:
-            self._server(served.instance).model = served.model
         if fingerprint not in self._contracts:
-            if fingerprint != self.contract.fingerprint:
-                diff = served.contract.diff(self.contract)
-                if diff.kind is not DiffKind.LABEL:
-                    error = ContractMismatchError(served.contract, self.contract, server=self.url)
-                    self._contracts[fingerprint] = error
-                    raise error
+            if served.contract.recipe != self.contract.recipe:  # more than a label differs
+                error = ContractMismatchError(served.contract, self.contract, server=self.url)
+                self._contracts[fingerprint] = error
+                raise error
             self._contracts[fingerprint] = served
-            if self.requested_model is None and not self.verified:
-                self.model = served.model
         known = self._contracts[fingerprint]
         if isinstance(known, BaseException):
             raise known
@@ -683,12 +676,9 @@ class RemoteEncoder:
                 raise known
             for _ in range(_MAX_CANARY_REQUESTS):
                 missing = [r for r in self._roles if r not in server.passed]
-                model = self.requested_model or server.model or known.model
-                answer = self._canary_round(self._random.choice(missing), model)
-                if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
-                    # An instance under another id: read which (from whichever answers).
-                    with contextlib.suppress(ContractMismatchError):
-                        self._learn_contract()
+                # An answer of another instance counts for that one; a 404 to the recipe's
+                # id is an instance of another recipe, refused when its answer is used.
+                self._canary_round(self._random.choice(missing), self.model)
                 with self._lock:
                     if server.error is not None:
                         raise server.error
@@ -755,7 +745,7 @@ class RemoteEncoder:
             if answer.status == 503 or (
                 self.api == "ctxemb" and _error_code(answer.payload) == "model_not_found"
             ):
-                return answer  # busy, or an instance under another model id: no evidence
+                return answer  # busy, or an instance of another recipe: no evidence
             self._vectors(answer, 0, role)  # any other refusal is the caller's error
         width = len(reference.probes)
         # Where both roles embed alike, one answer is held to the rows of both.
@@ -839,29 +829,12 @@ class RemoteEncoder:
                 if answer.connection != current:
                     continue  # replaced under the request: the new connection is checked first
                 return self._vectors(answer, len(texts), role)
-            model = self.model
-            answer = self._post(texts, role, model)
+            answer = self._post(texts, role, self.model)
             key, fingerprint = self._identity(answer)
             assert fingerprint is not None
             if not self._use(key, fingerprint) and (
                 not self._verify(key, fingerprint) or not self._use(key, fingerprint)
             ):
-                continue
-            if (
-                answer.status == 404
-                and _error_code(answer.payload) == "model_not_found"
-                and self.requested_model is None
-            ):
-                if not self._send_model:  # a server that wants an id: from now on, send one
-                    self._send_model = True
-                    continue
-                # A server under another id (ctxemb serve --name): ask it by its own.
-                served = self._servers.get(key)
-                if served is not None and served.model not in (None, model):
-                    self.model = served.model
-                    continue
-                with contextlib.suppress(ContractMismatchError):
-                    self._learn_contract()
                 continue
             return self._vectors(answer, len(texts), role)
         raise RemoteEncoderError(
@@ -875,7 +848,7 @@ class RemoteEncoder:
         if self.api == "ctxemb":
             body = {
                 "input": texts,
-                **({"model": model} if self._send_model else {}),
+                "model": model,
                 "input_type": role.value,
                 "encoding_format": self._random.choice(("base64", "float")) if nonce else "base64",
                 "precision": "float32",

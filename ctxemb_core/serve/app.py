@@ -4,7 +4,8 @@ Routes:
 
 * ``POST /v1/embeddings`` — OpenAI-compatible (``input``, ``model``, ``encoding_format``
   ``float``/``base64``, ``dimensions`` equal to the contract's, ``usage`` with real token
-  counts; without ``model``, this server's). The role comes from ``input_type``
+  counts; ``model`` is the served name or ``ctxemb:<recipe>``, the id of the contract's
+  recipe under any name, which ctxemb's own client sends). The role comes from ``input_type``
   (``query``/``document``) or the model id (``<model>:query``/``<model>:document``); a
   contract whose two sides differ refuses a request that names neither. ``"precision":
   "float32"`` (a ctxemb field) asks for the contract's vectors before its precision step, as
@@ -281,7 +282,7 @@ class EmbeddingService:
             {
                 "object": "list",
                 "data": data,
-                "model": payload.get("model", self.name),
+                "model": payload["model"],
                 "usage": usage,
             }
         )
@@ -372,10 +373,19 @@ class EmbeddingService:
         return checked
 
     def _role(self, payload: Mapping[str, Any]) -> Role:
-        # Without a model id a request is for this server's model: ctxemb's own client leaves
-        # it out, so that replicas serving one contract under other ids all answer it (the
-        # fingerprint and the canary, not the id, decide which servers it accepts).
-        model = payload.get("model", self.name)
+        model = payload.get("model")
+        if model is None:
+            raise HttpError(
+                400,
+                "the field 'model' is required: one of "
+                f"{', '.join(repr(m) for m in self.model_ids)}",
+                code="missing_model",
+                param="model",
+            )
+        if model == self.contract.recipe_id:
+            # What ctxemb's own client sends: any server of this recipe, under any served name
+            # or label, answers it (the fingerprint header and the canary still decide).
+            model = self.name
         if not isinstance(model, str) or model not in self.model_ids:
             raise HttpError(
                 404,

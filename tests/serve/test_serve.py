@@ -164,6 +164,7 @@ def test_a_contract_whose_sides_differ_never_guesses_the_role(asymmetric):
         ({"input": "a", "temperature": 1}, 400, "unknown_field", "temperature"),
         ({"input": "a", "precision": "int8"}, 400, "invalid_precision", "float32"),
         ({"input": "a", "model": "text-embedding-3-small"}, 404, "model_not_found", "served"),
+        ({"input": "a", "model": None}, 400, "missing_model", "'model' is required"),
     ],
 )
 def test_bad_requests_are_refused_with_ctxembs_message(served, minilm, body, status, code, words):
@@ -177,6 +178,18 @@ def test_bad_requests_are_refused_with_ctxembs_message(served, minilm, body, sta
     # The server is still there and still right.
     ok = post(served.url + "/v1/embeddings", {"model": minilm.contract.model, "input": ["fine"]})
     assert ok[0] == 200
+
+
+def test_the_recipe_id_answers_under_any_served_name_and_no_other_recipes(served, minilm):
+    # What ctxemb's client sends: replicas of one recipe under other names or labels answer it.
+    c = minilm.contract
+    assert c.recipe == c.with_(model="relabelled").recipe != c.with_(pooling="cls").recipe
+    got, _, answer = post(served.url + "/v1/embeddings", {"model": c.recipe_id, "input": ["x"]})
+    assert got == 200 and answer["model"] == c.recipe_id
+    np.testing.assert_allclose(_vectors(answer)[0], minilm.embed_documents(["x"])[0], atol=1e-5)
+    other = c.with_(pooling="cls").recipe_id
+    refused = post(served.url + "/v1/embeddings", {"model": other, "input": ["x"]})
+    assert refused[0] == 404 and refused[2]["error"]["code"] == "model_not_found"
 
 
 def test_bodies_that_are_not_requests_are_refused(served, minilm):
