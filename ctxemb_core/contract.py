@@ -146,6 +146,8 @@ class DiffKind(_StrEnum):
 
 # Names of the weights, not the weights: with equal digests a change of them changes no vector.
 _LABELS = frozenset({"model", "query_model"})
+#: The prefix of a model id that names a recipe (:attr:`EmbeddingContract.recipe_id`).
+RECIPE_ID_PREFIX = "ctxemb:"
 # Fields whose change leaves document vectors as they are.
 _QUERY_SIDE = frozenset({"query_prefix", "query_model", "query_weights"})
 # Fields added after contracts were first fingerprinted: left out of the JSON at these defaults,
@@ -334,6 +336,21 @@ class EmbeddingContract:
     def fingerprint(self) -> str:
         """sha256 hex digest of :meth:`to_json`; equal fingerprints mean equal recipes."""
         return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()
+
+    @cached_property
+    def recipe(self) -> str:
+        """sha256 hex digest of the contract without its labels (``model``, ``query_model``):
+        equal recipes mean the same vectors under other names, what :meth:`diff` calls a
+        ``label`` change. A server that serves this contract under any name answers a request
+        for ``ctxemb:<recipe>`` (:data:`RECIPE_ID_PREFIX`)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in _LABELS}
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    @property
+    def recipe_id(self) -> str:
+        """The model id every server of this recipe answers to, whatever its served name."""
+        return RECIPE_ID_PREFIX + self.recipe
 
     # -- construction ------------------------------------------------------------------------
 

@@ -85,17 +85,22 @@ class Embedder(TokenVectorsMixin):
             when stderr is a terminal.
         cache: an :class:`~ctxemb_core.cache.EmbeddingCache`; texts already embedded under this
             contract and role are read from it instead of being encoded again.
-        url: embed through the server at ``http://host:port`` instead of loading the model
-            (:mod:`ctxemb_core.remote`): ``ctxemb serve`` is held to the contract by its
+        url: embed through the server at this base URL (``http://host:port/v1``;
+            ``/embeddings`` is appended, as the ``openai`` client does) instead of loading the
+            model (:mod:`ctxemb_core.remote`): ``ctxemb serve`` is held to the contract by its
             fingerprint and the canary, any other OpenAI-compatible server by the canary.
         api: the server's protocol, ``"ctxemb"`` (``ctxemb serve``) or ``"openai"``.
         api_key_env: for ``url``, the environment variable holding an API key (never stored).
+        served_model: for ``url``, the model id the server answers to, where it is not the
+            contract's model name (a server started with ``--served-model-name``, ``ctxemb
+            serve --name``); by default ``ctxemb serve``'s own id, or the contract's model name.
         reference: for ``url``, the canary the server is held to (an index's
             :class:`~ctxemb_core.stamp.IndexStamp`); by default the server's own stamp
             (``ctxemb``) or canary vectors made here from the contract's model folder
             (``openai``, with a probe longer than ``max_tokens`` to catch another truncation).
         check_every: for ``url``, re-check the canary after this many requests (0: never).
         check_seconds: for ``url``, re-check the canary after this many seconds (0: never).
+        timeout: for ``url``, the seconds one whole response may take.
 
     Example:
         >>> from ctxemb_core import Embedder, contract_for
@@ -136,9 +141,11 @@ class Embedder(TokenVectorsMixin):
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
         reference: IndexStamp | None = None,
         check_every: int = 1000,
         check_seconds: float = 600.0,
+        timeout: float = 60.0,
     ) -> None:
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(
@@ -170,10 +177,12 @@ class Embedder(TokenVectorsMixin):
                 url,
                 api=api,
                 api_key_env=api_key_env,
+                model=served_model,
                 reference=reference if api == "ctxemb" else self._reference(reference),
                 batch_size=batch_size,
                 check_every=check_every,
                 check_seconds=check_seconds,
+                timeout=timeout,
             )
             self.backend = "remote"
             self._cache_key = f"{contract.fingerprint}:remote:{api}:{self.remote.url}"
@@ -295,6 +304,8 @@ class Embedder(TokenVectorsMixin):
             options.update(
                 url=self.remote.url, api=self.remote.api, api_key_env=self.remote.api_key_env
             )
+            if self.remote.requested_model is not None:
+                options["served_model"] = self.remote.requested_model
         return options
 
     # -- serialisation -----------------------------------------------------------------------
@@ -321,6 +332,12 @@ class Embedder(TokenVectorsMixin):
                     "api_key_env": self.remote.api_key_env,
                     "check_every": self.remote.check_every,
                     "check_seconds": self.remote.check_seconds,
+                    **(
+                        {"served_model": self.remote.requested_model}
+                        if self.remote.requested_model is not None
+                        else {}
+                    ),
+                    **({"timeout": self.remote.timeout} if self.remote.timeout != 60 else {}),
                 },
             }
         return self.config_for(
@@ -379,7 +396,8 @@ class Embedder(TokenVectorsMixin):
         settings = cls.run_settings.read(local)
         contract = EmbeddingContract.from_dict(dict(config["contract"]))
         if remote is not None:
-            known = {"url", "api", "api_key_env", "check_every", "check_seconds"}
+            known = {"url", "api", "api_key_env", "check_every", "check_seconds", "served_model"}
+            known |= {"timeout"}
             if not isinstance(remote, Mapping) or not set(remote) <= known or "url" not in remote:
                 raise DataFormatError(
                     f"an Embedder config's 'remote' is a mapping with 'url' and at most "

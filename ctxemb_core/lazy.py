@@ -41,11 +41,13 @@ class LazyEmbedder:
             found from the contract (bundled, registered, local cache).
         backend, device, batch_size, token_budget, show_progress: as :class:`Embedder`'s.
         url: embed through the server at ``http://host:port`` (``ctxemb serve``, or with
-            ``api="openai"`` any OpenAI-compatible server), held to the contract by its
+            ``api="openai"`` any OpenAI-compatible server; ``/embeddings`` is appended to the
+            URL, as the ``openai`` client does), held to the contract by its
             fingerprint and canary (:mod:`ctxemb_core.remote`); no model is loaded here.
         api: the server's protocol, ``"ctxemb"`` or ``"openai"``.
         api_key_env: the environment variable that holds the server's API key; the config
             records the variable's name, never the key.
+        served_model: the model id the server answers to, where it is not the contract's.
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``), or a cache; ``False`` (the default) embeds every text.
             Not part of :attr:`config` nor of the fingerprint: a hit is bit-identical.
@@ -72,6 +74,7 @@ class LazyEmbedder:
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
     ) -> None:
         self.contract = load_contract(contract)
         remember(self.contract)
@@ -89,7 +92,7 @@ class LazyEmbedder:
         #: What :meth:`Embedder.from_config` builds from (JSON-ready; see ``Embedder.config``).
         self.config = Embedder.config_for(self.contract, path=path, **settings)
         if url is not None:
-            self.config["remote"] = remote_config(url, api, api_key_env, path)
+            self.config["remote"] = remote_config(url, api, api_key_env, path, served_model)
             self.config["path_hint"] = None  # the server holds the model
         self._lock = threading.Lock()
 
@@ -156,7 +159,11 @@ class LazyEmbedder:
 
 
 def remote_config(
-    url: Any, api: Any, api_key_env: Any, path: str | os.PathLike[str] | None = None
+    url: Any,
+    api: Any,
+    api_key_env: Any,
+    path: str | os.PathLike[str] | None = None,
+    served_model: Any = None,
 ) -> dict[str, Any]:
     """The ``remote`` part of an Embedder config, checked before any server is asked."""
     from ctxemb_core.remote import APIS, check_url
@@ -170,7 +177,12 @@ def remote_config(
         raise InvalidInputError(
             f"api_key_env must name an environment variable, got {api_key_env!r}"
         )
-    return {"url": url.rstrip("/"), "api": api, "api_key_env": api_key_env}
+    if served_model is not None and (not isinstance(served_model, str) or not served_model.strip()):
+        raise InvalidInputError(
+            f"served_model must be the model id the server answers to, got {served_model!r}"
+        )
+    remote = {"url": url.rstrip("/"), "api": api, "api_key_env": api_key_env}
+    return remote if served_model is None else {**remote, "served_model": served_model}
 
 
 def _cache(cache: Any) -> EmbeddingCache | None:

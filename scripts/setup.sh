@@ -49,6 +49,21 @@ install() { python -m uv pip install -q --python "$VENV/bin/python" -c constrain
 # cores for minutes) while uv installs the rest and the suite starts. Should the second install
 # change a package the first one installed, the background job is stopped and DIR removed: the
 # tests then embed the sets themselves.
+# nginx (Debian's nginx-light, ~1 MB): the tests put ctxemb serve replicas behind a real
+# balancer. Only for the full test environment, only where it is missing and apt can install it
+# (root, a package list that offers it); never started as a service (RUNLEVEL=1). In the
+# background, beside uv; the tests that need it skip without it.
+nginx_light() {
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] && return 0
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 0
+  apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]' ||
+    apt-get update -qq >/dev/null 2>&1 || return 0
+  apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]' || return 0
+  RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    nginx-light >/dev/null 2>&1 || echo "setup: nginx-light could not be installed; the tests behind nginx skip"
+}
+nginx_job=
+case ",$EXTRAS," in *,test,*) nginx_light & nginx_job=$! ;; esac
 if [ -n "${CTXEMB_EVAL_SETS:-}" ]; then
   install torch
   python -m uv pip freeze -q --python "$VENV/bin/python" --exclude-editable >"$VENV/.first-install"
@@ -63,6 +78,7 @@ if [ -n "${CTXEMB_EVAL_SETS:-}" ]; then
 else
   install "$EXTRAS"
 fi
+[ -z "$nginx_job" ] || wait "$nginx_job" || true
 # The check below imports torch and every framework (~5 s): once for each state of the
 # environment, not on every `make check` of the inner loop.
 state=$(python -m uv pip freeze -q --python "$VENV/bin/python")

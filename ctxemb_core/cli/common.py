@@ -272,7 +272,8 @@ def remote_args(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--url",
         metavar="URL",
-        help="the server, http://host:port (without --model: the contract it serves)",
+        help="the server's base URL, http://host:port[/v1] (/embeddings is appended, as the "
+        "openai client does; without --model: the contract ctxemb serve serves)",
     )
     group.add_argument(
         "--api", choices=["ctxemb", "openai"], default="ctxemb", help="the server's protocol"
@@ -282,17 +283,29 @@ def remote_args(p: argparse.ArgumentParser) -> None:
         metavar="VAR",
         help="the environment variable that holds the server's API key",
     )
+    group.add_argument(
+        "--served-model",
+        metavar="ID",
+        help="the model id the server answers to, where it is not the contract's model name "
+        "(a server started with --served-model-name)",
+    )
 
 
 def remote_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The Embedder keywords ``--url``, ``--api`` and ``--api-key-env`` set (none without
-    ``--url``)."""
+    """The Embedder keywords ``--url``, ``--api``, ``--api-key-env`` and ``--served-model`` set
+    (none without ``--url``)."""
     url = getattr(args, "url", None)
+    served = getattr(args, "served_model", None)
     if url is None:
-        if getattr(args, "api_key_env", None) is not None:
-            raise InvalidInputError("--api-key-env is for a server: give its --url")
+        for option, value in (
+            ("--api-key-env", getattr(args, "api_key_env", None)),
+            ("--served-model", served),
+        ):
+            if value is not None:
+                raise InvalidInputError(f"{option} is for a server: give its --url")
         return {}
-    return {"url": url, "api": args.api, "api_key_env": args.api_key_env}
+    options = {"url": url, "api": args.api, "api_key_env": args.api_key_env}
+    return options if served is None else {**options, "served_model": served}
 
 
 def model_or_server(args: argparse.Namespace) -> str:

@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_wait_ms=args.max_wait_ms,
         batch_tokens=args.batch_tokens,
+        # A request of --max-inputs texts must fit the idle queue (ServeLimits refuses less).
+        max_queued=max(ServeLimits.max_queued, args.max_inputs),
     )
     embedder = _embedder(args)
 

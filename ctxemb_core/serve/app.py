@@ -4,14 +4,20 @@ Routes:
 
 * ``POST /v1/embeddings`` — OpenAI-compatible (``input``, ``model``, ``encoding_format``
   ``float``/``base64``, ``dimensions`` equal to the contract's, ``usage`` with real token
-  counts). The role comes from ``input_type`` (``query``/``document``) or the model id
-  (``<model>:query``/``<model>:document``); a contract whose two sides differ refuses a request
-  that names neither. ``"precision": "float32"`` (a ctxemb field) asks for the contract's vectors
-  before its precision step, as remote encoders do.
+  counts; ``model`` is the served name or ``ctxemb:<recipe>``, the id of the contract's
+  recipe under any name, which ctxemb's own client sends). The role comes from ``input_type``
+  (``query``/``document``) or the model id (``<model>:query``/``<model>:document``); a
+  contract whose two sides differ refuses a request that names neither. ``"precision":
+  "float32"`` (a ctxemb field) asks for the contract's vectors before its precision step, as
+  remote encoders do.
 * ``GET /v1/models`` — the model id and its two role ids.
 * ``GET /v1/contract`` — the contract, its fingerprint, the stamp (probes and canary vectors)
   and the instance id.
 * ``GET /health``, ``GET /metrics`` (Prometheus text).
+
+The three API routes answer without the ``/v1`` too (``/embeddings``, ``/models``,
+``/contract``): a client's URL is a base to which ``/embeddings`` is appended, as the
+``openai`` client does, so ``http://host:port`` and ``http://host:port/v1`` both reach them.
 
 Every response carries ``ctxemb-fingerprint`` and ``ctxemb-instance`` (a new id per process), so
 a client tells a restarted or replaced server from the one it verified. Errors are JSON in
@@ -122,6 +128,10 @@ class EmbeddingService:
             "/health": {"GET": self._health},
             "/metrics": {"GET": self._metrics},
         }
+        # The API without its /v1 too: a client's URL is a base that /embeddings is appended
+        # to (the openai client's convention), given with or without the /v1.
+        for path in ("/embeddings", "/models", "/contract"):
+            self._routes[path] = self._routes["/v1" + path]
 
     @property
     def model_ids(self) -> tuple[str, str, str]:
@@ -268,7 +278,14 @@ class EmbeddingService:
             for i, v in enumerate(vectors)
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return _json({"object": "list", "data": data, "model": payload["model"], "usage": usage})
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": payload["model"],
+                "usage": usage,
+            }
+        )
 
     async def _request(
         self, scope: Scope, receive: Receive
@@ -357,6 +374,18 @@ class EmbeddingService:
 
     def _role(self, payload: Mapping[str, Any]) -> Role:
         model = payload.get("model")
+        if model is None:
+            raise HttpError(
+                400,
+                "the field 'model' is required: one of "
+                f"{', '.join(repr(m) for m in self.model_ids)}",
+                code="missing_model",
+                param="model",
+            )
+        if model == self.contract.recipe_id:
+            # What ctxemb's own client sends: any server of this recipe, under any served name
+            # or label, answers it (the fingerprint header and the canary still decide).
+            model = self.name
         if not isinstance(model, str) or model not in self.model_ids:
             raise HttpError(
                 404,
@@ -367,7 +396,7 @@ class EmbeddingService:
             )
         by_model = dict(zip(self.model_ids, (None, Role.QUERY, Role.DOCUMENT), strict=True))[model]
         given = payload.get("input_type")
-        if given is not None and given not in _ROLE_FIELDS:
+        if given is not None and (not isinstance(given, str) or given not in _ROLE_FIELDS):
             raise HttpError(
                 400,
                 f"input_type must be 'query' or 'document', got {given!r}",

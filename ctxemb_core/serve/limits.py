@@ -23,7 +23,8 @@ class ServeLimits:
         batch_tokens: the most tokens gathered into one batch before it is embedded (the
             embedder then runs it in forward passes of its own ``token_budget``).
         max_queued: the most texts waiting; a request beyond it is refused with HTTP 503 and
-            ``Retry-After`` instead of waiting without bound.
+            ``Retry-After`` instead of waiting without bound. At least ``max_inputs``: a request
+            the server accepts must fit an idle queue, or its "retry shortly" would never succeed.
     """
 
     max_inputs: int = 2048
@@ -35,6 +36,13 @@ class ServeLimits:
     def __post_init__(self) -> None:
         for name in ("max_inputs", "max_body_bytes", "batch_tokens", "max_queued"):
             _positive_int(getattr(self, name), name)
+        if self.max_queued < self.max_inputs:
+            raise InvalidInputError(
+                f"max_queued={self.max_queued} is below max_inputs={self.max_inputs}: a request "
+                f"of more than {self.max_queued} texts would be accepted and then refused as busy "
+                "forever, even by an idle server. Raise max_queued to at least max_inputs, or "
+                "lower max_inputs"
+            )
         wait = self.max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 10_000:
             raise InvalidInputError(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, overload
@@ -16,8 +18,12 @@ from ctxemb_chroma._store import configured_function
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
+from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.remote import check_url
 
 NAME = "ctxemb"
+# The options a function for a server may be given and still be built on first use.
+_LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 
 #: What the function is shown of a collection: the model Chroma fetched, or its collection.
 Fetched = CollectionModel | CollectionCommon[Any]
@@ -120,11 +126,27 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     name = _Name()
 
     def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
+        self._embedder: Embedder | None = None
+        self._pending: dict[str, Any] | None = None  # the config of an embedder not built yet
         if isinstance(contract, Embedder):
-            self.embedder = contract
+            self._embedder = contract
+        elif embedder_options.get("url") is not None and set(embedder_options) <= _LAZY:
+            # A server is asked nothing until the first text (its options are checked now).
+            self._pending = LazyEmbedder(contract, **embedder_options).config
         else:
-            self.embedder = Embedder(contract, **embedder_options)
-        self.contract = self.embedder.contract
+            self._embedder = Embedder(contract, **embedder_options)
+        self.contract = contract.contract if isinstance(contract, Embedder) else contract
+        self._building = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The contract's Embedder (for ``url=``: built, and the server checked, on first use)."""
+        if self._embedder is None:
+            with self._building:
+                if self._embedder is None:
+                    assert self._pending is not None
+                    self._embedder = Embedder.from_config(self._pending)
+        return self._embedder
 
     def __call__(self, input: Documents) -> Embeddings:
         self._check_serving()
@@ -172,12 +194,23 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     def get_config(self) -> dict[str, Any]:
         # The embedder's own config (its path hints decide nothing: the digest does) and the
         # fingerprint, which validate_config checks against the contract.
-        return {**self.embedder.config(), "fingerprint": self.contract.fingerprint}
+        config = self._pending if self._embedder is None else self._embedder.config()
+        assert config is not None
+        return {**config, "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:
         settings = {k: v for k, v in config.items() if k != "fingerprint"}
-        return ContractEmbeddingFunction(Embedder.from_config(settings))
+        remote = settings.get("remote")
+        if not isinstance(remote, dict):
+            return ContractEmbeddingFunction(Embedder.from_config(settings))
+        # A function for a server (Chroma rebuilds it on every reopen) asks it nothing until
+        # its first text either; its contract and URL are checked now.
+        check_url(remote.get("url"))
+        ef = ContractEmbeddingFunction.__new__(ContractEmbeddingFunction)
+        ef.contract = EmbeddingContract.from_dict(settings["contract"])
+        ef._embedder, ef._pending, ef._building = None, settings, threading.Lock()
+        return ef
 
     @staticmethod
     def validate_config(config: dict[str, Any]) -> None:

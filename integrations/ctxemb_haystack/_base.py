@@ -88,4 +88,7 @@ class _ContractEmbedding:
 def _remote_params(remote: Mapping[str, Any] | None) -> dict[str, Any]:
     if remote is None:
         return {}
-    return {"url": remote["url"], "api": remote["api"], "api_key_env": remote["api_key_env"]}
+    params = {"url": remote["url"], "api": remote["api"], "api_key_env": remote["api_key_env"]}
+    if remote.get("served_model") is not None:
+        params["served_model"] = remote["served_model"]
+    return params

@@ -47,12 +47,14 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             there; the vectors and the fingerprint are the same with or without it.
         meta_fields_to_embed: metadata fields whose values are embedded with the content.
         embedding_separator: joins those values and the content.
-        url: embed through the server at ``http://host:port`` instead of loading the model:
+        url: embed through the server at this base URL (``/embeddings`` is appended, as the
+            ``openai`` client does) instead of loading the model:
             ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
             any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
         api: ``"ctxemb"`` or ``"openai"``.
         api_key_env: the environment variable holding the server's API key; ``to_dict``
             stores its name, never the key.
+        served_model: the model id the server answers to, where it is not the contract's.
 
     Example:
         >>> embedder = ContractDocumentEmbedder(model="all-MiniLM-L6-v2")
@@ -78,6 +80,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
         **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
@@ -93,7 +96,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             token_budget,
             progress_bar,
             cache,
-            None if url is None else {"url": url, "api": api, "api_key_env": api_key_env},
+            None if url is None else _remote(url, api, api_key_env, served_model),
         )
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
@@ -180,6 +183,7 @@ class ContractTextEmbedder(_ContractEmbedding):
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
         **options: Any,
     ) -> None:
         _ContractEmbedding.__init__(
@@ -195,7 +199,7 @@ class ContractTextEmbedder(_ContractEmbedding):
             token_budget,
             progress_bar,
             cache,
-            None if url is None else {"url": url, "api": api, "api_key_env": api_key_env},
+            None if url is None else _remote(url, api, api_key_env, served_model),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,3 +225,10 @@ class ContractTextEmbedder(_ContractEmbedding):
         """:meth:`run` in a worker thread, so an async pipeline's event loop keeps running."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(self.run, text))
+
+
+def _remote(
+    url: str, api: str, api_key_env: str | None, served_model: str | None
+) -> dict[str, Any]:
+    remote = {"url": url, "api": api, "api_key_env": api_key_env}
+    return remote if served_model is None else {**remote, "served_model": served_model}

@@ -43,12 +43,14 @@ class ContractEmbeddings(Embeddings):
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``) or a cache of your own: texts embedded before under the
             contract (by any path) are read back, bit-identical; ``False`` embeds every text.
-        url: embed through the server at ``http://host:port`` instead of loading the model:
+        url: embed through the server at this base URL (``/embeddings`` is appended, as the
+            ``openai`` client does) instead of loading the model:
             ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
             any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
         api: ``"ctxemb"`` or ``"openai"``.
         api_key_env: the environment variable holding the server's API key; the config
             records its name, never the key.
+        served_model: the model id the server answers to, where it is not the contract's.
 
     Example:
         >>> embeddings = ContractEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
@@ -71,6 +73,7 @@ class ContractEmbeddings(Embeddings):
         url: str | None = None,
         api: str = "ctxemb",
         api_key_env: str | None = None,
+        served_model: str | None = None,
         **options: Any,
     ) -> None:
         # model_name= and the contract options, as HuggingFaceEmbeddings takes them.
@@ -93,6 +96,7 @@ class ContractEmbeddings(Embeddings):
             url=url,
             api=api,
             api_key_env=api_key_env,
+            served_model=served_model,
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config

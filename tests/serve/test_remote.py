@@ -179,7 +179,13 @@ def test_remote_options_are_checked_before_anything_is_sent(minilm_contract, ser
         Embedder(minilm_contract, url=served.url, path="/tmp")
     with pytest.raises(InvalidInputError, match="api must be"):
         Embedder(minilm_contract, url=served.url, api="grpc")
-    for url in ("localhost:8080", "ftp://host", "http://u:p@host:1", "http://host:1/?x=1"):
+    for url in (
+        "localhost:8080",
+        "ftp://host",
+        "http://u:p@host:1",
+        "http://host:1/?x=1",
+        "http://host:1/v1/embeddings",
+    ):
         with pytest.raises(InvalidInputError, match="url"):
             Embedder(minilm_contract, url=url)
     with pytest.raises(InvalidInputError, match="check_every"):

@@ -174,3 +174,40 @@ def test_ctxemb_eval_through_a_server_gives_the_local_figures(served, tmp_path, 
         figures[side] = json.loads(out.getvalue().strip().splitlines()[-1])
     assert figures["remote"]["fingerprint"] == figures["local"]["fingerprint"]
     assert figures["remote"]["spearman"] == pytest.approx(figures["local"]["spearman"], abs=1e-6)
+
+
+@pytest.mark.heavy
+def test_the_url_forms_and_the_cli_pass_the_served_model_id_on(minilm):
+    # A third-party server answers to its own model id (--served-model-name), not the
+    # contract's model name: every url= form and the CLI's --served-model pass it on.
+    question = "where do herons nest"
+    with serving(minilm, name="minilm-served") as named:
+        from ctxemb_chroma import ContractEmbeddingFunction
+        from ctxemb_haystack import ContractTextEmbedder
+        from ctxemb_langchain import ContractEmbeddings
+
+        chroma = ContractEmbeddingFunction(
+            minilm.contract, url=named.url, api="openai", served_model="minilm-served"
+        )
+        assert chroma.get_config()["remote"]["served_model"] == "minilm-served"
+        haystack = ContractTextEmbedder(
+            contract=minilm.contract, url=named.url, api="openai", served_model="minilm-served"
+        )
+        assert haystack.to_dict()["init_parameters"]["served_model"] == "minilm-served"
+        langchain = ContractEmbeddings(
+            minilm.contract, url=named.url, api="openai", served_model="minilm-served"
+        )
+        expected = minilm.embed_query(question)
+        np.testing.assert_allclose(chroma.embed_query([question])[0], expected, atol=1e-5)
+        assert langchain.config["remote"]["served_model"] == "minilm-served"
+
+        # The CLI builds the embedder of index, query, verify and eval from these options.
+        from ctxemb_core.cli.app import build_parser
+        from ctxemb_core.cli.common import embedder
+
+        options = ["--url", named.url, "--api", "openai", "--served-model", "minilm-served"]
+        args = build_parser().parse_args(
+            ["query", "q", "--collection", "d", "--no-cache", *options]
+        )
+        through = embedder(args, minilm.contract)
+        np.testing.assert_allclose(through.embed_query(question), expected, atol=1e-5)

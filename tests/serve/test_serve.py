@@ -17,6 +17,8 @@ import pytest
 from embedding_server import get, post, serving
 
 from ctxemb_core import Embedder, IndexStamp
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.serve import ServeLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore::ctxemb_core.errors.TruncationWarning")
 
@@ -156,9 +158,13 @@ def test_a_contract_whose_sides_differ_never_guesses_the_role(asymmetric):
         ({"input": "a", "dimensions": 128}, 400, "invalid_dimensions", "384"),
         ({"input": "a", "encoding_format": "int8"}, 400, "invalid_encoding_format", "base64"),
         ({"input": "a", "input_type": "passage"}, 400, "invalid_input_type", "'query'"),
+        ({"input": "a", "input_type": ["query"]}, 400, "invalid_input_type", "'query'"),
+        ({"input": "a", "input_type": {"role": "query"}}, 400, "invalid_input_type", "'query'"),
+        ({"input": "a", "input_type": 1}, 400, "invalid_input_type", "'query'"),
         ({"input": "a", "temperature": 1}, 400, "unknown_field", "temperature"),
         ({"input": "a", "precision": "int8"}, 400, "invalid_precision", "float32"),
         ({"input": "a", "model": "text-embedding-3-small"}, 404, "model_not_found", "served"),
+        ({"input": "a", "model": None}, 400, "missing_model", "'model' is required"),
     ],
 )
 def test_bad_requests_are_refused_with_ctxembs_message(served, minilm, body, status, code, words):
@@ -172,6 +178,18 @@ def test_bad_requests_are_refused_with_ctxembs_message(served, minilm, body, sta
     # The server is still there and still right.
     ok = post(served.url + "/v1/embeddings", {"model": minilm.contract.model, "input": ["fine"]})
     assert ok[0] == 200
+
+
+def test_the_recipe_id_answers_under_any_served_name_and_no_other_recipes(served, minilm):
+    # What ctxemb's client sends: replicas of one recipe under other names or labels answer it.
+    c = minilm.contract
+    assert c.recipe == c.with_(model="relabelled").recipe != c.with_(pooling="cls").recipe
+    got, _, answer = post(served.url + "/v1/embeddings", {"model": c.recipe_id, "input": ["x"]})
+    assert got == 200 and answer["model"] == c.recipe_id
+    np.testing.assert_allclose(_vectors(answer)[0], minilm.embed_documents(["x"])[0], atol=1e-5)
+    other = c.with_(pooling="cls").recipe_id
+    refused = post(served.url + "/v1/embeddings", {"model": other, "input": ["x"]})
+    assert refused[0] == 404 and refused[2]["error"]["code"] == "model_not_found"
 
 
 def test_bodies_that_are_not_requests_are_refused(served, minilm):
@@ -216,14 +234,28 @@ def test_concurrent_requests_share_batches_and_keep_their_own_vectors(minilm, mi
 
 
 def test_a_full_queue_answers_503_with_retry_after(minilm):
-    with serving(minilm, max_queued=1) as service:
-        status, headers, body = post(
-            service.url + "/v1/embeddings", {"model": minilm.contract.model, "input": ["a", "b"]}
-        )
-        assert status == 503 and headers["retry-after"] == "1"
-        assert "max_queued" in body["error"]["message"]
-        ok = post(service.url + "/v1/embeddings", {"model": minilm.contract.model, "input": "a"})
+    long = ["the heron waits in the shallows of the river bank " * 24] * 4
+    with serving(minilm, max_inputs=4, max_queued=4) as service:
+        url = service.url + "/v1/embeddings"
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(
+                pool.map(
+                    lambda _: post(url, {"model": minilm.contract.model, "input": long}), range(8)
+                )
+            )
+        busy = [a for a in answers if a[0] == 503]
+        assert busy and all(a[0] in (200, 503) for a in answers)
+        assert busy[0][1]["retry-after"] == "1"
+        assert "max_queued" in busy[0][2]["error"]["message"]
+        ok = post(url, {"model": minilm.contract.model, "input": "a"})
         assert ok[0] == 200
+
+
+def test_limits_that_would_refuse_an_accepted_request_forever_are_refused():
+    # A request of max_inputs texts must fit an idle server's queue.
+    with pytest.raises(InvalidInputError, match="max_queued=4 is below max_inputs=8"):
+        ServeLimits(max_inputs=8, max_queued=4)
+    assert ServeLimits(max_inputs=8, max_queued=8).max_queued == 8
 
 
 def test_metrics_count_requests_texts_tokens_and_errors(minilm):
