@@ -18,8 +18,7 @@ from ctxemb_chroma._store import configured_function
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
-from ctxemb_core.lazy import LazyEmbedder
-from ctxemb_core.remote import check_url
+from ctxemb_core.lazy import LazyEmbedder, remote_config
 
 NAME = "ctxemb"
 # The options a function for a server may be given and still be built on first use.
@@ -206,7 +205,12 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
             return ContractEmbeddingFunction(Embedder.from_config(settings))
         # A function for a server (Chroma rebuilds it on every reopen) asks it nothing until
         # its first text either; its contract and URL are checked now.
-        check_url(remote.get("url"))
+        remote_config(
+            remote.get("url"),
+            remote.get("api", "ctxemb"),
+            remote.get("api_key_env"),
+            served_model=remote.get("served_model"),
+        )
         ef = ContractEmbeddingFunction.__new__(ContractEmbeddingFunction)
         ef.contract = EmbeddingContract.from_dict(settings["contract"])
         ef._embedder, ef._pending, ef._building = None, settings, threading.Lock()
