@@ -10,11 +10,42 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROGRESS_LOGGER", "plan_batches", "reporting", "with_progress"]
+__all__ = [
+    "PROGRESS_LOGGER",
+    "loading",
+    "loading_name",
+    "plan_batches",
+    "progress_bar",
+    "reporting",
+    "with_progress",
+]
 
 #: The logger of one-time work that takes long enough to look like a hang (the ONNX export).
 #: Its INFO records go nowhere unless asked for; the ``ctxemb`` command prints them on stderr.
 PROGRESS_LOGGER = "ctxemb_core.progress"
+
+# The model a network is being loaded for, as its contract names it (``loading``).
+_LOADING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ctxemb_loading_model", default=None
+)
+
+
+@contextlib.contextmanager
+def loading(model: str) -> Iterator[None]:
+    """Within the block, one-time work on a network (the ONNX export) names it ``model``: the
+    model the user asked for, where the backend sees only a folder (the bundled MiniLM's is
+    called ``model``)."""
+    token = _LOADING.set(model)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
+
+
+def loading_name(default: str) -> str:
+    """The model named by the enclosing :func:`loading`, else ``default``."""
+    return _LOADING.get() or default
+
 
 # Where the batches run inside ``reporting`` are counted, instead of on a bar of their own.
 _SINK: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
@@ -55,6 +86,17 @@ def with_progress(
     from tqdm.auto import tqdm
 
     return _counting(tqdm(total=total, unit=unit, desc=desc), batches)
+
+
+def progress_bar(total: int, show: bool | None, *, unit: str, desc: str) -> Any:
+    r"""A tqdm bar for ``total`` ``unit``\ s, drawn only when ``show`` says so (``None``: as for
+    an Embedder's ``show_progress``, 1,000 or more on a terminal); otherwise it counts silently.
+    """
+    if show is None:
+        show = total >= 1000 and sys.stderr.isatty()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit=unit, desc=desc, disable=not show)
 
 
 def _counting(bar: Any, batches: list[np.ndarray]) -> Iterable[np.ndarray]:

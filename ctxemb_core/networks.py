@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ctxemb_core._batches import loading
 from ctxemb_core.backends import load_encoder
 from ctxemb_core.backends.base import Encoder, TokenBatch
 from ctxemb_core.contract import LAST_LAYER, EmbeddingContract, layer_terms
@@ -274,7 +275,8 @@ def load_network_with(
     check_fits(contract, layout.dimension, layout.max_positions, folder)
     quantization = contract.quantization.value if contract.quantization else None
     try:
-        encoder = load_encoder(layout.transformer, backend, device, quantization)
+        with loading(model):
+            encoder = load_encoder(layout.transformer, backend, device, quantization)
         if contract.layers != LAST_LAYER:
             # Now, where "auto" can still fall back: the onnx backend exports the graph of
             # every hidden state on its first use, and a layer the network lacks is refused.

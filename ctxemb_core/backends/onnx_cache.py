@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core._batches import PROGRESS_LOGGER
+from ctxemb_core._batches import PROGRESS_LOGGER, loading_name
 from ctxemb_core._files import (
     adopt_digest,
     cache_dir,
@@ -327,7 +327,7 @@ def ensure_export(
             work = Path(tempfile.mkdtemp(prefix="ctxemb-onnx-"))
         # ~15 s for MiniLM with nothing said would look like a hang (the CLI shows these lines;
         # a library caller sees them only if it asks for the progress logger's INFO records).
-        what = f"{folder.name}" + ("" if output == HIDDEN else f" ({output})")
+        what = loading_name(folder.name) + ("" if output == HIDDEN else f" ({output})")
         _progress.info(
             "building the ONNX export of %s (one time per model, ~15 s for MiniLM)…", what
         )

@@ -48,9 +48,24 @@ from ctxemb_core.validate import check_text, check_texts
 
 TASKS = ("retrieval", "sts")
 BASELINES = ("bm25",)
-#: The evaluation data beside a checkout (``../shared/data``), used when ``--data`` is not given.
-_SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-_DEFAULT_DATA = {"retrieval": _SHARED / "scifact", "sts": _SHARED / "stsbenchmark"}
+#: The source checkout ctxemb runs from (``None``: installed from a wheel, in site-packages).
+_ROOT = Path(__file__).resolve().parents[2]
+_CHECKOUT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() else None
+#: The evaluation data beside a checkout (``../shared/data``), used when ``--data`` is not given;
+#: none for an installed ctxemb, whose wheel holds no evaluation data.
+_DEFAULT_DATA: dict[str, Path] = (
+    {
+        "retrieval": _CHECKOUT.parent / "shared" / "data" / "scifact",
+        "sts": _CHECKOUT.parent / "shared" / "data" / "stsbenchmark",
+    }
+    if _CHECKOUT is not None
+    else {}
+)
+#: What ``--data`` names, by task.
+_DATA_IS = {
+    "retrieval": "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv; e.g. SciFact)",
+    "sts": "the STS Benchmark folder (sts-test.csv) or one of its csv files",
+}
 #: The figures printed as the table; the JSON holds every metric.
 _HEADLINE = ("ndcg@10", "recall@100", "mrr@10", "map@100")
 _SERVER_WAIT = 60.0  # seconds a temporary Chroma server may take to answer its first heartbeat
@@ -100,7 +115,11 @@ def add_parser(sub: Any) -> None:
         "--data",
         type=Path,
         help="retrieval: a BEIR folder; sts: the STS Benchmark folder or one of its csv files "
-        f"(default: {_DEFAULT_DATA['retrieval']} or {_DEFAULT_DATA['sts']}, when present)",
+        + (
+            f"(default: {_DEFAULT_DATA['retrieval']} or {_DEFAULT_DATA['sts']}, when present)"
+            if _DEFAULT_DATA
+            else "(required: an installed ctxemb has no evaluation data)"
+        ),
     )
     p.add_argument(
         "--split",
@@ -258,10 +277,16 @@ def _check_options(args: argparse.Namespace) -> None:
 def _data_path(args: argparse.Namespace) -> Path:
     if args.data is not None:
         return Path(args.data)
-    default = _DEFAULT_DATA[args.task]
+    default = _DEFAULT_DATA.get(args.task)
+    if default is None:
+        raise InvalidInputError(
+            f"--data is required for --task {args.task}: the evaluation data is not installed "
+            f"with ctxemb; download it and give {_DATA_IS[args.task]} with --data"
+        )
     if not default.exists():
         raise InvalidInputError(
-            f"--data is required for --task {args.task}: no default dataset at {default}"
+            f"--data is required for --task {args.task}: no default dataset at {default}; give "
+            f"{_DATA_IS[args.task]} with --data"
         )
     return default
 

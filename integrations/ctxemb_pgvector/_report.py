@@ -6,9 +6,9 @@ import dataclasses
 from typing import Any
 
 from psycopg import sql
-from tqdm.auto import tqdm
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core._batches import progress_bar
 from ctxemb_core.errors import InvalidInputError, StampError, StorageMismatchError
 from ctxemb_core.guard import (
     RecordCheck,
@@ -34,7 +34,9 @@ def check_every_row(stored: StoredTable, embedder: Embedder, progress: bool | No
     result = RecordCheck()
     query = sql.SQL("SELECT id, content, embedding FROM {} WHERE id > %s ORDER BY id LIMIT %s")
     last = ""
-    with tqdm(total=total, unit="record", desc="verifying", disable=progress is False) as bar:
+    # Not asked (None): the embedder's show_progress decides, as for its own calls.
+    show = progress if progress is not None else getattr(embedder, "show_progress", None)
+    with progress_bar(total, show, unit="record", desc="verifying") as bar:
         while True:
             rows = stored.conn.execute(query.format(stored.table), (last, PAGE)).fetchall()
             if not rows:
@@ -64,7 +66,7 @@ def verify(
         sample: how many stored rows to re-embed (the newest half by last write, whoever wrote
             it, and a random half).
         all: re-embed every stored row instead, page by page, with a progress bar.
-        progress: show the progress bar (``None``: tqdm's choice).
+        progress: show the progress bar (``None``: as the embedder's ``show_progress`` says).
 
     The report's ``configuration`` says whether the embedding column is of the type the
     stamp's contract stores (``match``, or what differs); ``checked()`` / ``not_checked()``

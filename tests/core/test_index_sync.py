@@ -260,9 +260,11 @@ def test_the_index_bar_counts_docs_and_the_one_time_onnx_export_is_said_on_stder
     assert code == 0 and "ONNX export" not in err
     # A library call prints nothing; the record is there for a caller that asks for it.
     other = build_bert(tmp_path / "other-bert", seed=8)  # (the process keeps loaded networks)
+    # The message names the model as the contract does, not the folder it was found in.
+    named = contract_for(other, pooling="mean").with_(model="acme/other-bert")
     with caplog.at_level(logging.INFO, logger="ctxemb_core.progress"):
-        Embedder(contract_for(other, pooling="mean")).embed_documents(["a text"])
-    assert "building the ONNX export of other-bert" in caplog.text
+        Embedder(named, path=other).embed_documents(["a text"])
+    assert "building the ONNX export of acme/other-bert (" in caplog.text
     assert "ONNX export" not in capsys.readouterr().err
 
 

@@ -432,6 +432,16 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path, gz: bool) -> No
     with pytest.raises(DataFormatError, match=rf"{name}:2: invalid JSON") as info:
         load_beir(folder)
     assert isinstance(info.value, CtxembError) and isinstance(info.value, ValueError)
+    assert "(Unterminated string starting at column 23)" in str(info.value)
+
+
+@pytest.mark.parametrize("line", ['{"_id": "d", "text": "a\tb"}', '{"_id": "d", "text": "a'])
+def test_a_json_message_ending_in_at_is_not_doubled(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"c\.jsonl:1: invalid JSON") as info:
+        load_jsonl_corpus(path)
+    assert " at at " not in str(info.value) and " at column " in str(info.value)
 
 
 @pytest.mark.parametrize(

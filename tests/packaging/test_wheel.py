@@ -394,6 +394,18 @@ def test_demo_runs_from_the_wheel_alone(standalone: Venv) -> None:
     assert "0 documents added, 24 in all" in again
 
 
+def test_eval_from_the_wheel_asks_for_its_data(standalone: Venv) -> None:
+    # Installed, ctxemb has no checkout beside it: no default dataset is looked for under
+    # site-packages; --data is asked for, saying what it must name.
+    code = "from ctxemb_core.cli import main; print(main(['eval', '--via', 'memory']))"
+    done = standalone.py(code)
+    assert done.stdout.strip() == "2", done.stdout
+    assert "--data is required for --task retrieval: the evaluation data is not installed" in (
+        done.stderr
+    ), done.stderr
+    assert "a BEIR folder" in done.stderr and "site-packages" not in done.stderr
+
+
 def test_pip_resolves_the_readme_demo_install_as_uv_installed_it(
     dist: Dist, standalone: Venv, tmp_path: Path
 ) -> None:
