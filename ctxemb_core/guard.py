@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxemb_core._batches import progress_bar
 from ctxemb_core.contract import (
     ContractDiff,
     DiffKind,
@@ -82,6 +83,7 @@ __all__ = [
     "detection_probability",
     "open_stamp",
     "record_tolerance",
+    "records_progress",
     "refuse_foreign",
     "refuse_vectorless",
     "restamp_stamp",
@@ -1081,3 +1083,11 @@ def add_missing(
         except ExistingIdsError:
             continue  # another writer added some of them meanwhile: look again
     raise ExistingIdsError(tuple(i for i in ids if i in have))
+
+
+def records_progress(total: int, progress: bool | None, embedder: Any) -> Any:
+    """The bar of a check of every stored record (``verify --all``): drawn when ``progress``
+    says so, and when it is ``None`` as the embedder's ``show_progress`` says, as for the
+    embedder's own calls (never on its own where nobody asked)."""
+    show = progress if progress is not None else getattr(embedder, "show_progress", None)
+    return progress_bar(total, show, unit="record", desc="verifying")

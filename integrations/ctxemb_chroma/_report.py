@@ -14,7 +14,6 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._store import configured_function, read_settled, translated
 from ctxemb_chroma._verify import sample_records
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core._batches import progress_bar
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import (
     RecordCheck,
@@ -23,6 +22,7 @@ from ctxemb_core.guard import (
     check_flag,
     check_sample_size,
     check_stored,
+    records_progress,
     verify_index,
 )
 
@@ -33,9 +33,7 @@ def check_every_record(raw: Collection, embedder: Embedder, progress: bool | Non
     """Re-embed every stored record, one page at a time, with a progress bar."""
     total = read_settled(raw.count)
     result = RecordCheck()
-    # Not asked (None): the embedder's show_progress decides, as for its own calls.
-    show = progress if progress is not None else getattr(embedder, "show_progress", None)
-    with progress_bar(total, show, unit="record", desc="verifying") as bar:
+    with records_progress(total, progress, embedder) as bar:
         for offset in range(0, total, PAGE):
             got = read_settled(
                 raw.get, offset=offset, limit=PAGE, include=["documents", "embeddings"]

@@ -8,7 +8,6 @@ from typing import Any
 from psycopg import sql
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core._batches import progress_bar
 from ctxemb_core.errors import InvalidInputError, StampError, StorageMismatchError
 from ctxemb_core.guard import (
     RecordCheck,
@@ -17,6 +16,7 @@ from ctxemb_core.guard import (
     check_flag,
     check_sample_size,
     check_stored,
+    records_progress,
     verify_index,
 )
 from ctxemb_pgvector._connect import translated
@@ -34,9 +34,7 @@ def check_every_row(stored: StoredTable, embedder: Embedder, progress: bool | No
     result = RecordCheck()
     query = sql.SQL("SELECT id, content, embedding FROM {} WHERE id > %s ORDER BY id LIMIT %s")
     last = ""
-    # Not asked (None): the embedder's show_progress decides, as for its own calls.
-    show = progress if progress is not None else getattr(embedder, "show_progress", None)
-    with progress_bar(total, show, unit="record", desc="verifying") as bar:
+    with records_progress(total, progress, embedder) as bar:
         while True:
             rows = stored.conn.execute(query.format(stored.table), (last, PAGE)).fetchall()
             if not rows:
