@@ -162,6 +162,10 @@ def open_hybrid(
         else:
             _build(dense, place, lexical, fusion, progress)
     stamp = store.check()
+    if stamp.contract.dense != dense.contract and (
+        stamp.contract.dense.diff(dense.contract).kind.value != "label"
+    ):
+        raise ContractMismatchError(stamp.contract.dense, dense.contract, stamped=True)
     store.check_owner(stamp, place.owner, place.remedy)
     if place.mark is not None:
         marked = place.mark()
@@ -173,10 +177,6 @@ def open_hybrid(
                 f"{stamp.token}, the dense index records {marked}): replaced around ctxemb. "
                 f"Restore it, or rebuild it deliberately: {REBUILD}"
             )
-    if stamp.contract.dense != dense.contract and (
-        stamp.contract.dense.diff(dense.contract).kind.value != "label"
-    ):
-        raise ContractMismatchError(stamp.contract.dense, dense.contract, stamped=True)
     caller = HybridContract(
         stamp.contract.dense,
         lexical if lexical is not None else stamp.contract.lexical,

@@ -517,7 +517,9 @@ class LexicalStore:
                 (side, *params),
             ):
                 old[term] = (int(df), int(cf))
-        inserts, updates, deletes = [], [], []
+        inserts: list[tuple[str, int, int]] = []
+        updates: list[tuple[str, int, int]] = []
+        deletes: list[str] = []
         for term in touched:
             df, cf = old.get(term, (0, 0))
             new_df, new_cf = df + delta[term][0], cf + delta[term][1]

@@ -21,11 +21,11 @@ from ctxemb_core.hybrid import (
     HybridContract,
     HybridStamp,
     LexicalContract,
-    LexicalStore,
     NoLexicalSideError,
 )
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.stamp import IndexStamp
 
 #: The metadata key of a document found by :class:`ContractLexicalRetriever` (and of every
 #: fused document): the fingerprint of the hybrid contract (the stamp) it was found under.
@@ -107,35 +107,39 @@ class LexicalSide:
     def _chroma(self) -> bool:
         return hasattr(self.guard, "client")
 
-    def store(self) -> LexicalStore:
-        """The side's store, to read its stamp before the dense side is opened."""
+    def stamped_dense(self) -> Any:
+        """The contract the dense side's stamp holds (read, not verified), or ``None`` when the
+        store holds no stamped index of this name yet."""
         if self._chroma():
-            from ctxemb_chroma import lexical_folder
-            from ctxemb_core.hybrid import SQLiteLexical
+            from ctxemb_chroma import stored_or_none
 
-            folder = lexical_folder(self.guard.client(), self.guard.name, self.lexical_path)
-            return LexicalStore(SQLiteLexical(folder, self.guard.name))
-        from ctxemb_pgvector._hybrid_store import PgLexical
+            raw = stored_or_none(self.guard.client(), self.guard.name)
+            metadata = raw.metadata if raw is not None else None
+        else:
+            from ctxemb_pgvector import stored_or_none as stored_table
 
-        return LexicalStore(PgLexical(self.guard.conn(), self.guard.schema, self.guard.name))
+            found = stored_table(self.guard.conn(), self.guard.name, self.guard.schema)
+            metadata = found.metadata if found is not None else None
+        return (
+            IndexStamp.from_metadata(metadata).contract if IndexStamp.is_stamped(metadata) else None
+        )
 
-    def open(self, contract: Any, *, create: bool) -> HybridIndex:
+    def open(self, contract: Any, *, create: bool, refresh: bool = False) -> HybridIndex:
         """The hybrid index as the store's ``open_hybrid`` opens it (the side checked whole)."""
         options: dict[str, Any] = {
             "lexical": self.lexical,
             "fusion": self.fusion,
             "lexical_path": self.lexical_path,
             "create": create,
+            "refresh": refresh,
         }
         if self._chroma():
-            import ctxemb_chroma
+            from ctxemb_chroma import open_hybrid
 
-            return ctxemb_chroma.open_hybrid(
-                self.guard.client(), self.guard.name, contract, **options
-            )
-        import ctxemb_pgvector
+            return open_hybrid(self.guard.client(), self.guard.name, contract, **options)
+        from ctxemb_pgvector import open_hybrid as open_table_hybrid
 
-        return ctxemb_pgvector.open_hybrid(
+        return open_table_hybrid(
             self.guard.conn(), self.guard.name, contract, schema=self.guard.schema, **options
         )
 
@@ -150,13 +154,23 @@ class LexicalSide:
         """The stamp's contract once the stated recipe is found to be it (fields named)."""
         return check_caller(stamp, self.stated(stamp), where=self.where)
 
-    def hybrid(self) -> HybridIndex:
-        """The hybrid index, opened once under the stamp's dense contract (each call then
-        re-reads the stamp: another process's fusion or recipe is followed, or refused)."""
+    def hybrid(self, *, refresh: bool = False) -> HybridIndex:
+        """The hybrid index, opened once under the dense side's stamped contract (each call
+        then re-reads the lexical stamp: another process's fusion or recipe is followed, or
+        refused); ``refresh`` (a writer's) mends a side found out of step.
+
+        Raises:
+            NoLexicalSideError: no stamped index here yet, or no lexical side beside it.
+        """
         with self._lock:
             if self._hybrid is None:
-                stamp = self.store().stamp()
-                self._hybrid = self.open(stamp.contract.dense, create=False)
+                contract = self.stamped_dense()
+                if contract is None:
+                    raise NoLexicalSideError(
+                        f"{self.where} holds no stamped index and so no lexical side; write it "
+                        "with ContractDocumentWriter(..., hybrid=True)"
+                    )
+                self._hybrid = self.open(contract, create=False, refresh=refresh)
             return self._hybrid
 
     def search(self, query: str, k: int | None) -> tuple[list[tuple[str, float]], HybridStamp]:
@@ -184,7 +198,7 @@ class LexicalSide:
         from ctxemb_core.documents import check_fingerprint
 
         try:
-            stamp = self.store().stamp().contract
+            stamp = self.hybrid(refresh=True).current().contract
         except NoLexicalSideError:
             return
         self.caller(stamp)
@@ -196,7 +210,6 @@ class LexicalSide:
         contract = self.guard.caller(fingerprint)
         with self._lock:
             if self._hybrid is None or not self._hybrid.lexical.exists():
-                self._hybrid = self.open(contract, create=True)
-                return
+                self._hybrid = self.open(contract, create=True, refresh=True)
             hybrid = self._hybrid
         hybrid.take(list(ids))

@@ -66,14 +66,14 @@ class PgLexical:
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with translated(f"the lexical side of {self.name!r}"):
-            cur = self.conn.execute(self.sql(query), tuple(params))  # type: ignore[call-overload]
+            cur = self.conn.execute(self.sql(query), tuple(params))
             return list(cur.fetchall()) if cur.description is not None else []
 
     def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
         with translated(f"writing the lexical side of {self.name!r}"), self.conn.cursor() as cur:
-            cur.executemany(self.sql(query), rows)  # type: ignore[call-overload]
+            cur.executemany(self.sql(query), rows)
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
@@ -89,7 +89,7 @@ class PgLexical:
             self._lock_schema()
             for statement in self.sql(_TABLES).split(";"):
                 if statement.strip():
-                    self.conn.execute(statement)  # type: ignore[call-overload]
+                    self.conn.execute(statement)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
