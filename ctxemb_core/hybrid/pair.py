@@ -51,7 +51,7 @@ from ctxemb_core.hybrid.store import (
     has_file_set,
     read_file_set,
 )
-from ctxemb_core.sync import SyncReport
+from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
 __all__ = ["HybridHit", "HybridIndex", "LexicalPlace", "open_hybrid", "stored_records"]
@@ -185,7 +185,11 @@ def open_hybrid(
     check_caller(stamp.contract, caller, where=name)
     check_analyzer(stamp, store.analyzer(stamp))
     hybrid = HybridIndex(dense, place, stamp, (lexical, fusion))
-    if int(dense.count()) != stamp.documents:
+    if refresh and not place.joint:
+        left = store.pending()
+        if left:  # a writer stopped between the two stores (or is between them now)
+            hybrid.take(left)
+    if int(dense.count()) != hybrid.stamp.documents:
         digests = _dense_digests(dense)
         if refresh:
             hybrid._mend(digests, progress)
@@ -343,13 +347,34 @@ class HybridIndex:
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> SyncReport:
-        """The dense side's ``sync`` of the batch, then the same documents on the lexical side."""
-        report: SyncReport = self.dense.sync(
-            ids, documents, metadatas, dry_run=dry_run, progress=progress
+        """The dense side's ``sync`` of the batch; the documents it writes are written to the
+        lexical side too (a batch with nothing new costs the lexical side nothing)."""
+        if self.place.joint:
+            report: SyncReport = self.dense.sync(
+                ids, documents, metadatas, dry_run=dry_run, progress=progress
+            )
+            return report
+        return sync_batch(
+            self._stored,
+            self.upsert,
+            list(ids),
+            documents,
+            metadatas,
+            dry_run=dry_run,
+            progress=progress,
         )
-        if not dry_run:
-            self._lexical_write(ids, documents)
-        return report
+
+    def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
+        """What a sync compares: each stored id's metadata, and the text of those that carry
+        no text digest."""
+        got = self.dense.get(ids=ids, include=["metadatas"])
+        metas = dict(zip(got["ids"], got["metadatas"] or [], strict=True))
+        legacy = [i for i, m in metas.items() if not isinstance((m or {}).get(TEXT_KEY), str)]
+        texts: dict[str, Any] = {}
+        if legacy:
+            old = self.dense.get(ids=legacy, include=["documents"])
+            texts = dict(zip(old["ids"], old["documents"] or [], strict=True))
+        return {i: (texts.get(i), m) for i, m in metas.items()}
 
     def add(
         self,
@@ -357,8 +382,7 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        self.dense.add(ids, documents, metadatas)
-        self._lexical_write(ids, documents)
+        self._both(ids, lambda: self.dense.add(ids, documents, metadatas))
 
     def upsert(
         self,
@@ -366,8 +390,7 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        self.dense.upsert(ids, documents, metadatas)
-        self._lexical_write(ids, documents)
+        self._both(ids, lambda: self.dense.upsert(ids, documents, metadatas))
 
     def add_missing(
         self,
@@ -375,9 +398,11 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> int:
-        added = int(self.dense.add_missing(ids, documents, metadatas))
-        self._lexical_write(ids, documents)
-        return added
+        added: list[int] = []
+        self._both(
+            ids, lambda: added.append(int(self.dense.add_missing(ids, documents, metadatas)))
+        )
+        return added[0]
 
     def delete_missing(self, keep: Any, *, dry_run: bool = False) -> list[str]:
         """The dense side's ``delete_missing``, then the same ids off the lexical side."""
@@ -387,21 +412,20 @@ class HybridIndex:
         return gone
 
     def delete(self, ids: Sequence[str]) -> None:
-        self.dense.delete(list(ids))
-        if not self.place.joint:
-            self.take(list(ids))
+        self._both(ids, lambda: self.dense.delete(list(ids)))
 
-    def _lexical_write(self, ids: Sequence[str], documents: Sequence[str]) -> None:
-        """The ids whose lexical digest is not their text's, taken from the dense side (where
-        the dense store does not write the lexical rows itself)."""
+    def _both(self, ids: Sequence[str], write: Callable[[], Any]) -> None:
+        """A dense write, and the lexical side brought to what it stored. Where the dense store
+        writes the lexical rows in its own transaction, that is all; elsewhere the ids are
+        recorded first (:meth:`LexicalStore.intend`), so that a writer stopped between the two
+        stores leaves the next one the ids to take, not a silent difference."""
         if self.place.joint:
+            write()
             return
         self.current()
-        have = self.lexical.digests(list(ids))
-        pairs = zip(ids, documents, strict=True)
-        todo = [i for i, d in pairs if have.get(i) != text_digest(d)]
-        if todo:
-            self.take(todo)
+        self.lexical.intend(list(ids))
+        write()
+        self.take(list(ids))
 
     def take(self, ids: Sequence[str]) -> None:
         """Make the lexical side hold what the dense side stores for ``ids`` (read while the
@@ -540,7 +564,7 @@ class HybridIndex:
         analyzer canary: a report, ``ok`` when all agree."""
         report: dict[str, Any] = {}
         try:
-            stamp = self.lexical.check()
+            stamp = self.lexical.check(full=True)
             report["statistics"] = "match"
         except DamagedStampError as exc:
             stamp = self.lexical.stamp()

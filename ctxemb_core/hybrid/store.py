@@ -90,6 +90,9 @@ SIDES = "ctxemb_lexical_sides"
 DOCS = "ctxemb_lexical_docs"
 POSTINGS = "ctxemb_lexical_postings"
 TERMS = "ctxemb_lexical_terms"
+#: Ids a writer is about to write to a dense store that shares no transaction with the lexical
+#: side: taken from the dense side by the next writer if the one that wrote them stopped first.
+PENDING = "ctxemb_lexical_pending"
 
 
 class NoLexicalSideError(MissingStampError):
@@ -261,10 +264,12 @@ class LexicalStore:
         if stamp.owner != owner:
             raise ForeignLexicalError(self.where, stamp.owner, owner, remedy)
 
-    def check(self) -> HybridStamp:
+    def check(self, *, full: bool = False) -> HybridStamp:
         """The stamp, once the side's rows are found to be what it records: the documents'
-        count and total length, and each term's document and total frequency (summed as the
-        vocabulary digest) recomputed from the postings, and the terms table equal to them.
+        count and total length, and each term's document and total frequency recounted from
+        the postings and found in the terms table, in the database (an edited, added or
+        dropped posting does not pass). ``full`` (verify) also sums the terms table as the
+        stamp's vocabulary digest does (a terms table edited to match edited postings).
 
         Raises:
             DamagedStampError: any disagreement (rows edited around ctxemb).
@@ -275,22 +280,32 @@ class LexicalStore:
             found = self.db.execute(
                 "SELECT count(*), coalesce(sum(length), 0) FROM {docs} WHERE side = ?", (side,)
             )[0]
-            postings = self.db.execute(
-                "SELECT term, count(*), sum(tf) FROM {postings} WHERE side = ? GROUP BY term",
-                (side,),
-            )
-            terms = self.db.execute("SELECT term, df, cf FROM {terms} WHERE side = ?", (side,))
+            # Each term's document and total frequency recounted from the postings (one ordered
+            # scan) and looked up in the terms table, inside the database.
+            groups, differ = self.db.execute(
+                "SELECT count(*), coalesce(sum(CASE WHEN t.df IS NULL OR t.df <> p.df OR "
+                "t.cf <> p.cf THEN 1 ELSE 0 END), 0) FROM (SELECT term, count(*) AS df, "
+                "sum(tf) AS cf FROM {postings} WHERE side = ? GROUP BY term) p LEFT JOIN "
+                "{terms} t ON t.side = ? AND t.term = p.term",
+                (side, side),
+            )[0]
+            terms, cf = self.db.execute(
+                "SELECT count(*), coalesce(sum(cf), 0) FROM {terms} WHERE side = ?", (side,)
+            )[0]
+            entries = None
+            if full:
+                rows = self.db.execute("SELECT term, df, cf FROM {terms} WHERE side = ?", (side,))
+                entries = [(str(t), int(df), int(n)) for t, df, n in rows]
         wrong = []
         if (int(found[0]), int(found[1])) != (stamp.documents, stamp.length):
             wrong.append(
                 f"{found[0]} documents of {found[1]} terms, the stamp says {stamp.documents} of "
                 f"{stamp.length}"
             )
-        entries = [(str(t), int(df), int(cf)) for t, df, cf in postings]
-        if terms_sum(entries) != stamp.total or sum(e[2] for e in entries) != stamp.length:
-            wrong.append("the postings are not the vocabulary the stamp's digest was fitted on")
-        if sorted(entries) != sorted((str(t), int(df), int(cf)) for t, df, cf in terms):
-            wrong.append("the terms table is not the postings' vocabulary")
+        if int(differ) or int(groups) != int(terms) or int(cf) != stamp.length:
+            wrong.append("the postings are not the vocabulary the terms table and stamp count")
+        if entries is not None and terms_sum(entries) != stamp.total:
+            wrong.append("the vocabulary is not the one the stamp's digest was fitted on")
         if wrong:
             raise DamagedStampError(
                 f"the lexical side in {self.where} is not what its stamp records: "
@@ -377,7 +392,7 @@ class LexicalStore:
         if side is None:
             return
         with self.db.writing():
-            for table in ("{postings}", "{docs}", "{terms}", "{sides}"):
+            for table in ("{postings}", "{docs}", "{terms}", "{pending}", "{sides}"):
                 self.db.execute(f"DELETE FROM {table} WHERE side = ?", (side,))
         self._side = None
 
@@ -394,6 +409,22 @@ class LexicalStore:
         return self.stamp()
 
     # -- writing ----------------------------------------------------------------------------
+
+    def intend(self, ids: Sequence[str]) -> None:
+        """Record that ``ids`` are about to be written to the dense side (a store that shares
+        no transaction with this one): :meth:`apply` of them clears it; a writer that stops in
+        between leaves them for :meth:`pending`."""
+        side = self.side()
+        with self.db.writing():
+            self.db.executemany(
+                "INSERT INTO {pending} (side, id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(side, i) for i in dict.fromkeys(ids)],
+            )
+
+    def pending(self) -> list[str]:
+        """Ids a writer recorded and did not write to this side (it stopped, or is writing)."""
+        rows = self.db.execute("SELECT id FROM {pending} WHERE side = ?", (self.side(),))
+        return sorted(str(r[0]) for r in rows)
 
     def apply(
         self,
@@ -416,7 +447,15 @@ class LexicalStore:
                     f"the lexical side in {self.where} was re-stamped under another recipe "
                     "while it was open; open it again"
                 )
-            return self._apply(stamp, upserts, deletes)
+            done = self._apply(stamp, upserts, deletes)
+            ids = [*(u[0] for u in upserts), *deletes]
+            for part in _chunks(ids):
+                clause, params = self.db.any_of("id", part)
+                self.db.execute(
+                    f"DELETE FROM {{pending}} WHERE side = ? AND {clause}",
+                    (self.side(), *params),
+                )
+            return done
 
     def _apply(
         self,
@@ -700,8 +739,10 @@ CREATE INDEX IF NOT EXISTS {POSTINGS}_num ON {POSTINGS} (side, num);
 CREATE TABLE IF NOT EXISTS {TERMS} (
   side INTEGER NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL, cf INTEGER NOT NULL,
   PRIMARY KEY (side, term)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {PENDING} (
+  side INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (side, id)) WITHOUT ROWID;
 """
-_NAMES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS}
+_NAMES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS, "pending": PENDING}
 
 
 class SQLiteLexical:

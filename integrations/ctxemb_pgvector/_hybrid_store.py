@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.hybrid.store import DOCS, POSTINGS, SIDES, TERMS
+from ctxemb_core.hybrid.store import DOCS, PENDING, POSTINGS, SIDES, TERMS
 from ctxemb_pgvector._connect import translated
 
 _TABLES = """
@@ -34,6 +34,8 @@ CREATE INDEX IF NOT EXISTS ctxemb_lexical_postings_num ON {postings} (side, num)
 CREATE TABLE IF NOT EXISTS {terms} (
   side integer NOT NULL, term text NOT NULL, df integer NOT NULL, cf bigint NOT NULL,
   PRIMARY KEY (side, term));
+CREATE TABLE IF NOT EXISTS {pending} (
+  side integer NOT NULL, id text NOT NULL, PRIMARY KEY (side, id));
 """
 
 
@@ -50,9 +52,14 @@ class PgLexical:
         self.where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
         self._names = {
             key: sql.Identifier(schema, table).as_string(conn)
-            for key, table in (("sides", SIDES), ("docs", DOCS), ("postings", POSTINGS))
+            for key, table in (
+                ("sides", SIDES),
+                ("docs", DOCS),
+                ("postings", POSTINGS),
+                ("terms", TERMS),
+                ("pending", PENDING),
+            )
         }
-        self._names["terms"] = sql.Identifier(schema, TERMS).as_string(conn)
 
     def sql(self, query: str) -> str:
         return query.format(**self._names).replace("?", "%s")

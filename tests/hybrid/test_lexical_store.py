@@ -28,6 +28,7 @@ from ctxemb_core import Embedder, contract_for
 from ctxemb_core.errors import (
     DamagedStampError,
     HybridMismatchError,
+    OutOfStepError,
     StampError,
 )
 from ctxemb_core.hybrid import (
@@ -328,3 +329,21 @@ def test_an_old_file_set_is_converted_once_and_edited_postings_are_refused(chrom
     fresh_fit_agrees(converted, docs)
     shutil.rmtree(version)  # read once: the store is what is opened from now on
     assert ctxemb_chroma.open_hybrid(chroma, "old", static).lexical.count() == len(docs)
+
+
+def test_a_writer_stopped_between_the_two_stores_is_mended_by_the_next(chroma, static):
+    """Beside Chroma the two sides share no transaction: a writer records the ids it is about
+    to write first, so one that stops after the dense write (the counts unchanged: a text
+    updated) leaves the next writer the ids to take, and no sync of an unchanged corpus costs
+    the lexical side a read."""
+    docs = corpus(10)
+    h = ctxemb_chroma.open_hybrid(chroma, "docs", static)
+    h.sync(list(docs), list(docs.values()))
+    h.lexical.intend(["d001"])
+    h.dense.upsert(["d001"], ["river bank willow roots"])  # ... and the writer stops here
+    with pytest.raises(OutOfStepError) as err:
+        h.query("willow roots", 3)
+    assert err.value.changed == ("d001",)
+    mended = ctxemb_chroma.open_hybrid(chroma, "docs", static, refresh=True)
+    assert mended.lexical.pending() == [] and mended.verify()["ok"]
+    assert mended.query("willow roots", 1)[0].id == "d001"
