@@ -168,7 +168,8 @@ def noop_reindex(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     texts = words(rng, n)
     vocabulary = sorted({w for t in texts for w in t.split()} | set(PROBE_WORDS))
     vectors = rng.normal(size=(len(vocabulary), 8))
-    lines = (w + " " + " ".join(f"{v:.4f}" for v in row) for w, row in zip(vocabulary, vectors))
+    pairs = zip(vocabulary, vectors, strict=True)
+    lines = (w + " " + " ".join(f"{v:.4f}" for v in row) for w, row in pairs)
     (work / "vectors.txt").write_text("\n".join(lines), encoding="utf-8")
     model = Embedder(contract_for(static_from_vectors(work / "vectors.txt", work / "static")))
     corpus = {f"d{i}": {"text": t} for i, t in enumerate(texts)}
