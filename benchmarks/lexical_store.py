@@ -13,8 +13,11 @@ document and term frequencies and the statistics by the documents written.
    under the default recipe but for the stemmer and stop words (none: the analyzer is not what
    is measured). The reference, measured in the same run, is what 0.1 did for the same write:
    ``LexicalIndex.updated`` (every posting rebuilt; its file writes not counted), up to
-   ``--old-max`` records. Goal: the store's cost does not grow with N beyond its own B-tree
-   maintenance (a few levels of depth), while the reference grows linearly.
+   ``--old-max`` records. Beside it, the store's own index maintenance: the same rows (the
+   documents and their postings) inserted into the same SQLite tables by a plain ``executemany``
+   (no analysis, no terms table, no statistics). Goal: the store's cost grows with N no faster
+   than that B-tree maintenance (``sqlite_over_raw_rows`` flat), while the reference grows
+   linearly.
 2. **No-op re-index** (seconds, median of ``--repeats``): an embedded Chroma collection of
    ``--docs`` records indexed with a static model (numpy only: the embedding is not what is
    measured), opened and synced again with the same corpus, as ``ctxemb index`` does, with and
@@ -91,6 +94,34 @@ def write_cost(store: Any, rng: np.random.Generator, repeats: int, tag: str) -> 
     return statistics.median(times)
 
 
+def raw_cost(store: Any, rng: np.random.Generator, repeats: int, tag: str) -> float:
+    """Median seconds of the same rows a write of 100 documents adds (documents, postings),
+    inserted by plain ``executemany`` in one transaction: the store's own B-tree maintenance,
+    with no analysis, no terms table and no statistics."""
+    from collections import Counter
+
+    side = store.side()
+    top = int(store.db.execute("SELECT max(num) FROM {docs} WHERE side = ?", (side,))[0][0])
+    times = []
+    for r in range(repeats):
+        docs, postings = [], []
+        for i, text in enumerate(words(rng, BATCH)):
+            num = top + 1_000_000 + r * BATCH + i
+            counts = Counter(text.split())
+            docs.append((side, num, f"{tag}-raw-{r}-{i}", "x", sum(counts.values())))
+            postings += [(side, t, num, n) for t, n in counts.items()]
+        started = time.perf_counter()
+        with store.db.writing():
+            store.db.executemany(
+                "INSERT INTO {docs} (side, num, id, digest, length) VALUES (?, ?, ?, ?, ?)", docs
+            )
+            store.db.executemany(
+                "INSERT INTO {postings} (side, term, num, tf) VALUES (?, ?, ?, ?)", postings
+            )
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def old_cost(n: int, rng: np.random.Generator, repeats: int) -> float:
     """Median seconds of 0.1's write of 100 documents: every posting rebuilt."""
     from ctxemb_core.hybrid import LexicalIndex
@@ -136,6 +167,10 @@ def measure_writes(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]
             filled(sqlite, n, rng)
             row["sqlite_load_s"] = round(time.perf_counter() - started, 2)
             row["sqlite_write_100_s"] = round(write_cost(sqlite, rng, args.repeats, "s"), 4)
+            row["sqlite_raw_rows_s"] = round(raw_cost(sqlite, rng, args.repeats, "s"), 4)
+            row["sqlite_over_raw_rows"] = round(
+                row["sqlite_write_100_s"] / row["sqlite_raw_rows_s"], 2
+            )
             sqlite.db.close()
             if conn is not None and n <= args.pg_max:
                 from ctxemb_pgvector._hybrid_store import PgLexical
@@ -212,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-max", type=int, default=100_000, help="largest PostgreSQL side")
     parser.add_argument("--old-max", type=int, default=100_000, help="largest file-set reference")
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--no-reindex", action="store_true", help="the writes only (with --out: a partial run)"
+    )
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: tmp)")
     add_quick(parser, f"sides of {QUICK_SIZES} records, a re-index of 300, SQLite only")
     args = parser.parse_args(argv)
@@ -221,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ctxemb-lexical-", dir=args.work) as tmp:
         work = Path(tmp)
         writes_rows = measure_writes(args, work)
-        reindex = noop_reindex(args, work)
+        reindex = {} if args.no_reindex else noop_reindex(args, work)
     print(f"no-op re-index: {reindex}")
     info = machine_info()
     out = write_result(

@@ -21,6 +21,7 @@ OutOfStepError`, naming the ids) on the next open or query, and mended by the ne
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,7 @@ def open_hybrid(
     if rebuild:
         store.drop()
     if not store.exists():
-        if place.folder is not None and has_file_set(place.folder):
+        if not rebuild and place.folder is not None and has_file_set(place.folder):
             _convert(dense, place)
         elif not rebuild and place.mark is not None and place.mark() is not None:
             raise DamagedStampError(
@@ -424,7 +425,14 @@ class HybridIndex:
             return
         self.current()
         self.lexical.intend(list(ids))
-        write()
+        try:
+            write()
+        except BaseException:
+            # Nothing (or not all) written: the lexical side is made what the dense side holds
+            # now, where it can be, and the ids are no longer left pending.
+            with contextlib.suppress(Exception):
+                self.take(list(ids))
+            raise
         self.take(list(ids))
 
     def take(self, ids: Sequence[str]) -> None:
