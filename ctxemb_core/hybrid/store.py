@@ -478,7 +478,7 @@ class LexicalStore:
         for part in _chunks(old):
             clause, params = db.any_of("num", part)
             rows = db.execute(
-                f"SELECT term, tf FROM {{postings}} WHERE side = ? AND {clause}",
+                f"SELECT term, tf FROM {{postings_by_num}} WHERE side = ? AND {clause}",
                 (side, *params),
             )
             for term, tf in rows:
@@ -600,7 +600,7 @@ class LexicalStore:
         for part in _chunks(list(ids)):
             clause, params = self.db.any_of("id", part)
             for i, num, digest, length in self.db.execute(
-                f"SELECT id, num, digest, length FROM {{docs}} WHERE side = ? AND {clause}",
+                f"SELECT id, num, digest, length FROM {{docs_by_id}} WHERE side = ? AND {clause}",
                 (self.side(), *params),
             ):
                 out[i] = (int(num), str(digest), int(length))
@@ -732,7 +732,8 @@ CREATE TABLE IF NOT EXISTS {SIDES} (
   version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS {DOCS} (
   side INTEGER NOT NULL, num INTEGER NOT NULL, id TEXT NOT NULL, digest TEXT NOT NULL,
-  length INTEGER NOT NULL, PRIMARY KEY (side, num), UNIQUE (side, id)) WITHOUT ROWID;
+  length INTEGER NOT NULL, PRIMARY KEY (side, num)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS {DOCS}_id ON {DOCS} (side, id);
 CREATE TABLE IF NOT EXISTS {POSTINGS} (
   side INTEGER NOT NULL, term TEXT NOT NULL, num INTEGER NOT NULL, tf INTEGER NOT NULL,
   PRIMARY KEY (side, term, num)) WITHOUT ROWID;
@@ -743,7 +744,17 @@ CREATE TABLE IF NOT EXISTS {TERMS} (
 CREATE TABLE IF NOT EXISTS {PENDING} (
   side INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (side, id)) WITHOUT ROWID;
 """
-_NAMES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS, "pending": PENDING}
+_NAMES = {
+    "sides": SIDES,
+    "docs": DOCS,
+    "postings": POSTINGS,
+    "terms": TERMS,
+    "pending": PENDING,
+    # Without statistics SQLite's planner reads "side = ? AND id IN (...)" by the primary key's
+    # side prefix, every row of the side; these lookups name the index that answers them.
+    "docs_by_id": f"{DOCS} INDEXED BY {DOCS}_id",
+    "postings_by_num": f"{POSTINGS} INDEXED BY {POSTINGS}_num",
+}
 
 
 class SQLiteLexical:

@@ -60,6 +60,9 @@ class PgLexical:
                 ("pending", PENDING),
             )
         }
+        # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
+        self._names["docs_by_id"] = self._names["docs"]
+        self._names["postings_by_num"] = self._names["postings"]
 
     def sql(self, query: str) -> str:
         return query.format(**self._names).replace("?", "%s")
