@@ -340,6 +340,9 @@ class LexicalStore:
             if self._named():
                 raise StampError(f"{self.where} already holds a lexical side (another process)")
             rows = self.db.execute("SELECT coalesce(max(side), 0) + 1 FROM {sides}")
+            for table in ("{postings}", "{docs}", "{terms}", "{pending}"):
+                # Rows a side's stamp row was deleted from (by hand) must not become this one's.
+                self.db.execute(f"DELETE FROM {table} WHERE side = ?", (rows[0][0],))
             self.db.execute(
                 "INSERT INTO {sides} (side, name, schema, owner, token, contract, canary, "
                 "documents, length, total, version) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, 1)",

@@ -34,14 +34,17 @@ def place_for(dense: Any, lexical_path: Any = None) -> LexicalPlace:
             "SELECT to_regclass(%s)::oid", (f'"{dense.schema}"."{dense.name}"',)
         ).fetchone()
     oid = row[0] if row is not None else None
+    db = PgLexical(dense.conn, dense.schema, dense.name)
     return LexicalPlace(
-        LexicalStore(PgLexical(dense.conn, dense.schema, dense.name)),
+        LexicalStore(db),
         owner=f'table "{dense.schema}"."{dense.name}" (oid {oid})',
         remedy=f"Table {dense.name!r} was dropped and created again around ctxemb since its "
         "lexical side was built: rebuild the side from its rows (ctxemb index --hybrid "
         "--rebuild-lexical; open_hybrid(..., rebuild=True)).",
         folder=lexical_folder(dense.conn, dense.name, lexical_path),
         joint=True,
+        mark=lambda: db.mark(oid) if oid is not None else None,
+        set_mark=lambda token: db.set_mark(oid, token) if oid is not None else None,
     )
 
 

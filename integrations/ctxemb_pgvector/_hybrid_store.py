@@ -36,7 +36,11 @@ CREATE TABLE IF NOT EXISTS {terms} (
   PRIMARY KEY (side, term));
 CREATE TABLE IF NOT EXISTS {pending} (
   side integer NOT NULL, id text NOT NULL, PRIMARY KEY (side, id));
+CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);
 """
+#: Which tables were given a lexical side (by oid, with the side's token): a side whose rows are
+#: deleted is then found lost, never taken for "none yet" and rebuilt under a default recipe.
+MARKS = "ctxemb_hybrid_marks"
 
 
 class PgLexical:
@@ -60,6 +64,7 @@ class PgLexical:
                 ("pending", PENDING),
             )
         }
+        self._names["marks"] = sql.Identifier(schema, MARKS).as_string(conn)
         # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
         self._names["docs_by_id"] = self._names["docs"]
         self._names["postings_by_num"] = self._names["postings"]
@@ -73,6 +78,24 @@ class PgLexical:
                 "SELECT to_regclass(%s)", (f'"{self.schema}".{SIDES}',)
             ).fetchone()
         return row is not None and row[0] is not None
+
+    def mark(self, oid: int) -> str | None:
+        """The token recorded for the table of ``oid``, or ``None``."""
+        with translated("reading the lexical side's mark"):
+            found = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{MARKS}',))
+            row = found.fetchone()
+            if row is None or row[0] is None:
+                return None
+        rows = self.execute("SELECT token FROM {marks} WHERE table_oid = ?", (oid,))
+        return str(rows[0][0]) if rows else None
+
+    def set_mark(self, oid: int, token: str) -> None:
+        self.create_tables()
+        self.execute(
+            "INSERT INTO {marks} (table_oid, token) VALUES (?, ?) "
+            "ON CONFLICT (table_oid) DO UPDATE SET token = EXCLUDED.token",
+            (oid, token),
+        )
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with translated(f"the lexical side of {self.name!r}"):

@@ -252,6 +252,12 @@ def test_postgresql_keeps_both_sides_in_one_transaction_and_needs_no_folder(pg, 
     assert again.lexical.ids() == [] and again.count() == 0
     with pytest.raises(HybridMismatchError, match=r"lexical\.k1"):
         ctxemb_pgvector.open_hybrid(pg, "b", static, hnsw=False, lexical=LexicalContract())
+    # A side whose rows were deleted is lost, not "none yet": never rebuilt in silence.
+    pg.execute("DELETE FROM ctxemb_lexical_sides WHERE name = 'b'")
+    with pytest.raises(DamagedStampError, match="no longer holds"):
+        ctxemb_pgvector.open_hybrid(pg, "b", static, hnsw=False)
+    rebuilt = ctxemb_pgvector.open_hybrid(pg, "b", static, hnsw=False, rebuild=True)
+    assert rebuilt.lexical.ids() == ["x"] and rebuilt.contract.lexical.k1 == 1.5
 
 
 # -- the old file set ------------------------------------------------------------------------------
