@@ -532,8 +532,9 @@ class HybridMismatchError(ContractMismatchError):
             advice = (
                 "The lexical side was built under another recipe: query with the stamp's "
                 "recipe (give no lexical options and it is read from the stamp), or rebuild the "
-                "lexical side under yours: remove its folder and run ctxemb index --hybrid with "
-                "your options (the dense vectors stay)."
+                "lexical side under yours: ctxemb index --hybrid --rebuild-lexical with your "
+                "options, or open_hybrid(..., lexical=yours, rebuild=True) (the dense vectors "
+                "stay)."
             )
         else:
             advice = (

@@ -32,8 +32,17 @@ def hybrid_args(p: argparse.ArgumentParser, *, building: bool, stored: bool = Tr
         group.add_argument(
             "--lexical-path",
             type=Path,
-            help="the lexical side's folder (default for an embedded Chroma store: "
-            "PATH/ctxemb-lexical/COLLECTION; required for a server or PostgreSQL)",
+            help="Chroma: the lexical side's folder (its SQLite file; default for an embedded "
+            "store: PATH/ctxemb-lexical/COLLECTION; required for a server). PostgreSQL keeps "
+            "the lexical side in the table's database and needs none (given, it names an old "
+            "lexical folder to convert once)",
+        )
+    if stored and building:
+        group.add_argument(
+            "--rebuild-lexical",
+            action="store_true",
+            help="drop the lexical side and build it again from the dense side's stored texts "
+            "under the recipe options given (a lost, replaced or damaged side; another recipe)",
         )
     group.add_argument("--k1", type=float, help="BM25 k1 (default 1.5)")
     group.add_argument("--b", type=float, help="BM25 b (default 0.75)")
@@ -57,6 +66,8 @@ _FUSION = ("fusion", "rrf_k", "weights", "depth")
 def check_hybrid_args(args: argparse.Namespace) -> None:
     """Recipe options without ``--hybrid`` are refused (they would be ignored)."""
     given = [o for o in (*_RECIPE, *_FUSION, "lexical_path") if getattr(args, o, None) is not None]
+    if getattr(args, "rebuild_lexical", False):
+        given.append("rebuild_lexical")
     if given and not args.hybrid:
         options = ", ".join("--" + o.replace("_", "-") for o in given)
         raise InvalidInputError(f"{options} belong to hybrid retrieval: add --hybrid")
@@ -126,22 +137,34 @@ def open_hybrid_index(
 
     if not hasattr(adapter, "open_hybrid"):
         raise InvalidInputError(f"--hybrid is not available for --store {args.store}")
-    from ctxemb_core.hybrid import lexical_exists
+    from ctxemb_core.hybrid import NoLexicalSideError
 
-    folder = adapter.lexical_folder(client, args.collection, args.lexical_path)
-    new = create and not lexical_exists(folder)
-    index = adapter.open_hybrid(
-        client,
-        args.collection,
-        contract,
-        lexical=lexical_from(args) if new else None,
-        fusion=fusion_from(args) if new else None,
-        lexical_path=args.lexical_path,
-        create=create,
-        refresh=refresh,
-        progress=progress,
+    rebuild = bool(getattr(args, "rebuild_lexical", False))
+    options = {
+        "lexical_path": args.lexical_path,
+        "refresh": refresh,
+        "progress": progress,
         **open_options,
-    )
+    }
+    index = None
+    if not rebuild and adapter.stored_or_none(client, args.collection) is not None:
+        try:
+            index = adapter.open_hybrid(client, args.collection, contract, create=False, **options)
+        except NoLexicalSideError:
+            if not create:
+                raise
+    if index is None:
+        # A new lexical side (or one rebuilt on request): under the options' recipe.
+        index = adapter.open_hybrid(
+            client,
+            args.collection,
+            contract,
+            lexical=lexical_from(args),
+            fusion=fusion_from(args),
+            create=create,
+            rebuild=rebuild,
+            **options,
+        )
     if recipe_given(args):
         stamp = index.contract
         caller = stamp.with_(

@@ -6,8 +6,10 @@
   or a weighted sum with its normalisation). ``diff`` names fields by side and classifies the
   change: a fusion change is query-side only, a lexical change rebuilds the lexical side only,
   a dense change is the dense contract's.
-- :class:`LexicalIndex`: BM25 postings fitted under the recipe; :func:`save_lexical` /
-  :func:`load_lexical` keep it as a stamped file set beside a store.
+- :class:`LexicalIndex`: BM25 postings fitted under the recipe, in memory (evaluation).
+- :class:`LexicalStore`: the lexical side of a hybrid index in a transactional store (SQLite
+  beside an embedded store, PostgreSQL tables beside a pgvector table), updated by the
+  documents written, its recipe and fitted statistics stamped inside it and checked on open.
 - :mod:`~ctxemb_core.hybrid.guard`: the checks every adapter makes (caller against stamp,
   analyzer against its canary, the two sides holding the same documents).
 
@@ -18,11 +20,18 @@ from ctxemb_core.hybrid.contract import HybridContract, HybridDiff, HybridDiffKi
 from ctxemb_core.hybrid.fusion import RRF_K, Fusion, fuse
 from ctxemb_core.hybrid.index import LexicalIndex, corpus_state
 from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
-from ctxemb_core.hybrid.store import HybridStamp, lexical_exists, load_lexical, save_lexical
+from ctxemb_core.hybrid.store import (
+    ForeignLexicalError,
+    HybridStamp,
+    LexicalStore,
+    NoLexicalSideError,
+    SQLiteLexical,
+)
 
 __all__ = [
     "RRF_K",
     "Analyzer",
+    "ForeignLexicalError",
     "Fusion",
     "HybridContract",
     "HybridDiff",
@@ -30,9 +39,9 @@ __all__ = [
     "HybridStamp",
     "LexicalContract",
     "LexicalIndex",
+    "LexicalStore",
+    "NoLexicalSideError",
+    "SQLiteLexical",
     "corpus_state",
     "fuse",
-    "lexical_exists",
-    "load_lexical",
-    "save_lexical",
 ]

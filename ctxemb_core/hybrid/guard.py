@@ -4,8 +4,7 @@ the stamp's, the analyzer against its canary, and the two sides holding the same
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from ctxemb_core.contract import DiffKind
 from ctxemb_core.errors import (
@@ -15,14 +14,13 @@ from ctxemb_core.errors import (
     OutOfStepError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
-from ctxemb_core.hybrid.index import LexicalIndex
-from ctxemb_core.hybrid.store import HybridStamp, load_lexical, stored_version
+from ctxemb_core.hybrid.lexical import Analyzer
+from ctxemb_core.hybrid.store import HybridStamp
 
 __all__ = [
     "check_analyzer",
     "check_caller",
     "check_in_step",
-    "reload_if_moved",
     "same_count",
     "step_differences",
 ]
@@ -49,39 +47,38 @@ def check_caller(
     return stamp
 
 
-def check_analyzer(stamp: HybridStamp, index: LexicalIndex) -> None:
-    """The analyzer here turns the probe texts into the terms it did when the index was built.
+def check_analyzer(stamp: HybridStamp, analyzer: Analyzer) -> None:
+    """The analyzer here turns the probe texts into the terms it did when the side was built.
 
     Raises:
         AnalyzerDriftError: another stemmer or tokenizer behaviour (a library upgrade): the
             same recipe on paper, other terms in fact.
     """
-    found = index.analyzer.canary()
+    found = analyzer.canary()
     if found != stamp.analyzer_canary:
         raise AnalyzerDriftError(
             "the lexical analyzer here turns the canary texts into other terms than when the "
             f"index was built (canary {found} != {stamp.analyzer_canary}): the same recipe on "
             "paper, another stemmer or tokenizer in fact (a PyStemmer or bm25s upgrade). Install "
             "the versions the index was built with, or rebuild the lexical side "
-            "(ctxemb index --hybrid).",
+            "(ctxemb index --hybrid --rebuild-lexical).",
             found=found,
             expected=stamp.analyzer_canary,
         )
 
 
 def step_differences(
-    lexical: LexicalIndex, dense: Mapping[str, str]
+    lexical: Mapping[str, str], dense: Mapping[str, str]
 ) -> tuple[list[str], list[str], list[str]]:
     """``(only_dense, only_lexical, changed)``: ids on one side only, and ids whose text digest
-    differs between the sides (``dense`` maps each dense id to its stored text digest)."""
-    lex = dict(zip(lexical.ids, lexical.digests, strict=True))
-    only_dense = sorted(set(dense) - set(lex))
-    only_lexical = sorted(set(lex) - set(dense))
-    changed = sorted(i for i in set(dense) & set(lex) if dense[i] != lex[i])
+    differs between the sides (each maps its ids to their stored text digests)."""
+    only_dense = sorted(set(dense) - set(lexical))
+    only_lexical = sorted(set(lexical) - set(dense))
+    changed = sorted(i for i in set(dense) & set(lexical) if dense[i] != lexical[i])
     return only_dense, only_lexical, changed
 
 
-def check_in_step(lexical: LexicalIndex, dense: Mapping[str, str], *, where: str) -> None:
+def check_in_step(lexical: Mapping[str, str], dense: Mapping[str, str], *, where: str) -> None:
     """Both sides hold the same documents with the same texts.
 
     Raises:
@@ -92,30 +89,7 @@ def check_in_step(lexical: LexicalIndex, dense: Mapping[str, str], *, where: str
         raise OutOfStepError(where, only_dense, only_lexical, changed)
 
 
-def same_count(lexical: LexicalIndex, dense_count: int, *, where: str) -> None:
+def same_count(lexical_count: int, dense_count: int, *, where: str) -> None:
     """The cheap per-call check: both sides hold as many documents (full check on open)."""
-    if dense_count != len(lexical):
-        raise OutOfStepError(where, (), (), (), counts=(dense_count, len(lexical)))
-
-
-def reload_if_moved(
-    folder: str | os.PathLike[str],
-    seen: HybridStamp | None,
-    stated: Callable[[HybridContract], HybridContract],
-    *,
-    where: str,
-) -> tuple[LexicalIndex, HybridStamp] | None:
-    """The lexical side as stored now, checked, when the folder's ``current`` pointer names
-    another version than ``seen`` (another process wrote; ``None``: nothing read yet); ``None``
-    when it does not (one small file read).
-
-    ``stated`` gives, from the stored stamp's contract, the contract the reader states (its own
-    recipe where it named one): it must be the stamp's (:func:`check_caller`), and the analyzer
-    here must still make the stamp's terms (:func:`check_analyzer`).
-    """
-    if seen is not None and stored_version(folder) == seen.version:
-        return None
-    index, stamp = load_lexical(folder)
-    check_caller(stamp.contract, stated(stamp.contract), where=where)
-    check_analyzer(stamp, index)
-    return index, stamp
+    if dense_count != lexical_count:
+        raise OutOfStepError(where, (), (), (), counts=(dense_count, lexical_count))

@@ -15,7 +15,6 @@ ids and digests: the two sides of a hybrid index hold the same documents, or it 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -27,7 +26,10 @@ from ctxemb_core.documents import text_digest
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
 
-__all__ = ["LexicalIndex", "corpus_state"]
+__all__ = ["LexicalIndex", "corpus_state", "term_hash", "terms_sum", "vocabulary_digest"]
+
+#: Sums of :func:`term_hash` are taken modulo this (256-bit words).
+HASH_MODULUS = 1 << 256
 
 
 def corpus_state(pairs: Iterable[tuple[str, str]]) -> str:
@@ -36,6 +38,33 @@ def corpus_state(pairs: Iterable[tuple[str, str]]) -> str:
     for doc_id, digest in sorted(pairs):
         h.update(doc_id.encode("utf-8", "surrogatepass") + b"\x00" + digest.encode() + b"\n")
     return "sha256:" + h.hexdigest()
+
+
+def term_hash(term: str, df: int, cf: int) -> int:
+    """One vocabulary entry (a term, its document frequency and its total frequency) as a
+    256-bit number; :func:`terms_sum` adds them up."""
+    data = f"{term}\x00{df}\x00{cf}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=32).digest(), "big")
+
+
+def terms_sum(entries: Iterable[tuple[str, int, int]]) -> int:
+    """The sum (mod 2**256) of :func:`term_hash` over a vocabulary's ``(term, df, cf)``.
+
+    A sum, not a hash of the sorted table: a write changes it by the entries it touches (the
+    old entry's hash out, the new one's in), so a store keeps it current without reading its
+    whole vocabulary, and a check recomputes it from the postings in any order.
+    """
+    total = 0
+    for term, df, cf in entries:
+        total += term_hash(term, df, cf)
+    return total % HASH_MODULUS
+
+
+def vocabulary_digest(documents: int, length: int, total: int) -> str:
+    """The fitted contract's ``vocabulary``: ``sha256:`` over the number of documents, their
+    total length (in terms) and :func:`terms_sum` of the vocabulary."""
+    text = f"{documents}:{length}:{total:064x}"
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 class LexicalIndex:
@@ -135,19 +164,11 @@ class LexicalIndex:
                 frequencies[fill[i]] = f
                 fill[i] += 1
         lengths = np.array([sum(c.values()) for c in counts], dtype=np.int32)
-        table = json.dumps(
-            [
-                len(ids),
-                int(lengths.sum()),
-                [[t, int(n)] for t, n in zip(vocabulary, df, strict=True)],
-            ],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        cf = np.add.reduceat(frequencies, indptr[:-1]) if len(frequencies) else df
+        total = terms_sum(zip(vocabulary, df.tolist(), cf.tolist(), strict=True))
         fitted = replace(
             recipe,
-            vocabulary="sha256:"
-            + hashlib.sha256(table.encode("utf-8", "surrogatepass")).hexdigest(),
+            vocabulary=vocabulary_digest(len(ids), int(lengths.sum()), total),
             documents=len(ids),
         )
         return cls(fitted, ids, digests, vocabulary, indptr, postings, frequencies, lengths)

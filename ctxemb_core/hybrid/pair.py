@@ -3,18 +3,25 @@
 Store-agnostic: ``dense`` is any guarded index with the Chroma-shaped calls every ctxemb store
 adapter gives (``ctxemb_chroma.GuardedCollection``, ``ctxemb_pgvector.GuardedTable``): ``name``,
 ``contract``, ``count``, ``get``, ``sync``, ``add``, ``upsert``, ``delete``, ``query``. The
-adapters' ``open_hybrid`` open the dense side through their own guard, then this.
+adapters' ``open_hybrid`` open the dense side through their own guard, say where its lexical
+side lives (a :class:`LexicalPlace`: a :class:`~ctxemb_core.hybrid.store.LexicalStore`, the
+dense index's identity, and whether the dense index records the side), then call
+:func:`open_hybrid`.
 
-The lexical side is fitted on the dense side's stored texts, so the two hold the same
-documents by construction; every write goes to the dense side first and then to the lexical
-side, and an interruption between the two is found (:class:`~ctxemb_core.errors.OutOfStepError`,
-naming the ids) on the next open or call, and mended by :meth:`HybridIndex.refresh` (which
-``ctxemb index --hybrid`` runs).
+The lexical side lives in a transactional store (:mod:`~ctxemb_core.hybrid.store`) and changes
+by the documents written: no rebuild. Where the dense store shares the transaction (PostgreSQL:
+``joint``), the dense write path writes the lexical rows in the dense rows' own transaction
+(:meth:`HybridIndex.written`, :meth:`HybridIndex.deleted`). Elsewhere (Chroma beside SQLite)
+every write goes to the dense side first; the lexical side then takes, holding its write lock,
+the texts the dense side stores for the ids that differ, so concurrent writers converge on what
+the dense side holds. An interruption between the two is found (:class:`~ctxemb_core.errors.
+OutOfStepError`, naming the ids) on the next open or query, and mended by the next
+``ctxemb index --hybrid`` (or :meth:`HybridIndex.refresh`).
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +30,10 @@ from typing import Any
 from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
+    DamagedStampError,
     InvalidInputError,
-    MissingStampError,
     OutOfStepError,
+    StampError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.hybrid.fusion import Fusion, fuse
@@ -33,25 +41,53 @@ from ctxemb_core.hybrid.guard import (
     check_analyzer,
     check_caller,
     check_in_step,
-    reload_if_moved,
     same_count,
     step_differences,
 )
-from ctxemb_core.hybrid.index import LexicalIndex
-from ctxemb_core.hybrid.lexical import LexicalContract
+from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
 from ctxemb_core.hybrid.store import (
     HybridStamp,
-    lexical_exists,
-    load_lexical,
-    save_lexical,
+    LexicalStore,
+    NoLexicalSideError,
+    has_file_set,
+    read_file_set,
 )
-from ctxemb_core.sync import SyncReport
+from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
-__all__ = ["HybridHit", "HybridIndex", "open_hybrid", "stored_records"]
+__all__ = ["HybridHit", "HybridIndex", "LexicalPlace", "open_hybrid", "stored_records"]
 
 #: Dense records read per call when the whole dense side is read (open, refresh).
 PAGE = 1000
+#: Documents per lexical write when a whole dense side is taken in (build, mend).
+BATCH = 512
+#: The advice for a side lost or replaced around ctxemb.
+REBUILD = "ctxemb index --hybrid --rebuild-lexical (open_hybrid(..., rebuild=True))"
+
+
+@dataclass(frozen=True)
+class LexicalPlace:
+    """Where a dense index keeps its lexical side, as its store adapter says it.
+
+    Attributes:
+        store: the lexical side's store.
+        owner: the dense index's name and identity (a collection's id, a table's oid): a side
+            records it when built and refuses any other.
+        remedy: what to do when the side belongs to another dense index, in the adapter's words.
+        folder: the side's folder, where it has one (printed, and searched for an old file set).
+        joint: the dense store writes the lexical rows in its own transactions.
+        mark: reads the side's token as the dense index records it (``None``: none recorded),
+            where the dense index can record one; ``set_mark`` records it. A dense index that
+            records a side never has it rebuilt in silence when the side is lost or replaced.
+    """
+
+    store: LexicalStore
+    owner: str
+    remedy: str
+    folder: Path | None = None
+    joint: bool = False
+    mark: Callable[[], str | None] | None = None
+    set_mark: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,67 +106,147 @@ class HybridHit:
 
 def open_hybrid(
     dense: Any,
-    folder: str | os.PathLike[str],
+    place: LexicalPlace,
     *,
     lexical: LexicalContract | None = None,
     fusion: Fusion | None = None,
     create: bool = True,
     refresh: bool = False,
+    rebuild: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> HybridIndex:
-    """The hybrid index of an opened guarded dense index and its lexical folder.
+    """The hybrid index of an opened guarded dense index and its lexical side.
 
     Args:
         dense: the dense side, opened (and so verified) through its store adapter.
-        folder: the lexical side's folder (:mod:`ctxemb_core.hybrid.store`).
-        lexical: the caller's lexical recipe; ``None`` takes the stamp's. A new index is
-            built under it (the default recipe when ``None``).
-        fusion: the caller's fusion; ``None`` takes the stamp's (new index: RRF, k = 60).
-        create: build the lexical side from the dense side's stored texts if there is none.
-        refresh: bring the lexical side in step with the dense side (rebuild what differs)
-            instead of refusing when they differ.
+        place: where its lexical side lives (the adapter's :class:`LexicalPlace`).
+        lexical: the caller's lexical recipe; ``None`` takes the stamp's. A new side is built
+            under it (the default recipe when ``None``).
+        fusion: the caller's fusion; ``None`` takes the stamp's (new side: RRF, k = 60).
+        create: build the lexical side from the dense side's stored texts if there is none
+            (never when the dense index records one that is lost: that is refused).
+        refresh: mend a lexical side found out of step (the counts differ) from the dense
+            side's stored texts, instead of refusing.
+        rebuild: drop the lexical side (lost, replaced, damaged, or another recipe wanted) and
+            build it again from the dense side's stored texts under ``lexical``.
         progress: called with the number of documents analysed, while building.
 
     Raises:
-        ContractMismatchError: the lexical folder was built beside another dense contract.
+        ContractMismatchError: the lexical side was built beside another dense contract.
+        ForeignLexicalError: the lexical side belongs to another dense index.
         HybridMismatchError: ``lexical`` or ``fusion`` is not the stamp's (field named).
-        EncoderDriftError: the analyzer here makes other terms than the stamp's canary.
+        AnalyzerDriftError: the analyzer here makes other terms than the stamp's canary.
         OutOfStepError: the sides hold different documents (without ``refresh``).
         MissingStampError: no lexical side and ``create=False``.
-        DamagedStampError: a lexical file is not what its manifest records.
+        DamagedStampError: a side whose rows are not what its stamp records, or a side the
+            dense index records that is lost or replaced.
     """
-    folder = Path(folder)
-    name = f"{dense.name!r}"
-    if not lexical_exists(folder):
-        if not create:
-            raise MissingStampError(
-                f"{name} has no lexical side in {folder}; build it with ctxemb index --hybrid "
-                "(or open_hybrid with create=True)"
+    store = place.store
+    name = repr(dense.name)
+    if rebuild:
+        store.drop()
+    if not store.exists():
+        if not rebuild and place.folder is not None and has_file_set(place.folder):
+            _convert(dense, place)
+        elif not rebuild and place.mark is not None and place.mark() is not None:
+            raise DamagedStampError(
+                f"{name} records a lexical side (token {place.mark()}) that {store.where} no "
+                "longer holds: it was lost or moved. It is never rebuilt in silence under a "
+                "default recipe; restore it, or rebuild it deliberately under the recipe you "
+                f"want: {REBUILD}"
             )
-        ids, texts = _dense_texts(dense)
-        index = LexicalIndex.fit(ids, texts, lexical, progress=progress)
-        contract = HybridContract(dense.contract, index.contract, fusion or Fusion())
-        save_lexical(folder, index, contract)
-        return HybridIndex(dense, folder, index, _stamp_of(folder), (lexical, fusion))
-    index, stamp = load_lexical(folder)
+        elif not create:
+            raise NoLexicalSideError(
+                f"{name} has no lexical side in {store.where}; build it with ctxemb index "
+                "--hybrid (or open_hybrid with create=True)"
+            )
+        else:
+            _build(dense, place, lexical, fusion, progress)
+    stamp = store.check()
     if stamp.contract.dense != dense.contract and (
         stamp.contract.dense.diff(dense.contract).kind.value != "label"
     ):
         raise ContractMismatchError(stamp.contract.dense, dense.contract, stamped=True)
+    store.check_owner(stamp, place.owner, place.remedy)
+    if place.mark is not None:
+        marked = place.mark()
+        if marked is None and place.set_mark is not None:
+            place.set_mark(stamp.token)
+        elif marked is not None and marked != stamp.token:
+            raise DamagedStampError(
+                f"the lexical side in {store.where} is not the one {name} was built with (token "
+                f"{stamp.token}, the dense index records {marked}): replaced around ctxemb. "
+                f"Restore it, or rebuild it deliberately: {REBUILD}"
+            )
     caller = HybridContract(
         stamp.contract.dense,
         lexical if lexical is not None else stamp.contract.lexical,
         fusion if fusion is not None else stamp.contract.fusion,
     )
     check_caller(stamp.contract, caller, where=name)
-    check_analyzer(stamp, index)
-    hybrid = HybridIndex(dense, folder, index, stamp, (lexical, fusion))
-    digests = _dense_digests(dense)
-    if refresh:
-        hybrid._mend(digests)
-    else:
-        check_in_step(index, digests, where=name)
+    check_analyzer(stamp, store.analyzer(stamp))
+    hybrid = HybridIndex(dense, place, stamp, (lexical, fusion))
+    if refresh and not place.joint:
+        left = store.pending()
+        if left:  # a writer stopped between the two stores (or is between them now)
+            hybrid.take(left)
+    if int(dense.count()) != hybrid.stamp.documents:
+        digests = _dense_digests(dense)
+        if refresh:
+            hybrid._mend(digests, progress)
+        else:
+            check_in_step(store.digests(), digests, where=name)
     return hybrid
+
+
+def _build(
+    dense: Any,
+    place: LexicalPlace,
+    lexical: LexicalContract | None,
+    fusion: Fusion | None,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """A new side under the caller's recipe, filled from the dense side's stored texts."""
+    recipe = (lexical or LexicalContract()).recipe()
+    contract = HybridContract(dense.contract, recipe, fusion or Fusion())
+    try:
+        place.store.create(contract, place.owner, Analyzer(recipe).canary())
+    except StampError:
+        if not place.store.exists():
+            raise
+        return  # another process built it first: it is opened and checked as found
+    stamp = place.store.stamp()
+    if place.set_mark is not None:
+        place.set_mark(stamp.token)
+    batch: list[tuple[str, str, str]] = []
+    for got in _pages(dense, ["documents", "metadatas"]):
+        for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            text = text if isinstance(text, str) else ""
+            batch.append((i, _record_digest(meta, text), text))
+        if len(batch) >= BATCH:
+            place.store.apply(batch)
+            if progress is not None:
+                progress(len(batch))
+            batch = []
+    if batch:
+        place.store.apply(batch)
+        if progress is not None:
+            progress(len(batch))
+
+
+def _convert(dense: Any, place: LexicalPlace) -> None:
+    """An old file-set side, read once (every file checked) and written into the store."""
+    assert place.folder is not None
+    index, contract, canary = read_file_set(place.folder)
+    if contract.dense != dense.contract and contract.dense.diff(dense.contract).kind.value != (
+        "label"
+    ):
+        raise ContractMismatchError(contract.dense, dense.contract, stamped=True)
+    try:
+        place.store.create(contract, place.owner, canary, index)
+    except StampError:
+        if not place.store.exists():
+            raise
 
 
 class HybridIndex:
@@ -140,24 +256,26 @@ class HybridIndex:
     def __init__(
         self,
         dense: Any,
-        folder: Path,
-        index: LexicalIndex,
+        place: LexicalPlace,
         stamp: HybridStamp,
         asked: tuple[LexicalContract | None, Fusion | None] = (None, None),
     ) -> None:
         self.dense = dense
-        self.folder = folder
-        self.lexical = index
+        self.place = place
+        self.lexical: LexicalStore = place.store
         self.stamp = stamp
         # The recipe the caller stated on open (None: whatever the stamp says): a stamp changed
         # by another process must still be it.
         self._asked = asked
-        # Each lexical document's text digest by id, for the index it was read from.
-        self._digests: tuple[LexicalIndex, dict[str, str]] | None = None
 
     @property
     def name(self) -> str:
         return str(self.dense.name)
+
+    @property
+    def folder(self) -> Any:
+        """Where the lexical side is: its folder, or the database tables it lives in."""
+        return self.place.folder if self.place.folder is not None else self.lexical.where
 
     @property
     def contract(self) -> HybridContract:
@@ -169,13 +287,18 @@ class HybridIndex:
 
     # -- staying current -------------------------------------------------------------------
 
-    def _current(self) -> LexicalIndex:
-        """The lexical side as stored now: another process's write is loaded and checked (a
-        read of the pointer when nothing changed)."""
-        moved = reload_if_moved(self.folder, self.stamp, self._stated, where=repr(self.name))
-        if moved is not None:
-            self.lexical, self.stamp = moved
-        return self.lexical
+    def _follow(self, stamp: HybridStamp) -> HybridStamp:
+        """Take a stamp read from the store: one whose recipe or fusion another process
+        changed is checked against what this index states first."""
+        if stamp.contract.recipe() != self.stamp.contract.recipe():
+            check_caller(stamp.contract, self._stated(stamp.contract), where=repr(self.name))
+            check_analyzer(stamp, self.lexical.analyzer(stamp))
+        self.stamp = stamp
+        return stamp
+
+    def current(self) -> HybridStamp:
+        """The stamp as stored now (one row read), checked against what this index states."""
+        return self._follow(self.lexical.stamp())
 
     def _stated(self, stamp: HybridContract) -> HybridContract:
         """What this index states against a stamp: its dense side's contract, and the recipe
@@ -187,23 +310,22 @@ class HybridIndex:
             fusion=fusion or stamp.fusion,
         )
 
-    def _save(self, index: LexicalIndex) -> None:
-        contract = self.stamp.contract.with_(lexical=index.contract)
-        save_lexical(self.folder, index, contract)
-        self.lexical, self.stamp = index, _stamp_of(self.folder)
-
-    def _mend(self, digests: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
-        only_dense, only_lexical, changed = step_differences(self.lexical, digests)
-        if only_dense or only_lexical or changed:
-            ids = only_dense + changed
-            texts = _texts_of(self.dense, ids)
-            self._save(self.lexical.updated(ids, texts, delete=only_lexical))
+    def _mend(
+        self, digests: dict[str, str], progress: Callable[[int], None] | None = None
+    ) -> tuple[list[str], list[str], list[str]]:
+        only_dense, only_lexical, changed = step_differences(self.lexical.digests(), digests)
+        todo = only_dense + changed + only_lexical
+        for start in range(0, len(todo), BATCH):
+            part = todo[start : start + BATCH]
+            self.take(part)
+            if progress is not None:
+                progress(len(part))
         return only_dense, only_lexical, changed
 
     def refresh(self) -> tuple[list[str], list[str], list[str]]:
-        """Bring the lexical side in step with the dense side's stored texts; returns the ids
-        ``(added, removed, changed)`` on the lexical side."""
-        self._current()
+        """Bring the lexical side in step with the dense side's stored texts (every document
+        compared); returns the ids ``(added, removed, changed)`` on the lexical side."""
+        self.current()
         return self._mend(_dense_digests(self.dense))
 
     def set_fusion(self, fusion: Fusion) -> HybridContract:
@@ -211,9 +333,8 @@ class HybridIndex:
         returns the new contract."""
         if not isinstance(fusion, Fusion):
             raise InvalidInputError(f"fusion must be a Fusion, got {type(fusion).__name__}")
-        index = self._current()
-        save_lexical(self.folder, index, self.stamp.contract.with_(fusion=fusion))
-        self.stamp = _stamp_of(self.folder)
+        stamp = self.current()
+        self.stamp = self.lexical.set_contract(stamp.contract.with_(fusion=fusion))
         return self.stamp.contract
 
     # -- writing ---------------------------------------------------------------------------
@@ -227,13 +348,34 @@ class HybridIndex:
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> SyncReport:
-        """The dense side's ``sync`` of the batch, then the same documents on the lexical side."""
-        report: SyncReport = self.dense.sync(
-            ids, documents, metadatas, dry_run=dry_run, progress=progress
+        """The dense side's ``sync`` of the batch; the documents it writes are written to the
+        lexical side too (a batch with nothing new costs the lexical side nothing)."""
+        if self.place.joint:
+            report: SyncReport = self.dense.sync(
+                ids, documents, metadatas, dry_run=dry_run, progress=progress
+            )
+            return report
+        return sync_batch(
+            self._stored,
+            self.upsert,
+            list(ids),
+            documents,
+            metadatas,
+            dry_run=dry_run,
+            progress=progress,
         )
-        if not dry_run:
-            self._lexical_write(ids, documents)
-        return report
+
+    def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
+        """What a sync compares: each stored id's metadata, and the text of those that carry
+        no text digest."""
+        got = self.dense.get(ids=ids, include=["metadatas"])
+        metas = dict(zip(got["ids"], got["metadatas"] or [], strict=True))
+        legacy = [i for i, m in metas.items() if not isinstance((m or {}).get(TEXT_KEY), str)]
+        texts: dict[str, Any] = {}
+        if legacy:
+            old = self.dense.get(ids=legacy, include=["documents"])
+            texts = dict(zip(old["ids"], old["documents"] or [], strict=True))
+        return {i: (texts.get(i), m) for i, m in metas.items()}
 
     def add(
         self,
@@ -241,8 +383,7 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        self.dense.add(ids, documents, metadatas)
-        self._lexical_write(ids, documents)
+        self._both(ids, lambda: self.dense.add(ids, documents, metadatas))
 
     def upsert(
         self,
@@ -250,8 +391,7 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        self.dense.upsert(ids, documents, metadatas)
-        self._lexical_write(ids, documents)
+        self._both(ids, lambda: self.dense.upsert(ids, documents, metadatas))
 
     def add_missing(
         self,
@@ -259,31 +399,93 @@ class HybridIndex:
         documents: Sequence[str],
         metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> int:
-        added = int(self.dense.add_missing(ids, documents, metadatas))
-        self._lexical_write(ids, documents)
-        return added
+        added: list[int] = []
+        self._both(
+            ids, lambda: added.append(int(self.dense.add_missing(ids, documents, metadatas)))
+        )
+        return added[0]
 
     def delete_missing(self, keep: Any, *, dry_run: bool = False) -> list[str]:
         """The dense side's ``delete_missing``, then the same ids off the lexical side."""
         gone: list[str] = self.dense.delete_missing(keep, dry_run=dry_run)
-        if gone and not dry_run:
-            self._save(self._current().updated(delete=gone))
+        if gone and not dry_run and not self.place.joint:
+            self.take(gone)
         return gone
 
     def delete(self, ids: Sequence[str]) -> None:
-        self.dense.delete(list(ids))
-        index = self._current()
-        self._save(index.updated(delete=ids))
+        self._both(ids, lambda: self.dense.delete(list(ids)))
 
-    def _lexical_write(self, ids: Sequence[str], documents: Sequence[str]) -> None:
-        index = self._current()
-        have = dict(zip(index.ids, index.digests, strict=True))
-        pairs = zip(ids, documents, strict=True)
-        todo = [(i, d) for i, d in pairs if have.get(i) != text_digest(d)]
-        if todo:
-            self._save(index.updated([i for i, _ in todo], [d for _, d in todo]))
+    def _both(self, ids: Sequence[str], write: Callable[[], Any]) -> None:
+        """A dense write, and the lexical side brought to what it stored. Where the dense store
+        writes the lexical rows in its own transaction, that is all; elsewhere the ids are
+        recorded first (:meth:`LexicalStore.intend`), so that a writer stopped between the two
+        stores leaves the next one the ids to take, not a silent difference."""
+        if self.place.joint:
+            write()
+            return
+        self.current()
+        self.lexical.intend(list(ids))
+        try:
+            write()
+        except BaseException:
+            # Nothing (or not all) written: the lexical side is made what the dense side holds
+            # now, where it can be, and the ids are no longer left pending.
+            with contextlib.suppress(Exception):
+                self.take(list(ids))
+            raise
+        self.take(list(ids))
+
+    def take(self, ids: Sequence[str]) -> None:
+        """Make the lexical side hold what the dense side stores for ``ids`` (read while the
+        side's write lock is held, so that the last writer's texts are the ones kept): after a
+        write through the dense store alone (a framework's writer)."""
+        expect = self.stamp.contract.lexical.recipe().fingerprint
+        with self.lexical.db.writing():
+            stored = stored_records(self.dense, ids)
+            upserts = [(i, stored[i][1], stored[i][0]) for i in ids if i in stored]
+            deletes = [i for i in ids if i not in stored]
+            self.stamp = self.lexical.apply(upserts, deletes, expect=expect)
+
+    # -- the dense store's transaction (joint places) ----------------------------------------
+
+    def lock(self) -> None:
+        """Called by the dense store at the start of a write transaction, before its rows:
+        the lexical side's row is held from here to the commit, so writers of the two sides
+        take turns and never wait on each other's rows in a circle."""
+        self.lexical.stamp(lock=True)
+
+    def written(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any] | None],
+    ) -> None:
+        """Called by the dense store inside the transaction that writes these rows."""
+        rows = [
+            (i, _record_digest(m, d), d) for i, d, m in zip(ids, documents, metadatas, strict=True)
+        ]
+        expect = self.stamp.contract.lexical.recipe().fingerprint
+        self.stamp = self.lexical.apply(rows, expect=expect)
+
+    def deleted(self, ids: Sequence[str]) -> None:
+        """Called by the dense store inside the transaction that deletes these rows."""
+        if ids:
+            self.stamp = self.lexical.apply([], list(ids))
 
     # -- querying --------------------------------------------------------------------------
+
+    def lexical_search(
+        self, text: str, k: int, *, stated: HybridContract | None = None
+    ) -> tuple[list[tuple[str, float]], HybridStamp]:
+        """The lexical side's ``k`` best ``(id, score)`` for ``text`` and the stamp they were
+        scored under, after the stated contract (``None``: this index's) is checked against
+        it and the two sides are found to hold as many documents."""
+        hits, stamp = self.lexical.search(text, k, self.stamp)
+        self._follow(stamp)
+        if stated is not None:
+            check_caller(stamp.contract, stated, where=repr(self.name))
+        same_count(stamp.documents, self.count(), where=repr(self.name))
+        return hits, stamp
 
     def query(
         self,
@@ -307,22 +509,21 @@ class HybridIndex:
         check_positive_int(n_results, "n_results")
         if not isinstance(text, str):
             raise InvalidInputError(f"a query must be a string, got {type(text).__name__}")
-        index = self._current()
-        contract = self.stamp.contract
+        contract = self.current().contract
         caller = contract.with_(
             lexical=lexical if lexical is not None else contract.lexical,
             fusion=fusion if fusion is not None else contract.fusion,
         )
         check_caller(contract, caller, where=repr(self.name))
-        same_count(index, self.count(), where=repr(self.name))
         depth = max(contract.fusion.depth, n_results)
-        found = self.dense.query([text], n_results=min(depth, max(1, len(index))))
+        lexical_hits, stamp = self.lexical_search(text, depth, stated=caller)
+        contract = stamp.contract
+        found = self.dense.query([text], n_results=min(depth, max(1, stamp.documents)))
         dense = [
             (i, 1.0 - float(d)) for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
         ]
         documents = dict(zip(found["ids"][0], found.get("documents", [[]])[0] or [], strict=False))
         metas = dict(zip(found["ids"][0], found.get("metadatas", [[]])[0] or [], strict=False))
-        lexical_hits = index.search(text, depth)
         fused = fuse(contract.fusion, dense, lexical_hits, n_results)
         dense_at = {i: (r, s) for r, (i, s) in enumerate(dense[: contract.fusion.depth], 1)}
         top = lexical_hits[: contract.fusion.depth]
@@ -332,7 +533,7 @@ class HybridIndex:
             got = self.dense.get(ids=missing, include=["documents", "metadatas"])
             documents.update(zip(got["ids"], got["documents"], strict=True))
             metas.update(zip(got["ids"], got["metadatas"], strict=True))
-        self._check_hits(index, [i for i, _ in fused], documents, metas)
+        self._check_hits([i for i, _ in fused], documents, metas)
         return [
             HybridHit(
                 i,
@@ -347,24 +548,17 @@ class HybridIndex:
         ]
 
     def _check_hits(
-        self,
-        index: LexicalIndex,
-        ids: Sequence[str],
-        documents: dict[str, Any],
-        metas: dict[str, Any],
+        self, ids: Sequence[str], documents: dict[str, Any], metas: dict[str, Any]
     ) -> None:
         """The documents to be returned hold the same text on both sides (the per-call count
         check cannot see a text changed around the index)."""
-        if self._digests is None or self._digests[0] is not index:
-            self._digests = (index, dict(zip(index.ids, index.digests, strict=True)))
-        lexical = self._digests[1]
+        lexical = self.lexical.digests(list(ids))
         only_dense, only_lexical, changed = [], [], []
         for i in ids:
             if i not in documents:
                 only_lexical.append(i)
                 continue
-            stored = (metas.get(i) or {}).get(TEXT_KEY)
-            digest = stored if isinstance(stored, str) else text_digest(documents[i] or "")
+            digest = _record_digest(metas.get(i), documents[i] or "")
             if i not in lexical:
                 only_dense.append(i)
             elif lexical[i] != digest:
@@ -373,25 +567,34 @@ class HybridIndex:
             raise OutOfStepError(repr(self.name), only_dense, only_lexical, changed)
 
     def verify(self) -> dict[str, Any]:
-        """Every document on both sides compared (ids and text digests), the lexical files'
-        digests and the analyzer canary: a report, ``ok`` when all agree."""
-        index, stamp = load_lexical(self.folder)
-        report: dict[str, Any] = {"fingerprint": stamp.fingerprint, "documents": len(index)}
+        """Every document on both sides compared (ids and text digests), the lexical rows
+        against the stamp's statistics, each document's length against its postings, and the
+        analyzer canary: a report, ``ok`` when all agree."""
+        report: dict[str, Any] = {}
         try:
-            check_analyzer(stamp, index)
+            stamp = self.lexical.check(full=True)
+            report["statistics"] = "match"
+        except DamagedStampError as exc:
+            stamp = self.lexical.stamp()
+            report["statistics"] = str(exc)
+        report.update(fingerprint=stamp.fingerprint, documents=stamp.documents)
+        try:
+            check_analyzer(stamp, self.lexical.analyzer(stamp))
             report["analyzer"] = "match"
         except Exception as exc:  # reported, not raised: verify says what it found
             report["analyzer"] = str(exc)
-        only_dense, only_lexical, changed = step_differences(index, _dense_digests(self.dense))
+        report["lengths_differ"] = self.lexical.lengths_agree()
+        only_dense, only_lexical, changed = step_differences(
+            self.lexical.digests(), _dense_digests(self.dense)
+        )
         report.update(only_dense=only_dense, only_lexical=only_lexical, changed=changed)
-        report["ok"] = report["analyzer"] == "match" and not (only_dense or only_lexical or changed)
+        report["ok"] = (
+            report["analyzer"] == "match"
+            and report["statistics"] == "match"
+            and not report["lengths_differ"]
+            and not (only_dense or only_lexical or changed)
+        )
         return report
-
-
-def _stamp_of(folder: Path) -> HybridStamp:
-    from ctxemb_core.hybrid.store import read_stamp
-
-    return read_stamp(folder)[0]
 
 
 def _pages(dense: Any, include: list[str]) -> Any:
@@ -402,15 +605,6 @@ def _pages(dense: Any, include: list[str]) -> Any:
             return
         yield got
         offset += len(got["ids"])
-
-
-def _dense_texts(dense: Any) -> tuple[list[str], list[str]]:
-    ids: list[str] = []
-    texts: list[str] = []
-    for got in _pages(dense, ["documents"]):
-        ids += got["ids"]
-        texts += [d if isinstance(d, str) else "" for d in got["documents"]]
-    return ids, texts
 
 
 def _dense_digests(dense: Any) -> dict[str, str]:
@@ -437,9 +631,3 @@ def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, 
         text = text if isinstance(text, str) else ""
         out[i] = (text, _record_digest(meta, text), dict(meta or {}))
     return out
-
-
-def _texts_of(dense: Any, ids: Sequence[str]) -> list[str]:
-    got = dense.get(ids=list(ids), include=["documents"])
-    texts = dict(zip(got["ids"], got["documents"], strict=True))
-    return [texts.get(i) or "" for i in ids]

@@ -1,4 +1,4 @@
-"""A hybrid index over a guarded Chroma collection: its lexical side in a folder beside it."""
+"""A hybrid index over a guarded Chroma collection: its lexical side in SQLite beside it."""
 
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ from typing import Any
 from chromadb.api import ClientAPI
 
 from ctxemb_chroma._open import open_collection
-from ctxemb_chroma._store import check_name
+from ctxemb_chroma._store import check_name, translated
+from ctxemb_chroma._verify import kept_metadata
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.hybrid import Fusion, LexicalContract
-from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.hybrid import Fusion, LexicalContract, LexicalStore, SQLiteLexical
+from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
 from ctxemb_core.hybrid.pair import open_hybrid as open_pair
 
 #: The folder of an embedded store that holds the lexical sides, one subfolder per collection.
 LEXICAL_FOLDER = "ctxemb-lexical"
+#: The collection metadata key that records its lexical side's token (not a stamp key: a
+#: restamp keeps it, and it does not change the collection's identity).
+MARK_KEY = "ctxemb_lexical"
 
 
 def lexical_folder(client: ClientAPI, name: str, lexical_path: Any = None) -> Path:
@@ -42,6 +46,30 @@ def lexical_folder(client: ClientAPI, name: str, lexical_path: Any = None) -> Pa
     return Path(settings.persist_directory) / LEXICAL_FOLDER / name
 
 
+def place_for(dense: Any, folder: Path) -> LexicalPlace:
+    """The lexical side of an opened collection: SQLite in ``folder``, owned by the collection's
+    id, its token recorded in the collection's metadata."""
+
+    def mark() -> str | None:
+        value = (dense.stored().metadata or {}).get(MARK_KEY)
+        return value if isinstance(value, str) else None
+
+    def set_mark(token: str) -> None:
+        raw = dense.stored()
+        with translated(f"recording the lexical side of {dense.name!r}"):
+            raw.modify(metadata={**kept_metadata(raw), MARK_KEY: token})
+
+    return LexicalPlace(
+        LexicalStore(SQLiteLexical(folder, dense.name)),
+        owner=f"Chroma collection {dense.name!r} (id {dense.stored().id})",
+        remedy=f"Give collection {dense.name!r} a lexical folder of its own (lexical_path, "
+        f"--lexical-path); if the collection it belongs to is gone, remove {folder} first.",
+        folder=folder,
+        mark=mark,
+        set_mark=set_mark,
+    )
+
+
 def open_hybrid(
     client: ClientAPI,
     name: str,
@@ -52,6 +80,7 @@ def open_hybrid(
     lexical_path: str | os.PathLike[str] | None = None,
     create: bool = True,
     refresh: bool = False,
+    rebuild: bool = False,
     progress: Callable[[int], None] | None = None,
     **open_options: Any,
 ) -> HybridIndex:
@@ -59,21 +88,23 @@ def open_hybrid(
 
     The collection is opened exactly as :func:`open_collection` opens it (``open_options``
     are its options); then :func:`ctxemb_core.hybrid.pair.open_hybrid` builds or checks the
-    lexical side. ``lexical`` / ``fusion``: the caller's recipe (``None``: the stamp's; for a new
-    index the defaults: BM25 k1 1.5, b 0.75, English stemmer and stop words; RRF k = 60).
+    lexical side (SQLite in :func:`lexical_folder`). ``lexical`` / ``fusion``: the caller's
+    recipe (``None``: the stamp's; for a new index the defaults: BM25 k1 1.5, b 0.75, English
+    stemmer and stop words; RRF k = 60).
 
     Raises:
-        ContractMismatchError, HybridMismatchError, OutOfStepError, EncoderDriftError: see
-            :func:`ctxemb_core.hybrid.pair.open_hybrid`.
+        ContractMismatchError, HybridMismatchError, OutOfStepError, EncoderDriftError,
+            ForeignLexicalError: see :func:`ctxemb_core.hybrid.pair.open_hybrid`.
     """
     folder = lexical_folder(client, name, lexical_path)
     dense = open_collection(client, name, contract, create=create, **open_options)
     return open_pair(
         dense,
-        folder,
+        place_for(dense, folder),
         lexical=lexical,
         fusion=fusion,
         create=create,
         refresh=refresh,
+        rebuild=rebuild,
         progress=progress,
     )

@@ -13,7 +13,6 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from ctxemb_core.errors import InvalidInputError, OutOfStepError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
-from ctxemb_core.hybrid.guard import same_count
 from ctxemb_core.hybrid.pair import stored_records
 from ctxemb_core.validate import check_positive_int
 from ctxemb_haystack._hybrid_side import HYBRID_KEY, LexicalSide, as_dict, recipe
@@ -33,15 +32,16 @@ class ContractLexicalRetriever:
     so a lexical hit is a whole document whether or not the dense side also found it; each
     text's digest must be the one the lexical side was fitted on, and both sides must hold as
     many documents, else :class:`~ctxemb_core.errors.OutOfStepError` names the ids. The stamp is
-    re-read on every call (one small file when nothing changed).
+    re-read on every call (one row of the lexical store).
 
     Each document's ``score`` is its BM25 score and ``meta["ctxemb_hybrid"]`` the stamp's hybrid
     fingerprint; the ``hybrid`` output is that fingerprint, for :class:`ContractFusionJoiner`.
 
     Args:
         document_store: a ``ChromaDocumentStore`` or ``PgvectorDocumentStore`` (the dense side).
-        lexical_path: the lexical folder; ``None`` for an embedded Chroma store:
+        lexical_path: Chroma: the lexical side's folder; ``None`` for an embedded store:
             ``<persist_path>/ctxemb-lexical/<collection_name>``, as ``ctxemb_chroma`` keeps it.
+            A ``PgvectorDocumentStore`` keeps its lexical side in its own database.
         lexical: the lexical recipe the caller states (``None``: the stamp's); another one is
             refused (:class:`~ctxemb_core.errors.HybridMismatchError`, ``lexical.stemmer`` …).
         fusion: the fusion the caller states, checked the same way (``fusion.k`` …).
@@ -93,20 +93,18 @@ class ContractLexicalRetriever:
             ContractMismatchError: the store is stamped with another dense contract.
             OutOfStepError: the sides hold other documents (ids named where known).
             EncoderDriftError: the analyzer here makes other terms than the stamp's canary.
-            MissingStampError: no lexical side in the folder.
+            MissingStampError: no lexical side.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"a query must be a string, got {type(query).__name__}")
         k = _top_k(top_k) or self.top_k
-        index, stamp = self._side.current()
+        hits, stamp = self._side.search(query, k)
         contract = stamp.contract
         dense = self._side.dense(contract.dense)
-        same_count(index, int(dense.count()), where=self._side.where)
-        hits = index.search(query, k or contract.fusion.depth)
         stored = stored_records(dense, [i for i, _ in hits]) if hits else {}
-        have = self._side.digests()
+        have = self._side.hybrid().lexical.digests([i for i, _ in hits])
         missing = [i for i, _ in hits if i not in stored]
-        changed = [i for i, _ in hits if i in stored and stored[i][1] != have[i]]
+        changed = [i for i, _ in hits if i in stored and stored[i][1] != have.get(i)]
         if missing or changed:
             raise OutOfStepError(self._side.where, (), missing, changed)
         documents = [

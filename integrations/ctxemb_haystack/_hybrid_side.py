@@ -1,10 +1,11 @@
 """The stamped lexical side of a guarded store, as the Haystack components read and write it.
 
 Below the components (:mod:`._hybrid` reads through it, the writer of :mod:`._components`
-writes through it). Everything decided here is core's: the folder is ``ctxemb_chroma``'s (an
-embedded Chroma store keeps it at ``<store path>/ctxemb-lexical/<collection>``), the stamp, the
-checks and the files are :mod:`ctxemb_core.hybrid`'s, so an index written here is the one
-``ctxemb_chroma.open_hybrid`` and ``ctxemb query --hybrid`` open, and the other way round.
+writes through it). Everything decided here is core's: the side is opened by the store's own
+``open_hybrid`` (``ctxemb_chroma``: SQLite at ``<store path>/ctxemb-lexical/<collection>``;
+``ctxemb_pgvector``: tables of the same database), the stamp, the checks and the rows are
+:mod:`ctxemb_core.hybrid`'s, so an index written here is the one ``ctxemb query --hybrid``
+opens, and the other way round.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
@@ -21,13 +21,11 @@ from ctxemb_core.hybrid import (
     HybridContract,
     HybridStamp,
     LexicalContract,
-    LexicalIndex,
-    lexical_exists,
-    save_lexical,
+    NoLexicalSideError,
 )
-from ctxemb_core.hybrid.guard import check_caller, reload_if_moved
-from ctxemb_core.hybrid.pair import open_hybrid, stored_records
-from ctxemb_core.hybrid.store import read_stamp
+from ctxemb_core.hybrid.guard import check_caller
+from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.stamp import IndexStamp
 
 #: The metadata key of a document found by :class:`ContractLexicalRetriever` (and of every
 #: fused document): the fingerprint of the hybrid contract (the stamp) it was found under.
@@ -68,13 +66,14 @@ def as_dict(value: LexicalContract | Fusion | None) -> dict[str, Any] | None:
 
 
 class LexicalSide:
-    """The lexical folder of a ``ChromaDocumentStore`` or ``PgvectorDocumentStore`` index.
+    """The lexical side of a ``ChromaDocumentStore`` or ``PgvectorDocumentStore`` index.
 
     Args:
         guard: the guard of the document store whose dense side the lexical side belongs to
             (:func:`~ctxemb_haystack._stores.guard_for`).
-        lexical_path: the folder; ``None`` for an embedded Chroma store derives it as
-            ``ctxemb_chroma.lexical_folder`` does.
+        lexical_path: Chroma: the side's folder (``None`` for an embedded store: as
+            ``ctxemb_chroma.lexical_folder`` derives it); PostgreSQL keeps the side in the
+            table's database (a path given names an old lexical folder to convert once).
         lexical, fusion: the recipe the caller states (``None``: the stamp's).
     """
 
@@ -98,29 +97,51 @@ class LexicalSide:
             )
         self.lexical_path = lexical_path
         self.lexical, self.fusion = lexical, fusion
-        self._folder: Path | None = None
-        self._index: LexicalIndex | None = None
-        self._stamp: HybridStamp | None = None
-        self._digests: dict[str, str] = {}
+        self._hybrid: HybridIndex | None = None
+        self._lock = threading.Lock()
 
     @property
     def where(self) -> str:
         return repr(self.guard.name)
 
-    def folder(self) -> Path:
-        if self._folder is None:
-            if self.lexical_path is not None:
-                self._folder = Path(self.lexical_path)
-            elif hasattr(self.guard, "client"):
-                from ctxemb_chroma import lexical_folder
+    def _chroma(self) -> bool:
+        return hasattr(self.guard, "client")
 
-                self._folder = lexical_folder(self.guard.client(), self.guard.name)
-            else:
-                raise InvalidInputError(
-                    "a PgvectorDocumentStore's lexical side lives in a folder of this machine: "
-                    "give lexical_path"
-                )
-        return self._folder
+    def stamped_dense(self) -> Any:
+        """The contract the dense side's stamp holds (read, not verified), or ``None`` when the
+        store holds no stamped index of this name yet."""
+        if self._chroma():
+            from ctxemb_chroma import stored_or_none
+
+            raw = stored_or_none(self.guard.client(), self.guard.name)
+            metadata = raw.metadata if raw is not None else None
+        else:
+            from ctxemb_pgvector import stored_or_none as stored_table
+
+            found = stored_table(self.guard.conn(), self.guard.name, self.guard.schema)
+            metadata = found.metadata if found is not None else None
+        return (
+            IndexStamp.from_metadata(metadata).contract if IndexStamp.is_stamped(metadata) else None
+        )
+
+    def open(self, contract: Any, *, create: bool, refresh: bool = False) -> HybridIndex:
+        """The hybrid index as the store's ``open_hybrid`` opens it (the side checked whole)."""
+        options: dict[str, Any] = {
+            "lexical": self.lexical,
+            "fusion": self.fusion,
+            "lexical_path": self.lexical_path,
+            "create": create,
+            "refresh": refresh,
+        }
+        if self._chroma():
+            from ctxemb_chroma import open_hybrid
+
+            return open_hybrid(self.guard.client(), self.guard.name, contract, **options)
+        from ctxemb_pgvector import open_hybrid as open_table_hybrid
+
+        return open_table_hybrid(
+            self.guard.conn(), self.guard.name, contract, schema=self.guard.schema, **options
+        )
 
     def stated(self, stamp: HybridContract) -> HybridContract:
         """The stamp's contract with the recipe the caller states (the stamp's where none)."""
@@ -133,21 +154,36 @@ class LexicalSide:
         """The stamp's contract once the stated recipe is found to be it (fields named)."""
         return check_caller(stamp, self.stated(stamp), where=self.where)
 
-    def current(self) -> tuple[LexicalIndex, HybridStamp]:
-        """The lexical side as stored now, checked: read again only when the ``current``
-        pointer names another version (another process wrote), else one small file read."""
-        moved = reload_if_moved(self.folder(), self._stamp, self.stated, where=self.where)
-        if moved is not None:
-            index, stamp = moved
-            remember(stamp.contract)
-            self._index, self._stamp = index, stamp
-            self._digests = dict(zip(index.ids, index.digests, strict=True))
-        assert self._index is not None and self._stamp is not None
-        return self._index, self._stamp
+    def hybrid(self, *, refresh: bool = False) -> HybridIndex:
+        """The hybrid index, opened once under the dense side's stamped contract (each call
+        then re-reads the lexical stamp: another process's fusion or recipe is followed, or
+        refused); ``refresh`` (a writer's) mends a side found out of step.
 
-    def digests(self) -> dict[str, str]:
-        """Each id's text digest on the lexical side as :meth:`current` last loaded it."""
-        return self._digests
+        Raises:
+            NoLexicalSideError: no stamped index here yet, or no lexical side beside it.
+        """
+        with self._lock:
+            if self._hybrid is None:
+                contract = self.stamped_dense()
+                if contract is None:
+                    raise NoLexicalSideError(
+                        f"{self.where} holds no stamped index and so no lexical side; write it "
+                        "with ContractDocumentWriter(..., hybrid=True)"
+                    )
+                self._hybrid = self.open(contract, create=False, refresh=refresh)
+            return self._hybrid
+
+    def search(self, query: str, k: int | None) -> tuple[list[tuple[str, float]], HybridStamp]:
+        """The lexical hits of ``query`` under the stamp, the stated recipe checked."""
+        hybrid = self.hybrid()
+        stamp = hybrid.current()
+        self.caller(stamp.contract)
+        remember(stamp.contract)
+        hits, stamp = hybrid.lexical_search(
+            query, k or stamp.contract.fusion.depth, stated=self.stated(stamp.contract)
+        )
+        remember(stamp.contract)
+        return hits, stamp
 
     def dense(self, contract: Any) -> Any:
         """The dense side opened through the store's guard under the stamp's dense contract
@@ -161,25 +197,19 @@ class LexicalSide:
         dense contract, or nothing is written."""
         from ctxemb_core.documents import check_fingerprint
 
-        folder = self.folder()
-        if lexical_exists(folder):
-            stamp = read_stamp(folder)[0].contract
-            self.caller(stamp)
-            check_fingerprint(fingerprint, stamp.dense)
+        try:
+            stamp = self.hybrid(refresh=True).current().contract
+        except NoLexicalSideError:
+            return
+        self.caller(stamp)
+        check_fingerprint(fingerprint, stamp.dense)
 
     def write(self, fingerprint: str, ids: Sequence[str]) -> None:
         """After the dense write: the lexical side built from the dense side's stored texts (a
         new index), or brought in step for ``ids`` (their texts as the dense side stored them)."""
-        dense = self.dense(self.guard.caller(fingerprint))
-        folder = self.folder()
-        if not lexical_exists(folder):
-            open_hybrid(dense, folder, lexical=self.lexical, fusion=self.fusion, create=True)
-            return
-        index, stamp = self.current()
-        stored = stored_records(dense, ids)
-        have = self.digests()
-        todo = [i for i in stored if have.get(i) != stored[i][1]]
-        gone = [i for i in ids if i not in stored and i in have]
-        if todo or gone:
-            new = index.updated(todo, [stored[i][0] for i in todo], delete=gone)
-            save_lexical(folder, new, stamp.contract.with_(lexical=new.contract))
+        contract = self.guard.caller(fingerprint)
+        with self._lock:
+            if self._hybrid is None or not self._hybrid.lexical.exists():
+                self._hybrid = self.open(contract, create=True, refresh=True)
+            hybrid = self._hybrid
+        hybrid.take(list(ids))

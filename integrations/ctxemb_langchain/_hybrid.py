@@ -116,11 +116,13 @@ class ContractHybridRetriever(BaseRetriever):
     ) -> ContractHybridRetriever:
         """The retriever of ``store``'s hybrid index (a :class:`ContractChroma` or a
         :class:`ContractPGVector`), opened by that store's adapter (``ctxemb_chroma`` /
-        ``ctxemb_pgvector.open_hybrid``): the same folder layout and stamp as the CLI's.
+        ``ctxemb_pgvector.open_hybrid``): the same lexical store and stamp as the CLI's.
 
         Args:
-            lexical_path: the lexical side's folder (an embedded Chroma store's default:
-                ``<its path>/ctxemb-lexical/<collection>``; required for a server or PostgreSQL).
+            lexical_path: Chroma: the lexical side's folder (an embedded store's default:
+                ``<its path>/ctxemb-lexical/<collection>``; required for a server). PostgreSQL
+                keeps the lexical side in the table's database (a path names an old folder to
+                convert once).
             create: build the lexical side from the store's texts if there is none.
             refresh: bring the lexical side in step with the store (after writes around the
                 retriever) instead of refusing.

@@ -16,7 +16,7 @@ write and read PostgreSQL tables through it, with exactly these names of it, not
   ``delete``, ``count``, ``ids``);
 - :func:`stored_or_none`: the table as the database has it, unguarded, or ``None``;
 - :func:`check_name`: the names a guarded table may have, checked before connecting.
-- :func:`open_hybrid`: a table and its lexical (BM25) side in a folder of this machine, a
+- :func:`open_hybrid`: a table and its lexical (BM25) side in the same database, a
   hybrid index under one stamped recipe.
 
 Its own tools: :func:`verify`, :func:`migrate` (also from a Chroma collection),

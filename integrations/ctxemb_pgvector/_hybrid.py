@@ -1,4 +1,5 @@
-"""A hybrid index over a guarded pgvector table: its lexical side in a folder of this machine."""
+"""A hybrid index over a guarded pgvector table: its lexical side in tables of the same database,
+written in the same transactions as the table's rows."""
 
 from __future__ import annotations
 
@@ -9,24 +10,42 @@ from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.hybrid import Fusion, LexicalContract
-from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.hybrid import Fusion, LexicalContract, LexicalStore
+from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
 from ctxemb_core.hybrid.pair import open_hybrid as open_pair
+from ctxemb_pgvector._connect import translated
+from ctxemb_pgvector._hybrid_store import PgLexical
 from ctxemb_pgvector._open import open_table
 from ctxemb_pgvector._sql import check_name
 
 
-def lexical_folder(conn: Any, name: str, lexical_path: Any = None) -> Path:
-    """Where the lexical side of table ``name`` lives: ``lexical_path`` (required: the
-    database server's disk is not this machine's)."""
+def lexical_folder(conn: Any, name: str, lexical_path: Any = None) -> Path | None:
+    """A table's lexical side lives in its database, not in a folder: ``lexical_path`` only
+    names an old (ctxemb 0.1) lexical folder to convert, once."""
     check_name(name)
-    if lexical_path is None:
-        raise InvalidInputError(
-            "a hybrid index on PostgreSQL keeps its lexical side in a folder of this machine: "
-            "give lexical_path (--lexical-path)"
-        )
-    return Path(os.fspath(lexical_path))
+    return None if lexical_path is None else Path(os.fspath(lexical_path))
+
+
+def place_for(dense: Any, lexical_path: Any = None) -> LexicalPlace:
+    """The lexical side of an opened table: its schema's ``ctxemb_lexical_*`` tables, owned by
+    the table's oid (a table dropped and created again is another table)."""
+    with translated(f"reading the identity of {dense.name!r}"):
+        row = dense.conn.execute(
+            "SELECT to_regclass(%s)::oid", (f'"{dense.schema}"."{dense.name}"',)
+        ).fetchone()
+    oid = row[0] if row is not None else None
+    db = PgLexical(dense.conn, dense.schema, dense.name)
+    return LexicalPlace(
+        LexicalStore(db),
+        owner=f'table "{dense.schema}"."{dense.name}" (oid {oid})',
+        remedy=f"Table {dense.name!r} was dropped and created again around ctxemb since its "
+        "lexical side was built: rebuild the side from its rows (ctxemb index --hybrid "
+        "--rebuild-lexical; open_hybrid(..., rebuild=True)).",
+        folder=lexical_folder(dense.conn, dense.name, lexical_path),
+        joint=True,
+        mark=lambda: db.mark(oid) if oid is not None else None,
+        set_mark=lambda token: db.set_mark(oid, token) if oid is not None else None,
+    )
 
 
 def open_hybrid(
@@ -39,20 +58,25 @@ def open_hybrid(
     lexical_path: str | os.PathLike[str] | None = None,
     create: bool = True,
     refresh: bool = False,
+    rebuild: bool = False,
     progress: Callable[[int], None] | None = None,
     **open_options: Any,
 ) -> HybridIndex:
     """Open (or create) table ``name`` under ``contract`` (as :func:`open_table`, whose options
-    ``open_options`` are) and its lexical side in ``lexical_path``; see
-    :func:`ctxemb_core.hybrid.pair.open_hybrid`."""
-    folder = lexical_folder(conn, name, lexical_path)
+    ``open_options`` are) and its lexical side in the same database; the table then writes the
+    lexical rows in the transactions that write its own. See
+    :func:`ctxemb_core.hybrid.pair.open_hybrid`; ``lexical_path``: an old lexical folder to
+    convert (ctxemb 0.1 kept the side in one)."""
     dense = open_table(conn, name, contract, create=create, **open_options)
-    return open_pair(
+    hybrid = open_pair(
         dense,
-        folder,
+        place_for(dense, lexical_path),
         lexical=lexical,
         fusion=fusion,
         create=create,
         refresh=refresh,
+        rebuild=rebuild,
         progress=progress,
     )
+    dense.companion = hybrid
+    return hybrid

@@ -89,6 +89,9 @@ class GuardedTable:
         self._stored = stored
         self._seen = _state(stored)
         self._queriers: list[Embedder] = [embedder]
+        #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
+        #: ``deleted(ids)``), written in the transactions that write this table's rows.
+        self.companion: Any = None
 
     # -- what the table is ---------------------------------------------------------------
 
@@ -232,7 +235,11 @@ class GuardedTable:
                 with translated(f"writing to {self.name!r}"), self.conn.transaction():
                     if self._stamp_moved():
                         raise _Moved
+                    if self.companion is not None:
+                        self.companion.lock()  # writers of both sides take turns from here
                     self._copy(ids, values, list(documents), metas, upsert)
+                    if self.companion is not None:
+                        self.companion.written(ids, list(documents), metas)
                 return
             except _Moved:
                 if attempt:
@@ -615,7 +622,12 @@ class GuardedTable:
         with translated(f"deleting from {self.name!r}"), self.conn.transaction():
             if self._stamp_moved():
                 self.current()
-            return self.conn.execute(query, params).rowcount
+            if self.companion is None:
+                return self.conn.execute(query, params).rowcount
+            self.companion.lock()
+            gone = [r[0] for r in self.conn.execute(query + sql.SQL(" RETURNING id"), params)]
+            self.companion.deleted(gone)
+            return len(gone)
 
 
 def _state(stored: StoredTable) -> tuple[Any, ...]:

@@ -13,6 +13,8 @@ from conftest import DOCS, MINILM
 
 from ctxemb_core.cli import main
 
+QUERY = "how is green tea made"
+
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
@@ -31,7 +33,7 @@ def test_index_query_and_refuse_on_an_embedded_store(tmp_path, capsys):
     code, out, _ = run(capsys, "index", str(corpus), *store, "--model", MINILM, "--hybrid")
     assert code == 0 and f"{len(DOCS)} added" in out
     assert f"lexical side: {len(DOCS)} documents, bm25 lucene k1=1.5 b=0.75" in out
-    assert (tmp_path / "store" / "ctxemb-lexical" / "docs" / "current").is_file()
+    assert (tmp_path / "store" / "ctxemb-lexical" / "docs" / "lexical.sqlite3").is_file()
     code, out, _ = run(capsys, "query", "how is green tea made", *store, "--hybrid", "--json")
     row = json.loads(out)
     assert code == 0 and row["results"][0]["id"] == "tea" and row["fusion"] == "rrf k=60 depth=100"
@@ -70,12 +72,24 @@ def test_an_edited_corpus_reindexes_both_sides(tmp_path, capsys):
     assert all(r["id"] != "bike" for r in json.loads(out)["results"])
 
 
-def test_pgvector_needs_a_lexical_path_and_then_works(pg, tmp_path, capsys):
+def test_pgvector_keeps_the_lexical_side_in_its_database(pg, tmp_path, capsys):
+    """No folder on the writing machine (issue 42, item 13): the lexical side is in the table's
+    database; two tables each have their own (item 19); --rebuild-lexical takes another recipe."""
     corpus = write_corpus(tmp_path / "corpus.jsonl", DOCS)
-    store = ("--store", "pgvector", "--dsn", pg.ctxemb_dsn, "--collection", "docs", "--hybrid")
-    code, _, err = run(capsys, "index", str(corpus), *store, "--model", MINILM)
-    assert code != 0 and "--lexical-path" in err
-    lexical = ("--lexical-path", str(tmp_path / "lexical"))
-    assert run(capsys, "index", str(corpus), *store, *lexical, "--model", MINILM)[0] == 0
-    code, out, _ = run(capsys, "query", "how is green tea made", *store, *lexical, "--json")
+    store = ("--store", "pgvector", "--dsn", pg.ctxemb_dsn, "--hybrid")
+    for table in ("docs", "more"):
+        code, out, err = run(
+            capsys, "index", str(corpus), *store, "--collection", table, "--model", MINILM
+        )
+        assert code == 0, err
+        assert "PostgreSQL" in out and f"(table {table!r})" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["corpus.jsonl"]  # no lexical folder here
+    code, out, _ = run(capsys, "query", QUERY, *store, "--collection", "docs", "--json")
     assert code == 0 and json.loads(out)["results"][0]["id"] == "tea"
+    code, out, err = run(
+        capsys, "index", str(corpus), *store, "--collection", "more", "--rebuild-lexical",
+        "--stemmer", "none",
+    )  # fmt: skip
+    assert code == 0 and "no stemmer" in out, err
+    code, _, err = run(capsys, "query", QUERY, *store, "--collection", "docs", "--stemmer", "none")
+    assert code == 2 and "lexical.stemmer: index='english', caller='none'" in err

@@ -51,7 +51,7 @@ CORE_SURFACE = {
     "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
     "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
-    "ctxemb_core.hybrid.store": "the lexical side's files: its stamp read without reading them",
+    "ctxemb_core.hybrid.store": "the lexical side's store: SQLite, or a dialect an adapter gives",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
@@ -60,7 +60,6 @@ SHARED_CHROMA_GUARD = frozenset(
         "GuardedCollection",
         "check_metadatas",
         "connect",
-        "lexical_folder",
         "open_collection",
         "open_hybrid",
         "stored_or_none",

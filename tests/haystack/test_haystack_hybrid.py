@@ -22,12 +22,13 @@ import ctxemb_chroma
 from ctxemb_core.cli import main
 from ctxemb_core.errors import (
     ContractMismatchError,
+    DamagedStampError,
     HybridMismatchError,
     InvalidInputError,
     MissingStampError,
     OutOfStepError,
 )
-from ctxemb_core.hybrid import Fusion, LexicalContract, load_lexical
+from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_haystack import (
     ContractDocumentEmbedder,
     ContractDocumentWriter,
@@ -99,9 +100,9 @@ def test_an_indexing_pipeline_then_a_query_pipeline_return_the_fused_top_k(
     indexed, minilm_contract, minilm, path
 ):
     name, store = indexed
-    folder = ctxemb_chroma.lexical_folder(ctxemb_chroma.connect(path), name)
-    index, stamp = load_lexical(folder)
-    assert sorted(index.ids) == sorted(DOCS) and stamp.contract.dense == minilm_contract
+    hybrid = ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(path), name, minilm)
+    stamp = hybrid.stamp
+    assert sorted(hybrid.lexical.ids()) == sorted(DOCS) and stamp.contract.dense == minilm_contract
     found = ask(querying(minilm_contract, store))
     assert [d.id for d in found][:1] == ["tea"] and len(found) == 3
     top = found[0]
@@ -110,14 +111,14 @@ def test_an_indexing_pipeline_then_a_query_pipeline_return_the_fused_top_k(
     assert top.meta["ctxemb_dense_rank"] == 1 and top.meta["ctxemb_lexical_rank"] == 1
     assert top.score == pytest.approx(2 / 61)  # rrf k=60: first on both sides
     # The same ranking as the core hybrid index over the same collection and folder.
-    hybrid = ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(path), name, minilm)
     expected = hybrid.query(QUERY, 3)
     assert [d.id for d in found] == [h.id for h in expected]
     assert [d.score for d in found] == pytest.approx([h.score for h in expected])
     # The lexical hits are whole documents with their BM25 scores.
     lexical = ContractLexicalRetriever(store).run("green tea leaves", top_k=2)
     assert lexical["documents"][0].id == "tea" and lexical["hybrid"] == stamp.fingerprint
-    assert lexical["documents"][0].score == pytest.approx(index.search("green tea leaves", 1)[0][1])
+    best = hybrid.lexical.search("green tea leaves", 1)[0][0][1]
+    assert lexical["documents"][0].score == pytest.approx(best)
     later = asyncio.run(ContractLexicalRetriever(store).run_async("green tea leaves", top_k=2))
     assert later == lexical
     # A later write keeps the lexical side in step (an overwrite and a new document).
@@ -200,8 +201,9 @@ def test_a_write_around_the_pair_is_refused_naming_the_ids(indexed, minilm, path
         ContractLexicalRetriever(store).run("green tea moon")
     assert caught.value.changed == ("moon",)
     dense.add(["extra"], ["Extra notes."])
-    with pytest.raises(OutOfStepError, match="7 documents on the dense side, 6 on the lexical"):
+    with pytest.raises(OutOfStepError) as caught:  # opened now: the ids are named
         ContractLexicalRetriever(store).run("tea")
+    assert caught.value.only_dense == ("extra",)
 
 
 def test_an_index_built_by_the_cli_is_queried_by_the_pipeline_and_back(
@@ -273,11 +275,14 @@ def test_bad_input_is_refused_with_typed_errors(indexed):
         ContractFusionJoiner().run([], [], "0" * 64, "f" * 64)
     with pytest.raises(TypeError, match="dense_documents"):
         ContractFusionJoiner().run("tea", [], "0" * 64, "f" * 64)
-    with pytest.raises(MissingStampError, match="no lexical index"):
+    # The collection records its lexical side: a folder without it is a lost side, not "none".
+    with pytest.raises(DamagedStampError, match="no longer holds"):
         ContractLexicalRetriever(store, "/nonexistent/lexical").run("tea")
 
 
-def test_a_pgvector_store_with_a_lexical_path(pg, minilm_contract, minilm, tmp_path, monkeypatch):
+def test_a_pgvector_store_keeps_its_lexical_side_in_its_database(
+    pg, minilm_contract, minilm, monkeypatch
+):
     from haystack.utils import Secret
     from haystack_integrations.components.retrievers.pgvector import PgvectorEmbeddingRetriever
     from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
@@ -285,21 +290,21 @@ def test_a_pgvector_store_with_a_lexical_path(pg, minilm_contract, minilm, tmp_p
     import ctxemb_pgvector
 
     monkeypatch.setenv("CTXEMB_TEST_PG_CONN_STR", pg.ctxemb_dsn)
-    table, lx = fresh_name(), str(tmp_path / "lx")
+    table = fresh_name()
     store = PgvectorDocumentStore(
         connection_string=Secret.from_env_var("CTXEMB_TEST_PG_CONN_STR"),
         table_name=table,
         embedding_dimension=384,
     )
-    with pytest.raises(InvalidInputError, match="lexical_path"):
+    with pytest.raises(MissingStampError, match="no lexical side"):
         ContractLexicalRetriever(store).run(QUERY)
-    indexing(minilm_contract, store, lexical_path=lx).run({"embedder": {"documents": documents()}})
+    indexing(minilm_contract, store).run({"embedder": {"documents": documents()}})
     pipe = Pipeline()
     pipe.add_component("embedder", ContractTextEmbedder(contract=minilm_contract))
     pipe.add_component(
         "dense", ContractRetriever(PgvectorEmbeddingRetriever(document_store=store, top_k=10))
     )
-    pipe.add_component("lexical", ContractLexicalRetriever(store, lx))
+    pipe.add_component("lexical", ContractLexicalRetriever(store))
     pipe.add_component("joiner", ContractFusionJoiner(top_k=3))
     for sender, receiver in (
         ("embedder.embedding", "dense.query_embedding"),
@@ -311,6 +316,6 @@ def test_a_pgvector_store_with_a_lexical_path(pg, minilm_contract, minilm, tmp_p
     ):
         pipe.connect(sender, receiver)
     found = ask(pipe)
-    hybrid = ctxemb_pgvector.open_hybrid(pg, table, minilm, lexical_path=lx)
+    hybrid = ctxemb_pgvector.open_hybrid(pg, table, minilm)
     assert [d.id for d in found] == [h.id for h in hybrid.query(QUERY, 3)]
     assert found[0].id == "tea"

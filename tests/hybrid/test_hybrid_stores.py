@@ -1,11 +1,10 @@
 """A hybrid index on real stores (embedded Chroma, a Chroma server, PostgreSQL): built from one
 corpus pass, queried fused, refused under another lexical recipe or fusion (field named), its
-two sides kept in step (a write around it refused and named, then mended), its files checked."""
+two sides kept in step (a write around it refused and named, then mended), its rows checked."""
 
 from __future__ import annotations
 
-import json
-import shutil
+import sqlite3
 
 import pytest
 from conftest import DOCS, fresh_name
@@ -19,7 +18,8 @@ from ctxemb_core.errors import (
     MissingStampError,
     OutOfStepError,
 )
-from ctxemb_core.hybrid import Fusion, LexicalContract, load_lexical
+from ctxemb_core.hybrid import Fusion, LexicalContract
+from ctxemb_core.hybrid.pair import LexicalPlace
 from ctxemb_core.hybrid.pair import open_hybrid as open_pair
 
 QUERY = "how is green tea made"
@@ -44,7 +44,7 @@ def test_fused_results_name_each_sides_rank_and_the_lexical_side_follows_writes(
     assert hybrid.query("oxidised rolled leaves", 1)[0].id == "tea"
     assert any(h.id == "kettle" and h.lexical_rank for h in hybrid.query("kettle", 3))
     hybrid.delete(["kettle"])
-    assert "kettle" not in hybrid.lexical.ids and hybrid.verify()["ok"]
+    assert "kettle" not in hybrid.lexical.ids() and hybrid.verify()["ok"]
     assert hybrid.add_missing(list(DOCS), list(DOCS.values())) == 0
 
 
@@ -102,7 +102,7 @@ def test_a_write_around_the_hybrid_index_is_refused_naming_ids_then_mended(
         ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx)
     assert err.value.only_dense == ("extra",) and err.value.changed == ("moon",)
     mended = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx, refresh=True)
-    assert mended.verify()["ok"] and "extra" in mended.lexical.ids
+    assert mended.verify()["ok"] and "extra" in mended.lexical.ids()
     assert mended.query("green cheese", 1)[0].id == "moon"
     # A text changed around the index keeps the count: the documents a query would return are
     # compared on both sides, so stale terms are refused, not fused.
@@ -112,18 +112,18 @@ def test_a_write_around_the_hybrid_index_is_refused_naming_ids_then_mended(
     assert err.value.changed == ("moon",) and not err.value.only_dense
 
 
-def test_damaged_lexical_files_are_refused_never_read(hybrid, tmp_path):
-    folder = hybrid.folder
-    version = json.loads((folder / "current").read_text())["version"]
-    postings = folder / version / "postings.npz"
-    postings.write_bytes(postings.read_bytes()[:-10] + b"0123456789")
-    with pytest.raises(DamagedStampError, match="not the file its manifest records"):
-        load_lexical(folder)
-    with pytest.raises(DamagedStampError):
-        open_pair(hybrid.dense, folder)
-    shutil.rmtree(folder)
+def test_a_damaged_or_missing_lexical_side_is_refused_never_read(hybrid):
+    db = sqlite3.connect(hybrid.folder / "lexical.sqlite3")
+    db.execute("UPDATE ctxemb_lexical_terms SET df = df + 1 WHERE term = 'tea'")
+    db.commit()
+    db.close()
+    place = hybrid.place
+    with pytest.raises(DamagedStampError, match="terms table"):
+        open_pair(hybrid.dense, place)
+    place.store.drop()
+    unmarked = LexicalPlace(place.store, place.owner, place.remedy)  # a dense side records none
     with pytest.raises(MissingStampError, match="ctxemb index --hybrid"):
-        open_pair(hybrid.dense, folder, create=False)
+        open_pair(hybrid.dense, unmarked, create=False)
 
 
 def test_an_embedded_store_keeps_the_lexical_side_beside_it_a_server_needs_a_path(tmp_path, minilm):
@@ -134,18 +134,14 @@ def test_an_embedded_store_keeps_the_lexical_side_beside_it_a_server_needs_a_pat
         ctxemb_chroma.open_hybrid(client, "../x", minilm)
 
 
-def test_pgvector_table_with_a_lexical_side(pg, minilm, tmp_path):
+def test_pgvector_table_with_a_lexical_side(pg, minilm):
     import ctxemb_pgvector
 
-    with pytest.raises(InvalidInputError, match="lexical_path"):
-        ctxemb_pgvector.open_hybrid(pg, "docs", minilm)
-    h = ctxemb_pgvector.open_hybrid(pg, "docs", minilm, lexical_path=tmp_path / "lx")
+    h = ctxemb_pgvector.open_hybrid(pg, "docs", minilm)
     h.sync(list(DOCS), list(DOCS.values()))
     assert h.query(QUERY, 2)[0].id == "tea"
     with pytest.raises(HybridMismatchError, match=r"lexical\.k1"):
-        ctxemb_pgvector.open_hybrid(
-            pg, "docs", minilm, lexical=LexicalContract(k1=0.9), lexical_path=tmp_path / "lx"
-        )
+        ctxemb_pgvector.open_hybrid(pg, "docs", minilm, lexical=LexicalContract(k1=0.9))
     pg.execute(
         "INSERT INTO docs (id, content, embedding) "
         "SELECT 'raw', 'raw row', embedding FROM docs LIMIT 1"
@@ -160,14 +156,13 @@ def test_another_analyzer_behaviour_is_drift_not_a_pass(hybrid):
     from ctxemb_core.errors import AnalyzerDriftError, EncoderDriftError
     from ctxemb_core.hybrid import Analyzer
 
-    folder = hybrid.folder
-    version = json.loads((folder / "current").read_text())["version"]
-    manifest_path = folder / version / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["analyzer_canary"] = "sha256:" + "0" * 64  # as another stemmer version would give
-    manifest_path.write_text(json.dumps(manifest))
+    db = sqlite3.connect(hybrid.folder / "lexical.sqlite3")
+    # As another stemmer version would give.
+    db.execute("UPDATE ctxemb_lexical_sides SET canary = ?", ("sha256:" + "0" * 64,))
+    db.commit()
+    db.close()
     with pytest.raises(AnalyzerDriftError) as err:
-        open_pair(hybrid.dense, folder)
+        open_pair(hybrid.dense, hybrid.place)
     assert isinstance(err.value, EncoderDriftError) and err.value.expected == "sha256:" + "0" * 64
     assert str(pickle.loads(pickle.dumps(err.value))) == str(err.value)
     with pytest.raises(AnalyzerDriftError, match="stop-word list"):

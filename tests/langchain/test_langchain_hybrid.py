@@ -182,25 +182,19 @@ def test_a_write_through_the_plain_store_is_refused_until_refresh(store, retriev
         ContractHybridRetriever.from_store(store.guarded)
 
 
-def test_on_postgresql(pg, tmp_path):
+def test_on_postgresql(pg):
     import ctxemb_pgvector
     from ctxemb_langchain import ContractPGVector
 
     store = ContractPGVector("docs", embeddings(), connection=pg)
-    with pytest.raises(InvalidInputError, match="lexical_path"):
-        ContractHybridRetriever.from_store(store)
-    lexical = tmp_path / "lexical"
-    retriever = ContractHybridRetriever.from_texts(
-        DOCS.values(), store, ids=list(DOCS), lexical_path=lexical, k=3
-    )
+    # The lexical side lives in the table's database: no folder is asked for.
+    retriever = ContractHybridRetriever.from_texts(DOCS.values(), store, ids=list(DOCS), k=3)
     docs = retriever.invoke(QUERY)
     assert docs[0].id == "tea" and docs[0].metadata["lexical_rank"] == 1
-    hybrid = ctxemb_pgvector.open_hybrid(pg, "docs", minilm_contract(), lexical_path=lexical)
+    hybrid = ctxemb_pgvector.open_hybrid(pg, "docs", minilm_contract())
     assert [d.id for d in docs] == [h.id for h in hybrid.query(QUERY, 3)]
     with pytest.raises(HybridMismatchError) as err:
-        ContractHybridRetriever.from_store(
-            store, lexical_path=lexical, lexical=LexicalContract(stemmer="none")
-        )
+        ContractHybridRetriever.from_store(store, lexical=LexicalContract(stemmer="none"))
     assert err.value.fields == ("lexical.stemmer",)
     store.add_texts(["Kettles boil water for green tea."], ids=["kettle"])
     with pytest.raises(OutOfStepError):

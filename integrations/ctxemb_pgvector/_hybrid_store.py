@@ -1,0 +1,149 @@
+"""The lexical side of a pgvector table in its own database: PostgreSQL's words for core's
+:class:`~ctxemb_core.hybrid.LexicalStore` (tables, markers, transactions).
+
+Every hybrid table of a schema keeps its side in that schema's ``ctxemb_lexical_*`` tables, one
+row of ``ctxemb_lexical_sides`` per table. A write holds that row (``SELECT ... FOR UPDATE``)
+inside the transaction it is part of: the dense rows' own, when the table's write path calls it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ctxemb_core.hybrid.store import DOCS, PENDING, POSTINGS, SIDES, TERMS
+from ctxemb_pgvector._connect import translated
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS {sides} (
+  side integer PRIMARY KEY, name text NOT NULL UNIQUE, schema integer NOT NULL,
+  owner text NOT NULL, token text NOT NULL, contract text NOT NULL, canary text NOT NULL,
+  documents bigint NOT NULL, length bigint NOT NULL, total text NOT NULL,
+  version bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS {docs} (
+  side integer NOT NULL, num bigint NOT NULL, id text NOT NULL, digest text NOT NULL,
+  length integer NOT NULL, PRIMARY KEY (side, num), UNIQUE (side, id));
+CREATE TABLE IF NOT EXISTS {postings} (
+  side integer NOT NULL, term text NOT NULL, num bigint NOT NULL, tf integer NOT NULL,
+  PRIMARY KEY (side, term, num));
+CREATE INDEX IF NOT EXISTS ctxemb_lexical_postings_num ON {postings} (side, num);
+CREATE TABLE IF NOT EXISTS {terms} (
+  side integer NOT NULL, term text NOT NULL, df integer NOT NULL, cf bigint NOT NULL,
+  PRIMARY KEY (side, term));
+CREATE TABLE IF NOT EXISTS {pending} (
+  side integer NOT NULL, id text NOT NULL, PRIMARY KEY (side, id));
+CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);
+"""
+#: Which tables were given a lexical side (by oid, with the side's token): a side whose rows are
+#: deleted is then found lost, never taken for "none yet" and rebuilt under a default recipe.
+MARKS = "ctxemb_hybrid_marks"
+
+
+class PgLexical:
+    """The lexical side of table ``name`` in ``schema`` (see the module docstring)."""
+
+    lock = " FOR UPDATE"
+    single = False
+
+    def __init__(self, conn: psycopg.Connection[Any], schema: str, name: str) -> None:
+        self.conn = conn
+        self.schema = schema
+        self.name = name
+        self.where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
+        self._names = {
+            key: sql.Identifier(schema, table).as_string(conn)
+            for key, table in (
+                ("sides", SIDES),
+                ("docs", DOCS),
+                ("postings", POSTINGS),
+                ("terms", TERMS),
+                ("pending", PENDING),
+            )
+        }
+        self._names["marks"] = sql.Identifier(schema, MARKS).as_string(conn)
+        # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
+        self._names["docs_by_id"] = self._names["docs"]
+        self._names["postings_by_num"] = self._names["postings"]
+
+    def sql(self, query: str) -> str:
+        return query.format(**self._names).replace("?", "%s")
+
+    def present(self) -> bool:
+        with translated("reading the lexical side"):
+            row = self.conn.execute(
+                "SELECT to_regclass(%s)", (f'"{self.schema}".{SIDES}',)
+            ).fetchone()
+        return row is not None and row[0] is not None
+
+    def mark(self, oid: int) -> str | None:
+        """The token recorded for the table of ``oid``, or ``None``."""
+        with translated("reading the lexical side's mark"):
+            found = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{MARKS}',))
+            row = found.fetchone()
+            if row is None or row[0] is None:
+                return None
+        rows = self.execute("SELECT token FROM {marks} WHERE table_oid = ?", (oid,))
+        return str(rows[0][0]) if rows else None
+
+    def set_mark(self, oid: int, token: str) -> None:
+        self.create_tables()
+        self.execute(
+            "INSERT INTO {marks} (table_oid, token) VALUES (?, ?) "
+            "ON CONFLICT (table_oid) DO UPDATE SET token = EXCLUDED.token",
+            (oid, token),
+        )
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with translated(f"the lexical side of {self.name!r}"):
+            cur = self.conn.execute(self.sql(query), tuple(params))
+            return list(cur.fetchall()) if cur.description is not None else []
+
+    def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        with translated(f"writing the lexical side of {self.name!r}"), self.conn.cursor() as cur:
+            cur.executemany(self.sql(query), rows)
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
+    def _lock_schema(self) -> None:
+        # Two processes creating tables or sides at once: one waits for the other.
+        self.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb_lexical:{self.schema}",)
+        )
+
+    def create_tables(self) -> None:
+        with translated("creating the lexical tables"), self.conn.transaction():
+            self._lock_schema()
+            for statement in self.sql(_TABLES).split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with translated(f"the lexical side of {self.name!r}"), self.conn.transaction():
+            yield
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        return self._transaction()
+
+    @contextlib.contextmanager
+    def creating(self) -> Iterator[None]:
+        with self._transaction():
+            self._lock_schema()
+            yield
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        # One snapshot for the statistics and the postings they score.
+        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            yield
+            return
+        with translated(f"reading the lexical side of {self.name!r}"), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
