@@ -208,6 +208,17 @@ def clean_export(base, tmp_path_factory) -> Path:
     return Path(export_model(base, tmp_path_factory.mktemp("export") / "minilm"))
 
 
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The process's model registry as it was before the test: an edited export the test
+    loads is registered under the weights digest of MiniLM, whose contract later tests of this
+    worker resolve (and would find the edited copy, refused, first)."""
+    from ctxemb_core.folders import locate
+
+    monkeypatch.setattr(locate, "_REGISTRY", dict(locate._REGISTRY))
+    monkeypatch.setattr(locate, "_LOCATIONS", {k: list(v) for k, v in locate._LOCATIONS.items()})
+
+
 def edited_copy(export: Path, target: Path) -> Path:
     """A copy of ``export`` whose tokenizer swaps two word pieces no probe uses ("tea" and
     "coffee"), its manifest rewritten to match: every file is "the one exported"."""
@@ -228,7 +239,7 @@ def edited_copy(export: Path, target: Path) -> Path:
 
 
 def test_an_export_with_an_edited_tokenizer_never_uses_a_clean_copys_record(
-    client, filled, clean_export, tmp_path, monkeypatch
+    client, filled, clean_export, tmp_path, monkeypatch, own_registry
 ):
     import shutil
 
@@ -282,7 +293,7 @@ def test_a_collection_deleted_and_made_again_under_its_name_is_sampled_again(cli
 
 
 def test_an_export_with_an_edited_tokenizer_is_refused_where_its_weights_tokenizer_is_kept(
-    base, clean_export, tmp_path
+    base, clean_export, tmp_path, own_registry
 ):
     from ctxemb_core.errors import MalformedModelError
 
