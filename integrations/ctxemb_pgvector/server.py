@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         orphan = _postmaster(folder) if dead else None
         dsn = local_server(folder)
         connect(dsn).close()  # pgvector enabled in the default database
-        print(dsn, flush=True)
+        # What is said on stderr comes before the DSN on stdout: a caller that acts on the DSN
+        # (stops the helper at once) has been told everything by then.
         if orphan is not None:
             print(
                 f"adopted the server (pid {orphan}) in {argv[0]} that a process now gone "
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        print(dsn, flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
