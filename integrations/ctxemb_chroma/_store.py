@@ -69,16 +69,23 @@ T = TypeVar("T")
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
 
 
-def read_settled(read: Callable[..., T], **kwargs: Any) -> T:
+#: What it says when a record another process is adding is listed but not yet readable; an
+#: open's sample (ids just listed, then read) waits for it (see :func:`read_settled`).
+UNWRITTEN_RECORD = "Error finding id"
+
+
+def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
     """``read(**kwargs)``, tried again over about 6 s while another process writing the same
-    embedded store has a vector segment half-written. Only for reads: nothing that changes the
-    store is repeated."""
+    embedded store has a vector segment half-written (and while Chroma says one of ``also``:
+    :data:`UNWRITTEN_RECORD`, a record listed and not yet readable). Only for reads: nothing
+    that changes the store is repeated."""
     tries = 8
     for attempt in range(tries):
         try:
             return read(**kwargs)
         except InternalError as exc:
-            if _UNWRITTEN_SEGMENT not in str(exc) or attempt == tries - 1:
+            settling = any(m in str(exc) for m in (_UNWRITTEN_SEGMENT, *also))
+            if not settling or attempt == tries - 1:
                 raise
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover

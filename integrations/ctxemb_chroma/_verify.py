@@ -16,6 +16,7 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
+    UNWRITTEN_RECORD,
     configured_function,
     read_settled,
     stored_or_none,
@@ -105,7 +106,14 @@ def _check_records(
     verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
     chosen, changed = plan_sample(ids, verified, sample)
     if chosen:
-        got = read_settled(raw.get, ids=chosen, include=["documents", "embeddings"])
+        # Ids just listed: one another process is adding may not be readable yet (a new
+        # embedded store opened by several processes at once), and is once it is written.
+        got = read_settled(
+            raw.get,
+            also=(UNWRITTEN_RECORD,),
+            ids=chosen,
+            include=["documents", "embeddings"],
+        )
         texts: Any = got["documents"]
         docs = list(texts) if texts else [None] * len(got["ids"])
         vectors = got["embeddings"] if got["embeddings"] is not None else []
