@@ -21,6 +21,8 @@ from ctxemb_core.errors import (
     ModelNotFoundError,
     TruncationWarning,
 )
+from ctxemb_core.folders.locate import register_model
+from ctxemb_core.folders.manifest import read_manifest
 from ctxemb_core.networks import (
     _ENCODERS,  # noqa: F401  (tests read the loaded networks here, where they always were)
     encode,
@@ -31,7 +33,6 @@ from ctxemb_core.networks import (
 )
 from ctxemb_core.pooling import l2_normalize, pool, quantize
 from ctxemb_core.remote import APIS, RemoteEncoder, remote_probes
-from ctxemb_core.resolve import export_contract
 from ctxemb_core.settings import RunSettings, Setting, check_device
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.tokens import (
@@ -435,8 +436,12 @@ class Embedder(TokenVectorsMixin):
         """
         if "path" in options or "query_path" in options:
             raise InvalidInputError("from_export takes the folder as directory, not path=")
-        contract = export_contract(directory)
-        return cls(contract, path=directory, **options)
+        manifest = read_manifest(directory)
+        embedder = cls(manifest.contract, path=directory, **options)
+        # Found by its contract from now on only once every check of its files has passed: an
+        # export refused here is not what a later Embedder(contract) in this process finds.
+        register_model(manifest.contract.weights, manifest.folder)
+        return embedder
 
     # -- text vectors ------------------------------------------------------------------------
 

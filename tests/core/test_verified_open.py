@@ -304,3 +304,7 @@ def test_an_export_with_an_edited_tokenizer_is_refused_where_its_weights_tokeniz
         Embedder.from_export(edited_copy(clean_export, tmp_path / "edited"))
     assert "'coffee'" in str(info.value) and "'tea'" in str(info.value)
     assert "ctxemb export" in str(info.value)  # the fix: make the export again
+    # Refused, it is not what the contract resolves to afterwards in this process.
+    from ctxemb_core.folders.locate import locate_model
+
+    assert locate_model(base.model, base.weights).resolve() != (tmp_path / "edited").resolve()
