@@ -4,7 +4,7 @@ or of a ctxemb export (``tokenizers`` alone: no transformers, no torch)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,33 +135,33 @@ class Tokenizer:
         """The Rust pipeline truncating at ``max_tokens`` (and padding a batch to its longest
         text when ``padded``); built once per setting and never changed after, so threads
         sharing this tokenizer cannot change each other's settings."""
-        key = (max_tokens, padded)
-        found = self._configured.get(key)
-        if found is not None:
-            return found
-        from tokenizers import Tokenizer as RustTokenizer
 
-        with self._lock:
-            found = self._configured.get(key)
-            if found is None:
-                found = RustTokenizer.from_str(self.tokenizer.to_str())
-                # Longest first: a pair loses tokens from its longer side, as transformers
-                # cuts it.
-                found.enable_truncation(max_length=max_tokens, strategy="longest_first")
-                if padded:
-                    found.enable_padding(
-                        pad_id=self.pad_id,
-                        pad_token=self.pad_token,
-                        direction="left" if self.padding_left else "right",
-                    )
-                else:
-                    found.no_padding()
-                self._configured[key] = found
-        return found
+        def setup(found: Any) -> None:
+            # Longest first: a pair loses tokens from its longer side, as transformers cuts it.
+            found.enable_truncation(max_length=max_tokens, strategy="longest_first")
+            if padded:
+                found.enable_padding(
+                    pad_id=self.pad_id,
+                    pad_token=self.pad_token,
+                    direction="left" if self.padding_left else "right",
+                )
+            else:
+                found.no_padding()
+
+        return self._pipeline((max_tokens, padded), setup)
 
     def whole(self) -> Any:
         """The Rust pipeline with no truncation and no padding (built once, as above)."""
-        key = (0, False)
+
+        def setup(found: Any) -> None:
+            found.no_truncation()
+            found.no_padding()
+
+        return self._pipeline((0, False), setup)
+
+    def _pipeline(self, key: tuple[int, bool], setup: Callable[[Any], None]) -> Any:
+        """The Rust pipeline of ``key``: a copy of the tokenizer that ``setup`` configures,
+        built once under the lock and never changed after."""
         found = self._configured.get(key)
         if found is not None:
             return found
@@ -171,8 +171,7 @@ class Tokenizer:
             found = self._configured.get(key)
             if found is None:
                 found = RustTokenizer.from_str(self.tokenizer.to_str())
-                found.no_truncation()
-                found.no_padding()
+                setup(found)
                 self._configured[key] = found
         return found
 
