@@ -69,8 +69,9 @@ T = TypeVar("T")
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
 
 
-#: What it says when a record another process is adding is listed but not yet readable; an
-#: open's sample (ids just listed, then read) waits for it (see :func:`read_settled`).
+#: What it says when a record is listed (its metadata is in SQLite, which every process reads
+#: afresh) and its vector is not in this process's copy of the vector segment: see
+#: :func:`read_reloaded`.
 UNWRITTEN_RECORD = "Error finding id"
 
 
@@ -89,6 +90,30 @@ def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs
                 raise
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def read_reloaded(client: ClientAPI, read: Callable[..., T], **kwargs: Any) -> T:
+    """``read(**kwargs)`` of records just listed, through a reloaded view of an embedded store if
+    this process's view lacks one of them.
+
+    Chroma's embedded mode loads a collection's vector segment into each process once and never
+    reloads what another process wrote to the folder afterwards: the record is listed (SQLite is
+    read afresh), reading its vector says :data:`UNWRITTEN_RECORD` for as long as the process
+    lives, and a query silently misses it. Waiting does not help (it did only while the writer's
+    files were half-written, which :func:`read_settled` covers). Chroma's embedded API object
+    builds its store bindings again from the folder instead: calls already under way keep the
+    old bindings, every later call (the caller's client and collections included, which hold
+    the same object) reads what is on disk, other processes' writes included. A server's client
+    has nothing to reload: the error is the store's, and is raised."""
+    try:
+        return read_settled(read, **kwargs)
+    except InternalError as exc:
+        server = getattr(client, "_server", None)
+        if UNWRITTEN_RECORD not in str(exc) or type(server).__name__ != "RustBindingsAPI":
+            raise
+    assert server is not None
+    server.start()  # new bindings from the folder; the old ones go when their last call ends
+    return read_settled(read, also=(UNWRITTEN_RECORD,), **kwargs)
 
 
 @contextlib.contextmanager

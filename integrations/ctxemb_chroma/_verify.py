@@ -16,8 +16,8 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._store import (
-    UNWRITTEN_RECORD,
     configured_function,
+    read_reloaded,
     read_settled,
     stored_or_none,
     translated,
@@ -106,14 +106,10 @@ def _check_records(
     verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
     chosen, changed = plan_sample(ids, verified, sample)
     if chosen:
-        # Ids just listed: one another process is adding may not be readable yet (a new
-        # embedded store opened by several processes at once), and is once it is written.
-        got = read_settled(
-            raw.get,
-            also=(UNWRITTEN_RECORD,),
-            ids=chosen,
-            include=["documents", "embeddings"],
-        )
+        # Ids just listed: one another process wrote after this process loaded the vector
+        # segment is readable only through a reloaded view (several processes opening and
+        # writing one new embedded store at once).
+        got = read_reloaded(client, raw.get, ids=chosen, include=["documents", "embeddings"])
         texts: Any = got["documents"]
         docs = list(texts) if texts else [None] * len(got["ids"])
         vectors = got["embeddings"] if got["embeddings"] is not None else []

@@ -34,6 +34,7 @@ from ctxemb_core.errors import (
     DamagedStampError,
     EncoderDriftError,
     ExistingIdsError,
+    ForeignVectorsError,
     IncompleteWriteError,
     InvalidInputError,
     MissingStampError,
@@ -422,6 +423,60 @@ def test_processes_opening_one_new_embedded_store_at_once_all_succeed(tmp_path):
         assert p.returncode == 0, err
     col = open_collection(connect(path=store), "docs", contract_for(MINILM), sample=100)
     assert col.ids() == {"p0-a", "p1-a", "p2-a", "shared"}
+
+
+RAW_ADD = """
+import json, sys
+import chromadb
+path, name, records = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+col = chromadb.PersistentClient(path=path).get_collection(name)
+col.add(ids=[r[0] for r in records], documents=[r[1] for r in records],
+        embeddings=[r[2] for r in records])
+"""
+
+
+def _raw_add_from_another_process(path, name, records) -> None:
+    """``records`` ([id, text, vector]) added by a plain chromadb client in another process."""
+    args = [str(path), name, json.dumps(records)]
+    subprocess.run([sys.executable, "-c", RAW_ADD, *args], check=True, timeout=120)
+
+
+def test_an_open_reads_what_another_process_wrote_after_this_one_loaded_the_store(
+    tmp_path, embedder
+):
+    # Chroma's embedded mode loads a vector segment into a process once and never reloads it:
+    # a record another process adds later is listed, its vector unreadable here ("Error
+    # finding id", for good), and a query misses it. Processes opening one new store at once
+    # met it now and then, as a failed open.
+    client = connect(path=tmp_path)
+    name = fresh_name()
+    col = open_collection(client, name, embedder)
+    col.add(["tea"], [DOCS["tea"]])
+    assert col.query(["tea"], n_results=1)["ids"] == [["tea"]]  # the segment is loaded here
+    text = "A record another process added."
+    _raw_add_from_another_process(
+        tmp_path, name, [["theirs", text, embedder.embed_documents([text])[0].tolist()]]
+    )
+    again = open_collection(client, name, embedder, sample=100)
+    assert again.ids() == {"tea", "theirs"}
+    # The reloaded view is the client's own: its queries find the other process's record too.
+    assert again.query([text], n_results=1)["ids"] == [["theirs"]]
+    assert col.query([text], n_results=1)["ids"] == [["theirs"]]
+
+
+def test_a_foreign_vector_another_process_wrote_after_this_one_loaded_the_store_is_refused(
+    tmp_path, embedder
+):
+    client = connect(path=tmp_path)
+    name = fresh_name()
+    col = open_collection(client, name, embedder)
+    col.add(["tea"], [DOCS["tea"]])
+    col.query(["tea"], n_results=1)
+    foreign = np.random.default_rng(0).normal(size=embedder.contract.dimension)
+    foreign /= np.linalg.norm(foreign)
+    _raw_add_from_another_process(tmp_path, name, [["theirs", "Raw text.", foreign.tolist()]])
+    with pytest.raises(ForeignVectorsError, match="theirs"):
+        open_collection(client, name, embedder, sample=100)
 
 
 @pytest.mark.transport
