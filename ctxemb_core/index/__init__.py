@@ -4,6 +4,7 @@
   store offers, and the capabilities it declares;
 - :mod:`~ctxemb_core.index.guarded`: :class:`GuardedIndex`, the one guard over any driver;
 - :mod:`~ctxemb_core.index.memory`: the reference driver, in memory;
+- :mod:`~ctxemb_core.index.migrate`: a copy between any two drivers;
 - :mod:`ctxemb_core.testing.conformance`: the suite every driver passes.
 """
 
@@ -20,6 +21,7 @@ from ctxemb_core.index.driver import (
 )
 from ctxemb_core.index.guarded import GuardedIndex, Match, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
+from ctxemb_core.index.migrate import migrate_index
 
 __all__ = [
     "Capabilities",
@@ -34,6 +36,7 @@ __all__ = [
     "StampMovedError",
     "StampRead",
     "StoreDriver",
+    "migrate_index",
     "restamp_index",
     "verify_driver",
 ]

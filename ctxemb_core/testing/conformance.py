@@ -31,7 +31,8 @@ several concurrent creators one makes it; each contract field is refused on open
 on query, nothing written or returned; a stamp tampered with or missing is refused; records
 written around the guard (a foreign vector, a record without text or vector, with a write
 mark also one rewritten in place) are caught on the next open; a write that fails or is
-interrupted leaves nothing half-written; the sync rules; adopt, verify and re-stamp.
+interrupted leaves nothing half-written; the sync rules; adopt, verify and re-stamp; a copy
+into and out of another driver (the reference in-memory one) bit for bit, resumable.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ from ctxemb_core.errors import (
 from ctxemb_core.guard import storable
 from ctxemb_core.index.driver import INCLUDE, Record, StoreDriver
 from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
+from ctxemb_core.index.memory import MemoryStore
+from ctxemb_core.index.migrate import migrate_index
 from ctxemb_core.resolve import contract_for
 from ctxemb_core.stamp import PROBES, IndexStamp
 from ctxemb_core.static import static_from_vectors
@@ -553,6 +556,31 @@ class DriverConformance:
         assert reopened.query([QUERY], 1)[0][0].id == "tea"
         with pytest.raises(ContractMismatchError):
             docs.query([QUERY], 1)  # the old contract's handle sees the new stamp
+
+    # -- migrating between drivers ---------------------------------------------------------
+
+    def test_a_copy_into_another_driver_is_bit_for_bit_and_resumes(self, docs):
+        target = MemoryStore().driver("copy")
+        copy = migrate_index(docs, target)
+        assert snapshot(target) == snapshot(docs.driver)  # stamp and records, bit for bit
+        assert copy.query([QUERY], 1)[0][0].id == "tea"
+        copy.delete(["bike", "moon"])
+        migrate_index(docs, target)  # a copy stopped half-way continues where it stopped
+        assert snapshot(target) == snapshot(docs.driver)
+
+    def test_a_copy_from_another_driver_is_bit_for_bit(self, driver, embedder):
+        source = GuardedIndex.open(MemoryStore().driver("source"), embedder)
+        source.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+        migrate_index(source, driver)
+        assert snapshot(driver) == snapshot(source.driver)
+
+    def test_a_copy_under_another_contract_re_embeds(self, docs, others):
+        target = MemoryStore().driver("copy")
+        copy = migrate_index(docs, target, others["document_prefix"])
+        assert copy.stamp.fingerprint == others["document_prefix"].contract.fingerprint
+        assert sorted(copy.ids()) == sorted(DOCS)
+        with pytest.raises(ContractMismatchError):
+            migrate_index(docs, target)  # the target is the other contract's now
 
 
 def raw_metadata(driver: StoreDriver) -> Mapping[str, Any]:
