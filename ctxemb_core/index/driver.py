@@ -25,7 +25,10 @@ What a driver promises, primitive by primitive (the conformance suite,
   Without marks, the guard lists every id on open, as before (:mod:`ctxemb_core.verified`).
 - **records** by id (:meth:`~StoreDriver.read`) or by page (:meth:`~StoreDriver.page`) in the
   store's order, *oldest write first*: the newest records (where writes around ctxemb land) are
-  the last page, which the open-time sample always draws.
+  the last page, which the open-time sample always draws. A store that keeps a record where it
+  was when it is updated in place (Chroma) gives its own order; without a write mark, such an
+  update around ctxemb is then found by the random half of the sample only
+  (:func:`ctxemb_core.guard.detection_probability`), as :mod:`ctxemb_core.verified` says.
 - **write a batch all-or-nothing** (:meth:`~StoreDriver.write`): with capability
   ``transactions`` the driver guarantees it; without, the guard snapshots the records first
   and undoes a failed write through :meth:`~StoreDriver.write` and :meth:`~StoreDriver.delete`
@@ -69,6 +72,7 @@ __all__ = [
     "StampMovedError",
     "StampRead",
     "StoreDriver",
+    "Version",
     "default_space",
 ]
 
@@ -79,6 +83,9 @@ SPACES = ("cosine", "ip", "l2")
 
 #: A filter: ``{metadata key: value}``, a record matches when every pair holds.
 Filter = Mapping[str, Any]
+#: A stamp version: any value that changes when the stamp or the store's setting does (a
+#: counter a trigger raises, or a digest of what the store returns with the index).
+Version = int | str
 
 
 class StampMovedError(StampError):
@@ -130,7 +137,7 @@ class Head:
     """
 
     identity: str
-    stamp_version: int
+    stamp_version: Version
     mark: int | None = None
     space: str = "cosine"
 
@@ -217,7 +224,7 @@ class StoreDriver(Protocol):
         """The head, metadata and storage setting in one consistent read (``None``: no index)."""
         ...
 
-    def write_stamp(self, stamp: IndexStamp, *, stamp_version: int) -> bool:
+    def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
         """Replace the index's stamp (adopt, re-stamp) and set the store's own setting to
         :meth:`storage_for`, keeping other metadata; ``False`` (nothing written) when the stamp
         version is no longer ``stamp_version``."""
@@ -245,7 +252,7 @@ class StoreDriver(Protocol):
         ...
 
     def write(
-        self, records: Sequence[Record], *, replace: bool, stamp_version: int | None = None
+        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
     ) -> None:
         """Write records whole (vector, text and metadata replace what an id held).
 
@@ -260,7 +267,7 @@ class StoreDriver(Protocol):
         ids: Sequence[str] | None = None,
         *,
         where: Filter | None = None,
-        stamp_version: int | None = None,
+        stamp_version: Version | None = None,
     ) -> list[str]:
         """Delete records by id and/or filter (both: a record must match both); returns the
         ids deleted. Raises :class:`StampMovedError` as :meth:`write` does."""

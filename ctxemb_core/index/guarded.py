@@ -84,6 +84,7 @@ from ctxemb_core.index.driver import (
     StampMovedError,
     StampRead,
     StoreDriver,
+    Version,
 )
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
@@ -484,7 +485,7 @@ class GuardedIndex:
         ]
         self._guarded(lambda version: self._write_records(records, replace, version))
 
-    def _guarded(self, call: Callable[[int], Any]) -> Any:
+    def _guarded(self, call: Callable[[Version], Any]) -> Any:
         """Run a write under the stamp version verified; once more after a re-verification
         when the stamp moved in between (the new stamp must pass, or the write is refused)."""
         for attempt in range(2):
@@ -502,7 +503,7 @@ class GuardedIndex:
         step = self.driver.capabilities.max_batch or max(1, len(records))
         return [records[k : k + step] for k in range(0, len(records), step)]
 
-    def _write_records(self, records: list[Record], replace: bool, version: int) -> None:
+    def _write_records(self, records: list[Record], replace: bool, version: Version) -> None:
         parts = self._parts(records)
         if self.driver.capabilities.transactions and len(parts) == 1:
             self.driver.write(records, replace=replace, stamp_version=version)
@@ -664,7 +665,9 @@ class GuardedIndex:
     def verify(self, *, all: bool = False, sample: int | None = None) -> VerifyReport:
         """Every check, reported instead of raised: the stamp, the canary, the store's setting
         and stored records (a sample, or ``all`` of them page by page)."""
-        return verify_driver(self.driver, self.embedder, all=all, sample=sample or self.sample)
+        return verify_driver(
+            self.driver, self.embedder, all=all, sample=self.sample if sample is None else sample
+        )
 
 
 def verify_driver(

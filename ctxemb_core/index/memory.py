@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.guard import deferred_interrupts
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -46,6 +47,7 @@ from ctxemb_core.index.driver import (
     Record,
     StampMovedError,
     StampRead,
+    Version,
     default_space,
 )
 
@@ -245,7 +247,7 @@ class MemoryDriver:
             storage = None if index.storage is None else dict(index.storage)
             return StampRead(head, dict(index.metadata), storage)
 
-    def write_stamp(self, stamp: IndexStamp, *, stamp_version: int) -> bool:
+    def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
         store = self.store
         with store.lock:
             index = store.get(self._name)
@@ -293,12 +295,12 @@ class MemoryDriver:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _check_version(self, index: _Index, stamp_version: int | None) -> None:
+    def _check_version(self, index: _Index, stamp_version: Version | None) -> None:
         if stamp_version is not None and index.stamp_version != stamp_version:
             raise StampMovedError(f"the stamp of index {self._name!r} changed since it was checked")
 
     def write(
-        self, records: Sequence[Record], *, replace: bool, stamp_version: int | None = None
+        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
     ) -> None:
         store = self.store
         with store.lock:
@@ -313,9 +315,10 @@ class MemoryDriver:
                 for record in records:  # a failure here leaves the index untouched
                     store.tick()
                     staged.append(record)
-                for record in staged:
-                    index.mark += 1
-                    index.put(record.id, _as_stored(record, index.mark))
+                with deferred_interrupts():  # applied whole: a Ctrl-C waits until it is
+                    for record in staged:
+                        index.mark += 1
+                        index.put(record.id, _as_stored(record, index.mark))
             else:
                 for record in records:  # a failure here leaves the records before it written
                     store.tick()
@@ -327,7 +330,7 @@ class MemoryDriver:
         ids: Sequence[str] | None = None,
         *,
         where: Filter | None = None,
-        stamp_version: int | None = None,
+        stamp_version: Version | None = None,
     ) -> list[str]:
         with self.store.lock:
             index = self.store.get(self._name)

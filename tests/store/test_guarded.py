@@ -4,11 +4,12 @@ between the guard's check and a write is verified again before the write goes th
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
 
-from ctxemb_core.errors import ContractMismatchError
+from ctxemb_core.errors import ContractMismatchError, StorageMismatchError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore
 from ctxemb_core.index.driver import Capabilities
@@ -97,3 +98,31 @@ def test_a_stamp_rewritten_between_the_check_and_the_write_is_verified_again(emb
     with pytest.raises(ContractMismatchError):
         index.add(["b"], ["black tea leaves"])
     assert store.raw("docs").snapshot().keys() == {"a"}
+
+
+def test_a_store_setting_changed_around_the_guard_is_refused_and_reported(embedder):
+    store = MemoryStore()
+    index = GuardedIndex.open(store.driver("docs"), embedder)
+    index.add(["a"], ["green tea leaves"])
+    store.raw("docs").set_storage({"dimension": 8, "space": "l2"})
+    with pytest.raises(StorageMismatchError):
+        GuardedIndex.open(store.driver("docs"), embedder)
+    with pytest.raises(StorageMismatchError):
+        index.query(["green tea"], 1)  # the open index's next call sees it too
+    report = index.verify()
+    assert not report.ok and report.configuration is not None
+    assert "dimension" in report.configuration
+    assert index.verify(sample=0).sample_size == 0
+
+
+def test_a_damaged_mark_record_is_ignored_and_the_open_samples(embedder, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(tmp_path))
+    store, _ = filled(embedder, marks=True, n=100)
+    GuardedIndex.open(store.driver("docs"), embedder)  # verified, remembered
+    (record,) = (tmp_path / "verified").glob("*.json")
+    assert GuardedIndex.open(store.driver("docs"), embedder).open_check.checked == 0
+    for edit in ('"mark": 0', '"mark": 99999999'):
+        text = record.read_text(encoding="utf-8")
+        record.write_text(re.sub(r'"mark": \d+', edit, text), encoding="utf-8")
+        check = GuardedIndex.open(store.driver("docs"), embedder).open_check
+        assert check.changed is None and check.checked == OPEN_SAMPLE  # its checksum fails
