@@ -510,20 +510,33 @@ class GuardedIndex:
             return
         ids = [r.id for r in records]
         before = self.driver.read(ids, INCLUDE)
+        # The ids a failed write may have changed: the parts written, and the part that failed
+        # unless the driver refused it whole (ids stored meanwhile, the stamp moved). Only those
+        # are put back: an id another writer stored meanwhile in a later part stays its.
+        touched: list[str] = []
 
         def write() -> None:
             for part in parts:
-                self.driver.write(part, replace=replace, stamp_version=version)
+                try:
+                    self.driver.write(part, replace=replace, stamp_version=version)
+                except (ExistingIdsError, StampMovedError):
+                    raise
+                except BaseException:
+                    touched.extend(r.id for r in part)
+                    raise
+                touched.extend(r.id for r in part)
 
-        undoable_write(write, lambda: self._restore(ids, before), ids)
+        undoable_write(write, lambda: self._restore(touched, before), ids)
 
     def _restore(self, ids: list[str], before: list[Record]) -> None:
         """Put the records of ``ids`` back as ``before`` holds them (new ids deleted)."""
-        kept = {r.id for r in before}
+        chosen = set(ids)
+        old = [r for r in before if r.id in chosen]
+        kept = {r.id for r in old}
         new = [i for i in ids if i not in kept]
         if new:
             self.driver.delete(new)
-        for part in self._parts(before):
+        for part in self._parts(old):
             self.driver.write(part, replace=True)
 
     def add_missing(

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from ctxemb_core.errors import ContractMismatchError, StorageMismatchError
+from ctxemb_core.errors import ContractMismatchError, ExistingIdsError, StorageMismatchError
 from ctxemb_core.guard import OPEN_SAMPLE
-from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore
+from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore, Record
 from ctxemb_core.index.driver import Capabilities
 from ctxemb_core.testing.conformance import foreign_stamp, tiny_embedder, variants
 
@@ -126,3 +126,27 @@ def test_a_damaged_mark_record_is_ignored_and_the_open_samples(embedder, tmp_pat
         record.write_text(re.sub(r'"mark": \d+', edit, text), encoding="utf-8")
         check = GuardedIndex.open(store.driver("docs"), embedder).open_check
         assert check.changed is None and check.checked == OPEN_SAMPLE  # its checksum fails
+
+
+class RacingWriter(MemoryDriver):
+    """A driver of batches of 2 whose second part meets an id another writer stored meanwhile."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store, "docs", Capabilities(transactions=True, max_batch=2))
+        self.parts = 0
+
+    def write(self, records, *, replace, stamp_version=None):
+        self.parts += 1
+        if self.parts == 2:
+            self.store.raw(self.name).write([Record("x", None, "the other writer's", None)])
+        return super().write(records, replace=replace, stamp_version=stamp_version)
+
+
+def test_an_undone_batch_leaves_what_another_writer_stored_meanwhile(embedder):
+    store = MemoryStore()
+    driver = RacingWriter(store)
+    index = GuardedIndex.open(driver, embedder)
+    with pytest.raises(ExistingIdsError):
+        index.add(["a", "b", "x", "c"], ["green tea", "black tea", "white tea", "oolong tea"])
+    held = store.raw("docs").snapshot()
+    assert sorted(held) == ["x"] and held["x"][1] == "the other writer's"
