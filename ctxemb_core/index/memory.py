@@ -40,6 +40,7 @@ from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StoreUnavail
 from ctxemb_core.guard import deferred_interrupts
 from ctxemb_core.index.driver import (
     INCLUDE,
+    SPACES,
     Capabilities,
     Filter,
     Head,
@@ -69,7 +70,7 @@ class _Stored:
 class _Index:
     identity: str
     metadata: dict[str, Any]
-    storage: dict[str, Any] | None
+    #: The store's own setting: the distance it searches by (what the stamp's contract needs).
     space: str
     stamp_version: int
     #: Records in the order of their last write (a write moves a record to the end).
@@ -211,7 +212,7 @@ class MemoryDriver:
         return f"memory:{self.store.id}"
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
-        return {"dimension": stamp.contract.output_dim, "space": default_space(stamp.contract)}
+        return {"space": default_space(stamp.contract)}
 
     # -- the index and its stamp ------------------------------------------------------------
 
@@ -220,12 +221,10 @@ class MemoryDriver:
         with store.lock:
             if self._name in store.indexes:
                 return False
-            storage = dict(self.storage_for(stamp) or {})
             store.indexes[self._name] = _Index(
                 uuid.uuid4().hex,
                 dict(stamp.to_metadata()),
-                storage,
-                storage["space"],
+                default_space(stamp.contract),
                 store.next_version(),
             )
             return True
@@ -244,8 +243,7 @@ class MemoryDriver:
             if head is None:
                 return None
             index = self.store.indexes[self._name]
-            storage = None if index.storage is None else dict(index.storage)
-            return StampRead(head, dict(index.metadata), storage)
+            return StampRead(head, dict(index.metadata), {"space": index.space})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
         store = self.store
@@ -255,8 +253,7 @@ class MemoryDriver:
                 return False
             kept = {k: v for k, v in index.metadata.items() if not str(k).startswith("ctxemb:")}
             index.metadata = {**kept, **stamp.to_metadata()}
-            index.storage = dict(self.storage_for(stamp) or {})
-            index.space = index.storage["space"]
+            index.space = default_space(stamp.contract)
             index.stamp_version = store.next_version()
             return True
 
@@ -384,13 +381,14 @@ class RawMemoryClient:
         self.name = name
 
     def create(self, metadata: Mapping[str, Any] | None = None, space: str = "cosine") -> None:
-        """An index made without ctxemb (no stamp unless ``metadata`` holds one)."""
+        """An index made without ctxemb (no stamp unless ``metadata`` holds one), searched by
+        ``space``."""
         store = self.store
         with store.lock:
             if self.name in store.indexes:
                 raise InvalidInputError(f"index {self.name!r} exists")
             store.indexes[self.name] = _Index(
-                uuid.uuid4().hex, dict(metadata or {}), None, space, store.next_version()
+                uuid.uuid4().hex, dict(metadata or {}), space, store.next_version()
             )
 
     def drop(self) -> None:
@@ -416,11 +414,14 @@ class RawMemoryClient:
             index.metadata = dict(metadata)
             index.stamp_version = self.store.next_version()
 
-    def set_storage(self, storage: Mapping[str, Any] | None) -> None:
-        """Replace the store's own setting (as a column's type altered around ctxemb)."""
+    def set_space(self, space: str) -> None:
+        """Change the distance the index searches by (the store's own setting, changed around
+        ctxemb as a column's type can be altered)."""
+        if space not in SPACES:
+            raise InvalidInputError(f"space must be one of {SPACES}, got {space!r}")
         with self.store.lock:
             index = self.store.get(self.name)
-            index.storage = None if storage is None else dict(storage)
+            index.space = space
             index.stamp_version = self.store.next_version()
 
     def snapshot(self) -> dict[str, tuple[Any, ...]]:

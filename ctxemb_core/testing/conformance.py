@@ -125,6 +125,10 @@ class RawAccess(Protocol):
         """Replace the index's metadata (its stamp) whole."""
         ...
 
+    def drop(self) -> None:
+        """Drop the index (its name is then free for another)."""
+        ...
+
     def failing_writes(
         self, after: int, error: BaseException | None = None
     ) -> contextlib.AbstractContextManager[None]:
@@ -432,6 +436,22 @@ class DriverConformance:
         assert "raw" in err.value.ids
         report = verify_driver(docs.driver, embedder, all=True)
         assert not report.ok and report.bad_ids == ("raw",)
+
+    def test_an_index_made_again_under_its_name_is_another_index(self, docs, raw, embedder):
+        GuardedIndex.open(docs.driver, embedder)  # passes, and is remembered
+        stamp = dict(raw_metadata(docs.driver))
+        raw.drop()
+        raw.create(stamp)  # the stamp copied onto a new index of other vectors
+        raw.write([self.foreign(embedder, i, t) for i, t in DOCS.items()])
+        with pytest.raises(ForeignVectorsError):  # the old index's record is not this one's
+            GuardedIndex.open(docs.driver, embedder)
+        with pytest.raises(ForeignVectorsError):
+            docs.query([QUERY], 1)  # nor does the open handle take it for the one it verified
+        raw.drop()
+        raw.create()
+        raw.write(self.records(embedder, DOCS))
+        with pytest.raises(MissingStampError):
+            docs.query([QUERY], 1)
 
     def test_an_old_record_rewritten_in_place_is_checked_first(self, driver, raw, embedder):
         if not driver.capabilities.marks:

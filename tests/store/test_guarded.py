@@ -104,14 +104,14 @@ def test_a_store_setting_changed_around_the_guard_is_refused_and_reported(embedd
     store = MemoryStore()
     index = GuardedIndex.open(store.driver("docs"), embedder)
     index.add(["a"], ["green tea leaves"])
-    store.raw("docs").set_storage({"dimension": 8, "space": "l2"})
+    store.raw("docs").set_space("l2")
     with pytest.raises(StorageMismatchError):
         GuardedIndex.open(store.driver("docs"), embedder)
     with pytest.raises(StorageMismatchError):
         index.query(["green tea"], 1)  # the open index's next call sees it too
     report = index.verify()
     assert not report.ok and report.configuration is not None
-    assert "dimension" in report.configuration
+    assert "space" in report.configuration
     assert index.verify(sample=0).sample_size == 0
 
 
