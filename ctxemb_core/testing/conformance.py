@@ -27,7 +27,8 @@ static model built in code (no download, no torch; :func:`tiny_embedder`); overr
 the suite under another contract.
 
 What is proven, for each driver: a new index is stamped in the step that makes it, and of
-several concurrent creators one makes it; each contract field is refused on open, on write and
+several concurrent creators one makes it (concurrent indexers of one corpus add each record
+once); each contract field is refused on open, on write and
 on query, nothing written or returned; a stamp tampered with or missing is refused; records
 written around the guard (a foreign vector, a record without text or vector, with a write
 mark also one rewritten in place) are caught on the next open; a write that fails or is
@@ -298,6 +299,28 @@ class DriverConformance:
         assert sum(i.created for i in opened) == 1
         heads = {i.driver.head() for i in opened}
         assert len({h.identity for h in heads if h is not None}) == 1
+
+    def test_concurrent_indexers_of_one_corpus_add_each_record_once(self, docs, new_driver):
+        corpus = {f"c{k}": f"Record number {k} is about topic {k % 7}." for k in range(40)}
+        handles = [GuardedIndex.open(new_driver(), docs.embedder) for _ in range(4)]
+        start = threading.Barrier(len(handles))
+        added: list[int] = []
+        failed: list[BaseException] = []
+
+        def run(index: GuardedIndex) -> None:
+            start.wait()
+            try:
+                added.append(index.add_missing(list(corpus), list(corpus.values())))
+            except BaseException as exc:  # reported below, with the others
+                failed.append(exc)
+
+        threads = [threading.Thread(target=run, args=(h,)) for h in handles]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == [] and sum(added) == len(corpus)
+        assert sorted(docs.ids()) == sorted([*DOCS, *corpus])
 
     def test_open_without_create_refuses_a_missing_index(self, driver, embedder):
         with pytest.raises(InvalidInputError, match="does not exist"):
