@@ -59,6 +59,7 @@ from ctxemb_core.guard import (
     check_delete,
     check_embedded,
     check_flag,
+    check_ids,
     check_querier,
     check_querier_canary,
     check_query_vector,
@@ -125,6 +126,17 @@ def check_driver(driver: Any) -> StoreDriver:
             f"driver must implement ctxemb_core.index.StoreDriver, got {type(driver).__name__}"
         )
     return driver
+
+
+def _include(include: Any) -> frozenset[str]:
+    if isinstance(include, str) or not isinstance(include, Iterable):
+        raise InvalidInputError(f"include must be a list of parts, got {include!r}")
+    parts = frozenset(include)
+    if not parts <= INCLUDE:
+        raise InvalidInputError(
+            f"include names {sorted(parts - INCLUDE)}; the parts are {sorted(INCLUDE)}"
+        )
+    return parts
 
 
 def _unstamped(driver: StoreDriver) -> MissingStampError:
@@ -614,6 +626,26 @@ class GuardedIndex:
                 f"index {self.name!r}: its store cannot filter (capabilities.filters); "
                 "query without where="
             )
+
+    def get(
+        self, ids: Sequence[str], include: Iterable[str] = ("text", "metadata")
+    ) -> list[Record]:
+        """The stored ones of ``ids`` (in the order given), after the stamp is checked;
+        ``include`` names the parts: ``vector``, ``text``, ``metadata``."""
+        checked = check_ids(ids)
+        parts = _include(include)
+        self.current()
+        return self.driver.read(checked, parts)
+
+    def page(
+        self, offset: int = 0, limit: int = PAGE, include: Iterable[str] = ("text", "metadata")
+    ) -> list[Record]:
+        """Records in the store's order (oldest write first), after the stamp is checked."""
+        check_count(offset, "offset", 0)
+        check_count(limit, "limit", 0)
+        parts = _include(include)
+        self.current()
+        return self.driver.page(offset, limit, parts)
 
     def query(
         self,

@@ -583,6 +583,17 @@ class DriverConformance:
             with pytest.raises(InvalidInputError):
                 docs.query([QUERY], 5, where={"n": 3})
 
+    def test_records_are_read_back_as_written(self, docs, embedder):
+        (tea,) = docs.get(["tea", "absent"], include=["text", "metadata", "vector"])
+        assert tea.text == DOCS["tea"] and tea.metadata is not None and tea.metadata["n"] == 0
+        assert tea.vector is not None
+        np.testing.assert_array_equal(
+            tea.vector, self.records(embedder, {"tea": DOCS["tea"]})[0].vector
+        )
+        assert [r.id for r in docs.page(0, 10)] == list(DOCS)  # the store's order: as written
+        with pytest.raises(InvalidInputError):
+            docs.get(["tea"], include=["embeddings"])
+
     def test_verify_reports_every_check(self, docs, embedder):
         report = docs.verify(all=True)
         assert report.ok and report.sample_size == len(DOCS) and report.mode == "all"
