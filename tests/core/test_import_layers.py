@@ -195,6 +195,43 @@ def test_resolve_and_pooling_read_folders_through_the_folders_layer(graph):
     assert users == {"ctxemb_core.backends.onnx_cache"}
 
 
+# The store layer (issue 44): the driver protocol, the guarded index over it, the reference driver
+# and the conformance suite, on the guard's layer (guard, sync, verified, migrate) and below the
+# tools. A store adapter is a driver that imports this layer, never the other way round; nothing
+# above the guard (the tools, the command, the server, evaluation) is imported.
+STORE_LAYER = ("ctxemb_core.index", "ctxemb_core.testing")
+ABOVE_THE_STORE_LAYER = (
+    "ctxemb_core.cli",
+    "ctxemb_core.serve",
+    "ctxemb_core.eval",
+    "ctxemb_core.demo",
+    "ctxemb_core.hybrid",
+    "ctxemb_core.detect",
+    "ctxemb_core.rerank",
+)
+
+
+def test_the_store_layer_imports_no_adapter_and_nothing_above_the_guard(graph):
+    layer = {m: t for m, t in graph.items() if m.startswith(STORE_LAYER)}
+    assert "ctxemb_core.index.guarded" in layer and "ctxemb_core.testing.conformance" in layer
+    wrong = {
+        m: sorted(
+            t
+            for t in targets
+            if not t.startswith("ctxemb_core")
+            or t.startswith(ABOVE_THE_STORE_LAYER)
+            or t == "ctxemb_core"
+        )
+        for m, targets in layer.items()
+    }
+    assert {m: t for m, t in wrong.items() if t} == {}
+    # The protocol a store implements depends on the error tree alone.
+    assert graph["ctxemb_core.index.driver"] == {"ctxemb_core.errors"}
+    # The suite imports pytest: nothing but a store's tests may import it.
+    users = {m for m, t in graph.items() if "ctxemb_core.testing.conformance" in t}
+    assert {u for u in users if not u.startswith("ctxemb_core.testing")} == set()
+
+
 def test_every_dense_activation_the_format_accepts_is_computed():
     from ctxemb_core import pooling
     from ctxemb_core.folders.st_modules import DENSE_ACTIVATIONS
@@ -230,6 +267,7 @@ modules = ["ctxemb_core", "ctxemb_core.folders"] + [
     "ctxemb_core.backends.static", "ctxemb_core.backends.exported",
     "ctxemb_core.embedder", "ctxemb_core.lazy", "ctxemb_core.guard", "ctxemb_core.stamp",
     "ctxemb_core.detect", "ctxemb_core.documents", "ctxemb_core.export", "ctxemb_core.static",
+    "ctxemb_core.index", "ctxemb_core.index.memory", "ctxemb_core.index.guarded",
 ]
 for name in modules:
     importlib.import_module(name)

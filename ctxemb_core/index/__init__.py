@@ -1,0 +1,42 @@
+"""Stores as drivers under one guard (issue 44).
+
+- :mod:`~ctxemb_core.index.driver`: the :class:`StoreDriver` protocol, the few primitives a
+  store offers, and the capabilities it declares;
+- :mod:`~ctxemb_core.index.guarded`: :class:`GuardedIndex`, the one guard over any driver;
+- :mod:`~ctxemb_core.index.memory`: the reference driver, in memory;
+- :mod:`~ctxemb_core.index.migrate`: a copy between any two drivers;
+- :mod:`ctxemb_core.testing.conformance`: the suite every driver passes.
+"""
+
+from __future__ import annotations
+
+from ctxemb_core.index.driver import (
+    Capabilities,
+    Head,
+    Hit,
+    Record,
+    StampMovedError,
+    StampRead,
+    StoreDriver,
+)
+from ctxemb_core.index.guarded import GuardedIndex, Match, restamp_index, verify_driver
+from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
+from ctxemb_core.index.migrate import migrate_index
+
+__all__ = [
+    "Capabilities",
+    "GuardedIndex",
+    "Head",
+    "Hit",
+    "Match",
+    "MemoryDriver",
+    "MemoryStore",
+    "RawMemoryClient",
+    "Record",
+    "StampMovedError",
+    "StampRead",
+    "StoreDriver",
+    "migrate_index",
+    "restamp_index",
+    "verify_driver",
+]

@@ -1,0 +1,782 @@
+"""One guarded index over any store driver: every call checked before it runs.
+
+:class:`GuardedIndex` conducts the guard once, for every store: open (create stamped, verify,
+adopt), the open-time sample and the verified-open record, writes that are all-or-nothing
+(by the store's transaction or by undo), sync, the query checks, verify and re-stamp. A store
+brings only its :class:`~ctxemb_core.index.driver.StoreDriver`; the decisions are the ones in
+:mod:`ctxemb_core.guard`, :mod:`ctxemb_core.stamp`, :mod:`ctxemb_core.verified` and
+:mod:`ctxemb_core.sync`, called from here.
+
+What an open re-embeds of the stored records:
+
+- a driver with a write mark (``capabilities.marks``): the records written since the last
+  open that passed under this contract (``driver.changes(mark)``: O(those), whatever the index
+  holds), then random others up to ``sample``; nothing when nothing was written. A record
+  rewritten in place around ctxemb takes a fresh mark, so it is among them. The record of the
+  verified state is one number (:mod:`ctxemb_core.index._record`), kept at any size.
+- without a mark: every id is listed and compared with the ids of the verified state
+  (:func:`ctxemb_core.verified.plan_sample`), as the adapters did.
+- without any record: the newest half and a random half of ``sample``.
+
+Example:
+    >>> from ctxemb_core.index import GuardedIndex, MemoryStore
+    >>> docs = GuardedIndex.open(MemoryStore().driver("docs"), embedder)   # doctest: +SKIP
+    >>> docs.add(["d1", "d2"], ["Green tea is steamed.", "Black tea is rolled."])  # doctest: +SKIP
+    >>> docs.query(["how is green tea made"], 1)[0][0].id                  # doctest: +SKIP
+    'd1'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.documents import TEXT_KEY, check_fingerprint
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import (
+    ExistingIdsError,
+    InvalidInputError,
+    MissingStampError,
+    StampError,
+    StorageMismatchError,
+)
+from ctxemb_core.guard import (
+    OPEN_SAMPLE,
+    RecordCheck,
+    RestampReport,
+    VerifyReport,
+    add_missing,
+    adopt_stamp,
+    as_embedder,
+    check_count,
+    check_delete,
+    check_embedded,
+    check_flag,
+    check_ids,
+    check_querier,
+    check_querier_canary,
+    check_query_vector,
+    check_records,
+    check_sample_size,
+    check_storage,
+    check_stored,
+    refuse_foreign,
+    refuse_vectorless,
+    restamp_stamp,
+    sample_ranges,
+    similarity,
+    storable,
+    undoable_write,
+    verify_index,
+)
+from ctxemb_core.index._record import load_mark, save_mark
+from ctxemb_core.index.driver import (
+    INCLUDE,
+    Filter,
+    Head,
+    Record,
+    StampMovedError,
+    StampRead,
+    StoreDriver,
+    Version,
+)
+from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
+from ctxemb_core.verified import (
+    MAX_RECORDED,
+    OpenCheck,
+    load_verified,
+    plan_sample,
+    record_key,
+    save_verified,
+)
+
+__all__ = ["GuardedIndex", "Match", "check_driver", "restamp_index", "verify_driver"]
+
+#: Records read per page when every record is listed or checked.
+PAGE = 1000
+_ONLY_TEXT = frozenset({"text"})
+_ONLY_META = frozenset({"metadata"})
+_ID_ONLY: frozenset[str] = frozenset()
+_FOR_CHECK = frozenset({"vector", "text"})
+
+
+@dataclass(frozen=True)
+class Match:
+    """One query result: the record's id, its similarity under the contract (higher is nearer,
+    :func:`ctxemb_core.guard.similarity`), its text and metadata."""
+
+    id: str
+    score: float
+    text: str | None
+    metadata: Mapping[str, Any] | None
+
+
+def check_driver(driver: Any) -> StoreDriver:
+    """``driver`` if it implements the :class:`StoreDriver` protocol, else named."""
+    if not isinstance(driver, StoreDriver):
+        raise InvalidInputError(
+            f"driver must implement ctxemb_core.index.StoreDriver, got {type(driver).__name__}"
+        )
+    return driver
+
+
+def _include(include: Any) -> frozenset[str]:
+    if isinstance(include, str) or not isinstance(include, Iterable):
+        raise InvalidInputError(f"include must be a list of parts, got {include!r}")
+    parts = frozenset(include)
+    if not parts <= INCLUDE:
+        raise InvalidInputError(
+            f"include names {sorted(parts - INCLUDE)}; the parts are {sorted(INCLUDE)}"
+        )
+    return parts
+
+
+def _unstamped(driver: StoreDriver) -> MissingStampError:
+    return MissingStampError(
+        f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
+        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
+        "If its vectors were made under your contract, open it once with adopt=True (a sample "
+        "of its records is re-embedded, and it is stamped only if they match)."
+    )
+
+
+def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
+    return InvalidInputError(f"index {driver.name!r} does not exist in {driver.describe()}{why}")
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _key(driver: StoreDriver, read: StampRead, embedder: Embedder) -> dict[str, str]:
+    # Identities, not names: the index's identity, the stamp and setting as stored, the
+    # caller's contract and encoder files (ctxemb_core.verified.record_key).
+    return record_key(
+        driver.describe(),
+        read.head.identity,
+        embedder,
+        stamp=_digest(IndexStamp.metadata_items(read.metadata)),
+        storage=_digest(read.storage),
+    )
+
+
+def _check_setting(driver: StoreDriver, read: StampRead, stamp: IndexStamp) -> None:
+    expected = driver.storage_for(stamp)
+    if expected is not None:
+        check_storage(
+            f"index {driver.name!r}",
+            dict(read.storage or {}),
+            dict(expected),
+            None,
+            "Records written into it are not the contract's vectors: migrate the documents "
+            "into a new index, or restore the store's setting.",
+        )
+
+
+def _sample_pages(driver: StoreDriver, size: int, count: int | None = None) -> list[Record]:
+    """The newest half and a random half of ``size`` records (:func:`sample_ranges`)."""
+    total = driver.count() if count is None else count
+    out: list[Record] = []
+    for start, stop in sample_ranges(total, size):
+        out += driver.page(start, stop - start, _FOR_CHECK)
+    return out
+
+
+def _refuse(embedder: Embedder, records: Sequence[Record]) -> RecordCheck:
+    return refuse_foreign(
+        embedder, [r.id for r in records], [r.text for r in records], [r.vector for r in records]
+    )
+
+
+def _check_marked(
+    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
+) -> OpenCheck:
+    """The open-time check of a driver with a write mark: what was written since the last
+    verified open, then random others (nothing when nothing was written)."""
+    mark = read.head.mark
+    assert mark is not None
+    key = _key(driver, read, embedder)
+    verified = load_mark(key)
+    count = driver.count()
+    if verified is None or verified > mark:  # no record, or a store whose marks went back
+        records = _sample_pages(driver, sample, count)
+        changed = None
+    else:
+        written = driver.changes(verified)  # after the head was read: nothing slips between
+        changed = len(written)
+        if not written:
+            records = []
+        elif len(written) > sample:
+            chosen = [i for a, b in sample_ranges(len(written), sample) for i in written[a:b]]
+            records = driver.read(chosen, _FOR_CHECK)
+        else:
+            records = driver.read(written, _FOR_CHECK)
+            seen = set(written)
+            for offset in random.sample(range(count), min(count, sample - len(written))):
+                records += [r for r in driver.page(offset, 1, _FOR_CHECK) if r.id not in seen]
+    _refuse(embedder, records)
+    save_mark(key, mark)  # only after every check passed
+    return OpenCheck(count, len(records), changed)
+
+
+def _check_listed(
+    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
+) -> OpenCheck:
+    """The open-time check of a driver without a mark: every id listed and compared with the
+    verified state's (:func:`ctxemb_core.verified.plan_sample`)."""
+    ids = _all_ids(driver)
+    key = _key(driver, read, embedder)
+    verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
+    chosen, changed = plan_sample(ids, verified, sample)
+    records = driver.read(chosen, _FOR_CHECK) if chosen else []
+    _refuse(embedder, records)
+    save_verified(key, ids)
+    return OpenCheck(len(ids), len(chosen), changed)
+
+
+def _all_ids(driver: StoreDriver) -> list[str]:
+    out: list[str] = []
+    while True:
+        got = driver.ids(len(out), PAGE)
+        out += got
+        if len(got) < PAGE:
+            return out
+
+
+def _verify_open(
+    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
+) -> tuple[IndexStamp, OpenCheck]:
+    """Every check of an existing index; its stamp and what was checked of its records."""
+    if not IndexStamp.is_stamped(read.metadata):
+        raise _unstamped(driver)
+    stamp = IndexStamp.from_metadata(read.metadata)
+    stamp.verify(embedder)
+    _check_setting(driver, read, stamp)
+    if not sample:
+        return stamp, OpenCheck(None, 0)
+    if driver.capabilities.marks and read.head.mark is not None:
+        return stamp, _check_marked(driver, read, embedder, sample)
+    return stamp, _check_listed(driver, read, embedder, sample)
+
+
+def _adopt(driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int) -> IndexStamp:
+    """Stamp an unstamped index once a sample of its records proves it is this contract's."""
+    count = driver.count()
+    records = _sample_pages(driver, max(sample, 1), count)
+    sampled = ([r.id for r in records], [r.text for r in records], [r.vector for r in records])
+    stamp = adopt_stamp(embedder, sampled, count, driver.name)
+    if read.storage is not None:  # a setting the store already has must be the contract's
+        _check_setting(driver, read, stamp)
+    if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
+        raise StampMovedError(f"index {driver.name!r} changed while it was adopted; open it again")
+    return stamp
+
+
+class GuardedIndex:
+    """An index in any store, bound to one contract; every call is checked before it runs.
+
+    Every call reads the driver's head (one cheap read) and compares the index's identity and
+    stamp version with what was verified: a change (a stamp replaced or removed, the store's
+    setting changed, the index made again under its name) is verified again in full, or the
+    call refused. Writes are all-or-nothing: the store's transaction where it has one, else a
+    snapshot of the records put back exactly on failure or interrupt.
+
+    Example:
+        >>> from ctxemb_core.index import GuardedIndex, MemoryStore
+        >>> docs = GuardedIndex.open(MemoryStore().driver("docs"), embedder)  # doctest: +SKIP
+        >>> docs.sync(["d1"], ["Green tea is steamed."])                      # doctest: +SKIP
+        SyncReport(added=('d1',), updated=(), unchanged=0, deleted=(), dry_run=False)
+    """
+
+    def __init__(
+        self,
+        driver: StoreDriver,
+        embedder: Embedder,
+        stamp: IndexStamp,
+        head: Head,
+        *,
+        sample: int = OPEN_SAMPLE,
+        open_check: OpenCheck | None = None,
+        created: bool = False,
+    ) -> None:
+        self.driver = driver
+        self.embedder = embedder
+        self.stamp = stamp
+        self.sample = sample
+        #: What the last verification checked of the stored records (``None`` when this open
+        #: created or adopted the index).
+        self.open_check = open_check
+        #: Whether this open made the index.
+        self.created = created
+        self._head = head
+        self._queriers: list[Embedder] = [embedder]  # embedders whose canary this stamp passed
+
+    # -- open ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        driver: StoreDriver,
+        contract: EmbeddingContract | Embedder,
+        *,
+        create: bool = True,
+        adopt: bool = False,
+        sample: int = OPEN_SAMPLE,
+        stamp: IndexStamp | None = None,
+    ) -> GuardedIndex:
+        """Create a stamped index, or open one and verify its stamp, setting and records.
+
+        Args:
+            driver: the store's driver for the index.
+            contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` of it).
+            create: create the index (stamped in the same step) when it does not exist. Of two
+                creators at once one makes it; the other opens it with every check.
+            adopt: stamp an existing unstamped index once a sample of its records re-embeds
+                to their stored vectors.
+            sample: stored records re-embedded on open (0: stamp, canary and setting only).
+            stamp: the stamp a new index gets instead of one made now (another index's of the
+                same contract, carried with its vectors); it must pass its canary here.
+
+        Raises:
+            ContractMismatchError: the index was written under another contract.
+            EncoderDriftError: same contract, but the canary re-embeds to other vectors.
+            ForeignVectorsError: sampled records this contract did not make.
+            StorageMismatchError: the store's own setting is not the stamp's contract's.
+            MissingStampError: an unstamped index, without ``adopt=True``.
+            DamagedStampError: a stamp that cannot be read or contradicts itself.
+            InvalidInputError: a bad argument, or no index with ``create=False``.
+        """
+        check_driver(driver)
+        embedder = as_embedder(contract)
+        check_sample_size(sample)
+        check_flag(create, "create")
+        check_flag(adopt, "adopt")
+        read = driver.read_stamp()
+        if read is None:
+            if not create:
+                raise _missing(driver, " (create=False)")
+            if stamp is None:
+                stamp = IndexStamp.from_embedder(embedder)
+            else:
+                stamp.verify(embedder)
+            if driver.create(stamp):
+                made = driver.head()
+                if made is None:
+                    raise _missing(driver, ": it was dropped as soon as it was made")
+                return cls(driver, embedder, stamp, made, sample=sample, created=True)
+            read = driver.read_stamp()  # another creator was first: open what it made
+            if read is None:
+                raise _missing(driver, ": another client made and dropped it meanwhile")
+        if adopt and not IndexStamp.is_stamped(read.metadata):
+            adopted = _adopt(driver, read, embedder, sample)
+            head = driver.head() or read.head
+            return cls(driver, embedder, adopted, head, sample=sample)
+        verified, check = _verify_open(driver, read, embedder, sample)
+        return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
+
+    # -- what the index is --------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.driver.name
+
+    @property
+    def contract(self) -> EmbeddingContract:
+        return self.embedder.contract
+
+    def current(self) -> Head:
+        """The head now, proven to carry the stamp this object verified (or re-verified)."""
+        head = self.driver.head()
+        if head is None:
+            raise _missing(self.driver, " any more")
+        if (head.identity, head.stamp_version) == (
+            self._head.identity,
+            self._head.stamp_version,
+        ):
+            return head
+        # Changed since it was verified (another client, a raw write to the stamp): whole.
+        read = self.driver.read_stamp()
+        if read is None:
+            raise _missing(self.driver, " any more")
+        self.stamp, self.open_check = _verify_open(self.driver, read, self.embedder, self.sample)
+        self._head, self._queriers = read.head, [self.embedder]
+        return read.head
+
+    def count(self) -> int:
+        self.current()
+        return self.driver.count()
+
+    def ids(self) -> list[str]:
+        """Every id, in the store's order (oldest write first)."""
+        self.current()
+        return _all_ids(self.driver)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def add(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> None:
+        """Embed documents under the contract and write them, all or nothing.
+
+        Raises:
+            InvalidInputError: a bad batch (named); ExistingIdsError for ids already stored.
+            IncompleteWriteError: a store without transactions failed, and so did the undo.
+        """
+        self._write(ids, documents, metadatas, replace=False)
+
+    def upsert(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> None:
+        """Like :meth:`add`, replacing the records of ids already stored (restored on error)."""
+        self._write(ids, documents, metadatas, replace=True)
+
+    def add_embedded(
+        self,
+        ids: Sequence[str],
+        vectors: Any,
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        fingerprint: str,
+        upsert: bool = False,
+    ) -> None:
+        """Write records a ctxemb embedder elsewhere embedded, refused unless ``fingerprint``
+        is the stamp's contract's (for frameworks whose embedder and writer are two steps).
+
+        Raises:
+            ContractMismatchError: the vectors were made under another contract.
+        """
+        check_flag(upsert, "upsert")
+        self._write(ids, documents, metadatas, replace=upsert, embedded=(vectors, fingerprint))
+
+    def _write(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[Any] | None,
+        *,
+        replace: bool,
+        embedded: tuple[Any, str] | None = None,
+    ) -> None:
+        ids, metas_in = check_records(ids, documents, metadatas)
+        # Each record carries the digest of the text its vector is of (what a sync compares).
+        metas = [
+            with_text_digest(m, d, keep=embedded is not None)
+            for m, d in zip(metas_in or [None] * len(ids), documents, strict=True)
+        ]
+        self.current()
+        vectors = None
+        if embedded is not None:
+            check_fingerprint(embedded[1], self.stamp.contract)
+            vectors = check_embedded(embedded[0], self.contract, ids)
+        if not replace:  # refused before anything is embedded
+            present = {r.id for r in self.driver.read(ids, _ID_ONLY)}
+            if present:
+                raise ExistingIdsError(tuple(i for i in ids if i in present))
+        if vectors is None:
+            vectors = storable(
+                self.embedder.embed_documents(list(documents)), self.contract.precision
+            )
+        records = [
+            Record(i, np.asarray(v, dtype=np.float32), d, m)
+            for i, v, d, m in zip(ids, vectors, documents, metas, strict=True)
+        ]
+        self._guarded(lambda version: self._write_records(records, replace, version))
+
+    def _guarded(self, call: Callable[[Version], Any]) -> Any:
+        """Run a write under the stamp version verified; once more after a re-verification
+        when the stamp moved in between (the new stamp must pass, or the write is refused)."""
+        for attempt in range(2):
+            try:
+                return call(self._head.stamp_version)
+            except StampMovedError:
+                if attempt:
+                    raise StampError(
+                        f"the stamp of index {self.name!r} keeps changing while it is written to"
+                    ) from None
+                self.current()
+        raise AssertionError("unreachable")
+
+    def _parts(self, records: Sequence[Record]) -> list[Sequence[Record]]:
+        step = self.driver.capabilities.max_batch or max(1, len(records))
+        return [records[k : k + step] for k in range(0, len(records), step)]
+
+    def _write_records(self, records: list[Record], replace: bool, version: Version) -> None:
+        parts = self._parts(records)
+        if self.driver.capabilities.transactions and len(parts) == 1:
+            self.driver.write(records, replace=replace, stamp_version=version)
+            return
+        ids = [r.id for r in records]
+        before = self.driver.read(ids, INCLUDE)
+        # The ids a failed write may have changed: the parts written, and the part that failed
+        # unless the driver refused it whole (ids stored meanwhile, the stamp moved). Only those
+        # are put back: an id another writer stored meanwhile in a later part stays its.
+        touched: list[str] = []
+
+        def write() -> None:
+            for part in parts:
+                try:
+                    self.driver.write(part, replace=replace, stamp_version=version)
+                except (ExistingIdsError, StampMovedError):
+                    raise
+                except BaseException:
+                    touched.extend(r.id for r in part)
+                    raise
+                touched.extend(r.id for r in part)
+
+        undoable_write(write, lambda: self._restore(touched, before), ids)
+
+    def _restore(self, ids: list[str], before: list[Record]) -> None:
+        """Put the records of ``ids`` back as ``before`` holds them (new ids deleted)."""
+        chosen = set(ids)
+        old = [r for r in before if r.id in chosen]
+        kept = {r.id for r in old}
+        new = [i for i in ids if i not in kept]
+        if new:
+            self.driver.delete(new)
+        for part in self._parts(old):
+            self.driver.write(part, replace=True)
+
+    def add_missing(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> int:
+        """Add the records whose ids the index lacks; returns how many this call added."""
+        ids, metas = check_records(ids, documents, metadatas)
+        return add_missing(self._present, self.add, ids, documents, metas)
+
+    def _present(self, ids: list[str]) -> set[str]:
+        self.current()
+        return {r.id for r in self.driver.read(ids, _ID_ONLY)}
+
+    def sync(
+        self,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> SyncReport:
+        """Index a batch as a sync: embed and write only what is new or whose text changed
+        (the rules: :mod:`ctxemb_core.sync`); ``dry_run`` embeds and writes nothing."""
+        check_flag(dry_run, "dry_run")
+        ids, metas = check_records(ids, documents, metadatas)
+        return sync_batch(
+            self._stored, self.upsert, ids, documents, metas, dry_run=dry_run, progress=progress
+        )
+
+    def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
+        # The metadata of the stored ones; the text only of those without a text digest.
+        self.current()
+        metas = {r.id: r.metadata for r in self.driver.read(ids, _ONLY_META)}
+        legacy = [i for i, m in metas.items() if not (m or {}).get(TEXT_KEY)]
+        texts = {r.id: r.text for r in self.driver.read(legacy, _ONLY_TEXT)} if legacy else {}
+        return {i: (texts.get(i), m) for i, m in metas.items()}
+
+    def delete(self, ids: Sequence[str] | None = None, *, where: Filter | None = None) -> list[str]:
+        """Delete records by id, by filter, or both (a record must match both); returns the ids
+        deleted. An empty filter is refused, never read as "everything"."""
+        checked, given = check_delete(ids, {"where": where})
+        self._check_filter(given.get("where"))
+        self.current()
+        return list(
+            self._guarded(
+                lambda version: self.driver.delete(
+                    checked, where=given.get("where"), stamp_version=version
+                )
+            )
+        )
+
+    def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
+        """Delete the records whose ids are not in ``keep`` (a corpus's ids); returns them."""
+        check_flag(dry_run, "dry_run")
+        gone = missing_ids(self.ids(), keep)
+        if not dry_run:
+            step = self.driver.capabilities.max_batch or PAGE
+            for start in range(0, len(gone), step):
+                self.delete(gone[start : start + step])
+        return gone
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _check_filter(self, where: Any) -> None:
+        if where is None:
+            return
+        if not isinstance(where, Mapping) or not where:
+            raise InvalidInputError(f"where must be a non-empty filter mapping, got {where!r}")
+        if not self.driver.capabilities.filters:
+            raise InvalidInputError(
+                f"index {self.name!r}: its store cannot filter (capabilities.filters); "
+                "query without where="
+            )
+
+    def get(
+        self, ids: Sequence[str], include: Iterable[str] = ("text", "metadata")
+    ) -> list[Record]:
+        """The stored ones of ``ids`` (in the order given), after the stamp is checked;
+        ``include`` names the parts: ``vector``, ``text``, ``metadata``."""
+        checked = check_ids(ids)
+        parts = _include(include)
+        self.current()
+        return self.driver.read(checked, parts)
+
+    def page(
+        self, offset: int = 0, limit: int = PAGE, include: Iterable[str] = ("text", "metadata")
+    ) -> list[Record]:
+        """Records in the store's order (oldest write first), after the stamp is checked."""
+        check_count(offset, "offset", 0)
+        check_count(limit, "limit", 0)
+        parts = _include(include)
+        self.current()
+        return self.driver.page(offset, limit, parts)
+
+    def query(
+        self,
+        query_texts: Sequence[str] | str,
+        n_results: int = 10,
+        *,
+        embedder: Embedder | None = None,
+        where: Filter | None = None,
+    ) -> list[list[Match]]:
+        """Embed queries under the contract (query role) and search; checked before it runs.
+
+        ``embedder``: a caller's own embedder, whose contract must be the index's (its canary
+        is re-embedded once). Returns one list of :class:`Match` per query, nearest first.
+
+        Raises:
+            ContractMismatchError: ``embedder``'s contract is not the index's.
+            ForeignVectorsError: the search met records stored without a usable vector.
+        """
+        check_count(n_results, "n_results")
+        querier = check_querier(embedder) or self.embedder
+        if isinstance(query_texts, str):
+            query_texts = [query_texts]
+        elif not isinstance(query_texts, Sequence):
+            raise InvalidInputError(
+                f"query_texts must be a list of texts, got {type(query_texts).__name__}"
+            )
+        self._check_filter(where)
+        head = self.current()
+        check_querier_canary(self.stamp, querier, self._queriers)
+        vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
+        return [self._search(v, n_results, where, head) for v in vectors]
+
+    def query_vector(
+        self,
+        vector: Any,
+        n_results: int = 10,
+        *,
+        fingerprint: str,
+        where: Filter | None = None,
+    ) -> list[Match]:
+        """Search with a query vector embedded elsewhere under ``fingerprint``'s contract,
+        checked first: the fingerprint must be the stamp's, the vector one finite row of the
+        contract's width."""
+        check_count(n_results, "n_results")
+        self._check_filter(where)
+        head = self.current()
+        check_fingerprint(fingerprint, self.stamp.contract)
+        row = check_query_vector(vector, self.contract.output_dim, contract=self.contract)
+        return self._search(np.asarray(row, dtype=np.float32), n_results, where, head)
+
+    def _search(self, vector: np.ndarray, k: int, where: Filter | None, head: Head) -> list[Match]:
+        hits = self.driver.search(vector, k, where=where)
+        refuse_vectorless([h.id for h in hits if h.distance is None], len(hits))
+        scores = similarity([h.distance for h in hits], head.space, self.contract)
+        return [
+            Match(h.id, float(s), h.record.text, h.record.metadata)
+            for h, s in zip(hits, scores, strict=True)
+        ]
+
+    # -- verify -------------------------------------------------------------------------
+
+    def verify(self, *, all: bool = False, sample: int | None = None) -> VerifyReport:
+        """Every check, reported instead of raised: the stamp, the canary, the store's setting
+        and stored records (a sample, or ``all`` of them page by page)."""
+        return verify_driver(
+            self.driver, self.embedder, all=all, sample=self.sample if sample is None else sample
+        )
+
+
+def verify_driver(
+    driver: StoreDriver,
+    contract: EmbeddingContract | Embedder,
+    *,
+    all: bool = False,
+    sample: int = OPEN_SAMPLE,
+) -> VerifyReport:
+    """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped)."""
+    check_driver(driver)
+    embedder = as_embedder(contract)
+    check_flag(all, "all")
+    check_sample_size(sample)
+    read = driver.read_stamp()
+    if read is None:
+        raise _missing(driver)
+    count = driver.count()
+    result = RecordCheck()
+    if all:
+        for start in range(0, count, PAGE):
+            page = driver.page(start, PAGE, _FOR_CHECK)
+            result = result.merge(
+                check_stored(
+                    embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
+                )
+            )
+    else:
+        page = _sample_pages(driver, sample, count)
+        result = check_stored(
+            embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
+        )
+    report = verify_index(
+        read.metadata, embedder, result, records=count, mode="all" if all else "sample"
+    )
+    setting = None
+    if report.stamped and report.damaged is None:
+        try:
+            stamp = IndexStamp.from_metadata(read.metadata)
+            if driver.storage_for(stamp) is not None:
+                _check_setting(driver, read, stamp)
+                setting = "match"
+        except StorageMismatchError as exc:
+            setting = str(exc)
+    return replace(report, configuration=setting)
+
+
+def restamp_index(driver: StoreDriver, contract: EmbeddingContract | Embedder) -> RestampReport:
+    """Let an index accept ``contract`` where its stored document vectors stay valid (a query
+    side change, the model's name over the same weights): :func:`ctxemb_core.guard.restamp_stamp`
+    decides, the driver writes the new stamp. A re-embed is refused, nothing written.
+
+    Raises:
+        ContractMismatchError: the change needs the documents re-embedded.
+        EncoderDriftError: the embedder does not reproduce the stored canary.
+    """
+    check_driver(driver)
+    embedder = as_embedder(contract)
+    read = driver.read_stamp()
+    if read is None:
+        raise _missing(driver)
+    if not IndexStamp.is_stamped(read.metadata):
+        raise _unstamped(driver)
+    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), embedder)
+    if report.changed and not driver.write_stamp(new, stamp_version=read.head.stamp_version):
+        raise StampMovedError(f"index {driver.name!r} changed while it was re-stamped; try again")
+    return report

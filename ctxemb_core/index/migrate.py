@@ -1,0 +1,102 @@
+"""Copying a guarded index into another driver's store: the vectors as they are under the same
+contract (bit for bit where the target keeps float32 as given), re-embedded under another one.
+
+The loop is :func:`ctxemb_core.migrate.copy_missing` (resumable: ids the target holds are
+skipped, so a copy stopped half-way continues where it stopped); this module gives it pages from
+a driver and writes through the target's :class:`~ctxemb_core.index.guarded.GuardedIndex`, so
+any two drivers migrate alike.
+
+Example:
+    >>> from ctxemb_core.index import GuardedIndex, MemoryStore
+    >>> copy = migrate_index(docs, MemoryStore().driver("docs"))           # doctest: +SKIP
+    >>> copy.stamp.fingerprint == docs.stamp.fingerprint                   # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import as_embedder, check_count, check_flag
+from ctxemb_core.index.driver import INCLUDE, StoreDriver
+from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
+from ctxemb_core.migrate import Page, copy_missing
+
+__all__ = ["migrate_index"]
+
+_VECTOR = frozenset({"vector"})
+
+
+def _pages(source: GuardedIndex, size: int, vectors: bool) -> Iterator[Page]:
+    offset = 0
+    while True:
+        source.current()  # each page is read under the verified stamp
+        records = source.driver.page(offset, size, INCLUDE)
+        if not records:
+            return
+        offset += len(records)
+        yield Page(
+            [r.id for r in records],
+            [r.text for r in records],
+            [r.metadata for r in records],
+            [r.vector for r in records] if vectors else None,
+        )
+
+
+def migrate_index(
+    source: GuardedIndex,
+    target: StoreDriver,
+    contract: EmbeddingContract | Embedder | None = None,
+    *,
+    reembed: bool = False,
+    batch: int = PAGE,
+    progress: bool = False,
+) -> GuardedIndex:
+    """Copy every record of ``source`` into ``target`` (created when absent); returns the target.
+
+    Under the source's contract (``contract`` ``None`` or the same, without ``reembed``) the
+    target carries the source's stamp and its stored vectors, each page read back and compared
+    (:func:`ctxemb_core.migrate.check_copied`); under another contract every text is
+    re-embedded. A target that exists must carry the contract the copy writes.
+
+    Raises:
+        ContractMismatchError: the target is another contract's index.
+        InvalidInputError: a source record without text, where re-embedding (nothing of its
+            page is written).
+        StorageMismatchError: the target changed a copied vector beyond float32 rounding.
+    """
+    if not isinstance(source, GuardedIndex):
+        raise InvalidInputError(f"source must be a GuardedIndex, got {type(source).__name__}")
+    check_driver(target)
+    check_flag(reembed, "reembed")
+    check_flag(progress, "progress")
+    check_count(batch, "batch")
+    embedder = source.embedder if contract is None else as_embedder(contract)
+    same = not reembed and embedder.contract.fingerprint == source.stamp.fingerprint
+    dest = GuardedIndex.open(target, embedder, stamp=source.stamp if same else None)
+    fingerprint = source.stamp.fingerprint
+
+    def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
+        dest.add_embedded(ids, np.stack(vectors), docs, metas, fingerprint=fingerprint)
+
+    def read_back(ids: list[str]) -> dict[str, Any]:
+        got = target.read(ids, _VECTOR)
+        return {"ids": [r.id for r in got], "embeddings": [r.vector for r in got]}
+
+    copy_missing(
+        _pages(source, batch, same),
+        dest.add,
+        set(dest.ids()),
+        total=source.count(),
+        progress=progress,
+        desc="copying" if same else "migrating",
+        write_vectors=write_vectors if same else None,
+        read_back=read_back if same else None,
+    )
+    return dest

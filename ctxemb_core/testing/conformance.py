@@ -1,0 +1,643 @@
+"""The conformance suite every store driver passes: what "a store ctxemb guards" means.
+
+As ``langchain_tests`` is for LangChain, this is a pytest base class a driver's author
+subclasses in their own tests, giving two fixtures; every guarantee the docs make is then
+proven against their store through :class:`~ctxemb_core.index.GuardedIndex`::
+
+    import pytest
+    from ctxemb_core.index import MemoryStore
+    from ctxemb_core.testing.conformance import DriverConformance
+
+
+    class TestMyStore(DriverConformance):
+        @pytest.fixture
+        def new_driver(self):
+            store = MemoryStore()  # a fresh, empty place for one index
+            return lambda: store.driver("docs")  # a new handle onto it per call
+
+        @pytest.fixture
+        def raw(self, new_driver):
+            return new_driver().store.raw("docs")  # the store's own client, around the guard
+
+``new_driver`` returns a function that makes a new driver handle onto one fresh index, not yet
+created (called from several threads at once by the concurrency test: a new connection each
+time where the store has connections). ``raw`` is a :class:`RawAccess`: what a user's own
+client does around ctxemb (the tests tamper through it). The ``embedder`` fixture gives a tiny
+static model built in code (no download, no torch; :func:`tiny_embedder`); override it to run
+the suite under another contract.
+
+What is proven, for each driver: a new index is stamped in the step that makes it, and of
+several concurrent creators one makes it (concurrent indexers of one corpus add each record
+once); each contract field is refused on open, on write and
+on query, nothing written or returned; a stamp tampered with or missing is refused; records
+written around the guard (a foreign vector, a record without text or vector, with a write
+mark also one rewritten in place) are caught on the next open; a write that fails or is
+interrupted leaves nothing half-written; the sync rules; adopt, verify and re-stamp; a copy
+into and out of another driver (the reference in-memory one) bit for bit, resumable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pytest
+
+from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    DamagedStampError,
+    ExistingIdsError,
+    ForeignVectorsError,
+    InvalidInputError,
+    MissingStampError,
+    StoreUnavailableError,
+)
+from ctxemb_core.guard import storable
+from ctxemb_core.index.driver import INCLUDE, Record, StoreDriver
+from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
+from ctxemb_core.index.memory import MemoryStore
+from ctxemb_core.index.migrate import migrate_index
+from ctxemb_core.resolve import contract_for
+from ctxemb_core.stamp import PROBES, IndexStamp
+from ctxemb_core.static import static_from_vectors
+from ctxemb_core.sync import SyncReport
+
+__all__ = ["DOCS", "FIELDS", "DriverConformance", "RawAccess", "tiny_embedder", "variants"]
+
+#: The corpus every test indexes (id -> text), with metadata ``{"n": k}``.
+DOCS = {
+    "tea": "Green tea leaves are steamed soon after picking.",
+    "bike": "Oil the bicycle chain after riding in rain.",
+    "moon": "The moon phases follow its orbit around the earth.",
+    "slugs": "Slugs eat lettuce at night in the garden.",
+    "bank": "The central bank raised interest rates again.",
+}
+QUERY = "how is green tea made"
+
+# Every word of the probes' texts a static model must know (a canary of zeros proves nothing).
+_WORDS = " ".join(
+    (
+        "the quick brown fox jumps over lazy dog what is boiling point of water at sea level "
+        "mitochondria produce atp through oxidative phosphorylation in eukaryotic cells a process "
+        "that depends on proton gradient across inner membrane café prices rose según el informe "
+        "por qué green tea leaves are steamed soon after picking oil bicycle chain riding rain "
+        "moon phases follow its orbit around earth slugs eat lettuce night garden central bank "
+        "raised interest rates again how made fresh text replaced record number about topic",
+    )
+).split()
+
+#: The contract fields each refusal test is run for.
+FIELDS = (
+    "pooling",
+    "query_prefix",
+    "document_prefix",
+    "normalize",
+    "truncate_dim",
+    "max_tokens",
+    "precision",
+    "layers",
+    "include_prompt",
+    "weights",
+    "model",
+)
+
+
+class RawAccess(Protocol):
+    """A user's own client of the index, around the guard (what the suite tampers through)."""
+
+    def create(self, metadata: Mapping[str, Any] | None = None) -> None:
+        """Make the index without ctxemb: no stamp (unless ``metadata`` holds one)."""
+        ...
+
+    def write(self, records: Sequence[Record]) -> None:
+        """Upsert records as given, with no check of any kind (the store's own write mark,
+        where it keeps one, moves as for any write)."""
+        ...
+
+    def set_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Replace the index's metadata (its stamp) whole."""
+        ...
+
+    def drop(self) -> None:
+        """Drop the index (its name is then free for another)."""
+        ...
+
+    def failing_writes(
+        self, after: int, error: BaseException | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """Within the block, the store's next write fails once ``after`` records of it reached
+        the store (``error``, or a :class:`StoreUnavailableError`)."""
+        ...
+
+
+# -- the embedder and the contracts it is held against -----------------------------------------
+
+
+def _static_model(folder: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [w + " " + " ".join(f"{v:.5f}" for v in rng.normal(size=16)) for w in _WORDS]
+    (folder / "vectors.txt").write_text("\n".join(lines), encoding="utf-8")
+    return static_from_vectors(folder / "vectors.txt", folder / "model")
+
+
+@functools.lru_cache(maxsize=1)
+def _models() -> tuple[Path, Path, Path]:
+    # Built once per process in a temporary folder (milliseconds; static models need no torch).
+    base = Path(tempfile.mkdtemp(prefix="ctxemb-conformance-"))
+    return _static_model(base / "a", 0), _static_model(base / "b", 1), _static_model(base / "c", 2)
+
+
+def tiny_embedder() -> Embedder:
+    """A tiny static model (16 dimensions, a few hundred words) built in code, its embedder."""
+    return Embedder(contract_for(_models()[0], name="ctxemb/conformance-static"))
+
+
+def variants(contract: EmbeddingContract) -> dict[str, EmbeddingContract]:
+    """One contract per field of :data:`FIELDS`, each differing from ``contract`` in it.
+
+    ``weights`` is another static model under the same name; ``model`` another model under
+    another name (a name alone over the same weights is the same contract).
+    """
+    _, other_weights, other_model = _models()
+    half = max(1, contract.output_dim // 2)
+    out = {
+        "pooling": contract.with_(pooling="cls" if contract.pooling.value != "cls" else "mean"),
+        "query_prefix": contract.with_(query_prefix=contract.query_prefix + "query: "),
+        "document_prefix": contract.with_(document_prefix=contract.document_prefix + "passage: "),
+        "normalize": contract.with_(normalize=not contract.normalize),
+        "truncate_dim": contract.with_(truncate_dim=half),
+        "max_tokens": contract.with_(max_tokens=max(1, contract.max_tokens // 2)),
+        "precision": contract.with_(
+            precision="float16" if contract.precision.value != "float16" else "float32"
+        ),
+        "layers": contract.with_(layers="-2" if contract.layers != "-2" else "last"),
+        "include_prompt": contract.with_(include_prompt=not contract.include_prompt),
+        "weights": contract_for(other_weights, name=contract.model),
+        "model": contract_for(other_model, name=contract.model + "-other"),
+    }
+    return {f: c for f, c in out.items() if f in contract.diff(c).fields}
+
+
+def foreign_stamp(contract: EmbeddingContract) -> IndexStamp:
+    """A well-formed stamp of ``contract`` (its canary random: refused before it is compared)."""
+    rng = np.random.default_rng(0)
+    canary = rng.normal(size=(2 * len(PROBES), contract.output_dim)).astype(np.float32)
+    return IndexStamp(contract, PROBES, canary)
+
+
+def snapshot(driver: StoreDriver) -> tuple[Any, ...]:
+    """Everything the index holds, comparable with ``==`` (read around the guard)."""
+    read = driver.read_stamp()
+    if read is None:
+        return (None,)
+    records = []
+    for r in driver.page(0, driver.count() + 1, INCLUDE):
+        vector = None if r.vector is None else np.asarray(r.vector, dtype=np.float32).tobytes()
+        meta = None if r.metadata is None else sorted(r.metadata.items())
+        records.append((r.id, vector, r.text, meta))
+    return IndexStamp.metadata_items(read.metadata), sorted(records, key=lambda t: t[0])
+
+
+# -- the suite ------------------------------------------------------------------------------------
+
+
+class DriverConformance:
+    """Subclass with fixtures ``new_driver`` and ``raw`` (see the module's docstring)."""
+
+    # -- fixtures a driver's author gives ------------------------------------------------
+
+    @pytest.fixture
+    def new_driver(self) -> Callable[[], StoreDriver]:
+        """A function making a new driver handle onto one fresh, not yet created index."""
+        raise NotImplementedError("give a new_driver fixture: a fresh index's driver factory")
+
+    @pytest.fixture
+    def raw(self, new_driver: Callable[[], StoreDriver]) -> RawAccess:
+        """The store's own client of that index (around the guard)."""
+        raise NotImplementedError("give a raw fixture: the store's own client of the index")
+
+    # -- fixtures of the suite (override embedder to use another contract) -----------------
+
+    @pytest.fixture
+    def embedder(self) -> Embedder:
+        return tiny_embedder()
+
+    @pytest.fixture
+    def driver(self, new_driver: Callable[[], StoreDriver]) -> StoreDriver:
+        return new_driver()
+
+    @pytest.fixture
+    def docs(self, driver: StoreDriver, embedder: Embedder) -> GuardedIndex:
+        """The index, created and holding :data:`DOCS`."""
+        index = GuardedIndex.open(driver, embedder)
+        index.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+        return index
+
+    @pytest.fixture
+    def others(self, embedder: Embedder) -> dict[str, Embedder]:
+        return {f: Embedder(c) for f, c in variants(embedder.contract).items()}
+
+    # -- helpers -----------------------------------------------------------------------
+
+    @staticmethod
+    def records(embedder: Embedder, texts: Mapping[str, str]) -> list[Record]:
+        """Records as ctxemb would write them (the contract's vectors), for a raw client."""
+        vectors = storable(
+            embedder.embed_documents(list(texts.values())), embedder.contract.precision
+        )
+        return [Record(i, v, t, None) for (i, t), v in zip(texts.items(), vectors, strict=True)]
+
+    @staticmethod
+    def foreign(embedder: Embedder, record_id: str, text: str) -> Record:
+        """A record whose vector is not the contract's vector of its text."""
+        width = embedder.contract.output_dim
+        vector = np.random.default_rng(len(text)).normal(size=width).astype(np.float32)
+        return Record(record_id, vector, text, None)
+
+    # -- creating ----------------------------------------------------------------------
+
+    def test_a_new_index_carries_its_stamp_from_the_step_that_makes_it(self, driver, embedder):
+        index = GuardedIndex.open(driver, embedder)
+        assert index.created
+        read = driver.read_stamp()
+        assert read is not None
+        assert IndexStamp.from_metadata(read.metadata).fingerprint == embedder.contract.fingerprint
+        again = GuardedIndex.open(driver, embedder)
+        assert not again.created and again.stamp.fingerprint == index.stamp.fingerprint
+        # A second create of the same name makes nothing and says so.
+        assert driver.create(IndexStamp.from_embedder(embedder)) is False
+        assert snapshot(driver) == snapshot(index.driver)
+
+    def test_concurrent_creators_make_one_index(self, new_driver, embedder):
+        handles = [new_driver() for _ in range(6)]
+        start = threading.Barrier(len(handles))
+        opened: list[GuardedIndex] = []
+        failed: list[BaseException] = []
+
+        def run(handle: StoreDriver) -> None:
+            start.wait()
+            try:
+                opened.append(GuardedIndex.open(handle, embedder))
+            except BaseException as exc:  # reported below, with the others
+                failed.append(exc)
+
+        threads = [threading.Thread(target=run, args=(h,)) for h in handles]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == []
+        assert sum(i.created for i in opened) == 1
+        heads = {i.driver.head() for i in opened}
+        assert len({h.identity for h in heads if h is not None}) == 1
+
+    def test_concurrent_indexers_of_one_corpus_add_each_record_once(self, docs, new_driver):
+        corpus = {f"c{k}": f"Record number {k} is about topic {k % 7}." for k in range(40)}
+        handles = [GuardedIndex.open(new_driver(), docs.embedder) for _ in range(4)]
+        start = threading.Barrier(len(handles))
+        added: list[int] = []
+        failed: list[BaseException] = []
+
+        def run(index: GuardedIndex) -> None:
+            start.wait()
+            try:
+                added.append(index.add_missing(list(corpus), list(corpus.values())))
+            except BaseException as exc:  # reported below, with the others
+                failed.append(exc)
+
+        threads = [threading.Thread(target=run, args=(h,)) for h in handles]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == [] and sum(added) == len(corpus)
+        assert sorted(docs.ids()) == sorted([*DOCS, *corpus])
+
+    def test_open_without_create_refuses_a_missing_index(self, driver, embedder):
+        with pytest.raises(InvalidInputError, match="does not exist"):
+            GuardedIndex.open(driver, embedder, create=False)
+        assert driver.head() is None
+
+    # -- each contract field, on open, write and query ----------------------------------
+
+    @pytest.mark.parametrize("field", FIELDS)
+    def test_another_contract_is_refused_on_open(self, docs, new_driver, others, field):
+        before = snapshot(docs.driver)
+        for create in (True, False):
+            with pytest.raises(ContractMismatchError) as err:
+                GuardedIndex.open(new_driver(), others[field], create=create)
+            assert field in err.value.fields
+        assert snapshot(docs.driver) == before
+
+    @pytest.mark.parametrize("field", FIELDS)
+    def test_a_write_after_the_stamp_was_replaced_is_refused(self, docs, raw, others, field):
+        docs.query([QUERY], 1)  # verified and in use
+        raw.set_metadata(foreign_stamp(others[field].contract).to_metadata())
+        before = snapshot(docs.driver)
+        for call in (
+            lambda: docs.add(["fresh"], ["A fresh text."]),
+            lambda: docs.upsert(["tea"], ["Tea, replaced."]),
+            lambda: docs.add_missing(["fresh"], ["A fresh text."]),
+            lambda: docs.sync(["tea"], ["Tea, replaced."]),
+            lambda: docs.delete(["tea"]),
+            lambda: docs.query([QUERY], 1),
+        ):
+            with pytest.raises(ContractMismatchError) as err:
+                call()
+            assert field in err.value.fields
+        assert snapshot(docs.driver) == before
+
+    @pytest.mark.parametrize("field", FIELDS)
+    def test_vectors_of_another_contract_are_refused_on_write(self, docs, others, field):
+        before = snapshot(docs.driver)
+        other = others[field].contract
+        vectors = np.ones((1, other.output_dim), dtype=np.float32)
+        with pytest.raises(ContractMismatchError):
+            docs.add_embedded(["fresh"], vectors, ["A fresh text."], fingerprint=other.fingerprint)
+        assert snapshot(docs.driver) == before
+
+    @pytest.mark.parametrize("field", FIELDS)
+    def test_another_contract_is_refused_on_query(self, docs, others, field):
+        with pytest.raises(ContractMismatchError) as err:
+            docs.query([QUERY], 3, embedder=others[field])
+        assert field in err.value.fields
+        with pytest.raises(ContractMismatchError):
+            docs.query_vector(
+                np.ones(docs.contract.output_dim),
+                3,
+                fingerprint=others[field].contract.fingerprint,
+            )
+        assert docs.query([QUERY], 1)[0][0].id == "tea"  # its own embedder still answers
+
+    def test_the_same_weights_under_another_name_are_the_same_contract(self, docs, embedder):
+        renamed = Embedder(embedder.contract.with_(model="copied/" + embedder.contract.model))
+        assert GuardedIndex.open(docs.driver, renamed).count() == len(DOCS)
+        assert docs.query([QUERY], 1, embedder=renamed)[0][0].id == "tea"
+
+    # -- a stamp missing or tampered with -----------------------------------------------
+
+    def test_an_unstamped_index_is_refused_and_adopted_only_when_its_vectors_prove_it(
+        self, driver, raw, embedder
+    ):
+        raw.create()
+        raw.write(self.records(embedder, DOCS))
+        before = snapshot(driver)
+        with pytest.raises(MissingStampError):
+            GuardedIndex.open(driver, embedder)
+        assert snapshot(driver) == before
+        adopted = GuardedIndex.open(driver, embedder, adopt=True)
+        assert adopted.query([QUERY], 1)[0][0].id == "tea"
+        assert (
+            GuardedIndex.open(driver, embedder).stamp.fingerprint == embedder.contract.fingerprint
+        )
+
+    def test_an_unstamped_index_of_other_vectors_is_not_adopted(self, driver, raw, embedder):
+        raw.create()
+        raw.write([self.foreign(embedder, i, t) for i, t in DOCS.items()])
+        before = snapshot(driver)
+        with pytest.raises(MissingStampError):
+            GuardedIndex.open(driver, embedder, adopt=True)
+        assert snapshot(driver) == before
+
+    @pytest.mark.parametrize(
+        "tamper", ["removed", "fingerprint", "contract", "canary", "probes", "schema"]
+    )
+    def test_a_tampered_stamp_is_refused_on_open_and_on_the_next_call(
+        self, docs, raw, embedder, others, tamper
+    ):
+        docs.query([QUERY], 1)
+        meta = dict(raw_metadata(docs.driver))
+        if tamper == "removed":
+            meta = {k: v for k, v in meta.items() if not k.startswith("ctxemb:")}
+        elif tamper == "fingerprint":
+            meta["ctxemb:fingerprint"] = "0" * 64
+        elif tamper == "contract":
+            meta["ctxemb:contract"] = others["pooling"].contract.to_json()  # not its fingerprint's
+        elif tamper == "canary":
+            meta["ctxemb:canary"] = meta["ctxemb:canary"][:-8]
+        elif tamper == "probes":
+            meta["ctxemb:probes"] = "[]"
+        else:
+            meta["ctxemb:schema"] = 99
+        raw.set_metadata(meta)
+        expected = MissingStampError if tamper == "removed" else DamagedStampError
+        with pytest.raises(expected):
+            GuardedIndex.open(docs.driver, embedder)
+        with pytest.raises(expected):
+            docs.query([QUERY], 1)
+        with pytest.raises(expected):
+            docs.add(["fresh"], ["A fresh text."])
+        assert not verify_driver(docs.driver, embedder).ok
+
+    # -- records written around the guard -----------------------------------------------
+
+    @pytest.mark.parametrize("kind", ["foreign vector", "no text", "no vector", "another width"])
+    def test_a_raw_write_is_caught_on_the_next_open(self, docs, raw, embedder, kind):
+        GuardedIndex.open(docs.driver, embedder)  # passes, and is remembered
+        quiet = GuardedIndex.open(docs.driver, embedder)
+        assert quiet.open_check is not None and quiet.open_check.checked == 0
+        if kind == "foreign vector":
+            record = self.foreign(embedder, "raw", "A raw text.")
+        elif kind == "no text":
+            record = Record("raw", self.records(embedder, {"raw": "A raw text."})[0].vector)
+        elif kind == "no vector":
+            record = Record("raw", None, "A raw text.")
+        else:
+            record = Record("raw", np.ones(embedder.contract.output_dim + 1, np.float32), "A raw.")
+        raw.write([record])
+        with pytest.raises(ForeignVectorsError) as err:
+            GuardedIndex.open(docs.driver, embedder)
+        assert "raw" in err.value.ids
+        report = verify_driver(docs.driver, embedder, all=True)
+        assert not report.ok and report.bad_ids == ("raw",)
+
+    def test_an_index_made_again_under_its_name_is_another_index(self, docs, raw, embedder):
+        GuardedIndex.open(docs.driver, embedder)  # passes, and is remembered
+        stamp = dict(raw_metadata(docs.driver))
+        raw.drop()
+        raw.create(stamp)  # the stamp copied onto a new index of other vectors
+        raw.write([self.foreign(embedder, i, t) for i, t in DOCS.items()])
+        with pytest.raises(ForeignVectorsError):  # the old index's record is not this one's
+            GuardedIndex.open(docs.driver, embedder)
+        with pytest.raises(ForeignVectorsError):
+            docs.query([QUERY], 1)  # nor does the open handle take it for the one it verified
+        raw.drop()
+        raw.create()
+        raw.write(self.records(embedder, DOCS))
+        with pytest.raises(MissingStampError):
+            docs.query([QUERY], 1)
+
+    def test_an_old_record_rewritten_in_place_is_checked_first(self, driver, raw, embedder):
+        if not driver.capabilities.marks:
+            pytest.skip("without a write mark a rewrite in place is found by sampling only")
+        texts = {f"d{k}": f"Record number {k} is about topic {k % 7}." for k in range(60)}
+        index = GuardedIndex.open(driver, embedder)
+        index.add(list(texts), list(texts.values()))
+        GuardedIndex.open(driver, embedder, sample=2)  # passes, and is remembered
+        raw.write([self.foreign(embedder, "d3", texts["d3"])])
+        with pytest.raises(ForeignVectorsError) as err:
+            GuardedIndex.open(driver, embedder, sample=2)
+        assert err.value.ids == ("d3",)
+
+    def test_a_vectorless_record_is_refused_by_a_query_not_ranked(self, docs, raw):
+        raw.write([Record("hollow", None, "A record without a vector.")])
+        with pytest.raises(ForeignVectorsError):
+            docs.query([QUERY], len(DOCS) + 1)
+
+    # -- writes: all or nothing ------------------------------------------------------------
+
+    @pytest.mark.parametrize("replace", [False, True])
+    @pytest.mark.parametrize("error", [StoreUnavailableError, KeyboardInterrupt])
+    def test_a_failing_write_leaves_nothing_half_written(self, docs, raw, replace, error):
+        before = snapshot(docs.driver)
+        ids = ["tea", "bike", "new1", "new2", "new3"] if replace else ["n1", "n2", "n3", "n4"]
+        texts = [f"Replaced text number {k}." for k in range(len(ids))]
+        write = docs.upsert if replace else docs.add
+        with raw.failing_writes(2, error("the store failed mid-batch")), pytest.raises(error):
+            write(ids, texts)
+        assert snapshot(docs.driver) == before
+        write(ids, texts)  # and the same write goes through once the store works
+        assert docs.count() == len(DOCS) + (3 if replace else 4)
+
+    def test_add_refuses_ids_already_stored_and_writes_nothing(self, docs):
+        before = snapshot(docs.driver)
+        with pytest.raises(ExistingIdsError) as err:
+            docs.add(["fresh", "tea"], ["A fresh text.", "Tea again."])
+        assert err.value.ids == ("tea",)
+        assert snapshot(docs.driver) == before
+
+    def test_bad_batches_are_refused_before_anything_is_written(self, docs):
+        before = snapshot(docs.driver)
+        for ids, texts in (("tea", ["x"]), (["a", "a"], ["x", "y"]), (["a"], [None]), ([], [])):
+            with pytest.raises(InvalidInputError):
+                docs.add(ids, texts)
+        with pytest.raises(InvalidInputError):
+            docs.delete()
+        with pytest.raises(InvalidInputError):
+            docs.delete(where={})
+        assert snapshot(docs.driver) == before
+
+    # -- sync --------------------------------------------------------------------------
+
+    def test_sync_writes_what_is_new_or_changed_and_nothing_else(self, docs, embedder):
+        corpus = {**DOCS, "bank": "The central bank cut interest rates.", "fresh": "A fresh text."}
+        plan = docs.sync(list(corpus), list(corpus.values()), dry_run=True)
+        assert plan == SyncReport(("fresh",), ("bank",), len(DOCS) - 1, dry_run=True)
+        mark = docs.driver.head()
+        done = docs.sync(list(corpus), list(corpus.values()))
+        assert (done.added, done.updated, done.unchanged) == (("fresh",), ("bank",), len(DOCS) - 1)
+        stored = {r.id: r for r in docs.driver.read(["bank"], INCLUDE)}
+        want = self.records(embedder, {"bank": corpus["bank"]})[0].vector
+        assert stored["bank"].vector is not None and want is not None
+        np.testing.assert_allclose(stored["bank"].vector, want, atol=1e-6)
+        again = docs.sync(list(corpus), list(corpus.values()))
+        assert again.embedded == 0 and again.unchanged == len(corpus)
+        if mark is not None and mark.mark is not None:
+            head = docs.driver.head()
+            assert head is not None and head.mark is not None
+            written = docs.driver.changes(mark.mark)
+            assert sorted(written) == ["bank", "fresh"]  # the no-op sync wrote nothing
+
+    def test_sync_of_records_written_before_digests_decides_by_their_text(
+        self, docs, raw, embedder
+    ):
+        raw.write(self.records(embedder, {"old": "An old text.", "older": "An older text."}))
+        raw.write([Record("blank", self.records(embedder, {"b": "Blank."})[0].vector, None)])
+        done = docs.sync(["old", "older", "blank"], ["An old text.", "Changed.", "Blank."])
+        assert done.unchanged == 1 and sorted(done.updated) == ["blank", "older"]
+
+    def test_delete_missing_deletes_only_what_the_corpus_lacks(self, docs):
+        keep = [i for i in DOCS if i != "moon"]
+        assert docs.delete_missing(keep, dry_run=True) == ["moon"]
+        assert docs.count() == len(DOCS)
+        assert docs.delete_missing(keep) == ["moon"]
+        assert sorted(docs.ids()) == sorted(keep)
+        with pytest.raises(InvalidInputError):
+            docs.delete_missing("tea")  # a string is not a corpus of ids
+        assert docs.count() == len(keep)
+
+    def test_add_missing_adds_what_is_not_stored(self, docs):
+        assert docs.add_missing(["tea", "fresh"], ["Changed tea.", "A fresh text."]) == 1
+        assert docs.add_missing(["tea", "fresh"], ["Changed tea.", "A fresh text."]) == 0
+
+    # -- reading, verifying, re-stamping ---------------------------------------------------
+
+    def test_a_query_returns_the_nearest_first_with_a_filter(self, docs):
+        hits = docs.query([QUERY, "bicycle chain oil"], 2)
+        assert [h[0].id for h in hits] == ["tea", "bike"]
+        assert hits[0][0].score >= hits[0][1].score
+        if docs.driver.capabilities.filters:
+            only = docs.query([QUERY], 5, where={"n": 3})[0]
+            assert [m.id for m in only] == ["slugs"]
+            assert docs.delete(where={"n": 4}) == ["bank"]
+        else:
+            with pytest.raises(InvalidInputError):
+                docs.query([QUERY], 5, where={"n": 3})
+
+    def test_records_are_read_back_as_written(self, docs, embedder):
+        (tea,) = docs.get(["tea", "absent"], include=["text", "metadata", "vector"])
+        assert tea.text == DOCS["tea"] and tea.metadata is not None and tea.metadata["n"] == 0
+        assert tea.vector is not None
+        np.testing.assert_array_equal(
+            tea.vector, self.records(embedder, {"tea": DOCS["tea"]})[0].vector
+        )
+        assert [r.id for r in docs.page(0, 10)] == list(DOCS)  # the store's order: as written
+        with pytest.raises(InvalidInputError):
+            docs.get(["tea"], include=["embeddings"])
+
+    def test_verify_reports_every_check(self, docs, embedder):
+        report = docs.verify(all=True)
+        assert report.ok and report.sample_size == len(DOCS) and report.mode == "all"
+        assert verify_driver(docs.driver, embedder).ok
+
+    def test_a_query_side_change_is_restamped_and_a_re_embed_is_refused(self, docs, others):
+        before = snapshot(docs.driver)
+        with pytest.raises(ContractMismatchError):
+            restamp_index(docs.driver, others["pooling"])
+        assert snapshot(docs.driver) == before
+        report = restamp_index(docs.driver, others["query_prefix"])
+        assert report.changed and report.fields == ("query_prefix",)
+        reopened = GuardedIndex.open(docs.driver, others["query_prefix"])
+        assert reopened.query([QUERY], 1)[0][0].id == "tea"
+        with pytest.raises(ContractMismatchError):
+            docs.query([QUERY], 1)  # the old contract's handle sees the new stamp
+
+    # -- migrating between drivers ---------------------------------------------------------
+
+    def test_a_copy_into_another_driver_is_bit_for_bit_and_resumes(self, docs):
+        target = MemoryStore().driver("copy")
+        copy = migrate_index(docs, target)
+        assert snapshot(target) == snapshot(docs.driver)  # stamp and records, bit for bit
+        assert copy.query([QUERY], 1)[0][0].id == "tea"
+        copy.delete(["bike", "moon"])
+        migrate_index(docs, target)  # a copy stopped half-way continues where it stopped
+        assert snapshot(target) == snapshot(docs.driver)
+
+    def test_a_copy_from_another_driver_is_bit_for_bit(self, driver, embedder):
+        source = GuardedIndex.open(MemoryStore().driver("source"), embedder)
+        source.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+        migrate_index(source, driver)
+        assert snapshot(driver) == snapshot(source.driver)
+
+    def test_a_copy_under_another_contract_re_embeds(self, docs, others):
+        target = MemoryStore().driver("copy")
+        copy = migrate_index(docs, target, others["document_prefix"])
+        assert copy.stamp.fingerprint == others["document_prefix"].contract.fingerprint
+        assert sorted(copy.ids()) == sorted(DOCS)
+        with pytest.raises(ContractMismatchError):
+            migrate_index(docs, target)  # the target is the other contract's now
+
+
+def raw_metadata(driver: StoreDriver) -> Mapping[str, Any]:
+    read = driver.read_stamp()
+    assert read is not None and read.metadata is not None
+    return read.metadata

@@ -1,0 +1,152 @@
+"""What GuardedIndex does beyond the conformance suite: an open of a store with a write mark reads
+only what was written since the last verified open (issue 44, item 8), and a stamp that moves
+between the guard's check and a write is verified again before the write goes through."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from ctxemb_core.errors import ContractMismatchError, ExistingIdsError, StorageMismatchError
+from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore, Record
+from ctxemb_core.index.driver import Capabilities
+from ctxemb_core.testing.conformance import foreign_stamp, tiny_embedder, variants
+
+
+class Counting(MemoryDriver):
+    """The memory driver, counting the records each read primitive returns."""
+
+    def __init__(self, store: MemoryStore, name: str, **capabilities: bool) -> None:
+        super().__init__(store, name, Capabilities(transactions=True, filters=True, **capabilities))
+        self.listed: Counter[str] = Counter()
+
+    def ids(self, offset=0, limit=None):
+        got = super().ids(offset, limit)
+        self.listed["ids"] += len(got)
+        return got
+
+    def page(self, offset, limit, include=frozenset({"vector", "text", "metadata"})):
+        got = super().page(offset, limit, include)
+        self.listed["page"] += len(got)
+        return got
+
+    def read(self, ids, include=frozenset({"vector", "text", "metadata"})):
+        got = super().read(ids, include)
+        self.listed["read"] += len(got)
+        return got
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return tiny_embedder()
+
+
+def filled(embedder, marks: bool, n: int = 3000) -> tuple[MemoryStore, GuardedIndex]:
+    store = MemoryStore()
+    index = GuardedIndex.open(Counting(store, "docs", marks=marks), embedder)
+    index.add([f"d{k}" for k in range(n)], [f"record number {k} about topic" for k in range(n)])
+    return store, index
+
+
+def test_an_open_with_a_write_mark_reads_only_what_was_written_since(embedder):
+    store, index = filled(embedder, marks=True)
+    GuardedIndex.open(Counting(store, "docs", marks=True), embedder)  # verified, remembered
+    quiet = Counting(store, "docs", marks=True)
+    check = GuardedIndex.open(quiet, embedder).open_check
+    assert check is not None and (check.checked, check.changed) == (0, 0)
+    assert sum(quiet.listed.values()) == 0  # no id listed, no record read: O(1) in the index
+    index.add([f"new{k}" for k in range(5)], ["fresh text"] * 5)
+    after = Counting(store, "docs", marks=True)
+    check = GuardedIndex.open(after, embedder).open_check
+    assert check is not None and check.changed == 5 and check.checked == OPEN_SAMPLE
+    assert after.listed["ids"] == 0 and sum(after.listed.values()) <= OPEN_SAMPLE + 5
+
+
+def test_an_open_without_a_write_mark_lists_every_id(embedder):
+    store, _ = filled(embedder, marks=False)
+    GuardedIndex.open(Counting(store, "docs", marks=False), embedder)
+    quiet = Counting(store, "docs", marks=False)
+    check = GuardedIndex.open(quiet, embedder).open_check
+    assert check is not None and (check.checked, check.changed) == (0, 0)
+    assert quiet.listed["ids"] == 3000  # what a store without a mark costs: every id
+
+
+class MovingStamp(MemoryDriver):
+    """A driver whose stamp another client rewrites just before the guard's first write."""
+
+    stamp_metadata: dict | None = None
+
+    def write(self, records, *, replace, stamp_version=None):
+        if self.stamp_metadata is not None:
+            self.store.raw(self.name).set_metadata(self.stamp_metadata)
+            self.stamp_metadata = None
+        return super().write(records, replace=replace, stamp_version=stamp_version)
+
+
+def test_a_stamp_rewritten_between_the_check_and_the_write_is_verified_again(embedder):
+    store = MemoryStore()
+    driver = MovingStamp(store, "docs", Capabilities(transactions=True))
+    index = GuardedIndex.open(driver, embedder)
+    driver.stamp_metadata = store.raw("docs").metadata()  # the same stamp, written again
+    index.add(["a"], ["green tea leaves"])
+    assert index.count() == 1
+    other = variants(embedder.contract)["pooling"]
+    driver.stamp_metadata = foreign_stamp(other).to_metadata()  # another contract's stamp
+    with pytest.raises(ContractMismatchError):
+        index.add(["b"], ["black tea leaves"])
+    assert store.raw("docs").snapshot().keys() == {"a"}
+
+
+def test_a_store_setting_changed_around_the_guard_is_refused_and_reported(embedder):
+    store = MemoryStore()
+    index = GuardedIndex.open(store.driver("docs"), embedder)
+    index.add(["a"], ["green tea leaves"])
+    store.raw("docs").set_space("l2")
+    with pytest.raises(StorageMismatchError):
+        GuardedIndex.open(store.driver("docs"), embedder)
+    with pytest.raises(StorageMismatchError):
+        index.query(["green tea"], 1)  # the open index's next call sees it too
+    report = index.verify()
+    assert not report.ok and report.configuration is not None
+    assert "space" in report.configuration
+    assert index.verify(sample=0).sample_size == 0
+
+
+def test_a_damaged_mark_record_is_ignored_and_the_open_samples(embedder, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMB_CACHE_DIR", str(tmp_path))
+    store, _ = filled(embedder, marks=True, n=100)
+    GuardedIndex.open(store.driver("docs"), embedder)  # verified, remembered
+    (record,) = (tmp_path / "verified").glob("*.json")
+    assert GuardedIndex.open(store.driver("docs"), embedder).open_check.checked == 0
+    for edit in ('"mark": 0', '"mark": 99999999'):
+        text = record.read_text(encoding="utf-8")
+        record.write_text(re.sub(r'"mark": \d+', edit, text), encoding="utf-8")
+        check = GuardedIndex.open(store.driver("docs"), embedder).open_check
+        assert check.changed is None and check.checked == OPEN_SAMPLE  # its checksum fails
+
+
+class RacingWriter(MemoryDriver):
+    """A driver of batches of 2 whose second part meets an id another writer stored meanwhile."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store, "docs", Capabilities(transactions=True, max_batch=2))
+        self.parts = 0
+
+    def write(self, records, *, replace, stamp_version=None):
+        self.parts += 1
+        if self.parts == 2:
+            self.store.raw(self.name).write([Record("x", None, "the other writer's", None)])
+        return super().write(records, replace=replace, stamp_version=stamp_version)
+
+
+def test_an_undone_batch_leaves_what_another_writer_stored_meanwhile(embedder):
+    store = MemoryStore()
+    driver = RacingWriter(store)
+    index = GuardedIndex.open(driver, embedder)
+    with pytest.raises(ExistingIdsError):
+        index.add(["a", "b", "x", "c"], ["green tea", "black tea", "white tea", "oolong tea"])
+    held = store.raw("docs").snapshot()
+    assert sorted(held) == ["x"] and held["x"][1] == "the other writer's"
