@@ -33,6 +33,10 @@ check. Exit code 0 when every check passes; 1 when any fails, with one line on s
 what failed; 2 on an error."""
 
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = "verify only reads, so nothing was changed; run it again to check from the start"
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
