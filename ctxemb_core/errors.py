@@ -664,13 +664,12 @@ class ConfigurationMismatchError(StampError):
         self.detail = detail
         super().__init__(
             f"the store's embedding-function configuration disagrees with the index's stamp: "
-            f"{detail}. Raw clients of the store would embed queries under it. Reopen with "
-            "repair=True to write the stamp's contract back into the configuration (the stamp "
-            "and its canary are checked first)."
+            f"{detail}. Raw clients of the store would embed queries under it. ",
+            remedies=(Remedy.of(Step.REPAIR_SETTING, fields=self.fields),),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.stored, self.fields, self.detail))
+        return (type(self), (self.stored, self.fields, self.detail), self._state())
 
 
 class StorageMismatchError(StampError):

@@ -67,6 +67,8 @@ class Step(str, Enum):
     USE_FOLDER = "use_folder"
     #: Read the contract of the folder as it is now (values: ``folder``).
     READ_FOLDER = "read_folder"
+    #: Write the stamp's contract back into the store's own embedding setting (its canary first).
+    REPAIR_SETTING = "repair_setting"
     #: Give these parameters (values: parameter -> value; ``when``: the case it is for).
     GIVE = "give"
 
@@ -141,6 +143,14 @@ DEFAULT_TERMS = StoreTerms(
 )
 
 
+#: :attr:`Step.REPAIR_SETTING` for the command line, which has no command for it.
+REPAIR_SETTING_CLI = (
+    "No ctxemb command rewrites a store's setting: open the collection once through its "
+    "adapter with repair, which writes the stamp's contract back into the configuration (the "
+    "stamp and its canary are checked first)."
+)
+
+
 def _sentences(clauses: list[str]) -> str:
     """Alternatives joined by ", or ", the first capitalised, ended by a full stop."""
     clauses = [c for c in clauses if c]
@@ -202,6 +212,11 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             "A record without text cannot be re-embedded: delete it (docs.delete(ids=[...])). "
             f"Or rebuild the index under this contract: {m}.migrate(docs, contract, "
             "'<new name>')."
+        )
+    if Step.REPAIR_SETTING in by:
+        return (
+            "Reopen with repair=True to write the stamp's contract back into the configuration "
+            "(the stamp and its canary are checked first)."
         )
     if Step.ADOPT in by:
         shown = repr(by[Step.ADOPT].get("name") or "name")
@@ -283,6 +298,8 @@ def cli_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -> s
             f"<name> --to <new name> --sample 0 {where}; ctxemb verify --collection <name> --all "
             "lists every such record."
         )
+    if Step.REPAIR_SETTING in by:
+        return REPAIR_SETTING_CLI
     if Step.ADOPT in by:
         name = by[Step.ADOPT].get("name") or "<name>"
         return (

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxemb_core.cli.common import contract_parameters, flag
 from ctxemb_core.errors import CtxembError
-from ctxemb_core.remedy import DEFAULT_TERMS, Remedy, Step, StoreTerms
+from ctxemb_core.remedy import DEFAULT_TERMS, REPAIR_SETTING_CLI, Remedy, Step, StoreTerms
 
 __all__ = ["PARSER", "Invocation", "cli_message", "word"]
 
@@ -107,6 +107,30 @@ class Invocation:
             return f"ctxemb {self.command} {_quote(value)}"
         return _option(action.option_strings[0], value, action)
 
+    def again(self, dest: str, value: Any) -> str:
+        """The command line as the user typed it, with ``dest`` set to ``value`` instead."""
+        action = self.action(dest)
+        words = list(self.argv) or [self.command]
+        if action is not None and not action.option_strings:
+            old = str(getattr(self.args, dest, ""))
+            if old in words:
+                words[words.index(old)] = str(value)
+                return "ctxemb " + " ".join(_quote(w) for w in words)
+        option = action.option_strings[-1] if action is not None else flag(dest)
+        kept, skip = [], False
+        names = action.option_strings if action is not None else [option]
+        for word in words:
+            if skip:
+                skip = False
+                continue
+            if word in names:
+                skip = action is None or action.nargs != 0
+                continue
+            if any(word.startswith(n + "=") for n in names):
+                continue
+            kept.append(word)
+        return "ctxemb " + " ".join([*(_quote(w) for w in kept), _option(option, value, action)])
+
     @property
     def collection(self) -> str:
         name = getattr(self.args, "collection", None)
@@ -153,6 +177,8 @@ def _contract_options(
     the option): (the options, the fields no option of it sets)."""
     options, left = [], []
     names = set(contract_parameters())
+    if any(field == "model" for field, _ in values):  # the model's folder gives these
+        values = [(f, v) for f, v in values if f not in _FROM_FOLDER]
     for field, value in values:
         param = {"query_model": "query_encoder"}.get(field, field)
         if field == "model":
@@ -195,6 +221,8 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
             f"Rebuild it from the stored texts into a new collection: ctxemb migrate {target} "
             f"--to <new name> --sample 0; ctxemb verify {target} --all lists every such record."
         )
+    if Step.REPAIR_SETTING in by:
+        return REPAIR_SETTING_CLI
     if Step.ADOPT in by:
         name = by[Step.ADOPT].get("name")
         models = getattr(run.args, "model", None) if c == "detect" else None
@@ -250,10 +278,8 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
         elif r.step is Step.REEMBED:
             clauses.append("re-embed the documents under this contract")
     if c == "demo" and not run.shown:
-        where = f" {run.store(t)}" if run.given("path") else ""
-        clauses.append(
-            f"run the demo into a new collection: ctxemb demo --collection <new name>{where}"
-        )
+        again = run.again("collection", "<new name>")
+        clauses.append(f"run the demo into a new collection: {again}")
     return _sentences(clauses)
 
 
@@ -296,7 +322,7 @@ def _give(r: Remedy, run: Invocation) -> str:
     from ctxemb_core.remedy import GIVE_CONTROLS
 
     parts: list[str] = []
-    positional = None
+    positional: tuple[str, Any] | None = None
     for dest, value in r.values:
         if dest in GIVE_CONTROLS:
             continue
@@ -304,11 +330,11 @@ def _give(r: Remedy, run: Invocation) -> str:
         if action is None:
             continue
         if not action.option_strings:
-            positional = _quote(value)
+            positional = (dest, value)
         else:
             parts.append(_option(action.option_strings[0], value, action))
     if positional is not None:
-        shown = " ".join([f"ctxemb {run.command}", positional, *parts])
+        shown = " ".join([run.again(*positional), *parts])
     elif parts:
         shown = " ".join(parts)
     else:
