@@ -548,28 +548,32 @@ class HybridMismatchError(ContractMismatchError):
         self.folder = None
         self.server = None
         lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in self.diff.changes]
-        if self.diff.kind.value == "lexical_reindex":
-            advice = (
-                "The lexical side was built under another recipe: query with the stamp's "
-                "recipe (give no lexical options and it is read from the stamp), or rebuild the "
-                "lexical side under yours: ctxemb index --hybrid --rebuild-lexical with your "
-                "options, or open_hybrid(..., lexical=yours, rebuild=True) (the dense vectors "
-                "stay)."
-            )
-        else:
-            advice = (
-                "Only the query side differs (nothing stored changes): query with the stamp's "
-                "fusion (give no fusion options), or stamp this fusion as the index's own "
-                "(HybridIndex.set_fusion; ctxemb index --hybrid --set-fusion with the options)."
-            )
+        lexical = self.diff.kind.value == "lexical_reindex"
+        side = "lexical" if lexical else "fusion"
+        lead = (
+            "The lexical side was built under another recipe. "
+            if lexical
+            else "Only the query side differs (nothing stored changes). "
+        )
+        ours = {c.field.split(".", 1)[-1]: c.caller for c in self.diff.changes}
         StampError.__init__(
             self,
             f"hybrid contract mismatch: {where} was built under another hybrid contract "
-            f"({self.diff.kind.value}); nothing was returned.\n" + "\n".join(lines) + "\n" + advice,
+            f"({self.diff.kind.value}); nothing was returned.\n" + "\n".join(lines) + "\n" + lead,
+            remedies=(
+                Remedy.of(Step.USE_INDEX_CONTRACT, fields=self.fields, hybrid=side),
+                Remedy.of(
+                    Step.REBUILD_LEXICAL if lexical else Step.SET_FUSION, fields=self.fields, **ours
+                ),
+            ),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_hybrid_mismatch, (type(self), self.index, self.caller, self.where))
+        args = (type(self), self.index, self.caller, self.where)
+        return (_rebuild_hybrid_mismatch, args, self._state())
+
+    def _worded_as(self, advice: str) -> str:
+        return f"{self.problem}{advice}"
 
 
 def _rebuild_hybrid_mismatch(
@@ -624,14 +628,15 @@ class OutOfStepError(StampError):
             f"the dense and lexical sides of {where} are out of step; nothing was returned.\n"
             + "\n".join(parts)
             + "\nA write reached one side only (an interrupted run, or a write that bypassed "
-            "the hybrid index). Run the same ctxemb index --hybrid again (or call refresh()): "
-            "the lexical side is rebuilt from the dense side's stored texts."
+            "the hybrid index). ",
+            remedies=(Remedy.of(Step.REFRESH),),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild_out_of_step,
             (type(self), self.where, self.only_dense, self.only_lexical, self.changed, self.counts),
+            self._state(),
         )
 
 

@@ -41,7 +41,8 @@ class Step(str, Enum):
 
     #: Embed under the contract the index was written under (values: that contract's values of
     #: the differing fields; ``stamped``: the index holds its contract; ``query``: only the
-    #: query side differs; ``label``: only the model's name differs).
+    #: query side differs; ``label``: only the model's name differs; ``hybrid``: ``lexical``
+    #: or ``fusion``, the side of a hybrid contract whose stamped recipe to use).
     USE_INDEX_CONTRACT = "use_index_contract"
     #: Record the model under the name the index records (values: ``model``).
     NAME_MODEL = "name_model"
@@ -69,6 +70,12 @@ class Step(str, Enum):
     READ_FOLDER = "read_folder"
     #: Write the stamp's contract back into the store's own embedding setting (its canary first).
     REPAIR_SETTING = "repair_setting"
+    #: Build a hybrid index's lexical side again under the caller's recipe (values: its fields).
+    REBUILD_LEXICAL = "rebuild_lexical"
+    #: Stamp the caller's fusion as a hybrid index's own (values: its fields).
+    SET_FUSION = "set_fusion"
+    #: Bring a hybrid index's lexical side back in step with its dense side.
+    REFRESH = "refresh"
     #: Give these parameters (values: parameter -> value; ``when``: the case it is for).
     GIVE = "give"
 
@@ -213,6 +220,22 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             f"Or rebuild the index under this contract: {m}.migrate(docs, contract, "
             "'<new name>')."
         )
+    if Step.REFRESH in by:
+        return (
+            "Call refresh() on the hybrid index (or open it with refresh=True): the lexical side "
+            "is rebuilt from the dense side's stored texts."
+        )
+    if Step.REBUILD_LEXICAL in by:
+        return (
+            "Query with the stamp's recipe (give no lexical= and it is read from the stamp), or "
+            f"rebuild the lexical side under yours: {m}.open_hybrid(..., lexical=yours, "
+            "rebuild=True) (the dense vectors stay)."
+        )
+    if Step.SET_FUSION in by:
+        return (
+            "Query with the stamp's fusion (give no fusion=), or stamp this fusion as the "
+            "index's own: HybridIndex.set_fusion(fusion)."
+        )
     if Step.REPAIR_SETTING in by:
         return (
             "Reopen with repair=True to write the stamp's contract back into the configuration "
@@ -300,6 +323,22 @@ def cli_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -> s
         )
     if Step.REPAIR_SETTING in by:
         return REPAIR_SETTING_CLI
+    if Step.REFRESH in by:
+        return (
+            "Run the same ctxemb index --hybrid again: the lexical side is rebuilt from the "
+            "dense side's stored texts."
+        )
+    if Step.REBUILD_LEXICAL in by:
+        return (
+            "Query with the stamp's recipe (give no lexical options and it is read from the "
+            "stamp), or rebuild the lexical side under yours: ctxemb index --hybrid "
+            "--rebuild-lexical with your options (the dense vectors stay)."
+        )
+    if Step.SET_FUSION in by:
+        return (
+            "Query with the stamp's fusion (give no fusion options), or stamp this fusion as "
+            "the index's own: ctxemb index --hybrid --set-fusion with the options."
+        )
     if Step.ADOPT in by:
         name = by[Step.ADOPT].get("name") or "<name>"
         return (

@@ -198,8 +198,15 @@ def _migrate_takes(dest: str) -> bool:
     return dest == "model" or dest in contract_parameters()
 
 
-def _contract_values(r: Remedy) -> list[tuple[str, Any]]:
-    return [(k, v) for k, v in r.values if k in r.fields]
+def _contract_values(r: Remedy, run: Invocation | None = None) -> list[tuple[str, Any]]:
+    """The remedy's values of the differing fields; the caller's model as the user typed it
+    (a folder, where the contract records its name)."""
+    typed = getattr(run.args, "model", None) if run is not None and run.given("model") else None
+    return [
+        (k, typed if k == "model" and isinstance(typed, str) else v)
+        for k, v in r.values
+        if k in r.fields
+    ]
 
 
 def _sentences(clauses: list[str]) -> str:
@@ -223,6 +230,8 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
         )
     if Step.REPAIR_SETTING in by:
         return REPAIR_SETTING_CLI
+    if Step.REFRESH in by or Step.REBUILD_LEXICAL in by or Step.SET_FUSION in by:
+        return _hybrid(by, t, run)
     if Step.ADOPT in by:
         name = by[Step.ADOPT].get("name")
         models = getattr(run.args, "model", None) if c == "detect" else None
@@ -268,7 +277,7 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
             else:
                 clauses.append(f"accept the new query side deliberately: {line}")
         elif r.step is Step.MIGRATE:
-            options, left = _contract_options(_contract_values(r), _migrate_takes)
+            options, left = _contract_options(_contract_values(r, run), _migrate_takes)
             if left and not any(o.startswith("--model") for o in options):
                 options.insert(0, "--model <model>")
             if run.given("url"):
@@ -283,6 +292,60 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
     return _sentences(clauses)
 
 
+#: A hybrid contract's fields (``lexical.k1``, ``fusion.k``: the part after the side) and the
+#: options that set them.
+_HYBRID_OPTIONS = {
+    "k1": "k1",
+    "b": "b",
+    "stemmer": "stemmer",
+    "stopwords": "stopwords",
+    "method": "fusion",
+    "k": "rrf_k",
+    "weights": "weights",
+    "depth": "depth",
+}
+_LEXICAL = ("k1", "b", "stemmer", "stopwords")
+_FUSION = ("fusion", "rrf_k", "weights", "depth")
+
+
+def _hybrid(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
+    """A hybrid index's steps: the stamp's recipe or fusion, a rebuild, a new fusion, a refresh."""
+    data = _quote(run.args.data) if run.command == "index" else "<corpus>"
+    index = f"ctxemb index {data} --hybrid {run.target(t)}"
+    if Step.REFRESH in by:
+        if run.command == "index" and getattr(run.args, "hybrid", False):
+            return (
+                "Run the same command again: the lexical side is rebuilt from the dense side's "
+                "stored texts."
+            )
+        return f"Bring the lexical side back in step from the dense side's stored texts: {index}."
+    step = by.get(Step.REBUILD_LEXICAL) or by[Step.SET_FUSION]
+    lexical = step.step is Step.REBUILD_LEXICAL
+    options = []
+    for name, value in step.values:
+        dest = _HYBRID_OPTIONS.get(name)
+        if dest is None or value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        options.append(f"--{dest.replace('_', '-')} {_quote(value)}")
+    given = [run.typed(d) for d in (_LEXICAL if lexical else _FUSION) if run.given(d)]
+    what = "recipe" if lexical else "fusion"
+    verb = "keep" if run.command == "index" else "query with"
+    clauses = [f"leave out {' and '.join(given)} to {verb} the stamp's {what}" if given else ""]
+    change = " ".join(options)
+    if lexical:
+        clauses.append(
+            f"rebuild the lexical side under yours (the dense vectors stay): {index} "
+            f"--rebuild-lexical {change}".rstrip()
+        )
+    else:
+        clauses.append(
+            f"stamp this fusion as the index's own: {index} --set-fusion {change}".rstrip()
+        )
+    return _sentences(clauses)
+
+
 def _use_index(r: Remedy, run: Invocation) -> str:
     """Embed under the index's contract, as this command can."""
     verb = "query with" if r.get("query") else "use"
@@ -291,9 +354,11 @@ def _use_index(r: Remedy, run: Invocation) -> str:
         if given:
             return f"leave out {' and '.join(given)} to {verb} the collection's own contract"
         return ""
-    if run.command in ("demo", "restamp", "migrate", "detect"):
-        return ""  # the demo's contract is its own; the others read the stamp already
+    if run.command in ("restamp", "migrate", "detect"):
+        return ""  # they read the stamp already
     options, left = _contract_options(_contract_values(r), run.has)
+    if run.command == "demo" and (left or not options):
+        return ""  # the demo's contract is its model's: only --model can change it
     if not options or left:
         return f"{verb} the collection's own contract"
     return f"give {' '.join(options)} to {verb} the collection's own contract"

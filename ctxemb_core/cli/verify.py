@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from ctxemb_core.cli.advice import Invocation
 from ctxemb_core.cli.common import (
     COUNT,
     caller_contract,
@@ -83,11 +84,13 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({**report.to_dict(), "store": store}, indent=2))
     if report.ok:
         return 0
-    print(f"ctxemb: error: verify failed: {_failures(report)}", file=sys.stderr)
+    run = Invocation.of(args)
+    chosen = run.contract_given() if run is not None else []
+    print(f"ctxemb: error: verify failed: {_failures(report, chosen)}", file=sys.stderr)
     return 1
 
 
-def _failures(report: Any) -> str:
+def _failures(report: Any, given: list[str] | None = None) -> str:
     """What a failed verify report found, and the next step for each, in one line."""
     found = []
     if not report.stamped:
@@ -96,9 +99,10 @@ def _failures(report: Any) -> str:
         found.append(f"its stamp is damaged ({report.damaged})")
     elif not report.fingerprint_match:
         fields = ", ".join(c.field for c in report.diff.changes) if report.diff else "?"
+        own = f"leave out {' and '.join(given)}" if given else "use the index's own contract"
         found.append(
-            f"the contract differs in {fields} (use the index's own contract, or re-embed "
-            "with ctxemb migrate)"
+            f"the contract differs in {fields} ({own} to check against the collection's own "
+            "contract, or re-embed it into a new collection with ctxemb migrate)"
         )
     elif report.canary_cosine is None or report.canary_cosine < report.tolerance:
         found.append(

@@ -276,3 +276,21 @@ def test_no_cli_message_holds_python(store, corpus, tiny, tmp_path, capsys):
         assert code == (1 if args[0] == "verify" else 2), (args, err)  # verify: a failed check
         one_error(err)
     assert not (tmp_path / "fresh").exists()
+
+
+def test_a_hybrid_recipe_mismatch_is_advised_with_the_hybrid_options(
+    tiny, corpus, tmp_path, capsys
+):
+    target = ["--path", str(tmp_path / "store"), "--collection", "docs", "--model", str(tiny)]
+    assert main(["index", str(corpus), *target, "--hybrid"]) == 0
+    capsys.readouterr()
+    code, _, err = run(capsys, "query", "tea", *target, "--hybrid", "--stemmer", "none")
+    assert code == 2
+    line = one_error(err, "HybridMismatchError", "lexical.stemmer: index='english'")
+    assert "Leave out --stemmer" in line and "--rebuild-lexical --stemmer none" in line
+    rebuild = re.search(r"ctxemb (index <corpus> [^,]+?)\.$", line)
+    assert rebuild, line
+    argv = shlex.split(rebuild.group(1).replace("<corpus>", str(corpus)))
+    assert main([*argv, "--model", str(tiny)]) == 0  # the step, run as printed
+    assert main(["query", "tea", *target, "--hybrid", "--stemmer", "none"]) == 0
+    capsys.readouterr()
