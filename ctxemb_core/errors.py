@@ -65,9 +65,9 @@ from ctxemb_core.remedy import (
     Remedy,
     Step,
     StoreTerms,
-    _repair_lines,
     cli_advice,
     python_advice,
+    repair_calls,
 )
 
 if TYPE_CHECKING:
@@ -782,7 +782,7 @@ def _rebuild_analyzer_drift(
 #: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,
 #: as :class:`ForeignVectorsError` gives them (``client``, ``name`` and ``contract`` are the
 #: caller's); a test runs them as printed.
-FOREIGN_REPAIR = _repair_lines(DEFAULT_TERMS)
+FOREIGN_REPAIR = repair_calls(DEFAULT_TERMS)
 
 
 class ForeignVectorsError(StampError):

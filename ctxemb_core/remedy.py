@@ -33,6 +33,7 @@ __all__ = [
     "StoreTerms",
     "cli_advice",
     "python_advice",
+    "repair_calls",
 ]
 
 
@@ -167,7 +168,7 @@ def _sentences(clauses: list[str]) -> str:
     return text[0].upper() + text[1:] + "."
 
 
-def _repair_lines(terms: StoreTerms) -> str:
+def repair_calls(terms: StoreTerms) -> str:
     """The Python calls that re-embed records written around ctxemb (run as printed)."""
     m = terms.module
     return (
@@ -215,7 +216,7 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             "To re-embed them from their stored text, open it without the record sample (its "
             "stamp and canary are still checked), find every such record (the sample saw some) "
             "and upsert them through ctxemb:\n"
-            f"{_repair_lines(t)}\n"
+            f"{repair_calls(t)}\n"
             "A record without text cannot be re-embedded: delete it (docs.delete(ids=[...])). "
             f"Or rebuild the index under this contract: {m}.migrate(docs, contract, "
             "'<new name>')."

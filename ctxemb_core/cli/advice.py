@@ -20,7 +20,14 @@ from typing import Any
 
 from ctxemb_core.cli.common import contract_parameters, flag
 from ctxemb_core.errors import CtxembError
-from ctxemb_core.remedy import DEFAULT_TERMS, REPAIR_SETTING_CLI, Remedy, Step, StoreTerms
+from ctxemb_core.remedy import (
+    DEFAULT_TERMS,
+    GIVE_CONTROLS,
+    REPAIR_SETTING_CLI,
+    Remedy,
+    Step,
+    StoreTerms,
+)
 
 __all__ = ["PARSER", "Invocation", "cli_message", "word"]
 
@@ -104,7 +111,7 @@ class Invocation:
         if action is None:
             return None
         if not action.option_strings:  # a positional: the command line with it
-            return f"ctxemb {self.command} {_quote(value)}"
+            return self.again(dest, value)
         return _option(action.option_strings[0], value, action)
 
     def again(self, dest: str, value: Any) -> str:
@@ -384,8 +391,6 @@ def _server(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
 
 
 def _give(r: Remedy, run: Invocation) -> str:
-    from ctxemb_core.remedy import GIVE_CONTROLS
-
     parts: list[str] = []
     positional: tuple[str, Any] | None = None
     for dest, value in r.values:
