@@ -42,21 +42,33 @@ whole family in one place, and each carries the context needed to act on it::
     CtxembWarning (UserWarning)
     └── TruncationWarning                     texts were cut to the contract's max_tokens
 
-Advice in the caller's terms: ``str(err)`` is the message for a Python caller (it names Python
-calls: ``ctxemb_chroma.restamp(...)``, ``contract_for(..., name=...)``). Where the next step reads
-differently on the command line, ``err.message_for("cli")`` gives the same message with the
-``ctxemb`` command's flags instead (``ctxemb restamp ...``, ``--model ... --name ...``); for
-every other error it is ``str(err)``.
+Advice in the caller's terms: an error with a next step carries it as data, ``err.remedies``
+(:class:`~ctxemb_core.remedy.Remedy`: a neutral step and its parameters, the best first), and
+each interface words it. ``str(err)`` names Python calls of the store adapter the
+error came through (``ctxemb_pgvector.restamp(...)``: the adapter sets its
+:class:`~ctxemb_core.remedy.StoreTerms` with :meth:`CtxembError.in_terms_of`; the default
+store's, Chroma's, otherwise). The ``ctxemb`` command words the same remedies with the options
+of the command that was run (:mod:`ctxemb_core.cli.advice`); ``err.message_for("cli")`` gives
+them for the command line in general. Errors whose advice is not yet data give both texts
+(``cli=``); for every other error the message is ``str(err)``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
+
+from ctxemb_core.remedy import (
+    DEFAULT_TERMS,
+    Remedy,
+    Step,
+    StoreTerms,
+    cli_advice,
+    python_advice,
+    repair_calls,
+)
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import ContractDiff, EmbeddingContract, FieldChange
@@ -102,48 +114,22 @@ Audience = Literal["python", "cli"]
 AUDIENCES: tuple[Audience, ...] = ("python", "cli")
 
 
-#: The store adapter whose calls an error's advice names, and its options on the command line
-#: (``None``: Chroma's, the advice as written). Set by an adapter around its calls.
-_STORE_TERMS: ContextVar[tuple[str, str] | None] = ContextVar("ctxemb_store_terms", default=None)
-_CHROMA_WHERE = "(with the same --path, or --host and --port)"
-
-
-@contextlib.contextmanager
-def store_terms(module: str, where: str) -> Iterator[None]:
-    """Errors raised in the block give their advice in another store adapter's terms.
-
-    The advice is written with the Chroma adapter's calls (``ctxemb_chroma.restamp(client,
-    name, contract)``) and options; an adapter whose functions have the same names (its
-    ``open_collection``, ``restamp``, ``migrate``, ``verify``, ``stamped_contract``,
-    ``detect``) names its module and its own options instead. Usable as a decorator.
-
-    Example:
-        >>> with store_terms("ctxemb_pgvector", "--store pgvector --dsn DSN"):
-        ...     str(CtxembError("see ctxemb_chroma.restamp"))
-        'see ctxemb_pgvector.restamp'
-    """
-    token = _STORE_TERMS.set((module, where))
-    try:
-        yield
-    finally:
-        _STORE_TERMS.reset(token)
-
-
-def _in_store_terms(text: Any) -> Any:
-    terms = _STORE_TERMS.get()
-    if terms is None or not isinstance(text, str):
-        return text
-    module, where = terms
-    return text.replace("ctxemb_chroma.", f"{module}.").replace(_CHROMA_WHERE, f"(with {where})")
-
-
 class CtxembError(Exception):
     """Root of every error ctxemb raises on purpose.
 
     Args:
-        *args: the message (for a Python caller), as for any exception.
+        *args: the message (for a Python caller), as for any exception. With ``remedies``, the
+            message says what is wrong, and the advice is worded from the remedies.
         cli: the message for a user of the ``ctxemb`` command, when its advice differs (flags
             instead of Python calls); :meth:`message_for` returns it.
+        remedies: what to do next, as data (:class:`~ctxemb_core.remedy.Remedy`), best first;
+            ``str(err)`` words them as Python calls, the ``ctxemb`` command as its options.
+
+    Attributes:
+        remedies: the next steps as data (``()`` when the message is all there is).
+        terms: the :class:`~ctxemb_core.remedy.StoreTerms` of the store adapter the error came
+            through (set by that adapter, see :meth:`in_terms_of`), or ``None``: the default
+            store's.
 
     Example:
         >>> err = ModelNotFoundError("... contract_for(path, name=m)", cli="... --name m")
@@ -151,15 +137,43 @@ class CtxembError(Exception):
         '... --name m'
     """
 
-    def __init__(self, *args: Any, cli: str | None = None) -> None:
-        if _STORE_TERMS.get() is not None:
-            args = tuple(_in_store_terms(a) for a in args)
-            cli = _in_store_terms(cli)
+    remedies: tuple[Remedy, ...] = ()
+    terms: StoreTerms | None = None
+
+    def __init__(self, *args: Any, cli: str | None = None, remedies: Sequence[Remedy] = ()):
         super().__init__(*args)
         self._cli = cli
+        if remedies:
+            self.remedies = tuple(remedies)
+            self._worded = True  # the advice is the remedies', worded when shown
+
+    @property
+    def problem(self) -> str:
+        """What is wrong, without the advice (the whole message for an error without
+        remedies)."""
+        return str(self.args[0]) if self.args else ""
+
+    def in_terms_of(self, terms: StoreTerms) -> CtxembError:
+        """Word the advice in ``terms`` (a store adapter's), unless an adapter already did:
+        the innermost adapter the error passed through is the one the caller called."""
+        if self.terms is None:
+            self.terms = terms
+        return self
+
+    def _worded_as(self, advice: str) -> str:
+        """The message with ``advice`` (a subclass adds what follows the advice)."""
+        return f"{self.problem}{advice}"
+
+    def __str__(self) -> str:
+        if getattr(self, "_worded", False):
+            return self._worded_as(python_advice(self.remedies, self.terms))
+        return super().__str__()
 
     def message_for(self, audience: Audience) -> str:
         """The message with its advice in ``audience``'s terms (``str(self)`` for Python).
+
+        For the command line this is the advice for the ``ctxemb`` command in general; a
+        command words the remedies with its own options (:mod:`ctxemb_core.cli.advice`).
 
         Raises:
             InvalidInputError: an audience that is not one of :data:`AUDIENCES`.
@@ -169,10 +183,16 @@ class CtxembError(Exception):
                 f"audience={audience!r} is not valid; valid values are "
                 + ", ".join(repr(a) for a in AUDIENCES)
             )
+        if audience == "cli" and getattr(self, "_worded", False):
+            return self._worded_as(cli_advice(self.remedies, self.terms))
         cli = getattr(self, "_cli", None)  # unset where a subclass skips __init__
         if audience == "cli" and cli is not None:
             return str(cli)
         return str(self)
+
+    def _state(self) -> dict[str, Any]:
+        """What a rebuilt copy needs beside its arguments: the adapter's terms."""
+        return {"terms": self.terms} if self.terms is not None else {}
 
 
 class InvalidInputError(CtxembError, ValueError):
@@ -299,25 +319,17 @@ class MissingStampError(StampError):
     """The index carries no ctxemb stamp, so nothing proves which contract wrote it."""
 
 
-def unstamped_advice(name: str | None = None) -> tuple[str, str]:
-    """The next step for an unstamped collection: (for Python, for the ``ctxemb`` command).
+def unstamped_remedies(name: str | None = None) -> tuple[Remedy, ...]:
+    """The next steps for an unstamped index: adopt it (a sample of its records is re-embedded,
+    and it is stamped only if they are the contract's vectors), or find its contract first."""
+    return (Remedy.of(Step.ADOPT, name=name), Remedy.of(Step.DETECT, name=name))
 
-    Adopting re-embeds a sample of the stored records and stamps the collection only if they
-    are the contract's vectors; detecting finds the contract when it is not known.
-    """
-    shown = repr(name) if name else "name"
-    cli_name = name if name else "<name>"
-    return (
-        "If its vectors were made under your contract, adopt it once (a sample of its records "
-        "is re-embedded, and it is stamped only if they match): "
-        f"ctxemb_chroma.open_collection(client, {shown}, contract, adopt=True), or in "
-        "LangChain ContractChroma(..., adopt=True); in Haystack ContractRetriever(..., "
-        "adopt=True) or ContractDocumentWriter(..., adopt=True). If you do not know its "
-        f"contract, ctxemb_chroma.detect(client, {shown}, model) finds it.",
-        f"Find its contract and stamp it: ctxemb detect --collection {cli_name} --model "
-        "<model> --adopt (with the same --path, or --host and --port); the collection is "
-        "stamped only if a sample of its records re-embeds to their stored vectors.",
-    )
+
+def unstamped_advice(name: str | None = None) -> tuple[str, str]:
+    """The next step for an unstamped collection: (for Python, for the ``ctxemb`` command),
+    worded in the default store's terms (see :func:`unstamped_remedies` for the data)."""
+    remedies = unstamped_remedies(name)
+    return python_advice(remedies), cli_advice(remedies)
 
 
 class DamagedStampError(StampError, DataFormatError):
@@ -376,23 +388,26 @@ class ContractMismatchError(StampError):
         self.fields: tuple[str, ...] = tuple(c.field for c in self.diff.changes)
         self.documents: tuple[str | int, ...] = tuple(documents)
         self.stamped: bool = bool(stamped) and not self.documents
-        kind = self.diff.kind.value
-        index_model = index.model
         if self.folder is not None:
             # No index involved: the folder found for the contract holds another network.
-            python, cli = _folder_message(self.diff.changes, self.folder)
-            super().__init__(python, cli=cli)
+            super().__init__(
+                _folder_problem(self.diff.changes, self.folder),
+                remedies=_folder_remedies(self.folder),
+            )
             return
         if server is not None:
-            python, cli = _server_message(self.diff.changes, server)
-            super().__init__(python, cli=cli)
+            super().__init__(
+                _server_problem(self.diff.changes, server),
+                remedies=_server_remedies(self.diff, caller, server),
+            )
             return
         super().__init__(
-            _mismatch_message(self.diff.changes, kind, self.stamped, "python", index_model)
-            + _documents_line(self.documents),
-            cli=_mismatch_message(self.diff.changes, kind, self.stamped, "cli", index_model)
-            + _documents_line(self.documents),
+            _mismatch_problem(self.diff.changes, self.diff.kind.value),
+            remedies=_mismatch_remedies(self.diff, self.stamped, index.model),
         )
+
+    def _worded_as(self, advice: str) -> str:
+        return f"{self.problem}{advice}{_documents_line(self.documents)}"
 
     @classmethod
     def from_fingerprints(
@@ -452,6 +467,10 @@ class ContractMismatchError(StampError):
         err.stamped = False
         err.folder = None
         err.server = None
+        err.remedies = (
+            Remedy.of(Step.USE_INDEX_CONTRACT, fields=err.fields),
+            Remedy.of(Step.REEMBED, fields=err.fields),
+        )
         StampError.__init__(
             err,
             _fingerprint_message(
@@ -477,6 +496,7 @@ class ContractMismatchError(StampError):
                 getattr(self, "folder", None),
                 getattr(self, "server", None),
             ),
+            self._state(),
         )
 
 
@@ -528,28 +548,32 @@ class HybridMismatchError(ContractMismatchError):
         self.folder = None
         self.server = None
         lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in self.diff.changes]
-        if self.diff.kind.value == "lexical_reindex":
-            advice = (
-                "The lexical side was built under another recipe: query with the stamp's "
-                "recipe (give no lexical options and it is read from the stamp), or rebuild the "
-                "lexical side under yours: ctxemb index --hybrid --rebuild-lexical with your "
-                "options, or open_hybrid(..., lexical=yours, rebuild=True) (the dense vectors "
-                "stay)."
-            )
-        else:
-            advice = (
-                "Only the query side differs (nothing stored changes): query with the stamp's "
-                "fusion (give no fusion options), or stamp this fusion as the index's own "
-                "(HybridIndex.set_fusion; ctxemb index --hybrid --set-fusion with the options)."
-            )
+        lexical = self.diff.kind.value == "lexical_reindex"
+        side = "lexical" if lexical else "fusion"
+        lead = (
+            "The lexical side was built under another recipe. "
+            if lexical
+            else "Only the query side differs (nothing stored changes). "
+        )
+        ours = {c.field.split(".", 1)[-1]: c.caller for c in self.diff.changes}
         StampError.__init__(
             self,
             f"hybrid contract mismatch: {where} was built under another hybrid contract "
-            f"({self.diff.kind.value}); nothing was returned.\n" + "\n".join(lines) + "\n" + advice,
+            f"({self.diff.kind.value}); nothing was returned.\n" + "\n".join(lines) + "\n" + lead,
+            remedies=(
+                Remedy.of(Step.USE_INDEX_CONTRACT, fields=self.fields, hybrid=side),
+                Remedy.of(
+                    Step.REBUILD_LEXICAL if lexical else Step.SET_FUSION, fields=self.fields, **ours
+                ),
+            ),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_hybrid_mismatch, (type(self), self.index, self.caller, self.where))
+        args = (type(self), self.index, self.caller, self.where)
+        return (_rebuild_hybrid_mismatch, args, self._state())
+
+    def _worded_as(self, advice: str) -> str:
+        return f"{self.problem}{advice}"
 
 
 def _rebuild_hybrid_mismatch(
@@ -604,14 +628,15 @@ class OutOfStepError(StampError):
             f"the dense and lexical sides of {where} are out of step; nothing was returned.\n"
             + "\n".join(parts)
             + "\nA write reached one side only (an interrupted run, or a write that bypassed "
-            "the hybrid index). Run the same ctxemb index --hybrid again (or call refresh()): "
-            "the lexical side is rebuilt from the dense side's stored texts."
+            "the hybrid index). ",
+            remedies=(Remedy.of(Step.REFRESH),),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild_out_of_step,
             (type(self), self.where, self.only_dense, self.only_lexical, self.changed, self.counts),
+            self._state(),
         )
 
 
@@ -644,13 +669,12 @@ class ConfigurationMismatchError(StampError):
         self.detail = detail
         super().__init__(
             f"the store's embedding-function configuration disagrees with the index's stamp: "
-            f"{detail}. Raw clients of the store would embed queries under it. Reopen with "
-            "repair=True to write the stamp's contract back into the configuration (the stamp "
-            "and its canary are checked first)."
+            f"{detail}. Raw clients of the store would embed queries under it. ",
+            remedies=(Remedy.of(Step.REPAIR_SETTING, fields=self.fields),),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.stored, self.fields, self.detail))
+        return (type(self), (self.stored, self.fields, self.detail), self._state())
 
 
 class StorageMismatchError(StampError):
@@ -758,12 +782,7 @@ def _rebuild_analyzer_drift(
 #: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,
 #: as :class:`ForeignVectorsError` gives them (``client``, ``name`` and ``contract`` are the
 #: caller's); a test runs them as printed.
-FOREIGN_REPAIR = (
-    "    docs = ctxemb_chroma.open_collection(client, name, contract, sample=0)\n"
-    "    bad = ctxemb_chroma.verify(docs, contract, all=True).bad_ids\n"
-    '    got = docs.get(ids=list(bad), include=["documents", "metadatas"])\n'
-    '    docs.upsert(got["ids"], got["documents"], got["metadatas"])'
-)
+FOREIGN_REPAIR = repair_calls(DEFAULT_TERMS)
 
 
 class ForeignVectorsError(StampError):
@@ -800,21 +819,17 @@ class ForeignVectorsError(StampError):
             "sample."
         )
         super().__init__(
-            f"{found} To re-embed them from their stored text, open it without the record "
-            "sample (its stamp and canary are still checked), find every such record (the "
-            "sample saw some) and upsert them through ctxemb:\n"
-            f"{FOREIGN_REPAIR}\n"
-            "A record without text cannot be re-embedded: delete it (docs.delete(ids=[...])). "
-            "Or rebuild the index under this contract: ctxemb_chroma.migrate(docs, contract, "
-            "'<new name>').",
-            cli=f"{found} Rebuild it from the stored texts into a new collection: ctxemb "
-            "migrate --collection <name> --to <new name> --sample 0 (with the same --path, or "
-            "--host and --port); ctxemb verify --collection <name> --all lists every such "
-            "record.",
+            f"{found} ",
+            remedies=(
+                Remedy.of(Step.REPAIR, ids=self.ids),
+                Remedy.of(Step.MIGRATE),
+                Remedy.of(Step.VERIFY_ALL),
+            ),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.ids, self.sample_size, self.min_cosine, self.untexted))
+        args = (self.ids, self.sample_size, self.min_cosine, self.untexted)
+        return (type(self), args, self._state())
 
 
 class RerankerMismatchError(StampError):
@@ -901,103 +916,76 @@ class TruncationWarning(CtxembWarning):
         return (type(self), (self.count, self.total, self.max_tokens))
 
 
-def _mismatch_message(
-    changes: tuple[FieldChange, ...],
-    kind: str,
-    stamped: bool,
-    audience: Audience,
-    index_model: str,
-) -> str:
+def _mismatch_problem(changes: tuple[FieldChange, ...], kind: str) -> str:
+    """What a mismatch with an index is: the fields, and what the kind of change means."""
     lines = [f"  {c.field}: index={c.index!r}, caller={c.caller!r}" for c in changes]
-    cli = audience == "cli"
     if kind == "label":
-        advice = (
+        lead = (
             "Only the model's name differs; the weights digests are equal, so the vectors are "
             "the same. "
-            + (
-                f"Pass --name {index_model!r} with --model, or drop --model to use the index's "
-                "own contract."
-                if cli
-                else f"Name the model as the index does (contract_for(folder, "
-                f"name={index_model!r})), or use the index's contract."
-            )
         )
     elif kind == "query_only":
-        advice = "Only the query side differs: the stored documents stay valid. "
-        if not stamped:
-            advice += "Query with the contract the documents were written under (the index's)."
-        elif cli:
-            advice += (
-                "Drop --model and the contract flags to query with the collection's own "
-                "contract, or accept the new query side deliberately: ctxemb restamp "
-                "--collection <name> (with the same --path, or --host and --port) and the "
-                "contract options that change (e.g. --query-prefix), or --contract FILE."
-            )
-        else:
-            advice += (
-                "Query with the index's contract (ctxemb_chroma.stamped_contract(client, name) "
-                "reads it; EmbeddingContract.from_json(metadata['ctxemb:contract']) from the raw "
-                "stamp), or accept the new query side deliberately with "
-                "ctxemb_chroma.restamp(client, name, contract)."
-            )
+        lead = "Only the query side differs: the stored documents stay valid. "
     else:
-        advice = "The stored vectors were made under another recipe. "
-        if not stamped:
-            advice += (
-                "Use the contract the index was written under, or migrate the index by "
-                "re-embedding."
-            )
-        elif cli:
-            advice += (
-                "Drop --model and the contract flags to use the collection's own contract, or "
-                "re-embed it into a new collection: ctxemb migrate --collection <name> --to "
-                "<new name> with the new --model and contract flags."
-            )
-        else:
-            advice += (
-                "Use the index's contract (ctxemb_chroma.stamped_contract(client, name) reads "
-                "it; EmbeddingContract.from_json(metadata['ctxemb:contract']) from the raw "
-                "stamp), or re-embed the collection into a new one under this contract with "
-                "ctxemb_chroma.migrate(source, contract, new_name) (source: the collection "
-                "opened under its own contract)."
-            )
+        lead = "The stored vectors were made under another recipe. "
     return (
         "contract mismatch: the index was written under another embedding contract; "
-        "nothing was written or returned.\n" + "\n".join(lines) + "\n" + advice
+        "nothing was written or returned.\n" + "\n".join(lines) + "\n" + lead
     )
 
 
-def _folder_message(changes: tuple[FieldChange, ...], folder: str) -> tuple[str, str]:
-    """(for Python, for the CLI): the contract's folder holds another network; no index."""
+def _mismatch_remedies(diff: ContractDiff, stamped: bool, index_model: str) -> tuple[Remedy, ...]:
+    """The ways out of a mismatch with an index, best first (the index's values, for using its
+    contract; the caller's, for re-stamping or migrating to it)."""
+    fields = tuple(c.field for c in diff.changes)
+    theirs = {c.field: c.index for c in diff.changes}
+    ours = {c.field: c.caller for c in diff.changes}
+    kind = diff.kind.value
+    if kind == "label":
+        return (
+            Remedy.of(Step.NAME_MODEL, fields=fields, model=index_model),
+            Remedy.of(
+                Step.USE_INDEX_CONTRACT, fields=fields, label=True, stamped=stamped, **theirs
+            ),
+        )
+    query = kind == "query_only"
+    use = Remedy.of(Step.USE_INDEX_CONTRACT, fields=fields, stamped=stamped, query=query, **theirs)
+    if query:
+        return (use, Remedy.of(Step.RESTAMP, fields=fields, **ours)) if stamped else (use,)
+    again = Remedy.of(Step.MIGRATE if stamped else Step.REEMBED, fields=fields, **ours)
+    return (use, again)
+
+
+def _folder_problem(changes: tuple[FieldChange, ...], folder: str) -> str:
+    """The contract's folder holds another network; no index is involved."""
     lines = "\n".join(f"  {c.field}: contract={c.index!r}, folder={c.caller!r}" for c in changes)
-    what = (
+    return (
         f"the model folder {folder} holds other weights than the contract pins (changed or "
         "replaced since the contract was read); nothing was embedded.\n" + lines + "\n"
     )
-    return (
-        what + "Pass the folder the contract was read from: Embedder(contract, path='<that "
-        "folder>'). To use this folder's model instead, read its contract: "
-        f"contract_for({folder!r}) (an index written under the old contract refuses it; "
-        "re-embed it with ctxemb_chroma.migrate).",
-        what + "Pass the folder the contract was read from as --model. To use this folder's "
-        f"model instead, index again under its contract: --model {folder} (a collection "
-        "written under the old one refuses it; ctxemb migrate re-embeds it).",
-    )
 
 
-def _server_message(changes: tuple[FieldChange, ...], server: str) -> tuple[str, str]:
-    """(for Python, for the CLI): the embedding server at ``server`` serves another contract."""
+def _folder_remedies(folder: str) -> tuple[Remedy, ...]:
+    return (Remedy.of(Step.USE_FOLDER), Remedy.of(Step.READ_FOLDER, folder=folder))
+
+
+def _server_problem(changes: tuple[FieldChange, ...], server: str) -> str:
+    """The embedding server at ``server`` serves another contract."""
     lines = "\n".join(f"  {c.field}: server={c.index!r}, caller={c.caller!r}" for c in changes)
-    what = (
+    return (
         f"contract mismatch: the embedding server at {server} serves another contract than the "
         "one asked for; nothing was embedded.\n" + lines + "\n"
     )
+
+
+def _server_remedies(
+    diff: ContractDiff, caller: EmbeddingContract, server: str
+) -> tuple[Remedy, ...]:
+    fields = tuple(c.field for c in diff.changes)
+    ours = {c.field: c.caller for c in diff.changes}
     return (
-        what + "Serve the contract asked for there (ctxemb serve with the same model and contract "
-        f"options), or embed under the server's own: contract_for({server!r}) reads it (an "
-        "index written under the other contract refuses it).",
-        what + "Serve the contract asked for there (ctxemb serve with the same model and contract "
-        "options), or drop --model and the contract flags to use the server's own contract.",
+        Remedy.of(Step.SERVE, fields=fields, server=server, **{"model": caller.model, **ours}),
+        Remedy.of(Step.USE_SERVER_CONTRACT, fields=fields, server=server),
     )
 
 

@@ -30,7 +30,7 @@ from ctxemb_core.contract import (
     Quantization,
     canonical_layers,
 )
-from ctxemb_core.errors import InvalidContractError, MalformedModelError
+from ctxemb_core.errors import InvalidContractError, MalformedModelError, Remedy, Step
 from ctxemb_core.folders.digests import (
     MAX_TOKENIZER_FILE,
     check_tokenizer_files,
@@ -127,10 +127,14 @@ def _served_contract(url: str, arguments: dict[str, Any]) -> EmbeddingContract:
 
     given = sorted(k for k, v in arguments.items() if k not in ("model", "text") and v is not None)
     if given:
+        options = {k: arguments[k] for k in given}
         raise InvalidContractError(
             f"contract options ({', '.join(given)}) apply to a model folder; a server's contract "
-            f"is the one it serves. Read it with contract_for({url!r}) and change it with "
-            "contract.with_(...) (the server then refuses it), or serve the other contract"
+            "is the one it serves. ",
+            remedies=(
+                Remedy.of(Step.SERVE, fields=given, server=url, model="<model>", **options),
+                Remedy.of(Step.USE_SERVER_CONTRACT, fields=given, server=url),
+            ),
         )
     return server_contract(url).contract
 

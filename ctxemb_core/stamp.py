@@ -23,7 +23,7 @@ from ctxemb_core.errors import (
     EncoderDriftError,
     InvalidInputError,
     MissingStampError,
-    unstamped_advice,
+    unstamped_remedies,
 )
 from ctxemb_core.validate import check_texts
 
@@ -146,8 +146,7 @@ class IndexStamp:
                 "the index carries no ctxemb stamp, so nothing proves which contract wrote its "
                 "vectors, and ctxemb will not read or write it unstamped. "
             )
-            python, cli = unstamped_advice()
-            raise MissingStampError(what + python, cli=what + cli)
+            raise MissingStampError(what, remedies=unstamped_remedies())
         assert metadata is not None
         try:
             schema = metadata[_K + "schema"]

@@ -7,9 +7,11 @@ built or a store opened, so this package imports no integration at module level,
 whose adapter is not installed leaves every other command working.
 
 A user's mistake never ends in a traceback: every one is a :class:`CtxembError` (argparse's own
-usage errors included), printed as one ``ctxemb: error:`` line on stderr in the command line's
-terms (:meth:`CtxembError.message_for` ``("cli")``), and is found before the store is touched
-wherever the inputs allow it. Commands that only read a store never create one. Texts cut to
+usage errors included, a mistyped option named with the nearest one), printed as one ``ctxemb:
+error:`` line on stderr whose advice names only what the command that was run can do: its own
+options, its collection and store, or the command that takes the next step
+(:mod:`~ctxemb_core.cli.advice` words the error's remedies), and is found before the store is
+touched wherever the inputs allow it. Commands that only read a store never create one. Texts cut to
 the contract's ``max_tokens`` are summed up in one ``ctxemb: note:`` line at the end. Anything
 else is a bug and keeps its traceback.
 
@@ -18,7 +20,8 @@ Exit codes:
     1    a check failed: ``verify`` found a failed check, ``detect`` no conclusive match,
          ``index --ray`` left documents unwritten (named; run it again)
     2    bad input: one ``ctxemb: error:`` line on stderr, nothing changed
-    130  interrupted (Ctrl-C); index, migrate and eval continue where they stopped
+    130  interrupted (Ctrl-C): the error line says what the command left; index, migrate and
+         eval continue where they stopped
 """
 
 from __future__ import annotations

@@ -28,14 +28,8 @@ from ctxemb_core.cli import (
     verify,
 )
 from ctxemb_core.cli import eval as evaluate
-from ctxemb_core.cli.common import (
-    EXIT_CODES,
-    INTERRUPTED,
-    Parser,
-    cli_message,
-    error,
-    examples,
-)
+from ctxemb_core.cli.advice import ARGV, PARSER, Invocation, cli_message
+from ctxemb_core.cli.common import EXIT_CODES, INTERRUPTED, Parser, error, examples
 from ctxemb_core.cli.stores import options_only_for
 from ctxemb_core.errors import CtxembError, TruncationWarning
 from ctxemb_core.redact import scrub, secrets_in
@@ -89,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(sub)
+    for command in sub.choices.values():
+        # An error's advice names the options of the command that was run (cli.advice).
+        command.set_defaults(**{PARSER: command})
     return parser
 
 
@@ -187,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (one ``ctxemb: error:`` line on stderr, nothing changed), 130 when interrupted.
     """
     given = sys.argv[1:] if argv is None else list(argv)
+    args: argparse.Namespace | None = None
     # The command argparse will run: the first word that is not an option (the top level takes
     # none with a value); only its parser needs the options of a store.
     command = next((a for a in given if not a.startswith("-")), None)
@@ -195,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with options_only_for(f"ctxemb {command}"):
                 parser = build_parser()
             args = parser.parse_args(given)
+            setattr(args, ARGV, tuple(given))
         except SystemExit as exc:  # --help: argparse printed it and asks to exit
             return exc.code if isinstance(exc.code, int) else 0
         with _progress_lines():
@@ -206,15 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except CtxembError as exc:
-        return _error(f"{type(exc).__name__}: {cli_message(exc)}", given)
+        run = Invocation.of(args) if args is not None else None
+        return _error(f"{type(exc).__name__}: {cli_message(exc, run)}", given)
     except OSError as exc:
         # A user's path (a corpus, a queries file, a store folder) that cannot be read or written;
         # errors from ctxemb's own files are CtxembErrors and are caught above.
         return _error(f"{type(exc).__name__}: {exc}; check the path and its permissions", given)
     except KeyboardInterrupt:
-        print(
-            "ctxemb: error: interrupted; index, migrate and eval continue where they stopped "
-            "when run again",
-            file=sys.stderr,
-        )
+        module = COMMANDS.get(args.command) if args is not None else None
+        after = getattr(module, "AFTER_INTERRUPT", "run the same command again")
+        print(f"ctxemb: error: interrupted; {after}", file=sys.stderr)
         return INTERRUPTED

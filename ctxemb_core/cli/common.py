@@ -96,7 +96,45 @@ class Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         if self.unavailable is not None:
             raise self.unavailable
-        return super().parse_known_args(args, namespace)
+        given = list(sys.argv[1:] if args is None else args)
+        try:
+            found, extra = super().parse_known_args(given, namespace)
+        except InvalidInputError:
+            # A mistyped option leaves a required one missing (--colection for --collection):
+            # the option the user typed is the mistake to name, not the one argparse missed.
+            unknown = self._unknown(given)
+            if unknown:
+                raise self._unrecognized(unknown) from None
+            raise
+        if extra and self._subparsers is None:  # a command's own parser: nothing is left over
+            raise self._unrecognized(extra)
+        return found, extra
+
+    def _unknown(self, given: list[str]) -> list[str]:
+        """What argparse would leave over from ``given`` with no argument required (``[]``
+        when that parse fails too: the first error stands)."""
+        required = [(a, a.required) for a in self._actions]
+        for action, _ in required:
+            action.required = False
+        try:
+            return super().parse_known_args(given, None)[1]
+        except (InvalidInputError, SystemExit):
+            return []
+        finally:
+            for action, was in required:
+                action.required = was
+
+    def _unrecognized(self, extra: list[str]) -> InvalidInputError:
+        """The arguments nothing took, the nearest option named for a mistyped one."""
+        import difflib
+
+        options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        typed = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), None)
+        near = difflib.get_close_matches(typed, options, n=1, cutoff=0.6) if typed else []
+        hint = f"; did you mean {near[0]}?" if near else ""
+        return InvalidInputError(
+            f"{self.prog}: unrecognized arguments: {' '.join(extra)}{hint} (see {self.prog} --help)"
+        )
 
     def error(self, message: str) -> NoReturn:
         raise InvalidInputError(f"{self.prog}: {message} (see {self.prog} --help)")

@@ -4,15 +4,16 @@ collection refusing embedders under other contracts."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core.cli.advice import Invocation, cli_message
 from ctxemb_core.cli.common import (
     DEFAULT_MODEL,
     POSITIVE,
-    cli_message,
     examples,
     index_corpus,
     load_documents,
@@ -22,6 +23,11 @@ from ctxemb_core.cli.stores import demo_store_args, open_store, store_options
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.demo import corpus_path, queries_path
 from ctxemb_core.errors import DataFormatError
+
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "run the demo again: it continues where it stopped (the documents already indexed are kept)"
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -87,6 +93,8 @@ def _demo_in(
     from ctxemb_core.errors import ContractMismatchError
 
     options = store_options(args.store)
+    run = Invocation.of(args)
+    shown = None if run is None else dataclasses.replace(run, shown=True)
     print(f"contract   {contract.describe()}")
     collection = adapter.open_collection(client, args.collection, Embedder(contract))
     added = len(index_corpus(collection, corpus, 512).added)
@@ -110,7 +118,7 @@ def _demo_in(
             adapter.open_collection(client, args.collection, Embedder(other), create=False)
         except ContractMismatchError as exc:
             print(f"- {label}: refused ({exc.diff.kind.value}), fields {', '.join(exc.fields)}")
-            print("  " + cli_message(exc).replace("\n", "\n  "))
+            print("  " + cli_message(exc, shown).replace("\n", "\n  "))
         else:  # pragma: no cover - the guard failing is the one thing the demo must not show
             print(f"- {label}: NOT refused")
             return 1

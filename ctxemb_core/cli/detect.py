@@ -36,6 +36,12 @@ _KEPT = {
 _ROWS = 12  # candidates shown in the table; --json has them all
 
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "detect only reads (--adopt writes the stamp in one step, after the report); run it again"
+)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "detect",

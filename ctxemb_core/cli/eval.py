@@ -86,6 +86,13 @@ _USES = {
 assert set(_USES) == set(VIAS)
 
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "run the same command again: what its collection and the embedding cache already hold "
+    "is not embedded again"
+)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "eval",

@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from ctxemb_core.sync import SyncReport
 
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "run the same command again: it continues where it stopped (the documents already "
+    "written are kept and not embedded again)"
+)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "index",

@@ -8,6 +8,9 @@ from typing import Any
 
 from ctxemb_core.cli.common import DEFAULT_MODEL, contract_args, examples, overrides
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = "inspect only reads, so nothing was changed"
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(

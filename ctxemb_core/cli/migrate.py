@@ -30,6 +30,11 @@ from ctxemb_core.cli.stores import (
 )
 from ctxemb_core.errors import InvalidInputError
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "run the same command again: it continues where it stopped (the source was not modified)"
+)
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(

@@ -27,6 +27,9 @@ from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.validate import check_texts
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = "query only reads, so nothing was changed"
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(

@@ -10,6 +10,12 @@ from ctxemb_core.cli.common import changed, contract_args, examples, flag, overr
 from ctxemb_core.cli.stores import open_store, store_args, where
 from ctxemb_core.errors import InvalidInputError
 
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "the stamp is rewritten in one step, so the collection has the old stamp or the new "
+    "one; run ctxemb restamp again to be sure"
+)
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from ctxemb_core.cli.advice import Invocation
 from ctxemb_core.cli.common import (
     COUNT,
     caller_contract,
@@ -31,6 +32,10 @@ stderr). Not checked: records outside the sample, records stored without their t
 be re-embedded), record metadata (not part of the contract), and anything written after the
 check. Exit code 0 when every check passes; 1 when any fails, with one line on stderr naming
 what failed; 2 on an error."""
+
+
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = "verify only reads, so nothing was changed; run it again to check from the start"
 
 
 def add_parser(sub: Any) -> None:
@@ -79,11 +84,13 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({**report.to_dict(), "store": store}, indent=2))
     if report.ok:
         return 0
-    print(f"ctxemb: error: verify failed: {_failures(report)}", file=sys.stderr)
+    run = Invocation.of(args)
+    chosen = run.contract_given() if run is not None else []
+    print(f"ctxemb: error: verify failed: {_failures(report, chosen)}", file=sys.stderr)
     return 1
 
 
-def _failures(report: Any) -> str:
+def _failures(report: Any, given: list[str] | None = None) -> str:
     """What a failed verify report found, and the next step for each, in one line."""
     found = []
     if not report.stamped:
@@ -92,9 +99,10 @@ def _failures(report: Any) -> str:
         found.append(f"its stamp is damaged ({report.damaged})")
     elif not report.fingerprint_match:
         fields = ", ".join(c.field for c in report.diff.changes) if report.diff else "?"
+        own = f"leave out {' and '.join(given)}" if given else "use the index's own contract"
         found.append(
-            f"the contract differs in {fields} (use the index's own contract, or re-embed "
-            "with ctxemb migrate)"
+            f"the contract differs in {fields} ({own} to check against the collection's own "
+            "contract, or re-embed it into a new collection with ctxemb migrate)"
         )
     elif report.canary_cosine is None or report.canary_cosine < report.tolerance:
         found.append(

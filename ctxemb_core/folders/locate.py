@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.errors import CtxembError, InvalidInputError, ModelNotFoundError
+from ctxemb_core.errors import CtxembError, InvalidInputError, ModelNotFoundError, Remedy, Step
 from ctxemb_core.folders.digests import weights_digest
 from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.manifest import is_export, read_manifest
@@ -241,11 +241,16 @@ def _not_found(text: str, stale: Path | None) -> ModelNotFoundError:
             f"nearest known names are {shown}"
         )
         return ModelNotFoundError(
-            f"{what}. If you meant {near[0]!r}: contract_for({near[0]!r}). If {text!r} is a "
-            f"folder that moved, read it from its new place: contract_for('<new path>', "
-            f"name={text!r}).",
-            cli=f"{what}. If you meant {near[0]!r}: --model {near[0]}. If {text!r} is a folder "
-            f"that moved, pass --model <new path> --name {text!r}.",
+            f"{what}. ",
+            remedies=(
+                Remedy.of(Step.GIVE, when=f"you meant {near[0]!r}", model=near[0]),
+                Remedy.of(
+                    Step.GIVE,
+                    when=f"{text!r} is a folder that moved",
+                    model="<new path>",
+                    name=text,
+                ),
+            ),
         )
     if _looks_like_hub_id(text) and stale is None:
         what = (
@@ -256,10 +261,17 @@ def _not_found(text: str, stale: Path | None) -> ModelNotFoundError:
     else:
         what = f"model folder {text!r} does not exist ({where})"
     return ModelNotFoundError(
-        f"{what}. If the folder moved, read it from its new place under the name the contract "
-        f"records: contract_for('<new path>', name={text!r}), or register_model({text!r}, "
-        "'<new path>') so that contracts naming it find it.",
-        cli=f"{what}. If the folder moved, pass --model <new path> --name {text!r}.",
+        f"{what}. ",
+        remedies=(
+            Remedy.of(
+                Step.GIVE,
+                when="the folder moved (read it from its new place under the name the contract "
+                "records)",
+                model="<new path>",
+                name=text,
+                register=True,
+            ),
+        ),
     )
 
 

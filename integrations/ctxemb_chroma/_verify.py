@@ -28,7 +28,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
     StampError,
-    unstamped_advice,
+    unstamped_remedies,
 )
 from ctxemb_core.guard import (
     adopt_stamp,
@@ -79,8 +79,7 @@ def verify_open(
             "proves which contract made its vectors; ctxemb neither reads nor writes it "
             "unstamped. "
         )
-        python, cli = unstamped_advice(raw.name)
-        raise MissingStampError(what + python, cli=what + cli)
+        raise MissingStampError(what, remedies=unstamped_remedies(raw.name))
     stamp = IndexStamp.from_metadata(raw.metadata)
     stamp.verify(embedder)
     try:

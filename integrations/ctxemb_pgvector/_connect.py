@@ -17,11 +17,20 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingDependencyError,
     StoreUnavailableError,
-    store_terms,
 )
 from ctxemb_core.redact import redact_dsn, scrub, secrets_in
+from ctxemb_core.remedy import StoreTerms
 
-__all__ = ["advised", "check_connection", "connect", "local_server", "translated"]
+__all__ = ["TERMS", "advised", "check_connection", "connect", "local_server", "translated"]
+
+#: This adapter's words, for the advice of the errors its calls raise.
+TERMS = StoreTerms(
+    module="ctxemb_pgvector",
+    open="open_table",
+    kind="table",
+    records="rows",
+    cli_where="--store pgvector and the same --dsn",
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound=type)
@@ -29,7 +38,7 @@ C = TypeVar("C", bound=type)
 
 def advised(target: Any) -> Any:
     """A function (or every public method of a class) whose errors give their advice in this
-    adapter's terms: ``ctxemb_pgvector.restamp(...)``, ``--store pgvector --dsn DSN``."""
+    adapter's terms (:data:`TERMS`): ``ctxemb_pgvector.restamp(...)``, ``--store pgvector``."""
     if isinstance(target, type):
         for name, member in list(vars(target).items()):
             if not name.startswith("_") and callable(member):
@@ -38,8 +47,11 @@ def advised(target: Any) -> Any:
 
     @functools.wraps(target)
     def call(*args: Any, **kwargs: Any) -> Any:
-        with store_terms("ctxemb_pgvector", "--store pgvector and the same --dsn"):
+        try:
             return target(*args, **kwargs)
+        except CtxembError as exc:
+            exc.in_terms_of(TERMS)
+            raise
 
     return call
 

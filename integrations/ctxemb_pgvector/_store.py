@@ -9,8 +9,13 @@ import psycopg
 from psycopg import sql
 
 from ctxemb_core import EmbeddingContract, IndexStamp
-from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStampError
-from ctxemb_pgvector._connect import check_connection, translated
+from ctxemb_core.errors import (
+    DamagedStampError,
+    InvalidInputError,
+    MissingStampError,
+    unstamped_remedies,
+)
+from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import SEQ, STAMPS, check_name, ident
 
 
@@ -177,18 +182,9 @@ def unstamped(stored: StoredTable) -> MissingStampError:
         "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
         "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
     )
-    python = (
-        "If its vectors were made under your contract, adopt it once (a sample of its rows is "
-        f"re-embedded, and it is stamped only if they match): ctxemb_pgvector.open_table(conn, "
-        f"{stored.name!r}, contract, adopt=True); ctxemb_pgvector.detect(conn, {stored.name!r}, "
-        "model) finds its contract when you do not know it."
-    )
-    cli = (
-        f"Find its contract and stamp it: ctxemb detect --store pgvector --dsn DSN --collection "
-        f"{stored.name} --model <model> --adopt; it is stamped only if a sample of its rows "
-        "re-embeds to their stored vectors."
-    )
-    return MissingStampError(what + python, cli=what + cli)
+    error = MissingStampError(what, remedies=unstamped_remedies(stored.name))
+    error.in_terms_of(TERMS)
+    return error
 
 
 def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:

@@ -20,7 +20,12 @@ from ctxemb_core.cli.stores import StoreOptions
 
 CLI = Path(cli_package.__file__).parent
 #: The modules the commands share: the parser and errors, the store protocol, the hybrid options.
-SHARED = {"ctxemb_core.cli.common", "ctxemb_core.cli.stores", "ctxemb_core.cli.hybrid"}
+SHARED = {
+    "ctxemb_core.cli.advice",
+    "ctxemb_core.cli.common",
+    "ctxemb_core.cli.stores",
+    "ctxemb_core.cli.hybrid",
+}
 STORE_COMMANDS = ("index", "query", "verify", "migrate", "restamp", "detect")
 
 
