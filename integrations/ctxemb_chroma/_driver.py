@@ -161,6 +161,7 @@ class ChromaDriver:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise InvalidInputError(f"embedder must be an Embedder, got {type(embedder).__name__}")
         self.embedder = embedder
+        self._seen: Collection | None = None
         with translated("reading the store's batch limit"):
             step = int(client.get_max_batch_size())
         self.capabilities = Capabilities(
@@ -185,10 +186,17 @@ class ChromaDriver:
     # -- the collection and its stamp ---------------------------------------------------------
 
     def _stored(self) -> Collection | None:
-        return stored_or_none(self.client, self._name)
+        raw = stored_or_none(self.client, self._name)
+        self._seen = raw
+        return raw
 
-    def _collection(self) -> Collection:
-        raw = self._stored()
+    def _collection(self, *, fresh: bool = False) -> Collection:
+        """The collection the last head was read from (the guard reads one before every call:
+        what it verified is what is read, by id, never another made since under the name), or
+        the one the store has now."""
+        raw = self._seen if not fresh else None
+        if raw is None:
+            raw = self._stored()
         if raw is None:
             raise missing_collection(self.client, self._name)
         return raw
@@ -240,7 +248,7 @@ class ChromaDriver:
         return StampRead(self._head(raw), dict(raw.metadata or {}), storage)
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
-        raw = self._collection()
+        raw = self._collection(fresh=True)
         if self._head(raw).stamp_version != stamp_version:
             return False
         function = self._function(stamp.contract)
@@ -308,7 +316,7 @@ class ChromaDriver:
         columns = _columns(records)
         ids = columns["ids"]
         check_metadatas(ids, columns["metadatas"])  # Chroma's checks, before anything is written
-        raw = self._collection()
+        raw = self._collection(fresh=stamp_version is not None)
         self._check_version(raw, stamp_version)
         step = self.capabilities.max_batch or len(ids)
         with _adding(self.describe(), str(raw.id)):
@@ -329,7 +337,7 @@ class ChromaDriver:
         where: Filter | None = None,
         stamp_version: Version | None = None,
     ) -> list[str]:
-        raw = self._collection()
+        raw = self._collection(fresh=stamp_version is not None)
         self._check_version(raw, stamp_version)
         chosen: dict[str, Any] = {"where": _where(where)}
         if ids is not None:

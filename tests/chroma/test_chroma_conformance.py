@@ -5,6 +5,7 @@ contract and refuses under another, and the other way round (one stamp format)."
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -117,14 +118,42 @@ class RawChroma:
 _COLUMNS = frozenset({"ids", "embeddings", "metadatas", "documents", "uris"})
 
 
+# Clients of the server, built once for the module: a client is ~50 ms of CPU to make (it asks
+# the server its version, tenant and database), and httpx clients are safe across threads.
+_SERVER_CLIENTS: dict[int, list[ClientAPI]] = {}
+_HANDLES = 6  # as many as the suite's concurrency test opens at once
+
+
+def _server_clients(port: int) -> list[ClientAPI]:
+    if port not in _SERVER_CLIENTS:
+        made = [chromadb.HttpClient(host="127.0.0.1", port=port) for _ in range(_HANDLES)]
+        _SERVER_CLIENTS[port] = made
+    return _SERVER_CLIENTS[port]
+
+
+@pytest.fixture(scope="module")
+def _embedded(tmp_path_factory: pytest.TempPathFactory) -> ClientAPI:
+    return chromadb.PersistentClient(path=str(tmp_path_factory.mktemp("chroma-conformance")))
+
+
+@pytest.fixture
+def client(request: pytest.FixtureRequest, _embedded: ClientAPI) -> ClientAPI:
+    """conftest's ``client`` (embedded, or the session's server for a ``transport`` test), one
+    per store for this module: each test uses fresh collection names."""
+    if request.param == "embedded":
+        return _embedded
+    return _server_clients(request.getfixturevalue("server"))[0]
+
+
 def _handle(client: ClientAPI) -> Callable[[], ClientAPI]:
-    """A new client per driver handle on a server (a connection each); the embedded store's
-    client otherwise (Chroma shares one system per folder in a process anyway)."""
+    """A client per driver handle: on a server one of the module's (a connection each, in
+    turn); the embedded store's client otherwise (Chroma shares one system per folder in a
+    process anyway)."""
     settings = client.get_settings()
     if settings.is_persistent:
         return lambda: client
-    host, port = settings.chroma_server_host, settings.chroma_server_http_port
-    return lambda: chromadb.HttpClient(host=host, port=port)
+    turn = itertools.cycle(_server_clients(int(settings.chroma_server_http_port or 0)))
+    return lambda: next(turn)
 
 
 @pytest.mark.transport
@@ -197,3 +226,36 @@ def test_another_contract_is_refused_whichever_opener_made_the_collection(client
         client.get_collection(by_driver, embedding_function=ContractEmbeddingFunction(other))
     for name in (by_driver, by_open):
         assert client.get_collection(name, embedding_function=None).count() == len(DOCS)
+
+
+# -- what Chroma does not do by itself -----------------------------------------------------------
+
+
+def test_a_replacing_write_replaces_records_whole(client, embedder):
+    driver = ChromaDriver(client, fresh_name())
+    GuardedIndex.open(driver, embedder)
+    v = np.full(embedder.contract.output_dim, 0.25, dtype=np.float32)
+    driver.write(
+        [Record("a", v, "Text a.", {"keep": 1, "drop": 2}), Record("b", v, "Text b.", {"x": 1})],
+        replace=False,
+    )
+    # Chroma's upsert merges metadata and keeps a document it is not given: replaced whole here.
+    driver.write(
+        [Record("a", v, "Text a2.", {"keep": 3}), Record("b", v, None, {"y": 2})], replace=True
+    )
+    got = {r.id: (r.text, r.metadata) for r in driver.read(["b", "a"])}
+    assert got == {"a": ("Text a2.", {"keep": 3}), "b": (None, {"y": 2})}
+    assert [r.id for r in driver.read(["b", "a", "absent"])] == ["b", "a"]  # the order given
+
+
+def test_a_filter_of_several_keys_is_every_pair(client, embedder):
+    driver = ChromaDriver(client, fresh_name())
+    index = GuardedIndex.open(driver, embedder)
+    metas = [{"n": k % 2, "kind": "odd" if k % 2 else "even", "k": k} for k in range(len(DOCS))]
+    index.add(list(DOCS), list(DOCS.values()), metas)
+    both = index.query([QUERY], 5, where={"n": 1, "kind": "odd"})[0]
+    assert sorted(m.id for m in both) == ["bike", "slugs"]
+    assert index.query([QUERY], 5, where={"n": 1, "kind": "even"})[0] == []
+    assert driver.delete(where={"n": 0, "k": 2}) == ["moon"]
+    assert driver.delete(["tea", "bike"], where={"n": 0}) == ["tea"]
+    assert sorted(index.ids()) == ["bank", "bike", "slugs"]
