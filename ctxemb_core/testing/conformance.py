@@ -22,9 +22,11 @@ proven against their store through :class:`~ctxemb_core.index.GuardedIndex`::
 ``new_driver`` returns a function that makes a new driver handle onto one fresh index, not yet
 created (called from several threads at once by the concurrency test: a new connection each
 time where the store has connections). ``raw`` is a :class:`RawAccess`: what a user's own
-client does around ctxemb (the tests tamper through it). The ``embedder`` fixture gives a tiny
-static model built in code (no download, no torch; :func:`tiny_embedder`); override it to run
-the suite under another contract.
+client does around ctxemb (the tests tamper through it). A store that cannot hold some raw
+records, or keeps vectors only within a rounding, declares it
+(:attr:`DriverConformance.unstorable`, :attr:`DriverConformance.vector_tolerance`). The
+``embedder`` fixture gives a tiny static model built in code (no download, no torch;
+:func:`tiny_embedder`); override it to run the suite under another contract.
 
 What is proven, for each driver: a new index is stamped in the step that makes it, and of
 several concurrent creators one makes it (concurrent indexers of one corpus add each record
