@@ -19,7 +19,13 @@ from conftest import fresh_name
 from ctxemb_chroma import ChromaDriver, open_collection
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_core import Embedder, IndexStamp
-from ctxemb_core.errors import ContractMismatchError, StoreUnavailableError
+from ctxemb_core.errors import (
+    ConfigurationMismatchError,
+    ContractMismatchError,
+    StampError,
+    StorageMismatchError,
+    StoreUnavailableError,
+)
 from ctxemb_core.index import GuardedIndex
 from ctxemb_core.index.driver import Record
 from ctxemb_core.migrate import COPY_TOLERANCE
@@ -259,3 +265,22 @@ def test_a_filter_of_several_keys_is_every_pair(client, embedder):
     assert driver.delete(where={"n": 0, "k": 2}) == ["moon"]
     assert driver.delete(["tea", "bike"], where={"n": 0}) == ["tea"]
     assert sorted(index.ids()) == ["bank", "bike", "slugs"]
+
+
+def test_the_persisted_function_changed_around_ctxemb_is_refused_by_both_openers(client, embedder):
+    name = fresh_name()
+    index = GuardedIndex.open(ChromaDriver(client, name), embedder)
+    _filled(index)
+    other = Embedder(variants(embedder.contract)["pooling"])
+    raw = client.get_collection(name, embedding_function=None)
+    # Chroma saves the new configuration, then the old function refuses the change (too late).
+    with contextlib.suppress(ValueError, StampError):
+        raw.modify(configuration={"embedding_function": ContractEmbeddingFunction(other)})
+    with pytest.raises(StorageMismatchError):
+        index.query([QUERY], 1)  # the open handle sees the setting move
+    with pytest.raises(StorageMismatchError):
+        GuardedIndex.open(ChromaDriver(client, name), embedder)
+    with pytest.raises(ConfigurationMismatchError):
+        open_collection(client, name, embedder)
+    open_collection(client, name, embedder, repair=True)  # the adapter's repair writes it back
+    assert GuardedIndex.open(ChromaDriver(client, name), embedder).count() == len(DOCS)
