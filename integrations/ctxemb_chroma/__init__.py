@@ -14,6 +14,8 @@ exactly these names of it, nothing private:
   vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
 - :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
 - :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
+- :class:`ChromaDriver` (:func:`driver`): a collection as a store driver for core's
+  ``GuardedIndex`` (the same stamp, the same persisted function as :func:`open_collection`);
 - :func:`open_hybrid`: a collection and its lexical (BM25) side, a hybrid index under one
   stamped recipe; :func:`lexical_folder`: where that side lives, so a framework's hybrid index
   is the one :func:`open_hybrid` opens.
@@ -42,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._connect import connect
 from ctxemb_chroma._detect import detect
+from ctxemb_chroma._driver import ChromaDriver, driver
 from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._hybrid import lexical_folder, open_hybrid
@@ -60,6 +63,7 @@ from ctxemb_chroma._store import (
 from ctxemb_chroma._write import check_metadatas
 
 __all__ = [
+    "ChromaDriver",
     "ContractEmbeddingFunction",
     "GuardedCollection",
     "IndexSummary",
@@ -67,6 +71,7 @@ __all__ = [
     "check_name",
     "connect",
     "detect",
+    "driver",
     "eval_path",
     "index_with_ray",
     "lexical_folder",

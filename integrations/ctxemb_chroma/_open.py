@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._function import ContractEmbeddingFunction
@@ -22,6 +23,22 @@ from ctxemb_core.guard import (
     check_flag,
     check_sample_size,
 )
+
+
+def create_stamped(
+    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
+) -> Collection:
+    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
+    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
+    stamp's contract) as Chroma's persisted embedding function, searched in the space the
+    contract's vectors are for. :func:`open_collection` and the store driver both call it."""
+    with translated(f"creating collection {name!r}"):
+        return client.create_collection(
+            name,
+            metadata=stamp.to_metadata(),
+            embedding_function=function,  # type: ignore[arg-type]
+            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
+        )
 
 
 def open_collection(
@@ -87,16 +104,8 @@ def open_collection(
         else:
             stamp.check_contract(embedder.contract)
             stamp.verify(embedder)
-        ef = ContractEmbeddingFunction(embedder)
         try:
-            with translated(f"creating collection {name!r}"):
-                # The stamp is part of the create call itself: no unstamped collection exists.
-                raw = client.create_collection(
-                    name,
-                    metadata=stamp.to_metadata(),
-                    embedding_function=ef,  # type: ignore[arg-type]
-                    configuration={"hnsw": {"space": ef.default_space(), "ef_search": 200}},
-                )
+            raw = create_stamped(client, name, ContractEmbeddingFunction(embedder), stamp)
             return GuardedCollection(client, raw, embedder, stamp, sample=sample)
         except Exception:
             raw = stored_or_none(client, name)

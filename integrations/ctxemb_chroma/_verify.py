@@ -117,19 +117,21 @@ def _check_records(
     return OpenCheck(len(ids), len(chosen), changed)
 
 
+def store_address(client: ClientAPI) -> str:
+    """Which store ``client`` reaches: an embedded folder (resolved) or a server's address."""
+    settings = client.get_settings()
+    if settings.is_persistent:
+        return f"embedded:{Path(str(settings.persist_directory)).resolve()}"
+    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
+    return f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
+
+
 def record_key(client: ClientAPI, raw: Collection, embedder: Embedder) -> dict[str, str]:
     """What a verification record is kept under: the store, the collection's id (one deleted
     and made again under its name is another), the caller's contract and encoder, the stamp and
     Chroma's persisted embedding setting (a change of any is another key, so a record is never
     used for another contract, another encoder's files or a re-stamped collection)."""
-    settings = client.get_settings()
-    if settings.is_persistent:
-        store = f"embedded:{Path(str(settings.persist_directory)).resolve()}"
-    else:
-        scheme = "https" if settings.chroma_server_ssl_enabled else "http"
-        store = (
-            f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
-        )
+    store = store_address(client)
     stamp = json.dumps(IndexStamp.metadata_items(raw.metadata), default=str)
     setting = json.dumps(configured_function(raw), sort_keys=True, default=str)
     return verified_key(

@@ -128,6 +128,7 @@ def test_the_chroma_adapter_exports_exactly_the_intended_names():
     import ctxemb_chroma
 
     assert set(ctxemb_chroma.__all__) == {
+        "ChromaDriver",
         "ContractEmbeddingFunction",
         "GuardedCollection",
         "IndexSummary",
@@ -135,6 +136,7 @@ def test_the_chroma_adapter_exports_exactly_the_intended_names():
         "check_name",
         "connect",
         "detect",
+        "driver",
         "eval_path",
         "index_with_ray",
         "lexical_folder",

@@ -1,0 +1,384 @@
+"""Chroma as a store driver: one collection, embedded or on a server, under core's guard.
+
+:class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
+collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. It moves
+records and metadata through the adapter's own helpers, so that a collection it creates is
+exactly one :func:`~ctxemb_chroma.open_collection` creates (:func:`._open.create_stamped`: the
+stamp in the collection's metadata in the create call, ctxemb's function as Chroma's persisted
+embedding function) and each opens the other's, under the same contract, with the same refusals.
+
+How the protocol's promises are kept on a store with neither transactions nor a write mark:
+
+- **identity** is the collection's id; the **stamp version** a digest of what
+  :func:`._store.identity` compares on every guarded call (the stamp and the persisted
+  embedding function); the **store's setting** (``storage``) is that function: ``ctxemb``'s,
+  of the stamp's contract (``None`` when Chroma persisted another function or none: an
+  unstamped collection a raw client made can then be adopted, as ``open_collection`` adopts
+  it; a stamped one is refused);
+- ``transactions=False``: the guard reads a batch's records first and puts them back on failure
+  through :meth:`ChromaDriver.write` and :meth:`ChromaDriver.delete`; ``marks=False``: an open
+  lists every id; ``filters=True`` (``{k: v}`` as Chroma's ``$eq``/``$and``); ``max_batch`` is
+  the store's ``get_max_batch_size()``;
+- a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
+  away, so records are written through :func:`._write.restore` (keys the stored record had and
+  the new one lacks are removed, a record without text is deleted and added again);
+  ``replace=False`` checks and adds under one lock per collection in this process (Chroma's
+  ``add`` keeps a stored id silently: two threads indexing one corpus add nothing twice);
+- **records** come in Chroma's own order (as first written; an update keeps its place). Reads of
+  records by id or page go through :func:`._store.read_reloaded` (an embedded store another
+  process wrote is read afresh), the others through :func:`._store.read_settled`; every call's
+  errors are translated into ctxemb's tree (:func:`._store.translated`).
+
+Example:
+    >>> from ctxemb_core.index import GuardedIndex
+    >>> docs = GuardedIndex.open(ChromaDriver(client, "docs"), embedder)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+
+from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
+from ctxemb_chroma._open import create_stamped
+from ctxemb_chroma._restamp import _without_stamp
+from ctxemb_chroma._store import (
+    check_client,
+    check_name,
+    configured_function,
+    identity,
+    missing_collection,
+    read_reloaded,
+    read_settled,
+    stored_or_none,
+    translated,
+)
+from ctxemb_chroma._verify import store_address
+from ctxemb_chroma._write import check_metadatas, chunks, restore
+from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StampError
+from ctxemb_core.index.driver import (
+    INCLUDE,
+    Capabilities,
+    Filter,
+    Head,
+    Hit,
+    Record,
+    StampMovedError,
+    StampRead,
+    Version,
+)
+
+__all__ = ["ChromaDriver", "driver"]
+
+#: Chroma's name of each part a read may include.
+_PARTS = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
+
+# One lock per collection (store, tenant, database, id) for "absent? then add" in this process.
+_ADDING: dict[tuple[str, str], threading.Lock] = {}
+_ADDING_LOCK = threading.Lock()
+
+
+def _adding(store: str, collection_id: str) -> threading.Lock:
+    with _ADDING_LOCK:
+        return _ADDING.setdefault((store, collection_id), threading.Lock())
+
+
+def _where(where: Filter | None) -> dict[str, Any] | None:
+    """The neutral filter ``{key: value}`` as Chroma's ``where`` (``$and`` takes two or more)."""
+    if not where:
+        return None
+    terms: list[dict[str, Any]] = [{k: {"$eq": v}} for k, v in where.items()]
+    return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+def _space(raw: Collection) -> str:
+    """The distance Chroma searches the collection by (its default, ``l2``, when none is set)."""
+    config = raw.configuration_json or {}
+    index = config.get("hnsw") or config.get("spann") or {}
+    space = index.get("space") if isinstance(index, Mapping) else None
+    return str(space or "l2")
+
+
+def _records(got: Mapping[str, Any], include: frozenset[str]) -> list[Record]:
+    ids = list(got["ids"])
+    vectors = got.get("embeddings") if "vector" in include else None
+    texts = got.get("documents") if "text" in include else None
+    metas = got.get("metadatas") if "metadata" in include else None
+    return [
+        Record(
+            i,
+            None if vectors is None else np.asarray(vectors[k], dtype=np.float32),
+            None if texts is None else texts[k],
+            None if metas is None or metas[k] is None else dict(metas[k]),
+        )
+        for k, i in enumerate(ids)
+    ]
+
+
+def _columns(records: Sequence[Record]) -> dict[str, list[Any]]:
+    """Records as a Chroma ``get`` returns them (what :func:`._write.restore` writes back)."""
+    missing = [r.id for r in records if r.vector is None]
+    if missing:
+        raise InvalidInputError(
+            f"Chroma stores no record without a vector; ids {missing[:5]} have none"
+        )
+    return {
+        "ids": [r.id for r in records],
+        "embeddings": [np.asarray(r.vector, dtype=np.float32) for r in records],
+        "documents": [r.text for r in records],
+        "metadatas": [None if r.metadata is None else dict(r.metadata) for r in records],
+    }
+
+
+class ChromaDriver:
+    """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma collection.
+
+    Args:
+        client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
+        name: the collection's name (checked as Chroma would).
+        embedder: the embedder whose configuration Chroma persists with a collection this
+            driver creates or re-stamps under its contract (as ``open_collection`` persists its
+            caller's); for another contract, or without one, an ``Embedder`` of the stamp's
+            contract with default settings. Nothing is embedded through it here.
+
+    Raises:
+        InvalidInputError: not a chromadb client, or a name Chroma refuses.
+        StoreUnavailableError: the store cannot be reached (its batch limit is read).
+    """
+
+    def __init__(self, client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> None:
+        self.client = check_client(client)
+        self._name = check_name(name)
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise InvalidInputError(f"embedder must be an Embedder, got {type(embedder).__name__}")
+        self.embedder = embedder
+        self._seen: Collection | None = None
+        with translated("reading the store's batch limit"):
+            step = int(client.get_max_batch_size())
+        self.capabilities = Capabilities(
+            transactions=False, marks=False, filters=True, max_batch=max(1, step)
+        )
+
+    def __repr__(self) -> str:
+        return f"ChromaDriver({self._name!r}, store={self.describe()!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def describe(self) -> str:
+        tenant = getattr(self.client, "tenant", "")
+        database = getattr(self.client, "database", "")
+        return f"chroma {store_address(self.client)} (tenant {tenant}, database {database})"
+
+    def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
+        return {"embedding_function": NAME, "contract": stamp.contract.fingerprint}
+
+    # -- the collection and its stamp ---------------------------------------------------------
+
+    def _stored(self) -> Collection | None:
+        raw = stored_or_none(self.client, self._name)
+        self._seen = raw
+        return raw
+
+    def _collection(self, *, fresh: bool = False) -> Collection:
+        """The collection the last head was read from (the guard reads one before every call:
+        what it verified is what is read, by id, never another made since under the name), or
+        the one the store has now."""
+        raw = self._seen if not fresh else None
+        if raw is None:
+            raw = self._stored()
+        if raw is None:
+            raise missing_collection(self.client, self._name)
+        return raw
+
+    def _head(self, raw: Collection) -> Head:
+        seen = json.dumps(identity(raw), sort_keys=True, default=str)
+        version = hashlib.sha256(seen.encode()).hexdigest()
+        return Head(str(raw.id), version, None, _space(raw))
+
+    def _check_version(self, raw: Collection, stamp_version: Version | None) -> None:
+        if stamp_version is not None and self._head(raw).stamp_version != stamp_version:
+            raise StampMovedError(
+                f"the stamp of collection {self._name!r} changed since it was checked"
+            )
+
+    def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
+        given = self.embedder
+        return ContractEmbeddingFunction(
+            given if given is not None and given.contract == contract else Embedder(contract)
+        )
+
+    def create(self, stamp: IndexStamp) -> bool:
+        if self._stored() is not None:
+            return False
+        try:
+            create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
+        except Exception:
+            if self._stored() is None:
+                raise
+            return False  # another creator made it meanwhile: nothing made here
+        return True
+
+    def head(self) -> Head | None:
+        raw = self._stored()
+        return None if raw is None else self._head(raw)
+
+    def read_stamp(self) -> StampRead | None:
+        raw = self._stored()
+        if raw is None:
+            return None
+        function, contract = configured_function(raw)
+        storage = None
+        if function == NAME:
+            try:
+                fingerprint = EmbeddingContract.from_dict(dict(contract or {})).fingerprint
+            except (StampError, ValueError, TypeError) as exc:
+                fingerprint = f"no valid contract ({exc})"
+            storage = {"embedding_function": NAME, "contract": fingerprint}
+        return StampRead(self._head(raw), dict(raw.metadata or {}), storage)
+
+    def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+        raw = self._collection(fresh=True)
+        if self._head(raw).stamp_version != stamp_version:
+            return False
+        function = self._function(stamp.contract)
+        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
+        # function to validate the change, which ours refuses (after the save). Read back below.
+        with (
+            translated(f"stamping {self._name!r}"),
+            contextlib.suppress(ValueError, StampError),
+        ):
+            raw.modify(
+                metadata={**_without_stamp(raw.metadata), **stamp.to_metadata()},
+                configuration={"embedding_function": function},
+            )
+        again = self.read_stamp()
+        kept = IndexStamp.metadata_items(again.metadata if again is not None else None)
+        if kept != IndexStamp.metadata_items(stamp.to_metadata()) or (
+            again is not None and again.storage != self.storage_for(stamp)
+        ):
+            raise StampMovedError(
+                f"collection {self._name!r}: the store did not keep the stamp written (another "
+                "writer changed it meanwhile, or the write did not take); open it again"
+            )
+        return True
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def count(self) -> int:
+        raw = self._collection()
+        with translated("count"):
+            return int(read_settled(raw.count))
+
+    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
+        raw = self._collection()
+        with translated("reading ids"):
+            return list(read_settled(raw.get, offset=offset, limit=limit, include=[])["ids"])
+
+    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+        raw = self._collection()
+        parts = [_PARTS[p] for p in sorted(include)]
+        with translated("reading records"):
+            got = read_reloaded(self.client, raw.get, offset=offset, limit=limit, include=parts)
+        return _records(got, include)
+
+    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        raw = self._collection()
+        parts = [_PARTS[p] for p in sorted(include)]
+        with translated("reading records"):
+            got = read_reloaded(self.client, raw.get, ids=wanted, include=parts)
+        found = {r.id: r for r in _records(got, include)}
+        return [found[i] for i in ids if i in found]  # in the order given
+
+    def changes(self, since: int) -> list[str]:
+        raise InvalidInputError(f"{self!r} keeps no write mark (Chroma has none)")
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(
+        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
+    ) -> None:
+        if not records:
+            return
+        columns = _columns(records)
+        ids = columns["ids"]
+        check_metadatas(ids, columns["metadatas"])  # Chroma's checks, before anything is written
+        raw = self._collection(fresh=stamp_version is not None)
+        self._check_version(raw, stamp_version)
+        step = self.capabilities.max_batch or len(ids)
+        with _adding(self.describe(), str(raw.id)):
+            with translated("reading the records to be written"):
+                got = read_settled(raw.get, ids=ids, include=["metadatas"])
+            if got["ids"] and not replace:
+                stored = set(got["ids"])
+                raise ExistingIdsError(tuple(i for i in ids if i in stored))
+            # Keys a stored record has and the new one lacks are removed (upsert merges).
+            metas: list[Any] = [None] * len(got["ids"])
+            held = dict(zip(got["ids"], got["metadatas"] or metas, strict=True))
+            restore(raw, step, ids, columns, [held.get(i) for i in ids])
+
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Filter | None = None,
+        stamp_version: Version | None = None,
+    ) -> list[str]:
+        raw = self._collection(fresh=stamp_version is not None)
+        self._check_version(raw, stamp_version)
+        chosen: dict[str, Any] = {"where": _where(where)}
+        if ids is not None:
+            chosen["ids"] = list(dict.fromkeys(ids))
+            if not chosen["ids"]:
+                return []
+        with translated("delete"):
+            found = read_settled(raw.get, include=[], **chosen)["ids"]
+            if ids is not None:
+                matched = set(found)
+                found = [i for i in chosen["ids"] if i in matched]
+            for part in chunks(len(found), self.capabilities.max_batch or len(found)):
+                raw.delete(ids=found[part])
+        return list(found)
+
+    def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
+        raw = self._collection()
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        with translated("query"):
+            got = read_settled(
+                raw.query,
+                query_embeddings=[query],
+                n_results=k,
+                where=_where(where),
+                include=["documents", "metadatas", "distances"],
+            )
+        found: Mapping[str, Any] = got  # Chroma's QueryResult, its lists read as given
+        ids, distances = found["ids"][0], found["distances"][0]
+        texts = (found.get("documents") or [[None] * len(ids)])[0]
+        metas = (found.get("metadatas") or [[None] * len(ids)])[0]
+        return [
+            Hit(Record(i, None, t, None if m is None else dict(m)), float(d))
+            for i, d, t, m in zip(ids, distances, texts, metas, strict=True)
+        ]
+
+
+def driver(client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> ChromaDriver:
+    """The store driver of collection ``name`` in ``client``'s store (see :class:`ChromaDriver`).
+
+    Example:
+        >>> from ctxemb_core.index import GuardedIndex
+        >>> docs = GuardedIndex.open(driver(client, "docs"), embedder)  # doctest: +SKIP
+    """
+    return ChromaDriver(client, name, embedder=embedder)
