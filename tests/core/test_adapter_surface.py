@@ -43,6 +43,7 @@ CORE_SURFACE = {
     "ctxemb_core.sync": "indexing as a sync by id and text digest",
     "ctxemb_core.migrate": "the resumable copy loop",
     "ctxemb_core.redact": "a DSN's password masked in what an adapter prints or raises",
+    "ctxemb_core.remedy": "an error's next step as data, and the store's terms to word it in",
     "ctxemb_core.detect": "which contract made an unstamped index's vectors",
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
