@@ -58,6 +58,7 @@ from ctxemb_pgvector import (
     _store,
 )
 from ctxemb_pgvector._connect import advised, connect, local_server
+from ctxemb_pgvector._driver import PgvectorDriver, RawTable, driver
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
 from ctxemb_pgvector._store import StoredTable, stored_or_none, stored_table
 from ctxemb_pgvector._table import GuardedTable
@@ -85,10 +86,13 @@ stored_collection = stored_table
 __all__ = [
     "GuardedTable",
     "Layout",
+    "PgvectorDriver",
+    "RawTable",
     "StoredTable",
     "check_name",
     "connect",
     "detect",
+    "driver",
     "eval_path",
     "layout_for",
     "lexical_folder",

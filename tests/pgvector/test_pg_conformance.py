@@ -1,0 +1,98 @@
+"""The driver conformance suite against PostgreSQL + pgvector (:mod:`ctxemb_pgvector._driver`),
+on the run's server: one database for the module, a table of its own per test, a connection
+per driver handle (the concurrency tests' handles write at once). And one stamp format: a table
+made through the driver opens with ``open_table`` under the same contract, and the other way
+round; another contract is refused both ways."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+import ctxemb_pgvector  # noqa: E402
+from ctxemb_core.embedder import Embedder  # noqa: E402
+from ctxemb_core.errors import ContractMismatchError  # noqa: E402
+from ctxemb_core.index import GuardedIndex  # noqa: E402
+from ctxemb_core.testing.conformance import (  # noqa: E402
+    DOCS,
+    DriverConformance,
+    tiny_embedder,
+    variants,
+)
+from ctxemb_pgvector import PgvectorDriver, RawTable, layout_for  # noqa: E402
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pg_db(pg_dsn: str):
+    """One database of the run's server for the whole module (tables are per test)."""
+    from pg_server import fresh_database
+
+    return fresh_database(pg_dsn)
+
+
+@pytest.fixture
+def table_name() -> str:
+    return f"conf{next(_names)}"
+
+
+@pytest.fixture
+def conns(pg_db: str):
+    made: list = []
+    yield made
+    for conn in made:
+        conn.close()
+
+
+class TestPgvectorDriver(DriverConformance):
+    @pytest.fixture
+    def new_driver(self, pg_db, table_name, conns):
+        def make() -> PgvectorDriver:
+            conn = ctxemb_pgvector.connect(pg_db)
+            conns.append(conn)
+            return PgvectorDriver(conn, table_name)
+
+        return make
+
+    @pytest.fixture
+    def raw(self, new_driver, embedder):
+        handle = new_driver()
+        return RawTable(handle.conn, handle.name, layout_for(embedder.contract))
+
+
+# -- one stamp format: the driver's tables and open_table's are the same ------------------------
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return tiny_embedder()
+
+
+def test_a_table_made_through_the_driver_opens_with_open_table(pg, embedder, table_name):
+    docs = GuardedIndex.open(PgvectorDriver(pg, table_name), embedder)
+    docs.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+    table = ctxemb_pgvector.open_table(pg, table_name, embedder, create=False)
+    assert table.query(["how is green tea made"], n_results=1)["ids"] == [["tea"]]
+    assert sorted(table.ids()) == sorted(DOCS)
+    table.add(["fresh"], ["A fresh text."])  # and a row written there opens through the driver
+    assert GuardedIndex.open(PgvectorDriver(pg, table_name), embedder).count() == len(DOCS) + 1
+    other = Embedder(variants(embedder.contract)["pooling"])
+    with pytest.raises(ContractMismatchError):
+        ctxemb_pgvector.open_table(pg, table_name, other)
+
+
+def test_a_table_made_by_open_table_opens_through_the_driver(pg, embedder, table_name):
+    table = ctxemb_pgvector.open_table(pg, table_name, embedder)
+    table.add(list(DOCS), list(DOCS.values()))
+    docs = GuardedIndex.open(PgvectorDriver(pg, table_name), embedder)
+    assert not docs.created and docs.count() == len(DOCS)
+    assert docs.query(["how is green tea made"], 1)[0][0].id == "tea"
+    docs.add(["fresh"], ["A fresh text."])
+    assert ctxemb_pgvector.open_table(pg, table_name, embedder).count() == len(DOCS) + 1
+    other = Embedder(variants(embedder.contract)["document_prefix"])
+    with pytest.raises(ContractMismatchError):
+        GuardedIndex.open(PgvectorDriver(pg, table_name), other)
