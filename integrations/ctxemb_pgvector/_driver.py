@@ -182,9 +182,7 @@ class PgvectorDriver:
         seq = ident(self.schema, "ctxemb_row_seq")
         with translated(f"reading the write mark of {self._name!r}"):
             row = self.conn.execute(
-                sql.SQL("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}").format(
-                    seq
-                )
+                sql.SQL("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}").format(seq)
             ).fetchone()
             # Read after the sequence: a session that took a number up to it and has not
             # ended holds its writing lock on the table now.
@@ -279,9 +277,7 @@ class PgvectorDriver:
         """In a transaction: the table held against DDL and its stamp row against re-stamps
         until it ends; returns ``(stamp version, column type)`` as they are now."""
         try:
-            self.conn.execute(
-                sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(self.table)
-            )
+            self.conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(self.table))
         except psycopg.errors.UndefinedTable:
             raise StampMovedError(f"table {self._name!r} no longer exists") from None
         query = sql.SQL(_IN_TXN).format(stamps=ident(self.schema, STAMPS))
@@ -362,7 +358,9 @@ class PgvectorDriver:
         ).format(distance, self.table, filt, sql.SQL(layout.operator))
         value = to_column(np.atleast_2d(np.asarray(vector, dtype=np.float32)), layout)[0]
         ef = min(MAX_EF_SEARCH, max(self.ef_search, k))
-        settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+        settings: list[sql.Composable] = [
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))
+        ]
         if where is not None:
             settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         with translated(f"searching {self._name!r}"), self.conn.transaction():

@@ -705,7 +705,9 @@ def copy_rows(
             ).format(table)
         )
     with conn.cursor() as cur:
-        with cur.copy(sql.SQL("COPY {} {} FROM STDIN (FORMAT BINARY)").format(target, columns)) as copy:
+        with cur.copy(
+            sql.SQL("COPY {} {} FROM STDIN (FORMAT BINARY)").format(target, columns)
+        ) as copy:
             copy.set_types(["varchar", "text", "jsonb", kind])
             for row in rows:
                 copy.write_row((row[0], row[1], Jsonb(row[2]), row[3]))

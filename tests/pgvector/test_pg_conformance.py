@@ -10,19 +10,17 @@ import itertools
 
 import pytest
 
-pytest.importorskip("psycopg")
-
-import ctxemb_pgvector  # noqa: E402
-from ctxemb_core.embedder import Embedder  # noqa: E402
-from ctxemb_core.errors import ContractMismatchError  # noqa: E402
-from ctxemb_core.index import GuardedIndex  # noqa: E402
-from ctxemb_core.testing.conformance import (  # noqa: E402
+import ctxemb_pgvector
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import ContractMismatchError
+from ctxemb_core.index import GuardedIndex
+from ctxemb_core.testing.conformance import (
     DOCS,
     DriverConformance,
     tiny_embedder,
     variants,
 )
-from ctxemb_pgvector import PgvectorDriver, RawTable, layout_for  # noqa: E402
+from ctxemb_pgvector import PgvectorDriver, RawTable, layout_for
 
 _names = itertools.count()
 
@@ -96,3 +94,32 @@ def test_a_table_made_by_open_table_opens_through_the_driver(pg, embedder, table
     other = Embedder(variants(embedder.contract)["document_prefix"])
     with pytest.raises(ContractMismatchError):
         GuardedIndex.open(PgvectorDriver(pg, table_name), other)
+
+
+# -- the write mark: a transaction that took its number earlier and commits later ---------------
+
+
+def test_the_mark_misses_no_write_that_commits_after_it(pg_db, embedder, table_name, conns):
+    def conn():
+        made = ctxemb_pgvector.connect(pg_db)
+        conns.append(made)
+        return made
+
+    driver = PgvectorDriver(conn(), table_name)
+    docs = GuardedIndex.open(driver, embedder)
+    docs.add(list(DOCS), list(DOCS.values()))
+    slow, fast = conn(), conn()
+    table = f'"public"."{table_name}"'
+    with slow.transaction():  # a client's transaction takes its number first...
+        slow.execute(f"UPDATE {table} SET content = 'Tea, rewritten.' WHERE id = 'tea'")
+        with fast.transaction():  # ...another's takes a later one and commits first
+            fast.execute(f"UPDATE {table} SET content = 'Bike, rewritten.' WHERE id = 'bike'")
+        head = driver.head()
+        newest = fast.execute(f"SELECT max(ctxemb_seq) FROM {table}").fetchone()[0]
+    assert head is not None and head.mark is not None
+    tea = fast.execute(f"SELECT ctxemb_seq FROM {table} WHERE id = 'tea'").fetchone()[0]
+    assert tea < newest  # the newest number committed when the mark was read is not a mark
+    assert "tea" in driver.changes(head.mark)
+    quiet = driver.head()  # with no writer left, the mark is the sequence's, and costs O(new)
+    assert quiet is not None and quiet.mark is not None and quiet.mark >= newest
+    assert driver.changes(quiet.mark) == []
