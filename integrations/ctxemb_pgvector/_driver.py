@@ -53,7 +53,7 @@ from ctxemb_core.stamp import IndexStamp
 from ctxemb_pgvector._connect import check_connection, connect, translated
 from ctxemb_pgvector._open import add_seq, create_table, ensure_stamps, write_stamp
 from ctxemb_pgvector._repair import repair
-from ctxemb_pgvector._sql import STAMPS, Layout, check_name, ident, layout_for, lock_key
+from ctxemb_pgvector._sql import SEQ, STAMPS, Layout, check_name, ident, layout_for, lock_key
 from ctxemb_pgvector._store import StoredTable, stored_or_none
 from ctxemb_pgvector._table import MAX_EF_SEARCH, _where, copy_rows
 from ctxemb_pgvector._vectors import from_column, to_column
@@ -119,6 +119,7 @@ class PgvectorDriver:
         self.ef_search = ef_search
         self._described: str | None = None
         self._layout: tuple[Version, Layout] | None = None
+        self._seq: bool | None = None
 
     def __repr__(self) -> str:
         return f"PgvectorDriver({self.schema}.{self._name})"
@@ -159,6 +160,7 @@ class PgvectorDriver:
 
     def _head(self, stored: StoredTable) -> Head:
         version = _version(stored.oid, stored.attnum, stored.column, stored.version)
+        self._seq = stored.seq
         layout = self._layout_of(version, stored)
         mark = self._mark(stored) if stored.seq else None
         space = layout.space_for_similarity if layout is not None else "cosine"
@@ -215,6 +217,7 @@ class PgvectorDriver:
                 return False
             if not stored.seq:  # a table made without ctxemb gains its write mark
                 add_seq(conn, self.schema, self._name)
+                self._seq = None
             write_stamp(conn, self.schema, self._name, stamp)
             stored = self._stored()
             assert stored is not None
@@ -229,10 +232,14 @@ class PgvectorDriver:
             return int(row.fetchone()[0])  # type: ignore[index]
 
     def _order(self) -> sql.Composable:
-        stored = self._stored()
-        if stored is None:
-            raise InvalidInputError(f"table {self._name!r} does not exist")
-        return stored.order()
+        """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw
+        it: the guard reads the head before every call)."""
+        if self._seq is None:
+            stored = self._stored()
+            if stored is None:
+                raise InvalidInputError(f"table {self._name!r} does not exist")
+            self._seq = stored.seq
+        return sql.SQL(f"{SEQ}, id" if self._seq else "id")
 
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
         query = sql.SQL("SELECT id FROM {} ORDER BY {} LIMIT %s OFFSET %s").format(
