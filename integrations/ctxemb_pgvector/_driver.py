@@ -54,7 +54,7 @@ from ctxemb_pgvector._connect import check_connection, connect, translated
 from ctxemb_pgvector._open import add_seq, create_table, ensure_stamps, write_stamp
 from ctxemb_pgvector._repair import repair
 from ctxemb_pgvector._sql import SEQ, STAMPS, Layout, check_name, ident, layout_for, lock_key
-from ctxemb_pgvector._store import StoredTable, stored_or_none
+from ctxemb_pgvector._store import _TABLE, StoredTable, stored_or_none
 from ctxemb_pgvector._table import MAX_EF_SEARCH, _where, copy_rows
 from ctxemb_pgvector._vectors import from_column, to_column
 
@@ -72,6 +72,24 @@ SELECT EXISTS (
   WHERE locktype = 'relation' AND relation = %s AND mode = ANY(%s)
     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
     AND pid IS DISTINCT FROM pg_backend_pid())
+"""
+
+# The head in one statement, on the same catalog read as ``stored_or_none`` (its ``_TABLE``):
+# the table, the stamp row's version(s) and the mark; the lock holders are read in a subquery
+# of the sequence's row, so after it.
+_HEAD = """
+SELECT t.col, t.seq, t.oid, t.attnum,
+       (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy
+FROM ({table}) t(col, seq, oid, attnum)
+LEFT JOIN LATERAL (
+  SELECT s.v, EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE s.v IS NOT NULL AND locktype = 'relation' AND relation::bigint = t.oid
+      AND mode = ANY(%s)
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND pid IS DISTINCT FROM pg_backend_pid()) AS busy
+  FROM (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS v FROM {seq}) s
+) m ON t.seq
 """
 
 _IN_TXN = """
@@ -120,6 +138,7 @@ class PgvectorDriver:
         self._described: str | None = None
         self._layout: tuple[Version, Layout] | None = None
         self._seq: bool | None = None
+        self._ef: int | None = None  # the hnsw.ef_search this driver set on the connection
 
     def __repr__(self) -> str:
         return f"PgvectorDriver({self.schema}.{self._name})"
@@ -193,8 +212,34 @@ class PgvectorDriver:
         return 0 if busy[0] else int(row[0])
 
     def head(self) -> Head | None:
-        stored = self._stored()
-        return None if stored is None else self._head(stored)
+        query = sql.SQL(_HEAD).format(
+            stamps=ident(self.schema, STAMPS),
+            table=sql.SQL(_TABLE),
+            seq=ident(self.schema, "ctxemb_row_seq"),
+        )
+        try:
+            with translated(f"reading the head of {self._name!r}"):
+                row = self.conn.execute(
+                    query, (self._name, self.schema, self._name, list(_WRITING))
+                ).fetchone()
+        except psycopg.errors.UndefinedTable:  # no stamps table or sequence in the schema yet
+            row = ()
+        if row is None:
+            return None
+        versions = row[4] if row else None
+        version = _version(row[2], row[3], row[0], versions[0] if versions else None) if row else ""
+        if not row or (versions and len(versions) > 1) or self._layout_missing(version, row):
+            stored = self._stored()  # the slow read: a damaged stamp row, a stamp not yet read
+            return None if stored is None else self._head(stored)
+        self._seq = bool(row[1])
+        layout = self._layout[1] if self._layout is not None else None
+        space = layout.space_for_similarity if layout is not None else "cosine"
+        mark = None if not row[1] else (0 if row[6] else int(row[5]))
+        return Head(str(row[2]), version, mark, space)
+
+    def _layout_missing(self, version: str, row: Sequence[Any]) -> bool:
+        """Whether the stamp's layout must be read (a stamp row this handle has not read)."""
+        return row[4] is not None and (self._layout is None or self._layout[0] != version)
 
     def read_stamp(self) -> StampRead | None:
         stored = self._stored()
@@ -365,14 +410,21 @@ class PgvectorDriver:
         ).format(distance, self.table, filt, sql.SQL(layout.operator))
         value = to_column(np.atleast_2d(np.asarray(vector, dtype=np.float32)), layout)[0]
         ef = min(MAX_EF_SEARCH, max(self.ef_search, k))
-        settings: list[sql.Composable] = [
-            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))
-        ]
-        if where is not None:
-            settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        with translated(f"searching {self._name!r}"), self.conn.transaction():
-            self.conn.execute(sql.SQL("; ").join(settings))
-            rows = self.conn.execute(query, (value, *params, value, k)).fetchall()
+        with translated(f"searching {self._name!r}"):
+            if where is None:  # one statement, at the connection's breadth (set when not ef)
+                if self._ef != ef:
+                    self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
+                    self._ef = ef
+                rows = self.conn.execute(query, (value, value, k)).fetchall()
+            else:  # a filter: the index's scan goes on until k rows pass it
+                with self.conn.transaction():
+                    self.conn.execute(
+                        sql.SQL(
+                            "SET LOCAL hnsw.ef_search = {}; "
+                            "SET LOCAL hnsw.iterative_scan = relaxed_order"
+                        ).format(sql.Literal(ef))
+                    )
+                    rows = self.conn.execute(query, (value, *params, value, k)).fetchall()
         hits = [
             Hit(rec, None if r[4] is None else float(r[4]))
             for rec, r in zip(_records([r[:4] for r in rows]), rows, strict=True)

@@ -52,7 +52,7 @@ CORE_SURFACE = {
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
     "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
     "ctxemb_core.hybrid.store": "the lexical side's store: SQLite, or a dialect an adapter gives",
-    "ctxemb_core.index.driver": "the store driver protocol: the primitives a store offers the guard",
+    "ctxemb_core.index.driver": "the store driver protocol: what a store offers the guard",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
