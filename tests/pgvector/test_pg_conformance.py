@@ -123,3 +123,37 @@ def test_the_mark_misses_no_write_that_commits_after_it(pg_db, embedder, table_n
     quiet = driver.head()  # with no writer left, the mark is the sequence's, and costs O(new)
     assert quiet is not None and quiet.mark is not None and quiet.mark >= newest
     assert driver.changes(quiet.mark) == []
+
+
+def _shape(conn, name: str) -> tuple:
+    """A table's columns, indexes, triggers and stamp-row layout, its name taken out."""
+    columns = conn.execute(
+        "SELECT column_name, data_type, udt_name, is_nullable, column_default "
+        "FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+        (name,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE tablename = %s ORDER BY 1", (name,)
+    ).fetchall()
+    triggers = conn.execute(
+        "SELECT tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c "
+        "ON c.oid = t.tgrelid WHERE c.relname = %s AND NOT t.tgisinternal ORDER BY 1",
+        (name,),
+    ).fetchall()
+    stamp = conn.execute(
+        "SELECT stamp, layout FROM ctxemb_stamps WHERE table_name = %s", (name,)
+    ).fetchall()
+    return tuple(repr(x).replace(name, "T") for x in (columns, indexes, triggers, stamp))
+
+
+def test_the_driver_makes_the_table_open_table_makes(pg, embedder):
+    made = ctxemb_pgvector.driver(pg.ctxemb_dsn, "by_driver")  # a connection of its own
+    try:
+        GuardedIndex.open(made, embedder)
+    finally:
+        made.close()
+    ctxemb_pgvector.open_table(pg, "by_open_table", embedder)
+    shape = _shape(pg, "by_driver")
+    assert "ctxemb_seq" in shape[0] and "hnsw" in shape[1] and "ctxemb_row_seq" in shape[2]
+    assert "ctxemb:fingerprint" in shape[3]
+    assert shape == _shape(pg, "by_open_table")
