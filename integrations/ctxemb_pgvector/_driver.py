@@ -248,6 +248,12 @@ class PgvectorDriver:
         return StampRead(self._head(stored), stored.metadata, {"column": stored.column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+        try:
+            return self._write_stamp(stamp, stamp_version)
+        except StampMovedError:  # the table was dropped meanwhile: nothing written
+            return False
+
+    def _write_stamp(self, stamp: IndexStamp, stamp_version: Version) -> bool:
         conn = self.conn
         with translated(f"stamping {self._name!r}"), conn.transaction():
             ensure_stamps(conn, self.schema)

@@ -157,3 +157,18 @@ def test_the_driver_makes_the_table_open_table_makes(pg, embedder):
     assert "ctxemb_seq" in shape[0] and "hnsw" in shape[1] and "ctxemb_row_seq" in shape[2]
     assert "ctxemb:fingerprint" in shape[3]
     assert shape == _shape(pg, "by_open_table")
+
+
+def test_a_stamp_is_not_written_over_a_table_dropped_meanwhile(pg, embedder, table_name):
+    from ctxemb_core.stamp import IndexStamp
+
+    driver = PgvectorDriver(pg, table_name)
+    GuardedIndex.open(driver, embedder)
+    head = driver.head()
+    assert head is not None
+    pg.execute(f'DROP TABLE "{table_name}"')
+    assert (
+        driver.write_stamp(IndexStamp.from_embedder(embedder), stamp_version=head.stamp_version)
+        is False
+    )
+    assert driver.head() is None
