@@ -18,6 +18,10 @@ write and read PostgreSQL tables through it, with exactly these names of it, not
 - :func:`check_name`: the names a guarded table may have, checked before connecting.
 - :func:`open_hybrid`: a table and its lexical (BM25) side in the same database, a
   hybrid index under one stamped recipe.
+- :func:`driver` / :class:`PgvectorDriver`: the same table as a store driver for core's
+  :class:`~ctxemb_core.index.GuardedIndex` (same layout and stamp row: a table made through
+  either opens through the other); :class:`RawTable`: a user's SQL around the guard, for
+  the driver conformance suite.
 
 Its own tools: :func:`verify`, :func:`migrate` (also from a Chroma collection),
 :func:`restamp`, :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`. The guard
@@ -58,6 +62,7 @@ from ctxemb_pgvector import (
     _store,
 )
 from ctxemb_pgvector._connect import advised, connect, local_server
+from ctxemb_pgvector._driver import PgvectorDriver, RawTable, driver
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
 from ctxemb_pgvector._store import StoredTable, stored_or_none, stored_table
 from ctxemb_pgvector._table import GuardedTable
@@ -85,10 +90,13 @@ stored_collection = stored_table
 __all__ = [
     "GuardedTable",
     "Layout",
+    "PgvectorDriver",
+    "RawTable",
     "StoredTable",
     "check_name",
     "connect",
     "detect",
+    "driver",
     "eval_path",
     "layout_for",
     "lexical_folder",

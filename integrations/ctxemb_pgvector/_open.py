@@ -158,14 +158,22 @@ def write_stamp(conn: Any, schema: str, name: str, stamp: IndexStamp) -> None:
         raise keyless_stamps(schema) from None
 
 
-def _create(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> StoredTable:
+def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
+    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
+    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
     with translated(f"creating table {name!r}"), conn.transaction():
         ensure_stamps(conn, schema)
         _lock(conn, schema, name)
-        if stored_or_none(conn, name, schema) is None:
-            for statement in create_statements(schema, name, layout_for(stamp.contract), hnsw):
-                conn.execute(statement)
-            write_stamp(conn, schema, name, stamp)
+        if stored_or_none(conn, name, schema) is not None:
+            return False
+        for statement in create_statements(schema, name, layout_for(stamp.contract), hnsw):
+            conn.execute(statement)
+        write_stamp(conn, schema, name, stamp)
+        return True
+
+
+def _create(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> StoredTable:
+    create_table(conn, schema, name, stamp, hnsw)
     found = stored_or_none(conn, name, schema)
     assert found is not None
     return found
@@ -190,28 +198,35 @@ def adopt_table(stored: StoredTable, embedder: Embedder, sample: int) -> IndexSt
     )
     check_layout(probe, stamp)  # a halfvec column is not a float32 contract's
     conn, schema, name = stored.conn, stored.schema, stored.name
-    table = ident(schema, name)
     with translated(f"stamping {name!r}"), conn.transaction():
         ensure_stamps(conn, schema)
         _lock(conn, schema, name)
         if not stored.seq:
-            conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
-            conn.execute(
-                sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
-                    table, sql.Literal(f'"{schema}".ctxemb_row_seq')
-                )
-            )
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
-                    "ALTER COLUMN ctxemb_seq SET NOT NULL"
-                ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
-            )
-            conn.execute(
-                sql.SQL(
-                    "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
-                    "EXECUTE FUNCTION {}()"
-                ).format(table, ident(schema, "ctxemb_bump_seq"))
-            )
+            add_seq(conn, schema, name)
         write_stamp(conn, schema, name, stamp)
     return stamp
+
+
+def add_seq(conn: Any, schema: str, name: str) -> None:
+    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
+    transaction, under the table's lock): its rows numbered now, later writes by any client
+    numbered afresh."""
+    table = ident(schema, name)
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
+    conn.execute(
+        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
+            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
+            "ALTER COLUMN ctxemb_seq SET NOT NULL"
+        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
+            "EXECUTE FUNCTION {}()"
+        ).format(table, ident(schema, "ctxemb_bump_seq"))
+    )

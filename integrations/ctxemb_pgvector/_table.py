@@ -269,34 +269,8 @@ class GuardedTable:
         metas: list[dict[str, Any]],
         upsert: bool,
     ) -> None:
-        columns = sql.SQL("(id, content, meta, embedding)")
-        target: sql.Composable = self.table
-        if upsert:
-            target = sql.Identifier("ctxemb_upsert")
-            self.conn.execute(
-                sql.SQL(
-                    "CREATE TEMP TABLE ctxemb_upsert ON COMMIT DROP AS SELECT id, content, meta, "
-                    "embedding FROM {} WITH NO DATA"
-                ).format(self.table)
-            )
-        types = ["varchar", "text", "jsonb", self.layout.kind]
-        with self.conn.cursor() as cur:
-            with cur.copy(
-                sql.SQL("COPY {} {} FROM STDIN (FORMAT BINARY)").format(target, columns)
-            ) as copy:
-                copy.set_types(types)
-                for row in zip(ids, documents, metas, values, strict=True):
-                    copy.write_row((row[0], row[1], Jsonb(row[2]), row[3]))
-            if upsert:
-                cur.execute(
-                    sql.SQL(
-                        "INSERT INTO {} (id, content, meta, embedding, blob_data, blob_meta, "
-                        "blob_mime_type) SELECT id, content, meta, embedding, NULL, NULL, NULL "
-                        "FROM ctxemb_upsert ON CONFLICT (id) DO UPDATE SET content = "
-                        "EXCLUDED.content, meta = EXCLUDED.meta, embedding = EXCLUDED.embedding, "
-                        "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
-                    ).format(self.table)
-                )
+        rows = zip(ids, documents, metas, values, strict=True)
+        copy_rows(self.conn, self.table, self.layout.kind, rows, upsert)
 
     def add_missing(
         self,
@@ -708,3 +682,42 @@ def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | 
         for key, value in m.items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInputError(f"{where}: {key!r} is {value}, which JSON cannot hold")
+
+
+def copy_rows(
+    conn: psycopg.Connection[Any],
+    table: sql.Composable,
+    kind: str,
+    rows: Iterable[tuple[str, str | None, Any, Any]],
+    upsert: bool,
+) -> None:
+    """Write ``(id, content, meta, embedding)`` rows by binary COPY, in the caller's
+    transaction; ``upsert`` replaces the rows of existing ids whole (blobs cleared). ``kind``
+    is the embedding column's type (``vector``, ``halfvec``, ``bit``)."""
+    columns = sql.SQL("(id, content, meta, embedding)")
+    target: sql.Composable = table
+    if upsert:
+        target = sql.Identifier("ctxemb_upsert")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE ctxemb_upsert ON COMMIT DROP AS SELECT id, content, meta, "
+                "embedding FROM {} WITH NO DATA"
+            ).format(table)
+        )
+    with conn.cursor() as cur:
+        with cur.copy(
+            sql.SQL("COPY {} {} FROM STDIN (FORMAT BINARY)").format(target, columns)
+        ) as copy:
+            copy.set_types(["varchar", "text", "jsonb", kind])
+            for row in rows:
+                copy.write_row((row[0], row[1], Jsonb(row[2]), row[3]))
+        if upsert:
+            cur.execute(
+                sql.SQL(
+                    "INSERT INTO {} (id, content, meta, embedding, blob_data, blob_meta, "
+                    "blob_mime_type) SELECT id, content, meta, embedding, NULL, NULL, NULL "
+                    "FROM ctxemb_upsert ON CONFLICT (id) DO UPDATE SET content = "
+                    "EXCLUDED.content, meta = EXCLUDED.meta, embedding = EXCLUDED.embedding, "
+                    "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
+                ).format(table)
+            )
