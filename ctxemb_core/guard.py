@@ -39,6 +39,7 @@ from ctxemb_core.contract import (
     FieldChange,
     Precision,
     Role,
+    same_contract,
 )
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
@@ -667,8 +668,8 @@ def check_configuration(
         raise ConfigurationMismatchError(
             "ctxemb", (), f"the ctxemb configuration holds no valid contract ({exc})"
         ) from None
-    diff = stamp.contract.diff(configured)
-    if diff:
+    if not same_contract(stamp.contract, configured, exact=True):
+        diff = stamp.contract.diff(configured)
         raise ConfigurationMismatchError("ctxemb", diff.fields, f"it differs in {diff}")
 
 
@@ -722,10 +723,7 @@ def check_binding(
             persisted = EmbeddingContract.from_dict(dict(configured))
         except (StampError, ValueError, TypeError):
             persisted = None  # not a contract: nothing to compare; the stamp decides below
-        if persisted is not None and persisted.diff(contract).kind not in (
-            DiffKind.IDENTICAL,
-            DiffKind.LABEL,
-        ):
+        if persisted is not None and not same_contract(persisted, contract):
             raise ContractMismatchError(persisted, contract)
     if require_stamp:
         raise MissingStampError(
@@ -784,7 +782,7 @@ def verify_index(
     except StampError as exc:  # damaged: there, but not to be trusted in any part
         stamp, damaged = None, str(exc)
     diff = stamp.contract.diff(embedder.contract) if stamp else None
-    match = stamp is not None and (not diff or diff.kind is DiffKind.LABEL)
+    match = stamp is not None and same_contract(stamp.contract, embedder.contract)
     canary = None
     if stamp is not None and match:
         try:
@@ -846,7 +844,7 @@ class RestampReport:
     @property
     def changed(self) -> bool:
         """Whether the stamp was rewritten."""
-        return self.old_fingerprint != self.new_fingerprint
+        return not same_contract(self.old_fingerprint, self.new_fingerprint, exact=True)
 
     def __str__(self) -> str:
         if not self.changed:
@@ -890,7 +888,7 @@ def restamp_stamp(
     report = RestampReport(
         stamp.fingerprint, embedder.contract.fingerprint, diff.changes, diff.kind
     )
-    if diff.kind is DiffKind.IDENTICAL:
+    if same_contract(stamp.contract, embedder.contract, exact=True):
         stamp.verify(embedder, tolerance)
         return stamp, report
     new = IndexStamp.from_embedder(embedder, stamp.probes)
