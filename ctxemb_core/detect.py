@@ -53,7 +53,6 @@ from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.guard import (
     NO_TEXT,
     OTHER_WIDTH,
-    check_count,
     record_tolerance,
     sample_cosines,
     storable,
@@ -61,7 +60,7 @@ from ctxemb_core.guard import (
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 from ctxemb_core.stamp import CANARY_TOLERANCE, agreement
-from ctxemb_core.validate import check_text
+from ctxemb_core.validate import check_count, check_text
 
 __all__ = [
     "DEFAULT_MODEL",
