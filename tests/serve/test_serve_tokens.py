@@ -57,6 +57,7 @@ def _rows(payload: dict[str, Any], dtype: Any) -> np.ndarray:
     return np.array([r["embedding"] for r in rows], dtype=dtype)
 
 
+@pytest.mark.heavy  # a server started
 def test_a_served_text_is_tokenized_once_and_its_vector_is_the_embedders(counted):
     embedder, counts = counted
     expected = {
