@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ctxemb_core.errors import DataFormatError, InvalidContractError
+from ctxemb_core.errors import DataFormatError, InvalidContractError, InvalidInputError
 
 __all__ = [
     "CONTRACT_SCHEMA",
@@ -37,6 +37,7 @@ __all__ = [
     "Role",
     "canonical_layers",
     "layer_terms",
+    "same_contract",
 ]
 
 #: Version of the contract's JSON format; part of the fingerprint.
@@ -472,6 +473,66 @@ class EmbeddingContract:
         if not self.include_prompt:
             parts.append("include_prompt=False")
         return " ".join(parts) + f" [{self.fingerprint[:12]}]"
+
+
+class Fingerprinted(Protocol):
+    """Anything a fingerprint names: an embedding, reranker, lexical or hybrid contract."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+
+def same_contract(
+    index: Fingerprinted | str, caller: Fingerprinted | str, *, exact: bool = False
+) -> bool:
+    """Whether ``caller`` is ``index``'s contract: THE rule for "same contract", in one place.
+
+    Every check that holds one contract to another asks this, and nothing else compares
+    fingerprints: an index's stamp against the caller (open, write, query), a document's or a
+    query's carried fingerprint against the index's, a store's persisted setting, a server's
+    contract against its client's, the dense side of a hybrid index. The rule:
+
+    - equal fingerprints are the same contract;
+    - two :class:`EmbeddingContract` whose only difference is a label (``model``,
+      ``query_model``) over equal weights digests are the same contract too: equal
+      :attr:`~EmbeddingContract.recipe`, what :meth:`~EmbeddingContract.diff` calls a
+      :attr:`DiffKind.LABEL` change. They make the same vectors by construction (a copied
+      folder under its own name, a hub name against a local label); the canary still proves it
+      of the encoder at hand;
+    - a bare fingerprint (a ``str``) is the same only as an equal fingerprint: the recipe it
+      names is unknown. Resolve it to its contract first where this process knows it;
+    - anything else differs: every recipe field (weights, pooling, prefixes, normalisation,
+      truncation, precision, quantization, layers, ...) makes other vectors.
+
+    ``exact=True`` refuses a label difference too: for two records of one contract that must
+    agree byte for byte (a stamp and the store's persisted setting, a file's manifest, a stamp
+    before and after a rewrite), not for a caller's contract held to an index's.
+
+    The differing fields, for a message, are ``index.diff(caller)``; the errors name them.
+
+    Example:
+        >>> same_contract(c, c.with_(model="my-copy"))  # doctest: +SKIP
+        True
+        >>> same_contract(c, c.with_(pooling="cls"))  # doctest: +SKIP
+        False
+    """
+    if _fingerprint_of(index) == _fingerprint_of(caller):
+        return True
+    return (
+        not exact
+        and isinstance(index, EmbeddingContract)
+        and isinstance(caller, EmbeddingContract)
+        and index.recipe == caller.recipe
+    )
+
+
+def _fingerprint_of(value: Any) -> str:
+    found = value if isinstance(value, str) else getattr(value, "fingerprint", None)
+    if not isinstance(found, str):
+        raise InvalidInputError(
+            f"expected a contract or its fingerprint, got {type(value).__name__}"
+        )
+    return found
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

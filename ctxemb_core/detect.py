@@ -45,7 +45,7 @@ import numpy as np
 from ctxemb_core._batches import plan_batches
 from ctxemb_core.backends import load_encoder
 from ctxemb_core.backends.base import Encoder
-from ctxemb_core.contract import EmbeddingContract, Pooling, Precision
+from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, InvalidInputError, TruncationWarning
 from ctxemb_core.folders.layouts import read_layout
@@ -53,7 +53,6 @@ from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.guard import (
     NO_TEXT,
     OTHER_WIDTH,
-    check_count,
     record_tolerance,
     sample_cosines,
     storable,
@@ -61,7 +60,7 @@ from ctxemb_core.guard import (
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 from ctxemb_core.stamp import CANARY_TOLERANCE, agreement
-from ctxemb_core.validate import check_text
+from ctxemb_core.validate import check_count, check_text
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -125,6 +124,10 @@ class Candidate:
     def explains(self) -> bool:
         """It reproduces every checked record (and at least one was checked)."""
         return self.checked > 0 and self.agreeing == self.checked
+
+    def represented_by(self, other: Candidate) -> bool:
+        """Whether ``other`` is the candidate that stands for this one (:attr:`same_as`)."""
+        return self.same_as is not None and same_contract(other.contract, self.same_as, exact=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,8 +199,8 @@ class DetectReport:
         best = self.best
         if best is None or not best.explains:
             return False
-        group = [c for c in self.candidates if c is best or c.same_as == best.contract.fingerprint]
-        return any(c.contract.fingerprint == self.stamped.fingerprint for c in group)
+        group = [c for c in self.candidates if c is best or c.represented_by(best)]
+        return any(same_contract(self.stamped, c.contract) for c in group)
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
@@ -642,7 +645,7 @@ def _bases(
     chosen = list(models) or ([] if bases else [DEFAULT_MODEL])
     for model in chosen:
         contract = model_contract(model)
-        if all(contract.fingerprint != b.fingerprint for b in bases):
+        if not any(same_contract(b, contract, exact=True) for b in bases):
             bases.append(contract)
     return bases
 
@@ -780,7 +783,7 @@ def _assumptions(best: Candidate, ranked: list[Candidate], truncated: bool) -> l
             f"max_tokens: no sampled document reaches {c.max_tokens} tokens, so the limit is "
             f"not observable; {c.max_tokens} (the model's) is assumed"
         )
-    same = [x.label for x in ranked if x.same_as == best.contract.fingerprint]
+    same = [x.label for x in ranked if x.represented_by(best)]
     if same:
         out.append(
             "indistinguishable on these documents (same vectors): "

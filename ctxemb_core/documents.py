@@ -45,7 +45,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxemb_core.contract import DiffKind, EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -142,14 +142,14 @@ def check_fingerprint(fingerprint: str, index: EmbeddingContract) -> EmbeddingCo
             f"the query's fingerprint {fingerprint!r} is not a contract fingerprint (64 lowercase "
             "hex digits); connect the query embedder's 'fingerprint' output unchanged"
         )
-    if fingerprint == index.fingerprint:
+    if same_contract(index, fingerprint):
         return index
     caller = recall(fingerprint)
-    if caller is not None:
-        if _label_only(index, caller):
-            return caller
-        raise ContractMismatchError(index, caller)
-    raise ContractMismatchError.from_fingerprints(index, fingerprint)
+    if caller is None:
+        raise ContractMismatchError.from_fingerprints(index, fingerprint)
+    if same_contract(index, caller):
+        return caller
+    raise ContractMismatchError(index, caller)
 
 
 def batch_fingerprint(
@@ -216,8 +216,9 @@ def stamp_meta(
     """A new metadata dict: ``meta`` plus the contract's fingerprint under :data:`FINGERPRINT_KEY`.
 
     The copy is shallow and ``meta`` itself is never changed. Stamping a metadata that already
-    carries the same fingerprint is a no-op copy; a ``None`` under the key (stores that fill
-    absent fields with ``None``) counts as no stamp.
+    carries the same contract's fingerprint (:func:`~ctxemb_core.contract.same_contract`: a
+    label-only difference is the same contract) sets ``contract``'s; a ``None`` under the key
+    (stores that fill absent fields with ``None``) counts as no stamp.
 
     Args:
         meta: the document's metadata as the framework holds it.
@@ -231,7 +232,8 @@ def stamp_meta(
     Raises:
         InvalidInputError: ``meta`` is not a mapping or ``contract`` is not a contract.
         ContractMismatchError: ``meta`` already carries another contract's fingerprint (the
-            document was embedded under it); nothing is stamped.
+            document was embedded under it; a fingerprint this process does not know is
+            another); nothing is stamped.
         DamagedStampError: ``meta`` carries a value under the key that is not a fingerprint.
 
     Example:
@@ -241,8 +243,8 @@ def stamp_meta(
     _check_contract(contract)
     _check_meta(meta, "meta")
     carried = _carried(meta, "meta")
-    if carried is not None and carried != contract.fingerprint:
-        known = recall(carried)
+    known = recall(carried) if carried is not None else None
+    if carried is not None and not same_contract(known or carried, contract):
         if known is not None:
             raise ContractMismatchError(known, contract)
         raise ContractMismatchError.from_fingerprints(carried, contract)
@@ -300,7 +302,6 @@ def check_documents(
         contract = recall(contract) or contract
     else:
         _check_contract(contract)
-    mine = contract if isinstance(contract, str) else contract.fingerprint
     if isinstance(metas, (str, bytes, Mapping)) or not isinstance(metas, Sequence):
         advice = "; wrap a single metadata in a list" if isinstance(metas, Mapping) else ""
         raise InvalidInputError(
@@ -329,11 +330,7 @@ def check_documents(
             continue
         if carried is None:
             missing.append(name)
-        elif carried != mine and not (
-            carried in contracts
-            and not isinstance(contract, str)
-            and _label_only(contracts[carried], contract)
-        ):
+        elif not same_contract(contracts.get(carried, carried), contract):
             foreign.setdefault(carried, []).append(name)
 
     if foreign:
@@ -411,15 +408,6 @@ def check_document_widths(
         )
 
 
-def _label_only(index: EmbeddingContract, caller: EmbeddingContract) -> bool:
-    """Whether two contracts differ only in the model's name over the same weights.
-
-    Such contracts make the same vectors by construction (a copied folder named for itself, a
-    hub name against a local label), so a document or query of one is the other's too.
-    """
-    return index.diff(caller).kind is DiffKind.LABEL
-
-
 def _seen() -> dict[str, EmbeddingContract]:
     with _SEEN_LOCK:
         return dict(_SEEN)
@@ -454,7 +442,7 @@ def _check_known(known: Any) -> Mapping[str, EmbeddingContract]:
                 f"known[{key!r}] must be an EmbeddingContract, got {type(value).__name__}"
             )
         # A key that is not its contract's fingerprint would name the fields of another recipe.
-        if key != value.fingerprint:
+        if not same_contract(value, key, exact=True):
             raise InvalidInputError(
                 f"known[{key!r}] holds the contract {value.fingerprint[:12]}, not the one its "
                 "key names; key each contract by its own fingerprint"

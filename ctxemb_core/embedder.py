@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxemb_core._batches import plan_batches
-from ctxemb_core.backends._tokenize import Tokenizer
+from ctxemb_core.backends._tokenize import Tokenized, Tokenizer
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
@@ -485,6 +485,15 @@ class Embedder(TokenVectorsMixin):
     def token_counts(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
         """How many tokens the encoder reads of each text: the role's prefix added, cut to
         ``max_tokens``, special tokens included (what ``ctxemb serve`` reports as usage)."""
+        return self.tokenize(texts, role).lengths
+
+    def tokenize(self, texts: Sequence[str], role: Role | str) -> Tokenized:
+        """The texts as the encoder reads them (the role's prefix added), tokenized once.
+
+        Its ``lengths`` are :meth:`token_counts`; given to :meth:`embed_float` under the same
+        role, its tokens are the ones embedded, not encoded again (``ctxemb serve`` counts a
+        request's tokens before queueing it, then embeds it).
+        """
         texts = check_texts(texts)
         role = Role.parse(role, "role")
         if self.remote is not None:
@@ -494,9 +503,8 @@ class Embedder(TokenVectorsMixin):
         network = self._query if role is Role.QUERY else self._doc
         prefix = self.contract.prefix(role)
         prefixed = [prefix + t for t in texts] if prefix else texts
-        if not prefixed:
-            return np.zeros(0, dtype=np.int64)
-        return network.encoder.tokenizer.lengths(prefixed, self.contract.max_tokens)
+        tokenizer = network.encoder.tokenizer
+        return tokenizer.tokenize(prefixed, self.contract.max_tokens, key=(role, prefix))
 
     def embed_float(
         self, texts: Sequence[str], role: Role | str, *, warn: bool = True
@@ -506,9 +514,19 @@ class Embedder(TokenVectorsMixin):
         ``warn=False`` raises no :class:`~ctxemb_core.errors.TruncationWarning`: for texts that
         are not the caller's input (stored records re-embedded to verify an index), whose
         truncation would otherwise be reported as if the caller's own texts were cut.
+
+        ``texts`` may be what :meth:`tokenize` returned for this role: its tokens are embedded,
+        not encoded again.
         """
-        texts = check_texts(texts)  # public too (stamp, guard): checked here, an empty batch ok
-        vectors = self._embed_float(texts, Role.parse(role, "role"))
+        if not isinstance(texts, Tokenized):
+            texts = check_texts(texts)  # public too (stamp, guard): checked here, empty ok
+        parsed = Role.parse(role, "role")
+        if isinstance(texts, Tokenized) and texts.key != (parsed, self.contract.prefix(parsed)):
+            raise InvalidInputError(
+                f"these texts were tokenized for another role or embedder than {parsed.value}: "
+                "tokenize them with this embedder and this role"
+            )
+        vectors = self._embed_float(texts, parsed)
         if warn:
             self._warn_truncated(len(texts), stacklevel=3)
         return vectors
@@ -520,23 +538,34 @@ class Embedder(TokenVectorsMixin):
                 stacklevel=stacklevel,
             )
 
-    def _embed_float(self, texts: list[str], role: Role) -> np.ndarray:
+    def _embed_float(self, texts: list[str] | Tokenized, role: Role) -> np.ndarray:
         """:meth:`embed_float` without its checks and warning; sets :attr:`last_truncated`."""
         if self.remote is not None:
             self.last_truncated = 0  # the server truncates; the canary proves where
-            return self.remote.embed(texts, role)
+            return self.remote.embed(list(texts), role)
         c = self.contract
         network = self._query if role is Role.QUERY else self._doc
         encoder, dense = network.encoder, network.dense
         prefix = c.prefix(role)
-        prefixed = [prefix + t for t in texts] if prefix else list(texts)
+        prefixed: list[str] | Tokenized
+        if isinstance(texts, Tokenized):  # tokenized once, by tokenize(): the prefix is in
+            if not texts.of(encoder.tokenizer, c.max_tokens):
+                raise InvalidInputError("these texts were tokenized by another embedder")
+            prefixed = texts
+        else:
+            prefixed = [prefix + t for t in texts] if prefix else list(texts)
         # include_prompt=False: the prefix's tokens are read by the network but not pooled.
         skip = 0 if c.include_prompt or not prefix else _prompt_tokens(encoder.tokenizer, prefix, c)
         out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
         truncated = 0
         batches = self._plan(encoder, prefixed)
         for idx in embedding_progress(batches, len(prefixed), self.show_progress):
-            batch = encode(encoder, [prefixed[i] for i in idx], c.max_tokens, c.layers)
+            rows: Sequence[str] = (
+                prefixed.take(idx)
+                if isinstance(prefixed, Tokenized)
+                else [prefixed[i] for i in idx]
+            )
+            batch = encode(encoder, rows, c.max_tokens, c.layers)
             truncated += int(batch.truncated.sum())
             vectors = pool(batch.hidden, batch.mask, c.pooling, skip=skip)
             for head in dense:
@@ -550,7 +579,7 @@ class Embedder(TokenVectorsMixin):
         return out
 
     def _plan(
-        self, encoder: Encoder, texts: list[str], max_tokens: int | None = None
+        self, encoder: Encoder, texts: Sequence[str], max_tokens: int | None = None
     ) -> list[np.ndarray]:
         """Index batches: by token length, longest first, each within the token budget.
 

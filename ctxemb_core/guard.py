@@ -39,6 +39,7 @@ from ctxemb_core.contract import (
     FieldChange,
     Precision,
     Role,
+    same_contract,
 )
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
@@ -55,6 +56,17 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.pooling import quantize
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
+
+# The argument checks live in ctxemb_core.validate; named here too, where adapters found them.
+from ctxemb_core.validate import (
+    check_count,
+    check_delete,
+    check_flag,
+    check_ids,
+    check_paging,
+    check_records,
+    check_sample_size,
+)
 
 __all__ = [
     "OPEN_SAMPLE",
@@ -265,49 +277,6 @@ def as_embedder(contract: Any, what: str = "contract") -> Embedder:
     raise InvalidInputError(
         f"{what} must be an EmbeddingContract or an Embedder, got {type(contract).__name__}"
     )
-
-
-def check_flag(value: Any, name: str) -> bool:
-    """``value`` if it is a bool (a flag that is ``1`` or ``"yes"`` is a mistake, not a yes)."""
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def check_count(value: Any, name: str, minimum: int = 1) -> int:
-    """``value`` if it is an int of at least ``minimum`` (``True`` is not a count), else named."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def check_paging(arguments: Mapping[str, Any], what: str) -> None:
-    """A read's ``limit`` / ``offset`` (when given) as counts >= 0, named with ``what``."""
-    for arg in ("limit", "offset"):
-        if arguments.get(arg) is not None:
-            check_count(arguments[arg], f"{what}: {arg}", 0)
-
-
-def check_delete(ids: Any, filters: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, Any]]:
-    """What a delete selects: ids and/or non-empty filters (by name). A delete without any, or
-    with an empty filter, is refused: it is never read as "everything".
-
-    Returns:
-        The checked ids (or ``None``) and the filters that were given, as plain dicts.
-    """
-    if ids is None and all(v is None for v in filters.values()):
-        names = ", ".join(["ids", *filters][:-1]) + f" or {[*filters][-1]}"
-        raise InvalidInputError(f"delete needs {names}; none was given")
-    checked = check_ids(ids) if ids is not None else None
-    for arg, value in filters.items():
-        if value is not None and (not isinstance(value, Mapping) or not value):
-            raise InvalidInputError(f"{arg} must be a non-empty filter mapping, got {value!r}")
-    return checked, {k: dict(v) for k, v in filters.items() if v is not None}
-
-
-def check_sample_size(sample: Any) -> int:
-    """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
-    return check_count(sample, "sample", 0)
 
 
 def check_querier(embedder: Any) -> Embedder | None:
@@ -667,8 +636,8 @@ def check_configuration(
         raise ConfigurationMismatchError(
             "ctxemb", (), f"the ctxemb configuration holds no valid contract ({exc})"
         ) from None
-    diff = stamp.contract.diff(configured)
-    if diff:
+    if not same_contract(stamp.contract, configured, exact=True):
+        diff = stamp.contract.diff(configured)
         raise ConfigurationMismatchError("ctxemb", diff.fields, f"it differs in {diff}")
 
 
@@ -722,10 +691,7 @@ def check_binding(
             persisted = EmbeddingContract.from_dict(dict(configured))
         except (StampError, ValueError, TypeError):
             persisted = None  # not a contract: nothing to compare; the stamp decides below
-        if persisted is not None and persisted.diff(contract).kind not in (
-            DiffKind.IDENTICAL,
-            DiffKind.LABEL,
-        ):
+        if persisted is not None and not same_contract(persisted, contract):
             raise ContractMismatchError(persisted, contract)
     if require_stamp:
         raise MissingStampError(
@@ -784,7 +750,7 @@ def verify_index(
     except StampError as exc:  # damaged: there, but not to be trusted in any part
         stamp, damaged = None, str(exc)
     diff = stamp.contract.diff(embedder.contract) if stamp else None
-    match = stamp is not None and (not diff or diff.kind is DiffKind.LABEL)
+    match = stamp is not None and same_contract(stamp.contract, embedder.contract)
     canary = None
     if stamp is not None and match:
         try:
@@ -846,7 +812,7 @@ class RestampReport:
     @property
     def changed(self) -> bool:
         """Whether the stamp was rewritten."""
-        return self.old_fingerprint != self.new_fingerprint
+        return not same_contract(self.old_fingerprint, self.new_fingerprint, exact=True)
 
     def __str__(self) -> str:
         if not self.changed:
@@ -890,7 +856,7 @@ def restamp_stamp(
     report = RestampReport(
         stamp.fingerprint, embedder.contract.fingerprint, diff.changes, diff.kind
     )
-    if diff.kind is DiffKind.IDENTICAL:
+    if same_contract(stamp.contract, embedder.contract, exact=True):
         stamp.verify(embedder, tolerance)
         return stamp, report
     new = IndexStamp.from_embedder(embedder, stamp.probes)
@@ -945,66 +911,6 @@ def sample_ranges(count: int, size: int) -> Iterator[tuple[int, int]]:
             start = o
         prev = o
     yield start, prev + 1
-
-
-def check_ids(ids: Any) -> list[str]:
-    """A non-empty list of distinct non-empty string ids, or ``InvalidInputError`` naming them."""
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise InvalidInputError(
-            f"ids must be a list, got {type(ids).__name__}"
-            + ("; wrap a single value in a list" if isinstance(ids, (str, bytes)) else "")
-        )
-    ids = list(ids)
-    if not ids:
-        raise InvalidInputError("ids is empty: give at least one id")
-    bad = [i for i in ids if not isinstance(i, str) or not i]
-    if bad:
-        raise InvalidInputError(f"ids must be non-empty strings, got {bad[0]!r}")
-    seen: set[str] = set()
-    for i in ids:
-        if i in seen:
-            raise InvalidInputError(f"duplicate id {i!r} in one batch of ids")
-        seen.add(i)
-    return ids
-
-
-def check_records(
-    ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
-) -> tuple[list[str], list[Any] | None]:
-    """Validate one batch of records before anything is embedded or written.
-
-    Raises:
-        InvalidInputError: ``None`` or single strings instead of lists, an empty batch, lengths
-            that differ, empty or non-string ids, an id twice in the batch, documents that are
-            not strings, metadata entries that are neither a mapping nor ``None``.
-    """
-    for arg, value in (("ids", ids), ("documents", documents)):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise InvalidInputError(
-                f"{arg} must be a list, got {type(value).__name__}"
-                + ("; wrap a single value in a list" if isinstance(value, (str, bytes)) else "")
-            )
-    if metadatas is not None and (
-        isinstance(metadatas, (str, bytes, Mapping)) or not isinstance(metadatas, Sequence)
-    ):
-        raise InvalidInputError(
-            f"metadatas must be a list of mappings (or None), got {type(metadatas).__name__}"
-        )
-    ids = check_ids(ids)
-    if len(ids) != len(documents) or (metadatas is not None and len(metadatas) != len(ids)):
-        raise InvalidInputError("ids, documents and metadatas must be of the same length")
-    for k, d in enumerate(documents):
-        if not isinstance(d, str):
-            raise InvalidInputError(
-                f"documents[{k}] (id {ids[k]!r}) is {type(d).__name__}, not a string"
-            )
-    if metadatas is not None:
-        for k, m in enumerate(metadatas):
-            if m is not None and not isinstance(m, Mapping):
-                raise InvalidInputError(
-                    f"metadatas[{k}] (id {ids[k]!r}) is {type(m).__name__}, not a mapping"
-                )
-    return ids, list(metadatas) if metadatas is not None else None
 
 
 # -- writes that are undone whole -------------------------------------------------------------

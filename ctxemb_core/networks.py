@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -351,7 +352,7 @@ def _model_folder(model: str, export: Path) -> Path:
 
 def encode(
     encoder: Encoder,
-    texts: list[str],
+    texts: Sequence[str],
     max_tokens: int,
     layers: str,
     *,

@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core.contract import EmbeddingContract, Role
+from ctxemb_core.contract import EmbeddingContract, Role, same_contract
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -410,11 +410,17 @@ def _read_contract(http_: _Http, answer: _Answer) -> ServerContract:
             f"the server at {http_.url} answered GET /v1/contract with something that is not a "
             f"ctxemb contract: {type(exc).__name__}: {exc}"
         ) from None
-    if stamp.fingerprint != contract.fingerprint or payload.get("fingerprint") != stamp.fingerprint:
+    named = payload.get("fingerprint")
+    if not (
+        isinstance(named, str)
+        and same_contract(contract, stamp, exact=True)
+        and same_contract(contract, named, exact=True)
+    ):
         raise DamagedStampError(
             f"the server at {http_.url} names a fingerprint that is not its contract's"
         )
-    if headers.get(FINGERPRINT_HEADER) not in (None, contract.fingerprint) or headers.get(
+    header = headers.get(FINGERPRINT_HEADER)
+    if (header is not None and not same_contract(contract, header, exact=True)) or headers.get(
         INSTANCE_HEADER
     ) not in (None, instance):
         raise DamagedStampError(
@@ -433,6 +439,14 @@ class _Server:
     since: int = 0  # answers used since then
     error: BaseException | None = None  # its check failed: no answer of it is used
     passed: set[Role] = field(default_factory=set)  # the roles its current check has passed
+
+
+def _switched(server: _Server, fingerprint: str | None) -> bool:
+    """Whether an answer names another contract than the instance's last (``None``: none
+    named, an ``openai`` connection or an instance not heard from yet)."""
+    if server.fingerprint is None or fingerprint is None:
+        return not (server.fingerprint is None and fingerprint is None)
+    return not same_contract(server.fingerprint, fingerprint, exact=True)
 
 
 class RemoteEncoder:
@@ -588,7 +602,7 @@ class RemoteEncoder:
         served = _read_contract(self._http, self._http.request("GET", "/contract"))
         fingerprint = served.contract.fingerprint
         if fingerprint not in self._contracts:
-            if served.contract.recipe != self.contract.recipe:  # more than a label differs
+            if not same_contract(served.contract, self.contract):
                 error = ContractMismatchError(served.contract, self.contract, server=self.url)
                 self._contracts[fingerprint] = error
                 raise error
@@ -627,7 +641,7 @@ class RemoteEncoder:
             server = self._servers.get(key)
             if not self._passed(server):
                 return False
-            if fingerprint is not None and server is not None and server.fingerprint != fingerprint:
+            if fingerprint is not None and server is not None and _switched(server, fingerprint):
                 return False
             assert server is not None
             server.since += 1
@@ -638,7 +652,8 @@ class RemoteEncoder:
         (another thread checked it). Raises the error of an instance that failed its check."""
         with self._lock:
             server = self._server(key)
-            if fingerprint is not None and server.fingerprint not in (None, fingerprint):
+            known = fingerprint is not None and server.fingerprint is not None
+            if known and _switched(server, fingerprint):
                 # The same instance id naming another contract: nothing of its past holds.
                 self._servers[key] = server = _Server()
             if self.api == "ctxemb" and server.error is not None:
@@ -729,7 +744,7 @@ class RemoteEncoder:
             server = self._server(key)
             if server.error is not None:
                 return answer
-            if server.fingerprint != fingerprint:
+            if _switched(server, fingerprint):
                 server.passed.clear()
                 server.verified_at = None
             server.fingerprint = fingerprint

@@ -18,7 +18,7 @@ import inspect
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core._files import cache_dir
 from ctxemb_core.backends.static import check_vocabulary
@@ -59,6 +59,9 @@ from ctxemb_core.folders.locate import _not_found as _not_found
 from ctxemb_core.folders.manifest import is_export, read_manifest
 from ctxemb_core.folders.st_modules import DenseSpec as DenseSpec
 from ctxemb_core.folders.static import is_static_folder, read_static_layout, static_digest
+
+if TYPE_CHECKING:
+    from ctxemb_core.rerank.contract import RerankerContract
 
 __all__ = [
     "CONTRACT_OVERRIDES",
@@ -376,13 +379,24 @@ def _export_contract(
 
 
 def check_fits(
-    contract: EmbeddingContract, dimension: int, positions: int | None, folder: Path
+    contract: EmbeddingContract | RerankerContract,
+    width: int,
+    positions: int | None,
+    folder: Path,
 ) -> None:
-    """Refuse a contract the network cannot serve: another dimension, more tokens than positions."""
-    if dimension != contract.dimension:
+    """Refuse a contract the network in ``folder`` cannot serve: another output width than the
+    contract states (an embedder's ``dimension``, a cross-encoder's ``num_labels``), or more
+    tokens than the network has positions. Every loader of an embedder or a reranker asks this,
+    before a load and of the network loaded."""
+    if isinstance(contract, EmbeddingContract):
+        field, found, maker = "dimension", f"{folder} emits", "contract_for"
+    else:  # a reranker's (imported only for types: the rerank package builds on this module)
+        field, found, maker = "num_labels", f"the network in {folder} has", "rerank_contract_for"
+    stated = getattr(contract, field)
+    if width != stated:
         raise InvalidContractError(
-            f"the contract says dimension={contract.dimension} but {folder} emits {dimension}; "
-            "use the contract contract_for gives for this model"
+            f"the contract says {field}={stated} but {found} {width}; use the contract {maker} "
+            "gives for this model"
         )
     if positions is not None and contract.max_tokens > positions:
         raise InvalidContractError(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxemb_core.contract import DiffKind, EmbeddingContract, Role
+from ctxemb_core.contract import EmbeddingContract, Role, same_contract
 from ctxemb_core.errors import (
     ContractMismatchError,
     CtxembError,
@@ -203,9 +203,7 @@ class IndexStamp:
         """
         if not isinstance(contract, EmbeddingContract):
             raise InvalidInputError(f"expected an EmbeddingContract, got {type(contract).__name__}")
-        if contract.fingerprint == self.fingerprint:
-            return
-        if self.contract.diff(contract).kind is not DiffKind.LABEL:
+        if not same_contract(self.contract, contract):
             raise ContractMismatchError(self.contract, contract, stamped=True)
 
     def verify(self, embedder: Embedder, tolerance: float = CANARY_TOLERANCE) -> StampCheck:

@@ -22,6 +22,10 @@ What a *batch* is: a sequence (``list``, ``tuple``, ...) of texts, read once, in
 
 A subclass of ``str`` (``numpy.str_``, say) is accepted as the plain string it holds, so no
 overridden method of the subclass takes part in prefixing, hashing or tokenizing.
+
+The arguments every store adapter takes are checked here too: flags, counts, ``limit`` /
+``offset``, a sample size, ids, what a delete selects, one batch of records
+(:mod:`ctxemb_core.guard` still names them, for the adapters that import them from there).
 """
 
 from __future__ import annotations
@@ -32,7 +36,19 @@ from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
 
-__all__ = ["check_positive_int", "check_text", "check_texts", "texts_from_iterable"]
+__all__ = [
+    "check_count",
+    "check_delete",
+    "check_flag",
+    "check_ids",
+    "check_paging",
+    "check_positive_int",
+    "check_records",
+    "check_sample_size",
+    "check_text",
+    "check_texts",
+    "texts_from_iterable",
+]
 
 # The code points a str may hold and UTF-8 may not: the surrogates.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -149,3 +165,109 @@ def texts_from_iterable(value: Any, name: str = "texts") -> list[str]:
     ):
         return check_texts(value, name)
     return check_texts(list(value), name)
+
+
+# -- the arguments every store adapter takes -------------------------------------------------
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` if it is a bool (a flag that is ``1`` or ``"yes"`` is a mistake, not a yes)."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` if it is an int of at least ``minimum`` (``True`` is not a count), else named."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_paging(arguments: Mapping[str, Any], what: str) -> None:
+    """A read's ``limit`` / ``offset`` (when given) as counts >= 0, named with ``what``."""
+    for arg in ("limit", "offset"):
+        if arguments.get(arg) is not None:
+            check_count(arguments[arg], f"{what}: {arg}", 0)
+
+
+def check_sample_size(sample: Any) -> int:
+    """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
+    return check_count(sample, "sample", 0)
+
+
+def check_ids(ids: Any) -> list[str]:
+    """A non-empty list of distinct non-empty string ids, or ``InvalidInputError`` naming them."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidInputError(
+            f"ids must be a list, got {type(ids).__name__}"
+            + ("; wrap a single value in a list" if isinstance(ids, (str, bytes)) else "")
+        )
+    ids = list(ids)
+    if not ids:
+        raise InvalidInputError("ids is empty: give at least one id")
+    bad = [i for i in ids if not isinstance(i, str) or not i]
+    if bad:
+        raise InvalidInputError(f"ids must be non-empty strings, got {bad[0]!r}")
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise InvalidInputError(f"duplicate id {i!r} in one batch of ids")
+        seen.add(i)
+    return ids
+
+
+def check_delete(ids: Any, filters: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, Any]]:
+    """What a delete selects: ids and/or non-empty filters (by name). A delete without any, or
+    with an empty filter, is refused: it is never read as "everything".
+
+    Returns:
+        The checked ids (or ``None``) and the filters that were given, as plain dicts.
+    """
+    if ids is None and all(v is None for v in filters.values()):
+        names = ", ".join(["ids", *filters][:-1]) + f" or {[*filters][-1]}"
+        raise InvalidInputError(f"delete needs {names}; none was given")
+    checked = check_ids(ids) if ids is not None else None
+    for arg, value in filters.items():
+        if value is not None and (not isinstance(value, Mapping) or not value):
+            raise InvalidInputError(f"{arg} must be a non-empty filter mapping, got {value!r}")
+    return checked, {k: dict(v) for k, v in filters.items() if v is not None}
+
+
+def check_records(
+    ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
+) -> tuple[list[str], list[Any] | None]:
+    """Validate one batch of records before anything is embedded or written.
+
+    Raises:
+        InvalidInputError: ``None`` or single strings instead of lists, an empty batch, lengths
+            that differ, empty or non-string ids, an id twice in the batch, documents that are
+            not strings, metadata entries that are neither a mapping nor ``None``.
+    """
+    for arg, value in (("ids", ids), ("documents", documents)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise InvalidInputError(
+                f"{arg} must be a list, got {type(value).__name__}"
+                + ("; wrap a single value in a list" if isinstance(value, (str, bytes)) else "")
+            )
+    if metadatas is not None and (
+        isinstance(metadatas, (str, bytes, Mapping)) or not isinstance(metadatas, Sequence)
+    ):
+        raise InvalidInputError(
+            f"metadatas must be a list of mappings (or None), got {type(metadatas).__name__}"
+        )
+    ids = check_ids(ids)
+    if len(ids) != len(documents) or (metadatas is not None and len(metadatas) != len(ids)):
+        raise InvalidInputError("ids, documents and metadatas must be of the same length")
+    for k, d in enumerate(documents):
+        if not isinstance(d, str):
+            raise InvalidInputError(
+                f"documents[{k}] (id {ids[k]!r}) is {type(d).__name__}, not a string"
+            )
+    if metadatas is not None:
+        for k, m in enumerate(metadatas):
+            if m is not None and not isinstance(m, Mapping):
+                raise InvalidInputError(
+                    f"metadatas[{k}] (id {ids[k]!r}) is {type(m).__name__}, not a mapping"
+                )
+    return ids, list(metadatas) if metadatas is not None else None

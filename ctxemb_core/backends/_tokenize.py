@@ -25,6 +25,72 @@ from ctxemb_core.folders.digests import check_tokenizer_files
 CHARS_PER_TOKEN = 8
 
 
+class Tokenized(Sequence[str]):
+    """Texts and their tokens, encoded once (truncated at ``max_tokens``, not padded).
+
+    What :meth:`Tokenizer.tokenize` returns, for a caller that needs the token counts before
+    the vectors (``ctxemb serve`` reports them as usage and plans batches by them): handed to
+    the same tokenizer's :meth:`~Tokenizer.lengths` and ``__call__`` (through a backend's
+    ``encode``), it is read, not encoded again. It is a sequence of its texts, so any other
+    reader sees plain texts. ``key`` says what the texts were made for (an embedder's role
+    and prefix), for the reader to check.
+    """
+
+    def __init__(
+        self,
+        texts: Sequence[str],
+        pieces: Sequence[Any],
+        lengths: np.ndarray,
+        max_tokens: int,
+        tokenizer: Tokenizer,
+        key: Any = None,
+    ) -> None:
+        self.texts = list(texts)
+        #: One unpadded encoding per text (a Rust ``Encoding``, or a static model's pieces).
+        self.pieces = list(pieces)
+        #: Tokens per text after truncation, special tokens included.
+        self.lengths = lengths
+        self.max_tokens = max_tokens
+        self.tokenizer = tokenizer
+        self.key = key
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.texts[index]
+
+    def of(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
+        """Whether these are ``tokenizer``'s tokens at ``max_tokens`` (else they are re-read)."""
+        return tokenizer is self.tokenizer and max_tokens == self.max_tokens
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> Tokenized:
+        """The texts at ``rows``, with their tokens."""
+        return Tokenized(
+            [self.texts[i] for i in rows],
+            [self.pieces[i] for i in rows],
+            self.lengths[np.asarray(rows, dtype=np.int64)],
+            self.max_tokens,
+            self.tokenizer,
+            self.key,
+        )
+
+    @staticmethod
+    def join(parts: Sequence[Tokenized]) -> Tokenized:
+        """One sequence of several made by one tokenizer for one purpose."""
+        first = parts[0]
+        if any(not p.of(first.tokenizer, first.max_tokens) or p.key != first.key for p in parts):
+            raise ValueError("only texts tokenized alike can be joined")
+        return Tokenized(
+            [t for p in parts for t in p.texts],
+            [e for p in parts for e in p.pieces],
+            np.concatenate([p.lengths for p in parts]),
+            first.max_tokens,
+            first.tokenizer,
+            first.key,
+        )
+
+
 class Tokenizer:
     """A Rust ``tokenizers`` pipeline that truncates and pads the way its model expects.
 
@@ -229,10 +295,20 @@ class Tokenizer:
             shorter, n = longer, 2 * n
         return text
 
+    def tokenize(self, texts: Sequence[str], max_tokens: int, key: Any = None) -> Tokenized:
+        """Encode texts once, for :meth:`lengths` and a batch's ``__call__`` to read."""
+        pieces = self.configured(max_tokens, padded=False).encode_batch(
+            self.bounded(texts, max_tokens)
+        )
+        lengths = np.array([len(e.ids) for e in pieces], dtype=np.int64)
+        return Tokenized(texts, pieces, lengths, max_tokens, self, key)
+
     def __call__(
         self, texts: Sequence[TextInput], max_tokens: int
     ) -> tuple[list, dict[str, np.ndarray]]:
         """Encode a batch; returns the encodings and the model's input arrays (int64)."""
+        if isinstance(texts, Tokenized) and texts.of(self, max_tokens):
+            return texts.pieces, self._padded(texts.pieces)
         encodings = self.configured(max_tokens).encode_batch(self.bounded(texts, max_tokens))
         arrays = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
@@ -242,8 +318,28 @@ class Tokenizer:
             arrays["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
         return encodings, arrays
 
+    def _padded(self, encodings: Sequence[Any]) -> dict[str, np.ndarray]:
+        """The input arrays of unpadded encodings, padded as the pipeline pads a batch (to its
+        longest, with the pad id, segment 0 and mask 0, on the tokenizer's side)."""
+        width = max((len(e.ids) for e in encodings), default=0)
+        names = ["input_ids", "attention_mask"]
+        if "token_type_ids" in self.model_input_names:
+            names.append("token_type_ids")
+        arrays = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in names}
+        arrays["input_ids"].fill(self.pad_id)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            at = slice(width - n, width) if self.padding_left else slice(0, n)
+            arrays["input_ids"][row, at] = e.ids
+            arrays["attention_mask"][row, at] = e.attention_mask
+            if "token_type_ids" in arrays:
+                arrays["token_type_ids"][row, at] = e.type_ids
+        return arrays
+
     def lengths(self, texts: Sequence[TextInput], max_tokens: int) -> np.ndarray:
         """Token count of each text after truncation, special tokens included."""
+        if isinstance(texts, Tokenized) and texts.of(self, max_tokens):
+            return texts.lengths
         encodings = self.configured(max_tokens, padded=False).encode_batch(
             self.bounded(texts, max_tokens)
         )
@@ -304,6 +400,8 @@ def token_details(
     tokens, offsets, special = [], [], []
     for enc, m in zip(encodings, mask, strict=True):
         keep = [i for i, v in enumerate(m) if v]
+        if len(enc.ids) == len(keep):  # unpadded (from a Tokenized): every token is kept
+            keep = list(range(len(keep)))
         # Each attribute of a Rust Encoding is a new Python list on every access: read once per
         # row, not once per token (256 copies of a 256-long list per row: ~9 ms a document).
         row_tokens, row_offsets, row_special = enc.tokens, enc.offsets, enc.special_tokens_mask

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core.backends._tokenize import Tokenizer
+from ctxemb_core.backends._tokenize import Tokenized, Tokenizer
 from ctxemb_core.backends.base import TokenBatch
 from ctxemb_core.errors import (
     MalformedModelError,
@@ -136,9 +136,18 @@ class StaticTokenizer(Tokenizer):
             )
         return out
 
+    def tokenize(self, texts: Sequence[str], max_tokens: int, key: Any = None) -> Tokenized:
+        """The pieces of each text, made once for :meth:`lengths` and ``__call__`` to read."""
+        pieces = self.pieces(texts, max_tokens)
+        lengths = np.array([len(p.ids) for p in pieces], dtype=np.int64)
+        return Tokenized(texts, pieces, lengths, max_tokens, self, key)
+
     def __call__(self, texts: Sequence[Any], max_tokens: int) -> tuple[list, dict[str, np.ndarray]]:
         """The pieces of each text and their ids as a right-padded array with its mask."""
-        pieces = self.pieces(texts, max_tokens)
+        if isinstance(texts, Tokenized) and texts.of(self, max_tokens):
+            pieces = texts.pieces
+        else:
+            pieces = self.pieces(texts, max_tokens)
         width = max([len(p.ids) for p in pieces] + [1])
         ids = np.zeros((len(pieces), width), dtype=np.int64)
         mask = np.zeros((len(pieces), width), dtype=np.int64)
@@ -149,6 +158,8 @@ class StaticTokenizer(Tokenizer):
 
     def lengths(self, texts: Sequence[Any], max_tokens: int) -> np.ndarray:
         """Looked-up tokens per text (what the mean is over)."""
+        if isinstance(texts, Tokenized) and texts.of(self, max_tokens):
+            return texts.lengths
         return np.array([len(p.ids) for p in self.pieces(texts, max_tokens)], dtype=np.int64)
 
 

@@ -164,7 +164,7 @@ def _table(name: str, report: Any, store: str) -> list[str]:
     several = len(report.models) > 1
     lines.append(f"{'#':>3}  {'agree':>7}  {'min cos':>8}  {'median':>8}  {'length':>7}  recipe")
     for rank, c in enumerate(ranked[:_ROWS], start=1):
-        same = sum(1 for x in report.candidates if x.same_as == c.contract.fingerprint)
+        same = sum(1 for x in report.candidates if x.represented_by(c))
         recipe = (f"{c.contract.model}: " if several else "") + c.label
         if same:
             recipe += f" (+{same} indistinguishable)"

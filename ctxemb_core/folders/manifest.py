@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core._files import read_with_digest
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.errors import CtxembError, MalformedModelError, ModelNotFoundError
 
 __all__ = [
@@ -160,7 +160,7 @@ def read_manifest(folder: str | os.PathLike[str]) -> ExportManifest:
         raise MalformedModelError(
             f"{folder / CONTRACT_FILE} is not a valid contract ({exc}); {_fix(folder, model)}"
         ) from None
-    if data.get("fingerprint") != contract.fingerprint:
+    if not same_contract(contract, str(data.get("fingerprint")), exact=True):
         raise MalformedModelError(
             f"{file} records the fingerprint {str(data.get('fingerprint'))[:12]}…, but "
             f"{CONTRACT_FILE} has {contract.fingerprint[:12]}…; {_fix(folder, contract.model)}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ctxemb_core.contract import DiffKind
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import (
     AnalyzerDriftError,
     ContractMismatchError,
@@ -40,7 +40,7 @@ def check_caller(
     if caller is None:
         return stamp
     diff = stamp.diff(caller)
-    if diff.dense_kind not in (DiffKind.IDENTICAL, DiffKind.LABEL):
+    if not same_contract(stamp.dense, caller.dense):
         raise ContractMismatchError(stamp.dense, caller.dense, stamped=True)
     if any(not f.startswith("dense.") for f in diff.fields):
         raise HybridMismatchError(stamp, caller, where=where)

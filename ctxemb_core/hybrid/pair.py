@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
@@ -163,9 +164,7 @@ def open_hybrid(
         else:
             _build(dense, place, lexical, fusion, progress)
     stamp = store.check()
-    if stamp.contract.dense != dense.contract and (
-        stamp.contract.dense.diff(dense.contract).kind.value != "label"
-    ):
+    if not same_contract(stamp.contract.dense, dense.contract):
         raise ContractMismatchError(stamp.contract.dense, dense.contract, stamped=True)
     store.check_owner(stamp, place.owner, place.remedy)
     if place.mark is not None:
@@ -238,9 +237,7 @@ def _convert(dense: Any, place: LexicalPlace) -> None:
     """An old file-set side, read once (every file checked) and written into the store."""
     assert place.folder is not None
     index, contract, canary = read_file_set(place.folder)
-    if contract.dense != dense.contract and contract.dense.diff(dense.contract).kind.value != (
-        "label"
-    ):
+    if not same_contract(contract.dense, dense.contract):
         raise ContractMismatchError(contract.dense, dense.contract, stamped=True)
     try:
         place.store.create(contract, place.owner, canary, index)
@@ -290,7 +287,7 @@ class HybridIndex:
     def _follow(self, stamp: HybridStamp) -> HybridStamp:
         """Take a stamp read from the store: one whose recipe or fusion another process
         changed is checked against what this index states first."""
-        if stamp.contract.recipe() != self.stamp.contract.recipe():
+        if not same_contract(self.stamp.contract.recipe(), stamp.contract.recipe(), exact=True):
             check_caller(stamp.contract, self._stated(stamp.contract), where=repr(self.name))
             check_analyzer(stamp, self.lexical.analyzer(stamp))
         self.stamp = stamp

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ctxemb_core._files import sha256_file
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import (
     CtxembError,
     DamagedStampError,
@@ -318,7 +319,7 @@ class LexicalStore:
 
     def analyzer(self, stamp: HybridStamp) -> Analyzer:
         recipe = stamp.contract.lexical.recipe()
-        if self._analyzer is None or self._analyzer[0] != recipe.fingerprint:
+        if self._analyzer is None or not same_contract(recipe, self._analyzer[0], exact=True):
             self._analyzer = (recipe.fingerprint, Analyzer(recipe))
         return self._analyzer[1]
 
@@ -446,7 +447,9 @@ class LexicalStore:
         """
         with self.db.writing():
             stamp = self.stamp(lock=True)
-            if expect is not None and stamp.contract.lexical.recipe().fingerprint != expect:
+            if expect is not None and not same_contract(
+                stamp.contract.lexical.recipe(), expect, exact=True
+            ):
                 raise StampError(
                     f"the lexical side in {self.where} was re-stamped under another recipe "
                     "while it was open; open it again"
@@ -947,7 +950,9 @@ def read_file_set(folder: str | os.PathLike[str]) -> tuple[LexicalIndex, HybridC
     try:
         manifest = json.loads((where / "manifest.json").read_text(encoding="utf-8"))
         contract = HybridContract.from_json(manifest["contract"])
-        if manifest["schema"] != 1 or manifest["fingerprint"] != contract.fingerprint:
+        if manifest["schema"] != 1 or not same_contract(
+            contract, manifest["fingerprint"], exact=True
+        ):
             raise ValueError("schema or fingerprint")
         for name in FILE_SET_FILES:
             if sha256_file(where / name) != manifest["files"][name]:

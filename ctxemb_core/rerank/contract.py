@@ -31,6 +31,7 @@ from ctxemb_core.contract import (
     _check_str,
     _StrEnum,
     _unique_keys,
+    same_contract,
 )
 from ctxemb_core.errors import DataFormatError, InvalidContractError, RerankerMismatchError
 
@@ -396,7 +397,7 @@ class RerankerContract:
 
     def check(self, other: RerankerContract, *, what: str = "scores") -> None:
         """Raise :class:`~ctxemb_core.errors.RerankerMismatchError` unless ``other`` is this."""
-        if other.fingerprint != self.fingerprint:
+        if not same_contract(self, other):
             raise RerankerMismatchError(self, other, what=what)
 
 

@@ -21,7 +21,6 @@ from ctxemb_core.backends import load_classifier
 from ctxemb_core.backends.base import Classifier, TextInput
 from ctxemb_core.errors import (
     CtxembWarning,
-    InvalidContractError,
     InvalidInputError,
     RerankerMismatchError,
     TruncationWarning,
@@ -31,6 +30,7 @@ from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import Activation, RerankerContract, RerankKind
+from ctxemb_core.resolve import check_fits
 from ctxemb_core.validate import check_text
 
 __all__ = ["CrossEncoderReranker"]
@@ -290,7 +290,7 @@ def _load(
         return _fits(contract, cached)
     assert layout.num_labels is not None
     # What the folder says, checked before a load that may cost an export.
-    _check_fits(contract, layout.num_labels, layout.max_positions, folder)
+    check_fits(contract, layout.num_labels, layout.max_positions, folder)
     try:
         with loading(contract.model):
             classifier = load_classifier(layout.transformer, backend, device)
@@ -305,21 +305,5 @@ def _load(
 
 
 def _fits(contract: RerankerContract, network: _Network) -> _Network:
-    _check_fits(contract, network.classifier.num_labels, network.max_positions, network.folder)
+    check_fits(contract, network.classifier.num_labels, network.max_positions, network.folder)
     return network
-
-
-def _check_fits(
-    contract: RerankerContract, num_labels: int, positions: int | None, folder: Path
-) -> None:
-    """Refuse a contract the network cannot serve: other labels, more tokens than positions."""
-    if num_labels != contract.num_labels:
-        raise InvalidContractError(
-            f"the contract says num_labels={contract.num_labels} but the network in {folder} "
-            f"has {num_labels}; use the contract rerank_contract_for gives for this model"
-        )
-    if positions is not None and contract.max_tokens > positions:
-        raise InvalidContractError(
-            f"max_tokens={contract.max_tokens} exceeds the {positions} positions the model in "
-            f"{folder} has; valid values are 1..{positions}"
-        )

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
@@ -281,7 +282,7 @@ class TokenVectorStore:
                 raise DataFormatError(f"{file} is not a reranker contract: {exc}") from None
             except Exception as exc:  # an invalid contract (InvalidContractError, …)
                 raise DataFormatError(f"{file} is not a valid reranker contract: {exc}") from None
-            if stored.fingerprint != fp:
+            if not same_contract(stored, fp, exact=True):
                 raise DataFormatError(
                     f"{file} holds the contract {stored.fingerprint[:12]}…, not {fp[:12]}… its "
                     "folder is named for; the folder is refused. Delete it (or "
@@ -324,7 +325,9 @@ def _decode(data: bytes, path: Path, fp: str, key: str, width: int) -> _Entry:
         raise refuse("its header is not JSON") from None
     if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
         raise refuse(f"its header does not have the fields {sorted(_HEADER_KEYS)}")
-    if header["fingerprint"] != fp:
+    if not isinstance(header["fingerprint"], str) or not same_contract(
+        header["fingerprint"], fp, exact=True
+    ):
         raise refuse(
             f"it was written under the reranker contract {str(header['fingerprint'])[:12]}…, "
             f"not {fp[:12]}…"

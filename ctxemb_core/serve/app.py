@@ -261,13 +261,14 @@ class EmbeddingService:
         self.batcher.arriving += 1
         try:
             payload, texts, role, encoding, raw_vectors = await self._request(scope, receive)
-            counts = self.embedder.token_counts(texts, role)
+            # Tokenized once: the usage counts these tokens, and the batch embeds them.
+            tokenized = self.embedder.tokenize(texts, role)
         except BaseException:
             self.batcher.arriving -= 1
             raise
-        tokens = int(counts.sum())
+        tokens = int(tokenized.lengths.sum())
         try:
-            vectors = await self.batcher.embed(texts, role, tokens, raw_vectors)
+            vectors = await self.batcher.embed(tokenized, role, tokens, raw_vectors)
         except BusyError as exc:
             raise HttpError(503, str(exc), code="busy") from None
         except InvalidInputError as exc:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ctxemb_core.backends._tokenize import Tokenized
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import CtxembError
 from ctxemb_core.pooling import quantize
@@ -38,7 +40,7 @@ class BusyError(CtxembError):
 
 @dataclass
 class _Job:
-    texts: list[str]
+    texts: Sequence[str]  # a Tokenized from the embedder: the tokens the usage counted
     role: Role
     tokens: int
     raw: bool  # the contract's vectors before the precision step (what remote encoders ask)
@@ -77,8 +79,9 @@ class Batcher:
                 await self._task
         self._executor.shutdown(wait=True)
 
-    async def embed(self, texts: list[str], role: Role, tokens: int, raw: bool) -> np.ndarray:
-        """The vectors of ``texts`` once their batch has run."""
+    async def embed(self, texts: Sequence[str], role: Role, tokens: int, raw: bool) -> np.ndarray:
+        """The vectors of ``texts`` once their batch has run (texts the embedder tokenized,
+        :meth:`~ctxemb_core.embedder.Embedder.tokenize`, are embedded from those tokens)."""
         assert self._queue is not None, "the batcher was not started"
         self.arriving -= 1
         if self._queued + len(texts) > self.limits.max_queued:
@@ -125,7 +128,7 @@ class Batcher:
             group = [j for j in jobs if j.role is role and not j.future.done()]
             if not group:
                 continue
-            texts = [t for j in group for t in j.texts]
+            texts = _joined([j.texts for j in group])
             try:
                 vectors, cut = await loop.run_in_executor(self._executor, self._embed, texts, role)
             except Exception as exc:  # each request of the group gets the error; the loop goes on
@@ -144,6 +147,14 @@ class Batcher:
                     )
         self.metrics.batch(sum(len(j.texts) for j in jobs), waits, truncated)
 
-    def _embed(self, texts: list[str], role: Role) -> tuple[np.ndarray, int]:
+    def _embed(self, texts: Sequence[str], role: Role) -> tuple[np.ndarray, int]:
         vectors = self.embedder.embed_float(texts, role, warn=False)
         return vectors, self.embedder.last_truncated
+
+
+def _joined(parts: list[Sequence[str]]) -> Sequence[str]:
+    """The texts of a group's jobs as one batch, their tokens kept when each job has them."""
+    tokenized = [p for p in parts if isinstance(p, Tokenized)]
+    if len(tokenized) == len(parts):
+        return Tokenized.join(tokenized)
+    return [t for p in parts for t in p]

@@ -16,6 +16,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 
 from ctxemb_chroma._store import configured_function
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
 from ctxemb_core.lazy import LazyEmbedder, remote_config
@@ -219,7 +220,10 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     @staticmethod
     def validate_config(config: dict[str, Any]) -> None:
         contract = EmbeddingContract.from_dict(config["contract"])
-        if config.get("fingerprint") not in (None, contract.fingerprint):
+        named = config.get("fingerprint")
+        if named is not None and not (
+            isinstance(named, str) and same_contract(contract, named, exact=True)
+        ):
             raise ValueError("ctxemb embedding function config: fingerprint does not match")
 
     def validate_config_update(
@@ -227,5 +231,5 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     ) -> None:
         old = EmbeddingContract.from_dict(old_config["contract"])
         new = EmbeddingContract.from_dict(new_config.get("contract", old_config["contract"]))
-        if new.fingerprint != old.fingerprint:
+        if not same_contract(old, new, exact=True):
             raise ContractMismatchError(old, new)

@@ -11,6 +11,7 @@ from chromadb.api import ClientAPI
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import as_embedder, check_flag
 from ctxemb_core.migrate import copy_missing, source_pages
@@ -65,7 +66,7 @@ def migrate(
     # Across stores, the same contract's vectors are carried; within one store a migration
     # under the same contract is a rebuild (records written around ctxemb re-embedded).
     same_store = isinstance(source, GuardedCollection) and client is source.client
-    carry = not reembed and not same_store and embedder.contract.fingerprint == stamp.fingerprint
+    carry = not reembed and not same_store and same_contract(stamp, embedder.contract, exact=True)
     target = open_collection(
         client, target_name, embedder, create=True, stamp=stamp if carry else None
     )

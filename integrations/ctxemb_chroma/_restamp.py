@@ -17,6 +17,7 @@ from ctxemb_chroma._store import (
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError, StampError
 from ctxemb_core.guard import (
     RestampReport,
@@ -90,7 +91,7 @@ def restamp(
             )
         again = stored_collection(client, collection_name)
         written = IndexStamp.from_metadata(again.metadata)
-        if written.fingerprint != new_stamp.fingerprint:
+        if not same_contract(new_stamp, written, exact=True):
             raise InvalidInputError(
                 f"re-stamping {collection_name!r}: the store kept fingerprint "
                 f"{written.fingerprint[:12]}, not {new_stamp.fingerprint[:12]}: the write did not "
@@ -106,7 +107,7 @@ def _embedder(contract: EmbeddingContract | Embedder, embedder: Embedder | None)
     given = check_querier(embedder)
     if given is None:
         return chosen
-    if given.contract.fingerprint != chosen.contract.fingerprint:
+    if not same_contract(chosen.contract, given.contract, exact=True):
         raise InvalidInputError(
             "embedder must embed under the contract being stamped; its contract differs in "
             f"{chosen.contract.diff(given.contract)}"

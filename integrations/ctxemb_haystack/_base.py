@@ -10,8 +10,8 @@ from haystack import default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.components import component_contract
-from ctxemb_core.guard import check_flag
 from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.validate import check_flag
 
 
 class _ContractEmbedding:

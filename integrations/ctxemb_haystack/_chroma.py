@@ -21,7 +21,8 @@ from ctxemb_chroma import (
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, MissingStampError
-from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
+from ctxemb_core.guard import check_embedded, check_query_vector, similarity
+from ctxemb_core.validate import check_records
 from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, contract_of, unique
 
 logger = logging.getLogger(__name__)

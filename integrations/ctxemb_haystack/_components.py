@@ -12,8 +12,9 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core.documents import batch_fingerprint
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_sample_size
+from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
+from ctxemb_core.validate import check_flag, check_sample_size
 from ctxemb_haystack._hybrid_side import LexicalSide, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 

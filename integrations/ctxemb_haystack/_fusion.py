@@ -9,6 +9,7 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import FINGERPRINT_KEY, check_fingerprint
 from ctxemb_core.errors import HybridMismatchError, InvalidInputError, MissingStampError
 from ctxemb_core.hybrid import Fusion, fuse
@@ -85,7 +86,7 @@ class ContractFusionJoiner:
                     f"lexical document {d.id!r} carries no {HYBRID_KEY}: it was not found by a "
                     "ContractLexicalRetriever"
                 )
-            if found != contract.fingerprint:
+            if not isinstance(found, str) or not same_contract(contract, found):
                 other = recall(found)
                 if other is None:
                     raise InvalidInputError(

@@ -20,7 +20,8 @@ from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, MissingStampError
-from ctxemb_core.guard import check_embedded, check_query_vector, check_records, similarity
+from ctxemb_core.guard import check_embedded, check_query_vector, similarity
+from ctxemb_core.validate import check_records
 from ctxemb_haystack._pgvector_rows import check_storable, where_of
 from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, contract_of, unique
 from ctxemb_pgvector import GuardedTable, check_name, connect, open_table, stored_or_none

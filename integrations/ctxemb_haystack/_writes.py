@@ -14,6 +14,7 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core import EmbeddingContract
+from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 
@@ -45,7 +46,7 @@ def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]
 def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> EmbeddingContract:
     """The contract behind a fingerprint: built in this process, or the store's own."""
     contract = recall(fingerprint)
-    if contract is None and stamped is not None and stamped.fingerprint == fingerprint:
+    if contract is None and stamped is not None and same_contract(stamped, fingerprint, exact=True):
         return stamped
     if contract is None:
         raise InvalidInputError(

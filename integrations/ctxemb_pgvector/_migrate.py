@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import as_embedder, check_flag
 from ctxemb_core.migrate import copy_missing, source_pages
@@ -67,7 +68,7 @@ def migrate(
     # Across stores, the same contract's vectors are carried; within one database a migration
     # under the same contract is a rebuild (rows written around ctxemb re-embedded).
     same_store = isinstance(source, GuardedTable) and conn is source.conn
-    carry = not reembed and not same_store and embedder.contract.fingerprint == stamp.fingerprint
+    carry = not reembed and not same_store and same_contract(stamp, embedder.contract, exact=True)
     target = open_table(
         conn, target_name, embedder, create=True, schema=schema, stamp=stamp if carry else None
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError, StampError
 from ctxemb_core.guard import RestampReport, as_embedder, check_querier, restamp_stamp
 from ctxemb_pgvector._connect import check_connection, translated
@@ -36,7 +37,7 @@ def restamp(
     check_connection(conn)
     chosen = as_embedder(contract)
     given = check_querier(embedder)
-    if given is not None and given.contract.fingerprint != chosen.contract.fingerprint:
+    if given is not None and not same_contract(chosen.contract, given.contract, exact=True):
         raise InvalidInputError(
             "embedder must embed under the contract being stamped; its contract differs in "
             f"{chosen.contract.diff(given.contract)}"
