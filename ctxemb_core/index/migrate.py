@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import as_embedder, check_count, check_flag
@@ -78,7 +78,8 @@ def migrate_index(
     check_flag(progress, "progress")
     check_count(batch, "batch")
     embedder = source.embedder if contract is None else as_embedder(contract)
-    same = not reembed and embedder.contract.fingerprint == source.stamp.fingerprint
+    # The stored vectors copy as they are only under the very contract that made them.
+    same = not reembed and same_contract(source.stamp, embedder.contract, exact=True)
     dest = GuardedIndex.open(target, embedder, stamp=source.stamp if same else None)
     fingerprint = source.stamp.fingerprint
 
