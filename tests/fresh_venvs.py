@@ -1,0 +1,224 @@
+"""New virtual environments that never saw the checkout: shared by tests/packaging and tests/docs.
+
+- :func:`source_tree` copies the files a clone would have (tracked and untracked-but-not-ignored,
+  never ``.venv``, ``build/`` or ``*.egg-info``) out of the checkout, and :func:`build_wheel` builds
+  ctxemb's wheel from such a copy.
+- :func:`new_venv` makes an environment from the base interpreter's stdlib alone (no system
+  site-packages, no pip of its own); :meth:`Venv.uv` installs into it with uv, which links what its
+  cache holds (hard links: the cache and the temporary folders share a disk), ~1 CPU-s for
+  torch, Chroma and their dependencies. uv is told pip's find-links (:func:`pip_find_links`):
+  torch 2.13.0's CPU build lies there, where the registry would give uv its CUDA build.
+- :func:`link_bytecode` gives a new environment the ``.pyc`` files Python already compiled for
+  the very same source files elsewhere (the dev environment's, an earlier new environment's).
+  uv installs every environment's files as hard links of one cache, so a ``.py`` with the same
+  inode in two environments is the same file, and its bytecode is the same; without them each new
+  environment compiled torch, transformers and Chroma again on first import (~3 CPU-s).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from uv import find_uv_bin
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "constraints.txt"
+#: The dev environment's site-packages: the first place compiled bytecode is taken from.
+DEV_SITE = Path(sysconfig.get_paths()["purelib"])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment, without anything that leads back to the checkout or .venv."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
+    }
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONNOUSERSITE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def run(
+    args: list[str | Path], cwd: Path, timeout: float = 1800, **env: str
+) -> subprocess.CompletedProcess:
+    """``args`` run in :func:`clean_env`; a failure fails the test with the output's tail."""
+    proc = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"--- stdout (tail)\n{proc.stdout[-4000:]}\n--- stderr (tail)\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+@dataclass(frozen=True)
+class Venv:
+    """A new virtual environment and the folder its commands run from (outside the checkout)."""
+
+    root: Path
+    cwd: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def site_packages(self) -> Path:
+        (site,) = (self.root / "lib").glob("python3*/site-packages")
+        return site
+
+    def bin(self, name: str) -> Path:
+        return self.root / "bin" / name
+
+    def pip(self, *args: str | Path) -> None:
+        # The dev environment's pip installs into this one (pip --python: pip's own code runs
+        # under this interpreter, nothing else of the dev environment is importable there). The
+        # pip that ensurepip would bundle (23.2 with Python 3.11) is twice as slow as pip 26,
+        # and bootstrapping it is 5 s per venv. --no-compile: the few processes run in these
+        # environments compile only what they import, as setup.sh's installs do.
+        pip = [sys.executable, "-m", "pip", "--python", self.python]
+        run([*pip, "install", "--quiet", "--no-compile", *args], self.cwd)
+
+    def uv(self, *args: str | Path) -> None:
+        # uv compiles nothing unless asked, and links what its cache holds (hard links: the
+        # cache and the temporary folders share a disk) instead of unpacking it again.
+        links = [a for d in pip_find_links() for a in ("--find-links", d)]
+        uv = [find_uv_bin(), "pip", "install", "--quiet", "--python", self.python, *links]
+        run([*uv, *args], self.cwd)
+
+    def distributions(self) -> dict[str, str]:
+        """The name and version of each distribution installed here (``uv pip freeze``)."""
+        freeze = run([find_uv_bin(), "pip", "freeze", "--python", self.python], self.cwd)
+        return dict(line.split("==", 1) for line in freeze.stdout.splitlines() if "==" in line)
+
+    def run(self, *args: str | Path) -> subprocess.CompletedProcess:
+        # A cache of its own: an ONNX export the dev environment made must not serve it.
+        cache = str(self.root.parent / "ctxemb-cache")
+        return run(list(args), self.cwd, timeout=900, CTXEMB_CACHE_DIR=cache)
+
+    def py(self, code: str, *args: str | Path) -> subprocess.CompletedProcess:
+        return self.run(self.python, "-c", code, *args)
+
+    def remove(self) -> None:
+        # ~2 GB and ~20,000 files with torch, minutes to delete on a busy disk: deleted in the
+        # background, so the session does not wait (pytest would keep the last three runs').
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(self.root.parent)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+@functools.cache
+def pip_find_links() -> tuple[str, ...]:
+    """The folders pip looks in for files (its configuration files and PIP_FIND_LINKS).
+
+    uv reads neither: told nothing, it takes torch 2.13.0's CUDA build from the registry where
+    pip takes the CPU build that lies on disk on these machines.
+    """
+    listed = run([sys.executable, "-m", "pip", "config", "list"], ROOT).stdout
+    values = [
+        ast.literal_eval(value)
+        for key, _, value in (line.partition("=") for line in listed.splitlines())
+        if key.endswith(".find-links")
+    ]
+    return tuple(dict.fromkeys(d for value in values for d in value.split()))
+
+
+def new_venv(folder: Path) -> Venv:
+    """A new environment in ``folder``/venv, its commands run from ``folder``/cwd."""
+    root, cwd = folder / "venv", folder / "cwd"
+    cwd.mkdir(parents=True)
+    # A real new environment: the base interpreter's stdlib only, no system site-packages, and
+    # no pip of its own (Venv.pip installs into it with the dev environment's).
+    run([sys.executable, "-m", "venv", "--without-pip", root], cwd)
+    return Venv(root, cwd)
+
+
+def source_tree(dest: Path) -> Path:
+    """The files a clone of the working tree would have, copied into ``dest``/ctxemb."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    tree = dest / "ctxemb"
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if src.is_file():  # a file deleted in the working tree is listed but not there
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tree / rel)
+    return tree
+
+
+def build_wheel(tree: Path, out: Path) -> Path:
+    """ctxemb's wheel, built from ``tree`` (a :func:`source_tree`) into ``out``."""
+    # No isolation: the dev environment has setuptools>=77 (the test extra), and an isolated
+    # build would download it again for every run.
+    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, tree], out)
+    (wheel,) = out.glob("ctxemb-*.whl")
+    return wheel
+
+
+def link_bytecode(target: Venv, donors: Iterable[Path] = (DEV_SITE,)) -> int:
+    """Hard-links into ``target`` each ``.pyc`` a donor site-packages holds for the same file.
+
+    The same file: a ``.py`` whose inode is the donor's own (uv linked both from its cache), so
+    the bytecode is what Python would compile here (and Python still checks the source's mtime
+    and size against it). Python replaces a ``.pyc`` it rewrites (a new file renamed over the
+    old), so no environment ever writes into another's. Returns how many were linked.
+    """
+    site = target.site_packages
+    linked = 0
+    for folder, _, files in os.walk(site):
+        sources = {f[:-3]: f for f in files if f.endswith(".py")}
+        if not sources or folder.endswith("__pycache__"):
+            continue
+        rel = Path(folder).relative_to(site)
+        cache = Path(folder) / "__pycache__"
+        for donor in donors:
+            donor_cache = donor / rel / "__pycache__"
+            if not donor_cache.is_dir():
+                continue
+            for pyc in os.scandir(donor_cache):
+                module, _, tag = pyc.name.partition(".")
+                if tag != sys.implementation.cache_tag + ".pyc" or module not in sources:
+                    continue
+                mine = os.stat(Path(folder) / sources[module])
+                theirs = os.stat(donor / rel / sources[module])
+                if (mine.st_ino, mine.st_dev) != (theirs.st_ino, theirs.st_dev):
+                    continue
+                cache.mkdir(exist_ok=True)
+                try:
+                    os.link(pyc.path, cache / pyc.name)
+                except FileExistsError:
+                    continue
+                linked += 1
+    return linked
