@@ -59,6 +59,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -229,6 +230,9 @@ class Environments:
         self.folder = folder
         self.wheel = wheel
         self.made: dict[Install, Venv] = {}
+        #: The wheel's top-level packages (ctxemb_core and the adapters).
+        names = zipfile.ZipFile(wheel).namelist()
+        self.packages = sorted({n.split("/")[0] for n in names if ".dist-info/" not in n})
 
     def __call__(self, install: Install) -> Venv:
         if install not in self.made:
@@ -244,8 +248,13 @@ class Environments:
         if "torch" in installed:
             assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
         assert not [n for n in installed if n.startswith("nvidia")], sorted(installed)
-        donors = [fresh_venvs.DEV_SITE, *(made.site_packages for made in self.made.values())]
-        fresh_venvs.link_bytecode(venv, donors)
+        # torch, transformers, Chroma, ... as the dev environment compiled them; ctxemb's own
+        # modules as an earlier environment's snippets compiled them (the same wheel's files).
+        fresh_venvs.link_bytecode(venv, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
+        for earlier in self.made.values():
+            for package in self.packages:
+                compiled = fresh_venvs.bytecode(earlier.site_packages / package)
+                fresh_venvs.link_bytecode(venv, earlier.site_packages, compiled)
         return venv
 
     def remove(self) -> None:
