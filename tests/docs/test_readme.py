@@ -23,17 +23,19 @@ it on its page fails (a reader would meet ``ModuleNotFoundError``); no page borr
 page's install. How the lines are read:
 
 - ``ctxemb[extras]``, ``'.[extras]'`` (the checkout) and ``dist/ctxemb-*.whl[extras]`` all mean
-  ctxemb's wheel with those extras: one wheel is built per session from a copy of the files a
-  clone would have, as ``tests/packaging/test_wheel.py`` builds it. Every other requirement is
-  installed as written.
+  ctxemb's wheel with those extras: the wheel ``tests/packaging/test_wheel.py`` installs, built
+  once per test run from a copy of the files a clone would have (:func:`fresh_venvs.build_dist`).
+  Every other requirement is installed as written.
 - Every environment is installed under ``constraints.txt`` (``torch==2.13.0``) with pip's
   find-links, where torch's CPU build lies: the README's first install steps, which every page's
   ``ctxemb[torch]`` assumes. So ``torch==2.13.0`` adds nothing of its own, and ``build`` (the
   package that builds the wheel, which the test builds itself) is not installed either.
 - Pages whose blocks install the same set share one environment, made on first use by uv from
-  its cache (:mod:`fresh_venvs`: ~1 CPU-s), with the bytecode Python already compiled for the
-  same files linked in. Nothing of the checkout or the dev environment is importable there: no
-  ``PYTHONPATH``, the snippet's folder is outside the checkout.
+  its cache (:mod:`fresh_venvs`: ~1.5 CPU-s each, ten of them), with the bytecode Python already
+  compiled for the same files linked in. Nothing of the checkout or the dev environment is
+  importable there: no ``PYTHONPATH``, the dev environment off ``PATH``, the snippet's folder
+  outside the checkout. The embedding cache is the test run's, as before (``CTXEMB_CACHE_DIR``,
+  its exports seeded by tests/conftest.py): no environment exports the model again.
 
 Output is compared line by line, with allowances that keep the comparison honest across CPUs:
 progress-bar lines (drawn for a terminal) are dropped, a line ``...`` stands for any number of
