@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,8 +227,12 @@ def build_wheel(tree: Path, out: Path) -> Path:
     return wheel
 
 
-def bytecode(folder: Path) -> list[tuple[Path, int, int, Path]]:
-    """``(source, its inode, its device, its .pyc)`` for each module compiled under ``folder``."""
+#: A compiled module: its source, the source's inode and device, and its ``.pyc``.
+Compiled = tuple[Path, int, int, Path]
+
+
+def bytecode(folder: Path) -> list[Compiled]:
+    """Each module compiled under ``folder`` (for this Python)."""
     tag = f".{sys.implementation.cache_tag}.pyc"
     found = []
     for parent, _, files in os.walk(folder):
@@ -249,17 +254,16 @@ def bytecode(folder: Path) -> list[tuple[Path, int, int, Path]]:
 dev_bytecode = functools.cache(lambda: bytecode(DEV_SITE))
 
 
-def link_bytecode(target: Venv, donor: Path, compiled: list[tuple[Path, int, int, Path]]) -> int:
-    """Hard-links into ``target`` each ``.pyc`` of ``compiled`` (:func:`bytecode` of a folder
-    under the site-packages ``donor``) whose source is the very file ``target`` has there.
+def link_bytecode(site: Path, donor: Path, compiled: Iterable[Compiled]) -> list[Compiled]:
+    """Hard-links into the site-packages ``site`` each ``.pyc`` of ``compiled`` (modules under
+    the site-packages ``donor``) whose source is the very file ``site`` has there.
 
     The same file: a ``.py`` whose inode is the donor's own (uv linked both from its cache), so
     the bytecode is what Python would compile here (and Python still checks the source's mtime
     and size against it). Python replaces a ``.pyc`` it rewrites (a new file renamed over the
-    old), so no environment ever writes into another's. Returns how many were linked.
+    old), so no environment ever writes into another's. Returns what was linked, as ``site``'s.
     """
-    site = target.site_packages
-    linked = 0
+    linked = []
     for source, inode, device, pyc in compiled:
         mine = site / source.relative_to(donor)
         try:
@@ -268,10 +272,18 @@ def link_bytecode(target: Venv, donor: Path, compiled: list[tuple[Path, int, int
             continue
         if (stat.st_ino, stat.st_dev) != (inode, device):
             continue
-        (mine.parent / "__pycache__").mkdir(exist_ok=True)
+        cache = mine.parent / "__pycache__"
+        cache.mkdir(exist_ok=True)
         try:
-            os.link(pyc, mine.parent / "__pycache__" / pyc.name)
+            os.link(pyc, cache / pyc.name)
         except FileExistsError:
             continue
-        linked += 1
+        linked.append((mine, inode, device, cache / pyc.name))
     return linked
+
+
+def harvest_bytecode(venv: Venv) -> list[Compiled]:
+    """Links into the dev environment what ``venv``'s processes compiled for files the two share
+    (what the dev environment had not compiled yet): the test run's later processes, and later
+    new environments, then find it compiled. Returns what was linked."""
+    return link_bytecode(DEV_SITE, venv.site_packages, bytecode(venv.site_packages))

