@@ -46,8 +46,9 @@ must match.
 Every page under ``docs/`` is in the site's navigation and linked from the front page, so no
 page (and none of its snippets) can drop out of sight.
 
-``python tests/docs/test_readme.py --update`` rewrites the output blocks from real runs (lines a
-page shortened with ``...`` are kept as they are); a human reads the diff before committing.
+``PYTHONPATH=tests python tests/docs/test_readme.py --update`` rewrites the output blocks from
+real runs, each in its page's environment (lines a page shortened with ``...`` are kept as they
+are); a human reads the diff before committing.
 """
 
 from __future__ import annotations
@@ -553,12 +554,14 @@ def test_a_snippet_runs_with_what_its_page_installs_and_nothing_else(
         run_python(torch_only, tmp_path, venv)
     probe = replace(
         torch_only,
-        text="import ctxemb_core, sys, torch\nprint(ctxemb_core.__file__)\nprint(sys.prefix)\n",
+        text="import ctxemb_core, importlib.util as u, sys\n"
+        "print(ctxemb_core.__file__, sys.prefix, u.find_spec('torch').origin)\n",
     )
-    core, prefix = run_python(probe, tmp_path, venv).splitlines()
+    core, prefix, torch = run_python(probe, tmp_path, venv).split()
     assert Path(prefix) == venv.root
     assert Path(core).is_relative_to(venv.site_packages), core
     assert not Path(core).is_relative_to(REPO), core
+    assert Path(torch).is_relative_to(venv.site_packages), torch
 
 
 # -- updating the README's output blocks from real runs ------------------------------------------
