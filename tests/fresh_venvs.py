@@ -231,8 +231,9 @@ def build_wheel(tree: Path, out: Path) -> Path:
 Compiled = tuple[Path, int, int, Path]
 
 
-def bytecode(folder: Path) -> list[Compiled]:
-    """Each module compiled under ``folder`` (for this Python)."""
+def bytecode(folder: Path, *, compiled_here: bool = False) -> list[Compiled]:
+    """Each module compiled under ``folder`` (for this Python); with ``compiled_here``, only
+    those whose ``.pyc`` Python wrote there (not linked in: it has no other name)."""
     tag = f".{sys.implementation.cache_tag}.pyc"
     found = []
     for parent, _, files in os.walk(folder):
@@ -241,12 +242,15 @@ def bytecode(folder: Path) -> list[Compiled]:
         for name in files:
             if not name.endswith(tag):
                 continue
+            pyc = Path(parent) / name
             source = Path(parent).parent / (name.removesuffix(tag) + ".py")
             try:
+                if compiled_here and os.stat(pyc).st_nlink > 1:
+                    continue
                 stat = os.stat(source)
             except FileNotFoundError:
                 continue
-            found.append((source, stat.st_ino, stat.st_dev, Path(parent) / name))
+            found.append((source, stat.st_ino, stat.st_dev, pyc))
     return found
 
 
@@ -286,4 +290,5 @@ def harvest_bytecode(venv: Venv) -> list[Compiled]:
     """Links into the dev environment what ``venv``'s processes compiled for files the two share
     (what the dev environment had not compiled yet): the test run's later processes, and later
     new environments, then find it compiled. Returns what was linked."""
-    return link_bytecode(DEV_SITE, venv.site_packages, bytecode(venv.site_packages))
+    compiled = bytecode(venv.site_packages, compiled_here=True)
+    return link_bytecode(DEV_SITE, venv.site_packages, compiled)
