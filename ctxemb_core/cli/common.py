@@ -90,6 +90,8 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self.unavailable: CtxembError | None = None
+        #: Options of a store whose adapter is not installed, each with the error that says so.
+        self.absent_options: dict[str, CtxembError] = {}
 
     def parse_known_args(  # type: ignore[override]
         self, args: Any = None, namespace: Any = None
@@ -124,12 +126,15 @@ class Parser(argparse.ArgumentParser):
             for action, was in required:
                 action.required = was
 
-    def _unrecognized(self, extra: list[str]) -> InvalidInputError:
-        """The arguments nothing took, the nearest option named for a mistyped one."""
+    def _unrecognized(self, extra: list[str]) -> CtxembError:
+        """The arguments nothing took, the nearest option named for a mistyped one (an option
+        of a store whose adapter is not installed: that store's install)."""
         import difflib
 
         options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
         typed = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), None)
+        if typed in self.absent_options:
+            return self.absent_options[typed]
         near = difflib.get_close_matches(typed, options, n=1, cutoff=0.6) if typed else []
         hint = f"; did you mean {near[0]}?" if near else ""
         return InvalidInputError(

@@ -45,6 +45,10 @@ STORES = {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
 DEFAULT_STORE = "chroma"
 #: Each store in the words a summary line and an error use.
 LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
+#: The options each store's adapter adds (its ``add_arguments``; a test holds the two equal):
+#: known without importing the adapter, so that one given where the adapter is not installed
+#: is named as that store's, with the install it needs, not as a mistyped option.
+STORE_FLAGS = {"chroma": ("--path", "--host", "--port"), "pgvector": ("--dsn", "--schema")}
 #: The namespace attribute where a parser keeps which of its options each store added.
 _OWNED = "_ctxemb_store_options"
 
@@ -107,9 +111,9 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
         "--store",
         default=None,
         choices=STORES,
-        help="the store's adapter (default: the store whose options are given: pgvector for "
-        "--dsn or --schema, chroma for --path, --host or --port; without any, pgvector when "
-        "$CTXEMB_PG_DSN is set, else chroma)",
+        help="the store's adapter (default: the store whose options are given: "
+        + "; ".join(f"{store} for {', '.join(STORE_FLAGS[store])}" for store in STORES)
+        + "; without any, pgvector when $CTXEMB_PG_DSN is set, else chroma)",
     )
     _adapters_args(p)
     p.add_argument(
@@ -164,6 +168,14 @@ def _adapters_args(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     p.set_defaults(**{_OWNED: owned})
     if missing and len(missing) == len(STORES) and isinstance(p, Parser):
         p.unavailable = missing[0]
+    if isinstance(p, Parser):
+        for store in STORES:
+            if store not in owned:
+                for flag in STORE_FLAGS[store]:
+                    p.absent_options[flag] = MissingDependencyError(
+                        f"{p.prog}: {flag} is an option of the {LABELS[store]} store, whose "
+                        f"adapter is not installed: pip install 'ctxemb[{store}]'"
+                    )
 
 
 def _given(args: argparse.Namespace) -> dict[str, list[str]]:

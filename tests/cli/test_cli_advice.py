@@ -294,3 +294,39 @@ def test_a_hybrid_recipe_mismatch_is_advised_with_the_hybrid_options(
     assert main([*argv, "--model", str(tiny)]) == 0  # the step, run as printed
     assert main(["query", "tea", *target, "--hybrid", "--stemmer", "none"]) == 0
     capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("missing", "args", "flag"),
+    [
+        ("pgvector", ["query", "tea", "--collection", "docs", "--dsn", "postgresql:///x"], "--dsn"),
+        ("pgvector", ["verify", "--collection", "docs", "--schema", "s"], "--schema"),
+        ("chroma", ["index", "{corpus}", "--collection", "docs", "--path", "p"], "--path"),
+    ],
+    ids=lambda a: a if isinstance(a, str) else " ".join(a),
+)
+def test_an_option_of_a_store_whose_adapter_is_missing_says_what_to_install(
+    missing, args, flag, corpus, monkeypatch, capsys
+):
+    # With only one store's extra installed, another store's option was "unrecognized".
+    from ctxemb_core.cli import stores
+
+    monkeypatch.setitem(stores.STORES, missing, "ctxemb_not_installed.cli")
+    code, _, err = run(capsys, *[a.format(corpus=corpus) for a in args])
+    assert code != 0
+    line = one_error(err, "MissingDependencyError", flag, f"pip install 'ctxemb[{missing}]'")
+    assert "unrecognized" not in line and "did you mean" not in line
+
+
+def test_the_cli_knows_each_store_adapters_options_without_importing_it():
+    # STORE_FLAGS names each store's options for when its adapter is missing: it must be
+    # exactly what the adapter adds.
+    import argparse
+
+    from ctxemb_core.cli import stores
+
+    for store in stores.STORES:
+        parser = argparse.ArgumentParser()
+        stores.store_options(store).add_arguments(parser)
+        added = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+        assert added - {"--help"} == set(stores.STORE_FLAGS[store]), store
