@@ -177,6 +177,10 @@ def _option(option: str, value: Any, action: argparse.Action | None = None) -> s
     return f"{option} {_quote(value)}"
 
 
+#: The option (its dest) that sets a contract field, where the two names differ.
+_PARAMS = {"query_model": "query_encoder"}
+
+
 def _contract_options(
     values: Sequence[tuple[str, Any]], takes: Callable[[str], bool]
 ) -> tuple[list[str], list[str]]:
@@ -187,7 +191,7 @@ def _contract_options(
     if any(field == "model" for field, _ in values):  # the model's folder gives these
         values = [(f, v) for f, v in values if f not in _FROM_FOLDER]
     for field, value in values:
-        param = {"query_model": "query_encoder"}.get(field, field)
+        param = _PARAMS.get(field, field)
         if field == "model":
             param = "model" if takes("model") else "name"
         if field in _FROM_FOLDER or value is None or not (param in names or takes(param)):
@@ -363,8 +367,11 @@ def _use_index(r: Remedy, run: Invocation) -> str:
         return ""
     if run.command in ("restamp", "migrate", "detect"):
         return ""  # they read the stamp already
-    options, left = _contract_options(_contract_values(r), run.has)
-    if run.command == "demo" and (left or not options):
+    values = _contract_values(r)
+    options, left = _contract_options(values, run.has)
+    if run.command == "demo" and (
+        left or not options or not all(run.has(_PARAMS.get(f, f)) for f, _ in values)
+    ):
         return ""  # the demo's contract is its model's: only --model can change it
     if not options or left:
         return f"{verb} the collection's own contract"

@@ -128,6 +128,12 @@ def test_the_demo_after_a_restamp_is_advised_in_the_demos_terms(tiny, corpus, tm
     demo = ["demo", "--model", str(tiny), "--corpus", str(corpus), "--queries", str(queries)]
     demo += ["--path", str(tmp_path / "demo")]
     assert main(demo) == 0
+    # The refusals the demo shows advise only what runs: a command line, or an option of the
+    # demo's own (it takes no --pooling, --normalize or --query-prefix).
+    shown = capsys.readouterr().out.split("opened under other contracts:")[1]
+    for advice in re.findall(r"^  (?!contract mismatch|  )(.+)$", shown, re.MULTILINE):
+        prose = re.sub(r"ctxemb \w+ [^,]*?(?=, or |\.$|$)", "", advice)
+        assert "--" not in prose, advice
     target = ["--collection", "ctxemb-demo", "--path", str(tmp_path / "demo")]
     assert main(["restamp", *target, "--query-prefix", "query: "]) == 0
     capsys.readouterr()
