@@ -111,9 +111,9 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
         "--store",
         default=None,
         choices=STORES,
-        help="the store's adapter (default: the store whose options are given: "
-        + "; ".join(f"{store} for {', '.join(STORE_FLAGS[store])}" for store in STORES)
-        + "; without any, pgvector when $CTXEMB_PG_DSN is set, else chroma)",
+        help="the store's adapter (default: the store whose options are given: pgvector for "
+        "--dsn or --schema, chroma for --path, --host or --port; without any, pgvector when "
+        "$CTXEMB_PG_DSN is set, else chroma)",
     )
     _adapters_args(p)
     p.add_argument(
