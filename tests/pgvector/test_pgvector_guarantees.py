@@ -31,6 +31,7 @@ from ctxemb_core.errors import (
     StorageMismatchError,
 )
 from ctxemb_core.guard import NO_TEXT, OTHER_VECTOR, OTHER_WIDTH, similarity, storable
+from ctxemb_core.testing.conformance import FIELDS
 from ctxemb_pgvector import layout_for
 
 QUERY = "how is green tea made"
@@ -111,21 +112,7 @@ def vec(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-# -- 1. every contract field ------------------------------------------------------------------
-
-FIELDS = [
-    "pooling",
-    "query_prefix",
-    "document_prefix",
-    "normalize",
-    "truncate_dim",
-    "max_tokens",
-    "precision",
-    "layers",
-    "include_prompt",
-    "weights",
-    "model",
-]
+# -- 1. every contract field (the conformance suite's FIELDS, one list for every store) --------
 
 
 @pytest.mark.parametrize("field", FIELDS)
