@@ -21,16 +21,25 @@ static model of 384 dimensions (numpy only: the embedding is not what is measure
    O(N) by nature (each document is compared); the guard's share per batch is one head read.
 4. **100-text change**: the same sync with 100 texts changed, spread over the corpus.
 
+The same figures through a real store's driver: ``--store pgvector`` (a throwaway PostgreSQL,
+whose write mark is the row sequence read under a check of the table's lock holders) and
+``--store chroma`` (embedded; Chroma offers no write mark, so its opens list every id).
+
 Run:  .venv/bin/python benchmarks/guarded_index.py   (~4 minutes and ~3 GB for the 1M index)
+      .venv/bin/python benchmarks/guarded_index.py --store pgvector
+      .venv/bin/python benchmarks/guarded_index.py --store chroma --sizes 1000 10000 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +50,12 @@ NAME = "guarded_index"
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES = (200, 2_000)
 DIM, VOCABULARY, WORDS_PER_DOC, BATCH, CHANGED = 384, 5_000, 10, 1_000, 100
+#: The stores measured, and the driver each is measured through.
+STORES = {
+    "memory": "ctxemb_core.index.MemoryDriver (transactions, write mark)",
+    "pgvector": "ctxemb_pgvector.PgvectorDriver (PostgreSQL 18 + pgvector, unix socket, no HNSW)",
+    "chroma": "ctxemb_chroma.ChromaDriver (embedded PersistentClient; no write mark)",
+}
 #: The canary's probe words, so that no probe embeds to zeros under the static model.
 PROBE_WORDS = ("the", "what", "mitochondria", "café")
 
@@ -62,40 +77,83 @@ def corpus(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
     return [f"d{k}" for k in range(n)], [" ".join(f"w{x}" for x in row) for row in draws.tolist()]
 
 
-def counting(store: Any, marks: bool) -> Any:
-    """A driver of the index that counts the ids and records each read returns."""
-    from ctxemb_core.index import MemoryDriver
-    from ctxemb_core.index.driver import INCLUDE, Capabilities
+class Counting:
+    """A store's driver that counts the ids and records each read returns; ``marks=False``
+    hides the store's write mark, so that the guard lists every id (the reference)."""
 
-    class Counting(MemoryDriver):
-        def __init__(self) -> None:
-            super().__init__(store, "docs", Capabilities(transactions=True, marks=marks))
-            self.read_counts: Counter[str] = Counter()
+    def __init__(self, driver: Any, marks: bool) -> None:
+        import dataclasses
 
-        def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
-            got = super().ids(offset, limit)
-            self.read_counts["ids"] += len(got)
-            return got
+        self._driver = driver
+        self.capabilities = dataclasses.replace(
+            driver.capabilities, marks=driver.capabilities.marks and marks
+        )
+        self.read_counts: Counter[str] = Counter()
 
-        def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> Any:
-            got = super().page(offset, limit, include)
-            self.read_counts["records"] += len(got)
-            return got
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)
 
-        def read(self, ids: Any, include: frozenset[str] = INCLUDE) -> Any:
-            got = super().read(ids, include)
-            self.read_counts["records"] += len(got)
-            return got
+    @property
+    def name(self) -> str:
+        return str(self._driver.name)
 
-    return Counting()
+    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
+        got: list[str] = self._driver.ids(offset, limit)
+        self.read_counts["ids"] += len(got)
+        return got
+
+    def page(self, offset: int, limit: int, *args: Any) -> Any:
+        got = self._driver.page(offset, limit, *args)
+        self.read_counts["records"] += len(got)
+        return got
+
+    def read(self, ids: Any, *args: Any) -> Any:
+        got = self._driver.read(ids, *args)
+        self.read_counts["records"] += len(got)
+        return got
+
+    # the rest of the protocol, spelled out (a runtime protocol check does not see __getattr__'s)
+    def describe(self) -> str:
+        return str(self._driver.describe())
+
+    def storage_for(self, stamp: Any) -> Any:
+        return self._driver.storage_for(stamp)
+
+    def head(self) -> Any:
+        return self._driver.head()
+
+    def read_stamp(self) -> Any:
+        return self._driver.read_stamp()
+
+    def create(self, stamp: Any) -> bool:
+        return bool(self._driver.create(stamp))
+
+    def write_stamp(self, *args: Any, **kwargs: Any) -> Any:
+        return self._driver.write_stamp(*args, **kwargs)
+
+    def count(self) -> int:
+        return int(self._driver.count())
+
+    def changes(self, *args: Any, **kwargs: Any) -> Any:
+        return self._driver.changes(*args, **kwargs)
+
+    def write(self, *args: Any, **kwargs: Any) -> Any:
+        return self._driver.write(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return self._driver.delete(*args, **kwargs)
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        return self._driver.search(*args, **kwargs)
 
 
 def timed_open(store: Any, embedder: Any, marks: bool, repeats: int) -> dict[str, Any]:
+    """A verified open through a new driver of the index (``store()`` makes one)."""
     from ctxemb_core.index import GuardedIndex
 
     times, counts, check = [], Counter[str](), None
     for _ in range(repeats):
-        driver = counting(store, marks)
+        driver = Counting(store(), marks)
         start = time.perf_counter()
         check = GuardedIndex.open(driver, embedder).open_check
         times.append(time.perf_counter() - start)
@@ -120,15 +178,46 @@ def sync_all(index: Any, ids: list[str], texts: list[str]) -> tuple[float, Any]:
     return time.perf_counter() - start, report
 
 
-def measure(n: int, embedder: Any, repeats: int) -> dict[str, Any]:
-    from ctxemb_core.index import GuardedIndex, MemoryStore
+@contextlib.contextmanager
+def drivers(kind: str, work: Path) -> Iterator[Callable[[str], Any]]:
+    """``name -> a new driver of index name`` in a store of ``kind``, made in ``work``."""
+    if kind == "memory":
+        from ctxemb_core.index import MemoryStore
 
-    store = MemoryStore()
+        store = MemoryStore()
+        yield store.driver
+    elif kind == "pgvector":
+        import pgserver
+
+        from ctxemb_pgvector import PgvectorDriver, connect
+
+        server = pgserver.get_server(str(work / "pg"), cleanup_mode="stop")
+        try:
+            conn = connect(str(server.get_uri()))
+            # No HNSW index: what is measured is the guard's reading, not the graph's building.
+            yield lambda name: PgvectorDriver(conn, name, hnsw=False)
+            conn.close()
+        finally:
+            server.cleanup()
+    else:
+        from ctxemb_chroma import ChromaDriver
+        from ctxemb_chroma import connect as chroma_connect
+
+        client = chroma_connect(str(work / "chroma"))
+        yield lambda name: ChromaDriver(client, name)
+
+
+def measure(n: int, embedder: Any, repeats: int, make: Callable[[str], Any]) -> dict[str, Any]:
+    from ctxemb_core.index import GuardedIndex
+
+    name = f"docs{n}"
+    store = functools.partial(make, name)
     ids, texts = corpus(n)
-    index = GuardedIndex.open(store.driver("docs"), embedder)
+    index = GuardedIndex.open(store(), embedder)
+    step = min(5_000, index.driver.capabilities.max_batch or 5_000)
     start = time.perf_counter()
-    for k in range(0, n, 5_000):
-        index.add(ids[k : k + 5_000], texts[k : k + 5_000])
+    for k in range(0, n, step):
+        index.add(ids[k : k + step], texts[k : k + step])
     load = time.perf_counter() - start
     row: dict[str, Any] = {"records": n, "load_seconds": round(load, 3)}
     for marks in (True, False):  # the first open of each makes its verified record
@@ -162,16 +251,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
     parser.add_argument("--repeats", type=int, default=5, help="timed opens per figure (median)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="records")
+    parser.add_argument(
+        "--store",
+        choices=tuple(STORES),
+        default="memory",
+        help="the store's driver (default: the in-memory reference driver)",
+    )
     add_quick(parser, f"indexes of {QUICK_SIZES} records, 2 repeats")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.sizes = min(args.repeats, 2), list(QUICK_SIZES)
     offline()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ctxemb-guarded-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="ctxemb-guarded-") as tmp,
+        drivers(args.store, Path(tmp)) as make,
+    ):
         embedder = static_embedder(Path(tmp))
         for n in args.sizes:
-            row = measure(n, embedder, args.repeats)
+            row = measure(n, embedder, args.repeats, make)
             rows.append(row)
             mark, listed = row["open_with_mark"], row["open_listing_ids"]
             print(
@@ -187,10 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             )
     info = machine_info()
     out = write_result(
-        NAME,
+        NAME if args.store == "memory" else f"{NAME}_{args.store}",
         {
             "cpu": cpu_label(info["cpu"]),
-            "driver": "ctxemb_core.index.MemoryDriver (transactions, write mark)",
+            "driver": STORES[args.store],
             "model": f"static, {DIM} dimensions, {VOCABULARY} words, {WORDS_PER_DOC} a text",
             "sizes": rows,
             "command": command_line(),
