@@ -23,7 +23,7 @@ static model of 384 dimensions (numpy only: the embedding is not what is measure
 
 The same figures through a real store's driver: ``--store pgvector`` (a throwaway PostgreSQL,
 whose write mark is the row sequence read under a check of the table's lock holders) and
-``--store chroma`` (embedded; Chroma offers no write mark, so its opens list every id).
+``--store chroma`` (embedded: the write mark is the sequence number Chroma gives every write).
 
 Run:  .venv/bin/python benchmarks/guarded_index.py   (~4 minutes and ~3 GB for the 1M index)
       .venv/bin/python benchmarks/guarded_index.py --store pgvector
@@ -54,7 +54,7 @@ DIM, VOCABULARY, WORDS_PER_DOC, BATCH, CHANGED = 384, 5_000, 10, 1_000, 100
 STORES = {
     "memory": "ctxemb_core.index.MemoryDriver (transactions, write mark)",
     "pgvector": "ctxemb_pgvector.PgvectorDriver (PostgreSQL 18 + pgvector, unix socket, no HNSW)",
-    "chroma": "ctxemb_chroma.ChromaDriver (embedded PersistentClient; no write mark)",
+    "chroma": "ctxemb_chroma.ChromaDriver (embedded; its sequence numbers as the mark)",
 }
 #: The canary's probe words, so that no probe embeds to zeros under the static model.
 PROBE_WORDS = ("the", "what", "mitochondria", "café")

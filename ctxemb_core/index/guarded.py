@@ -210,7 +210,8 @@ def _check_marked(
         records = _sample_pages(driver, sample, count)
         changed = None
     else:
-        written = driver.changes(verified)  # after the head was read: nothing slips between
+        # After the head was read: nothing slips between. An unmoved mark: nothing written.
+        written = driver.changes(verified) if verified < mark else []
         changed = len(written)
         if not written:
             records = []

@@ -16,9 +16,11 @@ How the protocol's promises are kept on a store with neither transactions nor a 
   unstamped collection a raw client made can then be adopted, as ``open_collection`` adopts
   it; a stamped one is refused);
 - ``transactions=False``: the guard reads a batch's records first and puts them back on failure
-  through :meth:`ChromaDriver.write` and :meth:`ChromaDriver.delete`; ``marks=False``: an open
-  lists every id; ``filters=True`` (``{k: v}`` as Chroma's ``$eq``/``$and``); ``max_batch`` is
-  the store's ``get_max_batch_size()``;
+  through :meth:`ChromaDriver.write` and :meth:`ChromaDriver.delete`; ``marks``: an embedded
+  store's own sequence numbers (:mod:`._marks`), so an open re-embeds what was written since
+  the last verified one and lists no ids; a server's client has none (an open lists every
+  id); ``filters=True`` (``{k: v}`` as Chroma's ``$eq``/``$and``); ``max_batch`` is the
+  store's ``get_max_batch_size()``;
 - a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
   away, so records are written through :func:`._write.restore` (keys the stored record had and
   the new one lacks are removed, a record without text is deleted and added again);
@@ -48,6 +50,7 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
+from ctxemb_chroma._marks import SequenceMarks
 from ctxemb_chroma._open import create_stamped
 from ctxemb_chroma._restamp import _without_stamp
 from ctxemb_chroma._store import (
@@ -164,8 +167,12 @@ class ChromaDriver:
         self._seen: Collection | None = None
         with translated("reading the store's batch limit"):
             step = int(client.get_max_batch_size())
+        self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
         self.capabilities = Capabilities(
-            transactions=False, marks=False, filters=True, max_batch=max(1, step)
+            transactions=False,
+            marks=self._marks is not None,
+            filters=True,
+            max_batch=max(1, step),
         )
 
     def __repr__(self) -> str:
@@ -204,7 +211,8 @@ class ChromaDriver:
     def _head(self, raw: Collection) -> Head:
         seen = json.dumps(identity(raw), sort_keys=True, default=str)
         version = hashlib.sha256(seen.encode()).hexdigest()
-        return Head(str(raw.id), version, None, _space(raw))
+        mark = None if self._marks is None else self._marks.mark(str(raw.id))
+        return Head(str(raw.id), version, mark, _space(raw))
 
     def _check_version(self, raw: Collection, stamp_version: Version | None) -> None:
         if stamp_version is not None and self._head(raw).stamp_version != stamp_version:
@@ -304,7 +312,11 @@ class ChromaDriver:
         return [found[i] for i in ids if i in found]  # in the order given
 
     def changes(self, since: int) -> list[str]:
-        raise InvalidInputError(f"{self!r} keeps no write mark (Chroma has none)")
+        if self._marks is None:
+            raise InvalidInputError(
+                f"{self!r} keeps no write mark (only an embedded Chroma store has one)"
+            )
+        return self._marks.changes(str(self._collection().id), since)
 
     # -- writing ------------------------------------------------------------------------------
 
