@@ -19,8 +19,7 @@ from ctxemb_core.guard import (
     check_querier,
     sample_ranges,
 )
-from ctxemb_core.index.driver import StampMovedError
-from ctxemb_core.index.guarded import restamp_index, verify_driver
+from ctxemb_core.index import StampMovedError, restamp_index, verify_driver
 from ctxemb_core.stamp import CANARY_TOLERANCE
 from ctxemb_pgvector._connect import check_connection
 from ctxemb_pgvector._driver import PgvectorDriver
