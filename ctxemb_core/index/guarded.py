@@ -769,8 +769,9 @@ def verify_driver(
     if read is None:
         raise _missing(driver)
     count = driver.count()
-    result = RecordCheck()
+    result: RecordCheck | None = None  # sample=0: stamp, canary and setting only
     if all:
+        result = RecordCheck()
         with records_progress(count, progress, embedder) as bar:
             for start in range(0, count, PAGE):
                 page = driver.page(start, PAGE, _FOR_CHECK)
@@ -783,13 +784,17 @@ def verify_driver(
                     )
                 )
                 bar.update(len(page))
-    else:
+    elif sample:
         page = _sample_pages(driver, sample, count)
         result = check_stored(
             embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
         )
     report = verify_index(
-        read.metadata, embedder, result, records=count, mode="all" if all else "sample"
+        read.metadata,
+        embedder,
+        result,
+        records=count,
+        mode="all" if all else ("sample" if sample else "none"),
     )
     setting = None
     if report.stamped and report.damaged is None:

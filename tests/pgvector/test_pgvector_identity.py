@@ -192,3 +192,8 @@ def test_open_table_and_the_driver_are_one_guard_with_one_record(docs, pg, minil
     again = GuardedIndex.open(ctxemb_pgvector.driver(pg, "docs"), minilm)
     assert again.open_check is not None and again.open_check.reused
     assert again.open_check.checked == 0
+
+
+def test_verify_with_sample_0_says_no_row_was_chosen(docs, minilm):
+    report = ctxemb_pgvector.verify(docs, minilm, sample=0)
+    assert report.ok and report.mode == "none" and report.sample_size == 0
