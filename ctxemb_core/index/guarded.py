@@ -67,6 +67,7 @@ from ctxemb_core.guard import (
     check_sample_size,
     check_storage,
     check_stored,
+    records_progress,
     refuse_foreign,
     refuse_vectorless,
     restamp_stamp,
@@ -140,6 +141,12 @@ def _include(include: Any) -> frozenset[str]:
 
 
 def _unstamped(driver: StoreDriver) -> MissingStampError:
+    # A driver may word the refusal in its store's terms (what wrote around ctxemb there).
+    worded = getattr(driver, "unstamped_error", None)
+    if callable(worded):
+        error = worded()
+        if isinstance(error, MissingStampError):
+            return error
     return MissingStampError(
         f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
         "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
@@ -150,6 +157,11 @@ def _unstamped(driver: StoreDriver) -> MissingStampError:
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
     return InvalidInputError(f"index {driver.name!r} does not exist in {driver.describe()}{why}")
+
+
+def _gone(driver: StoreDriver) -> InvalidInputError:
+    """An index dropped since it was opened (by another client, or around ctxemb)."""
+    return InvalidInputError(f"index {driver.name!r} no longer exists in {driver.describe()}")
 
 
 def _digest(value: Any) -> str:
@@ -393,11 +405,17 @@ class GuardedIndex:
     def contract(self) -> EmbeddingContract:
         return self.embedder.contract
 
+    @property
+    def verified_head(self) -> Head:
+        """The head as last verified (a store's own one-statement check of a call compares its
+        identity and stamp version, and calls :meth:`current` when they differ)."""
+        return self._head
+
     def current(self) -> Head:
         """The head now, proven to carry the stamp this object verified (or re-verified)."""
         head = self.driver.head()
         if head is None:
-            raise _missing(self.driver, " any more")
+            raise _gone(self.driver)
         if (head.identity, head.stamp_version) == (
             self._head.identity,
             self._head.stamp_version,
@@ -406,7 +424,7 @@ class GuardedIndex:
         # Changed since it was verified (another client, a raw write to the stamp): whole.
         read = self.driver.read_stamp()
         if read is None:
-            raise _missing(self.driver, " any more")
+            raise _gone(self.driver)
         self.stamp, self.open_check = _verify_open(self.driver, read, self.embedder, self.sample)
         self._head, self._queriers = read.head, [self.embedder]
         return read.head
@@ -666,6 +684,17 @@ class GuardedIndex:
             ForeignVectorsError: the search met records stored without a usable vector.
         """
         check_count(n_results, "n_results")
+        self._check_filter(where)
+        vectors = self.embed_queries(query_texts, embedder=embedder)
+        head = self._head
+        return [self._search(v, n_results, where, head) for v in vectors]
+
+    def embed_queries(
+        self, query_texts: Sequence[str] | str, *, embedder: Embedder | None = None
+    ) -> Any:
+        """Query vectors in the stored form, after the stamp is checked and ``embedder`` (a
+        caller's own, whose contract must be the index's) has passed its canary once; for a
+        store whose search takes more than :meth:`query` offers (a search breadth, a scan)."""
         querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
             query_texts = [query_texts]
@@ -673,11 +702,9 @@ class GuardedIndex:
             raise InvalidInputError(
                 f"query_texts must be a list of texts, got {type(query_texts).__name__}"
             )
-        self._check_filter(where)
-        head = self.current()
+        self.current()
         check_querier_canary(self.stamp, querier, self._queriers)
-        vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
-        return [self._search(v, n_results, where, head) for v in vectors]
+        return storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
 
     def query_vector(
         self,
@@ -708,11 +735,17 @@ class GuardedIndex:
 
     # -- verify -------------------------------------------------------------------------
 
-    def verify(self, *, all: bool = False, sample: int | None = None) -> VerifyReport:
+    def verify(
+        self, *, all: bool = False, sample: int | None = None, progress: bool | None = None
+    ) -> VerifyReport:
         """Every check, reported instead of raised: the stamp, the canary, the store's setting
         and stored records (a sample, or ``all`` of them page by page)."""
         return verify_driver(
-            self.driver, self.embedder, all=all, sample=self.sample if sample is None else sample
+            self.driver,
+            self.embedder,
+            all=all,
+            sample=self.sample if sample is None else sample,
+            progress=progress,
         )
 
 
@@ -722,32 +755,47 @@ def verify_driver(
     *,
     all: bool = False,
     sample: int = OPEN_SAMPLE,
+    progress: bool | None = None,
 ) -> VerifyReport:
-    """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped)."""
+    """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped);
+    ``progress``: draw a bar while ``all`` records are checked (``None``: as the embedder's
+    ``show_progress`` says)."""
     check_driver(driver)
     embedder = as_embedder(contract)
     check_flag(all, "all")
     check_sample_size(sample)
+    if progress is not None:
+        check_flag(progress, "progress")
     read = driver.read_stamp()
     if read is None:
         raise _missing(driver)
     count = driver.count()
-    result = RecordCheck()
+    result: RecordCheck | None = None  # sample=0: stamp, canary and setting only
     if all:
-        for start in range(0, count, PAGE):
-            page = driver.page(start, PAGE, _FOR_CHECK)
-            result = result.merge(
-                check_stored(
-                    embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
+        result = RecordCheck()
+        with records_progress(count, progress, embedder) as bar:
+            for start in range(0, count, PAGE):
+                page = driver.page(start, PAGE, _FOR_CHECK)
+                result = result.merge(
+                    check_stored(
+                        embedder,
+                        [r.id for r in page],
+                        [r.text for r in page],
+                        [r.vector for r in page],
+                    )
                 )
-            )
-    else:
+                bar.update(len(page))
+    elif sample:
         page = _sample_pages(driver, sample, count)
         result = check_stored(
             embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
         )
     report = verify_index(
-        read.metadata, embedder, result, records=count, mode="all" if all else "sample"
+        read.metadata,
+        embedder,
+        result,
+        records=count,
+        mode="all" if all else ("sample" if sample else "none"),
     )
     setting = None
     if report.stamped and report.damaged is None:

@@ -50,17 +50,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
     ) from exc
 
-from ctxemb_pgvector import (
-    _detect,
-    _eval,
-    _hybrid,
-    _migrate,
-    _open,
-    _report,
-    _restamp,
-    _search,
-    _store,
-)
+from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _report, _search, _store
 from ctxemb_pgvector._connect import advised, connect, local_server
 from ctxemb_pgvector._driver import PgvectorDriver, RawTable, driver
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
@@ -70,14 +60,14 @@ from ctxemb_pgvector._table import GuardedTable
 # The errors of these calls name this adapter's calls and options in their advice (the
 # advice is written once, in the Chroma adapter's terms, in ctxemb_core.errors).
 advised(GuardedTable)
-detect = advised(_detect.detect)
+detect = advised(_report.detect)
 eval_path = advised(_eval.eval_path)
 migrate = advised(_migrate.migrate)
 open_table = advised(_open.open_table)
 open_hybrid = advised(_hybrid.open_hybrid)
 lexical_folder = _hybrid.lexical_folder
 verify = advised(_report.verify)
-restamp = advised(_restamp.restamp)
+restamp = advised(_report.restamp)
 search = advised(_search.search)
 shortlist = advised(_search.shortlist)
 stamped_contract = advised(_store.stamped_contract)

@@ -10,7 +10,7 @@ through the other under the same contract. How each promise of the protocol is k
   with the table's oid, the embedding column's number and its type: a column altered or made
   again around ctxemb moves it too. The store's own setting (``storage``) is the column's type.
 - **create**: the table, its trigger, its HNSW index and its stamp row in one transaction,
-  under the table's advisory lock (:func:`ctxemb_pgvector._open.create_table`).
+  under the table's advisory lock (:func:`create_table`).
 - **write / delete**: one transaction that first holds the table (``ROW EXCLUSIVE``) and the
   stamp row (``FOR SHARE``, so no re-stamp lands until it commits) and compares the version.
 - **the write mark**: ``ctxemb_seq``, which the row trigger takes afresh from a sequence on
@@ -51,11 +51,22 @@ from ctxemb_core.index.driver import (
 )
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_pgvector._connect import check_connection, connect, translated
-from ctxemb_pgvector._open import add_seq, create_table, ensure_stamps, write_stamp
 from ctxemb_pgvector._repair import repair
-from ctxemb_pgvector._sql import SEQ, STAMPS, Layout, check_name, ident, layout_for, lock_key
-from ctxemb_pgvector._store import _TABLE, StoredTable, stored_or_none
-from ctxemb_pgvector._table import MAX_EF_SEARCH, _where, copy_rows
+from ctxemb_pgvector._sql import (
+    MAX_EF_SEARCH,
+    SEQ,
+    STAMPS,
+    Layout,
+    check_name,
+    copy_rows,
+    create_statements,
+    ident,
+    layout_for,
+    lock_key,
+    setup_statements,
+    where_clause,
+)
+from ctxemb_pgvector._store import _TABLE, StoredTable, keyless_stamps, stored_or_none, unstamped
 from ctxemb_pgvector._vectors import from_column, to_column
 
 if TYPE_CHECKING:
@@ -139,6 +150,9 @@ class PgvectorDriver:
         self._layout: tuple[Version, Layout] | None = None
         self._seq: bool | None = None
         self._ef: int | None = None  # the hnsw.ef_search this driver set on the connection
+        #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
+        #: ``deleted(ids)``), written in the transactions that write this table's rows.
+        self.companion: Any = None
 
     def __repr__(self) -> str:
         return f"PgvectorDriver({self.schema}.{self._name})"
@@ -165,6 +179,17 @@ class PgvectorDriver:
             info = self.conn.info
             self._described = f"postgresql://{info.host}:{info.port}/{row[0]} (started {row[1]})"
         return self._described
+
+    def unstamped_error(self) -> Exception:
+        """The refusal of the table unstamped, in PostgreSQL's terms (what writes around
+        ctxemb here, how to adopt it)."""
+        return unstamped(self._name, self.schema)
+
+    def set_breadth(self, ef: int) -> None:
+        """Set the connection's ``hnsw.ef_search`` (a search without a filter runs at it)."""
+        with translated(f"searching {self._name!r}"):
+            self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
+        self._ef = ef
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"column": layout_for(stamp.contract).column}
@@ -245,7 +270,12 @@ class PgvectorDriver:
         stored = self._stored()
         if stored is None:
             return None
-        return StampRead(self._head(stored), stored.metadata, {"column": stored.column})
+        # The column's type, and the one recorded beside the stamp when they differ (changed
+        # around ctxemb: refused as a column of another type is, until repaired).
+        column, recorded = stored.column, (stored.layout or {}).get("column")
+        if recorded is not None and recorded != column:
+            column = f"{column} (recorded as {recorded})"
+        return StampRead(self._head(stored), stored.metadata, {"column": column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
         try:
@@ -282,7 +312,7 @@ class PgvectorDriver:
             row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
             return int(row.fetchone()[0])  # type: ignore[index]
 
-    def _order(self) -> sql.Composable:
+    def order(self) -> sql.Composable:
         """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw
         it: the guard reads the head before every call)."""
         if self._seq is None:
@@ -294,7 +324,7 @@ class PgvectorDriver:
 
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
         query = sql.SQL("SELECT id FROM {} ORDER BY {} LIMIT %s OFFSET %s").format(
-            self.table, self._order()
+            self.table, self.order()
         )
         with translated(f"reading the ids of {self._name!r}"):
             return [r[0] for r in self.conn.execute(query, (limit, offset))]
@@ -309,7 +339,7 @@ class PgvectorDriver:
 
     def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
         query = self._select(include) + sql.SQL("ORDER BY {} LIMIT %s OFFSET %s").format(
-            self._order()
+            self.order()
         )
         with translated(f"reading {self._name!r}"):
             rows = self.conn.execute(query, (limit, offset)).fetchall()
@@ -323,9 +353,11 @@ class PgvectorDriver:
         return [found[i] for i in ids if i in found]
 
     def changes(self, since: int) -> list[str]:
-        query = sql.SQL("SELECT id FROM {} WHERE ctxemb_seq > %s ORDER BY ctxemb_seq").format(
-            self.table
-        )
+        # With them, the rows without a vector, wherever they are (emptied in place with the
+        # row trigger off, a column dropped and added again): foreign, never skipped.
+        query = sql.SQL(
+            "SELECT id FROM {} WHERE ctxemb_seq > %s OR embedding IS NULL ORDER BY ctxemb_seq"
+        ).format(self.table)
         with translated(f"reading what was written to {self._name!r}"):
             return [r[0] for r in self.conn.execute(query, (since,))]
 
@@ -369,8 +401,14 @@ class PgvectorDriver:
                     present = self._present(ids)
                     if present:
                         raise ExistingIdsError(tuple(i for i in ids if i in present))
+                if self.companion is not None:
+                    self.companion.lock()  # writers of both sides take turns from here
                 rows = _rows(records, kind, failing)
                 copy_rows(self.conn, self.table, kind, rows, replace)
+                if self.companion is not None:
+                    texts = [r.text or "" for r in records]
+                    metas = [dict(r.metadata or {}) for r in records]
+                    self.companion.written(ids, texts, metas)
         except psycopg.errors.UniqueViolation:
             # Another writer added some of these ids between the check and the write.
             raise ExistingIdsError(tuple(i for i in ids if i in self._present(ids))) from None
@@ -392,7 +430,7 @@ class PgvectorDriver:
             clauses.append(sql.SQL("id = ANY(%s)"))
             params.append(list(ids))
         if where is not None:
-            _, more = _where(where)
+            _, more = where_clause(where)
             clauses.append(sql.SQL("meta @> %s"))
             params += more
         query = sql.SQL("DELETE FROM {} {} RETURNING id").format(
@@ -401,7 +439,12 @@ class PgvectorDriver:
         )
         with translated(f"deleting from {self._name!r}"), self.conn.transaction():
             self._check(stamp_version)
-            return [r[0] for r in self.conn.execute(query, params)]
+            if self.companion is not None:
+                self.companion.lock()
+            gone = [r[0] for r in self.conn.execute(query, params)]
+            if self.companion is not None:
+                self.companion.deleted(gone)
+            return gone
 
     def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
         if self._layout is None:
@@ -409,7 +452,7 @@ class PgvectorDriver:
         if self._layout is None:
             raise InvalidInputError(f"table {self._name!r} carries no readable stamp")
         layout = self._layout[1]
-        filt, params = _where(where)
+        filt, params = where_clause(where)
         distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
         query = sql.SQL(
             "SELECT id, embedding, content, meta, {} FROM {} {} ORDER BY embedding {} %s LIMIT %s"
@@ -419,8 +462,7 @@ class PgvectorDriver:
         with translated(f"searching {self._name!r}"):
             if where is None:  # one statement, at the connection's breadth (set when not ef)
                 if self._ef != ef:
-                    self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
-                    self._ef = ef
+                    self.set_breadth(ef)
                 rows = self.conn.execute(query, (value, value, k)).fetchall()
             else:  # a filter: the index's scan goes on until k rows pass it
                 with self.conn.transaction():
@@ -475,6 +517,81 @@ def driver(
     :func:`ctxemb_pgvector.connect`; :meth:`PgvectorDriver.close` closes it)."""
     conn = connect(dsn_or_conn) if isinstance(dsn_or_conn, str) else dsn_or_conn
     return PgvectorDriver(conn, table, schema=schema, hnsw=hnsw)
+
+
+# -- the table and its stamp row in SQL -------------------------------------------------------
+
+
+def lock(conn: Any, schema: str, name: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(schema, name),))
+
+
+def ensure_stamps(conn: Any, schema: str) -> None:
+    """The stamps table and the triggers' functions, made once per schema (under a lock: two
+    processes making them at once would collide in PostgreSQL's catalog)."""
+    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
+    if exists is not None and exists[0] is not None:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{schema}",))
+    for statement in setup_statements(schema):
+        conn.execute(statement)
+
+
+def write_stamp(conn: Any, schema: str, name: str, stamp: IndexStamp) -> None:
+    """Insert or replace the stamp row of ``name`` (its version is set by the trigger)."""
+    layout = layout_for(stamp.contract)
+    try:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
+                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
+                "layout = EXCLUDED.layout"
+            ).format(ident(schema, STAMPS)),
+            (name, Jsonb(stamp.to_metadata()), Jsonb(layout.to_dict())),
+        )
+    except psycopg.errors.InvalidColumnReference:
+        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
+        # transaction, which rolls back whatever it made).
+        raise keyless_stamps(schema) from None
+
+
+def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
+    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
+    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
+    with translated(f"creating table {name!r}"), conn.transaction():
+        ensure_stamps(conn, schema)
+        lock(conn, schema, name)
+        if stored_or_none(conn, name, schema) is not None:
+            return False
+        for statement in create_statements(schema, name, layout_for(stamp.contract), hnsw):
+            conn.execute(statement)
+        write_stamp(conn, schema, name, stamp)
+        return True
+
+
+def add_seq(conn: Any, schema: str, name: str) -> None:
+    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
+    transaction, under the table's lock): its rows numbered now, later writes by any client
+    numbered afresh."""
+    table = ident(schema, name)
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
+    conn.execute(
+        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
+            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
+            "ALTER COLUMN ctxemb_seq SET NOT NULL"
+        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
+            "EXECUTE FUNCTION {}()"
+        ).format(table, ident(schema, "ctxemb_bump_seq"))
+    )
 
 
 # -- around the guard ---------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.hybrid import Fusion, LexicalContract, LexicalStore
 from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
 from ctxemb_core.hybrid.pair import open_hybrid as open_pair
-from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._hybrid_store import PgLexical
 from ctxemb_pgvector._open import open_table
 from ctxemb_pgvector._sql import check_name
@@ -29,11 +28,7 @@ def lexical_folder(conn: Any, name: str, lexical_path: Any = None) -> Path | Non
 def place_for(dense: Any, lexical_path: Any = None) -> LexicalPlace:
     """The lexical side of an opened table: its schema's ``ctxemb_lexical_*`` tables, owned by
     the table's oid (a table dropped and created again is another table)."""
-    with translated(f"reading the identity of {dense.name!r}"):
-        row = dense.conn.execute(
-            "SELECT to_regclass(%s)::oid", (f'"{dense.schema}"."{dense.name}"',)
-        ).fetchone()
-    oid = row[0] if row is not None else None
+    oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
     db = PgLexical(dense.conn, dense.schema, dense.name)
     return LexicalPlace(
         LexicalStore(db),
@@ -43,8 +38,8 @@ def place_for(dense: Any, lexical_path: Any = None) -> LexicalPlace:
         "--rebuild-lexical; open_hybrid(..., rebuild=True)).",
         folder=lexical_folder(dense.conn, dense.name, lexical_path),
         joint=True,
-        mark=lambda: db.mark(oid) if oid is not None else None,
-        set_mark=lambda token: db.set_mark(oid, token) if oid is not None else None,
+        mark=lambda: db.mark(oid),
+        set_mark=lambda token: db.set_mark(oid, token),
     )
 
 

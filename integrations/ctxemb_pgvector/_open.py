@@ -1,36 +1,17 @@
-"""Opening a table through the guard: created stamped in one transaction, or verified whole."""
+"""Opening a table through the guard: core's :class:`~ctxemb_core.index.GuardedIndex` over the
+table's driver (created stamped in one transaction, or verified), in this adapter's words."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.guard import (
-    OPEN_SAMPLE,
-    adopt_stamp,
-    as_embedder,
-    check_count,
-    check_flag,
-    check_sample_size,
-)
-from ctxemb_pgvector._connect import check_connection, translated
+from ctxemb_core.guard import OPEN_SAMPLE, as_embedder, check_count, check_flag
+from ctxemb_core.index import GuardedIndex
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._repair import repair as repair_table
-from ctxemb_pgvector._sql import (
-    STAMPS,
-    check_name,
-    create_statements,
-    ident,
-    layout_for,
-    lock_key,
-    setup_statements,
-)
-from ctxemb_pgvector._store import StoredTable, keyless_stamps, missing_table, stored_or_none
+from ctxemb_pgvector._store import missing_table, stored_or_none
 from ctxemb_pgvector._table import GuardedTable
-from ctxemb_pgvector._verify import check_layout, sample_rows, verify_open
 
 
 def open_table(
@@ -87,146 +68,23 @@ def open_table(
         >>> docs = open_table(conn, "docs", contract_for("all-MiniLM-L6-v2"))  # doctest: +SKIP
         >>> docs.add(["d1"], ["Green tea is steamed."])                   # doctest: +SKIP
     """
-    check_connection(conn)
-    check_name(name)
-    check_name(schema, "schema name")
+    driver = PgvectorDriver(conn, name, schema=schema, hnsw=hnsw, ef_search=ef_search)
     embedder = as_embedder(contract)
-    check_sample_size(sample)
     check_count(ef_search, "ef_search")
-    for flag, value in (("create", create), ("adopt", adopt), ("repair", repair), ("hnsw", hnsw)):
+    for flag, value in (("repair", repair), ("hnsw", hnsw)):
         check_flag(value, flag)
-    stored = stored_or_none(conn, name, schema)
-    if stored is None:
-        if not create:
-            raise missing_table(conn, name, schema, " (create=False)")
-        if stamp is None:
-            stamp = IndexStamp.from_embedder(embedder)
-        else:
-            stamp.check_contract(embedder.contract)
-            stamp.verify(embedder)
-        stored = _create(conn, schema, name, stamp, hnsw)
-        if stored.version is not None and stored.metadata == stamp.to_metadata():
-            return GuardedTable(stored, embedder, stamp, sample=sample, ef_search=ef_search)
-        # Another process created it meanwhile: open what it made, with every check.
-    if adopt and not stored.stamped:
-        stamp = adopt_table(stored, embedder, sample)
-        stored = stored_or_none(conn, name, schema) or stored
-        return GuardedTable(stored, embedder, stamp, sample=sample, ef_search=ef_search)
+    if stamp is not None:
+        stamp.check_contract(embedder.contract)
     repaired: list[str] = []
-    if repair and stored.stamped:
-        IndexStamp.from_metadata(stored.metadata).verify(embedder)
-        repaired = repair_table(stored, IndexStamp.from_metadata(stored.metadata))
-        stored = stored_or_none(conn, name, schema) or stored
-    stamp, check = verify_open(stored, embedder, sample)
-    table = GuardedTable(
-        stored, embedder, stamp, sample=sample, ef_search=ef_search, open_check=check
+    if repair or create is False:
+        stored = stored_or_none(conn, name, schema)
+        if stored is None and create is False:
+            raise missing_table(conn, name, schema, " (create=False)")
+        if repair and stored is not None and stored.stamped:
+            # Once the stamp and canary pass: what was changed around ctxemb is written back.
+            IndexStamp.from_metadata(stored.metadata).verify(embedder)
+            repaired = repair_table(stored, IndexStamp.from_metadata(stored.metadata))
+    index = GuardedIndex.open(
+        driver, embedder, create=create, adopt=adopt, sample=sample, stamp=stamp
     )
-    table.repaired = repaired
-    return table
-
-
-def _lock(conn: Any, schema: str, name: str) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(schema, name),))
-
-
-def ensure_stamps(conn: Any, schema: str) -> None:
-    """The stamps table and the triggers' functions, made once per schema (under a lock: two
-    processes making them at once would collide in PostgreSQL's catalog)."""
-    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
-    if exists is not None and exists[0] is not None:
-        return
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{schema}",))
-    for statement in setup_statements(schema):
-        conn.execute(statement)
-
-
-def write_stamp(conn: Any, schema: str, name: str, stamp: IndexStamp) -> None:
-    """Insert or replace the stamp row of ``name`` (its version is set by the trigger)."""
-    layout = layout_for(stamp.contract)
-    try:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
-                "layout = EXCLUDED.layout"
-            ).format(ident(schema, STAMPS)),
-            (name, Jsonb(stamp.to_metadata()), Jsonb(layout.to_dict())),
-        )
-    except psycopg.errors.InvalidColumnReference:
-        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
-        # transaction, which rolls back whatever it made).
-        raise keyless_stamps(schema) from None
-
-
-def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
-    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
-    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
-    with translated(f"creating table {name!r}"), conn.transaction():
-        ensure_stamps(conn, schema)
-        _lock(conn, schema, name)
-        if stored_or_none(conn, name, schema) is not None:
-            return False
-        for statement in create_statements(schema, name, layout_for(stamp.contract), hnsw):
-            conn.execute(statement)
-        write_stamp(conn, schema, name, stamp)
-        return True
-
-
-def _create(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> StoredTable:
-    create_table(conn, schema, name, stamp, hnsw)
-    found = stored_or_none(conn, name, schema)
-    assert found is not None
-    return found
-
-
-def adopt_table(stored: StoredTable, embedder: Embedder, sample: int) -> IndexStamp:
-    """Stamp an unstamped table once a sample of its rows proves it is this contract's.
-
-    The table keeps its rows; it gains ctxemb's ``ctxemb_seq`` column and trigger (so rows
-    written later by any client are found first on open) and a stamp row.
-    """
-    stamp = adopt_stamp(embedder, sample_rows(stored, max(sample, 1)), stored.count(), stored.name)
-    probe = StoredTable(
-        stored.conn,
-        stored.schema,
-        stored.name,
-        stored.column,
-        stored.seq,
-        0,
-        None,
-        layout_for(stamp.contract).to_dict(),
-    )
-    check_layout(probe, stamp)  # a halfvec column is not a float32 contract's
-    conn, schema, name = stored.conn, stored.schema, stored.name
-    with translated(f"stamping {name!r}"), conn.transaction():
-        ensure_stamps(conn, schema)
-        _lock(conn, schema, name)
-        if not stored.seq:
-            add_seq(conn, schema, name)
-        write_stamp(conn, schema, name, stamp)
-    return stamp
-
-
-def add_seq(conn: Any, schema: str, name: str) -> None:
-    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
-    transaction, under the table's lock): its rows numbered now, later writes by any client
-    numbered afresh."""
-    table = ident(schema, name)
-    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
-    conn.execute(
-        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
-            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
-        )
-    )
-    conn.execute(
-        sql.SQL(
-            "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
-            "ALTER COLUMN ctxemb_seq SET NOT NULL"
-        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
-    )
-    conn.execute(
-        sql.SQL(
-            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
-            "EXECUTE FUNCTION {}()"
-        ).format(table, ident(schema, "ctxemb_bump_seq"))
-    )
+    return GuardedTable(index, ef_search=ef_search, repaired=repaired)

@@ -1,50 +1,34 @@
-"""Checking a table against a contract on demand: every finding reported, none raised."""
+"""The on-demand tools over a table's driver: verify (every finding reported), re-stamp (a
+query-side change accepted), detect (which contract wrote the vectors). Core decides each
+(:mod:`ctxemb_core.index.guarded`, :mod:`ctxemb_core.detect`); this module names the table."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Collection
 from typing import Any
 
-from psycopg import sql
-
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import InvalidInputError, StampError, StorageMismatchError
+from ctxemb_core.contract import same_contract
+from ctxemb_core.detect import DetectReport, detect_contract
+from ctxemb_core.errors import InvalidInputError, StampError
 from ctxemb_core.guard import (
-    RecordCheck,
+    RestampReport,
     VerifyReport,
     as_embedder,
-    check_flag,
-    check_sample_size,
-    check_stored,
-    records_progress,
-    verify_index,
+    check_count,
+    check_querier,
+    sample_ranges,
 )
-from ctxemb_pgvector._connect import translated
-from ctxemb_pgvector._store import StoredTable
+from ctxemb_core.index import StampMovedError, restamp_index, verify_driver
+from ctxemb_core.stamp import CANARY_TOLERANCE
+from ctxemb_pgvector._connect import check_connection
+from ctxemb_pgvector._driver import PgvectorDriver
+from ctxemb_pgvector._store import StoredTable, stored_table
 from ctxemb_pgvector._table import GuardedTable
-from ctxemb_pgvector._vectors import from_column
-from ctxemb_pgvector._verify import check_layout, sample_rows
 
-PAGE = 256  # rows per read when every row is checked
+__all__ = ["detect", "restamp", "verify"]
 
-
-def check_every_row(stored: StoredTable, embedder: Embedder, progress: bool | None) -> RecordCheck:
-    """Re-embed every stored row, one page at a time (keyset paging), with a progress bar."""
-    total = stored.count()
-    result = RecordCheck()
-    query = sql.SQL("SELECT id, content, embedding FROM {} WHERE id > %s ORDER BY id LIMIT %s")
-    last = ""
-    with records_progress(total, progress, embedder) as bar:
-        while True:
-            rows = stored.conn.execute(query.format(stored.table), (last, PAGE)).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            ids, texts = [r[0] for r in rows], [r[1] for r in rows]
-            vectors = from_column([r[2] for r in rows])
-            result = result.merge(check_stored(embedder, ids, texts, vectors))
-            bar.update(len(rows))
-    return result
+_FOR_CHECK = frozenset({"vector", "text"})
 
 
 def verify(
@@ -70,37 +54,89 @@ def verify(
     stamp's contract stores (``match``, or what differs); ``checked()`` / ``not_checked()``
     say what was proven.
     """
-    stored = table.stored() if isinstance(table, GuardedTable) else table
-    if not isinstance(stored, StoredTable):
+    if isinstance(table, GuardedTable):
+        driver = table.driver
+    elif isinstance(table, StoredTable):
+        driver = PgvectorDriver(table.conn, table.name, schema=table.schema)
+    else:
         raise InvalidInputError(
-            f"table must be a GuardedTable or a StoredTable, got {type(stored).__name__}"
+            f"table must be a GuardedTable or a StoredTable, got {type(table).__name__}"
         )
-    embedder = as_embedder(contract)
-    size = check_sample_size(sample)
-    check_flag(all, "all")
-    if progress is not None:
-        check_flag(progress, "progress")
-    with translated(f"verifying {stored.name!r}"):
-        records = stored.count()
-        if all:
-            found: Any = check_every_row(stored, embedder, progress)
-        else:
-            found = sample_rows(stored, size) if size else None
-        report = verify_index(
-            stored.metadata,
-            embedder,
-            found,
-            records=records,
-            mode="all" if all else ("sample" if size else "none"),
+    return verify_driver(driver, contract, all=all, sample=sample, progress=progress)
+
+
+def restamp(
+    conn: Any,
+    name: str,
+    contract: EmbeddingContract | Embedder,
+    *,
+    embedder: Embedder | None = None,
+    schema: str = "public",
+) -> RestampReport:
+    """Stamp a table with a new contract whose change leaves its stored vectors valid.
+
+    A new query prefix, a separate query encoder, or a new name for the same weights: the rows
+    stay, the stamp row (fingerprint, contract and canary, computed with the new contract's
+    embedder) is rewritten in one transaction under the table's advisory lock, and every open
+    :class:`GuardedTable` sees its version change on its next call.
+
+    Raises:
+        ContractMismatchError: the change needs the documents re-embedded: migrate instead.
+        EncoderDriftError: the new embedder does not reproduce the stored document vectors.
+        MissingStampError: the table carries no stamp (open it with ``adopt=True`` first).
+    """
+    check_connection(conn)
+    chosen = as_embedder(contract)
+    given = check_querier(embedder)
+    if given is not None and not same_contract(chosen.contract, given.contract, exact=True):
+        raise InvalidInputError(
+            "embedder must embed under the contract being stamped; its contract differs in "
+            f"{chosen.contract.diff(given.contract)}"
         )
-    column = None
+    stored_table(conn, name, schema)  # a missing table named with the schema's tables
     try:
-        check_layout(stored, IndexStamp.from_metadata(stored.metadata))
-        column = "match"
-    except StorageMismatchError as exc:
-        column = "; ".join(
-            f"{k}: store={exc.stored.get(k)!r}, stamp={exc.expected[k]!r}" for k in exc.fields
-        )
+        return restamp_index(PgvectorDriver(conn, name, schema=schema), given or chosen)
+    except StampMovedError:
+        raise StampError(
+            f"the stamp of {name!r} changed while it was re-stamped; nothing was written: "
+            "check it (ctxemb_pgvector.verify) and re-stamp again"
+        ) from None
+
+
+def detect(
+    conn: Any,
+    name: str,
+    *models: Any,
+    sample: int = 32,
+    keep: Collection[str] = (),
+    tolerance: float = CANARY_TOLERANCE,
+    backend: str = "auto",
+    schema: str = "public",
+) -> DetectReport:
+    """Find which contract wrote a table's vectors; reads a sample, never writes.
+
+    As :func:`ctxemb_chroma.detect`: the newest half (by last write) and a random half of
+    ``sample`` rows are re-embedded under each model's candidate contracts. A conclusive report
+    can be adopted with ``open_table(conn, name, report.best.contract, adopt=True)``.
+    """
+    check_connection(conn)
+    size = check_count(sample, "sample", 1)
+    stored = stored_table(conn, name, schema)
+    driver = PgvectorDriver(conn, name, schema=schema)
+    records = stored.count()
+    rows = [r for a, b in sample_ranges(records, size) for r in driver.page(a, b - a, _FOR_CHECK)]
+    try:
+        stamped: EmbeddingContract | None = IndexStamp.from_metadata(stored.metadata).contract
     except StampError:
-        column = None
-    return dataclasses.replace(report, configuration=column)
+        stamped = None
+    return detect_contract(
+        [r.text for r in rows],
+        [r.vector for r in rows],
+        models,
+        ids=[r.id for r in rows],
+        stamped=stamped,
+        keep=keep,
+        records=records,
+        tolerance=tolerance,
+        backend=backend,
+    )

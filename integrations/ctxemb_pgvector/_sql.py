@@ -14,11 +14,15 @@ every other one (one indexed read per call).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.contract import Precision
@@ -168,3 +172,68 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
             )
         )
     return out
+
+
+#: pgvector's highest ``hnsw.ef_search``.
+MAX_EF_SEARCH = 1000
+
+
+def where_clause(where: Mapping[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
+    """``WHERE meta @> {...}``: rows whose metadata holds every key with its value."""
+    if where is None:
+        return sql.SQL(""), []
+    if not isinstance(where, Mapping) or not where:
+        raise InvalidInputError(
+            f"where must be a non-empty mapping of metadata values, got {where!r}"
+        )
+    operators = [k for k in where if str(k).startswith("$")]
+    if operators:
+        raise InvalidInputError(
+            f"where: {operators[0]!r}: the pgvector adapter filters by metadata equality "
+            "({'topic': 'tea', 'year': 2024}: every key holds its value); query the table with "
+            "SQL for anything else"
+        )
+    try:
+        encoded = json.loads(json.dumps(dict(where), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"where is not JSON: {exc}") from None
+    return sql.SQL("WHERE meta @> %s"), [Jsonb(encoded)]
+
+
+def copy_rows(
+    conn: psycopg.Connection[Any],
+    table: sql.Composable,
+    kind: str,
+    rows: Iterable[tuple[str, str | None, Any, Any]],
+    upsert: bool,
+) -> None:
+    """Write ``(id, content, meta, embedding)`` rows by binary COPY, in the caller's
+    transaction; ``upsert`` replaces the rows of existing ids whole (blobs cleared). ``kind``
+    is the embedding column's type (``vector``, ``halfvec``, ``bit``)."""
+    columns = sql.SQL("(id, content, meta, embedding)")
+    target: sql.Composable = table
+    if upsert:
+        target = sql.Identifier("ctxemb_upsert")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE ctxemb_upsert ON COMMIT DROP AS SELECT id, content, meta, "
+                "embedding FROM {} WITH NO DATA"
+            ).format(table)
+        )
+    with conn.cursor() as cur:
+        with cur.copy(
+            sql.SQL("COPY {} {} FROM STDIN (FORMAT BINARY)").format(target, columns)
+        ) as copy:
+            copy.set_types(["varchar", "text", "jsonb", kind])
+            for row in rows:
+                copy.write_row((row[0], row[1], Jsonb(row[2]), row[3]))
+        if upsert:
+            cur.execute(
+                sql.SQL(
+                    "INSERT INTO {} (id, content, meta, embedding, blob_data, blob_meta, "
+                    "blob_mime_type) SELECT id, content, meta, embedding, NULL, NULL, NULL "
+                    "FROM ctxemb_upsert ON CONFLICT (id) DO UPDATE SET content = "
+                    "EXCLUDED.content, meta = EXCLUDED.meta, embedding = EXCLUDED.embedding, "
+                    "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
+                ).format(table)
+            )

@@ -175,14 +175,14 @@ def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -
     )
 
 
-def unstamped(stored: StoredTable) -> MissingStampError:
+def unstamped(name: str, schema: str = "public") -> MissingStampError:
     what = (
-        f"table {stored.name!r} carries no ctxemb stamp (no row for it in "
-        f"{stored.schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
+        f"table {name!r} carries no ctxemb stamp (no row for it in "
+        f"{schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
         "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
         "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
     )
-    error = MissingStampError(what, remedies=unstamped_remedies(stored.name))
+    error = MissingStampError(what, remedies=unstamped_remedies(name))
     error.in_terms_of(TERMS)
     return error
 
@@ -191,5 +191,5 @@ def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingC
     """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
     stored = stored_table(conn, name, schema)
     if not stored.stamped:
-        raise unstamped(stored)
+        raise unstamped(name, schema)
     return IndexStamp.from_metadata(stored.metadata).contract

@@ -179,3 +179,21 @@ def test_a_stamps_table_without_its_key_is_named_when_a_table_is_created(docs, p
     with pytest.raises(DamagedStampError, match="ADD PRIMARY KEY"):
         ctxemb_pgvector.open_table(pg, "fresh", minilm)
     assert other.execute("SELECT to_regclass('fresh')").fetchone()[0] is None
+
+
+# -- one guard: open_table is core's GuardedIndex over the table's driver -----------------------
+
+
+def test_open_table_and_the_driver_are_one_guard_with_one_record(docs, pg, minilm):
+    from ctxemb_core.index import GuardedIndex
+
+    assert isinstance(docs.index, GuardedIndex) and docs.index.driver is docs.driver
+    # The record the opens through open_table left is the driver's: nothing is re-embedded.
+    again = GuardedIndex.open(ctxemb_pgvector.driver(pg, "docs"), minilm)
+    assert again.open_check is not None and again.open_check.reused
+    assert again.open_check.checked == 0
+
+
+def test_verify_with_sample_0_says_no_row_was_chosen(docs, minilm):
+    report = ctxemb_pgvector.verify(docs, minilm, sample=0)
+    assert report.ok and report.mode == "none" and report.sample_size == 0
