@@ -2,10 +2,12 @@
 
 ``InMemoryDocumentStore`` keeps no collection metadata: each document carries its contract's
 fingerprint (``meta["ctxemb_fingerprint"]``) and every result is checked on its way out.
-``ChromaDocumentStore`` keeps the collection stamp ``ctxemb_chroma`` writes, so a collection
-indexed through either adapter is read by the other under the same contract;
-``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside its table. What is checked
-and how comes from ``ctxemb_core``; this module translates Haystack's documents and calls.
+Every other store is a driver under core's guarded index (:class:`._index.IndexGuard`), reached
+through its binding (:data:`BINDINGS`): ``ChromaDocumentStore`` keeps the collection stamp
+``ctxemb_chroma`` writes, ``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside
+its table, so an index written through any adapter is read by the others under the same contract.
+What is checked and how comes from ``ctxemb_core``; this module translates Haystack's documents
+and calls.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for", "unique"]
 
 
-#: The stores ctxemb keeps as drivers: ``(integration, class name, module of its binding)``;
-#: the module's ``Binding`` class reads the store's own parameters (:class:`._index.Binding`).
+#: The stores ctxemb keeps as drivers: ``(integration, store class, module, binding class)``;
+#: the binding reads the store's own parameters (:class:`._index.Binding`). The next store is
+#: one row here and its binding's module.
 BINDINGS = (
     ("chroma", "ChromaDocumentStore", "ctxemb_haystack._chroma", "ChromaBinding"),
     ("pgvector", "PgvectorDocumentStore", "ctxemb_haystack._pgvector", "PgvectorBinding"),

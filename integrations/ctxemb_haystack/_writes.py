@@ -2,9 +2,8 @@
 the error a refused duplicate raises, the contract a batch's fingerprint names, and the text
 every stored document must have.
 
-Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._chroma` for
-``ChromaDocumentStore``, :mod:`._pgvector` for ``PgvectorDocumentStore``), so none imports
-another for them.
+Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._index` for every store
+ctxemb keeps as a driver), so neither imports the other for them.
 """
 
 from __future__ import annotations

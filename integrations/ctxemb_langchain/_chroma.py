@@ -13,7 +13,7 @@ from ctxemb_chroma import ChromaDriver, connect, open_hybrid, stored_or_none
 from ctxemb_core.errors import CtxembError, InvalidInputError, StampError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_core.index import GuardedIndex
-from ctxemb_langchain._checks import UnstampedView, check_settings
+from ctxemb_langchain._checks import UnstampedView, check_settings, without_text_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._indexed import IndexWriter
 
@@ -95,9 +95,15 @@ class ContractChroma(IndexWriter, Chroma):
     def _verified(self, index: GuardedIndex) -> Any:
         """The collection ``index`` verified (its head read and, if it changed, verified again),
         as Chroma's client gives it."""
+        name = self._collection_name
         for _ in range(2):
-            head = index.current()
-            raw = stored_or_none(self._client, self._collection_name)
+            try:
+                head = index.current()
+            except InvalidInputError:
+                if stored_or_none(self._client, name) is None:
+                    raise InvalidInputError(f"collection {name!r} no longer exists") from None
+                raise
+            raw = stored_or_none(self._client, name)
             if raw is not None and str(raw.id) == head.identity:
                 return raw
         raise StampError(
@@ -181,6 +187,17 @@ class ContractChroma(IndexWriter, Chroma):
             self.delete_collection()
         self._Chroma__ensure_collection()
 
+    def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
+        """Chroma's upsert: the stored record's metadata with the batch's keys set over it (a
+        record written without metadata keeps its own, as ``langchain_chroma.Chroma``'s)."""
+        stored = {r.id: r.metadata for r in self.index.get(ids, include=("metadata",))}
+        if not stored:
+            return metas
+        given = metas or [None] * len(ids)
+        return [
+            _merged(stored[i], m) if i in stored else m for i, m in zip(ids, given, strict=True)
+        ]
+
     def _open_hybrid(self, **options: Any) -> Any:
         # For ContractHybridRetriever.from_store: the collection's hybrid index, opened by
         # ctxemb_chroma as the CLI opens it (the same lexical folder and stamp).
@@ -197,3 +214,11 @@ class ContractChroma(IndexWriter, Chroma):
             "ContractChroma stores text embedded under its contract; ContractEmbeddings has no "
             "image role"
         )
+
+
+def _merged(stored: Any, given: Any) -> Any:
+    """A stored record's metadata (without its text digest) with ``given``'s keys set over it."""
+    if given is not None and not isinstance(given, dict):
+        return given  # refused, by name, with the batch
+    kept = without_text_digest(stored) or {}
+    return {**kept, **(given or {})} or None

@@ -57,12 +57,20 @@ def batch(
 
 
 def write(
-    index: Any, embeddings: ContractEmbeddings, texts: Any, metadatas: Any, ids: Any
+    index: Any,
+    embeddings: ContractEmbeddings,
+    texts: Any,
+    metadatas: Any,
+    ids: Any,
+    merge: Callable[[list[str], list[Any] | None], list[Any] | None] | None = None,
 ) -> list[str]:
-    """Embed a batch under the contract and upsert it through ``index`` (a guarded index or a
-    store adapter's guarded collection): checked whole first, all or nothing."""
+    """Embed a batch under the contract and upsert it through ``index`` (a guarded index):
+    checked whole first, all or nothing. ``merge``: the metadata to write given the batch's (a
+    store whose upsert merges a record's metadata with the stored one's)."""
     keys, texts, metas = batch(texts, metadatas, ids)
     if texts:
+        if merge is not None:
+            metas = merge(keys, metas)
         index.add_embedded(
             keys,
             embeddings.embed_documents(texts),
@@ -102,8 +110,14 @@ class IndexWriter(GuardedStore):
         **kwargs: Any,
     ) -> list[str]:
         """Embed under the contract and upsert; checked whole first, all or nothing."""
+        embeddings = contract_embeddings(self.embeddings)
         with self._worded():
-            return write(self.index, contract_embeddings(self.embeddings), texts, metadatas, ids)
+            return write(self.index, embeddings, texts, metadatas, ids, self._merge)
+
+    def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
+        """The metadata an upsert writes, given the batch's: the batch's (it replaces the
+        stored record's); a store whose upsert merges says so here."""
+        return metas
 
 
 class IndexedStore(IndexWriter):
