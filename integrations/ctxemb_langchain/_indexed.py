@@ -8,7 +8,8 @@ brings only what is its own: how to build its driver from the arguments its user
 and a table for :class:`~ctxemb_langchain.ContractPGVector`), the words of its adapter for an
 error's advice, and its hybrid index (:meth:`IndexedStore._open_hybrid`).
 
-:func:`batch` is the write batch every guarded LangChain store and the hybrid retriever share.
+:func:`batch` is the write batch every guarded LangChain store and the hybrid retriever share;
+:class:`IndexWriter` the write path ``ContractChroma`` shares with :class:`IndexedStore`.
 """
 
 from __future__ import annotations
@@ -56,32 +57,6 @@ def batch(
     return keys, texts, metas
 
 
-def write(
-    index: Any,
-    embeddings: ContractEmbeddings,
-    texts: Any,
-    metadatas: Any,
-    ids: Any,
-    merge: Callable[[list[str], list[Any] | None], list[Any] | None] | None = None,
-) -> list[str]:
-    """Embed a batch under the contract and upsert it through ``index`` (a guarded index):
-    checked whole first, all or nothing. ``merge``: the metadata to write given the batch's (a
-    store whose upsert merges a record's metadata with the stored one's)."""
-    keys, texts, metas = batch(texts, metadatas, ids)
-    if texts:
-        if merge is not None:
-            metas = merge(keys, metas)
-        index.add_embedded(
-            keys,
-            embeddings.embed_documents(texts),
-            texts,
-            metas,
-            fingerprint=embeddings.fingerprint,
-            upsert=True,
-        )
-    return keys
-
-
 class IndexWriter(GuardedStore):
     """The write path of every LangChain store on a guarded index (``index``): a batch
     embedded under the contract of ``embeddings`` and upserted, all or nothing; errors advise
@@ -111,8 +86,18 @@ class IndexWriter(GuardedStore):
     ) -> list[str]:
         """Embed under the contract and upsert; checked whole first, all or nothing."""
         embeddings = contract_embeddings(self.embeddings)
-        with self._worded():
-            return write(self.index, embeddings, texts, metadatas, ids, self._merge)
+        keys, texts, metas = batch(texts, metadatas, ids)
+        if texts:
+            with self._worded():
+                self.index.add_embedded(
+                    keys,
+                    embeddings.embed_documents(texts),
+                    texts,
+                    self._merge(keys, metas),
+                    fingerprint=embeddings.fingerprint,
+                    upsert=True,
+                )
+        return keys
 
     def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
         """The metadata an upsert writes, given the batch's: the batch's (it replaces the
@@ -235,9 +220,6 @@ class IndexedStore(IndexWriter):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # The distance given is 1 - the contract's similarity (cosine or inner product).
         return lambda distance: 1.0 - distance
-
-    def _open_hybrid(self, **options: Any) -> Any:  # pragma: no cover - each store's own
-        raise TypeError(f"{type(self).__name__} keeps no hybrid index")
 
 
 def _document(i: str, text: Any, meta: Any) -> Document:
