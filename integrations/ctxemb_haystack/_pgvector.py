@@ -20,11 +20,23 @@ from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_haystack._writes import Row
 from ctxemb_pgvector import PgvectorDriver, check_name, connect, open_hybrid
-from ctxemb_pgvector._connect import TERMS
 
 logger = logging.getLogger(__name__)
+
+#: ``ctxemb_pgvector``'s words for the advice of an error (as its own ``TERMS``, which the
+#: package does not export), with this framework's way to adopt a table.
+TERMS = StoreTerms(
+    module="ctxemb_pgvector",
+    open="open_table",
+    kind="table",
+    records="rows",
+    cli_where="--store pgvector and the same --dsn",
+    frameworks="in Haystack ContractRetriever(..., adopt=True) or "
+    "ContractDocumentWriter(..., adopt=True)",
+)
 
 
 class PgvectorBinding:

@@ -11,10 +11,21 @@ from langchain_core.embeddings import Embeddings
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.index import GuardedIndex
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_pgvector import PgvectorDriver, connect, open_hybrid
-from ctxemb_pgvector._connect import TERMS
+
+#: ``ctxemb_pgvector``'s words for the advice of an error (as its own ``TERMS``, which the
+#: package does not export), with this framework's way to adopt a table.
+TERMS = StoreTerms(
+    module="ctxemb_pgvector",
+    open="open_table",
+    kind="table",
+    records="rows",
+    cli_where="--store pgvector and the same --dsn",
+    frameworks="in LangChain ContractPGVector(..., adopt=True)",
+)
 
 
 class ContractPGVector(IndexedStore):
