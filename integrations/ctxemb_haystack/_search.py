@@ -61,6 +61,8 @@ def search(
         ids = [d.id for d in store.filter_documents(filters)]
         return _ranked(index, vector, ids, top_k) if ids else []
     found = index.query_vector(vector, top_k, fingerprint=fingerprint, where=where)
+    if not found:
+        return []
     vectors = {r.id: r.vector for r in index.get([m.id for m in found], include=("vector",))}
     return [_document(m.id, m.text, m.metadata, vectors.get(m.id), m.score) for m in found]
 

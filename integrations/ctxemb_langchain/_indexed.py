@@ -201,6 +201,8 @@ class IndexedStore(IndexWriter):
         check_count(fetch_k, "fetch_k")
         with self._worded():
             found = self._by_vector(embedding, fetch_k, filter)
+            if not found:
+                return []
             stored = {r.id: r.vector for r in self.index.get([m.id for m in found], ("vector",))}
         found = [m for m in found if stored.get(m.id) is not None]
         if not found:

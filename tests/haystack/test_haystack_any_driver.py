@@ -74,6 +74,11 @@ def test_the_guard_writes_and_retrieves_through_any_driver(minilm_contract):
     kitchen = {"field": "meta.room", "operator": "==", "value": "kitchen"}
     found = guard.retrieve(retriever, query["embedding"], query["fingerprint"], filters=kitchen)
     assert [d.id for d in found] == ["kettle"]
+    for nothing in (  # a filter that matches nothing, in the index's own form and beyond it
+        {"field": "meta.room", "operator": "==", "value": "attic"},
+        {"field": "meta.room", "operator": "in", "value": ["attic"]},
+    ):
+        assert guard.retrieve(retriever, query["embedding"], query["fingerprint"], nothing) == []
     # Another contract's documents are refused, naming the field, and nothing is written.
     cls = _documents(minilm_contract.with_(pooling="cls"))
     with pytest.raises(ContractMismatchError) as err:

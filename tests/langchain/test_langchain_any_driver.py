@@ -56,3 +56,12 @@ def test_another_contract_is_refused_on_any_driver() -> None:
     with pytest.raises(ContractMismatchError) as err:
         MemoryIndexStore(cls, store, "docs")
     assert err.value.fields == ("pooling",)
+
+
+def test_a_filter_that_matches_nothing_finds_nothing_on_every_search_path() -> None:
+    store = MemoryIndexStore(minilm_embeddings(), MemoryStore(), "docs")
+    store.add_texts(["Green tea is steamed."], [{"room": "pantry"}], ids=["tea"])
+    attic = {"room": "attic"}
+    assert store.similarity_search("green tea", k=2, filter=attic) == []
+    assert store.max_marginal_relevance_search("green tea", k=2, filter=attic) == []
+    assert [d.id for d in store.max_marginal_relevance_search("green tea", k=2)] == ["tea"]
