@@ -26,17 +26,11 @@ from ctxemb_pgvector import PgvectorDriver, check_name, connect, open_hybrid
 
 logger = logging.getLogger(__name__)
 
-#: ``ctxemb_pgvector``'s words for the advice of an error (as its own ``TERMS``, which the
-#: package does not export), with this framework's way to adopt a table.
-TERMS = StoreTerms(
-    module="ctxemb_pgvector",
-    open="open_table",
-    kind="table",
-    records="rows",
-    cli_where="--store pgvector and the same --dsn",
-    frameworks="in Haystack ContractRetriever(..., adopt=True) or "
-    "ContractDocumentWriter(..., adopt=True)",
-)
+#: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
+#: not export), with this framework's way to adopt a table.
+_ADOPT = "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
+_WORDS = {"module": "ctxemb_pgvector", "open": "open_table", "kind": "table", "records": "rows"}
+TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", frameworks=_ADOPT)
 
 
 class PgvectorBinding:

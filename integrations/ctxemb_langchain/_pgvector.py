@@ -16,16 +16,11 @@ from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_pgvector import PgvectorDriver, connect, open_hybrid
 
-#: ``ctxemb_pgvector``'s words for the advice of an error (as its own ``TERMS``, which the
-#: package does not export), with this framework's way to adopt a table.
-TERMS = StoreTerms(
-    module="ctxemb_pgvector",
-    open="open_table",
-    kind="table",
-    records="rows",
-    cli_where="--store pgvector and the same --dsn",
-    frameworks="in LangChain ContractPGVector(..., adopt=True)",
-)
+#: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
+#: not export), with this framework's way to adopt a table.
+_ADOPT = "in LangChain ContractPGVector(..., adopt=True)"
+_WORDS = {"module": "ctxemb_pgvector", "open": "open_table", "kind": "table", "records": "rows"}
+TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", frameworks=_ADOPT)
 
 
 class ContractPGVector(IndexedStore):
