@@ -105,8 +105,8 @@ class IndexGuard:
         return driver
 
     def opened(self, contract: EmbeddingContract, create: bool) -> GuardedIndex:
-        """The index opened under ``contract`` (verified once; every later call re-reads its
-        head and verifies it again if it changed)."""
+        """The index opened under ``contract``: verified once; each of its calls then re-reads
+        the head and verifies it again if it changed."""
         driver = self.driver()
         index = self._opened.get(contract.fingerprint)
         if index is None:
@@ -115,7 +115,6 @@ class IndexGuard:
             )
             self._opened[contract.fingerprint] = index
             self.binding.opened()
-        index.current()
         return index
 
     def stamped(self) -> EmbeddingContract | None:
@@ -157,6 +156,7 @@ class IndexGuard:
         check_embedded([d.embedding for d in documents], contract, ids)
         try:
             index = self.opened(contract, create=True)
+            index.current()  # an index opened before: as it is now
         except MissingStampError as exc:
             driver = self.driver()
             if driver.head() is None or driver.count():
