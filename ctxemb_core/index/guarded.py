@@ -46,6 +46,7 @@ from ctxemb_core.errors import (
     MissingStampError,
     StampError,
     StorageMismatchError,
+    unstamped_remedies,
 )
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
@@ -147,11 +148,11 @@ def _unstamped(driver: StoreDriver) -> MissingStampError:
         error = worded()
         if isinstance(error, MissingStampError):
             return error
+    # The advice is the remedies' (adopt, or detect first), worded for the interface called.
     return MissingStampError(
         f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
-        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
-        "If its vectors were made under your contract, open it once with adopt=True (a sample "
-        "of its records is re-embedded, and it is stamped only if they match)."
+        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
+        remedies=unstamped_remedies(driver.name),
     )
 
 

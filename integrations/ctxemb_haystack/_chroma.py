@@ -1,29 +1,22 @@
-"""A ``ChromaDocumentStore`` through the ``ctxemb_chroma`` guard: same stamp, same checks."""
+"""What of a ``ChromaDocumentStore`` is Chroma's own: its client, the metadata Chroma keeps, and
+the hybrid index beside its collection. The guard is :class:`._index.IndexGuard`'s, on
+``ctxemb_chroma``'s :class:`~ctxemb_chroma.ChromaDriver`: same stamp, same checks as
+``ctxemb_chroma.open_collection``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from typing import Any
 
 from haystack import Document
-from haystack.document_stores.types import DuplicatePolicy
 from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
-from ctxemb_chroma import (
-    GuardedCollection,
-    check_metadatas,
-    connect,
-    open_collection,
-    stored_or_none,
-)
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.documents import batch_fingerprint, check_fingerprint, recall
-from ctxemb_core.errors import ExistingIdsError, MissingStampError
-from ctxemb_core.guard import check_embedded, check_query_vector, similarity
-from ctxemb_core.validate import check_records
-from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, contract_of, unique
+from ctxemb_chroma import ChromaDriver, check_metadatas, connect, open_hybrid
+from ctxemb_core import EmbeddingContract
+from ctxemb_core.remedy import DEFAULT_TERMS
+from ctxemb_haystack._writes import Row
 
 logger = logging.getLogger(__name__)
 
@@ -31,22 +24,21 @@ logger = logging.getLogger(__name__)
 _SCALARS = (str, int, float, bool)
 
 
-class ChromaGuard:
-    """The collection behind a ``ChromaDocumentStore``, opened through ``ctxemb_chroma``."""
+class ChromaBinding:
+    """The collection behind a ``ChromaDocumentStore`` (see :class:`._index.Binding`)."""
 
-    def __init__(self, store: ChromaDocumentStore, sample: int, adopt: bool = False) -> None:
+    terms = DEFAULT_TERMS  # the Chroma adapter's words are the default ones
+
+    def __init__(self, store: ChromaDocumentStore) -> None:
         self.store = store
-        self.sample = sample
-        self.adopt = adopt  # stamp an unstamped collection whose records prove the contract
-        params = store.to_dict()["init_parameters"]
-        self.name: str = params["collection_name"]
-        self._where = params
+        self._where = store.to_dict()["init_parameters"]
+        self.name: str = self._where["collection_name"]
         self._client: Any = None
-        self._opened: dict[str, GuardedCollection] = {}  # by contract fingerprint
+        self._driver: ChromaDriver | None = None
 
     def client(self) -> Any:
         """The store's own client once it has one; until then a client of its database, opened
-        as the store opens its own and shared with it (see :meth:`share`)."""
+        as the store opens its own and shared with it (see :meth:`opened`)."""
         own = getattr(self.store, "_client", None)
         if own is not None and getattr(self.store, "_collection", None) is not None:
             return own
@@ -61,7 +53,12 @@ class ChromaGuard:
                 self._client = connect(p["persist_path"], settings=settings)
         return self._client
 
-    def share(self) -> None:
+    def driver(self) -> ChromaDriver:
+        if self._driver is None:
+            self._driver = ChromaDriver(self.client(), self.name)
+        return self._driver
+
+    def opened(self) -> None:
         """Hand this client and the (existing) collection to a store that has none yet.
 
         A ``ChromaDocumentStore`` makes its client on first use from its ``persist_path`` as
@@ -79,124 +76,38 @@ class ChromaGuard:
             )
             store._client, store._collection = self._client, collection
 
-    def opened(self, contract: EmbeddingContract, create: bool) -> GuardedCollection:
-        """The collection opened under ``contract`` (verified once; every later call re-reads
-        and re-verifies it if it changed)."""
-        guarded = self._opened.get(contract.fingerprint)
-        if guarded is None:
-            guarded = open_collection(
-                self.client(),
-                self.name,
-                Embedder(contract),
-                create=create,
-                adopt=self.adopt,
-                sample=self.sample,
-            )
-            self._opened[contract.fingerprint] = guarded
-            self.share()
-        guarded.current()
-        return guarded
+    def metadata(self, document: Document) -> dict[str, Any]:
+        """The metadata Chroma can hold; other values are left out with a warning, as
+        ``ChromaDocumentStore`` does."""
+        kept: dict[str, Any] = {}
+        for key, value in document.meta.items():
+            if isinstance(value, _SCALARS) or (
+                isinstance(value, list)
+                and value
+                and type(value[0]) in _SCALARS
+                and all(type(v) is type(value[0]) for v in value)
+            ):
+                kept[key] = value
+            else:
+                logger.warning(
+                    "document %s: metadata %r of type %s cannot be stored in Chroma and is "
+                    "left out",
+                    document.id,
+                    key,
+                    type(value).__name__,
+                )
+        return kept
 
-    def stamped(self) -> EmbeddingContract | None:
-        raw = stored_or_none(self.client(), self.name)
-        if raw is None or not IndexStamp.is_stamped(raw.metadata):
-            return None
-        return IndexStamp.from_metadata(raw.metadata).contract
+    def check_batch(self, contract: EmbeddingContract, rows: list[Row]) -> None:
+        check_metadatas([i for i, _, _ in rows], [m for _, _, m in rows])
 
-    def caller(self, fingerprint: str) -> EmbeddingContract:
-        """The query's contract: built in this process, or else it must be the stamp's."""
-        contract = recall(fingerprint)
-        if contract is not None:
-            return contract
-        raw = stored_or_none(self.client(), self.name)
-        # No stamp, or a damaged one, is raised here as for any caller.
-        stamp = IndexStamp.from_metadata(raw.metadata if raw is not None else None)
-        return check_fingerprint(fingerprint, stamp.contract)
-
-    def write(self, documents: list[Document], policy: DuplicatePolicy) -> int:
-        documents = unique(documents, policy)
-        ids = [d.id for d in documents]
-        fingerprint = batch_fingerprint([d.meta for d in documents], ids)
-        if fingerprint is None:
-            return 0
-        stamped = self.stamped()
-        if stamped is not None:
-            check_fingerprint(fingerprint, stamped)
-        contract = contract_of(fingerprint, stamped)
-        # The whole batch is checked before the collection is created (and stamped).
-        texts = [content_of(d) for d in documents]
-        metas = [_storable_meta(d) for d in documents]
-        check_records(ids, texts, metas)
-        check_metadatas(ids, metas)
-        check_embedded([d.embedding for d in documents], contract, ids)
-        try:
-            guarded = self.opened(contract, create=True)
-        except MissingStampError as exc:
-            raw = stored_or_none(self.client(), self.name)
-            if raw is None or raw.count():
-                raise
-            # The usual cause: a ChromaDocumentStore call (count_documents, …) created it first.
-            raise MissingStampError(
-                f"{exc} The collection is empty: the ChromaDocumentStore created it before the "
-                "first ContractDocumentWriter write (any store call does). Delete it with "
-                f"chromadb's client.delete_collection({self.name!r}) or use another "
-                "collection_name, and let ContractDocumentWriter create it stamped."
-            ) from None
-        rows = list(zip(documents, texts, metas, strict=True))
-        if policy is DuplicatePolicy.SKIP:
-            present = set(guarded.get(ids=ids, include=[])["ids"])
-            rows = [r for r in rows if r[0].id not in present]
-        if not rows:
-            return 0
-        try:
-            guarded.add_embedded(
-                [d.id for d, _, _ in rows],
-                [d.embedding for d, _, _ in rows],
-                [t for _, t, _ in rows],
-                [m for _, _, m in rows],
-                fingerprint=fingerprint,
-                upsert=policy is DuplicatePolicy.OVERWRITE,
-            )
-        except ExistingIdsError as exc:
-            raise DuplicateDocumentsError(exc.ids) from None
-        return len(rows)
-
-    def retrieve(
-        self, retriever: Any, query_embedding: list[float], fingerprint: str, **kwargs: Any
-    ) -> list[Document]:
-        contract = self.caller(fingerprint)
-        query_embedding = check_query_vector(
-            query_embedding, contract.output_dim, contract=contract
+    def made_empty(self) -> str:
+        return (
+            "The collection is empty: the ChromaDocumentStore created it before the first "
+            "ContractDocumentWriter write (any store call does). Delete it with chromadb's "
+            f"client.delete_collection({self.name!r}) or use another collection_name, and let "
+            "ContractDocumentWriter create it stamped."
         )
-        if (
-            contract.fingerprint not in self._opened
-            and stored_or_none(self.client(), self.name) is None
-        ):
-            return []  # nothing indexed yet: nothing to return, and nothing is created
-        guarded = self.opened(contract, create=False)
-        found = retriever.run(query_embedding=query_embedding, **kwargs)["documents"]
-        space = (guarded.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
-        scores = similarity([d.score for d in found], space, contract)
-        return [dataclasses.replace(d, score=float(s)) for d, s in zip(found, scores, strict=True)]
 
-
-def _storable_meta(document: Document) -> dict[str, Any]:
-    """The metadata Chroma can hold; other values are left out with a warning, as
-    ``ChromaDocumentStore`` does."""
-    kept: dict[str, Any] = {}
-    for key, value in document.meta.items():
-        if isinstance(value, _SCALARS) or (
-            isinstance(value, list)
-            and value
-            and type(value[0]) in _SCALARS
-            and all(type(v) is type(value[0]) for v in value)
-        ):
-            kept[key] = value
-        else:
-            logger.warning(
-                "document %s: metadata %r of type %s cannot be stored in Chroma and is left out",
-                document.id,
-                key,
-                type(value).__name__,
-            )
-    return kept
+    def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
+        return open_hybrid(self.client(), self.name, contract, **options)

@@ -170,8 +170,8 @@ class ContractRetriever:
     component's inputs. The store must have been written under the fingerprint's contract:
     a ``ChromaDocumentStore`` collection or a ``PgvectorDocumentStore`` table by its stamp
     (checked, with its canary and a sample of records, when first read, and re-read on every
-    call; a pgvector table is searched by ``ctxemb_pgvector`` in the contract's distance,
-    whatever the store's ``vector_function``), an ``InMemoryDocumentStore`` by the
+    call; the collection or table is searched through ctxemb's guarded index in the contract's
+    distance, whatever a pgvector store's ``vector_function``), an ``InMemoryDocumentStore`` by the
     fingerprints of the documents found (one foreign document refuses the whole result).
 
     Scores are similarities, higher is better: for a normalised contract the cosine similarity
@@ -182,8 +182,9 @@ class ContractRetriever:
     Args:
         retriever: an ``InMemoryEmbeddingRetriever``, a ``ChromaEmbeddingRetriever`` or a
             ``PgvectorEmbeddingRetriever``; its ``top_k``, ``filters`` and ``filter_policy``
-            apply as usual (pgvector: a filter of ``meta.<key> ==`` tests is searched in SQL;
-            any other selects its ids with the store's ``filter_documents`` first).
+            apply as usual (Chroma and pgvector: a filter of ``meta.<key> ==`` tests is the
+            store's own search filter; any other selects its ids with the store's
+            ``filter_documents`` first, and those are ranked exactly).
         sample: stored Chroma records re-embedded when the collection is first read.
         adopt: stamp an unstamped Chroma collection on the first read once a sample of its
             records re-embeds to their stored vectors under the query's contract (the one

@@ -100,7 +100,7 @@ class ContractLexicalRetriever:
         k = _top_k(top_k) or self.top_k
         hits, stamp = self._side.search(query, k)
         contract = stamp.contract
-        dense = self._side.dense(contract.dense)
+        dense = self._side.hybrid().dense  # opened by the store's open_hybrid, verified
         stored = stored_records(dense, [i for i, _ in hits]) if hits else {}
         have = self._side.hybrid().lexical.digests([i for i, _ in hits])
         missing = [i for i, _ in hits if i not in stored]

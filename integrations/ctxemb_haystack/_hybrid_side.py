@@ -25,7 +25,6 @@ from ctxemb_core.hybrid import (
 )
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.hybrid.pair import HybridIndex
-from ctxemb_core.stamp import IndexStamp
 
 #: The metadata key of a document found by :class:`ContractLexicalRetriever` (and of every
 #: fused document): the fingerprint of the hybrid contract (the stamp) it was found under.
@@ -69,8 +68,8 @@ class LexicalSide:
     """The lexical side of a ``ChromaDocumentStore`` or ``PgvectorDocumentStore`` index.
 
     Args:
-        guard: the guard of the document store whose dense side the lexical side belongs to
-            (:func:`~ctxemb_haystack._stores.guard_for`).
+        guard: the :class:`~ctxemb_haystack._index.IndexGuard` of the document store whose
+            dense side the lexical side belongs to (:func:`~ctxemb_haystack._stores.guard_for`).
         lexical_path: Chroma: the side's folder (``None`` for an embedded store: as
             ``ctxemb_chroma.lexical_folder`` derives it); PostgreSQL keeps the side in the
             table's database (a path given names an old lexical folder to convert once).
@@ -89,7 +88,7 @@ class LexicalSide:
                 f"lexical_path must be a string, got {type(lexical_path).__name__}"
             )
         self.guard = guard
-        if not hasattr(guard, "opened"):
+        if not hasattr(guard, "binding"):
             raise TypeError(
                 "hybrid retrieval keeps its stamp beside a stamped store: use a "
                 "ChromaDocumentStore or a PgvectorDocumentStore (an InMemoryDocumentStore has "
@@ -104,43 +103,20 @@ class LexicalSide:
     def where(self) -> str:
         return repr(self.guard.name)
 
-    def _chroma(self) -> bool:
-        return hasattr(self.guard, "client")
-
     def stamped_dense(self) -> Any:
         """The contract the dense side's stamp holds (read, not verified), or ``None`` when the
         store holds no stamped index of this name yet."""
-        if self._chroma():
-            from ctxemb_chroma import stored_or_none
-
-            raw = stored_or_none(self.guard.client(), self.guard.name)
-            metadata = raw.metadata if raw is not None else None
-        else:
-            from ctxemb_pgvector import stored_or_none as stored_table
-
-            found = stored_table(self.guard.conn(), self.guard.name, self.guard.schema)
-            metadata = found.metadata if found is not None else None
-        return (
-            IndexStamp.from_metadata(metadata).contract if IndexStamp.is_stamped(metadata) else None
-        )
+        return self.guard.stamped()
 
     def open(self, contract: Any, *, create: bool, refresh: bool = False) -> HybridIndex:
         """The hybrid index as the store's ``open_hybrid`` opens it (the side checked whole)."""
-        options: dict[str, Any] = {
-            "lexical": self.lexical,
-            "fusion": self.fusion,
-            "lexical_path": self.lexical_path,
-            "create": create,
-            "refresh": refresh,
-        }
-        if self._chroma():
-            from ctxemb_chroma import open_hybrid
-
-            return open_hybrid(self.guard.client(), self.guard.name, contract, **options)
-        from ctxemb_pgvector import open_hybrid as open_table_hybrid
-
-        return open_table_hybrid(
-            self.guard.conn(), self.guard.name, contract, schema=self.guard.schema, **options
+        return self.guard.binding.open_hybrid(
+            contract,
+            lexical=self.lexical,
+            fusion=self.fusion,
+            lexical_path=self.lexical_path,
+            create=create,
+            refresh=refresh,
         )
 
     def stated(self, stamp: HybridContract) -> HybridContract:
@@ -184,11 +160,6 @@ class LexicalSide:
         )
         remember(stamp.contract)
         return hits, stamp
-
-    def dense(self, contract: Any) -> Any:
-        """The dense side opened through the store's guard under the stamp's dense contract
-        (refused when the store is stamped with another)."""
-        return self.guard.opened(contract, create=False)
 
     # -- writing (ContractDocumentWriter with hybrid=True) -------------------------------------
 

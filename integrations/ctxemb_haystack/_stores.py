@@ -2,14 +2,17 @@
 
 ``InMemoryDocumentStore`` keeps no collection metadata: each document carries its contract's
 fingerprint (``meta["ctxemb_fingerprint"]``) and every result is checked on its way out.
-``ChromaDocumentStore`` keeps the collection stamp ``ctxemb_chroma`` writes, so a collection
-indexed through either adapter is read by the other under the same contract;
-``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside its table. What is checked
-and how comes from ``ctxemb_core``; this module translates Haystack's documents and calls.
+Every other store is a driver under core's guarded index (:class:`._index.IndexGuard`), reached
+through its binding (:data:`BINDINGS`): ``ChromaDocumentStore`` keeps the collection stamp
+``ctxemb_chroma`` writes, ``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside
+its table, so an index written through any adapter is read by the others under the same contract.
+What is checked and how comes from ``ctxemb_core``; this module translates Haystack's documents
+and calls.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
@@ -18,23 +21,29 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from ctxemb_core.documents import batch_fingerprint, check_documents, recall, store_sample
+from ctxemb_core.documents import check_documents, recall, store_sample
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_embedded, check_query_vector
-from ctxemb_haystack._writes import DuplicateDocumentsError, contract_of, unique
+from ctxemb_haystack._writes import DuplicateDocumentsError, batch_of, contract_of, unique
 
 if TYPE_CHECKING:
-    from ctxemb_haystack._chroma import ChromaGuard
-    from ctxemb_haystack._pgvector import PgvectorGuard
+    from ctxemb_haystack._index import IndexGuard
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for", "unique"]
 
 
-def guard_for(
-    store: Any, sample: int, adopt: bool = False
-) -> MemoryGuard | ChromaGuard | PgvectorGuard:
+#: The stores ctxemb keeps as drivers: ``(integration, store class, module, binding class)``;
+#: the binding reads the store's own parameters (:class:`._index.Binding`). The next store is
+#: one row here and its binding's module.
+BINDINGS = (
+    ("chroma", "ChromaDocumentStore", "ctxemb_haystack._chroma", "ChromaBinding"),
+    ("pgvector", "PgvectorDocumentStore", "ctxemb_haystack._pgvector", "PgvectorBinding"),
+)
+
+
+def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | IndexGuard:
     """The guard of a store; a store ctxemb cannot check is refused by name."""
     if isinstance(store, InMemoryDocumentStore):
         if adopt:
@@ -45,14 +54,13 @@ def guard_for(
                 "documents again through ContractDocumentEmbedder and ContractDocumentWriter"
             )
         return MemoryGuard(store)
-    if _instance_of(store, "chroma", "ChromaDocumentStore"):
-        from ctxemb_haystack._chroma import ChromaGuard
+    for integration, name, module, binding in BINDINGS:
+        if _instance_of(store, integration, name):
+            from ctxemb_haystack._index import IndexGuard
 
-        return ChromaGuard(store, sample, adopt)
-    if _instance_of(store, "pgvector", "PgvectorDocumentStore"):
-        from ctxemb_haystack._pgvector import PgvectorGuard
-
-        return PgvectorGuard(store, sample, adopt)
+            return IndexGuard(
+                getattr(importlib.import_module(module), binding)(store), sample, adopt
+            )
     raise TypeError(
         "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack), and "
         f"PgvectorDocumentStore (pgvector-haystack); got {type(store).__name__}"
@@ -78,11 +86,10 @@ class MemoryGuard:
         self.store = store
 
     def write(self, documents: list[Document], policy: DuplicatePolicy) -> int:
-        documents = unique(documents, policy)
-        ids = [d.id for d in documents]
-        fingerprint = batch_fingerprint([d.meta for d in documents], ids)
+        documents, fingerprint = batch_of(documents, policy)
         if fingerprint is None:
             return 0
+        ids = [d.id for d in documents]
         # The batch must be this process's contract's (its vectors are checked against it) ...
         contract = contract_of(fingerprint, None)
         check_embedded([d.embedding for d in documents], contract, ids)

@@ -2,12 +2,13 @@
 the error a refused duplicate raises, the contract a batch's fingerprint names, and the text
 every stored document must have.
 
-Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._chroma` for
-``ChromaDocumentStore``, :mod:`._pgvector` for ``PgvectorDocumentStore``), so none imports
-another for them.
+Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._index` for every store
+ctxemb keeps as a driver), so neither imports the other for them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from haystack import Document
 from haystack.document_stores.errors import DuplicateDocumentError
@@ -15,8 +16,11 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.contract import same_contract
-from ctxemb_core.documents import recall
+from ctxemb_core.documents import batch_fingerprint, recall
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+
+#: A document as a store writes it: its id, its text and the metadata the store keeps.
+Row = tuple[str, str, dict[str, Any]]
 
 
 class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
@@ -41,6 +45,15 @@ def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]
         if doc.id not in seen or policy is DuplicatePolicy.OVERWRITE:
             seen[doc.id] = doc
     return list(seen.values())
+
+
+def batch_of(
+    documents: list[Document], policy: DuplicatePolicy
+) -> tuple[list[Document], str | None]:
+    """One document per id (:func:`unique`) and the contract fingerprint they all carry
+    (``None`` for no documents)."""
+    documents = unique(documents, policy)
+    return documents, batch_fingerprint([d.meta for d in documents], [d.id for d in documents])
 
 
 def contract_of(fingerprint: str, stamped: EmbeddingContract | None) -> EmbeddingContract:

@@ -1,31 +1,32 @@
-"""``langchain_chroma.Chroma`` on a stamped collection, opened through the ctxemb_chroma guard."""
+"""``langchain_chroma.Chroma`` on a stamped collection: core's guarded index on ``ctxemb_chroma``'s
+driver (the guard of every store), with Chroma's own methods reading the collection it verified."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
-from ctxemb_chroma import GuardedCollection, connect, open_collection, open_hybrid
-from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_chroma import ChromaDriver, connect, open_hybrid, stored_or_none
+from ctxemb_core.errors import CtxembError, InvalidInputError, StampError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
-from ctxemb_core.validate import texts_from_iterable
+from ctxemb_core.index import GuardedIndex
 from ctxemb_langchain._checks import UnstampedView, check_settings, without_text_digest
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-from ctxemb_langchain._retriever import GuardedStore
+from ctxemb_langchain._indexed import IndexWriter
 
 
-class ContractChroma(GuardedStore, Chroma):
+class ContractChroma(IndexWriter, Chroma):
     """``langchain_chroma.Chroma`` whose collection carries the contract's stamp.
 
     Created stamped (the stamp ``ctxemb_chroma`` and the Haystack adapter write: a collection
-    indexed by any of them opens here under the same contract) or opened and verified through
-    ``ctxemb_chroma.open_collection``; ``ContractEmbeddings`` of another contract are refused
-    (``ContractMismatchError``, fields named). Every later call re-reads the collection; writes
-    (upserts, as in ``Chroma``) are checked whole and undone on failure.
+    indexed by any of them opens here under the same contract) or opened and verified as
+    ``ctxemb_chroma.open_collection`` opens it (core's :class:`~ctxemb_core.index.GuardedIndex`
+    on a :class:`~ctxemb_chroma.ChromaDriver`); ``ContractEmbeddings`` of another contract are
+    refused (``ContractMismatchError``, fields named). Every later call re-reads the collection;
+    writes (upserts, as in ``Chroma``) are checked whole and undone on failure.
 
     Args:
         collection_name: the collection.
@@ -65,7 +66,7 @@ class ContractChroma(GuardedStore, Chroma):
         self._ctxemb_sample = check_sample_size(sample)
         self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
         self._ctxemb_adopt = check_flag(adopt, "adopt")
-        self._guarded: GuardedCollection | None = None
+        self._guarded: GuardedIndex | None = None
         if persist_directory is not None and not {"client", "tenant", "database"} & set(kwargs):
             # Through connect, which joins a client already open on the folder under another
             # spelling: Chroma's own would be a second system there, blind to the other's writes.
@@ -81,26 +82,49 @@ class ContractChroma(GuardedStore, Chroma):
     def _Chroma__ensure_collection(self) -> None:
         # Called by Chroma.__init__ and reset_collection: open through the guard instead of
         # get_or_create_collection, which would make an unstamped collection.
-        self._guarded = open_collection(
-            self._client,
-            self._collection_name,
-            self.contract_embeddings.embedder,
+        embedder = self.contract_embeddings.embedder
+        self._guarded = GuardedIndex.open(
+            ChromaDriver(self._client, self._collection_name, embedder=embedder),
+            embedder,
             create=self._ctxemb_create,
             adopt=self._ctxemb_adopt,
             sample=self._ctxemb_sample,
         )
-        self._chroma_collection = self._guarded.raw
+        self._chroma_collection = self._verified(self._guarded)
+
+    def _verified(self, index: GuardedIndex) -> Any:
+        """The collection ``index`` verified (its head read and, if it changed, verified again),
+        as Chroma's client gives it."""
+        name = self._collection_name
+        for _ in range(2):
+            try:
+                head = index.current()
+            except InvalidInputError:
+                if stored_or_none(self._client, name) is None:
+                    raise InvalidInputError(f"collection {name!r} no longer exists") from None
+                raise
+            raw = stored_or_none(self._client, name)
+            if raw is not None and str(raw.id) == head.identity:
+                return raw
+        raise StampError(
+            f"collection {self._collection_name!r} keeps being made again while it is read"
+        )
 
     @property
     def contract_embeddings(self) -> ContractEmbeddings:
         return contract_embeddings(self._embedding_function)
 
     @property
-    def guarded(self) -> GuardedCollection:
-        """The ``ctxemb_chroma`` collection this store reads and writes through."""
+    def index(self) -> GuardedIndex:
+        """The guarded index this store reads and writes through."""
         if self._guarded is None:
             raise CtxembError("the collection was deleted; call reset_collection() first")
         return self._guarded
+
+    @property
+    def guarded(self) -> GuardedIndex:
+        """:attr:`index` (its older name)."""
+        return self.index
 
     @property
     def _collection(self) -> Any:
@@ -108,7 +132,7 @@ class ContractChroma(GuardedStore, Chroma):
         # and re-verified if it changed since it was verified.
         if self._chroma_collection is None:
             raise CtxembError("the collection was deleted; call reset_collection() first")
-        self._chroma_collection = self.guarded.current()
+        self._chroma_collection = self._verified(self.index)
         return UnstampedView(self._chroma_collection)
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
@@ -163,6 +187,17 @@ class ContractChroma(GuardedStore, Chroma):
             self.delete_collection()
         self._Chroma__ensure_collection()
 
+    def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
+        """Chroma's upsert: the stored record's metadata with the batch's keys set over it (a
+        record written without metadata keeps its own, as ``langchain_chroma.Chroma``'s)."""
+        stored = {r.id: r.metadata for r in self.index.get(ids, include=("metadata",))}
+        if not stored:
+            return metas
+        given = metas or [None] * len(ids)
+        return [
+            _merged(stored[i], m) if i in stored else m for i, m in zip(ids, given, strict=True)
+        ]
+
     def _open_hybrid(self, **options: Any) -> Any:
         # For ContractHybridRetriever.from_store: the collection's hybrid index, opened by
         # ctxemb_chroma as the CLI opens it (the same lexical folder and stamp).
@@ -180,34 +215,10 @@ class ContractChroma(GuardedStore, Chroma):
             "image role"
         )
 
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict] | None = None,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        """Embed under the contract and upsert; checked whole first, undone if it fails."""
-        texts = texts_from_iterable(texts)
-        if ids is None:
-            ids = [str(uuid.uuid4()) for _ in texts]
-        else:
-            ids = [i if i is not None else str(uuid.uuid4()) for i in ids]
-        metas: list[Any] | None = None
-        if metadatas:
-            # Embedded here, from these texts: a text digest carried in from an earlier text is
-            # dropped (the guarded write sets this text's).
-            metas = [without_text_digest(m) for m in metadatas]
-            metas += [None] * (len(texts) - len(metadatas))
-        if not texts:
-            return []
-        embeddings = self.contract_embeddings
-        self.guarded.add_embedded(
-            ids,
-            embeddings.embed_documents(texts),
-            texts,
-            metas,
-            fingerprint=embeddings.fingerprint,
-            upsert=True,
-        )
-        return ids
+
+def _merged(stored: Any, given: Any) -> Any:
+    """A stored record's metadata (without its text digest) with ``given``'s keys set over it."""
+    if given is not None and not isinstance(given, dict):
+        return given  # refused, by name, with the batch
+    kept = without_text_digest(stored) or {}
+    return {**kept, **(given or {})} or None

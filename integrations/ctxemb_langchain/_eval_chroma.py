@@ -52,8 +52,7 @@ class ChromaStores:
     ) -> list[float]:
         """``similarity_search_with_score`` gives Chroma's distance in the collection's space;
         the contract's similarity is derived from it as everywhere in ctxemb."""
-        raw = store.guarded.raw
-        space = (raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
+        space = store.index.current().space
         return similarity([s for _, s in found], space, store.contract_embeddings.contract).tolist()
 
     def close(self) -> None:

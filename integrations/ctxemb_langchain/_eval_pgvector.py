@@ -6,7 +6,6 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from ctxemb_core.guard import similarity
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval_path import PAIR_KEY
 from ctxemb_langchain._pgvector import ContractPGVector
@@ -35,9 +34,8 @@ class PgvectorStores:
     def similarities(
         self, store: ContractPGVector, query: str, found: list[tuple[Document, float]]
     ) -> list[float]:
-        """The table's distance, as the contract's similarity (as everywhere in ctxemb)."""
-        space = store.table.layout.space_for_similarity
-        return similarity([s for _, s in found], space, self.embeddings.contract).tolist()
+        """The distance given (1 - the contract's similarity), as the similarity."""
+        return [1.0 - s for _, s in found]
 
     def close(self) -> None:
         if self._conn is not None:

@@ -33,8 +33,9 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.hybrid.pair import HybridHit, HybridIndex
-from ctxemb_core.validate import check_positive_int, texts_from_iterable
-from ctxemb_langchain._checks import unstamped, without_text_digest
+from ctxemb_core.validate import check_positive_int
+from ctxemb_langchain._checks import unstamped
+from ctxemb_langchain._indexed import batch
 
 #: The metadata keys each result carries (they are set over the stored metadata's keys).
 RESULT_KEYS = (
@@ -172,18 +173,9 @@ class ContractHybridRetriever(BaseRetriever):
         ids: list[str] | None = None,
     ) -> list[str]:
         """Embed under the contract and upsert to the dense side, then the lexical side."""
-        batch = texts_from_iterable(texts)
-        if ids is not None and len(ids) != len(batch):
-            raise InvalidInputError(f"{len(ids)} ids for {len(batch)} texts")
-        given: list[str | None] = list(ids) if ids is not None else [None] * len(batch)
-        keys = [i if i is not None else str(uuid.uuid4()) for i in given]
-        metas: list[Any] | None = None
-        if metadatas:
-            # Embedded here from these texts: a text digest carried in from another is dropped.
-            metas = [without_text_digest(m) for m in metadatas]
-            metas += [None] * (len(batch) - len(metas))
-        if batch:
-            self.index.upsert(keys, batch, metas)
+        keys, batch_texts, metas = batch(texts, metadatas, ids)
+        if batch_texts:
+            self.index.upsert(keys, batch_texts, metas)
         return keys
 
     def add_documents(

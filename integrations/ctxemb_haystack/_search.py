@@ -1,0 +1,97 @@
+"""A Haystack search through a guarded index, for every store: the filter, the hits, the
+documents.
+
+A Haystack filter of ``meta.<key> == value`` tests (alone or under ``AND``) is the guarded
+index's own filter (``{key: value}``), searched by the store; any other filter selects its ids
+with the Haystack store's own ``filter_documents`` first, and those records are ranked exactly,
+in the contract's distance. Scores are the contract's similarities
+(:func:`ctxemb_core.guard.similarity`), higher is nearer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from haystack import Document
+
+from ctxemb_core.guard import similarity
+from ctxemb_core.index import GuardedIndex
+
+#: Metadata values a ``meta.<key> == value`` filter is the index's own filter for.
+_SCALARS = (str, int, float, bool)
+
+
+def where_of(filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A Haystack filter of ``meta.<key> == value`` tests (alone or under ``AND``) as the
+    guarded index's filter; ``None`` for no filter or any other filter."""
+    if not filters:
+        return None
+    conditions = filters.get("conditions") if filters.get("operator") == "AND" else [filters]
+    if not isinstance(conditions, list) or not conditions:
+        return None
+    where: dict[str, Any] = {}
+    for c in conditions:
+        field = c.get("field") if isinstance(c, dict) else None
+        if (
+            c.get("operator") != "=="
+            or not isinstance(field, str)
+            or not field.startswith("meta.")
+            or "." in field[5:]
+            or not isinstance(c.get("value"), _SCALARS)
+            or field[5:] in where
+        ):
+            return None
+        where[field[5:]] = c["value"]
+    return where
+
+
+def search(
+    index: GuardedIndex,
+    store: Any,
+    vector: list[float],
+    fingerprint: str,
+    top_k: int,
+    filters: dict[str, Any] | None,
+) -> list[Document]:
+    """The ``top_k`` documents of ``index`` nearest ``vector`` under ``filters``."""
+    where = where_of(filters)
+    if filters and where is None:
+        # Beyond metadata equality: the ids Haystack's own filter finds, ranked here.
+        ids = [d.id for d in store.filter_documents(filters)]
+        return _ranked(index, vector, ids, top_k) if ids else []
+    found = index.query_vector(vector, top_k, fingerprint=fingerprint, where=where)
+    if not found:
+        return []
+    vectors = {r.id: r.vector for r in index.get([m.id for m in found], include=("vector",))}
+    return [_document(m.id, m.text, m.metadata, vectors.get(m.id), m.score) for m in found]
+
+
+def _document(i: str, text: Any, meta: Any, vector: Any, score: float) -> Document:
+    embedding = None if vector is None else [float(x) for x in vector]
+    return Document(id=i, content=text, meta=dict(meta or {}), embedding=embedding, score=score)
+
+
+def _ranked(index: GuardedIndex, vector: list[float], ids: list[str], k: int) -> list[Document]:
+    """The nearest ``k`` of the records ``ids``, exactly, in the index's distance."""
+    space = index.current().space
+    records = [
+        r for r in index.get(ids, include=("vector", "text", "metadata")) if r.vector is not None
+    ]
+    if not records:
+        return []
+    query = np.asarray(vector, dtype=np.float32)
+    stored = np.stack([np.asarray(r.vector, dtype=np.float32) for r in records])
+    if space == "l2":
+        distances = ((stored - query) ** 2).sum(axis=1)
+    elif space == "cosine":
+        norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(query)
+        distances = 1.0 - (stored @ query) / np.where(norms == 0, 1.0, norms)
+    else:  # ip
+        distances = 1.0 - stored @ query
+    order = np.argsort(distances, kind="stable")[:k]
+    scores = similarity([float(distances[i]) for i in order], space, index.contract)
+    return [
+        _document(records[i].id, records[i].text, records[i].metadata, records[i].vector, float(s))
+        for i, s in zip(order, scores, strict=True)
+    ]
