@@ -41,11 +41,13 @@ from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
+    ConfigurationMismatchError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
     StampError,
     StorageMismatchError,
+    unstamped_remedies,
 )
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
@@ -55,6 +57,7 @@ from ctxemb_core.guard import (
     add_missing,
     adopt_stamp,
     as_embedder,
+    check_configuration,
     check_count,
     check_delete,
     check_embedded,
@@ -67,6 +70,7 @@ from ctxemb_core.guard import (
     check_sample_size,
     check_storage,
     check_stored,
+    records_progress,
     refuse_foreign,
     refuse_vectorless,
     restamp_stamp,
@@ -98,7 +102,14 @@ from ctxemb_core.verified import (
     save_verified,
 )
 
-__all__ = ["GuardedIndex", "Match", "check_driver", "restamp_index", "verify_driver"]
+__all__ = [
+    "GuardedIndex",
+    "Match",
+    "check_driver",
+    "restamp_index",
+    "sample_records",
+    "verify_driver",
+]
 
 #: Records read per page when every record is listed or checked.
 PAGE = 1000
@@ -142,14 +153,17 @@ def _include(include: Any) -> frozenset[str]:
 def _unstamped(driver: StoreDriver) -> MissingStampError:
     return MissingStampError(
         f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
-        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
-        "If its vectors were made under your contract, open it once with adopt=True (a sample "
-        "of its records is re-embedded, and it is stamped only if they match)."
+        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
+        remedies=unstamped_remedies(driver.name),
     )
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
     return InvalidInputError(f"index {driver.name!r} does not exist in {driver.describe()}{why}")
+
+
+def _gone(driver: StoreDriver) -> InvalidInputError:
+    return InvalidInputError(f"index {driver.name!r} no longer exists in {driver.describe()}")
 
 
 def _digest(value: Any) -> str:
@@ -168,9 +182,25 @@ def _key(driver: StoreDriver, read: StampRead, embedder: Embedder) -> dict[str, 
     )
 
 
+#: The key of a store setting that says how the store embeds queries itself (a persisted
+#: embedding function, as Chroma keeps one): ``{EMBEDDING_FUNCTION: name, "contract": dict}``.
+EMBEDDING_FUNCTION = "embedding_function"
+
+
+def _embeds_queries(driver: StoreDriver, stamp: IndexStamp) -> bool:
+    return EMBEDDING_FUNCTION in (driver.storage_for(stamp) or {})
+
+
 def _check_setting(driver: StoreDriver, read: StampRead, stamp: IndexStamp) -> None:
+    """The store's own setting must be the one the stamp's contract needs: for a setting of how
+    the store embeds queries itself (:data:`EMBEDDING_FUNCTION`) a
+    :class:`~ctxemb_core.errors.ConfigurationMismatchError` naming the differing fields, for
+    one of how it keeps vectors (a column's type, a space) a ``StorageMismatchError``."""
     expected = driver.storage_for(stamp)
-    if expected is not None:
+    if expected is not None and EMBEDDING_FUNCTION in expected:
+        stored = read.storage or {}
+        check_configuration(stamp, stored.get(EMBEDDING_FUNCTION), stored.get("contract"))
+    elif expected is not None:
         check_storage(
             f"index {driver.name!r}",
             dict(read.storage or {}),
@@ -181,8 +211,9 @@ def _check_setting(driver: StoreDriver, read: StampRead, stamp: IndexStamp) -> N
         )
 
 
-def _sample_pages(driver: StoreDriver, size: int, count: int | None = None) -> list[Record]:
-    """The newest half and a random half of ``size`` records (:func:`sample_ranges`)."""
+def sample_records(driver: StoreDriver, size: int, count: int | None = None) -> list[Record]:
+    """The newest half and a random half of ``size`` records, with vector and text
+    (:func:`~ctxemb_core.guard.sample_ranges`): what an open, a verify and a detection read."""
     total = driver.count() if count is None else count
     out: list[Record] = []
     for start, stop in sample_ranges(total, size):
@@ -207,7 +238,7 @@ def _check_marked(
     verified = load_mark(key)
     count = driver.count()
     if verified is None or verified > mark:  # no record, or a store whose marks went back
-        records = _sample_pages(driver, sample, count)
+        records = sample_records(driver, sample, count)
         changed = None
     else:
         written = driver.changes(verified)  # after the head was read: nothing slips between
@@ -252,28 +283,46 @@ def _all_ids(driver: StoreDriver) -> list[str]:
 
 
 def _verify_open(
-    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
-) -> tuple[IndexStamp, OpenCheck]:
-    """Every check of an existing index; its stamp and what was checked of its records."""
+    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int, repair: bool = False
+) -> tuple[IndexStamp, OpenCheck, StampRead]:
+    """Every check of an existing index; its stamp, what was checked of its records and the
+    read they were checked under. ``repair``: a query-embedding setting that disagrees with the
+    stamp (:class:`~ctxemb_core.errors.ConfigurationMismatchError`) is written back from the
+    stamp once the stamp and canary pass; a setting of how vectors are kept never is."""
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
     stamp = IndexStamp.from_metadata(read.metadata)
     stamp.verify(embedder)
-    _check_setting(driver, read, stamp)
+    try:
+        _check_setting(driver, read, stamp)
+    except ConfigurationMismatchError:
+        if not repair:
+            raise
+        if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
+            raise StampMovedError(
+                f"index {driver.name!r} changed while it was repaired; open it again"
+            ) from None
+        again = driver.read_stamp()
+        if again is None:
+            raise _missing(driver, ": it was dropped while it was repaired") from None
+        read = again
+        _check_setting(driver, read, stamp)
     if not sample:
-        return stamp, OpenCheck(None, 0)
+        return stamp, OpenCheck(None, 0), read
     if driver.capabilities.marks and read.head.mark is not None:
-        return stamp, _check_marked(driver, read, embedder, sample)
-    return stamp, _check_listed(driver, read, embedder, sample)
+        return stamp, _check_marked(driver, read, embedder, sample), read
+    return stamp, _check_listed(driver, read, embedder, sample), read
 
 
 def _adopt(driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int) -> IndexStamp:
     """Stamp an unstamped index once a sample of its records proves it is this contract's."""
     count = driver.count()
-    records = _sample_pages(driver, max(sample, 1), count)
+    records = sample_records(driver, max(sample, 1), count)
     sampled = ([r.id for r in records], [r.text for r in records], [r.vector for r in records])
     stamp = adopt_stamp(embedder, sampled, count, driver.name)
-    if read.storage is not None:  # a setting the store already has must be the contract's
+    # A setting of how the store keeps vectors must already be the contract's; one of how it
+    # embeds queries is written with the stamp.
+    if read.storage is not None and not _embeds_queries(driver, stamp):
         _check_setting(driver, read, stamp)
     if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was adopted; open it again")
@@ -329,6 +378,7 @@ class GuardedIndex:
         *,
         create: bool = True,
         adopt: bool = False,
+        repair: bool = False,
         sample: int = OPEN_SAMPLE,
         stamp: IndexStamp | None = None,
     ) -> GuardedIndex:
@@ -341,6 +391,9 @@ class GuardedIndex:
                 creators at once one makes it; the other opens it with every check.
             adopt: stamp an existing unstamped index once a sample of its records re-embeds
                 to their stored vectors.
+            repair: write the store's query-embedding setting back from the stamp when it
+                disagrees (a ``ConfigurationMismatchError`` otherwise), once stamp and canary
+                pass; a setting of how vectors are kept is never repaired.
             sample: stored records re-embedded on open (0: stamp, canary and setting only).
             stamp: the stamp a new index gets instead of one made now (another index's of the
                 same contract, carried with its vectors); it must pass its canary here.
@@ -359,6 +412,7 @@ class GuardedIndex:
         check_sample_size(sample)
         check_flag(create, "create")
         check_flag(adopt, "adopt")
+        check_flag(repair, "repair")
         read = driver.read_stamp()
         if read is None:
             if not create:
@@ -379,7 +433,7 @@ class GuardedIndex:
             adopted = _adopt(driver, read, embedder, sample)
             head = driver.head() or read.head
             return cls(driver, embedder, adopted, head, sample=sample)
-        verified, check = _verify_open(driver, read, embedder, sample)
+        verified, check, read = _verify_open(driver, read, embedder, sample, repair)
         return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
 
     # -- what the index is --------------------------------------------------------------
@@ -396,7 +450,7 @@ class GuardedIndex:
         """The head now, proven to carry the stamp this object verified (or re-verified)."""
         head = self.driver.head()
         if head is None:
-            raise _missing(self.driver, " any more")
+            raise _gone(self.driver)
         if (head.identity, head.stamp_version) == (
             self._head.identity,
             self._head.stamp_version,
@@ -405,8 +459,10 @@ class GuardedIndex:
         # Changed since it was verified (another client, a raw write to the stamp): whole.
         read = self.driver.read_stamp()
         if read is None:
-            raise _missing(self.driver, " any more")
-        self.stamp, self.open_check = _verify_open(self.driver, read, self.embedder, self.sample)
+            raise _gone(self.driver)
+        self.stamp, self.open_check, read = _verify_open(
+            self.driver, read, self.embedder, self.sample
+        )
         self._head, self._queriers = read.head, [self.embedder]
         return read.head
 
@@ -665,6 +721,24 @@ class GuardedIndex:
             ForeignVectorsError: the search met records stored without a usable vector.
         """
         check_count(n_results, "n_results")
+        self._check_filter(where)
+        vectors, head = self._query_vectors(query_texts, embedder)
+        return [self._search(v, n_results, where, head) for v in vectors]
+
+    def query_vectors(
+        self, query_texts: Sequence[str] | str, *, embedder: Embedder | None = None
+    ) -> np.ndarray:
+        """The query vectors :meth:`query` searches with, after the same checks: for a search
+        in the store's own terms (its filter language, its result shape) by an adapter.
+
+        Raises:
+            ContractMismatchError: ``embedder``'s contract is not the index's.
+        """
+        return self._query_vectors(query_texts, embedder)[0]
+
+    def _query_vectors(
+        self, query_texts: Sequence[str] | str, embedder: Embedder | None
+    ) -> tuple[np.ndarray, Head]:
         querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
             query_texts = [query_texts]
@@ -672,11 +746,10 @@ class GuardedIndex:
             raise InvalidInputError(
                 f"query_texts must be a list of texts, got {type(query_texts).__name__}"
             )
-        self._check_filter(where)
         head = self.current()
         check_querier_canary(self.stamp, querier, self._queriers)
         vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
-        return [self._search(v, n_results, where, head) for v in vectors]
+        return vectors, head
 
     def query_vector(
         self,
@@ -707,11 +780,17 @@ class GuardedIndex:
 
     # -- verify -------------------------------------------------------------------------
 
-    def verify(self, *, all: bool = False, sample: int | None = None) -> VerifyReport:
+    def verify(
+        self, *, all: bool = False, sample: int | None = None, progress: bool | None = False
+    ) -> VerifyReport:
         """Every check, reported instead of raised: the stamp, the canary, the store's setting
         and stored records (a sample, or ``all`` of them page by page)."""
         return verify_driver(
-            self.driver, self.embedder, all=all, sample=self.sample if sample is None else sample
+            self.driver,
+            self.embedder,
+            all=all,
+            sample=self.sample if sample is None else sample,
+            progress=progress,
         )
 
 
@@ -721,33 +800,43 @@ def verify_driver(
     *,
     all: bool = False,
     sample: int = OPEN_SAMPLE,
+    progress: bool | None = False,
 ) -> VerifyReport:
-    """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped)."""
+    """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped).
+
+    ``progress``: a bar while ``all`` records are checked (``None``: as the embedder's
+    ``show_progress`` says); ``sample=0`` checks the stamp, canary and setting only."""
     check_driver(driver)
     embedder = as_embedder(contract)
     check_flag(all, "all")
     check_sample_size(sample)
+    if progress is not None:
+        check_flag(progress, "progress")
     read = driver.read_stamp()
     if read is None:
         raise _missing(driver)
     count = driver.count()
     result = RecordCheck()
     if all:
-        for start in range(0, count, PAGE):
-            page = driver.page(start, PAGE, _FOR_CHECK)
-            result = result.merge(
-                check_stored(
-                    embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
+        with records_progress(count, progress, embedder) as bar:
+            for start in range(0, count, PAGE):
+                page = driver.page(start, PAGE, _FOR_CHECK)
+                result = result.merge(
+                    check_stored(
+                        embedder,
+                        [r.id for r in page],
+                        [r.text for r in page],
+                        [r.vector for r in page],
+                    )
                 )
-            )
-    else:
-        page = _sample_pages(driver, sample, count)
+                bar.update(len(page))
+    elif sample:
+        page = sample_records(driver, sample, count)
         result = check_stored(
             embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
         )
-    report = verify_index(
-        read.metadata, embedder, result, records=count, mode="all" if all else "sample"
-    )
+    mode = "all" if all else ("sample" if sample else "none")
+    report = verify_index(read.metadata, embedder, result, records=count, mode=mode)
     setting = None
     if report.stamped and report.damaged is None:
         try:
@@ -755,6 +844,8 @@ def verify_driver(
             if driver.storage_for(stamp) is not None:
                 _check_setting(driver, read, stamp)
                 setting = "match"
+        except ConfigurationMismatchError as exc:
+            setting = exc.detail
         except StorageMismatchError as exc:
             setting = str(exc)
     return replace(report, configuration=setting)
