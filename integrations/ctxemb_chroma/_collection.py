@@ -214,7 +214,7 @@ class GuardedCollection:
             vectors = self.index.query_vectors(query_texts, embedder=embedder)
         with translated("query"):
             return read_settled(
-                self.raw.query, query_embeddings=list(vectors), n_results=n_results, **kwargs
+                self.raw.query, query_embeddings=vectors, n_results=n_results, **kwargs
             )
 
     def get(self, **kwargs: Any) -> Any:
