@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
@@ -851,23 +851,38 @@ def verify_driver(
     return replace(report, configuration=setting)
 
 
-def restamp_index(driver: StoreDriver, contract: EmbeddingContract | Embedder) -> RestampReport:
+def restamp_index(
+    driver: StoreDriver,
+    contract: EmbeddingContract | Embedder,
+    *,
+    embedder: Embedder | None = None,
+) -> RestampReport:
     """Let an index accept ``contract`` where its stored document vectors stay valid (a query
     side change, the model's name over the same weights): :func:`ctxemb_core.guard.restamp_stamp`
     decides, the driver writes the new stamp. A re-embed is refused, nothing written.
 
+    ``embedder``: the one that computes the new canary (another backend, say); its contract
+    must be ``contract``.
+
     Raises:
         ContractMismatchError: the change needs the documents re-embedded.
         EncoderDriftError: the embedder does not reproduce the stored canary.
+        InvalidInputError: an ``embedder`` of another contract.
     """
     check_driver(driver)
-    embedder = as_embedder(contract)
+    chosen = as_embedder(contract)
+    given = check_querier(embedder)
+    if given is not None and not same_contract(chosen.contract, given.contract, exact=True):
+        raise InvalidInputError(
+            "embedder must embed under the contract being stamped; its contract differs in "
+            f"{chosen.contract.diff(given.contract)}"
+        )
     read = driver.read_stamp()
     if read is None:
         raise _missing(driver)
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
-    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), embedder)
+    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), given or chosen)
     if report.changed and not driver.write_stamp(new, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was re-stamped; try again")
     return report

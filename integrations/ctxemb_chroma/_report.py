@@ -17,10 +17,9 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_client, check_name, stored_collection, translated
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.contract import same_contract
 from ctxemb_core.detect import DetectReport, detect_driver
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import RestampReport, VerifyReport, as_embedder, check_count, check_querier
+from ctxemb_core.guard import RestampReport, VerifyReport, check_count
 from ctxemb_core.index import Capabilities, restamp_index, verify_driver
 from ctxemb_core.stamp import CANARY_TOLERANCE
 
@@ -167,14 +166,8 @@ def restamp(
     """
     check_client(client)
     check_name(collection_name)
-    chosen = as_embedder(contract)
-    given = check_querier(embedder)
-    if given is not None and not same_contract(chosen.contract, given.contract, exact=True):
-        raise InvalidInputError(
-            "embedder must embed under the contract being stamped; its contract differs in "
-            f"{chosen.contract.diff(given.contract)}"
-        )
-    new = given or chosen
     stored_collection(client, collection_name)  # a missing one named with a hint at a near one
+    given = embedder or (contract if isinstance(contract, Embedder) else None)
+    driver = ChromaDriver(client, collection_name, embedder=given)  # whose function Chroma keeps
     with translated(f"re-stamping {collection_name!r}"):
-        return restamp_index(ChromaDriver(client, collection_name, embedder=new), new)
+        return restamp_index(driver, contract, embedder=embedder)
