@@ -47,7 +47,7 @@ from ctxemb_core.backends import load_encoder
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.contract import EmbeddingContract, Pooling, Precision, same_contract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import CtxembError, InvalidInputError, TruncationWarning
+from ctxemb_core.errors import CtxembError, InvalidInputError, StampError, TruncationWarning
 from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.locate import locate_model
 from ctxemb_core.guard import (
@@ -57,9 +57,10 @@ from ctxemb_core.guard import (
     sample_cosines,
     storable,
 )
+from ctxemb_core.index.guarded import check_driver, sample_records
 from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
-from ctxemb_core.stamp import CANARY_TOLERANCE, agreement
+from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
 from ctxemb_core.validate import check_count, check_text
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "DetectReport",
     "candidate_contracts",
     "detect_contract",
+    "detect_driver",
     "model_contract",
 ]
 
@@ -791,3 +793,39 @@ def _assumptions(best: Candidate, ranked: list[Candidate], truncated: bool) -> l
             + f"; named instead: {best.label} (the model's own choices come first)"
         )
     return out
+
+
+def detect_driver(
+    driver: Any,
+    *models: Any,
+    sample: int = 32,
+    keep: Collection[str] = (),
+    tolerance: float = CANARY_TOLERANCE,
+    backend: str = "auto",
+) -> DetectReport:
+    """:func:`detect_contract` over any store's index (a
+    :class:`~ctxemb_core.index.driver.StoreDriver`, stamped or not); reads a sample, never
+    writes. The newest half and a random half of ``sample`` records are re-embedded; a stamped
+    index's own contract is tried too (``report.stamp_match``)."""
+    check_driver(driver)
+    size = check_count(sample, "sample", 1)
+    read = driver.read_stamp()
+    if read is None:
+        raise InvalidInputError(f"index {driver.name!r} does not exist in {driver.describe()}")
+    count = driver.count()
+    records = sample_records(driver, size, count)
+    try:  # a stamp one doubts may be damaged too: the index is then taken as unstamped
+        stamped: EmbeddingContract | None = IndexStamp.from_metadata(read.metadata).contract
+    except StampError:
+        stamped = None
+    return detect_contract(
+        [r.text for r in records],
+        [r.vector for r in records],
+        models,
+        ids=[r.id for r in records],
+        stamped=stamped,
+        keep=keep,
+        records=count,
+        tolerance=tolerance,
+        backend=backend,
+    )

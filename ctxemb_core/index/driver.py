@@ -152,7 +152,12 @@ class StampRead:
             (``None``/empty: unstamped).
         storage: the store's own persisted setting that must agree with the stamp (a
             column's type, an embedding function's name and contract), or ``None`` where the
-            store has none; compared with :meth:`StoreDriver.storage_for`.
+            store has none; compared with :meth:`StoreDriver.storage_for`. A store that embeds
+            queries itself with a persisted function (Chroma) gives ``{"embedding_function":
+            name, "contract": dict}``: a disagreement is then a ``ConfigurationMismatchError``
+            (what its raw clients would embed queries with), which ``repair=True`` writes back
+            and an adoption writes with the stamp; any other setting (how vectors are kept) a
+            ``StorageMismatchError``, never repaired.
     """
 
     head: Head

@@ -37,10 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
+    ConfigurationMismatchError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
@@ -56,6 +57,7 @@ from ctxemb_core.guard import (
     add_missing,
     adopt_stamp,
     as_embedder,
+    check_configuration,
     check_count,
     check_delete,
     check_embedded,
@@ -100,7 +102,14 @@ from ctxemb_core.verified import (
     save_verified,
 )
 
-__all__ = ["GuardedIndex", "Match", "check_driver", "restamp_index", "verify_driver"]
+__all__ = [
+    "GuardedIndex",
+    "Match",
+    "check_driver",
+    "restamp_index",
+    "sample_records",
+    "verify_driver",
+]
 
 #: Records read per page when every record is listed or checked.
 PAGE = 1000
@@ -181,9 +190,25 @@ def _key(driver: StoreDriver, read: StampRead, embedder: Embedder) -> dict[str, 
     )
 
 
+#: The key of a store setting that says how the store embeds queries itself (a persisted
+#: embedding function, as Chroma keeps one): ``{EMBEDDING_FUNCTION: name, "contract": dict}``.
+EMBEDDING_FUNCTION = "embedding_function"
+
+
+def _embeds_queries(driver: StoreDriver, stamp: IndexStamp) -> bool:
+    return EMBEDDING_FUNCTION in (driver.storage_for(stamp) or {})
+
+
 def _check_setting(driver: StoreDriver, read: StampRead, stamp: IndexStamp) -> None:
+    """The store's own setting must be the one the stamp's contract needs: for a setting of how
+    the store embeds queries itself (:data:`EMBEDDING_FUNCTION`) a
+    :class:`~ctxemb_core.errors.ConfigurationMismatchError` naming the differing fields, for
+    one of how it keeps vectors (a column's type, a space) a ``StorageMismatchError``."""
     expected = driver.storage_for(stamp)
-    if expected is not None:
+    if expected is not None and EMBEDDING_FUNCTION in expected:
+        stored = read.storage or {}
+        check_configuration(stamp, stored.get(EMBEDDING_FUNCTION), stored.get("contract"))
+    elif expected is not None:
         check_storage(
             f"index {driver.name!r}",
             dict(read.storage or {}),
@@ -194,8 +219,9 @@ def _check_setting(driver: StoreDriver, read: StampRead, stamp: IndexStamp) -> N
         )
 
 
-def _sample_pages(driver: StoreDriver, size: int, count: int | None = None) -> list[Record]:
-    """The newest half and a random half of ``size`` records (:func:`sample_ranges`)."""
+def sample_records(driver: StoreDriver, size: int, count: int | None = None) -> list[Record]:
+    """The newest half and a random half of ``size`` records, with vector and text
+    (:func:`~ctxemb_core.guard.sample_ranges`): what an open, a verify and a detection read."""
     total = driver.count() if count is None else count
     out: list[Record] = []
     for start, stop in sample_ranges(total, size):
@@ -220,7 +246,7 @@ def _check_marked(
     verified = load_mark(key)
     count = driver.count()
     if verified is None or verified > mark:  # no record, or a store whose marks went back
-        records = _sample_pages(driver, sample, count)
+        records = sample_records(driver, sample, count)
         changed = None
     else:
         # After the head was read: nothing slips between. An unmoved mark: nothing written.
@@ -266,28 +292,46 @@ def _all_ids(driver: StoreDriver) -> list[str]:
 
 
 def _verify_open(
-    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
-) -> tuple[IndexStamp, OpenCheck]:
-    """Every check of an existing index; its stamp and what was checked of its records."""
+    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int, repair: bool = False
+) -> tuple[IndexStamp, OpenCheck, StampRead]:
+    """Every check of an existing index; its stamp, what was checked of its records and the
+    read they were checked under. ``repair``: a query-embedding setting that disagrees with the
+    stamp (:class:`~ctxemb_core.errors.ConfigurationMismatchError`) is written back from the
+    stamp once the stamp and canary pass; a setting of how vectors are kept never is."""
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
     stamp = IndexStamp.from_metadata(read.metadata)
     stamp.verify(embedder)
-    _check_setting(driver, read, stamp)
+    try:
+        _check_setting(driver, read, stamp)
+    except ConfigurationMismatchError:
+        if not repair:
+            raise
+        if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
+            raise StampMovedError(
+                f"index {driver.name!r} changed while it was repaired; open it again"
+            ) from None
+        again = driver.read_stamp()
+        if again is None:
+            raise _missing(driver, ": it was dropped while it was repaired") from None
+        read = again
+        _check_setting(driver, read, stamp)
     if not sample:
-        return stamp, OpenCheck(None, 0)
+        return stamp, OpenCheck(None, 0), read
     if driver.capabilities.marks and read.head.mark is not None:
-        return stamp, _check_marked(driver, read, embedder, sample)
-    return stamp, _check_listed(driver, read, embedder, sample)
+        return stamp, _check_marked(driver, read, embedder, sample), read
+    return stamp, _check_listed(driver, read, embedder, sample), read
 
 
 def _adopt(driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int) -> IndexStamp:
     """Stamp an unstamped index once a sample of its records proves it is this contract's."""
     count = driver.count()
-    records = _sample_pages(driver, max(sample, 1), count)
+    records = sample_records(driver, max(sample, 1), count)
     sampled = ([r.id for r in records], [r.text for r in records], [r.vector for r in records])
     stamp = adopt_stamp(embedder, sampled, count, driver.name)
-    if read.storage is not None:  # a setting the store already has must be the contract's
+    # A setting of how the store keeps vectors must already be the contract's; one of how it
+    # embeds queries is written with the stamp.
+    if read.storage is not None and not _embeds_queries(driver, stamp):
         _check_setting(driver, read, stamp)
     if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was adopted; open it again")
@@ -343,6 +387,7 @@ class GuardedIndex:
         *,
         create: bool = True,
         adopt: bool = False,
+        repair: bool = False,
         sample: int = OPEN_SAMPLE,
         stamp: IndexStamp | None = None,
     ) -> GuardedIndex:
@@ -355,6 +400,9 @@ class GuardedIndex:
                 creators at once one makes it; the other opens it with every check.
             adopt: stamp an existing unstamped index once a sample of its records re-embeds
                 to their stored vectors.
+            repair: write the store's query-embedding setting back from the stamp when it
+                disagrees (a ``ConfigurationMismatchError`` otherwise), once stamp and canary
+                pass; a setting of how vectors are kept is never repaired.
             sample: stored records re-embedded on open (0: stamp, canary and setting only).
             stamp: the stamp a new index gets instead of one made now (another index's of the
                 same contract, carried with its vectors); it must pass its canary here.
@@ -373,6 +421,7 @@ class GuardedIndex:
         check_sample_size(sample)
         check_flag(create, "create")
         check_flag(adopt, "adopt")
+        check_flag(repair, "repair")
         read = driver.read_stamp()
         if read is None:
             if not create:
@@ -393,7 +442,7 @@ class GuardedIndex:
             adopted = _adopt(driver, read, embedder, sample)
             head = driver.head() or read.head
             return cls(driver, embedder, adopted, head, sample=sample)
-        verified, check = _verify_open(driver, read, embedder, sample)
+        verified, check, read = _verify_open(driver, read, embedder, sample, repair)
         return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
 
     # -- what the index is --------------------------------------------------------------
@@ -426,7 +475,9 @@ class GuardedIndex:
         read = self.driver.read_stamp()
         if read is None:
             raise _gone(self.driver)
-        self.stamp, self.open_check = _verify_open(self.driver, read, self.embedder, self.sample)
+        self.stamp, self.open_check, read = _verify_open(
+            self.driver, read, self.embedder, self.sample
+        )
         self._head, self._queriers = read.head, [self.embedder]
         return read.head
 
@@ -686,16 +737,23 @@ class GuardedIndex:
         """
         check_count(n_results, "n_results")
         self._check_filter(where)
-        vectors = self.embed_queries(query_texts, embedder=embedder)
-        head = self._head
+        vectors, head = self._query_vectors(query_texts, embedder)
         return [self._search(v, n_results, where, head) for v in vectors]
 
-    def embed_queries(
+    def query_vectors(
         self, query_texts: Sequence[str] | str, *, embedder: Embedder | None = None
-    ) -> Any:
-        """Query vectors in the stored form, after the stamp is checked and ``embedder`` (a
-        caller's own, whose contract must be the index's) has passed its canary once; for a
-        store whose search takes more than :meth:`query` offers (a search breadth, a scan)."""
+    ) -> np.ndarray:
+        """The query vectors :meth:`query` searches with, after the same checks: for a search
+        in the store's own terms (its filter language, its result shape) by an adapter.
+
+        Raises:
+            ContractMismatchError: ``embedder``'s contract is not the index's.
+        """
+        return self._query_vectors(query_texts, embedder)[0]
+
+    def _query_vectors(
+        self, query_texts: Sequence[str] | str, embedder: Embedder | None
+    ) -> tuple[np.ndarray, Head]:
         querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
             query_texts = [query_texts]
@@ -703,9 +761,10 @@ class GuardedIndex:
             raise InvalidInputError(
                 f"query_texts must be a list of texts, got {type(query_texts).__name__}"
             )
-        self.current()
+        head = self.current()
         check_querier_canary(self.stamp, querier, self._queriers)
-        return storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
+        vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
+        return vectors, head
 
     def query_vector(
         self,
@@ -760,7 +819,7 @@ def verify_driver(
 ) -> VerifyReport:
     """:meth:`GuardedIndex.verify` for an index not opened (it may be damaged or unstamped);
     ``progress``: draw a bar while ``all`` records are checked (``None``: as the embedder's
-    ``show_progress`` says)."""
+    ``show_progress`` says); ``sample=0`` checks the stamp, canary and setting only."""
     check_driver(driver)
     embedder = as_embedder(contract)
     check_flag(all, "all")
@@ -787,17 +846,12 @@ def verify_driver(
                 )
                 bar.update(len(page))
     elif sample:
-        page = _sample_pages(driver, sample, count)
+        page = sample_records(driver, sample, count)
         result = check_stored(
             embedder, [r.id for r in page], [r.text for r in page], [r.vector for r in page]
         )
-    report = verify_index(
-        read.metadata,
-        embedder,
-        result,
-        records=count,
-        mode="all" if all else ("sample" if sample else "none"),
-    )
+    mode = "all" if all else ("sample" if sample else "none")
+    report = verify_index(read.metadata, embedder, result, records=count, mode=mode)
     setting = None
     if report.stamped and report.damaged is None:
         try:
@@ -805,28 +859,45 @@ def verify_driver(
             if driver.storage_for(stamp) is not None:
                 _check_setting(driver, read, stamp)
                 setting = "match"
+        except ConfigurationMismatchError as exc:
+            setting = exc.detail
         except StorageMismatchError as exc:
             setting = str(exc)
     return replace(report, configuration=setting)
 
 
-def restamp_index(driver: StoreDriver, contract: EmbeddingContract | Embedder) -> RestampReport:
+def restamp_index(
+    driver: StoreDriver,
+    contract: EmbeddingContract | Embedder,
+    *,
+    embedder: Embedder | None = None,
+) -> RestampReport:
     """Let an index accept ``contract`` where its stored document vectors stay valid (a query
     side change, the model's name over the same weights): :func:`ctxemb_core.guard.restamp_stamp`
     decides, the driver writes the new stamp. A re-embed is refused, nothing written.
 
+    ``embedder``: the one that computes the new canary (another backend, say); its contract
+    must be ``contract``.
+
     Raises:
         ContractMismatchError: the change needs the documents re-embedded.
         EncoderDriftError: the embedder does not reproduce the stored canary.
+        InvalidInputError: an ``embedder`` of another contract.
     """
     check_driver(driver)
-    embedder = as_embedder(contract)
+    chosen = as_embedder(contract)
+    given = check_querier(embedder)
+    if given is not None and not same_contract(chosen.contract, given.contract, exact=True):
+        raise InvalidInputError(
+            "embedder must embed under the contract being stamped; its contract differs in "
+            f"{chosen.contract.diff(given.contract)}"
+        )
     read = driver.read_stamp()
     if read is None:
         raise _missing(driver)
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
-    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), embedder)
+    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), given or chosen)
     if report.changed and not driver.write_stamp(new, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was re-stamped; try again")
     return report

@@ -56,7 +56,7 @@ def migrate_index(
     *,
     reembed: bool = False,
     batch: int = PAGE,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> GuardedIndex:
     """Copy every record of ``source`` into ``target`` (created when absent); returns the target.
 
@@ -75,7 +75,8 @@ def migrate_index(
         raise InvalidInputError(f"source must be a GuardedIndex, got {type(source).__name__}")
     check_driver(target)
     check_flag(reembed, "reembed")
-    check_flag(progress, "progress")
+    if progress is not None:  # None: tqdm's choice
+        check_flag(progress, "progress")
     check_count(batch, "batch")
     embedder = source.embedder if contract is None else as_embedder(contract)
     # The stored vectors copy as they are only under the very contract that made them.

@@ -11,7 +11,8 @@ exactly these names of it, nothing private:
 - :func:`open_collection`: create a collection stamped, or open and verify it (stamp, canary,
   a sample of stored records), adopting or repairing on request;
 - :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
-  vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``);
+  vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``); core's
+  :class:`~ctxemb_core.index.GuardedIndex` over a :class:`ChromaDriver` (``index``) checks;
 - :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
 - :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
 - :class:`ChromaDriver` (:func:`driver`): a collection as a store driver for core's
@@ -41,18 +42,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
     ) from exc
 
-from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._collection import GuardedCollection, open_collection
 from ctxemb_chroma._connect import connect
-from ctxemb_chroma._detect import detect
-from ctxemb_chroma._driver import ChromaDriver, driver
+from ctxemb_chroma._driver import ChromaDriver, check_metadatas, driver
 from ctxemb_chroma._eval import eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._hybrid import lexical_folder, open_hybrid
 from ctxemb_chroma._migrate import migrate
-from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray import IndexSummary, index_with_ray
-from ctxemb_chroma._report import verify
-from ctxemb_chroma._restamp import restamp
+from ctxemb_chroma._report import detect, restamp, verify
 from ctxemb_chroma._search import search, shortlist
 from ctxemb_chroma._store import (
     check_name,
@@ -60,7 +58,6 @@ from ctxemb_chroma._store import (
     stored_collection,
     stored_or_none,
 )
-from ctxemb_chroma._write import check_metadatas
 
 __all__ = [
     "ChromaDriver",

@@ -1,4 +1,10 @@
-"""A stamped Chroma collection bound to one contract: every call checked before it runs."""
+"""A stamped Chroma collection bound to one contract: core's guarded index in Chroma's shapes.
+
+Every decision (open, verify, adopt, repair, the sample, writes undone on failure, sync, the
+query checks) is :class:`ctxemb_core.index.GuardedIndex`'s over a :class:`ChromaDriver`;
+:class:`GuardedCollection` takes and returns what Chroma's own collection does (``get`` and
+``query`` keyword arguments and results, Chroma's ``where`` / ``where_document`` filters).
+"""
 
 from __future__ import annotations
 
@@ -8,25 +14,28 @@ from typing import Any
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._store import identity, read_settled, stored_or_none, translated
-from ctxemb_chroma._verify import verify_open
-from ctxemb_chroma._write import check_metadatas, write_undoable
+from ctxemb_chroma._driver import ChromaDriver, check_metadatas
+from ctxemb_chroma._store import (
+    check_client,
+    check_name,
+    configured_function,
+    missing_collection,
+    read_settled,
+    stored_or_none,
+    translated,
+)
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.documents import TEXT_KEY, check_fingerprint
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.guard import (
     OPEN_SAMPLE,
-    add_missing,
+    as_embedder,
     check_count,
     check_delete,
-    check_embedded,
     check_paging,
-    check_querier,
-    check_querier_canary,
     check_records,
-    storable,
 )
-from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
+from ctxemb_core.index import GuardedIndex
+from ctxemb_core.sync import SyncReport
 from ctxemb_core.verified import OpenCheck
 
 
@@ -37,44 +46,44 @@ class GuardedCollection:
     ms embedded) and compares its id, stamp and Chroma's persisted configuration with what was
     verified: a change after open (a stamp replaced or removed, a configuration changed, the
     collection created again under the name) is verified again in full, or the call refused.
+    ``index`` is the :class:`~ctxemb_core.index.GuardedIndex` that makes those checks.
     """
 
-    def __init__(
-        self,
-        client: ClientAPI,
-        raw: Collection,
-        embedder: Embedder,
-        stamp: IndexStamp,
-        *,
-        sample: int = OPEN_SAMPLE,
-        open_check: OpenCheck | None = None,
-    ) -> None:
-        self.client = client
-        self.raw = raw
-        self.embedder = embedder
-        self.stamp = stamp
-        self.sample = sample
-        #: What the last verification checked of the stored records (``None`` when the
-        #: collection was created or adopted by this open).
-        self.open_check = open_check
-        self._seen = identity(raw)
-        self._queriers: list[Embedder] = [embedder]  # embedders whose canary this stamp passed
+    def __init__(self, index: GuardedIndex) -> None:
+        if not isinstance(index, GuardedIndex) or not isinstance(index.driver, ChromaDriver):
+            raise InvalidInputError("a GuardedCollection wraps a GuardedIndex over a ChromaDriver")
+        self.index = index
+        self.client: ClientAPI = index.driver.client
+        self._driver: ChromaDriver = index.driver
 
-    @property
-    def name(self) -> str:
-        return self.raw.name
+    name = property(lambda self: self.index.name)
+    embedder = property(lambda self: self.index.embedder)
+    sample = property(lambda self: self.index.sample)
 
     @property
     def contract(self) -> EmbeddingContract:
-        return self.embedder.contract
+        return self.index.contract
+
+    @property
+    def stamp(self) -> IndexStamp:
+        return self.index.stamp
+
+    @property
+    def open_check(self) -> OpenCheck | None:
+        """What the last verification checked of the stored records (``None`` when the
+        collection was created or adopted by this open)."""
+        return self.index.open_check
+
+    @property
+    def raw(self) -> Collection:
+        """The Chroma collection as it was last verified (no embedding function of its own)."""
+        return self._driver._collection()
 
     def count(self) -> int:
-        with translated("count"):
-            return read_settled(self.current().count)
+        return self.index.count()
 
     def ids(self) -> set[str]:
-        with translated("reading ids"):
-            return set(read_settled(self.current().get, include=[])["ids"])
+        return set(self.index.ids())
 
     def stored(self) -> Collection:
         """The collection as the store has it now, unguarded (for reading or verifying)."""
@@ -85,15 +94,8 @@ class GuardedCollection:
 
     def current(self) -> Collection:
         """The collection now, proven to carry the stamp this object verified (or re-verified)."""
-        raw = self.stored()
-        seen = identity(raw)
-        if seen != self._seen:
-            # Changed since it was verified (another process, a raw client): check it whole.
-            with translated(f"verifying {self.name!r} again"):
-                self.stamp, self.open_check = verify_open(
-                    self.client, raw, self.embedder, self.sample, False
-                )
-            self.raw, self._seen, self._queriers = raw, seen, [self.embedder]
+        with translated(f"verifying {self.name!r}"):
+            self.index.current()
         return self.raw
 
     def add(
@@ -114,7 +116,10 @@ class GuardedCollection:
             InvalidInputError: a bad batch (named), ExistingIdsError for ``add``.
             IncompleteWriteError: the write failed and so did its undo (both reported).
         """
-        self._write(ids, documents, metadatas, upsert)
+        checked, metas = check_records(ids, documents, metadatas)
+        check_metadatas(checked, metas)  # the caller's, as Chroma would judge them
+        write = self.index.upsert if upsert else self.index.add
+        write(ids, documents, metadatas)
 
     def add_embedded(
         self,
@@ -136,42 +141,20 @@ class GuardedCollection:
             ContractMismatchError: the vectors were made under another contract.
             InvalidInputError: a bad batch or vector (named), ExistingIdsError for ``add``.
         """
-        self._write(ids, documents, metadatas, upsert, (vectors, fingerprint))
+        checked, metas = check_records(ids, documents, metadatas)
+        check_metadatas(checked, metas)
+        self.index.add_embedded(
+            ids, vectors, documents, metadatas, fingerprint=fingerprint, upsert=upsert
+        )
 
-    def _write(
+    def upsert(
         self,
         ids: Sequence[str],
         documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None,
-        upsert: bool,
-        embedded: tuple[Any, str] | None = None,
+        metadatas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        ids, metadatas = check_records(ids, documents, metadatas)
-        check_metadatas(ids, metadatas)  # the caller's, as Chroma would judge them
-        # Each record carries the digest of the text its vector is of (what a re-index compares);
-        # vectors embedded elsewhere may come with the digest of the text their embedder used.
-        metadatas = [
-            with_text_digest(m, d, keep=embedded is not None)
-            for m, d in zip(metadatas or [None] * len(ids), documents, strict=True)
-        ]
-        raw = self.current()
-        vectors = None
-        if embedded is not None:
-            check_fingerprint(embedded[1], self.stamp.contract)
-            vectors = check_embedded(embedded[0], self.contract, ids)
-        with translated("reading the records to be written"):
-            before = read_settled(
-                raw.get, ids=ids, include=["documents", "embeddings", "metadatas"]
-            )
-        if before["ids"] and not upsert:
-            raise ExistingIdsError(tuple(before["ids"]))
-        if vectors is None:
-            vectors = storable(
-                self.embedder.embed_documents(list(documents)), self.contract.precision
-            )
-        with translated("reading the store's batch limit"):
-            step = self.client.get_max_batch_size()
-        write_undoable(raw, step, upsert, ids, vectors, documents, metadatas, before)
+        """Like :meth:`add`, replacing existing ids (restored as they were on error)."""
+        self.add(ids, documents, metadatas, upsert=True)
 
     def add_missing(
         self,
@@ -184,8 +167,7 @@ class GuardedCollection:
         What indexing a corpus wants: a re-run, or another process indexing the same corpus
         at the same time, adds nothing twice and fails on nothing that is already there.
         """
-        ids, metadatas = check_records(ids, documents, metadatas)
-        return add_missing(self._present, self.add, ids, documents, metadatas)
+        return self.index.add_missing(ids, documents, metadatas)
 
     def sync(
         self,
@@ -203,16 +185,7 @@ class GuardedCollection:
         interrupted mid-corpus keeps the batches before and a re-run resumes. ``dry_run``
         embeds and writes nothing. See :mod:`ctxemb_core.sync` for the rules.
         """
-        ids, metadatas = check_records(ids, documents, metadatas)
-        return sync_batch(
-            self._stored,
-            self.upsert,
-            ids,
-            documents,
-            metadatas,
-            dry_run=dry_run,
-            progress=progress,
-        )
+        return self.index.sync(ids, documents, metadatas, dry_run=dry_run, progress=progress)
 
     def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
         """Delete the records whose ids are not in ``keep`` (a corpus's ids); returns them.
@@ -220,40 +193,7 @@ class GuardedCollection:
         Deleting is by id in chunks of the store's batch limit; an interrupted run leaves some
         deleted and the next run deletes the rest.
         """
-        gone = missing_ids(self.ids(), keep)
-        if dry_run or not gone:
-            return gone
-        with translated("reading the store's batch limit"):
-            step = self.client.get_max_batch_size()
-        for start in range(0, len(gone), max(1, step)):
-            self.delete(gone[start : start + max(1, step)])
-        return gone
-
-    def _stored(self, ids: list[str]) -> dict[str, tuple[str | None, Any]]:
-        """The metadata of the stored ones of ``ids``, and the stored text of those that carry
-        no text digest (written before it existed): what a sync compares."""
-        with translated("reading the stored records"):
-            got = read_settled(self.current().get, ids=ids, include=["metadatas"])
-            metas = dict(zip(got["ids"], got["metadatas"] or [], strict=True))
-            legacy = [i for i, m in metas.items() if not (m or {}).get(TEXT_KEY)]
-            texts: dict[str, Any] = {}
-            if legacy:
-                old = read_settled(self.current().get, ids=legacy, include=["documents"])
-                texts = dict(zip(old["ids"], old["documents"] or [], strict=True))
-        return {i: (texts.get(i), m) for i, m in metas.items()}
-
-    def _present(self, ids: list[str]) -> set[str]:
-        with translated("reading ids"):
-            return set(read_settled(self.current().get, ids=ids, include=[])["ids"])
-
-    def upsert(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        """Like :meth:`add`, replacing existing ids (restored as they were on error)."""
-        self.add(ids, documents, metadatas, upsert=True)
+        return self.index.delete_missing(keep, dry_run=dry_run)
 
     def query(
         self,
@@ -267,23 +207,22 @@ class GuardedCollection:
 
         ``embedder`` lets a caller query with its own embedder; its contract must be the
         collection's, or :class:`~ctxemb_core.errors.ContractMismatchError` is raised and nothing
-        is returned.
+        is returned. Other keyword arguments are Chroma's ``query``'s (``where``, ``include``).
         """
         check_count(n_results, "n_results")
-        querier = check_querier(embedder) or self.embedder
-        if isinstance(query_texts, str):
-            query_texts = [query_texts]
-        raw = self.current()
-        check_querier_canary(self.stamp, querier, self._queriers)
-        vectors = storable(querier.embed_queries(query_texts), querier.contract.precision)
+        with translated(f"verifying {self.name!r}"):
+            vectors = self.index.query_vectors(query_texts, embedder=embedder)
         with translated("query"):
-            return read_settled(raw.query, query_embeddings=vectors, n_results=n_results, **kwargs)
+            return read_settled(
+                self.raw.query, query_embeddings=vectors, n_results=n_results, **kwargs
+            )
 
     def get(self, **kwargs: Any) -> Any:
         """Chroma's ``get`` on the collection, after the stamp is checked."""
         check_paging(kwargs, "get")
+        raw = self.current()
         with translated("get"):
-            return read_settled(self.current().get, **kwargs)
+            return read_settled(raw.get, **kwargs)
 
     def delete(
         self,
@@ -297,5 +236,92 @@ class GuardedCollection:
         "everything"."""
         ids, given = check_delete(ids, {"where": where, "where_document": where_document})
         raw = self.current()
-        with translated("delete"):
-            raw.delete(ids=ids, **given)
+        if given:  # Chroma's own filter language: the records it matches, deleted by id
+            with translated("delete"):
+                found = read_settled(raw.get, ids=ids, include=[], **given)["ids"]
+            ids = list(found) if ids is None else [i for i in ids if i in set(found)]
+        if ids:
+            self.index.delete(ids)
+
+
+def open_collection(
+    client: ClientAPI,
+    name: str,
+    contract: EmbeddingContract | Embedder,
+    *,
+    create: bool = True,
+    adopt: bool = False,
+    repair: bool = False,
+    sample: int = OPEN_SAMPLE,
+    stamp: IndexStamp | None = None,
+) -> GuardedCollection:
+    """Create a stamped collection, or open one and verify its stamp and stored vectors.
+
+    Args:
+        client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
+        name: the collection's name.
+        contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` built from it).
+        create: create the collection (stamped in the create call) when it does not exist.
+        adopt: stamp an existing unstamped collection once a sample of its records re-embeds
+            to their stored vectors (refused, nothing written, otherwise).
+        repair: write Chroma's persisted embedding function back from the stamp when it
+            disagrees with it, once the stamp and canary pass.
+        sample: stored records re-embedded on open (0: stamp and canary only).
+        stamp: the stamp a new collection gets (another index's of the same contract, carried
+            with its vectors by :func:`~ctxemb_chroma.migrate`); its canary is checked here.
+
+    Raises:
+        ContractMismatchError: the collection was written under another contract.
+        EncoderDriftError: same contract, but the canary re-embeds to other vectors.
+        ForeignVectorsError: stored records that this contract did not make (or without text).
+        ConfigurationMismatchError: Chroma's persisted embedding function is not the stamp's.
+        MissingStampError: an unstamped collection, without ``adopt=True``.
+        DamagedStampError: a stamp that cannot be read or contradicts itself.
+        InvalidInputError: a bad argument (a name Chroma refuses, a non-client, …).
+        StoreUnavailableError: the server cannot be reached.
+
+    Example:
+        >>> client = chromadb.PersistentClient("./index")          # doctest: +SKIP
+        >>> docs = open_collection(client, "docs", contract)        # doctest: +SKIP
+        >>> docs.add(["d1"], ["Green tea is steamed."])             # doctest: +SKIP
+        >>> docs.query(["how is green tea made"], n_results=1)      # doctest: +SKIP
+    """
+    check_client(client)
+    check_name(name)
+    embedder = as_embedder(contract)
+    driver = ChromaDriver(client, name, embedder=embedder)
+    if create is False and stored_or_none(client, name) is None:
+        raise missing_collection(client, name, " (create=False)")  # with a hint at a near one
+    with translated(f"opening collection {name!r}"):
+        try:
+            index = GuardedIndex.open(
+                driver,
+                embedder,
+                create=create,
+                adopt=adopt,
+                repair=repair,
+                sample=sample,
+                stamp=stamp,
+            )
+        except MissingStampError as exc:
+            raise _unstamped(client, name, exc) from None
+    return GuardedCollection(index)
+
+
+def _unstamped(client: ClientAPI, name: str, exc: MissingStampError) -> MissingStampError:
+    """The refusal of an unstamped collection in Chroma's terms: who likely wrote it."""
+    raw = stored_or_none(client, name)
+    if raw is None or "carries no ctxemb stamp" not in str(exc):
+        return exc  # an adoption refused: its own words
+    function = configured_function(raw)[0]
+    by = (
+        f"with another Chroma embedding function ({function!r}: Chroma's own, or a writer "
+        "such as Haystack's DocumentWriter)"
+        if function not in (None, "ctxemb")
+        else "around ctxemb (a plain chromadb or langchain_chroma.Chroma client, say)"
+    )
+    return MissingStampError(
+        f"collection {name!r} was written {by} and carries no ctxemb stamp, so nothing proves "
+        "which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
+        remedies=exc.remedies,
+    )

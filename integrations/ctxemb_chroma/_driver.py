@@ -3,18 +3,19 @@
 :class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
 collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. It moves
 records and metadata through the adapter's own helpers, so that a collection it creates is
-exactly one :func:`~ctxemb_chroma.open_collection` creates (:func:`._open.create_stamped`: the
-stamp in the collection's metadata in the create call, ctxemb's function as Chroma's persisted
-embedding function) and each opens the other's, under the same contract, with the same refusals.
+exactly one :func:`~ctxemb_chroma.open_collection` creates (:func:`create_stamped`: the stamp in
+the collection's metadata in the create call, ctxemb's function as Chroma's persisted embedding
+function); :func:`~ctxemb_chroma.open_collection` is this driver under the same guard.
 
 How the protocol's promises are kept on a store with neither transactions nor a write mark:
 
 - **identity** is the collection's id; the **stamp version** a digest of what
   :func:`._store.identity` compares on every guarded call (the stamp and the persisted
-  embedding function); the **store's setting** (``storage``) is that function: ``ctxemb``'s,
-  of the stamp's contract (``None`` when Chroma persisted another function or none: an
-  unstamped collection a raw client made can then be adopted, as ``open_collection`` adopts
-  it; a stamped one is refused);
+  embedding function); the **store's setting** (``storage``) is that function, the setting of
+  a store that embeds queries itself (``{"embedding_function": name, "contract": ...}``): the
+  guard refuses a stamped collection whose function is not ``ctxemb``'s of the stamp's
+  contract (``ConfigurationMismatchError``; ``repair=True`` writes it back), and writes it
+  with the stamp when it adopts one;
 - ``transactions=False``: the guard reads a batch's records first and puts them back on failure
   through :meth:`ChromaDriver.write` and :meth:`ChromaDriver.delete`; ``marks``: an embedded
   store's own sequence numbers (:mod:`._marks`), so an open re-embeds what was written since
@@ -22,8 +23,8 @@ How the protocol's promises are kept on a store with neither transactions nor a 
   id); ``filters=True`` (``{k: v}`` as Chroma's ``$eq``/``$and``); ``max_batch`` is the
   store's ``get_max_batch_size()``;
 - a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
-  away, so records are written through :func:`._write.restore` (keys the stored record had and
-  the new one lacks are removed, a record without text is deleted and added again);
+  away, so keys the stored record had and the new one lacks are removed, and a record without
+  text is deleted and added again (:func:`_write_whole`);
   ``replace=False`` checks and adds under one lock per collection in this process (Chroma's
   ``add`` keeps a stored id silently: two threads indexing one corpus add nothing twice);
 - **records** come in Chroma's own order (as first written; an update keeps its place). Reads of
@@ -41,33 +42,34 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
+from chromadb.api.types import validate_metadata
 
 from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
 from ctxemb_chroma._marks import SequenceMarks
-from ctxemb_chroma._open import create_stamped
-from ctxemb_chroma._restamp import _without_stamp
 from ctxemb_chroma._store import (
     check_client,
     check_name,
     configured_function,
     identity,
+    kept_metadata,
     missing_collection,
     read_reloaded,
     read_settled,
     stored_or_none,
     translated,
 )
-from ctxemb_chroma._verify import store_address
-from ctxemb_chroma._write import check_metadatas, chunks, restore
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StampError
+from ctxemb_core.guard import check_configuration
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -80,7 +82,7 @@ from ctxemb_core.index.driver import (
     Version,
 )
 
-__all__ = ["ChromaDriver", "driver"]
+__all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
 
 #: Chroma's name of each part a read may include.
 _PARTS = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
@@ -93,6 +95,104 @@ _ADDING_LOCK = threading.Lock()
 def _adding(store: str, collection_id: str) -> threading.Lock:
     with _ADDING_LOCK:
         return _ADDING.setdefault((store, collection_id), threading.Lock())
+
+
+def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
+    """Chroma's checks of each metadata entry, and the ones its store makes only while writing
+    (a later chunk would fail after earlier ones were written), before anything is written."""
+    for k, m in enumerate(metadatas or []):
+        if m is None:
+            continue
+        where = f"metadatas[{k}] (id {ids[k]!r})"
+        with translated(where):
+            validate_metadata(m)
+        for key, value in m.items():
+            if not key or key[0] in "#$":
+                raise InvalidInputError(
+                    f"{where}: key {key!r} is reserved by Chroma (empty, or starting with # or $)"
+                )
+            for v in value if isinstance(value, list) else [value]:
+                if _unstorable(v):
+                    raise InvalidInputError(
+                        f"{where}: {key!r} = {v!r} cannot be stored by a Chroma server (None, "
+                        "a non-finite float or an integer beyond 64 bits); leave it out"
+                    )
+
+
+def _unstorable(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
+
+
+def chunks(count: int, step: int) -> Iterator[slice]:
+    """Slices of at most ``step`` items (Chroma refuses a write above its max batch size)."""
+    for start in range(0, count, max(1, step)):
+        yield slice(start, start + max(1, step))
+
+
+def create_stamped(
+    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
+) -> Collection:
+    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
+    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
+    stamp's contract) as Chroma's persisted embedding function, searched in the space the
+    contract's vectors are for."""
+    with translated(f"creating collection {name!r}"):
+        return client.create_collection(
+            name,
+            metadata=stamp.to_metadata(),
+            embedding_function=function,  # type: ignore[arg-type]
+            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
+        )
+
+
+def store_address(client: ClientAPI) -> str:
+    """Which store ``client`` reaches: an embedded folder (resolved) or a server's address."""
+    settings = client.get_settings()
+    if settings.is_persistent:
+        return f"embedded:{Path(str(settings.persist_directory)).resolve()}"
+    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
+    return f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
+
+
+def _write_whole(
+    raw: Collection,
+    step: int,
+    columns: Mapping[str, list[Any]],
+    held: Mapping[str, Any],
+    replace: bool = True,
+) -> None:
+    """Write records whole though Chroma's upsert merges a record's metadata and cannot take a
+    document away: the keys a stored record has (``held``: its metadata by id) and the new one
+    lacks are sent as ``None`` (Chroma's "remove this key"), and a record without text is
+    deleted and added. New records only (``replace=False``) are added. Every call is chunked
+    to the store's max batch size."""
+    if not replace:
+        with translated("writing"):
+            for part in chunks(len(columns["ids"]), step):
+                raw.add(**{key: value[part] for key, value in columns.items()})
+        return
+    texted: dict[str, list[Any]] = {k: [] for k in columns}
+    untexted: dict[str, list[Any]] = {k: [] for k in columns}
+    for k, i in enumerate(columns["ids"]):
+        meta = columns["metadatas"][k]
+        target = untexted
+        if columns["documents"][k] is not None:
+            target = texted
+            stale = {key: None for key in held.get(i) or {} if key not in (meta or {})}
+            # Removing every key leaves no metadata; Chroma refuses an empty dict.
+            meta = {**(meta or {}), **stale} or None
+        for key in columns:
+            target[key].append(meta if key == "metadatas" else columns[key][k])
+    with translated("writing"):
+        for part in chunks(len(untexted["ids"]), step):
+            raw.delete(ids=untexted["ids"][part])
+        for write, records in ((raw.upsert, texted), (raw.add, untexted)):
+            for part in chunks(len(records["ids"]), step):
+                write(**{key: value[part] for key, value in records.items()})
 
 
 def _where(where: Filter | None) -> dict[str, Any] | None:
@@ -128,7 +228,7 @@ def _records(got: Mapping[str, Any], include: frozenset[str]) -> list[Record]:
 
 
 def _columns(records: Sequence[Record]) -> dict[str, list[Any]]:
-    """Records as a Chroma ``get`` returns them (what :func:`._write.restore` writes back)."""
+    """Records as a Chroma ``get`` returns them (what :func:`_write_whole` writes)."""
     missing = [r.id for r in records if r.vector is None]
     if missing:
         raise InvalidInputError(
@@ -165,14 +265,16 @@ class ChromaDriver:
             raise InvalidInputError(f"embedder must be an Embedder, got {type(embedder).__name__}")
         self.embedder = embedder
         self._seen: Collection | None = None
-        with translated("reading the store's batch limit"):
-            step = int(client.get_max_batch_size())
         self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
-        self.capabilities = Capabilities(
-            transactions=False,
-            marks=self._marks is not None,
-            filters=True,
-            max_batch=max(1, step),
+        self.capabilities = self._capabilities()
+
+    def _capabilities(self) -> Capabilities:
+        """No transactions; an embedded store's write mark; filters; the store's batch limit
+        now (read again with every head: the guard reads one before every call)."""
+        with translated("reading the store's batch limit"):
+            step = int(self.client.get_max_batch_size())
+        return Capabilities(
+            transactions=False, marks=self._marks is not None, filters=True, max_batch=max(1, step)
         )
 
     def __repr__(self) -> str:
@@ -188,7 +290,7 @@ class ChromaDriver:
         return f"chroma {store_address(self.client)} (tenant {tenant}, database {database})"
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
-        return {"embedding_function": NAME, "contract": stamp.contract.fingerprint}
+        return {"embedding_function": NAME, "contract": stamp.contract.to_dict()}
 
     # -- the collection and its stamp ---------------------------------------------------------
 
@@ -238,6 +340,7 @@ class ChromaDriver:
         return True
 
     def head(self) -> Head | None:
+        self.capabilities = self._capabilities()
         raw = self._stored()
         return None if raw is None else self._head(raw)
 
@@ -246,13 +349,7 @@ class ChromaDriver:
         if raw is None:
             return None
         function, contract = configured_function(raw)
-        storage = None
-        if function == NAME:
-            try:
-                fingerprint = EmbeddingContract.from_dict(dict(contract or {})).fingerprint
-            except (StampError, ValueError, TypeError) as exc:
-                fingerprint = f"no valid contract ({exc})"
-            storage = {"embedding_function": NAME, "contract": fingerprint}
+        storage = {"embedding_function": function, "contract": contract}
         return StampRead(self._head(raw), dict(raw.metadata or {}), storage)
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
@@ -266,19 +363,21 @@ class ChromaDriver:
             translated(f"stamping {self._name!r}"),
             contextlib.suppress(ValueError, StampError),
         ):
+            # The collection's own keys stay; every ctxemb key comes from the new stamp.
+            kept = {k: v for k, v in kept_metadata(raw).items() if not k.startswith("ctxemb:")}
             raw.modify(
-                metadata={**_without_stamp(raw.metadata), **stamp.to_metadata()},
+                metadata={**kept, **stamp.to_metadata()},
                 configuration={"embedding_function": function},
             )
-        again = self.read_stamp()
-        kept = IndexStamp.metadata_items(again.metadata if again is not None else None)
-        if kept != IndexStamp.metadata_items(stamp.to_metadata()) or (
-            again is not None and again.storage != self.storage_for(stamp)
+        again = self._collection(fresh=True)
+        if IndexStamp.metadata_items(again.metadata) != IndexStamp.metadata_items(
+            stamp.to_metadata()
         ):
             raise StampMovedError(
                 f"collection {self._name!r}: the store did not keep the stamp written (another "
                 "writer changed it meanwhile, or the write did not take); open it again"
             )
+        check_configuration(stamp, *configured_function(again))
         return True
 
     # -- reading ------------------------------------------------------------------------------
@@ -337,10 +436,9 @@ class ChromaDriver:
             if got["ids"] and not replace:
                 stored = set(got["ids"])
                 raise ExistingIdsError(tuple(i for i in ids if i in stored))
-            # Keys a stored record has and the new one lacks are removed (upsert merges).
-            metas: list[Any] = [None] * len(got["ids"])
-            held = dict(zip(got["ids"], got["metadatas"] or metas, strict=True))
-            restore(raw, step, ids, columns, [held.get(i) for i in ids])
+            metas: list[Any] = got["metadatas"] or [None] * len(got["ids"])
+            held = dict(zip(got["ids"], metas, strict=True))
+            _write_whole(raw, step, columns, held, replace)
 
     def delete(
         self,

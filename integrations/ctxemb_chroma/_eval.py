@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from chromadb.api import ClientAPI
 
-from ctxemb_chroma._collection import GuardedCollection
-from ctxemb_chroma._open import open_collection
+from ctxemb_chroma._collection import GuardedCollection, open_collection
 from ctxemb_core import Embedder
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries

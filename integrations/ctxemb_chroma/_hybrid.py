@@ -9,9 +9,8 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 
-from ctxemb_chroma._open import open_collection
-from ctxemb_chroma._store import check_name, translated
-from ctxemb_chroma._verify import kept_metadata
+from ctxemb_chroma._collection import open_collection
+from ctxemb_chroma._store import check_name, kept_metadata, translated
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxemb_chroma._collection import open_collection
 from ctxemb_chroma._connect import connect
-from ctxemb_chroma._open import open_collection
 from ctxemb_chroma._ray_pipeline import ray_module, run_job, start_or_join
 from ctxemb_chroma._store import stored_or_none, translated
 from ctxemb_core import Embedder

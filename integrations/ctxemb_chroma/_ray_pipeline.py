@@ -12,8 +12,8 @@ import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ctxemb_chroma._collection import open_collection
 from ctxemb_chroma._connect import connect
-from ctxemb_chroma._open import open_collection
 from ctxemb_core import Embedder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract

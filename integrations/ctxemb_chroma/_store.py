@@ -207,3 +207,15 @@ def missing_collection(client: ClientAPI, name: str, python: str = "") -> Invali
 def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
     """The contract recorded in a collection's stamp (raises if it has none)."""
     return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
+
+
+def kept_metadata(raw: Collection) -> dict[str, Any]:
+    """The collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
+
+    ``modify(metadata=...)`` replaces the whole metadata, and Chroma refuses any that names
+    ``hnsw:space`` ("Changing the distance function … is not supported"), even unchanged: a
+    collection created with ``metadata={"hnsw:space": "cosine"}`` (as LangChain and tutorials
+    make them) could never be stamped. The space lives on in the collection's configuration,
+    which is what Chroma searches by and what ctxemb reads.
+    """
+    return {k: v for k, v in (raw.metadata or {}).items() if not str(k).startswith("hnsw:")}

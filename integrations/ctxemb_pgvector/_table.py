@@ -290,7 +290,7 @@ class GuardedTable:
         """
         check_count(n_results, "n_results")
         _include(include)
-        vectors = self.index.embed_queries(query_texts, embedder=embedder)
+        vectors = self.index.query_vectors(query_texts, embedder=embedder)
         return self.query_vectors(
             vectors,
             n_results,

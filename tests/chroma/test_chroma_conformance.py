@@ -23,7 +23,6 @@ from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
     StampError,
-    StorageMismatchError,
     StoreUnavailableError,
 )
 from ctxemb_core.index import GuardedIndex
@@ -276,10 +275,12 @@ def test_the_persisted_function_changed_around_ctxemb_is_refused_by_both_openers
     # Chroma saves the new configuration, then the old function refuses the change (too late).
     with contextlib.suppress(ValueError, StampError):
         raw.modify(configuration={"embedding_function": ContractEmbeddingFunction(other)})
-    with pytest.raises(StorageMismatchError):
+    # One path, one error: the setting of a store that embeds queries itself.
+    with pytest.raises(ConfigurationMismatchError):
         index.query([QUERY], 1)  # the open handle sees the setting move
-    with pytest.raises(StorageMismatchError):
+    with pytest.raises(ConfigurationMismatchError) as info:
         GuardedIndex.open(ChromaDriver(client, name), embedder)
+    assert info.value.fields == ("pooling",)
     with pytest.raises(ConfigurationMismatchError):
         open_collection(client, name, embedder)
     open_collection(client, name, embedder, repair=True)  # the adapter's repair writes it back

@@ -137,6 +137,29 @@ def test_a_failed_add_over_the_limit_deletes_its_new_ids_in_chunks(
     assert snapshot(stamped) == before
 
 
+def test_a_failed_add_keeps_an_id_another_writer_stored_meanwhile(
+    stamped, client, small_batches, monkeypatch
+):
+    # The undo puts back what the failed write touched: "n4", in a chunk it never reached,
+    # is the other writer's (the adapter's own undo deleted every id the batch named).
+    theirs = client.get_collection(stamped.name, embedding_function=None)
+    vector = stamped.embedder.embed_documents(["Their text."])
+    real, calls = Collection.add, [0]
+
+    def add(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 2:
+            real(theirs, ids=["n4"], embeddings=vector, documents=["Their text."])
+            raise RuntimeError("second chunk failed")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collection, "add", add)
+    ids = [f"n{k}" for k in range(6)]
+    with pytest.raises(RuntimeError, match="second chunk"):
+        stamped.add(ids, [f"new text {k}" for k in range(6)])
+    assert theirs.get(ids=ids, include=["documents"])["documents"] == ["Their text."]
+
+
 def test_an_interrupt_inside_the_embedding_step_writes_nothing(stamped, monkeypatch):
     before = snapshot(stamped)
     writes: list[str] = []
