@@ -9,7 +9,13 @@ from typing import Any
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
-from ctxemb_chroma import ChromaDriver, connect, open_hybrid, stored_or_none
+from ctxemb_chroma import (
+    ChromaDriver,
+    GuardedCollection,
+    connect,
+    open_hybrid,
+    stored_or_none,
+)
 from ctxemb_core.errors import CtxembError, InvalidInputError, StampError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_core.index import GuardedIndex
@@ -122,9 +128,10 @@ class ContractChroma(IndexWriter, Chroma):
         return self._guarded
 
     @property
-    def guarded(self) -> GuardedIndex:
-        """:attr:`index` (its older name)."""
-        return self.index
+    def guarded(self) -> GuardedCollection:
+        """:attr:`index` in Chroma's shapes (``raw``, ``get``, ``query``), as
+        :func:`ctxemb_chroma.open_collection` returns it."""
+        return GuardedCollection(self.index)
 
     @property
     def _collection(self) -> Any:

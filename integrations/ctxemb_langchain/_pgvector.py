@@ -10,11 +10,10 @@ from langchain_core.embeddings import Embeddings
 
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE
-from ctxemb_core.index import GuardedIndex
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._indexed import IndexedStore
-from ctxemb_pgvector import PgvectorDriver, connect, open_hybrid
+from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
 
 #: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
 #: not export), with this framework's way to adopt a table.
@@ -73,8 +72,10 @@ class ContractPGVector(IndexedStore):
         self._open(self._driver, embedding, TERMS, sample=sample, create=create, adopt=adopt)
 
     @property
-    def table(self) -> GuardedIndex:
-        return self.index
+    def table(self) -> GuardedTable:
+        """:attr:`index` in PostgreSQL's shapes, as :func:`ctxemb_pgvector.open_table` returns
+        it."""
+        return GuardedTable(self.index, ef_search=self._driver.ef_search)
 
     def close(self) -> None:
         """Close the connection, if this store opened it from a DSN."""

@@ -61,6 +61,7 @@ CORE_SURFACE = {
 SHARED_CHROMA_GUARD = frozenset(
     {
         "ChromaDriver",
+        "GuardedCollection",
         "check_metadatas",
         "connect",
         "open_collection",
@@ -70,7 +71,15 @@ SHARED_CHROMA_GUARD = frozenset(
 )
 #: What they may import from ``ctxemb_pgvector``, the shared pgvector guard.
 SHARED_PG_GUARD = frozenset(
-    {"PgvectorDriver", "check_name", "connect", "open_hybrid", "open_table", "stored_or_none"}
+    {
+        "GuardedTable",
+        "PgvectorDriver",
+        "check_name",
+        "connect",
+        "open_hybrid",
+        "open_table",
+        "stored_or_none",
+    }
 )
 #: The store adapters the framework adapters build on, and the names each declares for them.
 SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}
