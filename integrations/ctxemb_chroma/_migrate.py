@@ -8,14 +8,12 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 
-from ctxemb_chroma._collection import GuardedCollection, open_collection
+from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.contract import same_contract
+from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import as_embedder, check_flag
 from ctxemb_core.index import GuardedIndex, migrate_index
-from ctxemb_core.migrate import copy_missing, source_pages
 from ctxemb_core.validate import check_positive_int
 
 
@@ -48,8 +46,8 @@ def migrate(
     """
     check_positive_int(batch_size, "batch_size")
     check_flag(reembed, "reembed")
-    stamp = getattr(source, "stamp", None)
-    if not isinstance(stamp, IndexStamp) or not callable(getattr(source, "get", None)):
+    index = getattr(source, "index", None)
+    if not isinstance(index, GuardedIndex):
         raise InvalidInputError(
             "source must be a guarded index (open_collection, ctxemb_pgvector.open_table), got "
             f"{type(source).__name__}"
@@ -67,35 +65,13 @@ def migrate(
     # Across stores, the same contract's vectors are carried; within one store a migration
     # under the same contract is a rebuild (records written around ctxemb re-embedded).
     same_store = isinstance(source, GuardedCollection) and client is source.client
-    index = getattr(source, "index", None)
-    if isinstance(index, GuardedIndex):  # any store's guarded index: core's copy
-        return GuardedCollection(
-            migrate_index(
-                index,
-                ChromaDriver(client, target_name, embedder=embedder),
-                embedder,
-                reembed=reembed or same_store,
-                batch=batch_size,
-                progress=progress,
-            )
+    return GuardedCollection(
+        migrate_index(
+            index,
+            ChromaDriver(client, target_name, embedder=embedder),
+            embedder,
+            reembed=reembed or same_store,
+            batch=batch_size,
+            progress=progress,
         )
-    # A guarded index of an adapter not (yet) over core's GuardedIndex: read through its ``get``.
-    carry = not reembed and not same_store and same_contract(stamp, embedder.contract, exact=True)
-    target = open_collection(
-        client, target_name, embedder, create=True, stamp=stamp if carry else None
     )
-
-    def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
-        target.add_embedded(ids, vectors, docs, metas, fingerprint=stamp.fingerprint)
-
-    copy_missing(
-        source_pages(source, batch_size, vectors=carry),
-        target.add,
-        target.ids(),
-        total=source.count(),
-        progress=progress,
-        desc="copying" if carry else "migrating",
-        write_vectors=write_vectors if carry else None,
-        read_back=lambda ids: target.get(ids=ids, include=["embeddings"]),
-    )
-    return target

@@ -34,6 +34,7 @@ class _Given(ChromaDriver):
         self.client = raw._client  # type: ignore[assignment]  # the collection's ServerAPI
         self._name, self.embedder, self._raw = raw.name, None, raw
         self._seen = raw
+        self._marks = None  # a verify lists every id: no mark is needed
         self.capabilities = Capabilities(filters=True)
 
     def _stored(self) -> Collection:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.contract import same_contract
+from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import as_embedder, check_flag
-from ctxemb_core.migrate import copy_missing, source_pages
+from ctxemb_core.index import GuardedIndex, migrate_index
 from ctxemb_core.validate import check_positive_int
-from ctxemb_pgvector._open import open_table
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._table import GuardedTable
 
 
@@ -49,8 +48,8 @@ def migrate(
     conn = conn if conn is not None else client
     check_positive_int(batch_size, "batch_size")
     check_flag(reembed, "reembed")
-    stamp = getattr(source, "stamp", None)
-    if not isinstance(stamp, IndexStamp) or not callable(getattr(source, "get", None)):
+    index = getattr(source, "index", None)
+    if not isinstance(index, GuardedIndex):
         raise InvalidInputError(
             "source must be a guarded index (ctxemb_pgvector.open_table, "
             f"ctxemb_chroma.open_collection), got {type(source).__name__}"
@@ -68,22 +67,15 @@ def migrate(
     # Across stores, the same contract's vectors are carried; within one database a migration
     # under the same contract is a rebuild (rows written around ctxemb re-embedded).
     same_store = isinstance(source, GuardedTable) and conn is source.conn
-    carry = not reembed and not same_store and same_contract(stamp, embedder.contract, exact=True)
-    target = open_table(
-        conn, target_name, embedder, create=True, schema=schema, stamp=stamp if carry else None
+    driver = PgvectorDriver(conn, target_name, schema=schema)
+    return GuardedTable(
+        migrate_index(
+            index,
+            driver,
+            embedder,
+            reembed=reembed or same_store,
+            batch=batch_size,
+            progress=progress,
+        ),
+        ef_search=driver.ef_search,
     )
-
-    def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
-        target.add_embedded(ids, vectors, docs, metas, fingerprint=stamp.fingerprint)
-
-    copy_missing(
-        source_pages(source, batch_size, vectors=carry),
-        target.add,
-        target.ids(),
-        total=source.count(),
-        progress=progress,
-        desc="copying" if carry else "migrating",
-        write_vectors=write_vectors if carry else None,
-        read_back=lambda ids: target.get(ids=ids, include=["embeddings"]),
-    )
-    return target
