@@ -232,6 +232,42 @@ def test_the_store_layer_imports_no_adapter_and_nothing_above_the_guard(graph):
     assert {u for u in users if not u.startswith("ctxemb_core.testing")} == set()
 
 
+# The guard by concern (issue 44, item 7): one module per job, and ``ctxemb_core.guard`` only
+# names their functions for the adapters that import them from there. Each job imports the
+# layers below it, never another job above it nor the store layer.
+GUARD_CONCERNS = {
+    "ctxemb_core.validate": {"ctxemb_core.errors"},  # argument checks: the error tree alone
+    "ctxemb_core.undo": {"ctxemb_core.errors"},  # undoable writes: the error tree alone
+    # Stored records against the contract: below the Embedder (it takes one, never builds one).
+    "ctxemb_core.records": {
+        "ctxemb_core._batches",
+        "ctxemb_core.contract",
+        "ctxemb_core.errors",
+        "ctxemb_core.pooling",
+        "ctxemb_core.stamp",
+    },
+    # The stamp's life cycle: the Embedder, the stamp and the record checks.
+    "ctxemb_core.stamp_guard": {
+        "ctxemb_core.contract",
+        "ctxemb_core.embedder",
+        "ctxemb_core.errors",
+        "ctxemb_core.records",
+        "ctxemb_core.stamp",
+    },
+}
+
+
+def test_the_guard_is_split_by_concern_and_names_them_only(graph):
+    assert graph["ctxemb_core.guard"] == set(GUARD_CONCERNS)
+    wrong = {m: sorted(graph[m] - allowed) for m, allowed in GUARD_CONCERNS.items()}
+    assert {m: t for m, t in wrong.items() if t} == {}
+    # Core imports each job from its own module; the old one is the adapters' name for them.
+    users = {m for m, t in graph.items() if "ctxemb_core.guard" in t}
+    assert {u for u in users if u.startswith("ctxemb_core")} == set()
+    # The verified-open records (ids or a write mark) need only the sampling plan.
+    assert graph["ctxemb_core.verified"] == {"ctxemb_core._files", "ctxemb_core.records"}
+
+
 def test_every_dense_activation_the_format_accepts_is_computed():
     from ctxemb_core import pooling
     from ctxemb_core.folders.st_modules import DENSE_ACTIVATIONS
@@ -266,6 +302,7 @@ modules = ["ctxemb_core", "ctxemb_core.folders"] + [
     "ctxemb_core.backends.onnx_cache", "ctxemb_core.backends.onnx",
     "ctxemb_core.backends.static", "ctxemb_core.backends.exported",
     "ctxemb_core.embedder", "ctxemb_core.lazy", "ctxemb_core.guard", "ctxemb_core.stamp",
+    "ctxemb_core.records", "ctxemb_core.stamp_guard", "ctxemb_core.undo",
     "ctxemb_core.detect", "ctxemb_core.documents", "ctxemb_core.export", "ctxemb_core.static",
     "ctxemb_core.index", "ctxemb_core.index.memory", "ctxemb_core.index.guarded",
 ]
