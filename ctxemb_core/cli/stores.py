@@ -24,6 +24,7 @@ from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 __all__ = [
     "PORT",
     "STORES",
+    "STORE_DEFAULTS",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -31,6 +32,7 @@ __all__ = [
     "options_only_for",
     "scoped",
     "store_args",
+    "store_filled",
     "store_options",
     "where",
 ]
@@ -49,6 +51,13 @@ LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
 #: known without importing the adapter, so that one given where the adapter is not installed
 #: is named as that store's, with the install it needs, not as a mistyped option.
 STORE_FLAGS = {"chroma": ("--path", "--host", "--port"), "pgvector": ("--dsn", "--schema")}
+#: Each store's option defaults as a help text shows them (its adapter's ``defaults()``; a test
+#: holds the two equal): for the help of a command that takes a store's options under its own
+#: names (``ctxemb eval``), built without importing the adapter.
+STORE_DEFAULTS = {
+    "chroma": {"path": "./chroma", "port": "8000"},
+    "pgvector": {"dsn": "$CTXEMB_PG_DSN", "schema": "public"},
+}
 #: The namespace attribute where a parser keeps which of its options each store added.
 _OWNED = "_ctxemb_store_options"
 
@@ -83,6 +92,10 @@ class StoreOptions(Protocol):
     def adapter(self) -> Any:
         """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
 
+    def defaults(self) -> dict[str, str]:
+        """The defaults :meth:`check_arguments` fills in (by dest), as a help text shows them
+        (a value read from the environment as its variable: ``$CTXEMB_PG_DSN``)."""
+
     # Optional: ``from_environment() -> str | None``, what in the environment selects the store
     # when no store option is given (pgvector: ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``,
     # keywords the checked options set on every adapter call that takes them (pgvector:
@@ -98,6 +111,19 @@ def store_options(store: str) -> StoreOptions:
             f"the {store!r} store needs its adapter: pip install 'ctxemb[{store}]' ({exc})"
         ) from None
     return module
+
+
+def store_filled(store: str, **given: Any) -> argparse.Namespace:
+    """A store's options as its adapter checks them and fills in their defaults.
+
+    For a command that takes a store's options under its own names (``ctxemb eval --via``):
+    ``given`` are the options by dest (``None``: left out); the adapter's
+    :meth:`StoreOptions.check_arguments` refuses what does not go together and fills in the
+    rest, so that no command keeps a second copy of a store's defaults.
+    """
+    options = argparse.Namespace(**given)
+    store_options(store).check_arguments(options)
+    return options
 
 
 def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) -> None:
