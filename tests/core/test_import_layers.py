@@ -196,9 +196,10 @@ def test_resolve_and_pooling_read_folders_through_the_folders_layer(graph):
 
 
 # The store layer (issue 44): the driver protocol, the guarded index over it, the reference driver
-# and the conformance suite, on the guard's layer (guard, sync, verified, migrate) and below the
-# tools. A store adapter is a driver that imports this layer, never the other way round; nothing
-# above the guard (the tools, the command, the server, evaluation) is imported.
+# and the conformance suite, on the guard's layer (records, stamp_guard, undo, validate, sync,
+# verified, migrate) and below the tools. A store adapter is a driver that imports this layer,
+# never the other way round; nothing above the guard (the tools, the command, the server,
+# evaluation) is imported.
 STORE_LAYER = ("ctxemb_core.index", "ctxemb_core.testing")
 ABOVE_THE_STORE_LAYER = (
     "ctxemb_core.cli",
