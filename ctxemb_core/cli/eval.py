@@ -37,7 +37,7 @@ from ctxemb_core.cli.common import (
     remote_args,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
-from ctxemb_core.cli.stores import STORE_DEFAULTS, store_filled, store_options
+from ctxemb_core.cli.stores import AdapterDefaults, store_filled, store_options
 from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
@@ -48,8 +48,6 @@ from ctxemb_core.eval.paths import VIAS
 from ctxemb_core.validate import check_text, check_texts
 
 TASKS = ("retrieval", "sts")
-#: The stores' defaults, as the help shows them (each adapter's own fills them in at run time).
-_CHROMA, _PG = STORE_DEFAULTS["chroma"], STORE_DEFAULTS["pgvector"]
 BASELINES = ("bm25",)
 #: The source checkout ctxemb runs from (``None``: installed from a wheel, in site-packages).
 _ROOT = Path(__file__).resolve().parents[2]
@@ -114,11 +112,14 @@ def add_parser(sub: Any) -> None:
         "--via",
         choices=VIAS,
         default=None,
-        help="the search path: the core's exact search (memory), a Chroma collection "
-        "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
-        "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
-        "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
-        f"is given, or {_PG['dsn']} is set and no Chroma option is; else chroma)",
+        help=AdapterDefaults(
+            "the search path: the core's exact search (memory), a Chroma collection "
+            "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
+            "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
+            "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
+            "is given, or %(pgvector.dsn)s is set and no Chroma option is; else chroma)",
+            "pgvector",
+        ),
     )
     p.add_argument("--task", choices=TASKS, default="retrieval", help="what to evaluate")
     p.add_argument(
@@ -153,22 +154,34 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--path",
-        help=f"an embedded Chroma folder (default {_CHROMA['path']}); for chroma-server without "
-        "--host, the temporary server's data folder (default: a temporary folder)",
+        help=AdapterDefaults(
+            "an embedded Chroma folder (default %(chroma.path)s); for chroma-server without "
+            "--host, the temporary server's data folder (default: a temporary folder)",
+            "chroma",
+        ),
     )
     p.add_argument("--host", help="a Chroma server's host (instead of --path)")
     p.add_argument(
         "--port",
         type=PORT,
-        help=f"with --host: its port (default {_CHROMA['port']}); chroma-server without --host: "
-        "the temporary server's port (default: a free one)",
+        help=AdapterDefaults(
+            "with --host: its port (default %(chroma.port)s); chroma-server without --host: "
+            "the temporary server's port (default: a free one)",
+            "chroma",
+        ),
     )
     p.add_argument(
         "--dsn",
-        help=f"--via *pgvector: the PostgreSQL connection string (default: {_PG['dsn']})",
+        help=AdapterDefaults(
+            "--via *pgvector: the PostgreSQL connection string (default: %(pgvector.dsn)s)",
+            "pgvector",
+        ),
     )
     p.add_argument(
-        "--schema", help=f"--via pgvector: the table's schema (default: {_PG['schema']})"
+        "--schema",
+        help=AdapterDefaults(
+            "--via pgvector: the table's schema (default: %(pgvector.schema)s)", "pgvector"
+        ),
     )
     p.add_argument(
         "--exact",
@@ -426,8 +439,12 @@ def _pgvector_path(
     adapter.check_name(name)
     if not args.dsn and not _from_environment("pgvector"):
         raise InvalidInputError(
-            f"--via {args.via} needs --dsn (a PostgreSQL connection string) or "
-            f"{store_options('pgvector').defaults()['dsn']}"
+            AdapterDefaults(
+                f"--via {args.via} needs --dsn (a PostgreSQL connection string) or "
+                "%(pgvector.dsn)s",
+                "pgvector",
+            )
+            % {}
         )
     # The DSN (given, or the environment's) and the schema as the pgvector adapter fills them in.
     options = store_filled("pgvector", dsn=args.dsn, schema=args.schema)

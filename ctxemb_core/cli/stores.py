@@ -24,7 +24,7 @@ from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 __all__ = [
     "PORT",
     "STORES",
-    "STORE_DEFAULTS",
+    "AdapterDefaults",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -51,13 +51,6 @@ LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
 #: known without importing the adapter, so that one given where the adapter is not installed
 #: is named as that store's, with the install it needs, not as a mistyped option.
 STORE_FLAGS = {"chroma": ("--path", "--host", "--port"), "pgvector": ("--dsn", "--schema")}
-#: Each store's option defaults as a help text shows them (its adapter's ``defaults()``; a test
-#: holds the two equal): for the help of a command that takes a store's options under its own
-#: names (``ctxemb eval``), built without importing the adapter.
-STORE_DEFAULTS = {
-    "chroma": {"path": "./chroma", "port": "8000"},
-    "pgvector": {"dsn": "$CTXEMB_PG_DSN", "schema": "public"},
-}
 #: The namespace attribute where a parser keeps which of its options each store added.
 _OWNED = "_ctxemb_store_options"
 
@@ -92,14 +85,13 @@ class StoreOptions(Protocol):
     def adapter(self) -> Any:
         """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
 
-    def defaults(self) -> dict[str, str]:
-        """The defaults :meth:`check_arguments` fills in (by dest), as a help text shows them
-        (a value read from the environment as its variable: ``$CTXEMB_PG_DSN``)."""
-
-    # Optional: ``from_environment() -> str | None``, what in the environment selects the store
-    # when no store option is given (pgvector: ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``,
-    # keywords the checked options set on every adapter call that takes them (pgvector:
-    # ``schema``). A store without them is selected by its options alone and has no scope.
+    # Optional: ``defaults() -> dict[str, str]``, the defaults ``check_arguments`` fills in (by
+    # dest) in the words a help text shows (a value from the environment as its variable:
+    # ``$CTXEMB_PG_DSN``; see :class:`AdapterDefaults`); ``from_environment() -> str | None``,
+    # what in the environment selects the store when no store option is given (pgvector:
+    # ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``, keywords the checked options set on every
+    # adapter call that takes them (pgvector: ``schema``). A store without them is selected by
+    # its options alone and has no scope, and its help shows no default.
 
 
 def store_options(store: str) -> StoreOptions:
@@ -111,6 +103,34 @@ def store_options(store: str) -> StoreOptions:
             f"the {store!r} store needs its adapter: pip install 'ctxemb[{store}]' ({exc})"
         ) from None
     return module
+
+
+class AdapterDefaults(str):
+    """A help text that shows a store adapter's defaults, read only when the help is printed.
+
+    For a command that takes a store's options under its own names (``ctxemb eval``): its
+    parser is built without importing the adapter, and ``%(STORE.DEST)s`` in the text (e.g.
+    ``%(chroma.path)s``) is the adapter's ``defaults()[DEST]`` when argparse fills the help in
+    (with ``%``, just before printing it); without the adapter, its name stands there.
+    """
+
+    store: str
+
+    def __new__(cls, text: str, store: str) -> AdapterDefaults:
+        made = super().__new__(cls, text)
+        made.store = store
+        return made
+
+    def __mod__(self, params: Any) -> str:
+        label = LABELS.get(self.store, self.store)
+        shown: dict[str, str] = {}
+        with contextlib.suppress(MissingDependencyError):
+            shown = getattr(store_options(self.store), "defaults", dict)()
+        words = {
+            f"{self.store}.{dest}": shown.get(dest, f"the {label} adapter's")
+            for dest in (flag.removeprefix("--") for flag in STORE_FLAGS[self.store])
+        }
+        return str(self).__mod__({**dict(params), **words})
 
 
 def store_filled(store: str, **given: Any) -> argparse.Namespace:

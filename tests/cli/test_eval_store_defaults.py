@@ -33,20 +33,37 @@ def beir(tmp_path: Path) -> Path:
     return one
 
 
-@pytest.mark.parametrize("store", list(stores.STORES))
-def test_the_help_shows_each_adapters_defaults(store):
-    # STORE_DEFAULTS words the defaults for help built without importing an adapter: it must
-    # be exactly what the adapter says, and what its check fills in.
-    options = stores.store_options(store)
-    shown = options.defaults()
-    assert stores.STORE_DEFAULTS[store] == shown
-    if store == "chroma":
-        embedded = stores.store_filled(store, path=None, host=None, port=None)
-        server = stores.store_filled(store, path=None, host="127.0.0.1", port=None)
-        assert (embedded.path, str(server.port)) == (shown["path"], shown["port"])
-    else:
-        filled = stores.store_filled(store, dsn="postgresql://someone@/db", schema=None)
-        assert filled.schema == shown["schema"]
+def test_evals_help_shows_the_adapters_defaults(capsys, monkeypatch):
+    # Each adapter's defaults() are the words of what its check fills in ...
+    for store in stores.STORES:
+        shown = stores.store_options(store).defaults()
+        if store == "chroma":
+            embedded = stores.store_filled(store, path=None, host=None, port=None)
+            server = stores.store_filled(store, path=None, host="127.0.0.1", port=None)
+            assert (embedded.path, str(server.port)) == (shown["path"], shown["port"])
+        else:
+            filled = stores.store_filled(store, dsn="postgresql://someone@/db", schema=None)
+            assert filled.schema == shown["schema"]
+    # ... and eval's help shows them, whatever they are.
+    import ctxemb_chroma.cli
+    import ctxemb_pgvector.cli
+
+    monkeypatch.setattr(ctxemb_chroma.cli, "DEFAULT_PATH", "./elsewhere")
+    monkeypatch.setattr(ctxemb_chroma.cli, "DEFAULT_PORT", 8123)
+    monkeypatch.setattr(ctxemb_pgvector.cli, "DSN_ENV", "CTXEMB_TEST_OTHER_DSN")
+    monkeypatch.setattr(ctxemb_pgvector.cli, "DEFAULT_SCHEMA", "tenants")
+    code, out, _ = run(capsys, "eval", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    for words in (
+        "folder (default ./elsewhere)",
+        "its port (default 8123)",
+        "(default: $CTXEMB_TEST_OTHER_DSN)",
+        "schema (default: tenants)",
+        "or $CTXEMB_TEST_OTHER_DSN is set",
+    ):
+        assert words in text, words
+    assert "./chroma)" not in text and "8000" not in text and "public" not in text
 
 
 def test_eval_opens_the_chroma_adapters_default_folder(
