@@ -50,15 +50,15 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, InvalidInputError, StampError, TruncationWarning
 from ctxemb_core.folders.layouts import read_layout
 from ctxemb_core.folders.locate import locate_model
-from ctxemb_core.guard import (
+from ctxemb_core.index.guarded import check_driver, sample_records
+from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
+from ctxemb_core.records import (
     NO_TEXT,
     OTHER_WIDTH,
     record_tolerance,
     sample_cosines,
     storable,
 )
-from ctxemb_core.index.guarded import check_driver, sample_records
-from ctxemb_core.pooling import DenseHead, l2_normalize, pool, quantize
 from ctxemb_core.resolve import FAMILY_PRESETS, contract_for
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
 from ctxemb_core.validate import check_count, check_text

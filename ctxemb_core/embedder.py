@@ -1,4 +1,10 @@
-"""The embedder: one contract, both roles, the same path for every text."""
+"""The embedder: one contract, both roles, the same path for every text.
+
+Its vectors come from one :class:`~ctxemb_core.source.EncoderSource`, chosen once when it is
+built: the network loaded here (:class:`~ctxemb_core.local_source.LocalSource`), or a server at
+a URL (:class:`~ctxemb_core.server_source.ServerSource`). Everything around the source (roles,
+checks, the cache, the precision step, the truncation warning) is the same for both.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ctxemb_core._batches import plan_batches
-from ctxemb_core.backends._tokenize import Tokenized, Tokenizer
+from ctxemb_core.backends._tokenize import Tokenized
 from ctxemb_core.backends.base import Encoder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract, Role
@@ -23,25 +28,22 @@ from ctxemb_core.errors import (
 )
 from ctxemb_core.folders.locate import register_model
 from ctxemb_core.folders.manifest import read_manifest
+from ctxemb_core.local_source import LocalSource, token_batches
 from ctxemb_core.networks import (
     _ENCODERS,  # noqa: F401  (tests read the loaded networks here, where they always were)
-    encode,
+    Network,
     folder_hint,
     hinted_folder,
     load_network,
     load_network_with,
 )
-from ctxemb_core.pooling import l2_normalize, pool, quantize
+from ctxemb_core.pooling import quantize
 from ctxemb_core.remote import APIS, RemoteEncoder, remote_probes
+from ctxemb_core.server_source import ServerSource
 from ctxemb_core.settings import RunSettings, Setting, check_device
+from ctxemb_core.source import BatchPlan, Encoded, EncoderSource
 from ctxemb_core.stamp import IndexStamp
-from ctxemb_core.tokens import (
-    TokenEmbeddings,
-    TokenVectorsMixin,
-    WordVector,
-    check_batch,
-    embedding_progress,
-)
+from ctxemb_core.tokens import TokenEmbeddings, TokenVectorsMixin, WordVector, check_batch
 from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = ["Embedder", "TokenEmbeddings", "WordVector"]
@@ -164,13 +166,13 @@ class Embedder(TokenVectorsMixin):
         self.token_budget = token_budget
         self.show_progress = show_progress
         self.cache = cache
-        #: How many texts the last call truncated to ``max_tokens``.
+        #: How many texts the last call truncated to ``max_tokens`` (:meth:`embed_float_counted`
+        #: returns the count with the vectors, for callers that share the embedder).
         self.last_truncated = 0
-        #: The backend in use (``"auto"`` resolved to ``"onnx"``, ``"torch"`` or ``"static"``;
-        #: ``"remote"`` for an embedder with a ``url``).
-        self.backend: str
         #: The server this embedder embeds through (``url=``), else ``None``.
         self.remote: RemoteEncoder | None = None
+        #: Where the vectors come from, chosen once: the network here, or the server at ``url``.
+        self.source: EncoderSource
         if url is not None:
             self._connect(url, path, query_path, api, api_key_env, reference)
             self.remote = RemoteEncoder(
@@ -185,31 +187,43 @@ class Embedder(TokenVectorsMixin):
                 check_seconds=check_seconds,
                 timeout=timeout,
             )
-            self.backend = "remote"
-            self._cache_key = f"{contract.fingerprint}:remote:{api}:{self.remote.url}"
-            return
-        self.backend, self._doc = load_network(
-            contract, contract.model, contract.weights, path, backend, device
-        )
-        # The backend is not in the fingerprint; keep each backend's vectors apart in the cache
-        # so a hit is always bit-identical to what this embedder would compute.
-        self._cache_key = f"{contract.fingerprint}:{self.backend}{self._doc.label}"
-        if contract.query_model is not None and contract.query_weights is not None:
-            self._query = load_network_with(
-                contract,
-                contract.query_model,
-                contract.query_weights,
-                query_path,
-                self.backend,
-                device,
-            )
+            self.source = ServerSource(self.remote)
         else:
-            self._query = self._doc
+            local = self._load(path, query_path, backend, device)
+            # The networks, where the token-vector calls (TokenVectorsMixin) read them.
+            self._doc: Network = local.doc
+            self._query: Network = local.query
+            self.source = local
+        #: The backend in use (``"auto"`` resolved to ``"onnx"``, ``"torch"`` or ``"static"``;
+        #: ``"remote"`` for an embedder with a ``url``).
+        self.backend: str = self.source.backend
+
+    def _load(
+        self, path: str | Path | None, query_path: str | Path | None, backend: str, device: str
+    ) -> LocalSource:
+        """The contract's networks, loaded here (the query encoder's, if it has its own)."""
+        c = self.contract
+        resolved, doc = load_network(c, c.model, c.weights, path, backend, device)
+        query = doc
+        if c.query_model is not None and c.query_weights is not None:
+            query = load_network_with(
+                c, c.query_model, c.query_weights, query_path, resolved, device
+            )
+        return LocalSource(c, resolved, doc, query)
 
     def __repr__(self) -> str:
-        if self.remote is not None:
-            return f"Embedder({self.contract.describe()}, url={self.remote.url!r})"
-        return f"Embedder({self.contract.describe()}, backend={self.backend!r})"
+        return f"Embedder({self.contract.describe()}, {self.source.describe()})"
+
+    def _local(self, what: str) -> LocalSource:
+        """The local source, or the refusal of ``what`` for an embedder with a ``url``."""
+        if isinstance(self.source, LocalSource):
+            return self.source
+        url = self.remote.url if self.remote is not None else "a server"
+        raise InvalidInputError(f"this embedder embeds through {url}; {what}")
+
+    @property
+    def _cache_key(self) -> str:
+        return self.source.cache_key
 
     def _connect(
         self,
@@ -260,33 +274,20 @@ class Embedder(TokenVectorsMixin):
         the files actually loaded. A model folder's are the contract's weights (checked as they
         are read); an export's are its graph, tokenizer and heads, which its contract does not
         pin, so an export with an edited file and a manifest written to match is another
-        identity than a clean copy (a copy elsewhere keeps it: files, not paths)."""
-        if self.remote is not None:
-            return self._cache_key
-        files = [
-            # An export's whole digest (the cache's label keeps a prefix of it).
-            str(getattr(network.encoder, "network_digest", "") or network.label)
-            for network in (self._doc, self._query)
-        ]
-        return "|".join([self.contract.fingerprint, self.backend, *files])
+        identity than a clean copy (a copy elsewhere keeps it: files, not paths). With a
+        ``url``: the server's address and protocol."""
+        return self.source.identity
 
     @property
     def roles_alike(self) -> bool:
         """Whether both roles embed a text by the same computation: one network, one prefix,
         here (an embedding server's two roles are its own: the canary checks them apart)."""
-        c = self.contract
-        return (
-            self.remote is None and self._query is self._doc and c.query_prefix == c.document_prefix
-        )
+        return self.source.roles_alike
 
     @property
     def model_path(self) -> Path:
         """The local folder of the (document) encoder; machine-specific, never fingerprinted."""
-        if self.remote is not None:
-            raise InvalidInputError(
-                f"this embedder embeds through {self.remote.url}; it has no model folder here"
-            )
-        return self._doc.folder
+        return self._local("it has no model folder here").doc.folder
 
     def component_options(self) -> dict[str, Any]:
         """The keywords a framework component (a Haystack embedder, LangChain's
@@ -295,19 +296,13 @@ class Embedder(TokenVectorsMixin):
         the folder (its key's variable, never the key)."""
         options: dict[str, Any] = {
             "contract": self.contract,
-            "path": None if self.remote is not None else self._doc.folder,
-            "backend": self.requested_backend if self.remote is not None else self.backend,
+            "path": None,
+            "backend": self.requested_backend,
             "device": self.device,
             "batch_size": self.batch_size,
             "token_budget": self.token_budget,
         }
-        if self.remote is not None:
-            options.update(
-                url=self.remote.url, api=self.remote.api, api_key_env=self.remote.api_key_env
-            )
-            if self.remote.requested_model is not None:
-                options["served_model"] = self.remote.requested_model
-        return options
+        return {**options, **self.source.options()}
 
     # -- serialisation -----------------------------------------------------------------------
 
@@ -323,30 +318,12 @@ class Embedder(TokenVectorsMixin):
             >>> Embedder.from_config(config).contract == embedder.contract  # doctest: +SKIP
             True
         """
-        if self.remote is not None:
-            return {
-                **self.config_for(self.contract, **self.run_settings.of(self)),
-                "path_hint": None,
-                "remote": {
-                    "url": self.remote.url,
-                    "api": self.remote.api,
-                    "api_key_env": self.remote.api_key_env,
-                    "check_every": self.remote.check_every,
-                    "check_seconds": self.remote.check_seconds,
-                    **(
-                        {"served_model": self.remote.requested_model}
-                        if self.remote.requested_model is not None
-                        else {}
-                    ),
-                    **({"timeout": self.remote.timeout} if self.remote.timeout != 60 else {}),
-                },
-            }
-        return self.config_for(
-            self.contract,
-            path=self._doc.folder,
-            query_path=self._query.folder if self._query is not self._doc else None,
-            **self.run_settings.of(self),
+        path, query_path = self.source.folders()
+        config = self.config_for(
+            self.contract, path=path, query_path=query_path, **self.run_settings.of(self)
         )
+        remote = self.source.config()
+        return config if remote is None else {**config, "path_hint": None, "remote": remote}
 
     @classmethod
     def config_for(
@@ -466,20 +443,19 @@ class Embedder(TokenVectorsMixin):
         # One TruncationWarning per public call, for every text it cut (the cache's misses
         # and every batch summed), pointing at the caller's line.
         if self.cache is None:
-            vectors = self._embed_float(texts, role)
-            self._warn_truncated(len(texts), stacklevel=4)
-            return quantize(vectors, self.contract.precision)
+            done = self._encode(texts, role)
+            self._warn_truncated(done.truncated, len(texts), stacklevel=4)
+            return quantize(done.vectors, self.contract.precision)
         cut, encoded = 0, 0  # only the texts encoded now, however the cache asks for them
 
         def compute(missing: list[str]) -> np.ndarray:
             nonlocal cut, encoded
-            computed = self._embed_float(missing, role)
-            cut, encoded = cut + self.last_truncated, encoded + len(missing)
-            return computed
+            done = self._encode(missing, role)
+            cut, encoded = cut + done.truncated, encoded + len(missing)
+            return done.vectors
 
         vectors = self.cache.get_or_compute(self._cache_key, role, texts, compute)
-        self.last_truncated = cut
-        self._warn_truncated(encoded, stacklevel=4)
+        self._warn_truncated(cut, encoded, stacklevel=4)
         return quantize(vectors, self.contract.precision)
 
     def token_counts(self, texts: Sequence[str], role: Role | str) -> np.ndarray:
@@ -494,17 +470,7 @@ class Embedder(TokenVectorsMixin):
         role, its tokens are the ones embedded, not encoded again (``ctxemb serve`` counts a
         request's tokens before queueing it, then embeds it).
         """
-        texts = check_texts(texts)
-        role = Role.parse(role, "role")
-        if self.remote is not None:
-            raise InvalidInputError(
-                f"this embedder embeds through {self.remote.url}; its tokenizer is there"
-            )
-        network = self._query if role is Role.QUERY else self._doc
-        prefix = self.contract.prefix(role)
-        prefixed = [prefix + t for t in texts] if prefix else texts
-        tokenizer = network.encoder.tokenizer
-        return tokenizer.tokenize(prefixed, self.contract.max_tokens, key=(role, prefix))
+        return self.source.tokenize(check_texts(texts), Role.parse(role, "role"))
 
     def embed_float(
         self, texts: Sequence[str], role: Role | str, *, warn: bool = True
@@ -518,6 +484,21 @@ class Embedder(TokenVectorsMixin):
         ``texts`` may be what :meth:`tokenize` returned for this role: its tokens are embedded,
         not encoded again.
         """
+        done = self._embed_checked(texts, role)
+        if warn:
+            self._warn_truncated(done.truncated, len(texts), stacklevel=3)
+        return done.vectors
+
+    def embed_float_counted(self, texts: Sequence[str], role: Role | str) -> Encoded:
+        """:meth:`embed_float`, with how many texts were cut to ``max_tokens`` returned beside
+        the vectors (:class:`~ctxemb_core.source.Encoded`) and no warning.
+
+        For a caller that shares the embedder between threads (``ctxemb serve``): the count
+        is this call's, where :attr:`last_truncated` is whichever call finished last.
+        """
+        return self._embed_checked(texts, role)
+
+    def _embed_checked(self, texts: Sequence[str], role: Role | str) -> Encoded:
         if not isinstance(texts, Tokenized):
             texts = check_texts(texts)  # public too (stamp, guard): checked here, empty ok
         parsed = Role.parse(role, "role")
@@ -526,82 +507,29 @@ class Embedder(TokenVectorsMixin):
                 f"these texts were tokenized for another role or embedder than {parsed.value}: "
                 "tokenize them with this embedder and this role"
             )
-        vectors = self._embed_float(texts, parsed)
-        if warn:
-            self._warn_truncated(len(texts), stacklevel=3)
-        return vectors
+        return self._encode(texts, parsed)
 
-    def _warn_truncated(self, total: int, *, stacklevel: int) -> None:
-        if self.last_truncated:
+    def _encode(self, texts: list[str] | Tokenized, role: Role) -> Encoded:
+        """The source's vectors of ``texts``, without checks or warning; the count it returns is
+        kept in :attr:`last_truncated` too, as it always was."""
+        plan = BatchPlan(self.batch_size, self.token_budget, self.show_progress)
+        done = self.source.encode(texts, role, plan)
+        self.last_truncated = done.truncated
+        return done
+
+    def _warn_truncated(self, truncated: int, total: int, *, stacklevel: int) -> None:
+        self.last_truncated = truncated
+        if truncated:
             warnings.warn(
-                TruncationWarning(self.last_truncated, total, self.contract.max_tokens),
+                TruncationWarning(truncated, total, self.contract.max_tokens),
                 stacklevel=stacklevel,
             )
-
-    def _embed_float(self, texts: list[str] | Tokenized, role: Role) -> np.ndarray:
-        """:meth:`embed_float` without its checks and warning; sets :attr:`last_truncated`."""
-        if self.remote is not None:
-            self.last_truncated = 0  # the server truncates; the canary proves where
-            return self.remote.embed(list(texts), role)
-        c = self.contract
-        network = self._query if role is Role.QUERY else self._doc
-        encoder, dense = network.encoder, network.dense
-        prefix = c.prefix(role)
-        prefixed: list[str] | Tokenized
-        if isinstance(texts, Tokenized):  # tokenized once, by tokenize(): the prefix is in
-            if not texts.of(encoder.tokenizer, c.max_tokens):
-                raise InvalidInputError("these texts were tokenized by another embedder")
-            prefixed = texts
-        else:
-            prefixed = [prefix + t for t in texts] if prefix else list(texts)
-        # include_prompt=False: the prefix's tokens are read by the network but not pooled.
-        skip = 0 if c.include_prompt or not prefix else _prompt_tokens(encoder.tokenizer, prefix, c)
-        out = np.empty((len(prefixed), c.output_dim), dtype=np.float32)
-        truncated = 0
-        batches = self._plan(encoder, prefixed)
-        for idx in embedding_progress(batches, len(prefixed), self.show_progress):
-            rows: Sequence[str] = (
-                prefixed.take(idx)
-                if isinstance(prefixed, Tokenized)
-                else [prefixed[i] for i in idx]
-            )
-            batch = encode(encoder, rows, c.max_tokens, c.layers)
-            truncated += int(batch.truncated.sum())
-            vectors = pool(batch.hidden, batch.mask, c.pooling, skip=skip)
-            for head in dense:
-                vectors = head(vectors)
-            if c.truncate_dim is not None:
-                vectors = vectors[:, : c.truncate_dim]
-            if c.normalize:
-                vectors = l2_normalize(vectors)
-            out[idx] = vectors
-        self.last_truncated = truncated
-        return out
 
     def _plan(
         self, encoder: Encoder, texts: Sequence[str], max_tokens: int | None = None
     ) -> list[np.ndarray]:
-        """Index batches: by token length, longest first, each within the token budget.
-
-        Sorting by real token counts and filling each batch up to ``token_budget`` padded
-        tokens (at most ``batch_size`` texts) keeps padding low on corpora of mixed lengths;
-        results are written back by index, so the output order is always the input order.
-        """
-        if len(texts) == 1:
-            return [np.zeros(1, dtype=np.int64)]
+        """Index batches of ``texts`` by token length, within the token budget (the token-vector
+        calls' plan, the same as the source's)."""
         limit = self.contract.max_tokens if max_tokens is None else max_tokens
-        lengths = encoder.tokenizer.lengths(texts, limit)
-        return plan_batches(lengths, self.batch_size, self.token_budget)
-
-
-# -- helpers ---------------------------------------------------------------------------------
-
-
-def _prompt_tokens(tokenizer: Tokenizer, prefix: str, contract: EmbeddingContract) -> int:
-    """How many leading tokens of each ``prefix + text`` are the prefix's, for pooling without
-    them, counted as sentence-transformers counts a prompt's: the prefix tokenized alone (its
-    leading special tokens included, cut to ``max_tokens``), less a trailing special token."""
-    encodings, _ = tokenizer([prefix], contract.max_tokens)
-    ids = encodings[0].ids
-    special = {i for i, t in tokenizer.tokenizer.get_added_tokens_decoder().items() if t.special}
-    return len(ids) - 1 if ids and ids[-1] in special else len(ids)
+        plan = BatchPlan(self.batch_size, self.token_budget, self.show_progress)
+        return token_batches(encoder, texts, limit, plan)

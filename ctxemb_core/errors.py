@@ -36,6 +36,8 @@ whole family in one place, and each carries the context needed to act on it::
         │                                     contract does not make (a column's type)
         ├── EncoderDriftError                 same contract on paper, other vectors in fact
         ├── ForeignVectorsError               stored vectors that this contract did not make
+        ├── StampMovedError                   the stamp changed between the guard's check and
+        │                                     a write; nothing was written
         └── RerankerMismatchError             a score, threshold or token vectors of another
                                               reranker contract
 
@@ -99,6 +101,7 @@ __all__ = [
     "RemoteEncoderError",
     "RerankerMismatchError",
     "StampError",
+    "StampMovedError",
     "StorageMismatchError",
     "StoreUnavailableError",
     "TruncationWarning",
@@ -313,6 +316,15 @@ class IncompleteWriteError(CtxembError):
 
 class StampError(CtxembError):
     """The index's stamp and the caller's embedder disagree; nothing was written or returned."""
+
+
+class StampMovedError(StampError):
+    """The stamp changed between the guard's check and a write; nothing was written.
+
+    Raised by a store driver's ``write`` / ``delete`` (:class:`~ctxemb_core.index.StoreDriver`)
+    given a ``stamp_version`` that is no longer the index's. The guard verifies the new stamp and
+    tries once more; a caller sees it only when the stamp keeps changing.
+    """
 
 
 class MissingStampError(StampError):

@@ -25,7 +25,7 @@ from ctxemb_core.contract import EmbeddingContract, load_contract
 from ctxemb_core.documents import remember
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import storable
+from ctxemb_core.records import storable
 from ctxemb_core.validate import check_texts
 
 __all__ = ["LazyEmbedder"]

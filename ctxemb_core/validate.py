@@ -25,24 +25,33 @@ overridden method of the subclass takes part in prefixing, hashing or tokenizing
 
 The arguments every store adapter takes are checked here too: flags, counts, ``limit`` /
 ``offset``, a sample size, ids, what a delete selects, one batch of records
-(:mod:`ctxemb_core.guard` still names them, for the adapters that import them from there).
+(:mod:`ctxemb_core.guard` still names them, for the adapters that import them from there), and
+vectors embedded elsewhere that a caller hands an index or a query (:func:`check_query_vector`,
+:func:`check_embedded`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ctxemb_core.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ctxemb_core.contract import EmbeddingContract
 
 __all__ = [
     "check_count",
     "check_delete",
+    "check_embedded",
     "check_flag",
     "check_ids",
     "check_paging",
     "check_positive_int",
+    "check_query_vector",
     "check_records",
     "check_sample_size",
     "check_text",
@@ -271,3 +280,106 @@ def check_records(
                     f"metadatas[{k}] (id {ids[k]!r}) is {type(m).__name__}, not a mapping"
                 )
     return ids, list(metadatas) if metadatas is not None else None
+
+
+# -- vectors embedded elsewhere --------------------------------------------------------------
+
+
+def check_query_vector(
+    vector: Any,
+    width: int | None,
+    name: str = "query_embedding",
+    *,
+    contract: EmbeddingContract | None = None,
+) -> list[float]:
+    """A query vector a caller passes in (embedded elsewhere), checked before a store sees it.
+
+    For a framework whose query embedder and retriever are separate steps: the vector carries no
+    contract (the fingerprint beside it does), so what can be checked is its form: present, one
+    row of numbers, ``width`` of them (the contract's stored width, ``output_dim``; ``None``:
+    not known here), every one finite as float32 (what the stores compute in; a float64 1e300
+    counts as infinite). A NaN vector would otherwise return documents scored NaN.
+
+    Args:
+        vector: the vector (a list, tuple or 1-D array of numbers).
+        width: the number of components required, or ``None``.
+        name: the argument's name, for the message.
+        contract: the contract the width comes from, described in the message.
+
+    Returns:
+        The vector as a list of Python floats, values unchanged.
+
+    Raises:
+        InvalidInputError: ``None``, not numbers, not one vector, another width, or a NaN or
+            infinite component (the first one is named).
+    """
+    of = f" ({contract.describe()})" if contract is not None else ""
+    if vector is None:
+        raise InvalidInputError(
+            f"{name} is missing (None): pass the query's vector, embedded under the contract "
+            "(e.g. the query embedder's embedding output)"
+        )
+    try:
+        if isinstance(vector, (str, bytes)):
+            raise TypeError(type(vector).__name__)
+        row = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"{name} is not a list of numbers (got {type(vector).__name__}); pass the query's "
+            "vector, embedded under the contract"
+        ) from None
+    if row.ndim != 1:
+        raise InvalidInputError(
+            f"{name} must be one vector, got shape {row.shape}"
+            + (f"; the contract's vectors have {width} components{of}" if width else "")
+        )
+    if width is not None and row.shape[0] != width:
+        raise InvalidInputError(
+            f"{name} has {row.shape[0]} components, the contract's vectors have {width}{of}; "
+            "embed the query under the index's contract"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(row.astype(np.float32))
+    if not finite.all():
+        first = int(np.flatnonzero(~finite)[0])
+        raise InvalidInputError(
+            f"{name} holds NaN or infinite values (component {first}); a query vector must be "
+            "finite: re-embed the query"
+        )
+    values: list[float] = row.tolist()
+    return values
+
+
+def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]) -> np.ndarray:
+    """Vectors embedded elsewhere under ``contract``, as the float32 rows a store takes.
+
+    For a framework whose embedder and writer are separate steps: one finite vector per id, of
+    the contract's stored width (:func:`storable`: ``output_dim`` components).
+
+    Raises:
+        InvalidInputError: a missing vector, one of another width, or a non-finite value (the
+            first offending id is named); nothing may be written.
+    """
+    width = contract.output_dim
+    if vectors is None or len(vectors) != len(ids):
+        given = "none" if vectors is None else str(len(vectors))
+        raise InvalidInputError(f"{len(ids)} records to write and {given} vectors")
+    rows = []
+    for i, vector in zip(ids, vectors, strict=True):
+        if vector is None:
+            raise InvalidInputError(f"record {i!r} has no embedding; embed it first")
+        try:
+            row = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding is not a list of numbers"
+            ) from None
+        if row.shape != (width,):
+            raise InvalidInputError(
+                f"record {i!r}: its embedding has shape {row.shape}, the contract stores "
+                f"{width} components ({contract.describe()})"
+            )
+        if not np.isfinite(row).all():
+            raise InvalidInputError(f"record {i!r}: its embedding holds NaN or infinity")
+        rows.append(row)
+    return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)

@@ -36,6 +36,12 @@ A record is trusted as far as the cache folder is: one that cannot be read, is o
 version or key, or whose checksum does not match (damaged, or edited by hand) is ignored and the
 open samples as if there were none. At worst a forged record lists ids whose records it skips,
 which is what ``--sample 0`` skips; it can never make a check pass that the stamp or canary fails.
+
+A store that keeps a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`) needs
+only the mark the verified state had: the next open asks the store for the ids written after it.
+That record (:func:`save_mark`, :func:`load_mark`) is one number, a few hundred bytes whatever the
+index holds, so unlike the id list it is kept above :data:`MAX_RECORDED`. It is kept beside the id
+record of the same key (another file), and trusted as far as the cache folder is, as that one.
 """
 
 from __future__ import annotations
@@ -49,30 +55,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxemb_core._files import cache_dir, write_atomic
-from ctxemb_core.guard import sample_ranges
+from ctxemb_core.records import sample_ranges
 
 if TYPE_CHECKING:
     from ctxemb_core.embedder import Embedder
 
 __all__ = [
+    "MARK_SCHEMA",
     "MAX_RECORDED",
     "VERIFIED_SCHEMA",
     "OpenCheck",
     "changed_ids",
+    "load_mark",
     "load_verified",
     "plan_sample",
     "record_key",
     "record_path",
+    "save_mark",
     "save_verified",
 ]
 
 #: Version of the record's layout.
 VERIFIED_SCHEMA = 1
+#: Version of the mark record's layout.
+MARK_SCHEMA = 1
 #: Collections above this many records are sampled on every open, as before: the id list read
 #: on each open and kept in the record grows with the collection.
 MAX_RECORDED = 200_000
 # Salts the checksum, so that no other use of BLAKE2b makes a matching one by accident.
 _PERSON = b"ctxemb-verified1"
+_MARK_PERSON = b"ctxemb-marked1"
 
 
 @dataclass(frozen=True)
@@ -210,3 +222,47 @@ def plan_sample(
     moved = set(changed)
     rest = [i for i in ids if i not in moved]
     return changed + random.sample(rest, min(len(rest), size - len(changed))), len(changed)
+
+
+# -- the record of a store that keeps a write mark --------------------------------------------
+
+
+def _mark_key(key: Mapping[str, Any]) -> dict[str, Any]:
+    return {**key, "record": "mark"}  # another file than the same key's id record
+
+
+def _mark_checksum(key: Mapping[str, Any], mark: int) -> str:
+    body = _canonical({"schema": MARK_SCHEMA, "key": dict(key), "mark": mark})
+    return hashlib.blake2b(body.encode(), digest_size=32, person=_MARK_PERSON).hexdigest()
+
+
+def load_mark(key: Mapping[str, Any]) -> int | None:
+    """The write mark of the last verified state under ``key``, or ``None`` (no usable record)."""
+    full = _mark_key(key)
+    try:
+        data = json.loads(record_path(full).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != MARK_SCHEMA:
+        return None
+    mark = data.get("mark")
+    if (
+        data.get("key") != _canonical(full)
+        or isinstance(mark, bool)
+        or not isinstance(mark, int)
+        or data.get("checksum") != _mark_checksum(full, mark)
+    ):
+        return None
+    return mark
+
+
+def save_mark(key: Mapping[str, Any], mark: int) -> bool:
+    """Remember that the index's state up to write mark ``mark`` passed an open's checks."""
+    full = _mark_key(key)
+    record = {
+        "schema": MARK_SCHEMA,
+        "key": _canonical(full),
+        "mark": mark,
+        "checksum": _mark_checksum(full, mark),
+    }
+    return write_atomic(record_path(full), json.dumps(record))

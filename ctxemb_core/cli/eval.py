@@ -37,6 +37,7 @@ from ctxemb_core.cli.common import (
     remote_args,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
+from ctxemb_core.cli.stores import AdapterDefaults, store_filled, store_options
 from ctxemb_core.errors import (
     DataFormatError,
     InvalidInputError,
@@ -111,11 +112,14 @@ def add_parser(sub: Any) -> None:
         "--via",
         choices=VIAS,
         default=None,
-        help="the search path: the core's exact search (memory), a Chroma collection "
-        "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
-        "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
-        "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
-        "is given, or $CTXEMB_PG_DSN is set and no Chroma option is; else chroma)",
+        help=AdapterDefaults(
+            "the search path: the core's exact search (memory), a Chroma collection "
+            "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
+            "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
+            "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
+            "is given, or %(pgvector.dsn)s is set and no Chroma option is; else chroma)",
+            "pgvector",
+        ),
     )
     p.add_argument("--task", choices=TASKS, default="retrieval", help="what to evaluate")
     p.add_argument(
@@ -150,21 +154,35 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--path",
-        help="an embedded Chroma folder (default ./chroma); for chroma-server without --host, "
-        "the temporary server's data folder (default: a temporary folder)",
+        help=AdapterDefaults(
+            "an embedded Chroma folder (default %(chroma.path)s); for chroma-server without "
+            "--host, the temporary server's data folder (default: a temporary folder)",
+            "chroma",
+        ),
     )
     p.add_argument("--host", help="a Chroma server's host (instead of --path)")
     p.add_argument(
         "--port",
         type=PORT,
-        help="with --host: its port (default 8000); chroma-server without --host: the "
-        "temporary server's port (default: a free one)",
+        help=AdapterDefaults(
+            "with --host: its port (default %(chroma.port)s); chroma-server without --host: "
+            "the temporary server's port (default: a free one)",
+            "chroma",
+        ),
     )
     p.add_argument(
         "--dsn",
-        help="--via *pgvector: the PostgreSQL connection string (default: $CTXEMB_PG_DSN)",
+        help=AdapterDefaults(
+            "--via *pgvector: the PostgreSQL connection string (default: %(pgvector.dsn)s)",
+            "pgvector",
+        ),
     )
-    p.add_argument("--schema", help="--via pgvector: the table's schema (default: public)")
+    p.add_argument(
+        "--schema",
+        help=AdapterDefaults(
+            "--via pgvector: the table's schema (default: %(pgvector.schema)s)", "pgvector"
+        ),
+    )
     p.add_argument(
         "--exact",
         action="store_true",
@@ -233,18 +251,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _choose_via(args: argparse.Namespace) -> None:
-    """``--via`` when not given: a DSN (``--dsn``, ``--schema``, else ``$CTXEMB_PG_DSN`` beside
-    no Chroma option) selects pgvector, as it selects the store of every other command."""
-    import os
-
+    """``--via`` when not given: a DSN (``--dsn``, ``--schema``, else what the pgvector adapter
+    reads from the environment, ``$CTXEMB_PG_DSN``, beside no Chroma option) selects pgvector, as
+    it selects the store of every other command."""
     if args.via is not None:
         return
     postgres = args.dsn is not None or args.schema is not None
     chroma = any(getattr(args, o) is not None for o in ("path", "host", "port"))
-    if not postgres and not chroma and os.environ.get("CTXEMB_PG_DSN"):
+    if not postgres and not chroma and _from_environment("pgvector"):
         postgres = True
     args.via = "pgvector" if postgres and not chroma else "chroma"
     # Both kinds given: --via chroma, whose check below refuses --dsn by name.
+
+
+def _from_environment(store: str) -> str | None:
+    """What in the environment selects ``store`` (its adapter says), ``None`` without its
+    adapter."""
+    try:
+        from_environment = getattr(store_options(store), "from_environment", None)
+    except MissingDependencyError:
+        return None
+    return from_environment() if callable(from_environment) else None
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -387,17 +414,15 @@ def _open_path(
             f"--via {via}: this installation's ctxemb_{framework} has no eval_path; "
             "reinstall ctxemb"
         )
-    where: dict[str, Any] = {"kind": "memory"}
-    host, folder, port = args.host, None, args.port or 8000
-    if store and host:
-        where = {"kind": "server", "host": host, "port": port}
-    elif store:
-        folder = args.path or "./chroma"
-        where = {"kind": "embedded", "path": folder}
-    path = module.eval_path(
-        embedder, store=store or "memory", collection=name, path=folder, host=host, port=port
+    if not store:
+        return module.eval_path(embedder, store="memory", collection=name), {"kind": "memory"}
+    # Where the Chroma store is: the options as the Chroma adapter fills them in.
+    chroma = store_filled("chroma", path=args.path, host=args.host, port=args.port)
+    at: dict[str, Any] = (
+        {"host": chroma.host, "port": chroma.port} if chroma.host else {"path": chroma.path}
     )
-    return path, where
+    path = module.eval_path(embedder, store=store, collection=name, **at)
+    return path, {"kind": "server" if chroma.host else "embedded", **at}
 
 
 def _pgvector_path(
@@ -408,29 +433,34 @@ def _pgvector_path(
     framework: str,
 ) -> tuple[Any, dict[str, Any]]:
     """A path over a PostgreSQL table: ctxemb_pgvector's own, or a framework's over it."""
-    import os
-
     from ctxemb_core.redact import redact_dsn
 
     adapter = _module("ctxemb_pgvector", "pgvector", args.via)
     adapter.check_name(name)
-    dsn = args.dsn or os.environ.get("CTXEMB_PG_DSN")
-    if not dsn:
+    if not args.dsn and not _from_environment("pgvector"):
         raise InvalidInputError(
-            f"--via {args.via} needs --dsn (a PostgreSQL connection string) or $CTXEMB_PG_DSN"
+            AdapterDefaults(
+                f"--via {args.via} needs --dsn (a PostgreSQL connection string) or "
+                "%(pgvector.dsn)s",
+                "pgvector",
+            )
+            % {}
         )
+    # The DSN (given, or the environment's) and the schema as the pgvector adapter fills them in.
+    options = store_filled("pgvector", dsn=args.dsn, schema=args.schema)
+    dsn = options.dsn
     conn = adapter.connect(dsn)
     stack.callback(conn.close)
     where: dict[str, Any] = {"kind": "pgvector", "dsn": redact_dsn(dsn)}
     if framework == "pgvector":
-        where["schema"] = args.schema or "public"
-        options: dict[str, Any] = {"exact": bool(args.exact), "schema": where["schema"]}
+        where["schema"] = options.schema
+        search: dict[str, Any] = {"exact": bool(args.exact), "schema": where["schema"]}
         if args.sample is not None:
-            options["sample"] = args.sample
+            search["sample"] = args.sample
         if args.ef_search is not None:
-            options["ef_search"] = args.ef_search
+            search["ef_search"] = args.ef_search
         where["search"] = "exact" if args.exact else f"hnsw ef_search={args.ef_search or 200}"
-        return adapter.eval_path(conn, name, embedder, progress=True, **options), where
+        return adapter.eval_path(conn, name, embedder, progress=True, **search), where
     module = _module(f"ctxemb_{framework}", framework, args.via)
     return module.eval_path(embedder, store="pgvector", collection=name, dsn=dsn), where
 
@@ -441,16 +471,18 @@ def _chroma_path(
     adapter = _module("ctxemb_chroma", "chroma", args.via)
     adapter.check_name(name)  # before connecting creates a folder or starts a server
     where: dict[str, Any]
-    if args.host:
-        where = {"kind": "server", "host": args.host, "port": args.port or 8000}
-        client = adapter.connect(host=args.host, port=args.port or 8000)
-    elif args.via == "chroma-server":
+    if args.via == "chroma-server" and not args.host:
         port, folder = stack.enter_context(_temporary_server(args.path, args.port))
         where = {"kind": "temporary server", "host": "127.0.0.1", "port": port, "path": folder}
         client = adapter.connect(host="127.0.0.1", port=port)
-    else:
-        where = {"kind": "embedded", "path": args.path or "./chroma"}
-        client = adapter.connect(path=args.path or "./chroma")
+    else:  # the server --host names, or the embedded folder, as the Chroma adapter fills them in
+        chroma = store_filled("chroma", path=args.path, host=args.host, port=args.port)
+        if chroma.host:
+            where = {"kind": "server", "host": chroma.host, "port": chroma.port}
+            client = adapter.connect(host=chroma.host, port=chroma.port)
+        else:
+            where = {"kind": "embedded", "path": chroma.path}
+            client = adapter.connect(path=chroma.path)
     # Closed before a temporary server stops (the stack unwinds last in, first out).
     stack.callback(client.close)
     options = {} if args.sample is None else {"sample": args.sample}

@@ -24,6 +24,7 @@ from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 __all__ = [
     "PORT",
     "STORES",
+    "AdapterDefaults",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -31,6 +32,7 @@ __all__ = [
     "options_only_for",
     "scoped",
     "store_args",
+    "store_filled",
     "store_options",
     "where",
 ]
@@ -83,10 +85,13 @@ class StoreOptions(Protocol):
     def adapter(self) -> Any:
         """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
 
-    # Optional: ``from_environment() -> str | None``, what in the environment selects the store
-    # when no store option is given (pgvector: ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``,
-    # keywords the checked options set on every adapter call that takes them (pgvector:
-    # ``schema``). A store without them is selected by its options alone and has no scope.
+    # Optional: ``defaults() -> dict[str, str]``, the defaults ``check_arguments`` fills in (by
+    # dest) in the words a help text shows (a value from the environment as its variable:
+    # ``$CTXEMB_PG_DSN``; see :class:`AdapterDefaults`); ``from_environment() -> str | None``,
+    # what in the environment selects the store when no store option is given (pgvector:
+    # ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``, keywords the checked options set on every
+    # adapter call that takes them (pgvector: ``schema``). A store without them is selected by
+    # its options alone and has no scope, and its help shows no default.
 
 
 def store_options(store: str) -> StoreOptions:
@@ -98,6 +103,47 @@ def store_options(store: str) -> StoreOptions:
             f"the {store!r} store needs its adapter: pip install 'ctxemb[{store}]' ({exc})"
         ) from None
     return module
+
+
+class AdapterDefaults(str):
+    """A help text that shows a store adapter's defaults, read only when the help is printed.
+
+    For a command that takes a store's options under its own names (``ctxemb eval``): its
+    parser is built without importing the adapter, and ``%(STORE.DEST)s`` in the text (e.g.
+    ``%(chroma.path)s``) is the adapter's ``defaults()[DEST]`` when argparse fills the help in
+    (with ``%``, just before printing it); without the adapter, its name stands there.
+    """
+
+    store: str
+
+    def __new__(cls, text: str, store: str) -> AdapterDefaults:
+        made = super().__new__(cls, text)
+        made.store = store
+        return made
+
+    def __mod__(self, params: Any) -> str:
+        label = LABELS.get(self.store, self.store)
+        shown: dict[str, str] = {}
+        with contextlib.suppress(MissingDependencyError):
+            shown = getattr(store_options(self.store), "defaults", dict)()
+        words = {
+            f"{self.store}.{dest}": shown.get(dest, f"the {label} adapter's")
+            for dest in (flag.removeprefix("--") for flag in STORE_FLAGS[self.store])
+        }
+        return str(self).__mod__({**dict(params), **words})
+
+
+def store_filled(store: str, **given: Any) -> argparse.Namespace:
+    """A store's options as its adapter checks them and fills in their defaults.
+
+    For a command that takes a store's options under its own names (``ctxemb eval --via``):
+    ``given`` are the options by dest (``None``: left out); the adapter's
+    :meth:`StoreOptions.check_arguments` refuses what does not go together and fills in the
+    rest, so that no command keeps a second copy of a store's defaults.
+    """
+    options = argparse.Namespace(**given)
+    store_options(store).check_arguments(options)
+    return options
 
 
 def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) -> None:

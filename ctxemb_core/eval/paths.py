@@ -21,7 +21,7 @@ import numpy as np
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.eval.metrics import build_run, search_topk
-from ctxemb_core.guard import storable
+from ctxemb_core.records import storable
 from ctxemb_core.validate import check_positive_int, check_text, check_texts
 
 __all__ = [

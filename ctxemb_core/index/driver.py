@@ -56,7 +56,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxemb_core.errors import StampError
+# StampMovedError lives in the error tree; named here too, where drivers import it.
+from ctxemb_core.errors import StampMovedError
 
 if TYPE_CHECKING:
     from ctxemb_core.stamp import IndexStamp
@@ -86,17 +87,6 @@ Filter = Mapping[str, Any]
 #: A stamp version: any value that changes when the stamp or the store's setting does (a
 #: counter a trigger raises, or a digest of what the store returns with the index).
 Version = int | str
-
-
-class StampMovedError(StampError):
-    """The stamp changed between the guard's check and a write; nothing was written.
-
-    Raised by a driver's :meth:`~StoreDriver.write` / :meth:`~StoreDriver.delete` given a
-    ``stamp_version`` that is no longer the index's. The guard verifies the new stamp and
-    tries once more; a caller sees it only when the stamp keeps changing.
-
-    (Defined here until the error tree in :mod:`ctxemb_core.errors` takes it in.)
-    """
 
 
 @dataclass(frozen=True)

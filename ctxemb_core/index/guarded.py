@@ -13,7 +13,7 @@ What an open re-embeds of the stored records:
   open that passed under this contract (``driver.changes(mark)``: O(those), whatever the index
   holds), then random others up to ``sample``; nothing when nothing was written. A record
   rewritten in place around ctxemb takes a fresh mark, so it is among them. The record of the
-  verified state is one number (:mod:`ctxemb_core.index._record`), kept at any size.
+  verified state is one number (:func:`ctxemb_core.verified.save_mark`), kept at any size.
 - without a mark: every id is listed and compared with the ids of the verified state
   (:func:`ctxemb_core.verified.plan_sample`), as the adapters did.
 - without any record: the newest half and a random half of ``sample``.
@@ -49,38 +49,6 @@ from ctxemb_core.errors import (
     StorageMismatchError,
     unstamped_remedies,
 )
-from ctxemb_core.guard import (
-    OPEN_SAMPLE,
-    RecordCheck,
-    RestampReport,
-    VerifyReport,
-    add_missing,
-    adopt_stamp,
-    as_embedder,
-    check_configuration,
-    check_count,
-    check_delete,
-    check_embedded,
-    check_flag,
-    check_ids,
-    check_querier,
-    check_querier_canary,
-    check_query_vector,
-    check_records,
-    check_sample_size,
-    check_storage,
-    check_stored,
-    records_progress,
-    refuse_foreign,
-    refuse_vectorless,
-    restamp_stamp,
-    sample_ranges,
-    similarity,
-    storable,
-    undoable_write,
-    verify_index,
-)
-from ctxemb_core.index._record import load_mark, save_mark
 from ctxemb_core.index.driver import (
     INCLUDE,
     Filter,
@@ -91,14 +59,50 @@ from ctxemb_core.index.driver import (
     StoreDriver,
     Version,
 )
+from ctxemb_core.records import (
+    OPEN_SAMPLE,
+    RecordCheck,
+    check_stored,
+    records_progress,
+    refuse_foreign,
+    refuse_vectorless,
+    sample_ranges,
+    similarity,
+    storable,
+)
 from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.stamp_guard import (
+    RestampReport,
+    VerifyReport,
+    adopt_stamp,
+    as_embedder,
+    check_configuration,
+    check_querier,
+    check_querier_canary,
+    check_storage,
+    restamp_stamp,
+    verify_index,
+)
 from ctxemb_core.sync import SyncReport, missing_ids, sync_batch, with_text_digest
+from ctxemb_core.undo import add_missing, undoable_write
+from ctxemb_core.validate import (
+    check_count,
+    check_delete,
+    check_embedded,
+    check_flag,
+    check_ids,
+    check_query_vector,
+    check_records,
+    check_sample_size,
+)
 from ctxemb_core.verified import (
     MAX_RECORDED,
     OpenCheck,
+    load_mark,
     load_verified,
     plan_sample,
     record_key,
+    save_mark,
     save_verified,
 )
 

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StoreUnavailableError
-from ctxemb_core.guard import deferred_interrupts
 from ctxemb_core.index.driver import (
     INCLUDE,
     SPACES,
@@ -51,6 +50,7 @@ from ctxemb_core.index.driver import (
     Version,
     default_space,
 )
+from ctxemb_core.undo import deferred_interrupts
 
 if TYPE_CHECKING:
     from ctxemb_core.stamp import IndexStamp

@@ -23,10 +23,11 @@ import numpy as np
 from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import as_embedder, check_count, check_flag
 from ctxemb_core.index.driver import INCLUDE, StoreDriver
 from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
 from ctxemb_core.migrate import Page, copy_missing
+from ctxemb_core.stamp_guard import as_embedder
+from ctxemb_core.validate import check_count, check_flag
 
 __all__ = ["migrate_index"]
 

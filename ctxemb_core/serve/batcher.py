@@ -148,8 +148,9 @@ class Batcher:
         self.metrics.batch(sum(len(j.texts) for j in jobs), waits, truncated)
 
     def _embed(self, texts: Sequence[str], role: Role) -> tuple[np.ndarray, int]:
-        vectors = self.embedder.embed_float(texts, role, warn=False)
-        return vectors, self.embedder.last_truncated
+        # This call's count, returned with its vectors (never another thread's last_truncated).
+        done = self.embedder.embed_float_counted(texts, role)
+        return done.vectors, done.truncated
 
 
 def _joined(parts: list[Sequence[str]]) -> Sequence[str]:

@@ -62,11 +62,11 @@ from ctxemb_core.errors import (
     MissingStampError,
     StoreUnavailableError,
 )
-from ctxemb_core.guard import storable
 from ctxemb_core.index.driver import INCLUDE, Record, StoreDriver
 from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryStore
 from ctxemb_core.index.migrate import migrate_index
+from ctxemb_core.records import storable
 from ctxemb_core.resolve import contract_for
 from ctxemb_core.stamp import PROBES, IndexStamp
 from ctxemb_core.static import static_from_vectors

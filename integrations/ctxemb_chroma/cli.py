@@ -62,6 +62,11 @@ def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
         args.port = DEFAULT_PORT
 
 
+def defaults() -> dict[str, str]:
+    """The defaults :func:`check_arguments` fills in, as a help text shows them."""
+    return {"path": DEFAULT_PATH, "port": str(DEFAULT_PORT)}
+
+
 def absent(args: argparse.Namespace) -> bool:
     """Whether ``--path`` names a folder that does not exist (and no ``--host`` is given)."""
     return bool(not args.host and args.path and not Path(args.path).exists())

@@ -19,6 +19,8 @@ from ctxemb_pgvector._sql import check_name
 
 #: The environment variable ``--dsn`` defaults to.
 DSN_ENV = "CTXEMB_PG_DSN"
+#: The tables' schema without ``--schema``.
+DEFAULT_SCHEMA = "public"
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -30,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
         help=f"the PostgreSQL connection string (default: ${DSN_ENV}); selects --store pgvector",
     )
     parser.add_argument(
-        "--schema", default=None, help="PostgreSQL: the tables' schema (default: public)"
+        "--schema",
+        default=None,
+        help=f"PostgreSQL: the tables' schema (default: {DEFAULT_SCHEMA})",
     )
 
 
@@ -49,8 +53,13 @@ def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
             f"postgresql://user@localhost:5432/rag) or ${DSN_ENV}"
         )
     if getattr(args, "schema", None) is None:
-        args.schema = "public"
+        args.schema = DEFAULT_SCHEMA
     check_name(args.schema, "--schema")
+
+
+def defaults() -> dict[str, str]:
+    """The defaults :func:`check_arguments` fills in, as a help text shows them."""
+    return {"dsn": f"${DSN_ENV}", "schema": DEFAULT_SCHEMA}
 
 
 def from_environment() -> str | None:

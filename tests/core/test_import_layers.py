@@ -196,9 +196,10 @@ def test_resolve_and_pooling_read_folders_through_the_folders_layer(graph):
 
 
 # The store layer (issue 44): the driver protocol, the guarded index over it, the reference driver
-# and the conformance suite, on the guard's layer (guard, sync, verified, migrate) and below the
-# tools. A store adapter is a driver that imports this layer, never the other way round; nothing
-# above the guard (the tools, the command, the server, evaluation) is imported.
+# and the conformance suite, on the guard's layer (records, stamp_guard, undo, validate, sync,
+# verified, migrate) and below the tools. A store adapter is a driver that imports this layer,
+# never the other way round; nothing above the guard (the tools, the command, the server,
+# evaluation) is imported.
 STORE_LAYER = ("ctxemb_core.index", "ctxemb_core.testing")
 ABOVE_THE_STORE_LAYER = (
     "ctxemb_core.cli",
@@ -230,6 +231,42 @@ def test_the_store_layer_imports_no_adapter_and_nothing_above_the_guard(graph):
     # The suite imports pytest: nothing but a store's tests may import it.
     users = {m for m, t in graph.items() if "ctxemb_core.testing.conformance" in t}
     assert {u for u in users if not u.startswith("ctxemb_core.testing")} == set()
+
+
+# The guard by concern (issue 44, item 7): one module per job, and ``ctxemb_core.guard`` only
+# names their functions for the adapters that import them from there. Each job imports the
+# layers below it, never another job above it nor the store layer.
+GUARD_CONCERNS = {
+    "ctxemb_core.validate": {"ctxemb_core.errors"},  # argument checks: the error tree alone
+    "ctxemb_core.undo": {"ctxemb_core.errors"},  # undoable writes: the error tree alone
+    # Stored records against the contract: below the Embedder (it takes one, never builds one).
+    "ctxemb_core.records": {
+        "ctxemb_core._batches",
+        "ctxemb_core.contract",
+        "ctxemb_core.errors",
+        "ctxemb_core.pooling",
+        "ctxemb_core.stamp",
+    },
+    # The stamp's life cycle: the Embedder, the stamp and the record checks.
+    "ctxemb_core.stamp_guard": {
+        "ctxemb_core.contract",
+        "ctxemb_core.embedder",
+        "ctxemb_core.errors",
+        "ctxemb_core.records",
+        "ctxemb_core.stamp",
+    },
+}
+
+
+def test_the_guard_is_split_by_concern_and_names_them_only(graph):
+    assert graph["ctxemb_core.guard"] == set(GUARD_CONCERNS)
+    wrong = {m: sorted(graph[m] - allowed) for m, allowed in GUARD_CONCERNS.items()}
+    assert {m: t for m, t in wrong.items() if t} == {}
+    # Core imports each job from its own module; the old one is the adapters' name for them.
+    users = {m for m, t in graph.items() if "ctxemb_core.guard" in t}
+    assert {u for u in users if u.startswith("ctxemb_core")} == set()
+    # The verified-open records (ids or a write mark) need only the sampling plan.
+    assert graph["ctxemb_core.verified"] == {"ctxemb_core._files", "ctxemb_core.records"}
 
 
 def test_every_dense_activation_the_format_accepts_is_computed():
@@ -266,6 +303,7 @@ modules = ["ctxemb_core", "ctxemb_core.folders"] + [
     "ctxemb_core.backends.onnx_cache", "ctxemb_core.backends.onnx",
     "ctxemb_core.backends.static", "ctxemb_core.backends.exported",
     "ctxemb_core.embedder", "ctxemb_core.lazy", "ctxemb_core.guard", "ctxemb_core.stamp",
+    "ctxemb_core.records", "ctxemb_core.stamp_guard", "ctxemb_core.undo",
     "ctxemb_core.detect", "ctxemb_core.documents", "ctxemb_core.export", "ctxemb_core.static",
     "ctxemb_core.index", "ctxemb_core.index.memory", "ctxemb_core.index.guarded",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxemb_core import guard, validate
+from ctxemb_core import guard, records, stamp_guard, undo, validate
 from ctxemb_core.errors import InvalidInputError
 
 MOVED = [
@@ -43,3 +43,29 @@ def test_the_checks_refuse_as_before():
     with pytest.raises(InvalidInputError, match="delete needs ids or where"):
         validate.check_delete(None, {"where": None})
     assert validate.check_records(["a"], ["text"], None) == (["a"], None)
+
+
+# Every name guard gave before the split (issue 44, item 7), each from the one module of its job.
+GUARD_NAMES = {
+    records: [
+        "NO_TEXT", "OPEN_SAMPLE", "OTHER_VECTOR", "OTHER_WIDTH", "RecordCheck", "check_stored",
+        "detection_probability", "record_tolerance", "records_progress", "refuse_foreign",
+        "refuse_vectorless", "sample_cosines", "sample_ranges", "similarity", "storable",
+        "stored_form",
+    ],
+    stamp_guard: [
+        "RESTAMPABLE", "RestampReport", "VerifyReport", "adopt_stamp", "as_embedder",
+        "check_binding", "check_configuration", "check_querier", "check_querier_canary",
+        "check_storage", "open_stamp", "restamp_stamp", "verify_index",
+    ],
+    undo: ["add_missing", "deferred_interrupts", "undoable_write"],
+    validate: [*MOVED, "check_embedded", "check_query_vector"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", GUARD_NAMES, ids=lambda m: m.__name__)
+def test_guard_still_names_every_name_from_the_module_of_its_job(module):
+    for name in GUARD_NAMES[module]:
+        assert name in module.__all__, name
+        assert getattr(guard, name) is getattr(module, name), name
+    assert set(guard.__all__) == {n for names in GUARD_NAMES.values() for n in names}
