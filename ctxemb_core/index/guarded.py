@@ -253,8 +253,7 @@ def _check_marked(
         records = sample_records(driver, sample, count)
         changed = None
     else:
-        # After the head was read: nothing slips between. An unmoved mark: nothing written.
-        written = driver.changes(verified) if verified < mark else []
+        written = driver.changes(verified)  # after the head was read: nothing slips between
         changed = len(written)
         if not written:
             records = []

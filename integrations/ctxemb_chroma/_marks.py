@@ -12,8 +12,8 @@ and the records written after mark ``m`` are those whose ``seq_id`` is above ``m
 numbered and applied in that order, so one applied after a mark was read has a higher number
 than that mark, and is listed by ``changes(mark)``. ``changes`` scans the segment's rows inside
 SQLite (Chroma's table has no index on ``seq_id``): it returns only the changed ids, and no
-Python object is made per unchanged record, unlike listing every id through Chroma's API. A
-guard whose mark has not moved does not call it.
+Python object is made per unchanged record, unlike listing every id through Chroma's API; and
+when the mark has not moved since ``m``, it reads the mark alone.
 
 Only an embedded store has the file: a server's client (``HttpClient``), an in-memory client,
 or a Chroma whose file lacks these tables (another schema version) keeps no mark, and its
@@ -107,6 +107,9 @@ class SequenceMarks:
             segment = self._segment(collection_id)
             if segment is None:
                 return []
+            mark = self._db().execute(_MARK, (segment,)).fetchone()
+            if mark is None or mark[0] is None or _number(mark[0]) <= since:
+                return []  # nothing numbered since: no scan of the segment's rows
             rows = self._db().execute(_CHANGES, (segment, since)).fetchall()
         return [str(r[0]) for r in rows]
 

@@ -1,9 +1,10 @@
 """An open that does not redo verified work (ctxemb_core.verified), embedded and on a server.
 
-A collection that passed an open under a contract is not sampled again while its ids are
-unchanged; what changed since is checked first and a foreign vector among it is refused; another
-contract, a damaged or edited record never spares a check. The stored documents re-embedded are
-counted through the embedder itself, not inferred from timings.
+A collection that passed an open under a contract is not sampled again while its ids (on a
+server) or its write mark (embedded) are unchanged; what changed since is checked first and a
+foreign vector among it is refused; another contract, a damaged or edited record never spares
+a check. The stored documents re-embedded are counted through the embedder itself, not
+inferred from timings.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import DOCS, fresh_name
 
-from ctxemb_chroma import open_collection, verify
+from ctxemb_chroma import ChromaDriver, open_collection, verify
 from ctxemb_core import Embedder
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import ForeignVectorsError
@@ -125,12 +126,22 @@ def test_another_contract_never_uses_the_record(client, filled, base):
     assert not opened.open_check.reused and records_checked(other) == 3
 
 
+def _marked(client, name: str) -> bool:
+    """Whether the store keeps a write mark (embedded Chroma): its record is then the mark of
+    the verified state, not its ids (ctxemb_core.verified)."""
+    return ChromaDriver(client, name).capabilities.marks
+
+
 def _record_of(client, name: str, embedder: CountingEmbedder) -> Path:
     open_collection(client, name, embedder, create=False, sample=3)
     path = sorted(
         (Path(os.environ["CTXEMB_CACHE_DIR"]) / "verified").glob("*.json"), key=os.path.getmtime
     )[-1]
-    assert json.loads(path.read_text())["ids"] == list(DOCS)
+    data = json.loads(path.read_text())
+    if _marked(client, name):
+        assert data["mark"] == ChromaDriver(client, name).head().mark
+    else:
+        assert data["ids"] == list(DOCS)
     return path
 
 
@@ -144,7 +155,10 @@ def test_a_damaged_or_edited_record_is_ignored(client, filled, counting, damage)
     if damage == "truncated":
         path.write_text(path.read_text()[:40])
     elif damage == "an id edited":  # the checksum no longer matches
-        path.write_text(json.dumps({**data, "ids": [*data["ids"], "forged"]}))
+        if "ids" in data:
+            path.write_text(json.dumps({**data, "ids": [*data["ids"], "forged"]}))
+        else:  # the record of a store with a write mark: its mark edited
+            path.write_text(json.dumps({**data, "mark": data["mark"] - 1}))
     elif damage == "another key":
         key = {**json.loads(data["key"]), "collection": "another"}
         path.write_text(json.dumps({**data, "key": json.dumps(key, sort_keys=True)}))
@@ -190,10 +204,17 @@ def test_what_a_record_skips_is_what_its_docs_say_and_verify_still_finds_it(clie
     raw = client.get_collection(filled, embedding_function=None)
     wrong = Embedder(base.with_(pooling="cls"))
     # A foreign rewrite in place: same ids, same order, same count (ctxemb_core.verified says
-    # the record cannot see this; without a record the sample finds it with its probability).
+    # a record of ids cannot see this; without a record the sample finds it with its
+    # probability). A store with a write mark (embedded Chroma) numbers the rewrite, so the next
+    # open re-embeds it first and refuses it.
     raw.update(ids=["bank"], embeddings=wrong.embed_documents([DOCS["bank"]]))
-    opened = open_collection(client, filled, base, create=False, sample=2)
-    assert opened.open_check.checked == 0
+    if _marked(client, filled):
+        with pytest.raises(ForeignVectorsError) as err:
+            open_collection(client, filled, base, create=False, sample=2)
+        assert err.value.ids == ("bank",)
+    else:
+        opened = open_collection(client, filled, base, create=False, sample=2)
+        assert opened.open_check.checked == 0
     report = verify(raw, base, all=True, progress=False)
     assert not report.ok and report.bad_ids == ("bank",)
 
