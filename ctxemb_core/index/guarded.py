@@ -744,18 +744,28 @@ class GuardedIndex:
         return [self._search(v, n_results, where, head) for v in vectors]
 
     def query_vectors(
-        self, query_texts: Sequence[str] | str, *, embedder: Embedder | None = None
+        self,
+        query_texts: Sequence[str] | str,
+        *,
+        embedder: Embedder | None = None,
+        read_head: bool = True,
     ) -> np.ndarray:
         """The query vectors :meth:`query` searches with, after the same checks: for a search
         in the store's own terms (its filter language, its result shape) by an adapter.
 
+        ``read_head=False`` leaves out the head read before embedding, for a store whose search
+        reads the stamp version in the search's own snapshot and compares it with
+        :attr:`verified_head` (on a change it calls :meth:`current` and searches again), so
+        that a query costs one round trip; the embedder's contract and canary are checked
+        against the verified stamp either way.
+
         Raises:
             ContractMismatchError: ``embedder``'s contract is not the index's.
         """
-        return self._query_vectors(query_texts, embedder)[0]
+        return self._query_vectors(query_texts, embedder, read_head=read_head)[0]
 
     def _query_vectors(
-        self, query_texts: Sequence[str] | str, embedder: Embedder | None
+        self, query_texts: Sequence[str] | str, embedder: Embedder | None, read_head: bool = True
     ) -> tuple[np.ndarray, Head]:
         querier = check_querier(embedder) or self.embedder
         if isinstance(query_texts, str):
@@ -764,7 +774,7 @@ class GuardedIndex:
             raise InvalidInputError(
                 f"query_texts must be a list of texts, got {type(query_texts).__name__}"
             )
-        head = self.current()
+        head = self.current() if check_flag(read_head, "read_head") else self._head
         check_querier_canary(self.stamp, querier, self._queriers)
         vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
         return vectors, head

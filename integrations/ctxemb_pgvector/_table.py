@@ -290,7 +290,8 @@ class GuardedTable:
         """
         check_count(n_results, "n_results")
         _include(include)
-        vectors = self.index.query_vectors(query_texts, embedder=embedder)
+        # The search reads the stamp's version in its own snapshot (one round trip).
+        vectors = self.index.query_vectors(query_texts, embedder=embedder, read_head=False)
         return self.query_vectors(
             vectors,
             n_results,
@@ -408,7 +409,16 @@ class GuardedTable:
             for attempt in range(3):
                 with translated(f"querying {self.name!r}"):
                     args = (*self._where_state(), v, v, n_results)
-                    rows = self.conn.execute(query, args).fetchall()
+                    try:
+                        rows = self.conn.execute(query, args).fetchall()
+                    except psycopg.Error:
+                        # A statement that no longer fits the table (dropped, its column
+                        # dropped or altered) is a change the head reads and names; any
+                        # other error stands.
+                        before = self.index.verified_head
+                        if self.index.current() == before:
+                            raise
+                        continue
                 if not rows or not self._verified(rows[0]):
                     if attempt == 2:
                         raise StampError(
