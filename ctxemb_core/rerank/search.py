@@ -22,9 +22,9 @@ from typing import Any
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import RerankerContract, ScoreThreshold
-from ctxemb_core.validate import check_positive_int, check_text
+from ctxemb_core.validate import check_flag, check_positive_int, check_text
 
-__all__ = ["Candidate", "Hit", "Shortlist", "TwoStageResult", "two_stage"]
+__all__ = ["Candidate", "Hit", "Shortlist", "TwoStageResult", "shortlist_of", "two_stage"]
 
 _FINGERPRINT_LEN = 64
 
@@ -208,3 +208,40 @@ def two_stage(
         middle - started,
         finished - middle,
     )
+
+
+def shortlist_of(
+    result: Mapping[str, Any],
+    scores: Any,
+    fingerprint: str,
+    *,
+    where: str,
+    require_text: bool = True,
+) -> Shortlist:
+    """The shortlist of one query's search result in Chroma's shape (``ids``, ``documents``,
+    ``metadatas``: lists of one query's list), with ``scores`` (the contract's similarity,
+    higher is better) beside them; what every store's two-stage search builds.
+
+    ``require_text=False`` keeps records stored without their text (with an empty text), for a
+    caller that shows results rather than reranking them; ``where`` names the records in the
+    refusal (``"records ... of 'docs'"``).
+
+    Raises:
+        InvalidInputError: a candidate stored without its text (nothing to rerank), unless
+            ``require_text=False``.
+    """
+    ids, texts = list(result["ids"][0]), list(result["documents"][0])
+    metadatas = (result.get("metadatas") or [[None] * len(ids)])[0]
+    missing = [i for i, text in zip(ids, texts, strict=True) if not isinstance(text, str)]
+    if missing and not check_flag(require_text, "require_text"):
+        texts = [t if isinstance(t, str) else "" for t in texts]
+    elif missing:
+        raise InvalidInputError(
+            f"{missing[:5]} {where} are stored without their text: a reranker reads the text, "
+            "so they cannot be reranked (store the documents' texts)"
+        )
+    candidates = tuple(
+        Candidate(i, t, float(s), m)
+        for i, t, s, m in zip(ids, texts, scores, metadatas, strict=True)
+    )
+    return Shortlist(candidates, fingerprint)

@@ -8,9 +8,10 @@ from typing import Any
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import check_flag, similarity
-from ctxemb_core.rerank import Candidate, Reranker, ScoreThreshold, Shortlist, TwoStageResult
+from ctxemb_core.guard import similarity
+from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
 from ctxemb_core.rerank import two_stage as _two_stage
+from ctxemb_core.rerank.search import shortlist_of
 
 __all__ = ["search", "shortlist"]
 
@@ -46,23 +47,15 @@ def shortlist(
         include=["documents", "metadatas", "distances"],
         **{key: value for key, value in filters.items() if value is not None},
     )
-    ids, texts = result["ids"][0], result["documents"][0]
-    metadatas = (result.get("metadatas") or [[None] * len(ids)])[0]
     space = (collection.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
     scores = similarity(result["distances"][0], space, collection.contract)
-    missing = [i for i, text in zip(ids, texts, strict=True) if not isinstance(text, str)]
-    if missing and not check_flag(require_text, "require_text"):
-        texts = [t if isinstance(t, str) else "" for t in texts]
-    elif missing:
-        raise InvalidInputError(
-            f"records {missing[:5]} of {collection.name!r} are stored without their text: a "
-            "reranker reads the text, so they cannot be reranked (store the documents' texts)"
-        )
-    candidates = tuple(
-        Candidate(i, t, float(s), m)
-        for i, t, s, m in zip(ids, texts, scores, metadatas, strict=True)
+    return shortlist_of(
+        result,
+        scores,
+        collection.stamp.fingerprint,
+        where=f"records of {collection.name!r}",
+        require_text=require_text,
     )
-    return Shortlist(candidates, collection.stamp.fingerprint)
 
 
 def search(

@@ -7,9 +7,10 @@ from typing import Any
 
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import check_flag, similarity
-from ctxemb_core.rerank import Candidate, Reranker, ScoreThreshold, Shortlist, TwoStageResult
+from ctxemb_core.guard import similarity
+from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
 from ctxemb_core.rerank import two_stage as _two_stage
+from ctxemb_core.rerank.search import shortlist_of
 from ctxemb_pgvector._table import GuardedTable
 
 __all__ = ["search", "shortlist"]
@@ -28,22 +29,14 @@ def shortlist(
     """The ``k`` nearest rows of ``query``, with their texts and the contract's similarity
     (higher is better), after the table's stamp is checked (:meth:`GuardedTable.query`)."""
     result = table.query([query], k, embedder=embedder, where=where, exact=exact)
-    ids, texts = result["ids"][0], result["documents"][0]
-    metadatas = result["metadatas"][0]
     scores = similarity(result["distances"][0], table.layout.space_for_similarity, table.contract)
-    missing = [i for i, text in zip(ids, texts, strict=True) if not isinstance(text, str)]
-    if missing and not check_flag(require_text, "require_text"):
-        texts = [t if isinstance(t, str) else "" for t in texts]
-    elif missing:
-        raise InvalidInputError(
-            f"rows {missing[:5]} of {table.name!r} are stored without their text: a reranker "
-            "reads the text, so they cannot be reranked"
-        )
-    candidates = tuple(
-        Candidate(i, t, float(s), m)
-        for i, t, s, m in zip(ids, texts, scores, metadatas, strict=True)
+    return shortlist_of(
+        result,
+        scores,
+        table.stamp.fingerprint,
+        where=f"rows of {table.name!r}",
+        require_text=require_text,
     )
-    return Shortlist(candidates, table.stamp.fingerprint)
 
 
 def search(

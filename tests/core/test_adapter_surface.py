@@ -51,6 +51,7 @@ CORE_SURFACE = {
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
+    "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
     "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
