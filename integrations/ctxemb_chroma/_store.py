@@ -64,56 +64,71 @@ def check_name(name: Any) -> str:
 
 T = TypeVar("T")
 
-#: What an embedded store says when another process has just created a collection's vector
-#: segment and not yet written its files; it passes once they are written.
+#: What an embedded store says when this process read a collection's vector segment before
+#: another process wrote its files: the process keeps saying it after the files exist.
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
 
 
 #: What it says when a record is listed (its metadata is in SQLite, which every process reads
-#: afresh) and its vector is not in this process's copy of the vector segment: see
-#: :func:`read_reloaded`.
+#: afresh) and its vector is not in this process's copy of the vector segment.
 UNWRITTEN_RECORD = "Error finding id"
 
+#: Both: this process's view of an embedded store's vectors is older than the folder.
+_STALE_VIEW = (_UNWRITTEN_SEGMENT, UNWRITTEN_RECORD)
 
-def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
-    """``read(**kwargs)``, tried again over about 6 s while another process writing the same
-    embedded store has a vector segment half-written (and while Chroma says one of ``also``:
-    :data:`UNWRITTEN_RECORD`, a record listed and not yet readable). Only for reads: nothing
-    that changes the store is repeated."""
-    tries = 8
+
+def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs: Any) -> T:
     for attempt in range(tries):
         try:
             return read(**kwargs)
         except InternalError as exc:
-            settling = any(m in str(exc) for m in (_UNWRITTEN_SEGMENT, *also))
-            if not settling or attempt == tries - 1:
+            if not any(m in str(exc) for m in settling) or attempt == tries - 1:
                 raise
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def read_reloaded(client: ClientAPI, read: Callable[..., T], **kwargs: Any) -> T:
-    """``read(**kwargs)`` of records just listed, through a reloaded view of an embedded store if
-    this process's view lacks one of them.
+def _folder_bindings(owner: Any) -> Any:
+    """The embedded API object behind a client or collection of a store kept in a folder, or
+    ``None`` (a server's client, an in-memory store: nothing to read again from disk)."""
+    api = getattr(owner, "_server", None) or getattr(owner, "_client", None)
+    if type(api).__name__ != "RustBindingsAPI":
+        return None
+    settings = getattr(getattr(api, "_system", None), "settings", None)
+    return api if getattr(settings, "is_persistent", False) else None
+
+
+def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
+    """``read(**kwargs)`` of an embedded store that another process may be writing. Only for
+    reads: nothing that changes the store is repeated.
 
     Chroma's embedded mode loads a collection's vector segment into each process once and never
-    reloads what another process wrote to the folder afterwards: the record is listed (SQLite is
-    read afresh), reading its vector says :data:`UNWRITTEN_RECORD` for as long as the process
-    lives, and a query silently misses it. Waiting does not help (it did only while the writer's
-    files were half-written, which :func:`read_settled` covers). Chroma's embedded API object
-    builds its store bindings again from the folder instead: calls already under way keep the
-    old bindings, every later call (the caller's client and collections included, which hold
-    the same object) reads what is on disk, other processes' writes included. A server's client
-    has nothing to reload: the error is the store's, and is raised."""
+    reloads what another process wrote to the folder afterwards. A process that read the segment
+    before the other process wrote its files says :data:`_UNWRITTEN_SEGMENT` for as long as it
+    lives; one that loaded it before a record was added lists the record (SQLite is read afresh)
+    and says :data:`UNWRITTEN_RECORD` when its vector is read, while a query silently misses it.
+    Waiting helps only while the writer's files are half-written, so the read is tried again
+    briefly, then Chroma's embedded API object (``read``'s collection's) builds its store
+    bindings again from the folder and the read is tried again over about 6 s. Calls already
+    under way keep the old bindings; every later call (the caller's client and collections
+    included, which hold the same object) reads what is on disk, other processes' writes
+    included. A server's client or an in-memory store has nothing to reload: the error is the
+    store's, and is raised. ``also`` names more of Chroma's messages to wait out."""
+    bindings = _folder_bindings(getattr(read, "__self__", None))
     try:
-        return read_settled(read, **kwargs)
+        return _tried(read, (_UNWRITTEN_SEGMENT, *also), 3 if bindings else 8, kwargs)
     except InternalError as exc:
-        server = getattr(client, "_server", None)
-        if UNWRITTEN_RECORD not in str(exc) or type(server).__name__ != "RustBindingsAPI":
+        if bindings is None or not any(m in str(exc) for m in _STALE_VIEW):
             raise
-    assert server is not None
-    server.start()  # new bindings from the folder; the old ones go when their last call ends
-    return read_settled(read, also=(UNWRITTEN_RECORD,), **kwargs)
+    bindings.start()  # new bindings from the folder; the old ones go when their last call ends
+    return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
+
+
+def read_reloaded(client: ClientAPI, read: Callable[..., T], **kwargs: Any) -> T:
+    """:func:`read_settled` of records just listed by ``client``: ``read``'s collection holds
+    the same embedded API object as ``client``, so a stale view is reloaded for both."""
+    del client  # the collection's own API object is ``client``'s; kept for the callers' shape
+    return read_settled(read, **kwargs)
 
 
 @contextlib.contextmanager
