@@ -1,8 +1,9 @@
 """The Ray side of distributed indexing: the indexing actors and the Ray Data pipeline.
 
-An actor loads its model once and opens the stamped collection through the guard before it
-writes (weights digest, then the stamp's canary); a refusal is sent back typed, with the batch,
-and the driver raises it. Ray is imported only by :func:`ray_module`, inside the job.
+An actor loads its model once and opens the stamped index through the guard before it writes
+(weights digest, then the stamp's canary), over the driver its store makes on the actor's node;
+a refusal is sent back typed, with the batch, and the job's driver raises it. Ray is imported
+only by :func:`ray_module`, inside the job.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxemb_chroma._collection import open_collection
-from ctxemb_chroma._connect import connect
-from ctxemb_core import Embedder
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, MissingDependencyError
+from ctxemb_core.index.guarded import GuardedIndex
 from ctxemb_core.shards import read_rows
 
 if TYPE_CHECKING:
-    from ctxemb_chroma._ray import IndexSummary
+    from ctxemb_core.scaleout.job import IndexSummary, StoreSession
 
 # A batch whose write fails for one of these reasons is counted as failed (with the reason) and
 # the job goes on; a re-run writes it. Anything else (a refused contract, a drifting encoder, a
@@ -51,9 +51,7 @@ class _IndexActor:
     def __init__(
         self,
         contract: EmbeddingContract,
-        collection: str,
-        host: str,
-        port: int,
+        store: StoreSession,
         model_path: str | None,
         cache: bool,
         remote: dict[str, Any] | None = None,
@@ -67,12 +65,12 @@ class _IndexActor:
                 cache=EmbeddingCache() if cache else None,
                 **(remote or {}),
             )
-            self.client = connect(host=host, port=port)
+            # The store's driver, made on this node; held for the actor's life.
+            self._session = store(embedder)
+            driver = self._session.__enter__()
             # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
             # disagrees); sample=0: the stored documents were verified once, by the driver.
-            self.collection = open_collection(
-                self.client, collection, embedder, create=False, sample=0
-            )
+            self.index = GuardedIndex.open(driver, embedder, create=False, sample=0)
         except CtxembError as exc:
             # Sent back from each batch instead (nothing written): Ray reports an error raised
             # from an actor only as text, and the driver raises this one, typed, from it.
@@ -86,7 +84,7 @@ class _IndexActor:
         reason = ""
         try:
             # The sync of ctxemb_core.sync: new and edited texts embedded, unchanged ones left.
-            report = self.collection.sync(ids, texts)
+            report = self.index.sync(ids, texts)
             written, updated, skipped = report.embedded, len(report.updated), report.unchanged
             failed = 0
         except CtxembError as exc:
@@ -163,7 +161,7 @@ def run_job(
     ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0, compute=readers)
     out = ds.map_batches(
         _IndexActor,
-        # (contract, collection, host, port, model_path, cache, remote)
+        # (contract, store, model_path, cache, remote)
         fn_constructor_args=settings,
         batch_size=batch_size,
         compute=ray.data.ActorPoolStrategy(size=actors),
