@@ -24,7 +24,8 @@ write and read PostgreSQL tables through it, with exactly these names of it, not
   the driver conformance suite.
 
 Its own tools: :func:`verify`, :func:`migrate` (also from a Chroma collection),
-:func:`restamp`, :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`. The guard
+:func:`restamp`, :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`,
+:func:`index_with_ray` (Ray actors writing one table). The guard
 imports neither framework adapter nor the Chroma guard (``tests/core/test_adapter_surface.py``).
 
 The table has Haystack's ``PgvectorDocumentStore`` columns, so a table written through any
@@ -50,7 +51,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
     ) from exc
 
-from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _report, _search, _store
+from ctxemb_core.scaleout import IndexSummary
+from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _report, _search, _store
 from ctxemb_pgvector._connect import advised, connect, local_server
 from ctxemb_pgvector._driver import PgvectorDriver, RawTable, driver
 from ctxemb_pgvector._sql import Layout, check_name, layout_for
@@ -62,6 +64,7 @@ from ctxemb_pgvector._table import GuardedTable
 advised(GuardedTable)
 detect = advised(_report.detect)
 eval_path = advised(_eval.eval_path)
+index_with_ray = advised(_ray.index_with_ray)
 migrate = advised(_migrate.migrate)
 open_table = advised(_open.open_table)
 open_hybrid = advised(_hybrid.open_hybrid)
@@ -79,6 +82,7 @@ stored_collection = stored_table
 
 __all__ = [
     "GuardedTable",
+    "IndexSummary",
     "Layout",
     "PgvectorDriver",
     "RawTable",
@@ -88,6 +92,7 @@ __all__ = [
     "detect",
     "driver",
     "eval_path",
+    "index_with_ray",
     "layout_for",
     "lexical_folder",
     "local_server",

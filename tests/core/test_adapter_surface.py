@@ -49,6 +49,7 @@ CORE_SURFACE = {
     "ctxemb_core.remedy": "an error's next step as data, and the store's terms to word it in",
     "ctxemb_core.detect": "which contract made an unstamped index's vectors",
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
+    "ctxemb_core.scaleout": "the Ray indexing job over a store session each actor opens",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",

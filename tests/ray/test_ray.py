@@ -440,3 +440,38 @@ def test_actors_embed_through_an_embedding_server_held_to_the_contract(
     cls = Embedder(contract_for(MINILM, pooling="cls"))
     with serving(cls) as other, pytest.raises(ContractMismatchError, match="server='cls'"):
         _index(corpus_file, cluster, fresh_name(), url=other.url)
+
+
+def test_the_same_job_writes_a_postgresql_table_through_its_driver(
+    cluster, tmp_path, pg, minilm, minilm_contract
+):
+    # The job is core's: a table is another store's session, with the same sync, the same
+    # canary check on every actor and the same refusal of another contract.
+    import ctxemb_pgvector
+
+    corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)
+    name, dsn = fresh_name(), pg.ctxemb_dsn
+
+    def run(**kwargs: Any) -> Any:
+        return ctxemb_pgvector.index_with_ray(
+            corpus, minilm_contract, table=name, dsn=dsn, batch_size=2, cache=False, **kwargs
+        )
+
+    first = run(actors=2)
+    assert (first.added, first.skipped, first.failed, first.count) == (4, 0, 0, 4)
+    table = ctxemb_pgvector.open_table(pg, name, minilm, sample=100)
+    rows = {r.id: r for r in table.index.get(list(CORPUS), include=("vector", "text"))}
+    assert set(rows) == set(CORPUS)
+    for doc_id, text in CORPUS.items():
+        np.testing.assert_allclose(
+            rows[doc_id].vector, minilm.embed_documents([text])[0], atol=1e-6
+        )
+    write_corpus(corpus, {**CORPUS, "tea": EDITED})
+    again = run()
+    assert (again.added, again.updated, again.skipped, again.count) == (0, 1, 3, 4)
+    other = contract_for(MINILM, pooling="cls")
+    with pytest.raises(ContractMismatchError, match="pooling"):
+        ctxemb_pgvector.index_with_ray(corpus, other, table=name, dsn=dsn)
+    # The session travels to every actor with its DSN; what it prints masks the password.
+    session = ctxemb_pgvector._ray.DatabaseTable("postgresql://app:s3cret@db/rag", "docs")
+    assert "s3cret" not in repr(session) and "docs" in repr(session)
