@@ -101,6 +101,7 @@ class BuiltFromTexts:
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> Self:
+        """The store ``_for_texts`` builds for ``embedding`` (and ``kwargs``), holding ``texts``."""
         store = cls._for_texts(contract_embeddings(embedding), **kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store
