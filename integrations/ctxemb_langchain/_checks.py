@@ -19,9 +19,7 @@ from ctxemb_core.documents import (
     stamp_meta,
     store_sample,
 )
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_records
-from ctxemb_core.validate import texts_from_iterable
 
 
 def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:
@@ -55,6 +53,12 @@ def documents_by_ids(store: Any, ids: Sequence[str]) -> list[Document]:
         or type(store).get_by_ids is not chroma.get_by_ids
     ):
         return list(store.get_by_ids(ids))
+    return chroma_documents(store, ids)
+
+
+def chroma_documents(store: Any, ids: Sequence[str]) -> list[Document]:
+    """The documents of these ids read through a Chroma store's ``get``, as ``ContractChroma``
+    reads them: a record stored without metadata has ``{}``, one without text is none."""
     if not ids:  # chromadb refuses an empty id list; nothing asked, nothing found
         return []
     found = store.get(ids=list(ids), include=["documents", "metadatas"])
@@ -94,19 +98,15 @@ def _unkeyed(meta: Any) -> Any:
     return {k: v for k, v in meta.items() if k != TEXT_KEY} or None
 
 
-def stamped_batch(
-    texts: Any, metadatas: list[dict] | None, ids: list[str] | None, contract: EmbeddingContract
-) -> tuple[list[str], list[dict[str, Any]]]:
-    """A batch to add, checked whole before the store sees it (a store that zips texts with ids,
-    or keeps the last of a repeated id, would lose texts silently), with stamped metadata."""
-    batch = texts_from_iterable(texts)
-    metas = list(metadatas) if metadatas else []
-    if len(metas) > len(batch):
-        raise InvalidInputError(f"{len(metas)} metadatas for {len(batch)} texts")
-    metas += [{}] * (len(batch) - len(metas))
-    if ids is not None:
-        check_records(list(ids), batch, metas)
-    return batch, [stamp_meta(m or {}, contract, text=t) for m, t in zip(metas, batch, strict=True)]
+def stamped(
+    ids: list[str], texts: list[str], metas: list[Any] | None, contract: EmbeddingContract
+) -> list[dict[str, Any]]:
+    """The metadata of a batch (``_writer.batch``'s) stamped with the contract and each text's
+    digest, the batch checked whole before a store sees it (a store that keeps the last of a
+    repeated id would lose texts silently)."""
+    check_records(ids, texts, metas)
+    given = metas or [None] * len(texts)
+    return [stamp_meta(m or {}, contract, text=t) for m, t in zip(given, texts, strict=True)]
 
 
 def check_settings(kwargs: dict[str, Any], contract: EmbeddingContract) -> None:

@@ -19,9 +19,9 @@ from ctxemb_chroma import (
 from ctxemb_core.errors import CtxembError, InvalidInputError, StampError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_core.index import GuardedIndex
-from ctxemb_langchain._checks import UnstampedView, check_settings, without_text_digest
+from ctxemb_langchain._checks import UnstampedView, check_settings, chroma_documents
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-from ctxemb_langchain._indexed import IndexWriter
+from ctxemb_langchain._writer import IndexWriter
 
 
 class ContractChroma(IndexWriter, Chroma):
@@ -56,6 +56,8 @@ class ContractChroma(IndexWriter, Chroma):
         >>> store.similarity_search("how is green tea made", k=1)  # doctest: +SKIP
     """
 
+    _merges = True  # an upsert keeps stored metadata keys the batch does not set, as Chroma's
+
     def __init__(
         self,
         collection_name: str = "langchain",
@@ -70,8 +72,11 @@ class ContractChroma(IndexWriter, Chroma):
         embeddings = contract_embeddings(embedding_function)
         check_settings(kwargs, embeddings.contract)
         self._ctxemb_sample = check_sample_size(sample)
-        self._ctxemb_create = check_flag(create_collection_if_not_exists, "create")
-        self._ctxemb_adopt = check_flag(adopt, "adopt")
+        self._ctxemb_open = {
+            "sample": self._ctxemb_sample,
+            "create": check_flag(create_collection_if_not_exists, "create"),
+            "adopt": check_flag(adopt, "adopt"),
+        }
         self._guarded: GuardedIndex | None = None
         if persist_directory is not None and not {"client", "tenant", "database"} & set(kwargs):
             # Through connect, which joins a client already open on the folder under another
@@ -89,13 +94,8 @@ class ContractChroma(IndexWriter, Chroma):
         # Called by Chroma.__init__ and reset_collection: open through the guard instead of
         # get_or_create_collection, which would make an unstamped collection.
         embedder = self.contract_embeddings.embedder
-        self._guarded = GuardedIndex.open(
-            ChromaDriver(self._client, self._collection_name, embedder=embedder),
-            embedder,
-            create=self._ctxemb_create,
-            adopt=self._ctxemb_adopt,
-            sample=self._ctxemb_sample,
-        )
+        driver = ChromaDriver(self._client, self._collection_name, embedder=embedder)
+        self._guarded = self._opened(driver, **self._ctxemb_open)
         self._chroma_collection = self._verified(self._guarded)
 
     def _verified(self, index: GuardedIndex) -> Any:
@@ -136,9 +136,7 @@ class ContractChroma(IndexWriter, Chroma):
     @property
     def _collection(self) -> Any:
         # Every Chroma call of the base class goes through here: the collection is read back
-        # and re-verified if it changed since it was verified.
-        if self._chroma_collection is None:
-            raise CtxembError("the collection was deleted; call reset_collection() first")
+        # and re-verified if it changed since it was verified (a deleted one: see index).
         self._chroma_collection = self._verified(self.index)
         return UnstampedView(self._chroma_collection)
 
@@ -150,14 +148,7 @@ class ContractChroma(IndexWriter, Chroma):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents of these ids (a record stored without metadata has ``{}``)."""
-        found = self.get(ids=list(ids), include=["documents", "metadatas"])
-        return [
-            Document(page_content=text, metadata=meta or {}, id=i)
-            for i, text, meta in zip(
-                found["ids"], found["documents"], found["metadatas"], strict=True
-            )
-            if text is not None
-        ]
+        return chroma_documents(self, ids)
 
     def update_documents(self, ids: list[str], documents: list[Document]) -> None:
         """Re-embed and replace the stored records of these ids (ids not stored are skipped, as
@@ -167,11 +158,7 @@ class ContractChroma(IndexWriter, Chroma):
         present = set(self.get(ids=list(ids), include=[])["ids"])
         keep = [(i, d) for i, d in zip(ids, documents, strict=True) if i in present]
         if keep:
-            self.add_texts(
-                [d.page_content for _, d in keep],
-                [d.metadata for _, d in keep],
-                ids=[i for i, _ in keep],
-            )
+            self.add_documents([d for _, d in keep], ids=[i for i, _ in keep])
 
     def fork(self, new_name: str) -> ContractChroma:
         """Chroma's fork (a copy of the collection, stamp included), opened guarded."""
@@ -194,17 +181,6 @@ class ContractChroma(IndexWriter, Chroma):
             self.delete_collection()
         self._Chroma__ensure_collection()
 
-    def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
-        """Chroma's upsert: the stored record's metadata with the batch's keys set over it (a
-        record written without metadata keeps its own, as ``langchain_chroma.Chroma``'s)."""
-        stored = {r.id: r.metadata for r in self.index.get(ids, include=("metadata",))}
-        if not stored:
-            return metas
-        given = metas or [None] * len(ids)
-        return [
-            _merged(stored[i], m) if i in stored else m for i, m in zip(ids, given, strict=True)
-        ]
-
     def _open_hybrid(self, **options: Any) -> Any:
         # For ContractHybridRetriever.from_store: the collection's hybrid index, opened by
         # ctxemb_chroma as the CLI opens it (the same lexical folder and stamp).
@@ -221,11 +197,3 @@ class ContractChroma(IndexWriter, Chroma):
             "ContractChroma stores text embedded under its contract; ContractEmbeddings has no "
             "image role"
         )
-
-
-def _merged(stored: Any, given: Any) -> Any:
-    """A stored record's metadata (without its text digest) with ``given``'s keys set over it."""
-    if given is not None and not isinstance(given, dict):
-        return given  # refused, by name, with the batch
-    kept = without_text_digest(stored) or {}
-    return {**kept, **(given or {})} or None

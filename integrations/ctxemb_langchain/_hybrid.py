@@ -16,7 +16,6 @@ next query is refused (``OutOfStepError``) until ``refresh()`` brings the lexica
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,28 +28,17 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, model_validator
 
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
 from ctxemb_core.hybrid.guard import check_caller
-from ctxemb_core.hybrid.pair import HybridHit, HybridIndex
-from ctxemb_core.validate import check_positive_int
-from ctxemb_langchain._checks import unstamped
-from ctxemb_langchain._indexed import batch
+from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.validate import check_ids, check_positive_int
+from ctxemb_langchain._results import hybrid_documents
+from ctxemb_langchain._writer import TextWriter
 
-#: The metadata keys each result carries (they are set over the stored metadata's keys).
-RESULT_KEYS = (
-    "id",
-    "hybrid_score",
-    "dense_rank",
-    "dense_score",
-    "lexical_rank",
-    "lexical_score",
-    "hybrid_fingerprint",
-)
 _PER_CALL = ("k", "lexical", "fusion")
 
 
-class ContractHybridRetriever(BaseRetriever):
+class ContractHybridRetriever(TextWriter, BaseRetriever):
     """Fused dense + BM25 retrieval from a hybrid index, refused under another recipe.
 
     Each result is a ``Document`` of the stored text and metadata, plus ``id``,
@@ -165,34 +153,18 @@ class ContractHybridRetriever(BaseRetriever):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict] | None = None,
-        *,
-        ids: list[str] | None = None,
-    ) -> list[str]:
-        """Embed under the contract and upsert to the dense side, then the lexical side."""
-        keys, batch_texts, metas = batch(texts, metadatas, ids)
-        if batch_texts:
-            self.index.upsert(keys, batch_texts, metas)
-        return keys
-
-    def add_documents(
-        self, documents: Sequence[Document], *, ids: list[str] | None = None
-    ) -> list[str]:
-        """:meth:`add_texts` of the documents' texts and metadata (their ids, if they have)."""
-        if ids is None and any(d.id is not None for d in documents):
-            ids = [d.id if d.id is not None else str(uuid.uuid4()) for d in documents]
-        texts = [d.page_content for d in documents]
-        return self.add_texts(texts, [dict(d.metadata) for d in documents], ids=ids)
+    def _write(
+        self, ids: list[str], texts: list[str], metas: list[Any] | None, **kwargs: Any
+    ) -> None:
+        # TextWriter's add_texts: upserted to the dense side, then to the lexical side.
+        if kwargs:  # no store's own arguments to pass on
+            raise TypeError(f"add_texts got unexpected keyword arguments {sorted(kwargs)}")
+        self.index.upsert(ids, texts, metas)
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Delete these ids from both sides (ids not stored are no error)."""
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise InvalidInputError(f"delete needs a list of ids, got {type(ids).__name__}")
-        if ids:
-            self.index.delete(list(ids))
+        """Delete these ids from both sides (ids not stored are no error), checked first."""
+        if not isinstance(ids, (list, tuple)) or ids:  # an empty list deletes nothing
+            self.index.delete(check_ids(ids))
 
     def refresh(self) -> tuple[list[str], list[str], list[str]]:
         """Bring the lexical side in step with the dense side (after writes around this
@@ -212,7 +184,7 @@ class ContractHybridRetriever(BaseRetriever):
         lexical = kwargs.get("lexical", self.lexical)
         fusion = kwargs.get("fusion", self.fusion)
         hits = self.index.query(query, k, lexical=lexical, fusion=fusion)
-        return self._documents(hits)
+        return hybrid_documents(self.index, hits)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
@@ -226,17 +198,3 @@ class ContractHybridRetriever(BaseRetriever):
             run_manager=run_manager.get_sync(),
             **kwargs,
         )
-
-    def _documents(self, hits: list[HybridHit]) -> list[Document]:
-        if not hits:
-            return []
-        got = self.index.dense.get(ids=[h.id for h in hits], include=["metadatas"])
-        stored = dict(zip(got["ids"], got["metadatas"], strict=True))
-        fingerprint = self.index.contract.fingerprint
-        out = []
-        for h in hits:
-            found = unstamped(Document(h.document or "", metadata=stored.get(h.id) or {}))
-            values = (h.id, h.score, h.dense_rank, h.dense_score, h.lexical_rank, h.lexical_score)
-            meta = found.metadata | dict(zip(RESULT_KEYS, (*values, fingerprint), strict=True))
-            out.append(Document(page_content=found.page_content, metadata=meta, id=h.id))
-        return out

@@ -8,15 +8,13 @@ brings only what is its own: how to build its driver from the arguments its user
 and a table for :class:`~ctxemb_langchain.ContractPGVector`), the words of its adapter for an
 error's advice, and its hybrid index (:meth:`IndexedStore._open_hybrid`).
 
-:func:`batch` is the write batch every guarded LangChain store and the hybrid retriever share;
-:class:`IndexWriter` the write path ``ContractChroma`` shares with :class:`IndexedStore`.
+The write path (``add_texts``, ``add_documents``) is :mod:`._writer`'s, which ``ContractChroma``
+shares; ``from_texts`` builds a store's class through its ``_for_texts``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,88 +22,16 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from ctxemb_core.documents import TEXT_KEY
-from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, Match, StoreDriver
-from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
-from ctxemb_core.validate import texts_from_iterable
-from ctxemb_langchain._checks import without_text_digest
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-from ctxemb_langchain._retriever import GuardedStore
+from ctxemb_langchain._results import document, scored
+from ctxemb_langchain._writer import BuiltFromTexts, IndexWriter
 
 
-def batch(
-    texts: Iterable[str], metadatas: Sequence[Any] | None, ids: Sequence[str | None] | None
-) -> tuple[list[str], list[str], list[Any] | None]:
-    """``(ids, texts, metadatas)`` of a batch to embed here: an id made for each text given
-    none, and each metadata without a text digest carried in from an earlier text (the guarded
-    write sets this text's); missing metadatas are ``None``.
-
-    Raises:
-        InvalidInputError: another number of ids than texts.
-    """
-    texts = texts_from_iterable(texts)
-    if ids is not None and len(ids) != len(texts):
-        raise InvalidInputError(f"{len(ids)} ids for {len(texts)} texts")
-    given: list[str | None] = list(ids) if ids is not None else [None] * len(texts)
-    keys = [i if i is not None else str(uuid.uuid4()) for i in given]
-    metas: list[Any] | None = None
-    if metadatas:
-        metas = [without_text_digest(m) for m in metadatas]
-        metas += [None] * (len(texts) - len(metas))
-    return keys, texts, metas
-
-
-class IndexWriter(GuardedStore):
-    """The write path of every LangChain store on a guarded index (``index``): a batch
-    embedded under the contract of ``embeddings`` and upserted, all or nothing; errors advise
-    in the words of the store's adapter (``_terms``)."""
-
-    _terms: StoreTerms = DEFAULT_TERMS
-
-    @property
-    def index(self) -> GuardedIndex:
-        """The guarded index this store reads and writes through."""
-        raise NotImplementedError  # pragma: no cover - each store's own
-
-    @contextlib.contextmanager
-    def _worded(self) -> Iterator[None]:
-        try:
-            yield
-        except CtxembError as exc:
-            exc.in_terms_of(self._terms)
-            raise
-
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict] | None = None,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        """Embed under the contract and upsert; checked whole first, all or nothing."""
-        embeddings = contract_embeddings(self.embeddings)
-        keys, texts, metas = batch(texts, metadatas, ids)
-        if texts:
-            with self._worded():
-                self.index.add_embedded(
-                    keys,
-                    embeddings.embed_documents(texts),
-                    texts,
-                    self._merge(keys, metas),
-                    fingerprint=embeddings.fingerprint,
-                    upsert=True,
-                )
-        return keys
-
-    def _merge(self, ids: list[str], metas: list[Any] | None) -> list[Any] | None:
-        """The metadata an upsert writes, given the batch's: the batch's (it replaces the
-        stored record's); a store whose upsert merges says so here."""
-        return metas
-
-
-class IndexedStore(IndexWriter):
+class IndexedStore(BuiltFromTexts, IndexWriter):
     """A LangChain vector store on one guarded index (see the module); a store's class opens
     it with :meth:`_open` on its driver.
 
@@ -121,8 +47,7 @@ class IndexedStore(IndexWriter):
         ``options``: :meth:`GuardedIndex.open`'s (``create``, ``adopt``, ``sample``)."""
         self._embeddings = contract_embeddings(embedding)
         self._terms = terms
-        with self._worded():
-            self._index = GuardedIndex.open(driver, self._embeddings.embedder, **options)
+        self._index = self._opened(driver, **options)
 
     @property
     def index(self) -> GuardedIndex:
@@ -150,7 +75,7 @@ class IndexedStore(IndexWriter):
             return []
         with self._worded():
             found = self.index.get(list(ids))
-        return [_document(r.id, r.text, r.metadata) for r in found if r.text is not None]
+        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
 
     def similarity_search(
         self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -164,7 +89,7 @@ class IndexedStore(IndexWriter):
         check_count(k, "k")
         with self._worded():
             found = self.index.query([query], k, embedder=self._embeddings.embedder, where=filter)
-        return _scored(found[0])
+        return scored(found[0])
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -172,7 +97,7 @@ class IndexedStore(IndexWriter):
         check_count(k, "k")
         with self._worded():
             found = self._by_vector(embedding, k, filter)
-        return [d for d, _ in _scored(found)]
+        return [d for d, _ in scored(found)]
 
     def max_marginal_relevance_search(
         self,
@@ -210,7 +135,7 @@ class IndexedStore(IndexWriter):
         query = np.asarray(embedding, dtype=np.float32)
         vectors: Any = np.stack([np.asarray(stored[m.id], dtype=np.float32) for m in found])
         picked = maximal_marginal_relevance(query, list(vectors), lambda_mult=lambda_mult, k=k)
-        return [_document(found[i].id, found[i].text, found[i].metadata) for i in picked]
+        return [document(found[i].id, found[i].text, found[i].metadata) for i in picked]
 
     def _by_vector(self, embedding: Any, k: int, filter: dict | None) -> list[Match]:
         contract = self.index.contract
@@ -222,12 +147,3 @@ class IndexedStore(IndexWriter):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # The distance given is 1 - the contract's similarity (cosine or inner product).
         return lambda distance: 1.0 - distance
-
-
-def _document(i: str, text: Any, meta: Any) -> Document:
-    clean = {k: v for k, v in (meta or {}).items() if k != TEXT_KEY}
-    return Document(page_content=text or "", metadata=clean, id=i)
-
-
-def _scored(found: Sequence[Match]) -> list[tuple[Document, float]]:
-    return [(_document(m.id, m.text, m.metadata), 1.0 - m.score) for m in found]

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
-
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.remedy import StoreTerms
-from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
+from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
 
@@ -97,19 +95,10 @@ class ContractPGVector(IndexedStore):
         )
 
     @classmethod
-    def from_texts(
-        cls,
-        texts: list[str],
-        embedding: Embeddings,
-        metadatas: list[dict] | None = None,
-        *,
-        ids: list[str] | None = None,
-        table_name: str = "langchain",
-        connection: Any = None,
-        **kwargs: Any,
+    def _for_texts(
+        cls, embedding: ContractEmbeddings, *, table_name: str = "langchain", **kwargs: Any
     ) -> ContractPGVector:
-        if connection is None:
+        # For from_texts: the table (default "langchain") on connection=, which is required.
+        if kwargs.get("connection") is None:
             raise InvalidInputError("ContractPGVector.from_texts needs connection= (a DSN)")
-        store = cls(table_name, contract_embeddings(embedding), connection=connection, **kwargs)
-        store.add_texts(texts, metadatas, ids=ids)
-        return store
+        return cls(table_name, embedding, **kwargs)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -15,14 +14,15 @@ from ctxemb_core.guard import check_query_vector
 from ctxemb_langchain._checks import (
     check_memory_sample,
     documents_by_ids,
-    stamped_batch,
+    stamped,
     unstamped,
 )
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._retriever import GuardedStore
+from ctxemb_langchain._writer import BuiltFromTexts, TextWriter
 
 
-class ContractVectorStore(GuardedStore):
+class ContractVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
     """Wraps any ``VectorStore`` so that only the contract's documents go in and come out.
 
     Every added document's metadata gets ``ctxemb_fingerprint`` (a document already carrying
@@ -69,25 +69,12 @@ class ContractVectorStore(GuardedStore):
 
     # -- in ----------------------------------------------------------------------------------
 
-    def add_texts(
-        self,
-        texts: Iterable[str],
-        metadatas: list[dict] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        texts, stamped = stamped_batch(texts, metadatas, ids, self.contract)
-        return self.store.add_texts(texts, stamped, ids=ids, **kwargs)
-
-    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        # Through add_texts, so a batch of documents is checked whole as a batch of texts is;
-        # the caller's documents are not changed (the stamp goes on copies of their metadata).
-        ids = kwargs.pop("ids", None)
-        if ids is None and any(d.id is not None for d in documents):
-            ids = [d.id if d.id is not None else str(uuid.uuid4()) for d in documents]
-        texts = [d.page_content for d in documents]
-        return self.add_texts(texts, [dict(d.metadata) for d in documents], ids=ids, **kwargs)
+    def _write(
+        self, ids: list[str], texts: list[str], metas: list[Any] | None, **kwargs: Any
+    ) -> None:
+        # Each document stamped, the batch checked whole before the store sees it (a store that
+        # keeps the last of a repeated id would lose texts silently); kwargs are the store's.
+        self.store.add_texts(texts, stamped(ids, texts, metas, self.contract), ids=ids, **kwargs)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         return self.store.delete(ids, **kwargs)
@@ -160,48 +147,23 @@ class ContractVectorStore(GuardedStore):
         search = self.store.similarity_search_by_vector
         return self._checked(self._search(search, self._vector(embedding), k=k, **kwargs))
 
+    # k, fetch_k and lambda_mult are passed on as the caller gave them: the inner store's own
+    # defaults apply, as they would without the guard.
+
     def max_marginal_relevance_search(
-        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+        self, query: str, *args: Any, **kwargs: Any
     ) -> list[Document]:
-        found = self._search(
-            self.store.max_marginal_relevance_search,
-            query,
-            k=k,
-            fetch_k=fetch_k,
-            lambda_mult=lambda_mult,
-            **kwargs,
-        )
+        found = self._search(self.store.max_marginal_relevance_search, query, *args, **kwargs)
         return self._checked(found)
 
     def max_marginal_relevance_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        **kwargs: Any,
+        self, embedding: list[float], *args: Any, **kwargs: Any
     ) -> list[Document]:
-        found = self._search(
-            self.store.max_marginal_relevance_search_by_vector,
-            self._vector(embedding),
-            k=k,
-            fetch_k=fetch_k,
-            lambda_mult=lambda_mult,
-            **kwargs,
-        )
-        return self._checked(found)
+        search = self.store.max_marginal_relevance_search_by_vector
+        return self._checked(self._search(search, self._vector(embedding), *args, **kwargs))
 
     @classmethod
-    def from_texts(
-        cls,
-        texts: list[str],
-        embedding: Embeddings,
-        metadatas: list[dict] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> ContractVectorStore:
-        """A guarded ``InMemoryVectorStore`` holding ``texts``."""
-        store = cls(InMemoryVectorStore(contract_embeddings(embedding)))
-        store.add_texts(texts, metadatas, ids=ids, **kwargs)
-        return store
+    def _for_texts(cls, embedding: ContractEmbeddings, **kwargs: Any) -> ContractVectorStore:
+        """For ``from_texts``: a guarded ``InMemoryVectorStore`` (``kwargs`` are ignored, as
+        that store ignores them)."""
+        return cls(InMemoryVectorStore(embedding))
