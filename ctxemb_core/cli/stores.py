@@ -298,7 +298,7 @@ class _Scoped:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._adapter, name)
-        if not inspect.isfunction(inspect.unwrap(value)):
+        if not inspect.isroutine(inspect.unwrap(value)):  # a function, or a tool's method
             return value
         params = inspect.signature(value).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
