@@ -167,8 +167,8 @@ class StoreTools:
         """Check an index against a contract and report every finding (never raises for them).
 
         Args:
-            index: an opened index (``GuardedCollection``, ``GuardedTable``) or one held
-                unguarded (a raw Chroma collection, a ``StoredTable``): one that would not open.
+            index: an opened index, or one held unguarded (as the store has it: one that
+                would not open); which objects a store takes, its adapter says.
             contract: the caller's contract (or embedder).
             sample: how many stored records to re-embed (the newest half by the store's order,
                 and a random half).
@@ -205,15 +205,15 @@ class StoreTools:
         ``report.best.contract`` with ``adopt=True``.
 
         Args:
-            client: the store's client (a ``chromadb`` client, a psycopg connection).
+            client: the store's client (as its adapter's ``connect`` returns it).
             name: the index, stamped or not (one a framework or raw client wrote).
             *models: candidate models (contracts, embedders, folders or names); default: the
-                stamp's contract, else the bundled all-MiniLM-L6-v2 (Chroma's default model).
+                stamp's contract, else the bundled all-MiniLM-L6-v2.
             sample: how many stored records to re-embed (at least 1).
             keep: contract fields held as each model's contract has them instead of varied.
             tolerance: the agreement each record must reach.
             backend: the embedder backend.
-            **scope: the store's own keywords (PostgreSQL: ``schema``).
+            **scope: the store's own keywords (a PostgreSQL table's ``schema``).
 
         Example:
             >>> report = detect(client, "legacy-docs")       # doctest: +SKIP
@@ -250,12 +250,12 @@ class StoreTools:
         before see the change on their next call; open them again under the new contract.
 
         Args:
-            client: the store's client (a ``chromadb`` client, a psycopg connection).
+            client: the store's client (as its adapter's ``connect`` returns it).
             name: the stamped index.
             contract: the new contract (or an :class:`~ctxemb_core.Embedder` built from it).
             embedder: the embedder that computes the new canary (e.g. one with another
                 backend); its contract must be ``contract``. Default: ``Embedder(contract)``.
-            **scope: the store's own keywords (PostgreSQL: ``schema``).
+            **scope: the store's own keywords (a PostgreSQL table's ``schema``).
 
         Returns:
             What changed: the old and new fingerprints and the differing fields (nothing is

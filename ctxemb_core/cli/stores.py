@@ -83,7 +83,7 @@ class StoreOptions(Protocol):
         """A client of the store (closed with ``.close()``); ``create=False`` never makes one."""
 
     def adapter(self) -> Any:
-        """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
+        """The adapter module, which offers :data:`ctxemb_core.store_tools.ADAPTER_API`."""
 
     # Optional: ``defaults() -> dict[str, str]``, the defaults ``check_arguments`` fills in (by
     # dest) in the words a help text shows (a value from the environment as its variable:
