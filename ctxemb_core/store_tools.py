@@ -1,7 +1,7 @@
 """What every store adapter shares, written once: its tools, its errors' words and translation.
 
 A store adapter offers the same calls whatever the store (:data:`ADAPTER_API`, what the
-``ctxemb`` command and the framework adapters call on one). Three of them are tools over an
+``ctxemb`` command calls on one). Three of them are tools over an
 index, the same in every store: :meth:`StoreTools.verify`, :meth:`StoreTools.detect` and
 :meth:`StoreTools.restamp`. The adapter gives :class:`StoreTools` only what is its store's:
 
