@@ -83,7 +83,7 @@ class StoreOptions(Protocol):
         """A client of the store (closed with ``.close()``); ``create=False`` never makes one."""
 
     def adapter(self) -> Any:
-        """The adapter module: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
+        """The adapter module, which offers :data:`ctxemb_core.store_tools.ADAPTER_API`."""
 
     # Optional: ``defaults() -> dict[str, str]``, the defaults ``check_arguments`` fills in (by
     # dest) in the words a help text shows (a value from the environment as its variable:
@@ -298,7 +298,7 @@ class _Scoped:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._adapter, name)
-        if not inspect.isfunction(inspect.unwrap(value)):
+        if not inspect.isroutine(inspect.unwrap(value)):  # a function, or a tool's method
             return value
         params = inspect.signature(value).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -42,44 +42,37 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
     ) from exc
 
-from ctxemb_chroma._collection import GuardedCollection, open_collection
-from ctxemb_chroma._connect import connect
-from ctxemb_chroma._driver import ChromaDriver, check_metadatas, driver
-from ctxemb_chroma._eval import eval_path
+# The names of ADAPTER_API are re-exported as such (``name as name``): __all__ lists them
+# through it.
+from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._collection import open_collection as open_collection
+from ctxemb_chroma._connect import connect as connect
+from ctxemb_chroma._driver import ChromaDriver, check_metadatas
+from ctxemb_chroma._driver import driver as driver
+from ctxemb_chroma._eval import eval_path as eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
-from ctxemb_chroma._hybrid import lexical_folder, open_hybrid
-from ctxemb_chroma._migrate import migrate
+from ctxemb_chroma._hybrid import lexical_folder as lexical_folder
+from ctxemb_chroma._hybrid import open_hybrid as open_hybrid
+from ctxemb_chroma._migrate import migrate as migrate
 from ctxemb_chroma._ray import IndexSummary, index_with_ray
-from ctxemb_chroma._report import detect, restamp, verify
-from ctxemb_chroma._search import search, shortlist
-from ctxemb_chroma._store import (
-    check_name,
-    stamped_contract,
-    stored_collection,
-    stored_or_none,
-)
+from ctxemb_chroma._report import detect as detect
+from ctxemb_chroma._report import restamp as restamp
+from ctxemb_chroma._report import verify as verify
+from ctxemb_chroma._search import search as search
+from ctxemb_chroma._search import shortlist as shortlist
+from ctxemb_chroma._store import check_name as check_name
+from ctxemb_chroma._store import stamped_contract as stamped_contract
+from ctxemb_chroma._store import stored_collection as stored_collection
+from ctxemb_chroma._store import stored_or_none as stored_or_none
+from ctxemb_core.store_tools import ADAPTER_API
 
+#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
+    *ADAPTER_API,
     "ChromaDriver",
     "ContractEmbeddingFunction",
     "GuardedCollection",
     "IndexSummary",
     "check_metadatas",
-    "check_name",
-    "connect",
-    "detect",
-    "driver",
-    "eval_path",
     "index_with_ray",
-    "lexical_folder",
-    "migrate",
-    "open_collection",
-    "open_hybrid",
-    "restamp",
-    "search",
-    "shortlist",
-    "stamped_contract",
-    "stored_collection",
-    "stored_or_none",
-    "verify",
 ]

@@ -51,26 +51,33 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
     ) from exc
 
+# The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
+# __all__ lists them through it.
 from ctxemb_core.scaleout import IndexSummary
-from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _report, _search, _store
-from ctxemb_pgvector._connect import advised, connect, local_server
-from ctxemb_pgvector._driver import PgvectorDriver, RawTable, driver
-from ctxemb_pgvector._sql import Layout, check_name, layout_for
-from ctxemb_pgvector._store import StoredTable, stored_or_none, stored_table
+from ctxemb_core.store_tools import ADAPTER_API
+from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _store
+from ctxemb_pgvector._connect import advised, local_server
+from ctxemb_pgvector._connect import connect as connect
+from ctxemb_pgvector._driver import PgvectorDriver, RawTable
+from ctxemb_pgvector._driver import driver as driver
+from ctxemb_pgvector._report import detect as detect
+from ctxemb_pgvector._report import restamp as restamp
+from ctxemb_pgvector._report import verify as verify
+from ctxemb_pgvector._sql import Layout, layout_for
+from ctxemb_pgvector._sql import check_name as check_name
+from ctxemb_pgvector._store import StoredTable, stored_table
+from ctxemb_pgvector._store import stored_or_none as stored_or_none
 from ctxemb_pgvector._table import GuardedTable
 
 # The errors of these calls name this adapter's calls and options in their advice (the
-# advice is written once, in the Chroma adapter's terms, in ctxemb_core.errors).
+# remedies are data; ctxemb_core.remedy words them in the adapter's terms).
 advised(GuardedTable)
-detect = advised(_report.detect)
 eval_path = advised(_eval.eval_path)
 index_with_ray = advised(_ray.index_with_ray)
 migrate = advised(_migrate.migrate)
 open_table = advised(_open.open_table)
 open_hybrid = advised(_hybrid.open_hybrid)
 lexical_folder = _hybrid.lexical_folder
-verify = advised(_report.verify)
-restamp = advised(_report.restamp)
 search = advised(_search.search)
 shortlist = advised(_search.shortlist)
 stamped_contract = advised(_store.stamped_contract)
@@ -80,32 +87,18 @@ open_collection = open_table
 #: ``stored_collection`` as the CLI calls it for every store.
 stored_collection = stored_table
 
+#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
+    *ADAPTER_API,
     "GuardedTable",
     "IndexSummary",
     "Layout",
     "PgvectorDriver",
     "RawTable",
     "StoredTable",
-    "check_name",
-    "connect",
-    "detect",
-    "driver",
-    "eval_path",
     "index_with_ray",
     "layout_for",
-    "lexical_folder",
     "local_server",
-    "migrate",
-    "open_collection",
-    "open_hybrid",
     "open_table",
-    "restamp",
-    "search",
-    "shortlist",
-    "stamped_contract",
-    "stored_collection",
-    "stored_or_none",
     "stored_table",
-    "verify",
 ]

@@ -4,22 +4,16 @@ local server for trying things out."""
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from ctxemb_core.errors import (
-    CtxembError,
-    InvalidInputError,
-    MissingDependencyError,
-    StoreUnavailableError,
-)
+from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
 from ctxemb_core.redact import redact_dsn, scrub, secrets_in
 from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.store_tools import translator, worded_in
 
 __all__ = ["TERMS", "advised", "check_connection", "connect", "local_server", "translated"]
 
@@ -32,28 +26,11 @@ TERMS = StoreTerms(
     cli_where="--store pgvector and the same --dsn",
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
-C = TypeVar("C", bound=type)
-
 
 def advised(target: Any) -> Any:
     """A function (or every public method of a class) whose errors give their advice in this
     adapter's terms (:data:`TERMS`): ``ctxemb_pgvector.restamp(...)``, ``--store pgvector``."""
-    if isinstance(target, type):
-        for name, member in list(vars(target).items()):
-            if not name.startswith("_") and callable(member):
-                setattr(target, name, advised(member))
-        return target
-
-    @functools.wraps(target)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return target(*args, **kwargs)
-        except CtxembError as exc:
-            exc.in_terms_of(TERMS)
-            raise
-
-    return call
+    return worded_in(TERMS, target)
 
 
 def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:
@@ -142,29 +119,32 @@ def check_connection(conn: Any) -> psycopg.Connection[Any]:
     return conn
 
 
-@contextlib.contextmanager
-def translated(what: str) -> Iterator[None]:
-    """PostgreSQL's refusals of bad input as ``InvalidInputError``, a lost server as
-    ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged."""
-    try:
-        yield
-    except CtxembError:
-        raise
-    except (psycopg.OperationalError, pg_errors.AdminShutdown) as exc:
-        raise StoreUnavailableError(f"{what}: the PostgreSQL server is gone ({exc})") from exc
-    except (psycopg.DataError, pg_errors.InvalidTextRepresentation) as exc:
-        raise InvalidInputError(f"{what}: PostgreSQL refused it: {exc}") from exc
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise StoreUnavailableError(f"{what}: not allowed by the database: {exc}") from exc
-    except psycopg.errors.UndefinedFile as exc:
-        raise StoreUnavailableError(
-            f"{what}: the server has no pgvector ({exc}); install pgvector on it"
-        ) from exc
-    except pg_errors.InvalidSchemaName as exc:
-        raise InvalidInputError(
-            f"{what}: {exc}; create it first (CREATE SCHEMA name, by a role allowed to), or "
-            "give the schema the tables are in (schema=, --schema)"
-        ) from exc
+#: PostgreSQL's refusals of bad input as ``InvalidInputError``, a lost server as
+#: ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged.
+translated = translator(
+    (
+        (psycopg.OperationalError, pg_errors.AdminShutdown),
+        StoreUnavailableError,
+        "the PostgreSQL server is gone ({exc})",
+    ),
+    (
+        (psycopg.DataError, pg_errors.InvalidTextRepresentation),
+        InvalidInputError,
+        "PostgreSQL refused it: {exc}",
+    ),
+    (pg_errors.InsufficientPrivilege, StoreUnavailableError, "not allowed by the database: {exc}"),
+    (
+        pg_errors.UndefinedFile,
+        StoreUnavailableError,
+        "the server has no pgvector ({exc}); install pgvector on it",
+    ),
+    (
+        pg_errors.InvalidSchemaName,
+        InvalidInputError,
+        "{exc}; create it first (CREATE SCHEMA name, by a role allowed to), or give the schema "
+        "the tables are in (schema=, --schema)",
+    ),
+)
 
 
 def local_server(folder: str | Path) -> str:

@@ -39,12 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
 
 
 def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
-    """``--dsn`` given, or taken from the environment; no Chroma option beside it."""
+    """``--dsn`` given, or taken from the environment (another store's options beside it are
+    refused before, by :func:`ctxemb_core.cli.stores.choose_store`)."""
     if demo:
         raise InvalidInputError("the demo runs on Chroma: leave out --store pgvector")
-    for option in ("path", "host", "port"):
-        if getattr(args, option, None) is not None:
-            raise InvalidInputError(f"--{option} is a Chroma option; --store pgvector takes --dsn")
     if getattr(args, "dsn", None) is None:
         args.dsn = os.environ.get(DSN_ENV)
     if not args.dsn:

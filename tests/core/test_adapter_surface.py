@@ -48,6 +48,7 @@ CORE_SURFACE = {
     "ctxemb_core.redact": "a DSN's password masked in what an adapter prints or raises",
     "ctxemb_core.remedy": "an error's next step as data, and the store's terms to word it in",
     "ctxemb_core.detect": "which contract made an unstamped index's vectors",
+    "ctxemb_core.store_tools": "what every store adapter shares: its tools, API names, errors",
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.scaleout": "the Ray indexing job over a store session each actor opens",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
