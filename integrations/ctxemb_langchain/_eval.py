@@ -12,13 +12,14 @@ pair id in the metadata, and each first sentence is searched with a metadata fil
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.eval.frameworks import store_where
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval_path import PAIR_KEY, LangChainPath
 from ctxemb_langchain._store import ContractVectorStore
@@ -55,6 +56,7 @@ def eval_path(
         >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
         1
     """
+    where = store_where(store, path=path, host=host, port=port, dsn=dsn)
     options = embedder.component_options()  # the contract, folder (or server), run settings
     embeddings = ContractEmbeddings(
         options.pop("contract"),
@@ -64,20 +66,16 @@ def eval_path(
     )
     if store == "memory":
         return LangChainPath("langchain", embeddings, _MemoryStores(embeddings))
-    if store == "pgvector":
+    stores: Any
+    if store == "chroma":
+        from ctxemb_langchain._eval_chroma import ChromaStores
+
+        stores = ChromaStores(embeddings, collection, **where)
+    else:
         from ctxemb_langchain._eval_pgvector import PgvectorStores
 
-        if dsn is None:
-            raise InvalidInputError("a pgvector evaluation path needs dsn=")
-        return LangChainPath(
-            "langchain-pgvector", embeddings, PgvectorStores(embeddings, collection, dsn)
-        )
-    if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
-    from ctxemb_langchain._eval_chroma import ChromaStores
-
-    stores = ChromaStores(embeddings, collection, path, host, port)
-    return LangChainPath("langchain-chroma", embeddings, stores)
+        stores = PgvectorStores(embeddings, collection, **where)
+    return LangChainPath(f"langchain-{store}", embeddings, stores)
 
 
 class _MemoryStores:
