@@ -3,7 +3,9 @@
 A framework adapter measures what its users run: its own components over its in-memory store,
 over Chroma or over pgvector. What every framework's path does the same lives here:
 
-- :func:`store_where` checks which store is asked for and where it is, before anything opens;
+- :func:`eval_path_of` makes an adapter's public ``eval_path`` (the one signature
+  ``ctxemb eval --via`` calls), and :func:`store_where` checks in it which store is asked for
+  and where it is, before anything opens;
 - :class:`FrameworkPath` opens the documents' store and the sentence pairs' stores on first use
   (pairs in blocks of ``stores.pairs_per_store``, or all in one), scores each pair by searching
   its first sentence under a metadata filter on its id (:data:`PAIR_KEY`, :func:`pair_ids`),
@@ -11,25 +13,62 @@ over Chroma or over pgvector. What every framework's path does the same lives he
 - :class:`PairedStores` is a store's side over one client of the path's own: the documents in
   ``collection``, the pairs in ``<collection>-pairs``.
 
-The adapter says what is its framework's: how a store is opened (:meth:`FrameworkPath.open`),
+The adapter says what is its framework's: which stores serve each store name (the function
+given to :func:`eval_path_of`), how a store is opened (:meth:`FrameworkPath.open`),
 how texts are added and searched, and how a store's score becomes the contract's similarity.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.eval.paths import check_pairs
 
-__all__ = ["PAIR_KEY", "FrameworkPath", "PairedStores", "pair_ids", "store_where"]
+__all__ = [
+    "PAIR_KEY",
+    "FrameworkPath",
+    "PairedStores",
+    "eval_path_of",
+    "pair_ids",
+    "store_where",
+]
 
 #: The metadata key that holds a sentence pair's id (what ``pair_scores`` filters on).
 PAIR_KEY = "ctxemb_pair"
+
+P = TypeVar("P")
+
+
+def eval_path_of(make: Callable[[Any, str, str, dict[str, Any]], P]) -> Callable[..., P]:
+    """A framework adapter's public ``eval_path``, with the one signature ``ctxemb eval`` calls:
+
+    ``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``. ``store`` and where it is are checked (:func:`store_where`), then
+    ``make(embedder, store, collection, where)`` builds the adapter's path; ``make``'s module
+    and docstring are ``eval_path``'s.
+    """
+
+    def eval_path(
+        embedder: Any,
+        store: str = "memory",
+        *,
+        collection: str = "ctxemb-eval",
+        path: str | None = None,
+        host: str | None = None,
+        port: int = 8000,
+        dsn: str | None = None,
+    ) -> P:
+        where = store_where(store, path=path, host=host, port=port, dsn=dsn)
+        return make(embedder, store, collection, where)
+
+    eval_path.__module__ = make.__module__
+    eval_path.__doc__ = make.__doc__
+    return eval_path
 
 
 def store_where(

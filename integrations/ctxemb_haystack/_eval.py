@@ -23,24 +23,20 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import CtxembError
-from ctxemb_core.eval.frameworks import PAIR_KEY, FrameworkPath, store_where
+from ctxemb_core.eval.frameworks import PAIR_KEY, FrameworkPath, eval_path_of
 from ctxemb_core.eval.paths import check_documents, check_queries
 from ctxemb_haystack._eval_pipelines import Pipelines
 
 __all__ = ["HaystackPath", "eval_path"]
 
 
-def eval_path(
-    embedder: Embedder,
-    store: str = "memory",
-    *,
-    collection: str = "ctxemb-eval",
-    path: str | None = None,
-    host: str | None = None,
-    port: int = 8000,
-    dsn: str | None = None,
+def _haystack_path(
+    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> HaystackPath:
-    """The Haystack evaluation path of ``embedder``'s contract over one document store.
+    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``: the Haystack evaluation path of ``embedder``'s contract over one
+    document store (the signature and the checks of ``store`` and where it is are core's:
+    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
 
     Args:
         embedder: the core Embedder; its contract, model folder and run settings make the
@@ -59,7 +55,6 @@ def eval_path(
         >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
         1
     """
-    where = store_where(store, path=path, host=host, port=port, dsn=dsn)
     if store == "memory":
         return HaystackPath("haystack", embedder, _MemoryStores())
     stores: Any
@@ -72,6 +67,9 @@ def eval_path(
 
         stores = PgvectorStores(embedder, collection, **where)
     return HaystackPath(f"haystack-{store}", embedder, stores)
+
+
+eval_path = eval_path_of(_haystack_path)
 
 
 class _MemoryStores:

@@ -19,7 +19,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder
-from ctxemb_core.eval.frameworks import store_where
+from ctxemb_core.eval.frameworks import eval_path_of
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval_path import PAIR_KEY, LangChainPath
 from ctxemb_langchain._store import ContractVectorStore
@@ -27,36 +27,32 @@ from ctxemb_langchain._store import ContractVectorStore
 __all__ = ["LangChainPath", "eval_path"]
 
 
-def eval_path(
-    embedder: Embedder,
-    store: str = "memory",
-    *,
-    collection: str = "ctxemb-eval",
-    path: str | None = None,
-    host: str | None = None,
-    port: int = 8000,
-    dsn: str | None = None,
+def _langchain_path(
+    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> LangChainPath:
-    """The LangChain evaluation path of ``embedder``'s contract over one vector store.
+    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``: the LangChain evaluation path of ``embedder``'s contract over one
+    vector store (the signature and the checks of ``store`` and where it is are core's:
+    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
 
     Args:
         embedder: the core Embedder; its contract, model folder and run settings make the
             :class:`ContractEmbeddings`, and its cache (if any) is theirs, so vectors embedded
             by another path are read back.
         store: ``"memory"`` (``InMemoryVectorStore`` in a :class:`ContractVectorStore`, exact
-            search; ``--via langchain``) or ``"chroma"`` (:class:`ContractChroma`;
-            ``--via langchain-chroma``).
-        collection: the Chroma collection (sentence pairs go to ``<collection>-pairs``).
+            search; ``--via langchain``), ``"chroma"`` (:class:`ContractChroma`;
+            ``--via langchain-chroma``) or ``"pgvector"`` (:class:`ContractPGVector`;
+            ``--via langchain-pgvector``).
+        collection: the Chroma collection or PostgreSQL table (sentence pairs go to
+            ``<collection>-pairs``).
         path, host, port: Chroma only: an embedded folder, or a server.
-        dsn: ``"pgvector"`` (:class:`ContractPGVector`; ``--via langchain-pgvector``) only:
-            the PostgreSQL database.
+        dsn: pgvector only: the PostgreSQL database's connection string.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
         >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
         1
     """
-    where = store_where(store, path=path, host=host, port=port, dsn=dsn)
     options = embedder.component_options()  # the contract, folder (or server), run settings
     embeddings = ContractEmbeddings(
         options.pop("contract"),
@@ -76,6 +72,9 @@ def eval_path(
 
         stores = PgvectorStores(embeddings, collection, **where)
     return LangChainPath(f"langchain-{store}", embeddings, stores)
+
+
+eval_path = eval_path_of(_langchain_path)
 
 
 class _MemoryStores:
