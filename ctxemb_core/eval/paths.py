@@ -3,7 +3,9 @@
 ``ctxemb eval --via NAME`` drives a :class:`SearchPath`. The core has one (:class:`MemoryPath`,
 exact search in numpy); each store adapter has its own (``ctxemb_chroma.eval_path``,
 ``ctxemb_haystack.eval_path``, ``ctxemb_langchain.eval_path``), built from the adapter's public
-pieces, so what is measured is what a user of that integration runs. A path returns
+pieces, so what is measured is what a user of that integration runs; what the paths share is
+here in core (:mod:`.guarded` for a store's guarded index, :mod:`.frameworks` for a framework's
+stores), so an adapter's path says only what is its own. A path returns
 similarities (higher is better) with the contract's meaning: the store's distance is turned into
 a score inside the store's adapter (:func:`ctxemb_core.guard.similarity`), never by the caller.
 

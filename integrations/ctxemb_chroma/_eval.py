@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import numpy as np
 from chromadb.api import ClientAPI
 
 from ctxemb_chroma._collection import GuardedCollection, open_collection
 from ctxemb_core import Embedder
-from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries
-from ctxemb_core.guard import similarity
+from ctxemb_core.eval.guarded import GuardedPath
 
 __all__ = ["ChromaPath", "eval_path"]
-
-_QUERIES = 64  # queries per query call
-_WRITE = 1024  # documents embedded and written per call (a re-run resumes from the last one)
 
 
 def eval_path(
@@ -60,88 +52,16 @@ def eval_path(
     return ChromaPath(collection, via, progress)
 
 
-class ChromaPath:
-    """Index, search and pair scoring through one guarded collection (see :func:`eval_path`)."""
+class ChromaPath(GuardedPath):
+    """Index, search and pair scoring through one guarded collection (see :func:`eval_path`);
+    the loop is core's, Chroma's own is the space its collection was created in."""
+
+    noun = "collection"
 
     def __init__(self, collection: GuardedCollection, via: str, progress: bool = False) -> None:
+        super().__init__(collection, via, progress)
         self.collection = collection
-        self.via = via
-        self.progress = progress
 
-    def __repr__(self) -> str:
-        return f"ChromaPath(via={self.via!r}, collection={self.collection.name!r})"
-
-    @property
-    def fingerprint(self) -> str:
-        return self.collection.stamp.fingerprint
-
-    def index(self, documents: Mapping[str, str]) -> int:
-        """Write the documents the collection lacks, and rewrite any stored under another text."""
-        ids, texts = check_documents(documents)
-        return self._store(ids, texts)
-
-    def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
-        qids, texts, k = check_queries(queries, k)
-        count = self.collection.count()
-        if not count:
-            raise InvalidInputError(f"collection {self.collection.name!r} holds no documents")
-        run: dict[str, dict[str, float]] = {}
-        for start in range(0, len(qids), _QUERIES):
-            chunk = slice(start, start + _QUERIES)
-            found = self.collection.query(
-                texts[chunk], n_results=min(k, count), include=["distances"]
-            )
-            for qid, ids, distances in zip(
-                qids[chunk], found["ids"], found["distances"], strict=True
-            ):
-                scores = similarity(distances, self._space(), self.collection.contract)
-                run[qid] = dict(zip(ids, scores.tolist(), strict=True))
-        return run
-
-    def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
-        """Store ``second[i]`` as record ``str(i)``, then search ``first[i]`` among that record
-        alone (Chroma's ``ids`` filter): the store's own distance of each pair."""
-        a, b = check_pairs(first, second)
-        self._store([str(i) for i in range(len(b))], b)
-        querier = self.collection.embedder
-        if querier.cache is not None:
-            # One batched pass now, so each one-text query below reads its vector from the
-            # cache instead of running the encoder once per pair.
-            querier.embed_queries(a)
-        space = self._space()
-        out = np.empty(len(a), dtype=np.float64)
-        for i, text in enumerate(a):
-            found = self.collection.query([text], n_results=1, ids=[str(i)], include=["distances"])
-            (distance,) = found["distances"][0]
-            out[i] = similarity([distance], space, self.collection.contract)[0]
-        return out
-
-    def close(self) -> None:
-        """Nothing to release: the client belongs to the caller."""
-
-    def _space(self) -> str:
+    def space(self) -> str:
         config = self.collection.raw.configuration_json or {}
         return str(config.get("hnsw", {}).get("space", "l2"))
-
-    def _store(self, ids: list[str], texts: list[str]) -> int:
-        """Add the missing records and upsert the changed ones, in resumable chunks."""
-        from tqdm.auto import tqdm
-
-        written = 0
-        with tqdm(
-            total=len(ids), unit="doc", desc=f"indexing ({self.via})", disable=not self.progress
-        ) as bar:
-            for start in range(0, len(ids), _WRITE):
-                chunk_ids, chunk_texts = ids[start : start + _WRITE], texts[start : start + _WRITE]
-                stored = self.collection.get(ids=chunk_ids, include=["documents"])
-                held = dict(zip(stored["ids"], stored["documents"], strict=True))
-                changed = [
-                    k for k, i in enumerate(chunk_ids) if i in held and held[i] != chunk_texts[k]
-                ]
-                if changed:
-                    self.collection.upsert(
-                        [chunk_ids[k] for k in changed], [chunk_texts[k] for k in changed]
-                    )
-                written += len(changed) + self.collection.add_missing(chunk_ids, chunk_texts)
-                bar.update(len(chunk_ids))
-        return written

@@ -14,37 +14,29 @@ apart from the documents (in memory: 64 pairs to a store; Chroma: the collection
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ctxemb_core import Embedder
-from ctxemb_core.errors import CtxembError, InvalidInputError
-from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries
+from ctxemb_core.errors import CtxembError
+from ctxemb_core.eval.frameworks import PAIR_KEY, FrameworkPath, eval_path_of
+from ctxemb_core.eval.paths import check_documents, check_queries
 from ctxemb_haystack._eval_pipelines import Pipelines
 
 __all__ = ["HaystackPath", "eval_path"]
 
-#: The metadata key that holds a sentence pair's id (what ``pair_scores`` filters on).
-PAIR_KEY = "ctxemb_pair"
 
-
-def eval_path(
-    embedder: Embedder,
-    store: str = "memory",
-    *,
-    collection: str = "ctxemb-eval",
-    path: str | None = None,
-    host: str | None = None,
-    port: int = 8000,
-    dsn: str | None = None,
+def _haystack_path(
+    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> HaystackPath:
-    """The Haystack evaluation path of ``embedder``'s contract over one document store.
+    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``: the Haystack evaluation path of ``embedder``'s contract over one
+    document store (the signature and the checks of ``store`` and where it is are core's:
+    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
 
     Args:
         embedder: the core Embedder; its contract, model folder and run settings make the
@@ -65,19 +57,19 @@ def eval_path(
     """
     if store == "memory":
         return HaystackPath("haystack", embedder, _MemoryStores())
-    if store == "pgvector":
+    stores: Any
+    if store == "chroma":
+        from ctxemb_haystack._eval_chroma import ChromaStores
+
+        stores = ChromaStores(embedder, collection, **where)
+    else:
         from ctxemb_haystack._eval_pgvector import PgvectorStores
 
-        return HaystackPath(
-            "haystack-pgvector", embedder, PgvectorStores(embedder, collection, dsn)
-        )
-    if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
-    from ctxemb_haystack._eval_chroma import ChromaStores
+        stores = PgvectorStores(embedder, collection, **where)
+    return HaystackPath(f"haystack-{store}", embedder, stores)
 
-    return HaystackPath(
-        "haystack-chroma", embedder, ChromaStores(embedder, collection, path, host, port)
-    )
+
+eval_path = eval_path_of(_haystack_path)
 
 
 class _MemoryStores:
@@ -103,30 +95,23 @@ class _MemoryStores:
         pass
 
 
-class HaystackPath:
+class HaystackPath(FrameworkPath):
     """A :class:`~ctxemb_core.eval.paths.SearchPath` through Haystack pipelines (see
     :func:`eval_path`); the stores and pipelines are made on first use."""
 
-    def __init__(self, via: str, embedder: Embedder, stores: Any) -> None:
-        self.via = via
-        self.embedder = embedder
-        self.stores = stores
-        self._parts: dict[tuple[bool, int], Pipelines] = {}
-        self._closed = False
-
-    @property
-    def fingerprint(self) -> str:
-        return self.embedder.fingerprint
+    embedder: Embedder
 
     def part(self, pairs: bool = False, block: int = 0) -> Pipelines:
-        """The documents' store and pipelines (or those of a block of sentence pairs: pair
-        ``n`` is kept in block ``n // stores.pairs_per_store``; Chroma keeps all in one)."""
-        if self._closed:
-            raise CtxembError(f"this {self.via!r} evaluation path is closed")
-        key = (pairs, block if pairs else 0)
-        if key not in self._parts:
-            self._parts[key] = Pipelines(self.embedder, self.stores, pairs)
-        return self._parts[key]
+        """The documents' store and pipelines (or a block of sentence pairs'), made on first
+        use (:meth:`~ctxemb_core.eval.frameworks.FrameworkPath.opened`)."""
+        part: Pipelines = self.opened(pairs, block)
+        return part
+
+    def open(self, pairs: bool) -> Pipelines:
+        return Pipelines(self.embedder, self.stores, pairs)
+
+    def release(self, opened: Pipelines) -> None:
+        opened.close()
 
     def index(self, documents: Mapping[str, str]) -> int:
         ids, texts = check_documents(documents)
@@ -141,41 +126,14 @@ class HaystackPath:
             for qid, text in zip(qids, texts, strict=True)
         }
 
-    def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
-        first, second = check_pairs(first, second)
-        ids = pair_ids(second)
-        size = self.stores.pairs_per_store or len(ids)
-        scores = np.empty(len(first), dtype=np.float64)
-        for start in range(0, len(ids), size):
-            part = self.part(pairs=True, block=start // size)
-            block = range(start, min(start + size, len(ids)))
-            part.index(
-                [Document(id=ids[n], content=second[n], meta={PAIR_KEY: ids[n]}) for n in block]
-            )
-            for n in block:
-                where = {"field": f"meta.{PAIR_KEY}", "operator": "==", "value": ids[n]}
-                found = part.ask(first[n], 1, where)
-                if len(found) != 1:
-                    raise CtxembError(
-                        f"pair {ids[n]!r}: the store returned {len(found)} documents, not 1"
-                    )
-                scores[n] = _score(found[0])
-        return scores
+    def add_pairs(self, opened: Pipelines, ids: list[str], texts: list[str]) -> None:
+        opened.index(
+            [Document(id=i, content=t, meta={PAIR_KEY: i}) for i, t in zip(ids, texts, strict=True)]
+        )
 
-    def close(self) -> None:
-        """Close the stores and the client this path opened (again: nothing happens)."""
-        if self._closed:
-            return
-        self._closed = True
-        for part in self._parts.values():
-            part.close()
-        self._parts.clear()
-        self.stores.close()
-
-
-def pair_ids(second: Sequence[str]) -> list[str]:
-    """One id per pair, naming its place and its stored sentence (a kept store is never stale)."""
-    return [f"{i}-{hashlib.sha256(s.encode()).hexdigest()[:16]}" for i, s in enumerate(second)]
+    def pair_search(self, opened: Pipelines, text: str, pair: str) -> list[float]:
+        where = {"field": f"meta.{PAIR_KEY}", "operator": "==", "value": pair}
+        return [_score(d) for d in opened.ask(text, 1, where)]
 
 
 def _score(document: Document) -> float:

@@ -9,37 +9,19 @@ from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
 from ctxemb_chroma import connect, open_collection, stored_or_none
 from ctxemb_core import Embedder
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.eval.frameworks import PairedStores
 
 
-class ChromaStores:
-    """``ChromaDocumentStore``\\ s on one folder or server: the documents in ``collection``,
-    the sentence pairs in ``<collection>-pairs``."""
+class ChromaStores(PairedStores):
+    """``ChromaDocumentStore``\\ s on one folder (``path``) or server (``host``, ``port``):
+    the documents in ``collection``, the sentence pairs in ``<collection>-pairs``."""
 
-    #: All the pairs in one collection: Chroma filters on its metadata index, not by testing
-    #: each record.
-    pairs_per_store: int | None = None
-
-    def __init__(
-        self, embedder: Embedder, collection: str, path: Any, host: str | None, port: int
-    ) -> None:
-        if (path is None) == (host is None):
-            raise InvalidInputError(
-                "a Chroma evaluation path needs either a folder (path) or a server (host, port)"
-            )
-        self.embedder = embedder
-        self.collection = collection
-        self.where: dict[str, Any] = (
-            {"persist_path": str(path)} if path is not None else {"host": host, "port": port}
-        )
+    def __init__(self, embedder: Embedder, collection: str, **where: Any) -> None:
         # ids are looked up with a client of our own: any ChromaDocumentStore call would create
         # the collection unstamped before the first guarded write.
-        self._client: Any = (
-            connect(str(path)) if path is not None else connect(host=host, port=port)
-        )
-
-    def name(self, pairs: bool) -> str:
-        return f"{self.collection}-pairs" if pairs else self.collection
+        super().__init__(collection, connect(**where))
+        self.embedder = embedder
+        self.where = {"persist_path": where["path"]} if "path" in where else where
 
     def make(self, pairs: bool) -> ChromaDocumentStore:
         return ChromaDocumentStore(collection_name=self.name(pairs), **self.where)
@@ -53,8 +35,3 @@ class ChromaStores:
         if stored_or_none(self._client, self.name(pairs)) is None:
             return set()
         return open_collection(self._client, self.name(pairs), self.embedder, create=False).ids()
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None

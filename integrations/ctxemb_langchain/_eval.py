@@ -12,13 +12,14 @@ pair id in the metadata, and each first sentence is searched with a metadata fil
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.eval.frameworks import eval_path_of
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval_path import PAIR_KEY, LangChainPath
 from ctxemb_langchain._store import ContractVectorStore
@@ -26,29 +27,26 @@ from ctxemb_langchain._store import ContractVectorStore
 __all__ = ["LangChainPath", "eval_path"]
 
 
-def eval_path(
-    embedder: Embedder,
-    store: str = "memory",
-    *,
-    collection: str = "ctxemb-eval",
-    path: str | None = None,
-    host: str | None = None,
-    port: int = 8000,
-    dsn: str | None = None,
+def _langchain_path(
+    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> LangChainPath:
-    """The LangChain evaluation path of ``embedder``'s contract over one vector store.
+    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``: the LangChain evaluation path of ``embedder``'s contract over one
+    vector store (the signature and the checks of ``store`` and where it is are core's:
+    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
 
     Args:
         embedder: the core Embedder; its contract, model folder and run settings make the
             :class:`ContractEmbeddings`, and its cache (if any) is theirs, so vectors embedded
             by another path are read back.
         store: ``"memory"`` (``InMemoryVectorStore`` in a :class:`ContractVectorStore`, exact
-            search; ``--via langchain``) or ``"chroma"`` (:class:`ContractChroma`;
-            ``--via langchain-chroma``).
-        collection: the Chroma collection (sentence pairs go to ``<collection>-pairs``).
+            search; ``--via langchain``), ``"chroma"`` (:class:`ContractChroma`;
+            ``--via langchain-chroma``) or ``"pgvector"`` (:class:`ContractPGVector`;
+            ``--via langchain-pgvector``).
+        collection: the Chroma collection or PostgreSQL table (sentence pairs go to
+            ``<collection>-pairs``).
         path, host, port: Chroma only: an embedded folder, or a server.
-        dsn: ``"pgvector"`` (:class:`ContractPGVector`; ``--via langchain-pgvector``) only:
-            the PostgreSQL database.
+        dsn: pgvector only: the PostgreSQL database's connection string.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
@@ -64,20 +62,19 @@ def eval_path(
     )
     if store == "memory":
         return LangChainPath("langchain", embeddings, _MemoryStores(embeddings))
-    if store == "pgvector":
+    stores: Any
+    if store == "chroma":
+        from ctxemb_langchain._eval_chroma import ChromaStores
+
+        stores = ChromaStores(embeddings, collection, **where)
+    else:
         from ctxemb_langchain._eval_pgvector import PgvectorStores
 
-        if dsn is None:
-            raise InvalidInputError("a pgvector evaluation path needs dsn=")
-        return LangChainPath(
-            "langchain-pgvector", embeddings, PgvectorStores(embeddings, collection, dsn)
-        )
-    if store != "chroma":
-        raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
-    from ctxemb_langchain._eval_chroma import ChromaStores
+        stores = PgvectorStores(embeddings, collection, **where)
+    return LangChainPath(f"langchain-{store}", embeddings, stores)
 
-    stores = ChromaStores(embeddings, collection, path, host, port)
-    return LangChainPath("langchain-chroma", embeddings, stores)
+
+eval_path = eval_path_of(_langchain_path)
 
 
 class _MemoryStores:

@@ -52,6 +52,8 @@ CORE_SURFACE = {
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.scaleout": "the Ray indexing job over a store session each actor opens",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
+    "ctxemb_core.eval.guarded": "the evaluation path through a store's guarded index",
+    "ctxemb_core.eval.frameworks": "the evaluation path through a framework's stores",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",

@@ -1,0 +1,209 @@
+"""The evaluation path through a framework's stores (``ctxemb eval --via haystack-*|langchain-*``).
+
+A framework adapter measures what its users run: its own components over its in-memory store,
+over Chroma or over pgvector. What every framework's path does the same lives here:
+
+- :func:`eval_path_of` makes an adapter's public ``eval_path`` (the one signature
+  ``ctxemb eval --via`` calls), and :func:`store_where` checks in it which store is asked for
+  and where it is, before anything opens;
+- :class:`FrameworkPath` opens the documents' store and the sentence pairs' stores on first use
+  (pairs in blocks of ``stores.pairs_per_store``, or all in one), scores each pair by searching
+  its first sentence under a metadata filter on its id (:data:`PAIR_KEY`, :func:`pair_ids`),
+  and closes what it opened once;
+- :class:`PairedStores` is a store's side over one client of the path's own: the documents in
+  ``collection``, the pairs in ``<collection>-pairs``.
+
+The adapter says what is its framework's: which stores serve each store name (the function
+given to :func:`eval_path_of`), how a store is opened (:meth:`FrameworkPath.open`),
+how texts are added and searched, and how a store's score becomes the contract's similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.eval.paths import check_pairs
+
+__all__ = [
+    "PAIR_KEY",
+    "FrameworkPath",
+    "PairedStores",
+    "eval_path_of",
+    "pair_ids",
+    "store_where",
+]
+
+#: The metadata key that holds a sentence pair's id (what ``pair_scores`` filters on).
+PAIR_KEY = "ctxemb_pair"
+
+P = TypeVar("P")
+
+
+def eval_path_of(make: Callable[[Any, str, str, dict[str, Any]], P]) -> Callable[..., P]:
+    """A framework adapter's public ``eval_path``, with the one signature ``ctxemb eval`` calls:
+
+    ``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
+    port=8000, dsn=None)``. ``store`` and where it is are checked (:func:`store_where`), then
+    ``make(embedder, store, collection, where)`` builds the adapter's path; ``make``'s module
+    and docstring are ``eval_path``'s.
+    """
+
+    def eval_path(
+        embedder: Any,
+        store: str = "memory",
+        *,
+        collection: str = "ctxemb-eval",
+        path: str | None = None,
+        host: str | None = None,
+        port: int = 8000,
+        dsn: str | None = None,
+    ) -> P:
+        where = store_where(store, path=path, host=host, port=port, dsn=dsn)
+        return make(embedder, store, collection, where)
+
+    eval_path.__module__ = make.__module__
+    eval_path.__doc__ = make.__doc__
+    return eval_path
+
+
+def store_where(
+    store: str, *, path: Any = None, host: str | None = None, port: int = 8000, dsn: Any = None
+) -> dict[str, Any]:
+    """The checked keywords that say where a framework path's ``store`` is.
+
+    Returns:
+        ``{}`` for ``"memory"``; ``{"path": ...}`` or ``{"host": ..., "port": ...}`` for
+        ``"chroma"`` (a folder or a server); ``{"dsn": ...}`` for ``"pgvector"``.
+
+    Raises:
+        InvalidInputError: another store; Chroma given both or neither of a folder and a
+            server; pgvector without a connection string.
+    """
+    if store == "memory":
+        return {}
+    if store == "chroma":
+        if (path is None) == (host is None):
+            raise InvalidInputError(
+                "a Chroma evaluation path needs either a folder (path) or a server (host, port)"
+            )
+        return {"path": str(path)} if path is not None else {"host": host, "port": port}
+    if store == "pgvector":
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise InvalidInputError(
+                "a pgvector evaluation path needs dsn (a PostgreSQL connection string)"
+            )
+        return {"dsn": dsn}
+    raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
+
+
+def pair_ids(second: Sequence[str]) -> list[str]:
+    """One id per pair, naming its place and its stored sentence (a kept store is never stale)."""
+    return [f"{i}-{hashlib.sha256(s.encode()).hexdigest()[:16]}" for i, s in enumerate(second)]
+
+
+class PairedStores:
+    """A store's side of a framework path: the documents in ``collection``, the sentence
+    pairs in ``<collection>-pairs``, read through ``client`` (the path's own, closed with it).
+
+    A subclass makes the framework's store (``make(pairs)``) and whatever else its path asks.
+    """
+
+    #: All the pairs in one store: Chroma and PostgreSQL filter on an index of the metadata,
+    #: not by testing each record.
+    pairs_per_store: int | None = None
+
+    def __init__(self, collection: str, client: Any) -> None:
+        self.collection = collection
+        self._client = client
+
+    def name(self, pairs: bool) -> str:
+        return f"{self.collection}-pairs" if pairs else self.collection
+
+    def pair_filter(self, pair: str) -> dict[str, str]:
+        """The metadata filter on a pair's id, as Chroma and PostgreSQL stores take it."""
+        return {PAIR_KEY: pair}
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class FrameworkPath:
+    """A :class:`~ctxemb_core.eval.paths.SearchPath` skeleton over a framework's ``stores``.
+
+    ``embedder`` is what the framework's components embed with (a core ``Embedder``, a
+    LangChain ``ContractEmbeddings``): anything with the contract's ``fingerprint``. A subclass
+    gives :meth:`open`, :meth:`add_pairs` and :meth:`pair_search`, and ``index`` and
+    ``search`` in its framework's terms.
+    """
+
+    def __init__(self, via: str, embedder: Any, stores: Any) -> None:
+        self.via = via
+        self.embedder = embedder
+        self.stores = stores
+        self._opened: dict[tuple[bool, int], Any] = {}
+        self._closed = False
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.embedder.fingerprint)
+
+    def opened(self, pairs: bool = False, block: int = 0) -> Any:
+        """The documents' store (or that of a block of sentence pairs: pair ``n`` is kept in
+        block ``n // stores.pairs_per_store``; Chroma and pgvector keep all in one), opened on
+        first use."""
+        if self._closed:
+            raise CtxembError(f"this {self.via!r} evaluation path is closed")
+        key = (pairs, block if pairs else 0)
+        if key not in self._opened:
+            self._opened[key] = self.open(pairs)
+        return self._opened[key]
+
+    def open(self, pairs: bool) -> Any:
+        """The framework's store of the documents (or of a block of pairs), newly opened."""
+        raise NotImplementedError
+
+    def add_pairs(self, opened: Any, ids: list[str], texts: list[str]) -> None:
+        """Store the pairs' second sentences not stored yet, each with its id under PAIR_KEY."""
+        raise NotImplementedError
+
+    def pair_search(self, opened: Any, text: str, pair: str) -> list[float]:
+        """The similarities of what a search of ``text`` filtered on pair id ``pair`` found."""
+        raise NotImplementedError
+
+    def release(self, opened: Any) -> None:
+        """Release one opened store (on :meth:`close`); nothing by default."""
+
+    def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
+        first, second = check_pairs(first, second)
+        ids = pair_ids(second)
+        size = self.stores.pairs_per_store or len(ids)
+        scores = np.empty(len(first), dtype=np.float64)
+        for start in range(0, len(ids), size):
+            opened = self.opened(pairs=True, block=start // size)
+            block = range(start, min(start + size, len(ids)))
+            self.add_pairs(opened, [ids[n] for n in block], [second[n] for n in block])
+            for n in block:
+                found = self.pair_search(opened, first[n], ids[n])
+                if len(found) != 1:
+                    raise CtxembError(
+                        f"pair {ids[n]!r}: the store returned {len(found)} documents, not 1"
+                    )
+                scores[n] = found[0]
+        return scores
+
+    def close(self) -> None:
+        """Close the stores and the client this path opened (again: nothing happens)."""
+        if self._closed:
+            return
+        self._closed = True
+        for opened in self._opened.values():
+            self.release(opened)
+        self._opened.clear()
+        self.stores.close()
