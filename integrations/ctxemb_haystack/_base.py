@@ -1,53 +1,86 @@
-"""What both Haystack embedders share: one contract, a lazily built Embedder, serialisation."""
+"""What the Haystack components share: the embedders' base, and the shapes of their inputs.
+
+The model a component holds, the arguments it takes for it and the keywords its ``to_dict``
+writes for it are core's (:mod:`ctxemb_core.components`); what is left here is Haystack's:
+``default_to_dict``/``default_from_dict``, a list of ``Document``, and ``run_async``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from haystack import default_from_dict
+from haystack import Document, default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.components import component_contract
-from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.components import component_embedder, embedder_arguments
 from ctxemb_core.validate import check_flag
 
 
+def documents_of(value: Any, who: str, hint: str = "") -> list[Document]:
+    """``value`` if it is a list of ``Document``, else a ``TypeError`` naming ``who``."""
+    if not isinstance(value, list) or not all(isinstance(d, Document) for d in value):
+        raise TypeError(f"{who} expects a list of Documents, got {type(value).__name__}{hint}")
+    return value
+
+
+def text_of(document: Document, meta_fields: list[str], separator: str) -> str:
+    """What is embedded or scored of a document, as Haystack's embedders and rankers take it:
+    the values of ``meta_fields`` it has, then its content (``""`` when it has none)."""
+    fields = [str(document.meta[k]) for k in meta_fields if document.meta.get(k) is not None]
+    return separator.join([*fields, document.content or ""])
+
+
+def in_thread(
+    run: Callable[..., dict[str, Any]],
+) -> Callable[..., Coroutine[Any, Any, dict[str, Any]]]:
+    """A component's ``run_async``: its ``run`` (same inputs and outputs, as Haystack checks)
+    in a worker thread, so an async pipeline's event loop keeps running while it computes."""
+
+    @functools.wraps(run)
+    async def run_async(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        call = functools.partial(run, self, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, call)
+
+    run_async.__name__ = run_async.__qualname__ = "run_async"
+    run_async.__doc__ = ":meth:`run` in a worker thread."
+    return run_async
+
+
 class _ContractEmbedding:
-    """What both embedders share: the contract, the lazily built Embedder, serialisation."""
+    """What both embedders share: the contract, the lazily built Embedder, serialisation.
+
+    The Embedder's settings (``path=``, ``backend=``, ``device=``, ``batch_size=``,
+    ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``) and the
+    contract's options come as keywords and are told apart, checked and defaulted by core
+    (:func:`~ctxemb_core.components.component_embedder`).
+    """
+
+    _role: ClassVar[Literal["query", "document"]]
 
     def __init__(
         self,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None,
-        model: str | Path | None,
-        options: dict[str, Any],
-        role: Literal["query", "document"],
-        path: str | Path | None,
-        backend: str,
-        device: str,
-        batch_size: int,
-        token_budget: int,
-        progress_bar: bool,
-        cache: bool,
-        remote: Mapping[str, Any] | None = None,
+        *,
+        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
+        model: str | Path | None = None,
+        progress_bar: bool = False,
+        cache: bool = False,
+        **keywords: Any,
     ) -> None:
         # model= and the contract options, as Haystack's own embedders take them; serialised as
         # the contract they resolved to, so a pipeline reloaded later embeds as this one did.
-        resolved = component_contract(
-            contract, model, options, component=type(self).__name__, role=role
-        )
-        self.lazy = LazyEmbedder(
-            resolved,
-            path=path,
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
+        self.lazy = component_embedder(
+            contract,
+            model,
+            keywords,
+            component=type(self).__name__,
+            role=self._role,
             show_progress=progress_bar,
             # A flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
             cache=check_flag(cache, "cache"),
-            **(remote or {}),
         )
         self.contract = self.lazy.contract
         self.progress_bar = progress_bar
@@ -72,23 +105,5 @@ class _ContractEmbedding:
         return default_from_dict(cls, data)
 
     def _params(self) -> dict[str, Any]:
-        c = self.lazy.config
-        return {
-            "contract": c["contract"],
-            "path": c["path_hint"],
-            **{k: c[k] for k in Embedder.run_settings.names},
-            "progress_bar": self.progress_bar,
-            "cache": self.lazy.cache is not None,
-            # Only for an embedder that embeds through a server: the URL and the name of the
-            # key's environment variable, never the key.
-            **_remote_params(c.get("remote")),
-        }
-
-
-def _remote_params(remote: Mapping[str, Any] | None) -> dict[str, Any]:
-    if remote is None:
-        return {}
-    params = {"url": remote["url"], "api": remote["api"], "api_key_env": remote["api_key_env"]}
-    if remote.get("served_model") is not None:
-        params["served_model"] = remote["served_model"]
-    return params
+        cache = self.lazy.cache is not None
+        return {**embedder_arguments(self.lazy), "progress_bar": self.progress_bar, "cache": cache}
