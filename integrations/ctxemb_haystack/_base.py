@@ -8,16 +8,29 @@ writes for it are core's (:mod:`ctxemb_core.components`); what is left here is H
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from haystack import Document, default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.components import component_embedder, embedder_arguments
 from ctxemb_core.validate import check_flag
+
+_C = TypeVar("_C")
+
+
+class Serialised:
+    """A component that Haystack's ``default_from_dict`` rebuilds from its ``to_dict``."""
+
+    @classmethod
+    def from_dict(cls: type[_C], data: dict[str, Any]) -> _C:
+        """Rebuild from :meth:`to_dict` (the caller's dict is left as it was: Haystack reads
+        nested components out of it in place)."""
+        return default_from_dict(cls, copy.deepcopy(data))
 
 
 def documents_of(value: Any, who: str, hint: str = "") -> list[Document]:
@@ -50,8 +63,10 @@ def in_thread(
     return run_async
 
 
-class _ContractEmbedding:
-    """What both embedders share: the contract, the lazily built Embedder, serialisation.
+class _ContractEmbedding(Serialised):
+    """What both embedders share: the contract, the lazily built Embedder, serialisation
+    (``from_dict`` finds the model again as ``Embedder.from_config`` does: the folder in
+    ``path`` if it holds the contract's weights, else from the contract).
 
     The Embedder's settings (``path=``, ``backend=``, ``device=``, ``batch_size=``,
     ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``) and the
@@ -97,12 +112,6 @@ class _ContractEmbedding:
     def warm_up(self) -> None:
         """Load the model (once; later calls do nothing)."""
         self.lazy.get()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Rebuild from :meth:`to_dict` (the model is found again as ``Embedder.from_config``
-        finds it: the folder in ``path`` if it holds the contract's weights)."""
-        return default_from_dict(cls, data)
 
     def _params(self) -> dict[str, Any]:
         cache = self.lazy.cache is not None

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core.documents import batch_fingerprint
@@ -13,7 +12,7 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.validate import check_flag, check_sample_size
-from ctxemb_haystack._base import documents_of, in_thread
+from ctxemb_haystack._base import Serialised, documents_of, in_thread
 from ctxemb_haystack._hybrid_side import LexicalSide, recipe
 from ctxemb_haystack._stores import guard_for
 from ctxemb_haystack._writes import policy_of
@@ -25,7 +24,7 @@ def _adopt(adopt: bool) -> dict[str, bool]:
 
 
 @component
-class ContractDocumentWriter:
+class ContractDocumentWriter(Serialised):
     """Writes documents embedded by :class:`ContractDocumentEmbedder` into a store, guarded.
 
     A drop-in for Haystack's ``DocumentWriter``. Before anything is written the whole batch is
@@ -105,10 +104,6 @@ class ContractDocumentWriter:
             **({} if side is None else side.params()),  # written only when set, as adopt
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractDocumentWriter:
-        return default_from_dict(cls, copy.deepcopy(data))  # the policy's name is read by init
-
     @component.output_types(documents_written=int)
     def run(
         self, documents: list[Document], policy: DuplicatePolicy | None = None
@@ -129,7 +124,7 @@ class ContractDocumentWriter:
 
 
 @component
-class ContractRetriever:
+class ContractRetriever(Serialised):
     """Wraps an embedding retriever so a query of another contract never reaches the store.
 
     Connect :class:`ContractTextEmbedder`'s ``embedding`` and ``fingerprint`` outputs to this
@@ -174,10 +169,6 @@ class ContractRetriever:
         return default_to_dict(
             self, retriever=self.retriever, sample=self.sample, **_adopt(self.adopt)
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractRetriever:
-        return default_from_dict(cls, data)
 
     @component.output_types(documents=list[Document])
     def run(

@@ -30,12 +30,11 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             ``truncate_dim=``, ``max_tokens=``, ``precision=``, …). ``to_dict`` stores the
             resolved contract. A one-sided ``prefix=`` and ``suffix=`` are refused: a contract
             pins both roles' prefixes.
-        path: the model folder; used when it holds the contract's weights, else the model is
-            found from the contract (bundled, registered, local cache).
-        backend: ``"auto"`` (the default: ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
-        device: where the network runs (``"cpu"``).
-        batch_size: the most texts in one forward pass (64).
-        token_budget: the most padded tokens in one forward pass (2048).
+        path, backend, device, batch_size, token_budget: the Embedder's settings, checked
+            when the component is built: the model folder (used when it holds the contract's
+            weights, else the model is found from the contract); ``"auto"`` (ONNX Runtime,
+            else torch), ``"onnx"`` or ``"torch"``; where the network runs (``"cpu"``); the
+            most texts (64) and padded tokens (2048) in one forward pass.
         progress_bar: show a progress bar while embedding (``ContractTextEmbedder``: not by
             default).
         cache: read vectors already embedded under the contract from the default

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 
 from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import FINGERPRINT_KEY, check_fingerprint
@@ -15,12 +15,12 @@ from ctxemb_core.errors import HybridMismatchError, InvalidInputError, MissingSt
 from ctxemb_core.hybrid import Fusion, fuse
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.validate import check_positive_int
-from ctxemb_haystack._base import documents_of, in_thread
+from ctxemb_haystack._base import Serialised, documents_of, in_thread
 from ctxemb_haystack._hybrid_side import HYBRID_KEY, as_dict, recall, recipe
 
 
 @component
-class ContractFusionJoiner:
+class ContractFusionJoiner(Serialised):
     """Joins the dense and the lexical documents of one query under the stamp's fusion.
 
     Connect :class:`ContractRetriever`'s ``documents`` to ``dense_documents``,
@@ -50,10 +50,6 @@ class ContractFusionJoiner:
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(self, fusion=as_dict(self.fusion), top_k=self.top_k)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractFusionJoiner:
-        return default_from_dict(cls, data)
 
     @component.output_types(documents=list[Document])
     def run(

@@ -7,16 +7,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 
 from ctxemb_core.components import component_reranker, reranker_arguments
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.rerank import Reranker, RerankerContract, RerankKind, ScoreThreshold, as_threshold
 from ctxemb_core.validate import check_positive_int
-from ctxemb_haystack._base import documents_of, text_of
+from ctxemb_haystack._base import Serialised, documents_of, text_of
 
 
-class _ContractRanker:
+class _ContractRanker(Serialised):
     """What both rankers share. The reranker's settings (``path=``, ``backend=``, ``device=``,
     ``batch_size=``, ``token_budget=``) and the contract's options come as keywords, told
     apart, checked and defaulted by core (:func:`~ctxemb_core.components.component_reranker`).
@@ -74,10 +74,6 @@ class _ContractRanker:
             **reranker_arguments(self._lazy),
             progress_bar=self.progress_bar,
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        return default_from_dict(cls, data)  # a threshold of another contract is refused
 
     @component.output_types(documents=list[Document])
     def run(
