@@ -31,7 +31,7 @@ import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxemb_core.contract import load_contract
 from ctxemb_core.embedder import Embedder
@@ -51,6 +51,7 @@ __all__ = [
     "EMBEDDER_KEYWORDS",
     "FRAMEWORK_HABITS",
     "RERANKER_KEYWORDS",
+    "ContractComponent",
     "component_contract",
     "component_embedder",
     "component_reranker",
@@ -270,6 +271,34 @@ def _refuse_model_as_contract(contract: Any, component: str, model_keyword: str)
     )
 
 
+class ContractComponent:
+    """A framework component bound to one contract: its fingerprint, and a repr that names it.
+
+    A plain mixin (no framework, no pydantic), listed before the framework's base class; the
+    component sets ``contract``. ``_shown()`` adds settings to the repr.
+
+    Example:
+        >>> embeddings = ContractEmbeddings(model_name="all-MiniLM-L6-v2")  # doctest: +SKIP
+        >>> embeddings.fingerprint[:12], repr(embeddings)[:40]  # doctest: +SKIP
+        ('d9c7a9c1a5b1', 'ContractEmbeddings(sentence-transformers')
+    """
+
+    if TYPE_CHECKING:
+        contract: Any
+
+    @property
+    def fingerprint(self) -> str:
+        """The contract's fingerprint: what the component stamps on what it returns."""
+        return str(self.contract.fingerprint)
+
+    def _shown(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        shown = [self.contract.describe(), *(f"{k}={v!r}" for k, v in self._shown().items())]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
 #: The keywords of a component that are its model's settings, not the contract's options: what
 #: :class:`~ctxemb_core.lazy.LazyEmbedder` (and :class:`~ctxemb_core.rerank.LazyReranker`)
 #: take, except the progress bar and the cache, which each framework names its own way.
@@ -278,7 +307,10 @@ EMBEDDER_KEYWORDS = tuple(n for n in inspect.signature(LazyEmbedder).parameters 
 RERANKER_KEYWORDS = tuple(n for n in inspect.signature(LazyReranker).parameters if n not in _LOCAL)
 
 
-def _split(keywords: Mapping[str, Any], settings: tuple[str, ...]) -> tuple[dict, dict]:
+def _split(
+    keywords: Mapping[str, Any], settings: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``keywords`` as (the model's settings, the contract's options)."""
     chosen = {k: v for k, v in keywords.items() if k in settings}
     return chosen, {k: v for k, v in keywords.items() if k not in settings}
 

@@ -1,4 +1,5 @@
-"""What the Haystack components share: the embedders' base, and the shapes of their inputs.
+"""What the Haystack components share: the embedders' base, ``from_dict``, ``run_async`` and
+the shapes of their inputs.
 
 The model a component holds, the arguments it takes for it and the keywords its ``to_dict``
 writes for it are core's (:mod:`ctxemb_core.components`); what is left here is Haystack's:
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from haystack import Document, default_from_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.components import component_embedder, embedder_arguments
+from ctxemb_core.components import ContractComponent, component_embedder, embedder_arguments
 from ctxemb_core.validate import check_flag
 
 _C = TypeVar("_C")
@@ -28,8 +29,7 @@ class Serialised:
 
     @classmethod
     def from_dict(cls: type[_C], data: dict[str, Any]) -> _C:
-        """Rebuild from :meth:`to_dict` (the caller's dict is left as it was: Haystack reads
-        nested components out of it in place)."""
+        """Rebuild from :meth:`to_dict`, from a copy: the caller's dict is left as it was."""
         return default_from_dict(cls, copy.deepcopy(data))
 
 
@@ -63,7 +63,7 @@ def in_thread(
     return run_async
 
 
-class _ContractEmbedding(Serialised):
+class _ContractEmbedding(ContractComponent, Serialised):
     """What both embedders share: the contract, the lazily built Embedder, serialisation
     (``from_dict`` finds the model again as ``Embedder.from_config`` does: the folder in
     ``path`` if it holds the contract's weights, else from the contract).
@@ -99,10 +99,6 @@ class _ContractEmbedding(Serialised):
         )
         self.contract = self.lazy.contract
         self.progress_bar = progress_bar
-
-    @property
-    def fingerprint(self) -> str:
-        return self.contract.fingerprint
 
     @property
     def embedder(self) -> Embedder | None:

@@ -11,7 +11,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, InstanceOf, PrivateAttr
 
-from ctxemb_core.components import reranker_contract
+from ctxemb_core.components import ContractComponent, reranker_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.rerank import (
@@ -42,7 +42,7 @@ class _Built:
         return (_Built, ())
 
 
-class _ContractReranker(BaseDocumentCompressor):
+class _ContractReranker(ContractComponent, BaseDocumentCompressor):
     """What both compressors share; each subclass names the regime it takes."""
 
     _kind: ClassVar[RerankKind]
@@ -95,13 +95,8 @@ class _ContractReranker(BaseDocumentCompressor):
         settings |= {"contract": found, "top_n": top_n, "score_threshold": threshold}
         super().__init__(**settings)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.contract.describe()}, top_n={self.top_n})"
-
-    @property
-    def fingerprint(self) -> str:
-        """The reranker contract's fingerprint (in every returned document's metadata)."""
-        return self.contract.fingerprint
+    def _shown(self) -> dict[str, Any]:
+        return {"top_n": self.top_n}
 
     @property
     def loaded(self) -> bool:

@@ -11,11 +11,11 @@ from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.cache import EmbeddingCache
-from ctxemb_core.components import component_embedder
+from ctxemb_core.components import ContractComponent, component_embedder
 from ctxemb_core.validate import texts_from_iterable
 
 
-class ContractEmbeddings(Embeddings):
+class ContractEmbeddings(ContractComponent, Embeddings):
     """Embeddings for LangChain made exactly as one contract says.
 
     ``embed_documents`` uses the document role and ``embed_query`` the query role, so the
@@ -79,14 +79,6 @@ class ContractEmbeddings(Embeddings):
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config
-
-    def __repr__(self) -> str:
-        return f"ContractEmbeddings({self.contract.describe()})"
-
-    @property
-    def fingerprint(self) -> str:
-        """The contract's fingerprint."""
-        return self.contract.fingerprint
 
     @property
     def embedder(self) -> Embedder:
