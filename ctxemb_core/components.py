@@ -320,30 +320,28 @@ def component_embedder(
     model: str | os.PathLike[str] | None,
     keywords: Mapping[str, Any],
     *,
-    component: str,
-    model_keyword: str = "model",
-    role: Literal["query", "document"] | None = None,
     show_progress: bool | None = None,
     cache: Any = False,
+    **how: Any,
 ) -> LazyEmbedder:
     """The embedder a framework component holds, from the arguments its users wrote.
 
     Args:
-        contract, model, component, model_keyword, role: as :func:`component_contract`'s.
+        contract, model: as :func:`component_contract`'s.
         keywords: the component's other keywords: the embedder's settings
             (:data:`EMBEDDER_KEYWORDS`: ``path=``, ``backend=``, ``device=``, ``batch_size=``,
             ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``; left
             out, the Embedder's defaults) and the contract's options.
         show_progress, cache: as :class:`~ctxemb_core.lazy.LazyEmbedder`'s.
+        how: :func:`component_contract`'s keywords (``component=``, ``model_keyword=``,
+            ``role=``).
 
     Raises:
         InvalidArgumentsError, InvalidInputError: as :func:`component_contract`, and a setting
             the Embedder cannot run with (checked now, nothing loaded).
     """
     settings, options = _split(keywords, EMBEDDER_KEYWORDS)
-    resolved = component_contract(
-        contract, model, options, component=component, model_keyword=model_keyword, role=role
-    )
+    resolved = component_contract(contract, model, options, **how)
     return LazyEmbedder(resolved, show_progress=show_progress, cache=cache, **settings)
 
 
@@ -407,25 +405,18 @@ def component_reranker(
     model: str | os.PathLike[str] | None,
     keywords: Mapping[str, Any],
     *,
-    component: str,
-    kind: RerankKind,
-    model_keyword: str = "model",
-    others: Mapping[RerankKind, str] | None = None,
     show_progress: bool | None = None,
+    **how: Any,
 ) -> LazyReranker:
-    """The reranker a framework component holds: :func:`reranker_contract` from the contract's
-    options in ``keywords``, with the reranker's settings among them (:data:`RERANKER_KEYWORDS`,
-    checked now; left out, the reranker's defaults)."""
+    """The reranker a framework component holds, from the arguments its users wrote.
+
+    ``keywords`` holds the reranker's settings (:data:`RERANKER_KEYWORDS`, checked now; left
+    out, the reranker's defaults) and the contract's options; ``how`` is
+    :func:`reranker_contract`'s keywords (``component=``, ``kind=``, ``model_keyword=``,
+    ``others=``).
+    """
     settings, options = _split(keywords, RERANKER_KEYWORDS)
-    found = reranker_contract(
-        contract,
-        model,
-        options,
-        component=component,
-        kind=kind,
-        model_keyword=model_keyword,
-        others=others,
-    )
+    found = reranker_contract(contract, model, options, **how)
     return LazyReranker(found, show_progress=show_progress, **settings)
 
 

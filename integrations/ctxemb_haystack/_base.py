@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-from collections.abc import Callable, Coroutine, Mapping
-from pathlib import Path
+import os
+from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Literal, TypeVar
 
 from haystack import Document, default_from_dict
 
-from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core import Embedder
 from ctxemb_core.components import ContractComponent, component_embedder, embedder_arguments
 from ctxemb_core.validate import check_flag
 
@@ -63,51 +63,61 @@ def in_thread(
     return run_async
 
 
-class _ContractEmbedding(ContractComponent, Serialised):
-    """What both embedders share: the contract, the lazily built Embedder, serialisation
-    (``from_dict`` finds the model again as ``Embedder.from_config`` does: the folder in
-    ``path`` if it holds the contract's weights, else from the contract).
+class ModelComponent(ContractComponent, Serialised):
+    """A component that holds one model, built on first use: ``lazy``, a
+    :class:`~ctxemb_core.lazy.LazyEmbedder` or a :class:`~ctxemb_core.rerank.LazyReranker`.
 
-    The Embedder's settings (``path=``, ``backend=``, ``device=``, ``batch_size=``,
-    ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``) and the
-    contract's options come as keywords and are told apart, checked and defaulted by core
+    Built from ``contract=`` or ``model=`` (as Haystack's own components take a model) and
+    keywords: the model's settings and the contract's options, told apart, checked and
+    defaulted by core (:mod:`ctxemb_core.components`). Serialised as the contract they resolved
+    to, so a pipeline reloaded later runs as this one did. Each kind says how its model is
+    built (:meth:`_model`).
+    """
+
+    def __init__(
+        self,
+        *,
+        contract: Any = None,
+        model: str | os.PathLike[str] | None = None,
+        progress_bar: bool = False,
+        **keywords: Any,
+    ) -> None:
+        build, how = self._model(keywords)
+        how |= {"component": type(self).__name__, "show_progress": progress_bar}
+        self.lazy = build(contract, model, keywords, **how)
+        self.contract = self.lazy.contract
+        self.progress_bar = progress_bar
+
+    def _model(self, keywords: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        """The core function that builds the model, and its keywords for this component."""
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Load the model (once; later calls do nothing)."""
+        self.lazy.get()
+
+
+class _ContractEmbedding(ModelComponent):
+    """What both embedders share: the Embedder and its serialisation (``from_dict`` finds the
+    model again as ``Embedder.from_config`` does: the folder in ``path`` if it holds the
+    contract's weights, else from the contract).
+
+    The Embedder's settings are ``path=``, ``backend=``, ``device=``, ``batch_size=``,
+    ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``
     (:func:`~ctxemb_core.components.component_embedder`).
     """
 
     _role: ClassVar[Literal["query", "document"]]
 
-    def __init__(
-        self,
-        *,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
-        model: str | Path | None = None,
-        progress_bar: bool = False,
-        cache: bool = False,
-        **keywords: Any,
-    ) -> None:
-        # model= and the contract options, as Haystack's own embedders take them; serialised as
-        # the contract they resolved to, so a pipeline reloaded later embeds as this one did.
-        self.lazy = component_embedder(
-            contract,
-            model,
-            keywords,
-            component=type(self).__name__,
-            role=self._role,
-            show_progress=progress_bar,
-            # A flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
-            cache=check_flag(cache, "cache"),
-        )
-        self.contract = self.lazy.contract
-        self.progress_bar = progress_bar
+    def _model(self, keywords: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        # cache= is a flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
+        cache = check_flag(keywords.pop("cache", False), "cache")
+        return component_embedder, {"role": self._role, "cache": cache}
 
     @property
     def embedder(self) -> Embedder | None:
         """The core Embedder once warmed up, else ``None``."""
         return self.lazy.get() if self.lazy.loaded else None
-
-    def warm_up(self) -> None:
-        """Load the model (once; later calls do nothing)."""
-        self.lazy.get()
 
     def _params(self) -> dict[str, Any]:
         cache = self.lazy.cache is not None

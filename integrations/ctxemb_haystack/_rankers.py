@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -11,15 +10,15 @@ from haystack import Document, component, default_to_dict
 
 from ctxemb_core.components import component_reranker, reranker_arguments
 from ctxemb_core.documents import RERANKER_KEY
-from ctxemb_core.rerank import Reranker, RerankerContract, RerankKind, ScoreThreshold, as_threshold
+from ctxemb_core.rerank import Reranker, RerankKind, ScoreThreshold, as_threshold
 from ctxemb_core.validate import check_positive_int
-from ctxemb_haystack._base import Serialised, documents_of, text_of
+from ctxemb_haystack._base import ModelComponent, documents_of, text_of
 
 
-class _ContractRanker(Serialised):
-    """What both rankers share. The reranker's settings (``path=``, ``backend=``, ``device=``,
-    ``batch_size=``, ``token_budget=``) and the contract's options come as keywords, told
-    apart, checked and defaulted by core (:func:`~ctxemb_core.components.component_reranker`).
+class _ContractRanker(ModelComponent):
+    """What both rankers share. The reranker's settings are ``path=``, ``backend=``,
+    ``device=``, ``batch_size=`` and ``token_budget=``
+    (:func:`~ctxemb_core.components.component_reranker`).
     """
 
     _kind: RerankKind  # the regime each subclass takes
@@ -27,41 +26,27 @@ class _ContractRanker(Serialised):
     def __init__(
         self,
         *,
-        contract: RerankerContract | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-        model: str | os.PathLike[str] | None = None,
         top_k: int = 10,
         score_threshold: float | ScoreThreshold | Mapping[str, Any] | None = None,
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
-        progress_bar: bool = False,
         **keywords: Any,
     ) -> None:
-        # model= and the reranker contract's options, as Haystack's own rankers take a model;
-        # serialised as the contract they resolved to. The model loads on warm_up (or run).
-        self._lazy = component_reranker(
-            contract,
-            model,
-            keywords,
-            component=type(self).__name__,
-            kind=self._kind,
-            others={c._kind: c.__name__ for c in _ContractRanker.__subclasses__()},
-            show_progress=progress_bar,
-        )
-        self.contract = self._lazy.contract
+        # Not super(): @component rebuilds the class, and the zero-argument form names the old one.
+        ModelComponent.__init__(self, **keywords)  # the model loads on warm_up (or run)
         self.top_k = check_positive_int(top_k, "top_k")
         self.score_threshold = as_threshold(score_threshold, self.contract)
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
-        self.progress_bar = progress_bar
+
+    def _model(self, keywords: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        others = {c._kind: c.__name__ for c in _ContractRanker.__subclasses__()}
+        return component_reranker, {"kind": self._kind, "others": others}
 
     @property
     def reranker(self) -> Reranker | None:
         """The core reranker once :meth:`warm_up` (or the first run) built it, else ``None``."""
-        return self._lazy.built
-
-    def warm_up(self) -> None:
-        """Load the model (once; later calls do nothing)."""
-        self._lazy.get()
+        return self.lazy.built
 
     def to_dict(self) -> dict[str, Any]:
         threshold = self.score_threshold
@@ -71,7 +56,7 @@ class _ContractRanker(Serialised):
             score_threshold=None if threshold is None else threshold.to_dict(),
             meta_fields_to_embed=self.meta_fields_to_embed,
             embedding_separator=self.embedding_separator,
-            **reranker_arguments(self._lazy),
+            **reranker_arguments(self.lazy),
             progress_bar=self.progress_bar,
         )
 
@@ -95,7 +80,7 @@ class _ContractRanker(Serialised):
         docs = _deduplicate(documents_of(documents, type(self).__name__))
         # As Haystack's rankers and ContractDocumentEmbedder: a missing content is "".
         fields, separator = self.meta_fields_to_embed, self.embedding_separator
-        ranking = self._lazy.get().rerank(
+        ranking = self.lazy.get().rerank(
             query,
             [text_of(d, fields, separator) for d in docs],
             top_k=self.top_k if top_k is None else top_k,
