@@ -1,4 +1,4 @@
-"""The contract of a framework component, from the arguments that framework's users write.
+"""A framework component's contract and model, from the arguments that framework's users write.
 
 Haystack users build embedders with ``model="sentence-transformers/all-MiniLM-L6-v2"`` and
 LangChain users with ``model_name=...``; ctxemb's components take those too, with the contract's
@@ -10,6 +10,13 @@ what every component serialises: a model name's folder may change under it, the 
 component stays a thin translation and all of them accept, map and refuse the same arguments.
 Arguments a framework's own embedder takes that a contract cannot honour (``suffix=``, one
 role's ``prefix=``, ``trust_remote_code=True``, …) are refused by name, never silently dropped.
+
+A component holds its model as a :class:`~ctxemb_core.lazy.LazyEmbedder` or a
+:class:`~ctxemb_core.rerank.LazyReranker`: :func:`component_embedder` and
+:func:`component_reranker` build it from the keywords the component was given (its settings
+and the contract's options, told apart here), and :func:`embedder_arguments` and
+:func:`reranker_arguments` are the keywords that build it again, what each framework's
+``to_dict`` (or config) writes beside its own parameters.
 
 Example:
     >>> contract = component_contract(model="all-MiniLM-L6-v2", options={"truncate_dim": 256},
@@ -24,13 +31,35 @@ import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxemb_core.contract import load_contract
+from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidArgumentsError, InvalidInputError
+from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.rerank import (
+    LazyReranker,
+    Reranker,
+    RerankerContract,
+    RerankKind,
+    load_reranker_contract,
+    rerank_contract_for,
+)
 from ctxemb_core.resolve import contract_for
 
-__all__ = ["FRAMEWORK_HABITS", "component_contract", "contract_options"]
+__all__ = [
+    "EMBEDDER_KEYWORDS",
+    "FRAMEWORK_HABITS",
+    "RERANKER_KEYWORDS",
+    "ContractComponent",
+    "component_contract",
+    "component_embedder",
+    "component_reranker",
+    "contract_options",
+    "embedder_arguments",
+    "reranker_arguments",
+    "reranker_contract",
+]
 
 #: Arguments of the frameworks' own embedders (sentence-transformers' Haystack components,
 #: ``HuggingFaceEmbeddings``' ``encode_kwargs``) that map onto a contract field.
@@ -240,3 +269,160 @@ def _refuse_model_as_contract(contract: Any, component: str, model_keyword: str)
         "keywords). contract= takes a pinned contract: an EmbeddingContract, its to_dict(), "
         "or the path of a contract JSON file"
     )
+
+
+class ContractComponent:
+    """A framework component bound to one contract: its fingerprint, and a repr that names it.
+
+    A plain mixin (no framework, no pydantic), listed before the framework's base class; the
+    component sets ``contract``. ``_shown()`` adds settings to the repr.
+
+    Example:
+        >>> embeddings = ContractEmbeddings(model_name="all-MiniLM-L6-v2")  # doctest: +SKIP
+        >>> embeddings.fingerprint[:12], repr(embeddings)[:40]  # doctest: +SKIP
+        ('d9c7a9c1a5b1', 'ContractEmbeddings(sentence-transformers')
+    """
+
+    if TYPE_CHECKING:
+        contract: Any
+
+    @property
+    def fingerprint(self) -> str:
+        """The contract's fingerprint: what the component stamps on what it returns."""
+        return str(self.contract.fingerprint)
+
+    def _shown(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        shown = [self.contract.describe(), *(f"{k}={v!r}" for k, v in self._shown().items())]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+#: The keywords of a component that are its model's settings, not the contract's options: what
+#: :class:`~ctxemb_core.lazy.LazyEmbedder` (and :class:`~ctxemb_core.rerank.LazyReranker`)
+#: take, except the progress bar and the cache, which each framework names its own way.
+_LOCAL = {"self", "contract", "show_progress", "cache"}
+EMBEDDER_KEYWORDS = tuple(n for n in inspect.signature(LazyEmbedder).parameters if n not in _LOCAL)
+RERANKER_KEYWORDS = tuple(n for n in inspect.signature(LazyReranker).parameters if n not in _LOCAL)
+
+
+def _split(
+    keywords: Mapping[str, Any], settings: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``keywords`` as (the model's settings, the contract's options)."""
+    chosen = {k: v for k, v in keywords.items() if k in settings}
+    return chosen, {k: v for k, v in keywords.items() if k not in settings}
+
+
+def component_embedder(
+    contract: Any,
+    model: str | os.PathLike[str] | None,
+    keywords: Mapping[str, Any],
+    *,
+    show_progress: bool | None = None,
+    cache: Any = False,
+    **how: Any,
+) -> LazyEmbedder:
+    """The embedder a framework component holds, from the arguments its users wrote.
+
+    Args:
+        contract, model: as :func:`component_contract`'s.
+        keywords: the component's other keywords: the embedder's settings
+            (:data:`EMBEDDER_KEYWORDS`: ``path=``, ``backend=``, ``device=``, ``batch_size=``,
+            ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``; left
+            out, the Embedder's defaults) and the contract's options.
+        show_progress, cache: as :class:`~ctxemb_core.lazy.LazyEmbedder`'s.
+        how: :func:`component_contract`'s keywords (``component=``, ``model_keyword=``,
+            ``role=``).
+
+    Raises:
+        InvalidArgumentsError, InvalidInputError: as :func:`component_contract`, and a setting
+            the Embedder cannot run with (checked now, nothing loaded).
+    """
+    settings, options = _split(keywords, EMBEDDER_KEYWORDS)
+    resolved = component_contract(contract, model, options, **how)
+    return LazyEmbedder(resolved, show_progress=show_progress, cache=cache, **settings)
+
+
+def embedder_arguments(lazy: LazyEmbedder) -> dict[str, Any]:
+    """The keywords that build ``lazy`` again, JSON-ready: the contract (as it resolved, so a
+    reloaded component embeds as this one did), ``path``, the run settings and, for a server,
+    ``url``, ``api``, ``api_key_env`` (the variable's name, never the key), ``served_model``."""
+    config = lazy.config
+    out = {"contract": config["contract"], "path": config["path_hint"]}
+    out |= {k: config[k] for k in Embedder.run_settings.names}
+    remote = config.get("remote")
+    if remote is not None:
+        out |= {k: remote[k] for k in ("url", "api", "api_key_env")}
+        if remote.get("served_model") is not None:
+            out["served_model"] = remote["served_model"]
+    return out
+
+
+def reranker_contract(
+    contract: Any,
+    model: str | os.PathLike[str] | None,
+    options: Mapping[str, Any],
+    *,
+    component: str,
+    kind: RerankKind,
+    model_keyword: str = "model",
+    others: Mapping[RerankKind, str] | None = None,
+) -> RerankerContract:
+    """The reranker contract of a component that takes one regime (``kind``).
+
+    Args:
+        contract, model, options, component, model_keyword: as :func:`component_contract`'s,
+            read with :func:`~ctxemb_core.rerank.rerank_contract_for` and
+            :func:`~ctxemb_core.rerank.load_reranker_contract`.
+        kind: the regime the component takes.
+        others: the framework's component for each other regime, named in the refusal.
+
+    Raises:
+        InvalidInputError: a contract of another regime (and as :func:`component_contract`).
+    """
+    found = component_contract(
+        contract,
+        model,
+        options,
+        component=component,
+        model_keyword=model_keyword,
+        derive=rerank_contract_for,
+        load=load_reranker_contract,
+    )
+    if found.kind is not kind:
+        other = (others or {}).get(found.kind)
+        use = f"; use {other} for it" if other else " (each regime has its own component)"
+        raise InvalidInputError(
+            f"{component} takes a {kind.value} contract, got a {found.kind.value} one{use}"
+        )
+    return found
+
+
+def component_reranker(
+    contract: Any,
+    model: str | os.PathLike[str] | None,
+    keywords: Mapping[str, Any],
+    *,
+    show_progress: bool | None = None,
+    **how: Any,
+) -> LazyReranker:
+    """The reranker a framework component holds, from the arguments its users wrote.
+
+    ``keywords`` holds the reranker's settings (:data:`RERANKER_KEYWORDS`, checked now; left
+    out, the reranker's defaults) and the contract's options; ``how`` is
+    :func:`reranker_contract`'s keywords (``component=``, ``kind=``, ``model_keyword=``,
+    ``others=``).
+    """
+    settings, options = _split(keywords, RERANKER_KEYWORDS)
+    found = reranker_contract(contract, model, options, **how)
+    return LazyReranker(found, show_progress=show_progress, **settings)
+
+
+def reranker_arguments(lazy: LazyReranker) -> dict[str, Any]:
+    """The keywords that build ``lazy`` again, JSON-ready: the contract, ``path`` and the run
+    settings."""
+    config = lazy.config
+    out = {"contract": config["contract"], "path": config["path_hint"]}
+    return out | {k: config[k] for k in Reranker.run_settings.names}

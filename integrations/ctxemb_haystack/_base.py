@@ -1,94 +1,124 @@
-"""What both Haystack embedders share: one contract, a lazily built Embedder, serialisation."""
+"""What the Haystack components share: the embedders' base, ``from_dict``, ``run_async`` and
+the shapes of their inputs.
+
+The model a component holds, the arguments it takes for it and the keywords its ``to_dict``
+writes for it are core's (:mod:`ctxemb_core.components`); what is left here is Haystack's:
+``default_to_dict``/``default_from_dict``, a list of ``Document``, and ``run_async``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal
+import asyncio
+import copy
+import functools
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar, Literal, TypeVar
 
-from haystack import default_from_dict
+from haystack import Document, default_from_dict
 
-from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.components import component_contract
-from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core import Embedder
+from ctxemb_core.components import ContractComponent, component_embedder, embedder_arguments
 from ctxemb_core.validate import check_flag
 
+_C = TypeVar("_C")
 
-class _ContractEmbedding:
-    """What both embedders share: the contract, the lazily built Embedder, serialisation."""
+
+class Serialised:
+    """A component that Haystack's ``default_from_dict`` rebuilds from its ``to_dict``."""
+
+    @classmethod
+    def from_dict(cls: type[_C], data: dict[str, Any]) -> _C:
+        """Rebuild from :meth:`to_dict`, from a copy: the caller's dict is left as it was."""
+        return default_from_dict(cls, copy.deepcopy(data))
+
+
+def documents_of(value: Any, who: str, hint: str = "") -> list[Document]:
+    """``value`` if it is a list of ``Document``, else a ``TypeError`` naming ``who``."""
+    if not isinstance(value, list) or not all(isinstance(d, Document) for d in value):
+        raise TypeError(f"{who} expects a list of Documents, got {type(value).__name__}{hint}")
+    return value
+
+
+def text_of(document: Document, meta_fields: list[str], separator: str) -> str:
+    """What is embedded or scored of a document, as Haystack's embedders and rankers take it:
+    the values of ``meta_fields`` it has, then its content (``""`` when it has none)."""
+    fields = [str(document.meta[k]) for k in meta_fields if document.meta.get(k) is not None]
+    return separator.join([*fields, document.content or ""])
+
+
+def in_thread(
+    run: Callable[..., dict[str, Any]],
+) -> Callable[..., Coroutine[Any, Any, dict[str, Any]]]:
+    """A component's ``run_async``: its ``run`` (same inputs and outputs, as Haystack checks)
+    in a worker thread, so an async pipeline's event loop keeps running while it computes."""
+
+    @functools.wraps(run)
+    async def run_async(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        call = functools.partial(run, self, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, call)
+
+    run_async.__name__ = run_async.__qualname__ = "run_async"
+    run_async.__doc__ = ":meth:`run` in a worker thread."
+    return run_async
+
+
+class ModelComponent(ContractComponent, Serialised):
+    """A component that holds one model, built on first use: ``lazy``, a
+    :class:`~ctxemb_core.lazy.LazyEmbedder` or a :class:`~ctxemb_core.rerank.LazyReranker`.
+
+    Built from ``contract=`` or ``model=`` (as Haystack's own components take a model) and
+    keywords: the model's settings and the contract's options, told apart, checked and
+    defaulted by core (:mod:`ctxemb_core.components`). Serialised as the contract they resolved
+    to, so a pipeline reloaded later runs as this one did. Each kind says how its model is
+    built (:meth:`_model`).
+    """
 
     def __init__(
         self,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None,
-        model: str | Path | None,
-        options: dict[str, Any],
-        role: Literal["query", "document"],
-        path: str | Path | None,
-        backend: str,
-        device: str,
-        batch_size: int,
-        token_budget: int,
-        progress_bar: bool,
-        cache: bool,
-        remote: Mapping[str, Any] | None = None,
+        *,
+        contract: Any = None,
+        model: str | os.PathLike[str] | None = None,
+        progress_bar: bool = False,
+        **keywords: Any,
     ) -> None:
-        # model= and the contract options, as Haystack's own embedders take them; serialised as
-        # the contract they resolved to, so a pipeline reloaded later embeds as this one did.
-        resolved = component_contract(
-            contract, model, options, component=type(self).__name__, role=role
-        )
-        self.lazy = LazyEmbedder(
-            resolved,
-            path=path,
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
-            show_progress=progress_bar,
-            # A flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
-            cache=check_flag(cache, "cache"),
-            **(remote or {}),
-        )
+        build, how = self._model(keywords)
+        how |= {"component": type(self).__name__, "show_progress": progress_bar}
+        self.lazy = build(contract, model, keywords, **how)
         self.contract = self.lazy.contract
         self.progress_bar = progress_bar
 
-    @property
-    def fingerprint(self) -> str:
-        return self.contract.fingerprint
+    def _model(self, keywords: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        """The core function that builds the model, and its keywords for this component."""
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Load the model (once; later calls do nothing)."""
+        self.lazy.get()
+
+
+class _ContractEmbedding(ModelComponent):
+    """What both embedders share: the Embedder and its serialisation (``from_dict`` finds the
+    model again as ``Embedder.from_config`` does: the folder in ``path`` if it holds the
+    contract's weights, else from the contract).
+
+    The Embedder's settings are ``path=``, ``backend=``, ``device=``, ``batch_size=``,
+    ``token_budget=``, ``url=``, ``api=``, ``api_key_env=``, ``served_model=``
+    (:func:`~ctxemb_core.components.component_embedder`).
+    """
+
+    _role: ClassVar[Literal["query", "document"]]
+
+    def _model(self, keywords: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        # cache= is a flag, so that to_dict stays plain JSON: True is the default EmbeddingCache.
+        cache = check_flag(keywords.pop("cache", False), "cache")
+        return component_embedder, {"role": self._role, "cache": cache}
 
     @property
     def embedder(self) -> Embedder | None:
         """The core Embedder once warmed up, else ``None``."""
         return self.lazy.get() if self.lazy.loaded else None
 
-    def warm_up(self) -> None:
-        """Load the model (once; later calls do nothing)."""
-        self.lazy.get()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Rebuild from :meth:`to_dict` (the model is found again as ``Embedder.from_config``
-        finds it: the folder in ``path`` if it holds the contract's weights)."""
-        return default_from_dict(cls, data)
-
     def _params(self) -> dict[str, Any]:
-        c = self.lazy.config
-        return {
-            "contract": c["contract"],
-            "path": c["path_hint"],
-            **{k: c[k] for k in Embedder.run_settings.names},
-            "progress_bar": self.progress_bar,
-            "cache": self.lazy.cache is not None,
-            # Only for an embedder that embeds through a server: the URL and the name of the
-            # key's environment variable, never the key.
-            **_remote_params(c.get("remote")),
-        }
-
-
-def _remote_params(remote: Mapping[str, Any] | None) -> dict[str, Any]:
-    if remote is None:
-        return {}
-    params = {"url": remote["url"], "api": remote["api"], "api_key_env": remote["api_key_env"]}
-    if remote.get("served_model") is not None:
-        params["served_model"] = remote["served_model"]
-    return params
+        cache = self.lazy.cache is not None
+        return {**embedder_arguments(self.lazy), "progress_bar": self.progress_bar, "cache": cache}

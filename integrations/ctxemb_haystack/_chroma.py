@@ -25,7 +25,7 @@ _SCALARS = (str, int, float, bool)
 
 
 class ChromaBinding:
-    """The collection behind a ``ChromaDocumentStore`` (see :class:`._index.Binding`)."""
+    """The collection behind a ``ChromaDocumentStore`` (see :class:`._binding.Binding`)."""
 
     terms = DEFAULT_TERMS  # the Chroma adapter's words are the default ones
 

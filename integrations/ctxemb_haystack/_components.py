@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import functools
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 
 from ctxemb_core.documents import batch_fingerprint
@@ -15,20 +12,10 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.validate import check_flag, check_sample_size
-from ctxemb_haystack._hybrid_side import LexicalSide, as_dict, recipe
+from ctxemb_haystack._base import Serialised, documents_of, in_thread
+from ctxemb_haystack._hybrid_side import LexicalSide, recipe
 from ctxemb_haystack._stores import guard_for
-
-
-def _policy(policy: Any) -> DuplicatePolicy:
-    """A ``DuplicatePolicy``, or its name as ``to_dict`` writes it (``"OVERWRITE"``)."""
-    if isinstance(policy, DuplicatePolicy):
-        return policy
-    if isinstance(policy, str) and policy.upper() in DuplicatePolicy.__members__:
-        return DuplicatePolicy[policy.upper()]
-    raise InvalidInputError(
-        f"policy must be a DuplicatePolicy or one of {list(DuplicatePolicy.__members__)}, "
-        f"got {policy!r}"
-    )
+from ctxemb_haystack._writes import policy_of
 
 
 def _adopt(adopt: bool) -> dict[str, bool]:
@@ -36,14 +23,8 @@ def _adopt(adopt: bool) -> dict[str, bool]:
     return {"adopt": True} if adopt else {}
 
 
-def _check_documents(documents: Any, who: str) -> list[Document]:
-    if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
-        raise TypeError(f"{who} expects a list of Documents, got {type(documents).__name__}")
-    return documents
-
-
 @component
-class ContractDocumentWriter:
+class ContractDocumentWriter(Serialised):
     """Writes documents embedded by :class:`ContractDocumentEmbedder` into a store, guarded.
 
     A drop-in for Haystack's ``DocumentWriter``. Before anything is written the whole batch is
@@ -96,7 +77,7 @@ class ContractDocumentWriter:
         fusion: Fusion | dict[str, Any] | None = None,
     ) -> None:
         self.document_store = document_store
-        self.policy = _policy(policy)
+        self.policy = policy_of(policy)
         self.sample = check_sample_size(sample)
         self.adopt = check_flag(adopt, "adopt")
         self.hybrid = check_flag(hybrid, "hybrid") or lexical_path is not None
@@ -120,50 +101,30 @@ class ContractDocumentWriter:
             policy=self.policy.name,
             sample=self.sample,
             **_adopt(self.adopt),
-            # Written only when set, as adopt.
-            **(
-                {}
-                if side is None
-                else {
-                    "hybrid": True,
-                    "lexical_path": side.lexical_path,
-                    "lexical": as_dict(side.lexical),
-                    "fusion": as_dict(side.fusion),
-                }
-            ),
+            **({} if side is None else side.params()),  # written only when set, as adopt
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractDocumentWriter:
-        return default_from_dict(cls, copy.deepcopy(data))  # the policy's name is read by init
 
     @component.output_types(documents_written=int)
     def run(
         self, documents: list[Document], policy: DuplicatePolicy | None = None
     ) -> dict[str, int]:
         """Write the documents; returns ``documents_written``."""
-        documents = _check_documents(documents, "ContractDocumentWriter")
+        documents = documents_of(documents, "ContractDocumentWriter")
         side, fingerprint = self._lexical, None
         if side is not None and documents:
             fingerprint = batch_fingerprint([d.meta for d in documents], [d.id for d in documents])
             if fingerprint is not None:
                 side.check_write(fingerprint)  # before anything is written
-        written = self._guard.write(documents, _policy(policy) if policy else self.policy)
+        written = self._guard.write(documents, policy_of(policy) if policy else self.policy)
         if side is not None and fingerprint is not None:
             side.write(fingerprint, [d.id for d in documents])
         return {"documents_written": written}
 
-    @component.output_types(documents_written=int)
-    async def run_async(
-        self, documents: list[Document], policy: DuplicatePolicy | None = None
-    ) -> dict[str, int]:
-        """:meth:`run` in a worker thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(self.run, documents, policy))
+    run_async = in_thread(run)
 
 
 @component
-class ContractRetriever:
+class ContractRetriever(Serialised):
     """Wraps an embedding retriever so a query of another contract never reaches the store.
 
     Connect :class:`ContractTextEmbedder`'s ``embedding`` and ``fingerprint`` outputs to this
@@ -209,10 +170,6 @@ class ContractRetriever:
             self, retriever=self.retriever, sample=self.sample, **_adopt(self.adopt)
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractRetriever:
-        return default_from_dict(cls, data)
-
     @component.output_types(documents=list[Document])
     def run(
         self,
@@ -234,15 +191,4 @@ class ContractRetriever:
         )
         return {"documents": documents}
 
-    @component.output_types(documents=list[Document])
-    async def run_async(
-        self,
-        query_embedding: list[float],
-        fingerprint: str,
-        filters: dict[str, Any] | None = None,
-        top_k: int | None = None,
-    ) -> dict[str, list[Document]]:
-        """:meth:`run` in a worker thread."""
-        loop = asyncio.get_running_loop()
-        call = functools.partial(self.run, query_embedding, fingerprint, filters, top_k)
-        return await loop.run_in_executor(None, call)
+    run_async = in_thread(run)

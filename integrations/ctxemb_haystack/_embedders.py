@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from haystack import Document, component, default_to_dict
 
-from ctxemb_core import EmbeddingContract
 from ctxemb_core.documents import stamp_meta
-from ctxemb_haystack._base import _ContractEmbedding
+from ctxemb_haystack._base import _ContractEmbedding, documents_of, in_thread, text_of
 
 
 @component
@@ -35,13 +30,13 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             ``truncate_dim=``, ``max_tokens=``, ``precision=``, …). ``to_dict`` stores the
             resolved contract. A one-sided ``prefix=`` and ``suffix=`` are refused: a contract
             pins both roles' prefixes.
-        path: the model folder; used when it holds the contract's weights, else the model is
-            found from the contract (bundled, registered, local cache).
-        backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
-        device: where the network runs.
-        batch_size: the most texts in one forward pass.
-        token_budget: the most padded tokens in one forward pass.
-        progress_bar: show a progress bar while embedding.
+        path, backend, device, batch_size, token_budget: the Embedder's settings, checked
+            when the component is built: the model folder (used when it holds the contract's
+            weights, else the model is found from the contract); ``"auto"`` (ONNX Runtime,
+            else torch), ``"onnx"`` or ``"torch"``; where the network runs (``"cpu"``); the
+            most texts (64) and padded tokens (2048) in one forward pass.
+        progress_bar: show a progress bar while embedding (``ContractTextEmbedder``: not by
+            default).
         cache: read vectors already embedded under the contract from the default
             :class:`~ctxemb_core.cache.EmbeddingCache` (``$CTXEMB_CACHE_DIR``) and store new ones
             there; the vectors and the fingerprint are the same with or without it.
@@ -51,7 +46,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             ``openai`` client does) instead of loading the model:
             ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
             any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
-        api: ``"ctxemb"`` or ``"openai"``.
+        api: ``"ctxemb"`` (the default) or ``"openai"``.
         api_key_env: the environment variable holding the server's API key; ``to_dict``
             stores its name, never the key.
         served_model: the model id the server answers to, where it is not the contract's.
@@ -63,41 +58,18 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         (384, 'd9c7a9c1')
     """
 
+    _role = "document"
+
     def __init__(
         self,
         *,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
-        model: str | Path | None = None,
-        path: str | Path | None = None,
-        backend: str = "auto",
-        device: str = "cpu",
-        batch_size: int = 64,
-        token_budget: int = 2048,
-        progress_bar: bool = True,
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
-        cache: bool = False,
-        url: str | None = None,
-        api: str = "ctxemb",
-        api_key_env: str | None = None,
-        served_model: str | None = None,
-        **options: Any,
+        progress_bar: bool = True,
+        **keywords: Any,
     ) -> None:
-        _ContractEmbedding.__init__(
-            self,
-            contract,
-            model,
-            options,
-            "document",
-            path,
-            backend,
-            device,
-            batch_size,
-            token_budget,
-            progress_bar,
-            cache,
-            None if url is None else _remote(url, api, api_key_env, served_model),
-        )
+        # Not super(): @component rebuilds the class, and the zero-argument form names the old one.
+        _ContractEmbedding.__init__(self, progress_bar=progress_bar, **keywords)
         self.meta_fields_to_embed = list(meta_fields_to_embed or [])
         self.embedding_separator = embedding_separator
 
@@ -118,12 +90,10 @@ class ContractDocumentEmbedder(_ContractEmbedding):
             ContractMismatchError: a document already carries another contract's fingerprint
                 (remove ``meta["ctxemb_fingerprint"]`` to re-embed it deliberately).
         """
-        if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
-            raise TypeError(
-                "ContractDocumentEmbedder expects a list of Documents; to embed a query string, "
-                "use ContractTextEmbedder"
-            )
-        texts = [self._text(d) for d in documents]
+        hint = "; to embed a query string, use ContractTextEmbedder"
+        documents = documents_of(documents, "ContractDocumentEmbedder", hint)
+        fields, separator = self.meta_fields_to_embed, self.embedding_separator
+        texts = [text_of(d, fields, separator) for d in documents]
         # The digest of the text embedded (metadata fields included): what a re-index compares.
         pairs = zip(documents, texts, strict=True)
         metas = [stamp_meta(d.meta, self.contract, text=t) for d, t in pairs]
@@ -136,19 +106,7 @@ class ContractDocumentEmbedder(_ContractEmbedding):
         ]
         return {"documents": out, "fingerprint": self.fingerprint}
 
-    @component.output_types(documents=list[Document], fingerprint=str)
-    async def run_async(self, documents: list[Document]) -> dict[str, Any]:
-        """:meth:`run` in a worker thread, so an async pipeline's event loop keeps running."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(self.run, documents))
-
-    def _text(self, document: Document) -> str:
-        fields = [
-            str(document.meta[key])
-            for key in self.meta_fields_to_embed
-            if document.meta.get(key) is not None
-        ]
-        return self.embedding_separator.join([*fields, document.content or ""])
+    run_async = in_thread(run)
 
 
 @component
@@ -168,39 +126,7 @@ class ContractTextEmbedder(_ContractEmbedding):
         (384, True)
     """
 
-    def __init__(
-        self,
-        *,
-        contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
-        model: str | Path | None = None,
-        path: str | Path | None = None,
-        backend: str = "auto",
-        device: str = "cpu",
-        batch_size: int = 64,
-        token_budget: int = 2048,
-        progress_bar: bool = False,
-        cache: bool = False,
-        url: str | None = None,
-        api: str = "ctxemb",
-        api_key_env: str | None = None,
-        served_model: str | None = None,
-        **options: Any,
-    ) -> None:
-        _ContractEmbedding.__init__(
-            self,
-            contract,
-            model,
-            options,
-            "query",
-            path,
-            backend,
-            device,
-            batch_size,
-            token_budget,
-            progress_bar,
-            cache,
-            None if url is None else _remote(url, api, api_key_env, served_model),
-        )
+    _role = "query"
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(self, **self._params())
@@ -220,15 +146,4 @@ class ContractTextEmbedder(_ContractEmbedding):
         vector = self.lazy.embed_query(text)
         return {"embedding": vector.tolist(), "fingerprint": self.fingerprint}
 
-    @component.output_types(embedding=list[float], fingerprint=str)
-    async def run_async(self, text: str) -> dict[str, Any]:
-        """:meth:`run` in a worker thread, so an async pipeline's event loop keeps running."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(self.run, text))
-
-
-def _remote(
-    url: str, api: str, api_key_env: str | None, served_model: str | None
-) -> dict[str, Any]:
-    remote = {"url": url, "api": api, "api_key_env": api_key_env}
-    return remote if served_model is None else {**remote, "served_model": served_model}
+    run_async = in_thread(run)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 
 from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import FINGERPRINT_KEY, check_fingerprint
@@ -15,11 +15,12 @@ from ctxemb_core.errors import HybridMismatchError, InvalidInputError, MissingSt
 from ctxemb_core.hybrid import Fusion, fuse
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.validate import check_positive_int
+from ctxemb_haystack._base import Serialised, documents_of, in_thread
 from ctxemb_haystack._hybrid_side import HYBRID_KEY, as_dict, recall, recipe
 
 
 @component
-class ContractFusionJoiner:
+class ContractFusionJoiner(Serialised):
     """Joins the dense and the lexical documents of one query under the stamp's fusion.
 
     Connect :class:`ContractRetriever`'s ``documents`` to ``dense_documents``,
@@ -50,10 +51,6 @@ class ContractFusionJoiner:
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(self, fusion=as_dict(self.fusion), top_k=self.top_k)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractFusionJoiner:
-        return default_from_dict(cls, data)
-
     @component.output_types(documents=list[Document])
     def run(
         self,
@@ -65,8 +62,9 @@ class ContractFusionJoiner:
     ) -> dict[str, list[Document]]:
         """The fused top ``top_k``, best first."""
         n = check_positive_int(top_k, "top_k") if top_k is not None else self.top_k
-        dense_documents = _documents(dense_documents, "dense_documents")
-        lexical_documents = _documents(lexical_documents, "lexical_documents")
+        who = type(self).__name__
+        dense_documents = documents_of(dense_documents, f"{who} (dense_documents)")
+        lexical_documents = documents_of(lexical_documents, f"{who} (lexical_documents)")
         contract = recall(hybrid)
         if contract is None:
             raise InvalidInputError(
@@ -120,23 +118,7 @@ class ContractFusionJoiner:
             out.append(dataclasses.replace(by_id[i], score=score, meta=meta))
         return {"documents": out}
 
-    @component.output_types(documents=list[Document])
-    async def run_async(
-        self,
-        dense_documents: list[Document],
-        lexical_documents: list[Document],
-        fingerprint: str,
-        hybrid: str,
-        top_k: int | None = None,
-    ) -> dict[str, list[Document]]:
-        """:meth:`run` (no I/O: it runs in the event loop's thread)."""
-        return self.run(dense_documents, lexical_documents, fingerprint, hybrid, top_k)
-
-
-def _documents(value: Any, name: str) -> list[Document]:
-    if not isinstance(value, list) or not all(isinstance(d, Document) for d in value):
-        raise TypeError(f"{name} must be a list of Documents, got {type(value).__name__}")
-    return value
+    run_async = in_thread(run)
 
 
 def _ranking(documents: list[Document]) -> list[tuple[str, float]]:

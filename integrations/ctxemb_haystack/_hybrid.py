@@ -4,17 +4,16 @@ half."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
+from haystack import Document, component, default_to_dict
 
 from ctxemb_core.errors import InvalidInputError, OutOfStepError
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.hybrid.pair import stored_records
 from ctxemb_core.validate import check_positive_int
+from ctxemb_haystack._base import Serialised, in_thread
 from ctxemb_haystack._hybrid_side import HYBRID_KEY, LexicalSide, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 
@@ -24,7 +23,7 @@ def _top_k(value: Any) -> int | None:
 
 
 @component
-class ContractLexicalRetriever:
+class ContractLexicalRetriever(Serialised):
     """BM25 over the stamped lexical side of a store's index (see ``ctxemb_chroma.open_hybrid``).
 
     The hits' texts and metadata are read from the store itself, through the same guard the
@@ -80,10 +79,6 @@ class ContractLexicalRetriever:
             top_k=self.top_k,
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContractLexicalRetriever:
-        return default_from_dict(cls, data)
-
     @component.output_types(documents=list[Document], hybrid=str)
     def run(self, query: str, top_k: int | None = None) -> dict[str, Any]:
         """The BM25 hits of ``query``, best first, after the recipe is checked.
@@ -118,8 +113,4 @@ class ContractLexicalRetriever:
         ]
         return {"documents": documents, "hybrid": contract.fingerprint}
 
-    @component.output_types(documents=list[Document], hybrid=str)
-    async def run_async(self, query: str, top_k: int | None = None) -> dict[str, Any]:
-        """:meth:`run` in a worker thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(self.run, query, top_k))
+    run_async = in_thread(run)

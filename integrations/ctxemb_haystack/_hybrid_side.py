@@ -99,6 +99,11 @@ class LexicalSide:
         self._hybrid: HybridIndex | None = None
         self._lock = threading.Lock()
 
+    def params(self) -> dict[str, Any]:
+        """What a writer's ``to_dict`` records of its lexical side."""
+        recipes = {"lexical": as_dict(self.lexical), "fusion": as_dict(self.fusion)}
+        return {"hybrid": True, "lexical_path": self.lexical_path, **recipes}
+
     @property
     def where(self) -> str:
         return repr(self.guard.name)

@@ -3,10 +3,10 @@
 :class:`IndexGuard` writes and reads a ``ChromaDocumentStore``, a ``PgvectorDocumentStore`` (and
 the next store's) through :class:`~ctxemb_core.index.GuardedIndex` opened on the store's
 :class:`~ctxemb_core.index.StoreDriver`: the stamp, the open-time checks, the all-or-nothing
-write and the query checks are core's, the same for every store. What is a store's own lives in
-its :class:`Binding` (:mod:`._chroma`, :mod:`._pgvector`): how to reach the index behind the
-Haystack store (its connection parameters), which metadata the store can keep, and the
-hybrid index beside it. Adding a store is adding its binding (and one line in
+write and the query checks are core's, the same for every store. What is a store's own lives
+in its :class:`~._binding.Binding` (:mod:`._chroma`, :mod:`._pgvector`): how to reach the index
+behind the Haystack store (its connection parameters), which metadata the store can keep, and
+the hybrid index beside it. Adding a store is adding its binding (and one line in
 :func:`._stores.guard_for`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from haystack import Document
 from haystack.document_stores.types import DuplicatePolicy
@@ -25,58 +25,22 @@ from ctxemb_core.documents import check_fingerprint, recall
 from ctxemb_core.errors import CtxembError, ExistingIdsError, MissingStampError
 from ctxemb_core.guard import check_embedded, check_query_vector
 from ctxemb_core.index import GuardedIndex, StoreDriver
-from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.validate import check_records
+from ctxemb_haystack._binding import Binding
 from ctxemb_haystack._search import search
 from ctxemb_haystack._writes import (
     DuplicateDocumentsError,
-    Row,
     batch_of,
     content_of,
     contract_of,
 )
 
 
-class Binding(Protocol):
-    """What one store brings to :class:`IndexGuard`: only what is that store's own."""
-
-    #: The index's name in the store (a collection's, a table's).
-    name: str
-    #: The words of the store's adapter, for the advice of an error (``ctxemb_pgvector``…).
-    terms: StoreTerms
-
-    def driver(self) -> StoreDriver:
-        """The driver of the index behind the Haystack store (made once, from the store's own
-        connection parameters, on first use: building a pipeline reaches no server)."""
-        ...
-
-    def opened(self) -> None:
-        """Called after each open (Chroma hands its client to a store that has none yet)."""
-        ...
-
-    def metadata(self, document: Document) -> dict[str, Any]:
-        """The metadata of ``document`` the store can keep (others left out, warned)."""
-        ...
-
-    def check_batch(self, contract: EmbeddingContract, rows: list[Row]) -> None:
-        """What the store would refuse of a batch (its ``(id, text, metadata)`` rows), refused
-        before the index is created."""
-        ...
-
-    def made_empty(self) -> str:
-        """The remedy for an empty unstamped index the Haystack store made by itself."""
-        ...
-
-    def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
-        """The hybrid index of the store's adapter (``open_hybrid``) over this index."""
-        ...
-
-
 class IndexGuard:
     """The index behind a Haystack document store, under ctxemb's guard whatever the store.
 
     Args:
-        binding: the store's own part (see :class:`Binding`).
+        binding: the store's own part (see :class:`~._binding.Binding`).
         sample: stored records re-embedded when the index is opened.
         adopt: stamp an unstamped index whose records prove the contract.
     """

@@ -34,7 +34,7 @@ TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", fr
 
 
 class PgvectorBinding:
-    """The table behind a ``PgvectorDocumentStore`` (see :class:`._index.Binding`)."""
+    """The table behind a ``PgvectorDocumentStore`` (see :class:`._binding.Binding`)."""
 
     terms = TERMS
 

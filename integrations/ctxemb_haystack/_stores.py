@@ -35,7 +35,7 @@ __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for",
 
 
 #: The stores ctxemb keeps as drivers: ``(integration, store class, module, binding class)``;
-#: the binding reads the store's own parameters (:class:`._index.Binding`). The next store is
+#: the binding reads the store's own parameters (:class:`._binding.Binding`). The next store is
 #: one row here and its binding's module.
 BINDINGS = (
     ("chroma", "ChromaDocumentStore", "ctxemb_haystack._chroma", "ChromaBinding"),

@@ -1,6 +1,6 @@
-"""What every guarded Haystack store shares on a write: the duplicate policy applied to a batch,
-the error a refused duplicate raises, the contract a batch's fingerprint names, and the text
-every stored document must have.
+"""What every guarded Haystack store shares on a write: the duplicate policy (also by the name
+a writer's ``to_dict`` records) applied to a batch, the error a refused duplicate raises, the
+contract a batch's fingerprint names, and the text every stored document must have.
 
 Below the guards (:mod:`._stores` for ``InMemoryDocumentStore``, :mod:`._index` for every store
 ctxemb keeps as a driver), so neither imports the other for them.
@@ -34,6 +34,18 @@ class DuplicateDocumentsError(ExistingIdsError, DuplicateDocumentError):
             f"documents with ids {shown} {where}; nothing was written. Pass "
             "policy=DuplicatePolicy.OVERWRITE to keep the last or SKIP to keep the first.",
         )
+
+
+def policy_of(policy: Any) -> DuplicatePolicy:
+    """A ``DuplicatePolicy``, or its name as a writer's ``to_dict`` writes it (``"OVERWRITE"``)."""
+    if isinstance(policy, DuplicatePolicy):
+        return policy
+    if isinstance(policy, str) and policy.upper() in DuplicatePolicy.__members__:
+        return DuplicatePolicy[policy.upper()]
+    raise InvalidInputError(
+        f"policy must be a DuplicatePolicy or one of {list(DuplicatePolicy.__members__)}, "
+        f"got {policy!r}"
+    )
 
 
 def unique(documents: list[Document], policy: DuplicatePolicy) -> list[Document]:

@@ -11,7 +11,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, InstanceOf, PrivateAttr
 
-from ctxemb_core.components import component_contract
+from ctxemb_core.components import ContractComponent, reranker_contract
 from ctxemb_core.documents import RERANKER_KEY
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.rerank import (
@@ -21,8 +21,6 @@ from ctxemb_core.rerank import (
     ScoreThreshold,
     as_threshold,
     check_settings,
-    load_reranker_contract,
-    rerank_contract_for,
     reranker_for,
 )
 from ctxemb_core.validate import check_positive_int, check_text
@@ -44,7 +42,7 @@ class _Built:
         return (_Built, ())
 
 
-class _ContractReranker(BaseDocumentCompressor):
+class _ContractReranker(ContractComponent, BaseDocumentCompressor):
     """What both compressors share; each subclass names the regime it takes."""
 
     _kind: ClassVar[RerankKind]
@@ -77,21 +75,15 @@ class _ContractReranker(BaseDocumentCompressor):
     ) -> None:
         # Checked here rather than by pydantic, so a bad value raises ctxemb's typed error.
         # model_name= and the contract's options, as HuggingFaceCrossEncoder takes a model.
-        found = component_contract(
+        found = reranker_contract(
             contract,
             model_name,
             options,
             component=type(self).__name__,
+            kind=self._kind,
             model_keyword="model_name",
-            derive=rerank_contract_for,
-            load=load_reranker_contract,
+            others={c._kind: c.__name__ for c in _ContractReranker.__subclasses__()},
         )
-        if found.kind is not self._kind:
-            other = {c._kind: c.__name__ for c in _ContractReranker.__subclasses__()}[found.kind]
-            raise InvalidInputError(
-                f"{type(self).__name__} takes a {self._kind.value} contract, got a "
-                f"{found.kind.value} one; use {other} for it"
-            )
         path = None if path is None else os.fspath(path)
         values = (path, backend, device, batch_size, token_budget)
         settings: dict[str, Any] = dict(zip(_SETTINGS, values, strict=True))
@@ -103,13 +95,8 @@ class _ContractReranker(BaseDocumentCompressor):
         settings |= {"contract": found, "top_n": top_n, "score_threshold": threshold}
         super().__init__(**settings)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.contract.describe()}, top_n={self.top_n})"
-
-    @property
-    def fingerprint(self) -> str:
-        """The reranker contract's fingerprint (in every returned document's metadata)."""
-        return self.contract.fingerprint
+    def _shown(self) -> dict[str, Any]:
+        return {"top_n": self.top_n}
 
     @property
     def loaded(self) -> bool:

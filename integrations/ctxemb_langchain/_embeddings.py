@@ -11,12 +11,11 @@ from langchain_core.embeddings import Embeddings
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.cache import EmbeddingCache
-from ctxemb_core.components import component_contract
-from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.components import ContractComponent, component_embedder
 from ctxemb_core.validate import texts_from_iterable
 
 
-class ContractEmbeddings(Embeddings):
+class ContractEmbeddings(ContractComponent, Embeddings):
     """Embeddings for LangChain made exactly as one contract says.
 
     ``embed_documents`` uses the document role and ``embed_query`` the query role, so the
@@ -35,10 +34,10 @@ class ContractEmbeddings(Embeddings):
             ``model_kwargs``, ``multi_process``) are refused with the keywords to use.
         path: the model folder; used when it holds the contract's weights, else the model is
             found from the contract (bundled, registered, local cache).
-        backend: ``"auto"`` (ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
-        device: where the network runs.
-        batch_size: the most texts in one forward pass.
-        token_budget: the most padded tokens in one forward pass.
+        backend: ``"auto"`` (the default: ONNX Runtime, else torch), ``"onnx"`` or ``"torch"``.
+        device: where the network runs (``"cpu"``).
+        batch_size: the most texts in one forward pass (64).
+        token_budget: the most padded tokens in one forward pass (2048).
         show_progress: a progress bar on long batches (``None``: on a terminal, for 1,000+).
         cache: ``True`` for the default :class:`~ctxemb_core.cache.EmbeddingCache`
             (``$CTXEMB_CACHE_DIR``) or a cache of your own: texts embedded before under the
@@ -47,7 +46,7 @@ class ContractEmbeddings(Embeddings):
             ``openai`` client does) instead of loading the model:
             ``ctxemb serve`` (checked by its fingerprint and canary), or with ``api="openai"``
             any OpenAI-compatible server (checked by the canary); see ``docs/serve.md``.
-        api: ``"ctxemb"`` or ``"openai"``.
+        api: ``"ctxemb"`` (the default) or ``"openai"``.
         api_key_env: the environment variable holding the server's API key; the config
             records its name, never the key.
         served_model: the model id the server answers to, where it is not the contract's.
@@ -63,51 +62,23 @@ class ContractEmbeddings(Embeddings):
         contract: EmbeddingContract | Mapping[str, Any] | str | Path | None = None,
         *,
         model_name: str | Path | None = None,
-        path: str | Path | None = None,
-        backend: str = "auto",
-        device: str = "cpu",
-        batch_size: int = 64,
-        token_budget: int = 2048,
         show_progress: bool | None = False,
         cache: bool | EmbeddingCache = False,
-        url: str | None = None,
-        api: str = "ctxemb",
-        api_key_env: str | None = None,
-        served_model: str | None = None,
-        **options: Any,
+        **keywords: Any,
     ) -> None:
-        # model_name= and the contract options, as HuggingFaceEmbeddings takes them.
-        resolved = component_contract(
+        # model_name= and the contract options, as HuggingFaceEmbeddings takes them; the
+        # Embedder's settings among them are told apart, checked and defaulted by core.
+        self.lazy = component_embedder(
             contract,
             model_name,
-            options,
+            keywords,
             component="ContractEmbeddings",
             model_keyword="model_name",
-        )
-        self.lazy = LazyEmbedder(
-            resolved,
-            path=path,
-            backend=backend,
-            device=device,
-            batch_size=batch_size,
-            token_budget=token_budget,
             show_progress=show_progress,
             cache=cache,
-            url=url,
-            api=api,
-            api_key_env=api_key_env,
-            served_model=served_model,
         )
         self.contract = self.lazy.contract
         self.config = self.lazy.config
-
-    def __repr__(self) -> str:
-        return f"ContractEmbeddings({self.contract.describe()})"
-
-    @property
-    def fingerprint(self) -> str:
-        """The contract's fingerprint."""
-        return self.contract.fingerprint
 
     @property
     def embedder(self) -> Embedder:

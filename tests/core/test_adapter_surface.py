@@ -33,7 +33,7 @@ CORE_SURFACE = {
     "ctxemb_core.errors": "the one error tree, raised as it is through every adapter",
     "ctxemb_core.embedder": "Embedder(contract): both roles, batches planned from token counts",
     "ctxemb_core.lazy": "LazyEmbedder: a framework component's embedder, loaded on first use",
-    "ctxemb_core.components": "the contract a framework component was configured with",
+    "ctxemb_core.components": "a framework component's contract, its model and their arguments",
     "ctxemb_core.cache": "the contract-keyed embedding cache",
     "ctxemb_core.validate": "the shared argument checks (texts, batches, counts)",
     "ctxemb_core.stamp": "what an index remembers: the stamp and its canary",
