@@ -12,9 +12,8 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import as_embedder, check_flag
-from ctxemb_core.index import GuardedIndex, migrate_index
-from ctxemb_core.validate import check_positive_int
+from ctxemb_core.guard import as_embedder
+from ctxemb_core.index import migration
 
 
 def migrate(
@@ -44,14 +43,13 @@ def migrate(
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
     """
-    check_positive_int(batch_size, "batch_size")
-    check_flag(reembed, "reembed")
-    index = getattr(source, "index", None)
-    if not isinstance(index, GuardedIndex):
-        raise InvalidInputError(
-            "source must be a guarded index (open_collection, ctxemb_pgvector.open_table), got "
-            f"{type(source).__name__}"
-        )
+    copy = migration(
+        source,
+        batch_size,
+        reembed,
+        progress,
+        opened_by="open_collection, ctxemb_pgvector.open_table",
+    )
     if client is None:
         if not isinstance(source, GuardedCollection):
             raise InvalidInputError("client is needed: the source is not a Chroma collection")
@@ -62,16 +60,8 @@ def migrate(
     ):
         raise InvalidInputError("the target must be a new collection: the source is never modified")
     embedder = as_embedder(target_contract)
+    target = ChromaDriver(client, target_name, embedder=embedder)
     # Across stores, the same contract's vectors are carried; within one store a migration
     # under the same contract is a rebuild (records written around ctxemb re-embedded).
-    same_store = isinstance(source, GuardedCollection) and client is source.client
-    return GuardedCollection(
-        migrate_index(
-            index,
-            ChromaDriver(client, target_name, embedder=embedder),
-            embedder,
-            reembed=reembed or same_store,
-            batch=batch_size,
-            progress=progress,
-        )
-    )
+    rebuild = isinstance(source, GuardedCollection) and client is source.client
+    return GuardedCollection(copy.into(target, embedder, rebuild=rebuild))

@@ -7,9 +7,7 @@ from typing import Any
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import as_embedder, check_flag
-from ctxemb_core.index import GuardedIndex, migrate_index
-from ctxemb_core.validate import check_positive_int
+from ctxemb_core.index import migration
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._table import GuardedTable
 
@@ -45,15 +43,14 @@ def migrate(
     Raises:
         InvalidInputError: the target is the source, or ``source`` is not a guarded index.
     """
+    copy = migration(
+        source,
+        batch_size,
+        reembed,
+        progress,
+        opened_by="ctxemb_pgvector.open_table, ctxemb_chroma.open_collection",
+    )
     conn = conn if conn is not None else client
-    check_positive_int(batch_size, "batch_size")
-    check_flag(reembed, "reembed")
-    index = getattr(source, "index", None)
-    if not isinstance(index, GuardedIndex):
-        raise InvalidInputError(
-            "source must be a guarded index (ctxemb_pgvector.open_table, "
-            f"ctxemb_chroma.open_collection), got {type(source).__name__}"
-        )
     conn = conn if conn is not None else getattr(source, "conn", None)
     if conn is None:
         raise InvalidInputError("conn is needed: the source is not a PostgreSQL table")
@@ -63,19 +60,10 @@ def migrate(
         and (target_name, schema) == (source.name, source.schema)
     ):
         raise InvalidInputError("the target must be a new table: the source is never modified")
-    embedder = as_embedder(target_contract)
+    target = PgvectorDriver(conn, target_name, schema=schema)
     # Across stores, the same contract's vectors are carried; within one database a migration
     # under the same contract is a rebuild (rows written around ctxemb re-embedded).
-    same_store = isinstance(source, GuardedTable) and conn is source.conn
-    driver = PgvectorDriver(conn, target_name, schema=schema)
+    rebuild = isinstance(source, GuardedTable) and conn is source.conn
     return GuardedTable(
-        migrate_index(
-            index,
-            driver,
-            embedder,
-            reembed=reembed or same_store,
-            batch=batch_size,
-            progress=progress,
-        ),
-        ef_search=driver.ef_search,
+        copy.into(target, target_contract, rebuild=rebuild), ef_search=target.ef_search
     )
