@@ -64,8 +64,11 @@ def migrate_index(
 
     Under the source's contract (``contract`` ``None`` or the same, without ``reembed``) the
     target carries the source's stamp and its stored vectors, each page read back and compared
-    (:func:`ctxemb_core.migrate.check_copied`); under another contract every text is
-    re-embedded. A target that exists must carry the contract the copy writes.
+    (:func:`ctxemb_core.migrate.check_copied`); the vectors are what the source's open verified
+    of them (``verify(all=True)`` first proves every one). Under another contract every text
+    is re-embedded. A target that exists must carry the contract the copy writes; ids it holds
+    are skipped, so a copy stopped half-way resumes when run again and ends with exactly the
+    source's ids. The source is only read.
 
     Raises:
         ContractMismatchError: the target is another contract's index.

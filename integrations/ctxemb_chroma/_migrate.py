@@ -30,15 +30,11 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedCollection`, or a
     pgvector ``GuardedTable`` (``ctxemb_pgvector.open_table``) with ``client`` naming the Chroma
-    store. Under another contract every document is re-embedded, and so under the source's own
-    within one store (a rebuild). From another store under the source's own contract (and
-    without ``reembed``) nothing is embedded: the stored vectors are copied (Chroma re-normalises
-    a cosine collection's vectors on write: equal within float32 rounding, see
-    ``ctxemb_core.migrate.COPY_TOLERANCE``; each page is read back and compared) and the
-    target carries the source's stamp (its canary checked here); the vectors are what the
-    source's open verified of them (``verify(..., all=True)`` first proves every one). Ids
-    already in the target are skipped, so a migration killed mid-way continues where it
-    stopped when run again and ends with exactly the source's ids. The source is only read.
+    store. The copy is :func:`ctxemb_core.index.migrate_index`, resumable: under another
+    contract, or under the source's own within one store (a rebuild), every document is
+    re-embedded; from another store under the source's own contract (and without ``reembed``)
+    the stored vectors and the stamp are carried (Chroma re-normalises a cosine collection's
+    vectors on write: equal within ``ctxemb_core.migrate.COPY_TOLERANCE``).
 
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP

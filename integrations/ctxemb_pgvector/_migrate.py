@@ -28,15 +28,10 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedTable`, or a Chroma
     ``GuardedCollection`` (``ctxemb_chroma.open_collection``) with ``conn`` naming the database.
-    From another store under the source's own contract (and without ``reembed``) nothing is
-    embedded: the stored vectors are copied (bit for bit: a ``vector`` column keeps what it is
-    given; each page is read back and compared, see :data:`ctxemb_core.migrate.COPY_TOLERANCE`)
-    and the target carries the source's stamp (its canary checked here); the vectors are what
-    the source's open verified of them
-    (``verify(..., all=True)`` first proves every one). Under another contract, or within one
-    database (a rebuild), every document is re-embedded. Ids already in the
-    target are skipped, so a copy killed mid-way resumes when run again and ends with exactly
-    the source's ids. The source is only read.
+    The copy is :func:`ctxemb_core.index.migrate_index`, resumable: under another contract, or
+    under the source's own within one database (a rebuild), every document is re-embedded;
+    from another store under the source's own contract (and without ``reembed``) the stored
+    vectors and the stamp are carried, bit for bit (a ``vector`` column keeps what it is given).
 
     ``client`` is another name for ``conn`` (what every store adapter's ``migrate`` takes).
 
