@@ -10,6 +10,9 @@
 - :class:`LexicalStore`: the lexical side of a hybrid index in a transactional store (SQLite
   beside an embedded store, PostgreSQL tables beside a pgvector table), updated by the
   documents written, its recipe and fitted statistics stamped inside it and checked on open.
+- :mod:`~ctxemb_core.hybrid.pair`: a guarded dense index and its lexical side, kept in step and
+  queried fused; a store adapter's ``open_hybrid`` is ``open_paired`` over its own open and the
+  place it keeps the side in.
 - :mod:`~ctxemb_core.hybrid.guard`: the checks every adapter makes (caller against stamp,
   analyzer against its canary, the two sides holding the same documents).
 

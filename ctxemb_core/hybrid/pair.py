@@ -5,8 +5,8 @@ adapter gives (``ctxemb_chroma.GuardedCollection``, ``ctxemb_pgvector.GuardedTab
 ``contract``, ``count``, ``get``, ``sync``, ``add``, ``upsert``, ``delete``, ``query``. The
 adapters' ``open_hybrid`` open the dense side through their own guard, say where its lexical
 side lives (a :class:`LexicalPlace`: a :class:`~ctxemb_core.hybrid.store.LexicalStore`, the
-dense index's identity, and whether the dense index records the side), then call
-:func:`open_hybrid`.
+dense index's identity, and whether the dense index records the side), and hand both to
+:func:`open_paired`, which opens the dense side and calls :func:`open_hybrid`.
 
 The lexical side lives in a transactional store (:mod:`~ctxemb_core.hybrid.store`) and changes
 by the documents written: no rebuild. Where the dense store shares the transaction (PostgreSQL:
@@ -56,7 +56,14 @@ from ctxemb_core.hybrid.store import (
 from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
-__all__ = ["HybridHit", "HybridIndex", "LexicalPlace", "open_hybrid", "stored_records"]
+__all__ = [
+    "HybridHit",
+    "HybridIndex",
+    "LexicalPlace",
+    "open_hybrid",
+    "open_paired",
+    "stored_records",
+]
 
 #: Dense records read per call when the whole dense side is read (open, refresh).
 PAGE = 1000
@@ -195,6 +202,52 @@ def open_hybrid(
             hybrid._mend(digests, progress)
         else:
             check_in_step(store.digests(), digests, where=name)
+    return hybrid
+
+
+def open_paired(
+    open_dense: Callable[..., Any],
+    place_for: Callable[[Any], LexicalPlace],
+    *,
+    lexical: LexicalContract | None = None,
+    fusion: Fusion | None = None,
+    create: bool = True,
+    refresh: bool = False,
+    rebuild: bool = False,
+    progress: Callable[[int], None] | None = None,
+    **open_options: Any,
+) -> HybridIndex:
+    """A store adapter's ``open_hybrid``: the dense side opened as the adapter opens it, its
+    lexical side where the adapter keeps it, the two paired by :func:`open_hybrid`.
+
+    Args:
+        open_dense: the adapter's open of its guarded dense index (its client, name and
+            contract bound), called as ``open_dense(create=create, **open_options)``.
+        place_for: where the opened dense index keeps its lexical side.
+        open_options: the options of ``open_dense`` (``sample``, ``adopt``, a schema...).
+        lexical, fusion, create, refresh, rebuild, progress: as :func:`open_hybrid`'s.
+
+    Where the place is ``joint``, the hybrid index becomes the dense index's ``companion``:
+    its write path then calls :meth:`HybridIndex.lock`, :meth:`HybridIndex.written` and
+    :meth:`HybridIndex.deleted` in its own transactions.
+
+    Raises:
+        what ``open_dense`` and :func:`open_hybrid` raise.
+    """
+    dense = open_dense(create=create, **open_options)
+    place = place_for(dense)
+    hybrid = open_hybrid(
+        dense,
+        place,
+        lexical=lexical,
+        fusion=fusion,
+        create=create,
+        refresh=refresh,
+        rebuild=rebuild,
+        progress=progress,
+    )
+    if place.joint:
+        dense.companion = hybrid
     return hybrid
 
 

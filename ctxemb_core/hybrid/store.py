@@ -95,6 +95,9 @@ TERMS = "ctxemb_lexical_terms"
 #: Ids a writer is about to write to a dense store that shares no transaction with the lexical
 #: side: taken from the dense side by the next writer if the one that wrote them stopped first.
 PENDING = "ctxemb_lexical_pending"
+#: The tables as queries name them (``{sides}``...): a dialect's :meth:`Dialect.sql` gives
+#: each key its table's name in its database (quoted, in a schema).
+TABLES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS, "pending": PENDING}
 
 
 class NoLexicalSideError(MissingStampError):
@@ -147,8 +150,9 @@ class HybridStamp:
 class Dialect(Protocol):
     """What one database engine gives the engine: its words and its transactions.
 
-    Queries use ``?`` markers and ``{sides}``, ``{docs}``, ``{postings}``, ``{terms}`` for the
-    tables; :meth:`sql` turns them into the engine's text.
+    Queries use ``?`` markers and the keys of :data:`TABLES` (``{sides}``, ``{docs}``...) for
+    the tables, and ``{docs_by_id}`` / ``{postings_by_num}`` where a lookup by id or number
+    wants its index named; :meth:`sql` turns them into the engine's text.
     """
 
     #: Where the side is, in words (a folder, ``PostgreSQL "public".ctxemb_lexical_*``).
@@ -751,11 +755,7 @@ CREATE TABLE IF NOT EXISTS {PENDING} (
   side INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (side, id)) WITHOUT ROWID;
 """
 _NAMES = {
-    "sides": SIDES,
-    "docs": DOCS,
-    "postings": POSTINGS,
-    "terms": TERMS,
-    "pending": PENDING,
+    **TABLES,
     # Without statistics SQLite's planner reads "side = ? AND id IN (...)" by the primary key's
     # side prefix, every row of the side; these lookups name the index that answers them.
     "docs_by_id": f"{DOCS} INDEXED BY {DOCS}_id",

@@ -21,7 +21,7 @@ from ctxemb_core.index.driver import (
 )
 from ctxemb_core.index.guarded import GuardedIndex, Match, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
-from ctxemb_core.index.migrate import migrate_index
+from ctxemb_core.index.migrate import Migration, migrate_index, migration
 
 __all__ = [
     "Capabilities",
@@ -31,12 +31,14 @@ __all__ = [
     "Match",
     "MemoryDriver",
     "MemoryStore",
+    "Migration",
     "RawMemoryClient",
     "Record",
     "StampMovedError",
     "StampRead",
     "StoreDriver",
     "migrate_index",
+    "migration",
     "restamp_index",
     "verify_driver",
 ]

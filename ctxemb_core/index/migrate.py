@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,9 @@ from ctxemb_core.index.driver import INCLUDE, StoreDriver
 from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
 from ctxemb_core.migrate import Page, copy_missing
 from ctxemb_core.stamp_guard import as_embedder
-from ctxemb_core.validate import check_count, check_flag
+from ctxemb_core.validate import check_count, check_flag, check_positive_int
 
-__all__ = ["migrate_index"]
+__all__ = ["Migration", "migrate_index", "migration"]
 
 _VECTOR = frozenset({"vector"})
 
@@ -63,8 +64,11 @@ def migrate_index(
 
     Under the source's contract (``contract`` ``None`` or the same, without ``reembed``) the
     target carries the source's stamp and its stored vectors, each page read back and compared
-    (:func:`ctxemb_core.migrate.check_copied`); under another contract every text is
-    re-embedded. A target that exists must carry the contract the copy writes.
+    (:func:`ctxemb_core.migrate.check_copied`); the vectors are what the source's open verified
+    of them (``verify(all=True)`` first proves every one). Under another contract every text
+    is re-embedded. A target that exists must carry the contract the copy writes; ids it holds
+    are skipped, so a copy stopped half-way resumes when run again and ends with exactly the
+    source's ids. The source is only read.
 
     Raises:
         ContractMismatchError: the target is another contract's index.
@@ -103,3 +107,58 @@ def migrate_index(
         read_back=read_back if same else None,
     )
     return dest
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A store adapter's ``migrate`` call with its arguments checked (:func:`migration`): the
+    source's guarded index and how to copy it; the adapter names the target."""
+
+    source: GuardedIndex
+    batch: int
+    reembed: bool
+    progress: bool | None
+
+    def into(
+        self,
+        target: StoreDriver,
+        contract: EmbeddingContract | Embedder,
+        *,
+        rebuild: bool = False,
+    ) -> GuardedIndex:
+        """:func:`migrate_index` of the source into ``target`` under ``contract``.
+
+        ``rebuild``: the target is in the source's own store, where a copy under the same
+        contract is a rebuild (every text re-embedded, records written around ctxemb
+        included), never a copy of the stored vectors.
+        """
+        return migrate_index(
+            self.source,
+            target,
+            contract,
+            reembed=self.reembed or rebuild,
+            batch=self.batch,
+            progress=self.progress,
+        )
+
+
+def migration(
+    source: Any, batch_size: int, reembed: bool, progress: bool | None, *, opened_by: str
+) -> Migration:
+    """A store adapter's ``migrate`` of ``source``, a guarded index of any store's adapter
+    (its wrapper holds it as ``source.index``), after the copy's arguments are checked.
+
+    ``opened_by`` names the opens that give one (``"ctxemb_pgvector.open_table, ..."``).
+
+    Raises:
+        InvalidInputError: ``batch_size`` is not a positive integer, ``reembed`` not a flag,
+            or ``source`` holds no guarded index.
+    """
+    check_positive_int(batch_size, "batch_size")
+    check_flag(reembed, "reembed")
+    index = getattr(source, "index", None)
+    if not isinstance(index, GuardedIndex):
+        raise InvalidInputError(
+            f"source must be a guarded index ({opened_by}), got {type(source).__name__}"
+        )
+    return Migration(index, batch_size, reembed, progress)

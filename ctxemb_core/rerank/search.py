@@ -8,7 +8,8 @@ returns ``k`` candidates, its stamp checked before anything leaves the index; a
 contracts: the index's fingerprint and the reranker's.
 
 Any store serves as the first stage through a *shortlist* callable ``(query, k) -> Shortlist``;
-``ctxemb_chroma.search`` is the one for a guarded Chroma collection, and the Haystack and LangChain
+a store adapter's ``shortlist`` is :func:`index_shortlist` over its guarded index with its own
+filters (``ctxemb_chroma.search``, ``ctxemb_pgvector.search``), and the Haystack and LangChain
 adapters compose the same two stages in their own pipelines (retriever, then ranker/compressor).
 """
 
@@ -20,11 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.records import similarity
 from ctxemb_core.rerank._base import Reranker
 from ctxemb_core.rerank.contract import RerankerContract, ScoreThreshold
 from ctxemb_core.validate import check_flag, check_positive_int, check_text
 
-__all__ = ["Candidate", "Hit", "Shortlist", "TwoStageResult", "shortlist_of", "two_stage"]
+__all__ = [
+    "Candidate",
+    "Hit",
+    "Shortlist",
+    "TwoStageResult",
+    "index_shortlist",
+    "shortlist_of",
+    "two_stage",
+]
 
 _FINGERPRINT_LEN = 64
 
@@ -245,3 +255,36 @@ def shortlist_of(
         for i, t, s, m in zip(ids, texts, scores, metadatas, strict=True)
     )
     return Shortlist(candidates, fingerprint)
+
+
+def index_shortlist(
+    guarded: Any,
+    query: str,
+    k: int,
+    *,
+    records: str,
+    embedder: Any = None,
+    require_text: bool = True,
+    **filters: Any,
+) -> Shortlist:
+    """The ``k`` nearest records of ``query`` in a store adapter's guarded index, with their
+    texts and the contract's similarities (higher is better): a store's ``shortlist``.
+
+    ``guarded`` is the adapter's wrapper (``GuardedCollection``, ``GuardedTable``): its
+    ``query`` checks the stamp (and ``embedder``'s contract) before anything is read and
+    answers in Chroma's shape; its ``index`` (the guarded index) gives the space the distances
+    are in and the stamp's fingerprint. ``filters`` are the store's own keywords of ``query``
+    (``where``, ...; those that are ``None`` are left out); ``records`` names the records in a
+    refusal (``"rows of 'docs'"``); ``require_text`` is :func:`shortlist_of`'s.
+
+    Raises:
+        InvalidInputError: a candidate stored without its text, unless ``require_text=False``.
+        ContractMismatchError: ``embedder``'s contract is not the index's.
+    """
+    given = {key: value for key, value in filters.items() if value is not None}
+    include = ["documents", "metadatas", "distances"]
+    result = guarded.query([query], k, embedder=embedder, include=include, **given)
+    index = guarded.index
+    scores = similarity(result["distances"][0], index.verified_head.space, index.contract)
+    fingerprint = index.stamp.fingerprint
+    return shortlist_of(result, scores, fingerprint, where=records, require_text=require_text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,8 @@ from ctxemb_chroma._store import check_name, kept_metadata, translated
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.hybrid import Fusion, LexicalContract, LexicalStore, SQLiteLexical
-from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
-from ctxemb_core.hybrid.pair import open_hybrid as open_pair
+from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
+from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace, open_paired
 
 #: The folder of an embedded store that holds the lexical sides, one subfolder per collection.
 LEXICAL_FOLDER = "ctxemb-lexical"
@@ -74,36 +73,24 @@ def open_hybrid(
     name: str,
     contract: EmbeddingContract | Embedder,
     *,
-    lexical: LexicalContract | None = None,
-    fusion: Fusion | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
-    create: bool = True,
-    refresh: bool = False,
-    rebuild: bool = False,
-    progress: Callable[[int], None] | None = None,
-    **open_options: Any,
+    **options: Any,
 ) -> HybridIndex:
-    """Open (or create) collection ``name`` under ``contract`` and its lexical side.
+    """Open (or create) collection ``name`` under ``contract`` and its lexical side (SQLite in
+    :func:`lexical_folder`).
 
-    The collection is opened exactly as :func:`open_collection` opens it (``open_options``
-    are its options); then :func:`ctxemb_core.hybrid.pair.open_hybrid` builds or checks the
-    lexical side (SQLite in :func:`lexical_folder`). ``lexical`` / ``fusion``: the caller's
-    recipe (``None``: the stamp's; for a new index the defaults: BM25 k1 1.5, b 0.75, English
-    stemmer and stop words; RRF k = 60).
+    ``options``: the hybrid ones (``lexical`` and ``fusion``: the caller's recipe, ``None``
+    the stamp's, for a new index BM25 k1 1.5, b 0.75, English stemmer and stop words, RRF
+    k = 60; ``create``, ``refresh``, ``rebuild``, ``progress``: see
+    :func:`ctxemb_core.hybrid.pair.open_hybrid`), the others :func:`open_collection`'s.
 
     Raises:
         ContractMismatchError, HybridMismatchError, OutOfStepError, EncoderDriftError,
             ForeignLexicalError: see :func:`ctxemb_core.hybrid.pair.open_hybrid`.
     """
     folder = lexical_folder(client, name, lexical_path)
-    dense = open_collection(client, name, contract, create=create, **open_options)
-    return open_pair(
-        dense,
-        place_for(dense, folder),
-        lexical=lexical,
-        fusion=fusion,
-        create=create,
-        refresh=refresh,
-        rebuild=rebuild,
-        progress=progress,
+    return open_paired(
+        partial(open_collection, client, name, contract),
+        lambda dense: place_for(dense, folder),
+        **options,
     )

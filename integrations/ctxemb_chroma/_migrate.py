@@ -12,9 +12,8 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import as_embedder, check_flag
-from ctxemb_core.index import GuardedIndex, migrate_index
-from ctxemb_core.validate import check_positive_int
+from ctxemb_core.guard import as_embedder
+from ctxemb_core.index import migration
 
 
 def migrate(
@@ -31,27 +30,22 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedCollection`, or a
     pgvector ``GuardedTable`` (``ctxemb_pgvector.open_table``) with ``client`` naming the Chroma
-    store. Under another contract every document is re-embedded, and so under the source's own
-    within one store (a rebuild). From another store under the source's own contract (and
-    without ``reembed``) nothing is embedded: the stored vectors are copied (Chroma re-normalises
-    a cosine collection's vectors on write: equal within float32 rounding, see
-    ``ctxemb_core.migrate.COPY_TOLERANCE``; each page is read back and compared) and the
-    target carries the source's stamp (its canary checked here); the vectors are what the
-    source's open verified of them (``verify(..., all=True)`` first proves every one). Ids
-    already in the target are skipped, so a migration killed mid-way continues where it
-    stopped when run again and ends with exactly the source's ids. The source is only read.
+    store. The copy is :func:`ctxemb_core.index.migrate_index`, resumable: under another
+    contract, or under the source's own within one store (a rebuild), every document is
+    re-embedded; from another store under the source's own contract (and without ``reembed``)
+    the stored vectors and the stamp are carried (Chroma re-normalises a cosine collection's
+    vectors on write: equal within ``ctxemb_core.migrate.COPY_TOLERANCE``).
 
     Example:
         >>> new = migrate(old, contract.with_(truncate_dim=128), "docs-128")  # doctest: +SKIP
     """
-    check_positive_int(batch_size, "batch_size")
-    check_flag(reembed, "reembed")
-    index = getattr(source, "index", None)
-    if not isinstance(index, GuardedIndex):
-        raise InvalidInputError(
-            "source must be a guarded index (open_collection, ctxemb_pgvector.open_table), got "
-            f"{type(source).__name__}"
-        )
+    copy = migration(
+        source,
+        batch_size,
+        reembed,
+        progress,
+        opened_by="open_collection, ctxemb_pgvector.open_table",
+    )
     if client is None:
         if not isinstance(source, GuardedCollection):
             raise InvalidInputError("client is needed: the source is not a Chroma collection")
@@ -62,16 +56,8 @@ def migrate(
     ):
         raise InvalidInputError("the target must be a new collection: the source is never modified")
     embedder = as_embedder(target_contract)
+    target = ChromaDriver(client, target_name, embedder=embedder)
     # Across stores, the same contract's vectors are carried; within one store a migration
     # under the same contract is a rebuild (records written around ctxemb re-embedded).
-    same_store = isinstance(source, GuardedCollection) and client is source.client
-    return GuardedCollection(
-        migrate_index(
-            index,
-            ChromaDriver(client, target_name, embedder=embedder),
-            embedder,
-            reembed=reembed or same_store,
-            batch=batch_size,
-            progress=progress,
-        )
-    )
+    rebuild = isinstance(source, GuardedCollection) and client is source.client
+    return GuardedCollection(copy.into(target, embedder, rebuild=rebuild))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import similarity
-from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
-from ctxemb_core.rerank import two_stage as _two_stage
-from ctxemb_core.rerank.search import shortlist_of
+from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult, two_stage
+from ctxemb_core.rerank.search import index_shortlist
 
 __all__ = ["search", "shortlist"]
 
@@ -30,31 +29,25 @@ def shortlist(
 
     The collection's stamp is checked (:meth:`GuardedCollection.query`) before anything is
     read; the similarity is the index contract's (see :func:`ctxemb_core.guard.similarity`):
-    higher is better, whatever distance the collection's space reports. ``require_text=False``
-    lists records stored without their text too (with an empty text), for a caller that shows
-    results rather than reranking them.
+    higher is better, whatever distance the collection's space reports. ``where`` and
+    ``where_document`` are Chroma's filters. ``require_text=False`` lists records stored
+    without their text too (with an empty text), for a caller that shows results rather than
+    reranking them.
 
     Raises:
         InvalidInputError: a candidate stored without its text (nothing to rerank), unless
             ``require_text=False``.
         ContractMismatchError: ``embedder``'s contract is not the collection's.
     """
-    filters = {"where": where, "where_document": where_document}
-    result = collection.query(
-        [query],
-        n_results=k,
+    return index_shortlist(
+        collection,
+        query,
+        k,
+        records=f"records of {collection.name!r}",
         embedder=embedder,
-        include=["documents", "metadatas", "distances"],
-        **{key: value for key, value in filters.items() if value is not None},
-    )
-    space = (collection.raw.configuration_json or {}).get("hnsw", {}).get("space", "l2")
-    scores = similarity(result["distances"][0], space, collection.contract)
-    return shortlist_of(
-        result,
-        scores,
-        collection.stamp.fingerprint,
-        where=f"records of {collection.name!r}",
         require_text=require_text,
+        where=where,
+        where_document=where_document,
     )
 
 
@@ -70,7 +63,8 @@ def search(
     where_document: Mapping[str, Any] | None = None,
     embedder: Embedder | None = None,
 ) -> TwoStageResult:
-    """Two-stage search: ``k`` candidates from the collection's bi-encoder, reranked to ``n``.
+    """Two-stage search: ``k`` candidates from the collection's bi-encoder (:func:`shortlist`),
+    reranked to ``n`` (:func:`ctxemb_core.rerank.two_stage`).
 
     Example:
         >>> from ctxemb_chroma import open_collection, search
@@ -85,10 +79,7 @@ def search(
             "search needs a GuardedCollection (open_collection), got "
             f"{type(collection).__name__}: a raw Chroma collection's stamp is not checked"
         )
-
-    def first_stage(text: str, count: int) -> Shortlist:
-        return shortlist(
-            collection, text, count, where=where, where_document=where_document, embedder=embedder
-        )
-
-    return _two_stage(query, first_stage, reranker, k=k, n=n, score_threshold=score_threshold)
+    first_stage = partial(
+        shortlist, collection, where=where, where_document=where_document, embedder=embedder
+    )
+    return two_stage(query, first_stage, reranker, k=k, n=n, score_threshold=score_threshold)

@@ -4,15 +4,14 @@ written in the same transactions as the table's rows."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.hybrid import Fusion, LexicalContract, LexicalStore
-from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
-from ctxemb_core.hybrid.pair import open_hybrid as open_pair
+from ctxemb_core.hybrid import LexicalStore
+from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace, open_paired
 from ctxemb_pgvector._hybrid_store import PgLexical
 from ctxemb_pgvector._open import open_table
 from ctxemb_pgvector._sql import check_name
@@ -48,30 +47,19 @@ def open_hybrid(
     name: str,
     contract: EmbeddingContract | Embedder,
     *,
-    lexical: LexicalContract | None = None,
-    fusion: Fusion | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
-    create: bool = True,
-    refresh: bool = False,
-    rebuild: bool = False,
-    progress: Callable[[int], None] | None = None,
-    **open_options: Any,
+    **options: Any,
 ) -> HybridIndex:
-    """Open (or create) table ``name`` under ``contract`` (as :func:`open_table`, whose options
-    ``open_options`` are) and its lexical side in the same database; the table then writes the
-    lexical rows in the transactions that write its own. See
-    :func:`ctxemb_core.hybrid.pair.open_hybrid`; ``lexical_path``: an old lexical folder to
-    convert (ctxemb 0.1 kept the side in one)."""
-    dense = open_table(conn, name, contract, create=create, **open_options)
-    hybrid = open_pair(
-        dense,
-        place_for(dense, lexical_path),
-        lexical=lexical,
-        fusion=fusion,
-        create=create,
-        refresh=refresh,
-        rebuild=rebuild,
-        progress=progress,
+    """Open (or create) table ``name`` under ``contract`` and its lexical side in the same
+    database; the table then writes the lexical rows in the transactions that write its own.
+
+    ``options``: the hybrid ones (``lexical``, ``fusion``, ``create``, ``refresh``,
+    ``rebuild``, ``progress``: see :func:`ctxemb_core.hybrid.pair.open_hybrid`), the others
+    :func:`open_table`'s. ``lexical_path``: an old lexical folder to convert (ctxemb 0.1 kept
+    the side in one).
+    """
+    return open_paired(
+        partial(open_table, conn, name, contract),
+        lambda dense: place_for(dense, lexical_path),
+        **options,
     )
-    dense.companion = hybrid
-    return hybrid

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.hybrid.store import DOCS, PENDING, POSTINGS, SIDES, TERMS
+from ctxemb_core.hybrid.store import SIDES, TABLES
 from ctxemb_pgvector._connect import translated
 
 _TABLES = """
@@ -54,17 +54,8 @@ class PgLexical:
         self.schema = schema
         self.name = name
         self.where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
-        self._names = {
-            key: sql.Identifier(schema, table).as_string(conn)
-            for key, table in (
-                ("sides", SIDES),
-                ("docs", DOCS),
-                ("postings", POSTINGS),
-                ("terms", TERMS),
-                ("pending", PENDING),
-            )
-        }
-        self._names["marks"] = sql.Identifier(schema, MARKS).as_string(conn)
+        tables = {**TABLES, "marks": MARKS}
+        self._names = {key: sql.Identifier(schema, t).as_string(conn) for key, t in tables.items()}
         # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
         self._names["docs_by_id"] = self._names["docs"]
         self._names["postings_by_num"] = self._names["postings"]
@@ -72,20 +63,19 @@ class PgLexical:
     def sql(self, query: str) -> str:
         return query.format(**self._names).replace("?", "%s")
 
-    def present(self) -> bool:
-        with translated("reading the lexical side"):
-            row = self.conn.execute(
-                "SELECT to_regclass(%s)", (f'"{self.schema}".{SIDES}',)
-            ).fetchone()
+    def _exists(self, table: str) -> bool:
+        with translated(f"reading the lexical side of {self.name!r}"):
+            found = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{table}',))
+            row = found.fetchone()
         return row is not None and row[0] is not None
+
+    def present(self) -> bool:
+        return self._exists(SIDES)
 
     def mark(self, oid: int) -> str | None:
         """The token recorded for the table of ``oid``, or ``None``."""
-        with translated("reading the lexical side's mark"):
-            found = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{MARKS}',))
-            row = found.fetchone()
-            if row is None or row[0] is None:
-                return None
+        if not self._exists(MARKS):
+            return None
         rows = self.execute("SELECT token FROM {marks} WHERE table_oid = ?", (oid,))
         return str(rows[0][0]) if rows else None
 

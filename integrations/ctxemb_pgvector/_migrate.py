@@ -7,9 +7,7 @@ from typing import Any
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import as_embedder, check_flag
-from ctxemb_core.index import GuardedIndex, migrate_index
-from ctxemb_core.validate import check_positive_int
+from ctxemb_core.index import migration
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._table import GuardedTable
 
@@ -30,30 +28,24 @@ def migrate(
 
     ``source`` is a guarded index of any ctxemb adapter: a :class:`GuardedTable`, or a Chroma
     ``GuardedCollection`` (``ctxemb_chroma.open_collection``) with ``conn`` naming the database.
-    From another store under the source's own contract (and without ``reembed``) nothing is
-    embedded: the stored vectors are copied (bit for bit: a ``vector`` column keeps what it is
-    given; each page is read back and compared, see :data:`ctxemb_core.migrate.COPY_TOLERANCE`)
-    and the target carries the source's stamp (its canary checked here); the vectors are what
-    the source's open verified of them
-    (``verify(..., all=True)`` first proves every one). Under another contract, or within one
-    database (a rebuild), every document is re-embedded. Ids already in the
-    target are skipped, so a copy killed mid-way resumes when run again and ends with exactly
-    the source's ids. The source is only read.
+    The copy is :func:`ctxemb_core.index.migrate_index`, resumable: under another contract, or
+    under the source's own within one database (a rebuild), every document is re-embedded;
+    from another store under the source's own contract (and without ``reembed``) the stored
+    vectors and the stamp are carried, bit for bit (a ``vector`` column keeps what it is given).
 
     ``client`` is another name for ``conn`` (what every store adapter's ``migrate`` takes).
 
     Raises:
         InvalidInputError: the target is the source, or ``source`` is not a guarded index.
     """
+    copy = migration(
+        source,
+        batch_size,
+        reembed,
+        progress,
+        opened_by="ctxemb_pgvector.open_table, ctxemb_chroma.open_collection",
+    )
     conn = conn if conn is not None else client
-    check_positive_int(batch_size, "batch_size")
-    check_flag(reembed, "reembed")
-    index = getattr(source, "index", None)
-    if not isinstance(index, GuardedIndex):
-        raise InvalidInputError(
-            "source must be a guarded index (ctxemb_pgvector.open_table, "
-            f"ctxemb_chroma.open_collection), got {type(source).__name__}"
-        )
     conn = conn if conn is not None else getattr(source, "conn", None)
     if conn is None:
         raise InvalidInputError("conn is needed: the source is not a PostgreSQL table")
@@ -63,19 +55,10 @@ def migrate(
         and (target_name, schema) == (source.name, source.schema)
     ):
         raise InvalidInputError("the target must be a new table: the source is never modified")
-    embedder = as_embedder(target_contract)
+    target = PgvectorDriver(conn, target_name, schema=schema)
     # Across stores, the same contract's vectors are carried; within one database a migration
     # under the same contract is a rebuild (rows written around ctxemb re-embedded).
-    same_store = isinstance(source, GuardedTable) and conn is source.conn
-    driver = PgvectorDriver(conn, target_name, schema=schema)
+    rebuild = isinstance(source, GuardedTable) and conn is source.conn
     return GuardedTable(
-        migrate_index(
-            index,
-            driver,
-            embedder,
-            reembed=reembed or same_store,
-            batch=batch_size,
-            progress=progress,
-        ),
-        ef_search=driver.ef_search,
+        copy.into(target, target_contract, rebuild=rebuild), ef_search=target.ef_search
     )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import similarity
-from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
-from ctxemb_core.rerank import two_stage as _two_stage
-from ctxemb_core.rerank.search import shortlist_of
+from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult, two_stage
+from ctxemb_core.rerank.search import index_shortlist
 from ctxemb_pgvector._table import GuardedTable
 
 __all__ = ["search", "shortlist"]
@@ -27,15 +26,17 @@ def shortlist(
     exact: bool = False,
 ) -> Shortlist:
     """The ``k`` nearest rows of ``query``, with their texts and the contract's similarity
-    (higher is better), after the table's stamp is checked (:meth:`GuardedTable.query`)."""
-    result = table.query([query], k, embedder=embedder, where=where, exact=exact)
-    scores = similarity(result["distances"][0], table.layout.space_for_similarity, table.contract)
-    return shortlist_of(
-        result,
-        scores,
-        table.stamp.fingerprint,
-        where=f"rows of {table.name!r}",
+    (higher is better), after the table's stamp is checked (:meth:`GuardedTable.query`);
+    ``exact`` scans every row instead of the HNSW index."""
+    return index_shortlist(
+        table,
+        query,
+        k,
+        records=f"rows of {table.name!r}",
+        embedder=embedder,
         require_text=require_text,
+        where=where,
+        exact=exact,
     )
 
 
@@ -50,13 +51,11 @@ def search(
     where: Mapping[str, Any] | None = None,
     embedder: Embedder | None = None,
 ) -> TwoStageResult:
-    """Two-stage search: ``k`` candidates from the table's bi-encoder, reranked to ``n``."""
+    """Two-stage search: ``k`` candidates from the table's bi-encoder (:func:`shortlist`),
+    reranked to ``n`` (:func:`ctxemb_core.rerank.two_stage`)."""
     if not isinstance(table, GuardedTable):
         raise InvalidInputError(
             f"search needs a GuardedTable (open_table), got {type(table).__name__}"
         )
-
-    def first_stage(text: str, count: int) -> Shortlist:
-        return shortlist(table, text, count, where=where, embedder=embedder)
-
-    return _two_stage(query, first_stage, reranker, k=k, n=n, score_threshold=score_threshold)
+    first_stage = partial(shortlist, table, where=where, embedder=embedder)
+    return two_stage(query, first_stage, reranker, k=k, n=n, score_threshold=score_threshold)
