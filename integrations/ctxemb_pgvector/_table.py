@@ -1,31 +1,31 @@
 """A stamped PostgreSQL table bound to one contract: core's guarded index in PostgreSQL's words.
 
 Every decision (open, verify, adopt, the checks of each call, all-or-nothing writes, sync) is
-:class:`~ctxemb_core.index.GuardedIndex`'s, over :class:`~ctxemb_pgvector.PgvectorDriver`.
-:class:`GuardedTable` translates this adapter's public shapes onto it (Chroma-shaped results,
-``get`` and ``delete`` by filter, ``ids()`` as a set) and keeps what is PostgreSQL's own: the
-HNSW search breadth (``ef_search``), the exact scan, and a search read in one statement with
-the stamp it is checked against.
+:class:`~ctxemb_core.index.GuardedIndex`'s, over :class:`~ctxemb_pgvector.PgvectorDriver`;
+what every store's index object shares (writes, sync, ``ids()`` as a set, the open path) is
+:class:`~ctxemb_core.index.IndexFacade`'s. :class:`GuardedTable` keeps what is PostgreSQL's
+own: Chroma-shaped results read by SQL, ``get`` and ``delete`` by metadata filter, the HNSW
+search breadth (``ef_search``), the exact scan, a search read in one statement with the stamp
+it is checked against, and the rows PostgreSQL would refuse (:func:`check_rows`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
-from ctxemb_core.guard import check_count, check_ids, check_records, refuse_vectorless
-from ctxemb_core.index import GuardedIndex
-from ctxemb_core.sync import SyncReport
-from ctxemb_core.verified import OpenCheck
-from ctxemb_pgvector._connect import translated
+from ctxemb_core.guard import check_count, check_ids, refuse_vectorless
+from ctxemb_core.index import GuardedIndex, IndexFacade
+from ctxemb_pgvector._connect import TERMS, translated
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,
@@ -35,7 +35,7 @@ from ctxemb_pgvector._sql import (
     layout_for,
     where_clause,
 )
-from ctxemb_pgvector._store import StoredTable, stored_or_none
+from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
 from ctxemb_pgvector._vectors import from_column, stacked, to_column
 
 #: What ``include`` may name, as in Chroma's ``get`` and ``query``.
@@ -62,7 +62,7 @@ def version_of(row: Sequence[Any]) -> str:
     return f"{row[1]}:{row[2]}:{row[3]}:{row[0]}"
 
 
-class GuardedTable:
+class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
     """A pgvector table bound to one contract; every call is checked before it runs.
 
     The guard is :attr:`index` (a :class:`~ctxemb_core.index.GuardedIndex` over the table's
@@ -70,23 +70,33 @@ class GuardedTable:
     row's version, the table's oid and the embedding column with what was verified, and a
     change is verified again in full, or the call refused. Writes are single transactions: a
     batch that fails or is interrupted (Ctrl-C, a lost connection, a killed process) leaves
-    nothing behind.
+    nothing behind. What every store's index object does (writes, ``sync``, ``count``, ...) is
+    :class:`~ctxemb_core.index.IndexFacade`'s; this class adds PostgreSQL's own.
+
+    Args:
+        index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.
+        ef_search: the HNSW search breadth of queries (default: the driver's).
+        repaired: what the open repaired, in words.
     """
 
+    _driver_type = PgvectorDriver
+    _terms = TERMS
+    _translated = staticmethod(translated)
+
     def __init__(
-        self, index: GuardedIndex, *, ef_search: int = 200, repaired: list[str] | None = None
+        self,
+        index: GuardedIndex,
+        *,
+        ef_search: int | None = None,
+        repaired: list[str] | None = None,
     ) -> None:
-        self.index = index
-        self.driver: Any = index.driver
-        self.ef_search = check_count(ef_search, "ef_search")
+        super().__init__(index)
+        given = self.driver.ef_search if ef_search is None else ef_search
+        self.ef_search = check_count(given, "ef_search")
         #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
         self.repaired: list[str] = list(repaired or [])
 
     # -- what the table is ---------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.index.name
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -102,34 +112,12 @@ class GuardedTable:
         return str(self.driver.schema)
 
     @property
-    def embedder(self) -> Embedder:
-        return self.index.embedder
-
-    @property
-    def stamp(self) -> IndexStamp:
-        return self.index.stamp
-
-    @property
-    def sample(self) -> int:
-        return self.index.sample
-
-    @property
-    def open_check(self) -> OpenCheck | None:
-        """What the last verification checked of the stored rows (``None`` when the table was
-        created or adopted by this open)."""
-        return self.index.open_check
-
-    @property
-    def contract(self) -> EmbeddingContract:
-        return self.index.contract
-
-    @property
     def layout(self) -> Layout:
         return layout_for(self.stamp.contract)
 
     @property
     def table(self) -> sql.Composed:
-        return ident(self.schema, self.name)
+        return self.driver.table
 
     @property
     def companion(self) -> Any:
@@ -141,118 +129,18 @@ class GuardedTable:
     def companion(self, value: Any) -> None:
         self.driver.companion = value
 
-    def stored(self) -> StoredTable:
-        """The table as the database has it now, unguarded (for reading or verifying)."""
-        found = stored_or_none(self.conn, self.name, self.schema)
-        if found is None:
-            raise InvalidInputError(f"table {self.name!r} no longer exists")
-        return found
+    @classmethod
+    def _stored_in(cls, driver: PgvectorDriver) -> StoredTable | None:
+        return stored_or_none(driver.conn, driver.name, driver.schema)
 
-    def current(self) -> StoredTable:
-        """The table now, proven to carry the stamp this object verified (or re-verified)."""
-        self.index.current()
-        return self.stored()
+    @classmethod
+    def _missing(cls, driver: PgvectorDriver, why: str) -> Exception:
+        return missing_table(driver.conn, driver.name, driver.schema, why)
 
-    def count(self) -> int:
-        return self.index.count()
-
-    def ids(self) -> set[str]:
-        self.index.current()
-        return set(self.driver.ids())
-
-    # -- writing -------------------------------------------------------------------------
-
-    def add(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        upsert: bool = False,
+    def _check_batch(
+        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
     ) -> None:
-        """Embed documents under the contract and write them, in one transaction.
-
-        The batch, the stamp and, for ``add``, that no id is stored yet are checked before
-        anything is embedded; a write that fails or is interrupted leaves the table as it was.
-
-        Raises:
-            InvalidInputError: a bad batch (named); ExistingIdsError for ``add``.
-        """
-        self._check(ids, documents, metadatas)
-        write = self.index.upsert if upsert else self.index.add
-        write(ids, documents, metadatas)
-
-    def upsert(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        """Like :meth:`add`, replacing the rows of existing ids (text, vector and metadata)."""
-        self._check(ids, documents, metadatas)
-        self.index.upsert(ids, documents, metadatas)
-
-    def add_embedded(
-        self,
-        ids: Sequence[str],
-        vectors: Any,
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        fingerprint: str,
-        upsert: bool = False,
-    ) -> None:
-        """Write rows a ctxemb embedder elsewhere already embedded, under ``fingerprint``.
-
-        For frameworks whose embedder and writer are separate steps (Haystack, LangChain): the
-        vectors are refused unless ``fingerprint`` is the stamp's, and each must be finite and
-        of the contract's width; otherwise as :meth:`add`.
-
-        Raises:
-            ContractMismatchError: the vectors were made under another contract.
-        """
-        self._check(ids, documents, metadatas)
-        self.index.add_embedded(
-            ids, vectors, documents, metadatas, fingerprint=fingerprint, upsert=upsert
-        )
-
-    def _check(
-        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
-    ) -> None:
-        checked, metas = check_records(ids, documents, metadatas)
-        check_rows(checked, documents, metas)
-
-    def add_missing(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-    ) -> int:
-        """Add the rows whose ids the table lacks; returns how many this call added.
-
-        A re-run, or another process indexing the same corpus at the same time, adds nothing
-        twice and fails on nothing that is already there.
-        """
-        self._check(ids, documents, metadatas)
-        return self.index.add_missing(ids, documents, metadatas)
-
-    def sync(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        dry_run: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> SyncReport:
-        """Index a batch as a sync: embed and write only the rows that are new or whose text
-        changed (see :mod:`ctxemb_core.sync`); ``dry_run`` embeds and writes nothing."""
-        self._check(ids, documents, metadatas)
-        return self.index.sync(ids, documents, metadatas, dry_run=dry_run, progress=progress)
-
-    def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
-        """Delete the rows whose ids are not in ``keep`` (a corpus's ids); returns them."""
-        return self.index.delete_missing(keep, dry_run=dry_run)
+        check_rows(ids, documents, metadatas)
 
     def delete(
         self, ids: Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None
