@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar, cast
 
 from ctxemb_core.contract import EmbeddingContract
@@ -144,6 +144,17 @@ class IndexFacade(Generic[DriverT, StoredT]):
         embedded (``ids`` and ``metadatas`` as :func:`~ctxemb_core.validate.check_records`
         returned them)."""
 
+    @staticmethod
+    def _check_options(given: Mapping[str, Any], options: Any) -> None:
+        """Keywords gathered as ``**given`` must be the ``options`` TypedDict's, as named
+        parameters would be (a ``TypeError`` naming the stray one otherwise)."""
+        unknown = sorted(set(given) - set(options.__annotations__))
+        if unknown:
+            raise TypeError(
+                f"unexpected keyword argument {unknown[0]!r}; the options ({options.__name__}) "
+                f"are {sorted(options.__annotations__)}"
+            )
+
     def _seen(self) -> StoredT:
         """The index's object as the last check proved it (read again unless a store keeps
         the one it just read)."""
@@ -167,12 +178,7 @@ class IndexFacade(Generic[DriverT, StoredT]):
             TypeError: an option :class:`OpenOptions` does not name.
             (and every refusal of :meth:`GuardedIndex.open`)
         """
-        unknown = sorted(set(opening) - OpenOptions.__optional_keys__)
-        if unknown:
-            raise TypeError(
-                f"unexpected keyword argument {unknown[0]!r}; the options of an open are "
-                f"{sorted(OpenOptions.__optional_keys__)}"
-            )
+        cls._check_options(opening, OpenOptions)
         embedder = as_embedder(contract)
         stamp = opening.get("stamp")
         if stamp is not None:  # refused whether the index is made or only opened

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import psycopg
@@ -22,7 +22,7 @@ from psycopg import sql
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
-from ctxemb_core.guard import check_count, check_ids, refuse_vectorless
+from ctxemb_core.guard import check_count, check_flag, check_ids, refuse_vectorless
 from ctxemb_core.index import GuardedIndex, IndexFacade
 from ctxemb_pgvector._connect import TERMS, translated
 from ctxemb_pgvector._driver import PgvectorDriver
@@ -38,8 +38,32 @@ from ctxemb_pgvector._sql import (
 from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
 from ctxemb_pgvector._vectors import from_column, stacked, to_column
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 #: What ``include`` may name, as in Chroma's ``get`` and ``query``.
 INCLUDE = ("documents", "metadatas", "embeddings", "distances")
+#: What a search returns unless ``include`` says otherwise.
+SHOWN = ("documents", "metadatas", "distances")
+
+
+class Search(TypedDict, total=False):
+    """A search's PostgreSQL options (:meth:`GuardedTable.query`, ``query_vectors``).
+
+    - ``where``: keep rows whose metadata holds every given key and value.
+    - ``include``: the parts returned, of :data:`INCLUDE` (default :data:`SHOWN`).
+    - ``exact``: scan every row instead of the HNSW index.
+    - ``ef_search``: the HNSW index's search breadth (default the table's; at least
+      ``n_results``).
+    - ``ids``: search among these rows only.
+    """
+
+    where: Mapping[str, Any] | None
+    include: Sequence[str]
+    exact: bool
+    ef_search: int | None
+    ids: Sequence[str] | None
+
 
 # The parts of the driver's stamp version (:func:`ctxemb_pgvector._driver.version_of`), read
 # in the statement (or snapshot) of a search: the stamp row's version (``NULL`` unless exactly
@@ -159,53 +183,37 @@ class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
         n_results: int = 10,
         *,
         embedder: Embedder | None = None,
-        where: Mapping[str, Any] | None = None,
-        include: Sequence[str] = ("documents", "metadatas", "distances"),
-        exact: bool = False,
-        ef_search: int | None = None,
-        ids: Sequence[str] | None = None,
+        **search: Unpack[Search],
     ) -> dict[str, Any]:
         """Embed queries under the contract (query role) and search; checked before it runs.
 
         Returns Chroma's shape: ``ids``, ``documents``, ``metadatas``, ``distances`` (and
         ``embeddings`` if included), one list per query. The distance is the layout's
-        (``cosine``: 1 - cos; ``ip``: 1 - dot), lower is nearer; ``exact`` scans every row
-        instead of the HNSW index; ``ef_search`` widens the index's search (at least
-        ``n_results``). ``where`` keeps rows whose metadata holds every given key and value.
+        (``cosine``: 1 - cos; ``ip``: 1 - dot), lower is nearer. ``search``: PostgreSQL's
+        options (:class:`Search`: ``where``, ``include``, ``exact``, ``ef_search``, ``ids``).
 
         Raises:
             ContractMismatchError: ``embedder``'s contract is not the table's.
         """
         check_count(n_results, "n_results")
-        _include(include)
+        self._check_options(search, Search)
+        _include(search.get("include", SHOWN))
         # The search reads the stamp's version in its own snapshot (one round trip).
         vectors = self.index.query_vectors(query_texts, embedder=embedder, read_head=False)
-        return self.query_vectors(
-            vectors,
-            n_results,
-            where=where,
-            include=include,
-            exact=exact,
-            ef_search=ef_search,
-            ids=ids,
-        )
+        return self.query_vectors(vectors, n_results, **search)
 
     def query_vectors(
-        self,
-        vectors: Any,
-        n_results: int = 10,
-        *,
-        where: Mapping[str, Any] | None = None,
-        include: Sequence[str] = ("documents", "metadatas", "distances"),
-        exact: bool = False,
-        ef_search: int | None = None,
-        ids: Sequence[str] | None = None,
+        self, vectors: Any, n_results: int = 10, **search: Unpack[Search]
     ) -> dict[str, Any]:
-        """Search with query vectors already in the stored form (checked by the caller);
-        ``ids`` searches among those rows only."""
+        """Search with query vectors already in the stored form (checked by the caller), with
+        :meth:`query`'s options."""
         check_count(n_results, "n_results")
-        shown = _include(include)
-        given = self.ef_search if ef_search is None else ef_search
+        self._check_options(search, Search)
+        where, ids = search.get("where"), search.get("ids")
+        exact = check_flag(search.get("exact", False), "exact")
+        shown = _include(search.get("include", SHOWN))
+        given = search.get("ef_search")
+        given = self.ef_search if given is None else given
         ef = min(MAX_EF_SEARCH, max(check_count(given, "ef_search"), n_results))
         filt, params = where_clause(where)
         if ids is not None:
@@ -327,17 +335,21 @@ class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
             # A row without a vector (inserted around ctxemb, or a column emptied since this
             # table was opened) has no distance: foreign, refused as an open refuses it.
             refuse_vectorless([r[0] for r in rows if r[3] is None], len(rows))
-            out["ids"].append([r[0] for r in rows])
-            if "documents" in shown:
-                out["documents"].append([r[1] for r in rows])
-            if "metadatas" in shown:
-                out["metadatas"].append([r[2] for r in rows])
-            if "distances" in shown:
-                out["distances"].append([float(r[3]) for r in rows])
-            if "embeddings" in shown:
-                out["embeddings"].append(
-                    stacked(from_column([r[4] for r in rows]), self.contract.output_dim)
-                )
+            for part, values in self._columns(rows, shown).items():
+                out[part].append(values)
+        return out
+
+    def _columns(self, rows: list[Any], shown: tuple[str, ...]) -> dict[str, Any]:
+        """Rows of (id, content, meta, distance, vector) as Chroma's columns."""
+        out: dict[str, Any] = {"ids": [r[0] for r in rows]}
+        if "documents" in shown:
+            out["documents"] = [r[1] for r in rows]
+        if "metadatas" in shown:
+            out["metadatas"] = [r[2] for r in rows]
+        if "distances" in shown:
+            out["distances"] = [float(r[3]) for r in rows]
+        if "embeddings" in shown:
+            out["embeddings"] = stacked(from_column([r[4] for r in rows]), self.contract.output_dim)
         return out
 
     def get(
@@ -364,7 +376,9 @@ class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
             if value is not None:
                 check_count(value, arg, minimum=0)
         self.index.current()
-        query = sql.SQL("SELECT id, content, meta, {vec} FROM {} {} ORDER BY {} {} {}").format(
+        query = sql.SQL(
+            "SELECT id, content, meta, NULL, {vec} FROM {} {} ORDER BY {} {} {}"
+        ).format(
             self.table,
             sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL(""),
             self.driver.order(),
@@ -374,14 +388,7 @@ class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
         )
         with translated(f"reading {self.name!r}"):
             rows = self.conn.execute(query, params).fetchall()
-        out: dict[str, Any] = {"ids": [r[0] for r in rows]}
-        if "documents" in shown:
-            out["documents"] = [r[1] for r in rows]
-        if "metadatas" in shown:
-            out["metadatas"] = [r[2] for r in rows]
-        if "embeddings" in shown:
-            out["embeddings"] = stacked(from_column([r[3] for r in rows]), self.contract.output_dim)
-        return out
+        return self._columns(rows, shown)
 
 
 def _include(include: Sequence[str], get: bool = False) -> tuple[str, ...]:
