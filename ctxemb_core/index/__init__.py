@@ -3,6 +3,8 @@
 - :mod:`~ctxemb_core.index.driver`: the :class:`StoreDriver` protocol, the few primitives a
   store offers, and the capabilities it declares;
 - :mod:`~ctxemb_core.index.guarded`: :class:`GuardedIndex`, the one guard over any driver;
+- :mod:`~ctxemb_core.index.facade`: :class:`IndexFacade`, the base of a store adapter's public
+  index object (``GuardedCollection``, ``GuardedTable``): the guarded index in a store's shapes;
 - :mod:`~ctxemb_core.index.memory`: the reference driver, in memory;
 - :mod:`~ctxemb_core.index.migrate`: a copy between any two drivers;
 - :mod:`ctxemb_core.testing.conformance`: the suite every driver passes.
@@ -19,6 +21,7 @@ from ctxemb_core.index.driver import (
     StampRead,
     StoreDriver,
 )
+from ctxemb_core.index.facade import IndexFacade, OpenOptions
 from ctxemb_core.index.guarded import GuardedIndex, Match, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
 from ctxemb_core.index.migrate import Migration, migrate_index, migration
@@ -28,10 +31,12 @@ __all__ = [
     "GuardedIndex",
     "Head",
     "Hit",
+    "IndexFacade",
     "Match",
     "MemoryDriver",
     "MemoryStore",
     "Migration",
+    "OpenOptions",
     "RawMemoryClient",
     "Record",
     "StampMovedError",

@@ -1,31 +1,32 @@
 """A stamped PostgreSQL table bound to one contract: core's guarded index in PostgreSQL's words.
 
 Every decision (open, verify, adopt, the checks of each call, all-or-nothing writes, sync) is
-:class:`~ctxemb_core.index.GuardedIndex`'s, over :class:`~ctxemb_pgvector.PgvectorDriver`.
-:class:`GuardedTable` translates this adapter's public shapes onto it (Chroma-shaped results,
-``get`` and ``delete`` by filter, ``ids()`` as a set) and keeps what is PostgreSQL's own: the
-HNSW search breadth (``ef_search``), the exact scan, and a search read in one statement with
-the stamp it is checked against.
+:class:`~ctxemb_core.index.GuardedIndex`'s, over :class:`~ctxemb_pgvector.PgvectorDriver`;
+what every store's index object shares (writes, sync, ``ids()`` as a set, the open path) is
+:class:`~ctxemb_core.index.IndexFacade`'s. :class:`GuardedTable` keeps what is PostgreSQL's
+own: Chroma-shaped results read by SQL, ``get`` and ``delete`` by metadata filter, the HNSW
+search breadth (``ef_search``), the exact scan, a search read in one statement with the stamp
+it is checked against, and the rows PostgreSQL would refuse (:func:`check_rows`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
-from ctxemb_core.guard import check_count, check_ids, check_records, refuse_vectorless
-from ctxemb_core.index import GuardedIndex
-from ctxemb_core.sync import SyncReport
-from ctxemb_core.verified import OpenCheck
-from ctxemb_pgvector._connect import translated
+from ctxemb_core.guard import check_count, check_flag, check_ids, refuse_vectorless
+from ctxemb_core.index import GuardedIndex, IndexFacade
+from ctxemb_pgvector._connect import TERMS, translated
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,
@@ -35,11 +36,35 @@ from ctxemb_pgvector._sql import (
     layout_for,
     where_clause,
 )
-from ctxemb_pgvector._store import StoredTable, stored_or_none
+from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
 from ctxemb_pgvector._vectors import from_column, stacked, to_column
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: What ``include`` may name, as in Chroma's ``get`` and ``query``.
 INCLUDE = ("documents", "metadatas", "embeddings", "distances")
+#: What a search returns unless ``include`` says otherwise.
+SHOWN = ("documents", "metadatas", "distances")
+
+
+class Search(TypedDict, total=False):
+    """A search's PostgreSQL options (:meth:`GuardedTable.query`, ``query_vectors``).
+
+    - ``where``: keep rows whose metadata holds every given key and value.
+    - ``include``: the parts returned, of :data:`INCLUDE` (default :data:`SHOWN`).
+    - ``exact``: scan every row instead of the HNSW index.
+    - ``ef_search``: the HNSW index's search breadth (default the table's; at least
+      ``n_results``).
+    - ``ids``: search among these rows only.
+    """
+
+    where: Mapping[str, Any] | None
+    include: Sequence[str]
+    exact: bool
+    ef_search: int | None
+    ids: Sequence[str] | None
+
 
 # The parts of the driver's stamp version (:func:`ctxemb_pgvector._driver.version_of`), read
 # in the statement (or snapshot) of a search: the stamp row's version (``NULL`` unless exactly
@@ -62,7 +87,7 @@ def version_of(row: Sequence[Any]) -> str:
     return f"{row[1]}:{row[2]}:{row[3]}:{row[0]}"
 
 
-class GuardedTable:
+class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
     """A pgvector table bound to one contract; every call is checked before it runs.
 
     The guard is :attr:`index` (a :class:`~ctxemb_core.index.GuardedIndex` over the table's
@@ -70,23 +95,36 @@ class GuardedTable:
     row's version, the table's oid and the embedding column with what was verified, and a
     change is verified again in full, or the call refused. Writes are single transactions: a
     batch that fails or is interrupted (Ctrl-C, a lost connection, a killed process) leaves
-    nothing behind.
+    nothing behind. What every store's index object does (writes, ``sync``, ``count``, ...) is
+    :class:`~ctxemb_core.index.IndexFacade`'s; this class adds PostgreSQL's own.
+
+    Args:
+        index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.
+        ef_search: the HNSW search breadth of queries (default: the driver's).
+        repaired: what the open repaired, in words.
     """
 
+    _driver_type = PgvectorDriver
+    _terms = TERMS
+
+    @staticmethod
+    def _translated(what: str) -> AbstractContextManager[None]:
+        return translated(what)  # the connection's errors, as the facade's calls raise them
+
     def __init__(
-        self, index: GuardedIndex, *, ef_search: int = 200, repaired: list[str] | None = None
+        self,
+        index: GuardedIndex,
+        *,
+        ef_search: int | None = None,
+        repaired: list[str] | None = None,
     ) -> None:
-        self.index = index
-        self.driver: Any = index.driver
-        self.ef_search = check_count(ef_search, "ef_search")
+        super().__init__(index)
+        given = self.driver.ef_search if ef_search is None else ef_search
+        self.ef_search = check_count(given, "ef_search")
         #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
         self.repaired: list[str] = list(repaired or [])
 
     # -- what the table is ---------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.index.name
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -102,34 +140,12 @@ class GuardedTable:
         return str(self.driver.schema)
 
     @property
-    def embedder(self) -> Embedder:
-        return self.index.embedder
-
-    @property
-    def stamp(self) -> IndexStamp:
-        return self.index.stamp
-
-    @property
-    def sample(self) -> int:
-        return self.index.sample
-
-    @property
-    def open_check(self) -> OpenCheck | None:
-        """What the last verification checked of the stored rows (``None`` when the table was
-        created or adopted by this open)."""
-        return self.index.open_check
-
-    @property
-    def contract(self) -> EmbeddingContract:
-        return self.index.contract
-
-    @property
     def layout(self) -> Layout:
         return layout_for(self.stamp.contract)
 
     @property
     def table(self) -> sql.Composed:
-        return ident(self.schema, self.name)
+        return self.driver.table
 
     @property
     def companion(self) -> Any:
@@ -141,118 +157,18 @@ class GuardedTable:
     def companion(self, value: Any) -> None:
         self.driver.companion = value
 
-    def stored(self) -> StoredTable:
-        """The table as the database has it now, unguarded (for reading or verifying)."""
-        found = stored_or_none(self.conn, self.name, self.schema)
-        if found is None:
-            raise InvalidInputError(f"table {self.name!r} no longer exists")
-        return found
+    @classmethod
+    def _stored_in(cls, driver: PgvectorDriver) -> StoredTable | None:
+        return stored_or_none(driver.conn, driver.name, driver.schema)
 
-    def current(self) -> StoredTable:
-        """The table now, proven to carry the stamp this object verified (or re-verified)."""
-        self.index.current()
-        return self.stored()
+    @classmethod
+    def _missing(cls, driver: PgvectorDriver, why: str) -> Exception:
+        return missing_table(driver.conn, driver.name, driver.schema, why)
 
-    def count(self) -> int:
-        return self.index.count()
-
-    def ids(self) -> set[str]:
-        self.index.current()
-        return set(self.driver.ids())
-
-    # -- writing -------------------------------------------------------------------------
-
-    def add(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        upsert: bool = False,
+    def _check_batch(
+        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
     ) -> None:
-        """Embed documents under the contract and write them, in one transaction.
-
-        The batch, the stamp and, for ``add``, that no id is stored yet are checked before
-        anything is embedded; a write that fails or is interrupted leaves the table as it was.
-
-        Raises:
-            InvalidInputError: a bad batch (named); ExistingIdsError for ``add``.
-        """
-        self._check(ids, documents, metadatas)
-        write = self.index.upsert if upsert else self.index.add
-        write(ids, documents, metadatas)
-
-    def upsert(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        """Like :meth:`add`, replacing the rows of existing ids (text, vector and metadata)."""
-        self._check(ids, documents, metadatas)
-        self.index.upsert(ids, documents, metadatas)
-
-    def add_embedded(
-        self,
-        ids: Sequence[str],
-        vectors: Any,
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        fingerprint: str,
-        upsert: bool = False,
-    ) -> None:
-        """Write rows a ctxemb embedder elsewhere already embedded, under ``fingerprint``.
-
-        For frameworks whose embedder and writer are separate steps (Haystack, LangChain): the
-        vectors are refused unless ``fingerprint`` is the stamp's, and each must be finite and
-        of the contract's width; otherwise as :meth:`add`.
-
-        Raises:
-            ContractMismatchError: the vectors were made under another contract.
-        """
-        self._check(ids, documents, metadatas)
-        self.index.add_embedded(
-            ids, vectors, documents, metadatas, fingerprint=fingerprint, upsert=upsert
-        )
-
-    def _check(
-        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
-    ) -> None:
-        checked, metas = check_records(ids, documents, metadatas)
-        check_rows(checked, documents, metas)
-
-    def add_missing(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-    ) -> int:
-        """Add the rows whose ids the table lacks; returns how many this call added.
-
-        A re-run, or another process indexing the same corpus at the same time, adds nothing
-        twice and fails on nothing that is already there.
-        """
-        self._check(ids, documents, metadatas)
-        return self.index.add_missing(ids, documents, metadatas)
-
-    def sync(
-        self,
-        ids: Sequence[str],
-        documents: Sequence[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        dry_run: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> SyncReport:
-        """Index a batch as a sync: embed and write only the rows that are new or whose text
-        changed (see :mod:`ctxemb_core.sync`); ``dry_run`` embeds and writes nothing."""
-        self._check(ids, documents, metadatas)
-        return self.index.sync(ids, documents, metadatas, dry_run=dry_run, progress=progress)
-
-    def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
-        """Delete the rows whose ids are not in ``keep`` (a corpus's ids); returns them."""
-        return self.index.delete_missing(keep, dry_run=dry_run)
+        check_rows(ids, documents, metadatas)
 
     def delete(
         self, ids: Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None
@@ -271,53 +187,37 @@ class GuardedTable:
         n_results: int = 10,
         *,
         embedder: Embedder | None = None,
-        where: Mapping[str, Any] | None = None,
-        include: Sequence[str] = ("documents", "metadatas", "distances"),
-        exact: bool = False,
-        ef_search: int | None = None,
-        ids: Sequence[str] | None = None,
+        **search: Unpack[Search],
     ) -> dict[str, Any]:
         """Embed queries under the contract (query role) and search; checked before it runs.
 
         Returns Chroma's shape: ``ids``, ``documents``, ``metadatas``, ``distances`` (and
         ``embeddings`` if included), one list per query. The distance is the layout's
-        (``cosine``: 1 - cos; ``ip``: 1 - dot), lower is nearer; ``exact`` scans every row
-        instead of the HNSW index; ``ef_search`` widens the index's search (at least
-        ``n_results``). ``where`` keeps rows whose metadata holds every given key and value.
+        (``cosine``: 1 - cos; ``ip``: 1 - dot), lower is nearer. ``search``: PostgreSQL's
+        options (:class:`Search`: ``where``, ``include``, ``exact``, ``ef_search``, ``ids``).
 
         Raises:
             ContractMismatchError: ``embedder``'s contract is not the table's.
         """
         check_count(n_results, "n_results")
-        _include(include)
+        self._check_options(search, Search)
+        _include(search.get("include", SHOWN))
         # The search reads the stamp's version in its own snapshot (one round trip).
         vectors = self.index.query_vectors(query_texts, embedder=embedder, read_head=False)
-        return self.query_vectors(
-            vectors,
-            n_results,
-            where=where,
-            include=include,
-            exact=exact,
-            ef_search=ef_search,
-            ids=ids,
-        )
+        return self.query_vectors(vectors, n_results, **search)
 
     def query_vectors(
-        self,
-        vectors: Any,
-        n_results: int = 10,
-        *,
-        where: Mapping[str, Any] | None = None,
-        include: Sequence[str] = ("documents", "metadatas", "distances"),
-        exact: bool = False,
-        ef_search: int | None = None,
-        ids: Sequence[str] | None = None,
+        self, vectors: Any, n_results: int = 10, **search: Unpack[Search]
     ) -> dict[str, Any]:
-        """Search with query vectors already in the stored form (checked by the caller);
-        ``ids`` searches among those rows only."""
+        """Search with query vectors already in the stored form (checked by the caller), with
+        :meth:`query`'s options."""
         check_count(n_results, "n_results")
-        shown = _include(include)
-        given = self.ef_search if ef_search is None else ef_search
+        self._check_options(search, Search)
+        where, ids = search.get("where"), search.get("ids")
+        exact = check_flag(search.get("exact", False), "exact")
+        shown = _include(search.get("include", SHOWN))
+        given = search.get("ef_search")
+        given = self.ef_search if given is None else given
         ef = min(MAX_EF_SEARCH, max(check_count(given, "ef_search"), n_results))
         filt, params = where_clause(where)
         if ids is not None:
@@ -439,17 +339,21 @@ class GuardedTable:
             # A row without a vector (inserted around ctxemb, or a column emptied since this
             # table was opened) has no distance: foreign, refused as an open refuses it.
             refuse_vectorless([r[0] for r in rows if r[3] is None], len(rows))
-            out["ids"].append([r[0] for r in rows])
-            if "documents" in shown:
-                out["documents"].append([r[1] for r in rows])
-            if "metadatas" in shown:
-                out["metadatas"].append([r[2] for r in rows])
-            if "distances" in shown:
-                out["distances"].append([float(r[3]) for r in rows])
-            if "embeddings" in shown:
-                out["embeddings"].append(
-                    stacked(from_column([r[4] for r in rows]), self.contract.output_dim)
-                )
+            for part, values in self._columns(rows, shown).items():
+                out[part].append(values)
+        return out
+
+    def _columns(self, rows: list[Any], shown: tuple[str, ...]) -> dict[str, Any]:
+        """Rows of (id, content, meta, distance, vector) as Chroma's columns."""
+        out: dict[str, Any] = {"ids": [r[0] for r in rows]}
+        if "documents" in shown:
+            out["documents"] = [r[1] for r in rows]
+        if "metadatas" in shown:
+            out["metadatas"] = [r[2] for r in rows]
+        if "distances" in shown:
+            out["distances"] = [float(r[3]) for r in rows]
+        if "embeddings" in shown:
+            out["embeddings"] = stacked(from_column([r[4] for r in rows]), self.contract.output_dim)
         return out
 
     def get(
@@ -476,7 +380,9 @@ class GuardedTable:
             if value is not None:
                 check_count(value, arg, minimum=0)
         self.index.current()
-        query = sql.SQL("SELECT id, content, meta, {vec} FROM {} {} ORDER BY {} {} {}").format(
+        query = sql.SQL(
+            "SELECT id, content, meta, NULL, {vec} FROM {} {} ORDER BY {} {} {}"
+        ).format(
             self.table,
             sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL(""),
             self.driver.order(),
@@ -486,14 +392,7 @@ class GuardedTable:
         )
         with translated(f"reading {self.name!r}"):
             rows = self.conn.execute(query, params).fetchall()
-        out: dict[str, Any] = {"ids": [r[0] for r in rows]}
-        if "documents" in shown:
-            out["documents"] = [r[1] for r in rows]
-        if "metadatas" in shown:
-            out["metadatas"] = [r[2] for r in rows]
-        if "embeddings" in shown:
-            out["embeddings"] = stacked(from_column([r[3] for r in rows]), self.contract.output_dim)
-        return out
+        return self._columns(rows, shown)
 
 
 def _include(include: Sequence[str], get: bool = False) -> tuple[str, ...]:
