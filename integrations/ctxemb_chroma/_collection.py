@@ -16,14 +16,12 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._driver import ChromaDriver, check_metadatas
 from ctxemb_chroma._store import (
-    configured_function,
     missing_collection,
     read_settled,
     stored_or_none,
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.errors import MissingStampError
 from ctxemb_core.guard import as_embedder, check_count, check_delete, check_paging
 from ctxemb_core.index import IndexFacade, OpenOptions
 
@@ -62,26 +60,6 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     @classmethod
     def _missing(cls, driver: ChromaDriver, why: str) -> Exception:
         return missing_collection(driver.client, driver.name, why)  # with a hint at a near one
-
-    @classmethod
-    def _unstamped(cls, driver: ChromaDriver, exc: MissingStampError) -> MissingStampError:
-        """The refusal of an unstamped collection in Chroma's terms: who likely wrote it."""
-        raw = stored_or_none(driver.client, driver.name)
-        if raw is None or "carries no ctxemb stamp" not in str(exc):
-            return exc  # an adoption refused: its own words
-        function = configured_function(raw)[0]
-        by = (
-            f"with another Chroma embedding function ({function!r}: Chroma's own, or a writer "
-            "such as Haystack's DocumentWriter)"
-            if function not in (None, "ctxemb")
-            else "around ctxemb (a plain chromadb or langchain_chroma.Chroma client, say)"
-        )
-        return MissingStampError(
-            f"collection {driver.name!r} was written {by} and carries no ctxemb stamp, so "
-            "nothing proves which contract made its vectors; ctxemb neither reads nor writes it "
-            "unstamped. ",
-            remedies=exc.remedies,
-        )
 
     def _check_batch(
         self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None

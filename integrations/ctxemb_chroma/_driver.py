@@ -68,7 +68,13 @@ from ctxemb_chroma._store import (
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StampError
+from ctxemb_core.errors import (
+    ExistingIdsError,
+    InvalidInputError,
+    MissingStampError,
+    StampError,
+    unstamped_remedies,
+)
 from ctxemb_core.guard import check_configuration
 from ctxemb_core.index.driver import (
     INCLUDE,
@@ -288,6 +294,23 @@ class ChromaDriver:
         tenant = getattr(self.client, "tenant", "")
         database = getattr(self.client, "database", "")
         return f"chroma {store_address(self.client)} (tenant {tenant}, database {database})"
+
+    def unstamped_error(self) -> MissingStampError:
+        """The refusal of the collection unstamped, in Chroma's terms: who likely wrote it."""
+        raw = self._stored()
+        function = None if raw is None else configured_function(raw)[0]
+        by = (
+            f"with another Chroma embedding function ({function!r}: Chroma's own, or a writer "
+            "such as Haystack's DocumentWriter)"
+            if function not in (None, NAME)
+            else "around ctxemb (a plain chromadb or langchain_chroma.Chroma client, say)"
+        )
+        return MissingStampError(
+            f"collection {self._name!r} was written {by} and carries no ctxemb stamp, so "
+            "nothing proves which contract made its vectors; ctxemb neither reads nor writes it "
+            "unstamped. ",
+            remedies=unstamped_remedies(self._name),
+        )
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"embedding_function": NAME, "contract": stamp.contract.to_dict()}

@@ -457,7 +457,7 @@ def test_the_same_job_writes_a_postgresql_table_through_its_driver(
             corpus, minilm_contract, table=name, dsn=dsn, batch_size=2, cache=False, **kwargs
         )
 
-    first = run(actors=2)
+    first = run()
     assert (first.added, first.skipped, first.failed, first.count) == (4, 0, 0, 4)
     table = ctxemb_pgvector.open_table(pg, name, minilm, sample=100)
     rows = {r.id: r for r in table.index.get(list(CORPUS), include=("vector", "text"))}
