@@ -73,8 +73,9 @@ def add_parser(sub: Any) -> None:
         const="",
         default=None,
         metavar="ADDRESS",
-        help="index with a pool of Ray actors into the Chroma server at --host/--port (the "
-        "ctxemb[ray] extra): ADDRESS is a running cluster ('auto', 'ray://head:10001'); "
+        help="index with a pool of Ray actors into a store every actor reaches: the Chroma "
+        "server at --host/--port, or PostgreSQL at --dsn (the ctxemb[ray] extra): ADDRESS is "
+        "a running cluster ('auto', 'ray://head:10001'); "
         "without one, a local instance on 127.0.0.1 is started and stopped",
     )
     p.add_argument(
@@ -214,33 +215,30 @@ def _index_ray(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ctxemb_core.resolve import contract_for
+    from ctxemb_core.scaleout import index_with_ray
 
-    store_options(args.store).check_arguments(args)
-    if args.store != "chroma" or not args.host:
-        raise InvalidInputError(
-            "--ray writes to a Chroma server every actor can reach: give --host and --port "
-            "(and --store chroma)"
-        )
+    options = store_options(args.store)
+    options.check_arguments(args)
+    # Where every actor writes: the store's session (a picklable address and name), given by
+    # its adapter only for options that every node of a cluster can reach.
+    session = getattr(options, "ray_session", None)
+    if session is None:
+        raise InvalidInputError(f"--ray cannot write to the {args.store} store")
+    store = session(args, args.collection)
     contract = contract_for(model_or_server(args), **overrides(args))
     with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
-        summary = (
-            store_options("chroma")
-            .adapter()
-            .index_with_ray(
-                args.data,
-                contract,
-                collection=args.collection,
-                host=args.host,
-                port=args.port,
-                address=args.ray or None,
-                actors=args.actors,
-                batch_size=args.batch_size,
-                cache=not args.no_cache,
-                progress=bar.update,
-                delete_missing=args.delete_missing,
-                dry_run=args.dry_run,
-                **remote_options(args),
-            )
+        summary = index_with_ray(
+            args.data,
+            contract,
+            store=store,
+            address=args.ray or None,
+            actors=args.actors,
+            batch_size=args.batch_size,
+            cache=not args.no_cache,
+            progress=bar.update,
+            delete_missing=args.delete_missing,
+            dry_run=args.dry_run,
+            **remote_options(args),
         )
     done = f"{summary.added} added, {summary.updated} updated, {summary.skipped} unchanged"
     if summary.deleted:

@@ -90,8 +90,11 @@ class StoreOptions(Protocol):
     # ``$CTXEMB_PG_DSN``; see :class:`AdapterDefaults`); ``from_environment() -> str | None``,
     # what in the environment selects the store when no store option is given (pgvector:
     # ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``, keywords the checked options set on every
-    # adapter call that takes them (pgvector: ``schema``). A store without them is selected by
-    # its options alone and has no scope, and its help shows no default.
+    # adapter call that takes them (pgvector: ``schema``); ``ray_session(args, name)``, the
+    # ``StoreSession`` of index ``name`` that ``ctxemb index --ray`` gives every actor
+    # (:mod:`ctxemb_core.scaleout`), or ``InvalidInputError`` for options a cluster's nodes
+    # cannot all reach. A store without them is selected by its options alone, has no scope,
+    # its help shows no default, and ``--ray`` cannot write to it.
 
 
 def store_options(store: str) -> StoreOptions:

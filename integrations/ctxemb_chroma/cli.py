@@ -89,6 +89,20 @@ def connect(args: argparse.Namespace, *, create: bool) -> Any:
     return _connect(path=args.path, host=args.host, port=args.port, create=create)
 
 
+def ray_session(args: argparse.Namespace, name: str) -> Any:
+    """Collection ``name`` on the server, as every Ray actor reaches it (``ctxemb index
+    --ray``); an embedded folder is one process's, so ``--ray`` needs ``--host``."""
+    if args.host is None:
+        raise InvalidInputError(
+            "--ray writes to a Chroma server every actor can reach: give --host and --port "
+            "(an embedded folder is one process's)"
+        )
+    from ctxemb_chroma._ray import ServerCollection
+    from ctxemb_chroma._store import check_name
+
+    return ServerCollection(args.host, args.port, check_name(name))
+
+
 def adapter() -> Any:
     """The Chroma adapter: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
     import ctxemb_chroma

@@ -91,6 +91,13 @@ def connect(args: argparse.Namespace, *, create: bool) -> Any:
     return _connect(args.dsn, create_extension=create)
 
 
+def ray_session(args: argparse.Namespace, name: str) -> Any:
+    """Table ``name`` in the database, as every Ray actor reaches it (``ctxemb index --ray``)."""
+    from ctxemb_pgvector._ray import DatabaseTable
+
+    return DatabaseTable(args.dsn, check_name(name), args.schema)
+
+
 def adapter() -> Any:
     import ctxemb_pgvector
 

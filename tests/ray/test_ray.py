@@ -443,7 +443,7 @@ def test_actors_embed_through_an_embedding_server_held_to_the_contract(
 
 
 def test_the_same_job_writes_a_postgresql_table_through_its_driver(
-    cluster, tmp_path, pg, minilm, minilm_contract
+    cluster, tmp_path, pg, minilm, minilm_contract, capsys
 ):
     # The job is core's: a table is another store's session, with the same sync, the same
     # canary check on every actor and the same refusal of another contract.
@@ -467,8 +467,14 @@ def test_the_same_job_writes_a_postgresql_table_through_its_driver(
             rows[doc_id].vector, minilm.embed_documents([text])[0], atol=1e-6
         )
     write_corpus(corpus, {**CORPUS, "tea": EDITED})
-    again = run()
-    assert (again.added, again.updated, again.skipped, again.count) == (0, 1, 3, 4)
+    # The command line's --ray takes the store's session from its options (here --dsn).
+    from ctxemb_core.cli import main
+
+    args = ["index", str(corpus), "--ray", "--dsn", dsn, "--collection", name]
+    assert main([*args, "--batch-size", "2", "--model", MINILM, "--no-cache"]) == 0
+    assert f"{name}: 0 added, 1 updated, 3 unchanged, 0 failed; 4 documents" in (
+        capsys.readouterr().out
+    )
     other = contract_for(MINILM, pooling="cls")
     with pytest.raises(ContractMismatchError, match="pooling"):
         ctxemb_pgvector.index_with_ray(corpus, other, table=name, dsn=dsn)
