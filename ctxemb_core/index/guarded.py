@@ -495,6 +495,18 @@ class GuardedIndex:
 
     # -- writing ------------------------------------------------------------------------
 
+    def _checked(
+        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Any] | None
+    ) -> tuple[list[str], list[Any] | None]:
+        """The batch checked (:func:`~ctxemb_core.validate.check_records`), then by the store's
+        own rules where its driver has them (``check_batch``: what the store would refuse only
+        while writing), before anything is embedded or read."""
+        checked, metas = check_records(ids, documents, metadatas)
+        store_rules = getattr(self.driver, "check_batch", None)
+        if callable(store_rules):
+            store_rules(checked, documents, metas)
+        return checked, metas
+
     def add(
         self,
         ids: Sequence[str],
@@ -546,7 +558,7 @@ class GuardedIndex:
         replace: bool,
         embedded: tuple[Any, str] | None = None,
     ) -> None:
-        ids, metas_in = check_records(ids, documents, metadatas)
+        ids, metas_in = self._checked(ids, documents, metadatas)
         # Each record carries the digest of the text its vector is of (what a sync compares).
         metas = [
             with_text_digest(m, d, keep=embedded is not None)
@@ -632,7 +644,7 @@ class GuardedIndex:
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> int:
         """Add the records whose ids the index lacks; returns how many this call added."""
-        ids, metas = check_records(ids, documents, metadatas)
+        ids, metas = self._checked(ids, documents, metadatas)
         return add_missing(self._present, self.add, ids, documents, metas)
 
     def _present(self, ids: list[str]) -> set[str]:
@@ -651,7 +663,7 @@ class GuardedIndex:
         """Index a batch as a sync: embed and write only what is new or whose text changed
         (the rules: :mod:`ctxemb_core.sync`); ``dry_run`` embeds and writes nothing."""
         check_flag(dry_run, "dry_run")
-        ids, metas = check_records(ids, documents, metadatas)
+        ids, metas = self._checked(ids, documents, metadatas)
         return sync_batch(
             self._stored, self.upsert, ids, documents, metas, dry_run=dry_run, progress=progress
         )

@@ -29,6 +29,8 @@ through the other under the same contract. How each promise of the protocol is k
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,7 @@ from ctxemb_pgvector._connect import check_connection, connect, translated
 from ctxemb_pgvector._repair import repair
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
+    MAX_ID,
     SEQ,
     STAMPS,
     Layout,
@@ -448,6 +451,13 @@ class PgvectorDriver:
                 self.companion.deleted(gone)
             return gone
 
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
+    ) -> None:
+        """What PostgreSQL would refuse only while writing, refused before anything is
+        embedded (:func:`check_rows`); the guard calls it for every write."""
+        check_rows(ids, documents, metadatas)
+
     def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
         if self._layout is None:
             self.read_stamp()  # the guard read the head before: this is a bare driver's call
@@ -703,3 +713,40 @@ class RawTable:
             yield
         finally:
             _FAILING.pop(key, None)
+
+
+def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
+    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
+    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
+    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
+    for k, i in enumerate(ids):
+        if len(i) > MAX_ID:
+            raise InvalidInputError(
+                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
+            )
+        if "\x00" in i:
+            raise InvalidInputError(
+                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
+            )
+    for k, d in enumerate(documents):
+        if "\x00" in d:
+            raise InvalidInputError(
+                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
+                "cannot store; remove it"
+            )
+    for k, m in enumerate(metadatas or []):
+        if m is None:
+            continue
+        where = f"metadatas[{k}] (id {ids[k]!r})"
+        try:
+            text = json.dumps(m, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
+        if "\\u0000" in text:
+            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
+        bad = [key for key in m if not isinstance(key, str)]
+        if bad:
+            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
+        for key, value in m.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInputError(f"{where}: {key!r} is {value}, which JSON cannot hold")

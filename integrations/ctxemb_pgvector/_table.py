@@ -6,13 +6,11 @@ what every store's index object shares (writes, sync, ``ids()`` as a set, the op
 :class:`~ctxemb_core.index.IndexFacade`'s. :class:`GuardedTable` keeps what is PostgreSQL's
 own: Chroma-shaped results read by SQL, ``get`` and ``delete`` by metadata filter, the HNSW
 search breadth (``ef_search``), the exact scan, a search read in one statement with the stamp
-it is checked against, and the rows PostgreSQL would refuse (:func:`check_rows`).
+it is checked against (the rows PostgreSQL would refuse: :meth:`PgvectorDriver.check_batch`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -29,7 +27,6 @@ from ctxemb_pgvector._connect import TERMS, translated
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
-    MAX_ID,
     STAMPS,
     Layout,
     ident,
@@ -164,11 +161,6 @@ class GuardedTable(IndexFacade[PgvectorDriver, StoredTable]):
     @classmethod
     def _missing(cls, driver: PgvectorDriver, why: str) -> Exception:
         return missing_table(driver.conn, driver.name, driver.schema, why)
-
-    def _check_batch(
-        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
-    ) -> None:
-        check_rows(ids, documents, metadatas)
 
     def delete(
         self, ids: Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None
@@ -403,40 +395,3 @@ def _include(include: Sequence[str], get: bool = False) -> tuple[str, ...]:
     if bad:
         raise InvalidInputError(f"include: {bad[0]!r} is not one of {allowed}")
     return tuple(include)
-
-
-def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
-    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
-    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
-    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
-    for k, i in enumerate(ids):
-        if len(i) > MAX_ID:
-            raise InvalidInputError(
-                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
-            )
-        if "\x00" in i:
-            raise InvalidInputError(
-                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
-            )
-    for k, d in enumerate(documents):
-        if "\x00" in d:
-            raise InvalidInputError(
-                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
-                "cannot store; remove it"
-            )
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        try:
-            text = json.dumps(m, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
-        bad = [key for key in m if not isinstance(key, str)]
-        if bad:
-            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
-        for key, value in m.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                raise InvalidInputError(f"{where}: {key!r} is {value}, which JSON cannot hold")

@@ -74,6 +74,21 @@ def test_bad_input_writes_nothing(pg, minilm):
     assert docs.count() == 0
 
 
+def test_postgresqls_own_refusals_come_before_embedding_through_any_interface(pg, minilm):
+    # The table's rules are its driver's (check_batch), asked by the guard itself: a framework
+    # writing through GuardedIndex meets them before anything is embedded, in the words the
+    # table's own add uses, not as PostgreSQL's error after the batch was embedded.
+    from ctxemb_core.index import GuardedIndex
+
+    index = GuardedIndex.open(ctxemb_pgvector.driver(pg, "docs"), minilm)
+    for write in (index.add, index.upsert, index.add_missing, index.sync):
+        with pytest.raises(InvalidInputError, match="PostgreSQL text cannot store"):
+            write(["a"], ["nul \x00 inside"])
+        with pytest.raises(InvalidInputError, match="the id column holds"):
+            write(["x" * 129], ["long id"])
+    assert index.count() == 0
+
+
 def test_an_unstamped_table_is_refused_then_adopted(pg, minilm):
     docs = _open(pg, minilm)
     docs.add(list(DOCS), list(DOCS.values()))

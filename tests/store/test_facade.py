@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError
-from ctxemb_core.index import GuardedIndex, IndexFacade, MemoryDriver, MemoryStore
+from ctxemb_core.index import Capabilities, GuardedIndex, IndexFacade, MemoryDriver, MemoryStore
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.testing.conformance import foreign_stamp, tiny_embedder, variants
 
@@ -21,8 +21,18 @@ TERMS = StoreTerms(
 )
 
 
+class ShelfDriver(MemoryDriver):
+    """The memory driver of a store that refuses ids with a space in them: its own rule,
+    which the guard asks of it before anything is embedded (``check_batch``)."""
+
+    def check_batch(self, ids: list[str], documents: Any, metadatas: Any) -> None:
+        bad = [i for i in ids if " " in i]
+        if bad:
+            raise InvalidInputError(f"id {bad[0]!r}: this store keeps no spaces in ids")
+
+
 class GuardedShelf(IndexFacade[MemoryDriver, Any]):
-    """A facade over the memory driver whose store refuses ids with a space in them."""
+    """A facade over the memory driver, in the shelf store's words."""
 
     _driver_type = MemoryDriver
     _terms = TERMS
@@ -30,11 +40,6 @@ class GuardedShelf(IndexFacade[MemoryDriver, Any]):
     @classmethod
     def _stored_in(cls, driver: MemoryDriver) -> Any:
         return driver.store.indexes.get(driver.name)
-
-    def _check_batch(self, ids: list[str], documents: Any, metadatas: Any) -> None:
-        bad = [i for i in ids if " " in i]
-        if bad:
-            raise InvalidInputError(f"id {bad[0]!r}: this store keeps no spaces in ids")
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +81,18 @@ def test_a_stamp_of_another_contract_is_refused_before_anything_is_made(store, e
 
 
 def test_the_stores_batch_rules_refuse_before_anything_is_written(store, embedder):
-    shelf = GuardedShelf.open(store.driver("docs"), embedder)
+    shelf = GuardedShelf.open(ShelfDriver(store, "docs", Capabilities()), embedder)
     for write in (shelf.add, shelf.upsert, shelf.add_missing, shelf.sync):
         with pytest.raises(InvalidInputError, match="no spaces"):
             write(["fine", "not fine"], ["one text", "another text"])
+    # The rule is the driver's, so a framework writing through the index meets it too.
+    with pytest.raises(InvalidInputError, match="no spaces"):
+        shelf.index.add_embedded(
+            ["not fine"],
+            shelf.embedder.embed_documents(["one text"]),
+            ["one text"],
+            fingerprint=shelf.contract.fingerprint,
+        )
     assert shelf.count() == 0
 
 
