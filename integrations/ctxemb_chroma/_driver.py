@@ -28,8 +28,8 @@ How the protocol's promises are kept on a store with neither transactions nor a 
   ``replace=False`` checks and adds under one lock per collection in this process (Chroma's
   ``add`` keeps a stored id silently: two threads indexing one corpus add nothing twice);
 - **records** come in Chroma's own order (as first written; an update keeps its place). Reads of
-  records by id or page go through :func:`._store.read_reloaded` (an embedded store another
-  process wrote is read afresh), the others through :func:`._store.read_settled`; every call's
+  records go through :func:`._store.read_settled` (an embedded store another process wrote
+  is read afresh when this process's view of it is stale); every call's
   errors are translated into ctxemb's tree (:func:`._store.translated`).
 
 Example:
@@ -62,7 +62,6 @@ from ctxemb_chroma._store import (
     identity,
     kept_metadata,
     missing_collection,
-    read_reloaded,
     read_settled,
     stored_or_none,
     translated,
@@ -419,7 +418,7 @@ class ChromaDriver:
         raw = self._collection()
         parts = [_PARTS[p] for p in sorted(include)]
         with translated("reading records"):
-            got = read_reloaded(self.client, raw.get, offset=offset, limit=limit, include=parts)
+            got = read_settled(raw.get, offset=offset, limit=limit, include=parts)
         return _records(got, include)
 
     def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
@@ -429,7 +428,7 @@ class ChromaDriver:
         raw = self._collection()
         parts = [_PARTS[p] for p in sorted(include)]
         with translated("reading records"):
-            got = read_reloaded(self.client, raw.get, ids=wanted, include=parts)
+            got = read_settled(raw.get, ids=wanted, include=parts)
         found = {r.id: r for r in _records(got, include)}
         return [found[i] for i in ids if i in found]  # in the order given
 

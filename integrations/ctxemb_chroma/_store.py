@@ -124,13 +124,6 @@ def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs
     return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
 
 
-def read_reloaded(client: ClientAPI, read: Callable[..., T], **kwargs: Any) -> T:
-    """:func:`read_settled` of records just listed by ``client``: ``read``'s collection holds
-    the same embedded API object as ``client``, so a stale view is reloaded for both."""
-    del client  # the collection's own API object is ``client``'s; kept for the callers' shape
-    return read_settled(read, **kwargs)
-
-
 @contextlib.contextmanager
 def translated(what: str) -> Iterator[None]:
     """Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
