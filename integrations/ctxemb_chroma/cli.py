@@ -98,9 +98,8 @@ def ray_session(args: argparse.Namespace, name: str) -> Any:
             "(an embedded folder is one process's)"
         )
     from ctxemb_chroma._ray import ServerCollection
-    from ctxemb_chroma._store import check_name
 
-    return ServerCollection(args.host, args.port, check_name(name))
+    return ServerCollection(args.host, args.port, name)
 
 
 def adapter() -> Any:
