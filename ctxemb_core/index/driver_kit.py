@@ -26,13 +26,17 @@ import contextlib
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.index.driver import INCLUDE, Capabilities, Filter, Record, StampMovedError, Version
+
+if TYPE_CHECKING:
+    from ctxemb_core.stamp import IndexStamp
 
 __all__ = [
     "KeyedDriver",
@@ -40,11 +44,15 @@ __all__ = [
     "chunks",
     "columns_of",
     "records_of",
+    "restamped",
     "unstorable",
     "version_digest",
 ]
 
 _METADATA = frozenset({"metadata"})
+# One lock per index (store, name) in this process: a write's "absent? then add" and a delete.
+_EXCLUSIVE: dict[tuple[str, str], threading.Lock] = {}
+_EXCLUSIVE_LOCK = threading.Lock()
 #: The store's handle on the index during one call (a client's collection object, an index).
 H = TypeVar("H")
 
@@ -122,6 +130,13 @@ def columns_of(records: Sequence[Record], store: str) -> tuple[list[Any], ...]:
     )
 
 
+def restamped(metadata: Mapping[str, Any] | None, stamp: IndexStamp) -> dict[str, Any]:
+    """An index's metadata with ``stamp`` in place of its old one: the index's own keys stay,
+    every ``ctxemb:`` key comes from ``stamp`` (an old key the new stamp lacks goes)."""
+    kept = {k: v for k, v in (metadata or {}).items() if not str(k).startswith("ctxemb:")}
+    return {**kept, **stamp.to_metadata()}
+
+
 class KeyedDriver(Generic[H]):
     """``read``, ``write``, ``delete`` and ``changes`` of the protocol over a store's own
     primitives, for a driver whose store reads, writes and deletes records by id.
@@ -142,9 +157,15 @@ class KeyedDriver(Generic[H]):
 
     # -- the store's primitives -----------------------------------------------------------
 
+    def describe(self) -> str:
+        raise NotImplementedError
+
     def _exclusive(self) -> contextlib.AbstractContextManager[Any]:
-        """Held around a write's check and write, and around a delete (default: nothing)."""
-        return contextlib.nullcontext()
+        """Held around a write's check and write, and around a delete: by default one lock per
+        index in this process, so that on a store without transactions two threads indexing
+        one corpus add nothing twice (a store's own lock may replace it)."""
+        with _EXCLUSIVE_LOCK:
+            return _EXCLUSIVE.setdefault((self.describe(), self._name), threading.Lock())
 
     def _handle(self, stamp_version: Version | None) -> H:
         """The index to write to, read afresh when a ``stamp_version`` is to be compared."""
@@ -178,8 +199,20 @@ class KeyedDriver(Generic[H]):
     def _changes(self, since: int) -> list[str]:
         raise NotImplementedError
 
-    def _check_records(self, records: Sequence[Record]) -> None:
-        """What the store would refuse of ``records`` part way through a write (default: none)."""
+    def _exists(self) -> bool:
+        """Whether the store holds an index of this name now."""
+        raise NotImplementedError
+
+    def _create(self, stamp: IndexStamp) -> None:
+        """Make the index carrying ``stamp`` in one call (raises if one of the name exists)."""
+        raise NotImplementedError
+
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
+    ) -> None:
+        """What the store would refuse only part way through a write, refused first: the
+        guard asks it before anything is embedded, :meth:`write` before anything is written
+        (default: nothing)."""
 
     # -- the protocol ----------------------------------------------------------------------
 
@@ -188,6 +221,20 @@ class KeyedDriver(Generic[H]):
             raise StampMovedError(
                 f"the stamp of {self._kind} {self._name!r} changed since it was checked"
             )
+
+    def create(self, stamp: IndexStamp) -> bool:
+        """Create the index unless one of the name exists; of two creators at once (here or in
+        another process), the one whose create the store refused is told it exists."""
+        with self._exclusive():
+            if self._exists():
+                return False
+            try:
+                self._create(stamp)
+            except Exception:
+                if not self._exists():
+                    raise
+                return False  # another creator made it meanwhile: nothing made here
+            return True
 
     def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
         wanted = list(dict.fromkeys(ids))
@@ -204,7 +251,9 @@ class KeyedDriver(Generic[H]):
     ) -> None:
         if not records:
             return
-        self._check_records(records)  # the store's rules, before anything is written
+        self.check_batch(  # the store's rules, before anything is written
+            [r.id for r in records], [r.text for r in records], [r.metadata for r in records]
+        )
         with self._exclusive():
             handle = self._handle(stamp_version)
             self._check_version(handle, stamp_version)

@@ -49,7 +49,7 @@ from ctxemb_core.index.driver import (
     Version,
     default_space,
 )
-from ctxemb_core.index.driver_kit import KeyedDriver
+from ctxemb_core.index.driver_kit import KeyedDriver, restamped
 from ctxemb_core.undo import deferred_interrupts
 
 if TYPE_CHECKING:
@@ -212,18 +212,17 @@ class MemoryDriver(KeyedDriver[_Index]):
 
     # -- the index and its stamp ------------------------------------------------------------
 
-    def create(self, stamp: IndexStamp) -> bool:
+    def _exists(self) -> bool:
+        return self._name in self.store.indexes
+
+    def _create(self, stamp: IndexStamp) -> None:
         store = self.store
-        with store.lock:
-            if self._name in store.indexes:
-                return False
-            store.indexes[self._name] = _Index(
-                uuid.uuid4().hex,
-                dict(stamp.to_metadata()),
-                default_space(stamp.contract),
-                store.next_version(),
-            )
-            return True
+        store.indexes[self._name] = _Index(
+            uuid.uuid4().hex,
+            dict(stamp.to_metadata()),
+            default_space(stamp.contract),
+            store.next_version(),
+        )
 
     def head(self) -> Head | None:
         with self.store.lock:
@@ -247,8 +246,7 @@ class MemoryDriver(KeyedDriver[_Index]):
             index = store.get(self._name)
             if index.stamp_version != stamp_version:
                 return False
-            kept = {k: v for k, v in index.metadata.items() if not str(k).startswith("ctxemb:")}
-            index.metadata = {**kept, **stamp.to_metadata()}
+            index.metadata = restamped(index.metadata, stamp)
             index.space = default_space(stamp.contract)
             index.stamp_version = store.next_version()
             return True

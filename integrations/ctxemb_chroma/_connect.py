@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from ctxemb_chroma._store import translated
 from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
+from ctxemb_core.index.embedded import opening_folder
 
 
 def connect(
@@ -89,15 +88,10 @@ def connect(
     check_flag(create, "create")
     if not create:
         _require_store(folder)
-    created = _first_missing(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".ctxemb-write-check-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
-        with _locked(folder / ".ctxemb-open.lock"):
+        with opening_folder(folder):
             name, shared = shared_system(spelling)
             if shared is not None:
                 options["settings"] = joinable(shared, options.get("settings"), name)
@@ -107,8 +101,6 @@ def connect(
     except InvalidInputError:
         raise
     except Exception as exc:
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)  # only what this call created
         raise StoreUnavailableError(
             f"cannot use {str(folder)!r} as an embedded Chroma store ({exc}); give a folder "
             "you can write to"
@@ -163,27 +155,3 @@ def _reason(exc: BaseException) -> str:
         exc = inner
     text = str(exc)
     return text.split("] ", 1)[-1].lower() if text.startswith("[Errno") else text or repr(exc)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: no advisory locks; Chroma's own race stays
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _first_missing(folder: Path) -> Path | None:
-    missing = None
-    for p in [folder, *folder.absolute().parents]:
-        if p.exists():
-            break
-        missing = p
-    return missing
