@@ -3,12 +3,15 @@
 :mod:`~ctxemb_core.index.driver` says what a driver promises; this module keeps the parts every
 driver would otherwise write again in its own words:
 
-- :class:`KeyedDriver`: ``read``, ``write``, ``delete`` and ``changes`` over a handful of
-  store primitives (fetch records by id, the ids a filter selects, remove ids, put records).
-  It dedupes ids, keeps the order given, refuses ids already stored for ``replace=False``
-  (:class:`~ctxemb_core.errors.ExistingIdsError`), compares the stamp version
-  (:class:`~ctxemb_core.errors.StampMovedError`) and splits removals to the store's batch
-  limit. The in-memory driver and Chroma's are built on it;
+- :class:`KeyedDriver`: ``create``, ``read``, ``write``, ``delete`` and ``changes`` over a
+  handful of store primitives (does the index exist, make it, fetch records by id, the ids a
+  filter selects, remove ids, put records). It dedupes ids, keeps the order given, refuses ids
+  already stored for ``replace=False`` (:class:`~ctxemb_core.errors.ExistingIdsError`) under
+  one lock per index in this process, tells a creator that lost a race it did not create,
+  compares the stamp version (:class:`~ctxemb_core.errors.StampMovedError`) and splits
+  removals to the store's batch limit. The in-memory driver and Chroma's are built on it;
+- :func:`restamped` and :func:`check_kept`: an index's metadata under a new stamp, and the
+  read-back after a stamp write on a store without transactions;
 - :func:`records_of` and :func:`columns_of`: records to and from the parallel lists (ids,
   vectors, texts, metadata) a columnar client reads and writes;
 - :func:`check_values`: metadata values a store's wire format cannot hold (``None``, a
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KeyedDriver",
+    "check_kept",
     "check_values",
     "chunks",
     "columns_of",
@@ -135,6 +139,17 @@ def restamped(metadata: Mapping[str, Any] | None, stamp: IndexStamp) -> dict[str
     every ``ctxemb:`` key comes from ``stamp`` (an old key the new stamp lacks goes)."""
     kept = {k: v for k, v in (metadata or {}).items() if not str(k).startswith("ctxemb:")}
     return {**kept, **stamp.to_metadata()}
+
+
+def check_kept(kind: str, name: str, metadata: Mapping[str, Any] | None, stamp: IndexStamp) -> None:
+    """After a stamp write on a store without transactions, read back: refuse
+    (:class:`~ctxemb_core.errors.StampMovedError`) an index whose metadata does not hold the
+    stamp written (another writer changed it meanwhile, or the write did not take)."""
+    if type(stamp).metadata_items(metadata) != type(stamp).metadata_items(stamp.to_metadata()):
+        raise StampMovedError(
+            f"{kind} {name!r}: the store did not keep the stamp written (another writer "
+            "changed it meanwhile, or the write did not take); open it again"
+        )
 
 
 class KeyedDriver(Generic[H]):

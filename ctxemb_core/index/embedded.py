@@ -6,7 +6,8 @@ needs that is no store's own:
 - :func:`opening_folder`: a folder made for a store safely: missing parents created, checked
   writable, held under an advisory lock while the store opens (processes opening a new store
   at once race on its schema), and what this call created removed if opening fails;
-- :func:`folders_near`: the store folders beside or inside a mistyped one, for an error's hint;
+- :func:`folders_near`: the store folders beside or inside a mistyped one, for an error's hint,
+  and :func:`require_store`, the refusal of a folder that holds no store, naming them;
 - :func:`read_only`: a store's SQLite file opened read-only (ctxemb never writes a store's own
   tables);
 - :class:`SqliteMarks`: a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`)
@@ -30,7 +31,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SqliteMarks", "first_missing", "folders_near", "locked", "opening_folder", "read_only"]
+from ctxemb_core.errors import InvalidInputError
+
+__all__ = [
+    "SqliteMarks",
+    "first_missing",
+    "folders_near",
+    "locked",
+    "opening_folder",
+    "read_only",
+    "require_store",
+]
 
 
 def read_only(path: Path, timeout: float = 30) -> sqlite3.Connection:
@@ -54,6 +65,31 @@ def folders_near(folder: Path, is_store: Callable[[Path], bool]) -> list[Path]:
     inside = [p for p in found.values() if p.parent == here]
     ordered = dict.fromkeys([*close, *inside, *sorted(found.values())])
     return [p if folder.is_absolute() else Path(os.path.relpath(p)) for p in ordered]
+
+
+def require_store(
+    folder: Path,
+    is_store: Callable[[Path], bool],
+    held: Callable[[Path], list[str]],
+    store: str,
+    indexes: str = "indexes",
+) -> None:
+    """Refuse a folder that holds no ``store`` store (``InvalidInputError``), naming it and the
+    nearest folder that holds one with what that one holds (``held``: the names of its
+    ``indexes``, in the store's word)."""
+    if is_store(folder):
+        return
+    why = f"the folder holds no {store} store" if folder.is_dir() else "there is no such folder"
+    near = folders_near(folder, is_store)
+    hint = ""
+    if near:
+        names = held(near[0])
+        what = f" ({indexes}: {', '.join(map(repr, names))})" if names else ""
+        hint = f"; did you mean {str(near[0])!r}?{what}"
+    raise InvalidInputError(
+        f"no {store} store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
+        "is created by indexing into it)"
+    )
 
 
 def first_missing(folder: Path) -> Path | None:

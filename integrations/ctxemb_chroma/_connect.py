@@ -10,12 +10,12 @@ from typing import Any
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 
-from ctxemb_chroma._neighbours import collections_in, is_store, stores_near
+from ctxemb_chroma._neighbours import collections_in, is_store
 from ctxemb_chroma._store import translated
 from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
-from ctxemb_core.index.embedded import opening_folder
+from ctxemb_core.index.embedded import opening_folder, require_store
 
 
 def connect(
@@ -87,7 +87,7 @@ def connect(
         raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
     check_flag(create, "create")
     if not create:
-        _require_store(folder)
+        require_store(folder, is_store, collections_in, "Chroma", "collections")
     try:
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
@@ -130,23 +130,6 @@ def _closing_its_session(client: ClientAPI) -> ClientAPI:
 
     client.close = close  # type: ignore[attr-defined]
     return client
-
-
-def _require_store(folder: Path) -> None:
-    """Refuse a folder that holds no embedded store, naming it and any neighbouring store."""
-    if is_store(folder):
-        return
-    why = "the folder holds no Chroma store" if folder.is_dir() else "there is no such folder"
-    near = stores_near(folder)
-    hint = ""
-    if near:
-        held = collections_in(near[0])
-        what = f" (collections: {', '.join(map(repr, held))})" if held else ""
-        hint = f"; did you mean {str(near[0])!r}?{what}"
-    raise InvalidInputError(
-        f"no Chroma store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
-        "is created by indexing into it)"
-    )
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,11 +1,11 @@
 """Chroma as a store driver: one collection, embedded or on a server, under core's guard.
 
 :class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
-collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. It moves
-records and metadata through the adapter's own helpers, so that a collection it creates is
-exactly one :func:`~ctxemb_chroma.open_collection` creates (:func:`create_stamped`: the stamp in
-the collection's metadata in the create call, ctxemb's function as Chroma's persisted embedding
-function); :func:`~ctxemb_chroma.open_collection` is this driver under the same guard.
+collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. A collection
+it creates is exactly one :func:`~ctxemb_chroma.open_collection` creates
+(:func:`._function.create_stamped`: the stamp in the collection's metadata in the create call,
+ctxemb's function as Chroma's persisted embedding function); :func:`~ctxemb_chroma.open_collection`
+is this driver under the same guard.
 
 How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
 neither transactions nor, on a server, a write mark; reads, writes and deletes by id are
@@ -22,9 +22,9 @@ neither transactions nor, on a server, a write mark; reads, writes and deletes b
   ``get_max_batch_size()``;
 - a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
   away, so keys the stored record had and the new one lacks are removed, and a record without
-  text is deleted and added again (:func:`_write_whole`); a write checks and writes under one
-  lock per collection in this process (Chroma's ``add`` keeps a stored id silently: two threads
-  indexing one corpus add nothing twice);
+  text is deleted and added again (:func:`._records.write_whole`); a write checks and writes
+  under one lock per collection in this process (Chroma's ``add`` keeps a stored id silently:
+  two threads indexing one corpus add nothing twice);
 - **records** come in Chroma's own order (as first written; an update keeps its place), read
   through :func:`._store.read_settled` (an embedded store another process wrote is read afresh
   when this process's view of it is stale); every call's errors are translated into ctxemb's
@@ -39,16 +39,22 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from chromadb.api.types import validate_metadata
 
-from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
+from ctxemb_chroma._function import NAME, ContractEmbeddingFunction, create_stamped
 from ctxemb_chroma._marks import SequenceMarks
+from ctxemb_chroma._records import (
+    check_metadatas,
+    chroma_where,
+    get_parts,
+    records,
+    space_of,
+    write_whole,
+)
 from ctxemb_chroma._store import (
     check_client,
     check_name,
@@ -57,134 +63,23 @@ from ctxemb_chroma._store import (
     kept_metadata,
     missing_collection,
     read_settled,
+    store_address,
     stored_or_none,
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import InvalidInputError, MissingStampError, StampError, unstamped_remedies
-from ctxemb_core.guard import check_configuration
+from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
+from ctxemb_core.guard import check_configuration, check_querier
 from ctxemb_core.index import driver as protocol
 from ctxemb_core.index.driver_kit import (
     KeyedDriver,
-    check_values,
-    chunks,
-    columns_of,
+    check_kept,
     records_of,
     restamped,
     version_digest,
 )
 
 __all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
-
-#: Chroma's name of each part a read may include, and its columns in the order of a record.
-_PARTS = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
-_COLUMNS = ("ids", "embeddings", "documents", "metadatas")
-
-
-def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
-    """Chroma's checks of each metadata entry, and the ones its store makes only while writing
-    (a later chunk would fail after earlier ones were written), before anything is written."""
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        with translated(where):
-            validate_metadata(m)
-        for key in m:
-            if not key or key[0] in "#$":
-                raise InvalidInputError(
-                    f"{where}: key {key!r} is reserved by Chroma (empty, or starting with # or $)"
-                )
-    check_values(ids, metadatas, "a Chroma server")
-
-
-def create_stamped(
-    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
-) -> Collection:
-    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
-    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
-    stamp's contract) as Chroma's persisted embedding function, searched in the space the
-    contract's vectors are for."""
-    with translated(f"creating collection {name!r}"):
-        return client.create_collection(
-            name,
-            metadata=stamp.to_metadata(),
-            embedding_function=function,  # type: ignore[arg-type]
-            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
-        )
-
-
-def store_address(client: ClientAPI) -> str:
-    """Which store ``client`` reaches: an embedded folder (resolved) or a server's address."""
-    settings = client.get_settings()
-    if settings.is_persistent:
-        return f"embedded:{Path(str(settings.persist_directory)).resolve()}"
-    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
-    return f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
-
-
-def _write_whole(
-    raw: Collection,
-    step: int,
-    columns: Mapping[str, list[Any]],
-    held: Mapping[str, Any],
-    replace: bool = True,
-) -> None:
-    """Write records whole though Chroma's upsert merges a record's metadata and cannot take a
-    document away: the keys a stored record has (``held``: its metadata by id) and the new one
-    lacks are sent as ``None`` (Chroma's "remove this key"), and a record without text is
-    deleted and added. New records only (``replace=False``) are added. Every call is chunked
-    to the store's max batch size."""
-    if not replace:
-        with translated("writing"):
-            for part in chunks(len(columns["ids"]), step):
-                raw.add(**{key: value[part] for key, value in columns.items()})
-        return
-    texted: dict[str, list[Any]] = {k: [] for k in columns}
-    untexted: dict[str, list[Any]] = {k: [] for k in columns}
-    for k, i in enumerate(columns["ids"]):
-        meta = columns["metadatas"][k]
-        target = untexted
-        if columns["documents"][k] is not None:
-            target = texted
-            stale = {key: None for key in held.get(i) or {} if key not in (meta or {})}
-            # Removing every key leaves no metadata; Chroma refuses an empty dict.
-            meta = {**(meta or {}), **stale} or None
-        for key in columns:
-            target[key].append(meta if key == "metadatas" else columns[key][k])
-    with translated("writing"):
-        for part in chunks(len(untexted["ids"]), step):
-            raw.delete(ids=untexted["ids"][part])
-        for write, records in ((raw.upsert, texted), (raw.add, untexted)):
-            for part in chunks(len(records["ids"]), step):
-                write(**{key: value[part] for key, value in records.items()})
-
-
-def _where(where: protocol.Filter | None) -> dict[str, Any] | None:
-    """The neutral filter ``{key: value}`` as Chroma's ``where`` (``$and`` takes two or more)."""
-    if not where:
-        return None
-    terms: list[dict[str, Any]] = [{k: {"$eq": v}} for k, v in where.items()]
-    return terms[0] if len(terms) == 1 else {"$and": terms}
-
-
-def _space(raw: Collection) -> str:
-    """The distance Chroma searches the collection by (its default, ``l2``, when none is set)."""
-    config = raw.configuration_json or {}
-    index = config.get("hnsw") or config.get("spann") or {}
-    space = index.get("space") if isinstance(index, Mapping) else None
-    return str(space or "l2")
-
-
-def _parts(include: frozenset[str]) -> list[str]:
-    """Chroma's names of the parts a read includes."""
-    return [_PARTS[p] for p in sorted(include)]
-
-
-def _records(got: Mapping[str, Any], include: frozenset[str]) -> list[protocol.Record]:
-    """The records of a Chroma ``get`` result, with the parts in ``include``."""
-    parts = (got.get(_PARTS[p]) if p in include else None for p in ("vector", "text", "metadata"))
-    return records_of(got["ids"], *parts)
 
 
 class ChromaDriver(KeyedDriver[Collection]):
@@ -209,9 +104,7 @@ class ChromaDriver(KeyedDriver[Collection]):
     def __init__(self, client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> None:
         self.client = check_client(client)
         self._name = check_name(name)
-        if embedder is not None and not isinstance(embedder, Embedder):
-            raise InvalidInputError(f"embedder must be an Embedder, got {type(embedder).__name__}")
-        self.embedder = embedder
+        self.embedder = check_querier(embedder)  # an Embedder or None
         self._seen: Collection | None = None
         self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
         self.capabilities = self._capabilities()
@@ -273,7 +166,7 @@ class ChromaDriver(KeyedDriver[Collection]):
 
     def _head(self, raw: Collection) -> protocol.Head:
         mark = None if self._marks is None else self._marks.mark(str(raw.id))
-        return protocol.Head(str(raw.id), self._version(raw), mark, _space(raw))
+        return protocol.Head(str(raw.id), self._version(raw), mark, space_of(raw))
 
     def _version(self, handle: Collection) -> protocol.Version:
         return version_digest(identity(handle))
@@ -319,13 +212,7 @@ class ChromaDriver(KeyedDriver[Collection]):
                 configuration={"embedding_function": function},
             )
         again = self._collection(fresh=True)
-        if IndexStamp.metadata_items(again.metadata) != IndexStamp.metadata_items(
-            stamp.to_metadata()
-        ):
-            raise protocol.StampMovedError(
-                f"collection {self._name!r}: the store did not keep the stamp written (another "
-                "writer changed it meanwhile, or the write did not take); open it again"
-            )
+        check_kept("collection", self._name, again.metadata, stamp)
         check_configuration(stamp, *configured_function(again))
         return True
 
@@ -346,8 +233,8 @@ class ChromaDriver(KeyedDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = self._collection()
         with translated("reading records"):
-            got = read_settled(raw.get, offset=offset, limit=limit, include=_parts(include))
-        return _records(got, include)
+            got = read_settled(raw.get, offset=offset, limit=limit, include=get_parts(include))
+        return records(got, include)
 
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
@@ -361,7 +248,7 @@ class ChromaDriver(KeyedDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = handle or self._collection()
         with translated("reading records"):
-            return _records(read_settled(raw.get, ids=ids, include=_parts(include)), include)
+            return records(read_settled(raw.get, ids=ids, include=get_parts(include)), include)
 
     def _changes(self, since: int) -> list[str]:
         assert self._marks is not None
@@ -377,15 +264,15 @@ class ChromaDriver(KeyedDriver[Collection]):
         held: Mapping[str, protocol.Record],
         replace: bool,
     ) -> None:
-        columns = dict(zip(_COLUMNS, columns_of(records, "Chroma"), strict=True))
-        step = self.capabilities.max_batch or len(records)
-        _write_whole(handle, step, columns, {i: r.metadata for i, r in held.items()}, replace)
+        write_whole(handle, self.capabilities.max_batch or len(records), records, held, replace)
 
     def _selected(
         self, handle: Collection, ids: list[str] | None, where: protocol.Filter | None
     ) -> list[str]:
         with translated("delete"):
-            return list(read_settled(handle.get, ids=ids, include=[], where=_where(where))["ids"])
+            return list(
+                read_settled(handle.get, ids=ids, include=[], where=chroma_where(where))["ids"]
+            )
 
     def _remove(self, handle: Collection, ids: list[str]) -> None:
         with translated("delete"):
@@ -401,7 +288,7 @@ class ChromaDriver(KeyedDriver[Collection]):
                 raw.query,
                 query_embeddings=[query],
                 n_results=k,
-                where=_where(where),
+                where=chroma_where(where),
                 include=["documents", "metadatas", "distances"],
             )
         found: Mapping[str, Any] = got  # Chroma's QueryResult, its lists read as given
