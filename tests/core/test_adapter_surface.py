@@ -56,12 +56,15 @@ CORE_SURFACE = {
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
+    "ctxemb_core.cli.folder_or_server": "the options of a store that is a folder or a server",
     "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
     "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
     "ctxemb_core.hybrid.store": "the lexical side's store: SQLite, or a dialect an adapter gives",
     "ctxemb_core.index": "the store driver protocol and the guarded index over any driver",
     "ctxemb_core.index.driver": "what a store driver offers: primitives, capabilities, records",
+    "ctxemb_core.index.driver_kit": "what a driver is built from: reads/writes by id, records",
+    "ctxemb_core.index.embedded": "an embedded store's folder; the write mark in its SQLite file",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
