@@ -28,18 +28,17 @@ through the other under the same contract. How each promise of the protocol is k
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.index.armed import sent
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -62,20 +61,27 @@ from ctxemb_pgvector._sql import (
     Layout,
     check_name,
     copy_rows,
-    create_statements,
     ident,
     layout_for,
-    lock_key,
-    setup_statements,
     where_clause,
 )
-from ctxemb_pgvector._store import _TABLE, StoredTable, keyless_stamps, stored_or_none, unstamped
+from ctxemb_pgvector._store import (
+    _TABLE,
+    StoredTable,
+    add_seq,
+    create_table,
+    ensure_stamps,
+    lock,
+    stored_or_none,
+    unstamped,
+    write_stamp,
+)
 from ctxemb_pgvector._vectors import from_column, to_column
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
 
-__all__ = ["PgvectorDriver", "RawTable", "driver"]
+__all__ = ["PgvectorDriver", "check_rows", "driver"]
 
 #: The locks a session writing a table's rows holds on it until it ends.
 _WRITING = ("RowExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
@@ -115,6 +121,20 @@ LEFT JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = 'embedding
 """
 
 
+# The parts of the stamp version (:func:`_version`), read in the statement (or snapshot) of a
+# search: the stamp row's version (``NULL`` unless exactly one row), the table's oid, the
+# embedding column's number and type.
+_STATE = """
+SELECT s.version, t.oid::bigint, a.attnum, format_type(a.atttypid, a.atttypmod)
+FROM (SELECT CASE WHEN count(*) = 1 THEN max(version) END AS version
+      FROM {stamps} WHERE table_name = %s) s
+CROSS JOIN (SELECT to_regclass(%s)::oid AS oid) t
+LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding' AND NOT a.attisdropped
+"""
+
+_NO_VECTOR = frozenset({"text", "metadata"})
+
+
 def _version(oid: Any, attnum: Any, column: Any, version: Any) -> str:
     return f"{oid}:{attnum}:{column}:{version}"
 
@@ -152,7 +172,7 @@ class PgvectorDriver:
         self._described: str | None = None
         self._layout: tuple[Version, Layout] | None = None
         self._seq: bool | None = None
-        self._ef: int | None = None  # the hnsw.ef_search this driver set on the connection
+        self._plain_sql: dict[str, str] = {}  # each plain search's statement, composed
         #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
         #: ``deleted(ids)``), written in the transactions that write this table's rows.
         self.companion: Any = None
@@ -192,7 +212,6 @@ class PgvectorDriver:
         """Set the connection's ``hnsw.ef_search`` (a search without a filter runs at it)."""
         with translated(f"searching {self._name!r}"):
             self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
-        self._ef = ef
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"column": layout_for(stamp.contract).column}
@@ -290,9 +309,7 @@ class PgvectorDriver:
         conn = self.conn
         with translated(f"stamping {self._name!r}"), conn.transaction():
             ensure_stamps(conn, self.schema)
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(self.schema, self._name),)
-            )
+            lock(conn, self.schema, self._name)
             self._hold()
             stored = self._stored()
             if stored is None or stamp_version != _version(
@@ -302,7 +319,9 @@ class PgvectorDriver:
             if not stored.seq:  # a table made without ctxemb gains its write mark
                 add_seq(conn, self.schema, self._name)
                 self._seq = None
-            write_stamp(conn, self.schema, self._name, stamp)
+            write_stamp(
+                conn, self.schema, self._name, stamp.to_metadata(), layout_for(stamp.contract)
+            )
             stored = self._stored()
             assert stored is not None
             repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
@@ -332,27 +351,58 @@ class PgvectorDriver:
         with translated(f"reading the ids of {self._name!r}"):
             return [r[0] for r in self.conn.execute(query, (limit, offset))]
 
-    def _select(self, include: frozenset[str]) -> sql.Composed:
+    def _select(
+        self, include: frozenset[str], distance: sql.Composable | None = None
+    ) -> sql.Composed:
+        """``SELECT id, embedding, content, meta`` (each part not in ``include`` as ``NULL``)
+        and, for a search, the ``distance``."""
         parts = [
             sql.SQL("embedding" if "vector" in include else "NULL"),
             sql.SQL("content" if "text" in include else "NULL"),
             sql.SQL("meta" if "metadata" in include else "NULL"),
+            *([] if distance is None else [distance]),
         ]
         return sql.SQL("SELECT id, {} FROM {} ").format(sql.SQL(", ").join(parts), self.table)
 
-    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
-        query = self._select(include) + sql.SQL("ORDER BY {} LIMIT %s OFFSET %s").format(
-            self.order()
+    def _filter(
+        self, ids: Sequence[str] | None, where: Filter | None
+    ) -> tuple[sql.Composable, list[Any]]:
+        """``WHERE`` the rows of ``ids`` whose metadata holds ``where`` (each if given)."""
+        clauses: list[sql.Composable] = []
+        params: list[Any] = []
+        if ids is not None:
+            clauses.append(sql.SQL("id = ANY(%s)"))
+            params.append(list(ids))
+        if where is not None:
+            params += where_clause(where)[1]
+            clauses.append(sql.SQL("meta @> %s"))
+        if not clauses:
+            return sql.SQL(""), []
+        return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params
+
+    def select(
+        self,
+        ids: Sequence[str] | None = None,
+        where: Filter | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        include: frozenset[str] = INCLUDE,
+    ) -> list[Record]:
+        """Rows by id and/or metadata filter, oldest write first (a page of them)."""
+        filt, params = self._filter(ids, where)
+        query = (
+            self._select(include)
+            + filt
+            + sql.SQL(" ORDER BY {} LIMIT %s OFFSET %s").format(self.order())
         )
         with translated(f"reading {self._name!r}"):
-            rows = self.conn.execute(query, (limit, offset)).fetchall()
-        return _records(rows)
+            return _records(self.conn.execute(query, (*params, limit, offset)).fetchall())
+
+    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+        return self.select(None, None, limit, offset, include)
 
     def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
-        query = self._select(include) + sql.SQL("WHERE id = ANY(%s)")
-        with translated(f"reading {self._name!r}"):
-            rows = self.conn.execute(query, (list(ids),)).fetchall()
-        found = {r.id: r for r in _records(rows)}
+        found = {r.id: r for r in self.select(ids, include=include)}
         return [found[i] for i in ids if i in found]
 
     def changes(self, since: int) -> list[str]:
@@ -397,7 +447,6 @@ class PgvectorDriver:
         self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
     ) -> None:
         ids = [r.id for r in records]
-        failing = _FAILING.get(self._key())
         try:
             with translated(f"writing to {self._name!r}"), self.conn.transaction():
                 column = self._check(stamp_version)
@@ -408,7 +457,7 @@ class PgvectorDriver:
                         raise ExistingIdsError(tuple(i for i in ids if i in present))
                 if self.companion is not None:
                     self.companion.lock()  # writers of both sides take turns from here
-                rows = _rows(records, kind, failing)
+                rows = _rows(sent(self._key(), records), kind)
                 copy_rows(self.conn, self.table, kind, rows, replace)
                 if self.companion is not None:
                     texts = [r.text or "" for r in records]
@@ -429,19 +478,8 @@ class PgvectorDriver:
         where: Filter | None = None,
         stamp_version: Version | None = None,
     ) -> list[str]:
-        clauses: list[sql.Composable] = []
-        params: list[Any] = []
-        if ids is not None:
-            clauses.append(sql.SQL("id = ANY(%s)"))
-            params.append(list(ids))
-        if where is not None:
-            _, more = where_clause(where)
-            clauses.append(sql.SQL("meta @> %s"))
-            params += more
-        query = sql.SQL("DELETE FROM {} {} RETURNING id").format(
-            self.table,
-            sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL(""),
-        )
+        filt, params = self._filter(ids, where)
+        query = sql.SQL("DELETE FROM {} {} RETURNING id").format(self.table, filt)
         with translated(f"deleting from {self._name!r}"), self.conn.transaction():
             self._check(stamp_version)
             if self.companion is not None:
@@ -459,41 +497,123 @@ class PgvectorDriver:
         check_rows(ids, documents, metadatas)
 
     def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
+        return self.search_many(np.atleast_2d(vector), k, where=where)[0]
+
+    def search_many(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        where: Filter | None = None,
+        ids: Sequence[str] | None = None,
+        exact: bool = False,
+        ef_search: int | None = None,
+        stamp_version: Version | None = None,
+        with_vectors: bool = True,
+    ) -> list[list[Hit]]:
+        """:meth:`search` for each row of ``vectors``, with PostgreSQL's options: among ``ids``
+        only, ``exact`` (a scan of every row, not the HNSW index), the HNSW breadth
+        ``ef_search`` (default the driver's; at least ``k``), ``with_vectors=False`` to read
+        no vector. With ``stamp_version``, the stamp's version is read in the search's own
+        snapshot, and a version that moved raises :class:`StampMovedError` (nothing returned).
+        """
         if self._layout is None:
             self.read_stamp()  # the guard read the head before: this is a bare driver's call
         if self._layout is None:
             raise InvalidInputError(f"table {self._name!r} carries no readable stamp")
         layout = self._layout[1]
-        filt, params = where_clause(where)
+        values = to_column(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), layout)
+        ef = min(MAX_EF_SEARCH, max(self.ef_search if ef_search is None else ef_search, k))
         distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
-        query = sql.SQL(
-            "SELECT id, embedding, content, meta, {} FROM {} {} ORDER BY embedding {} %s LIMIT %s"
-        ).format(distance, self.table, filt, sql.SQL(layout.operator))
-        value = to_column(np.atleast_2d(np.asarray(vector, dtype=np.float32)), layout)[0]
-        ef = min(MAX_EF_SEARCH, max(self.ef_search, k))
-        with translated(f"searching {self._name!r}"):
-            if where is None:  # one statement, at the connection's breadth (set when not ef)
-                if self._ef != ef:
-                    self.set_breadth(ef)
-                rows = self.conn.execute(query, (value, value, k)).fetchall()
-            else:  # a filter: the index's scan goes on until k rows pass it
-                with self.conn.transaction():
-                    self.conn.execute(
-                        sql.SQL(
-                            "SET LOCAL hnsw.ef_search = {}; "
-                            "SET LOCAL hnsw.iterative_scan = relaxed_order"
-                        ).format(sql.Literal(ef))
-                    )
-                    rows = self.conn.execute(query, (value, *params, value, k)).fetchall()
-        hits = [
-            Hit(rec, None if r[4] is None else float(r[4]))
-            for rec, r in zip(_records([r[:4] for r in rows]), rows, strict=True)
-        ]
+        select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
+        order = sql.SQL("ORDER BY embedding {} %s LIMIT %s").format(sql.SQL(layout.operator))
+        if where is None and ids is None and not exact:
+            found = [self._plain(select + order, v, k, ef, stamp_version) for v in values]
+        else:
+            filt, params = self._filter(ids, where)
+            settings = [
+                sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
+            ]
+            if where is not None or ids is not None:  # the scan goes on until k rows pass
+                settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            if exact:
+                settings.append(sql.SQL("SET LOCAL enable_indexscan = off"))
+            query = select + filt + sql.SQL(" ") + order
+            # One snapshot for the stamp's version and the searches, read-only and without a
+            # row lock (which would make every query a writing transaction, waiting for its
+            # commit record to reach the disk).
+            with translated(f"searching {self._name!r}"), self.conn.transaction():
+                self.conn.execute(sql.SQL("; ").join(settings))
+                if stamp_version is not None:
+                    state = self.conn.execute(self._state(), self._state_args()).fetchone()
+                    self._check_state(state, stamp_version)
+                found = [self.conn.execute(query, (v, *params, v, k)).fetchall() for v in values]
         # relaxed_order may return a few out of order; no vector sorts last, as in SQL.
-        return sorted(hits, key=lambda h: (h.distance is None, h.distance or 0.0))
+        return [
+            sorted(_hits(rows), key=lambda h: (h.distance is None, h.distance or 0.0))
+            for rows in found
+        ]
+
+    def _state(self) -> sql.Composed:
+        return sql.SQL(_STATE).format(stamps=ident(self.schema, STAMPS))
+
+    def _state_args(self) -> tuple[str, str]:
+        return (self._name, f'"{self.schema}"."{self._name}"')
+
+    def _check_state(self, row: Sequence[Any] | None, stamp_version: Version) -> None:
+        if row is None or _version(row[1], row[2], row[3], row[0]) != stamp_version:
+            raise StampMovedError(f"the stamp of table {self._name!r} changed")
+
+    def _plain(
+        self, search: sql.Composed, value: Any, k: int, ef: int, stamp_version: Version | None
+    ) -> list[Any]:
+        """A search without filters in one statement (no transaction), which reads the stamp's
+        version and the search breadth in its own snapshot: the breadth is the connection's
+        ``hnsw.ef_search``, set here when it is not ``ef`` (and seen to be, in the same
+        statement)."""
+        key = search.as_string(self.conn)
+        query = self._plain_sql.get(key)
+        if query is None:  # composing costs more than the statement's round trip
+            query = (
+                sql.SQL(
+                    "SELECT v.*, current_setting('hnsw.ef_search', true), r.* FROM ({}) v "
+                    "LEFT JOIN LATERAL ({}) r ON true"
+                )
+                .format(self._state(), search)
+                .as_string(self.conn)
+            )
+            self._plain_sql[key] = query
+        for attempt in range(2):
+            with translated(f"searching {self._name!r}"):
+                args = (*self._state_args(), value, value, k)
+                try:
+                    rows = self.conn.execute(query, args).fetchall()
+                except psycopg.Error:
+                    # A statement that no longer fits the table (dropped, its column dropped
+                    # or altered) is a change the head names; any other error stands.
+                    head = None if stamp_version is None else self.head()
+                    if stamp_version is None or (head and head.stamp_version == stamp_version):
+                        raise
+                    raise StampMovedError(f"table {self._name!r} changed") from None
+            if stamp_version is not None:
+                self._check_state(rows[0] if rows else None, stamp_version)
+            if attempt or rows[0][4] == str(ef):
+                return [r[5:] for r in rows if r[5] is not None]
+            self.set_breadth(ef)
+        raise AssertionError("unreachable")
 
     def _key(self) -> tuple[str, str, str]:
+        """Which table this is, on which server (the key a raw client arms a failure under)."""
         return (self.describe(), self.schema, self._name)
+
+
+def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
+    """Rows of (id, embedding, content, meta, distance) as hits."""
+    return [
+        Hit(rec, None if r[4] is None else float(r[4]))
+        for rec, r in zip(_records(rows), rows, strict=True)
+    ]
 
 
 def _records(rows: Sequence[Sequence[Any]]) -> list[Record]:
@@ -504,13 +624,9 @@ def _records(rows: Sequence[Sequence[Any]]) -> list[Record]:
     ]
 
 
-def _rows(
-    records: Sequence[Record], kind: str, failing: _Failing | None
-) -> Iterator[tuple[str, str | None, Any, Any]]:
+def _rows(records: Iterable[Record], kind: str) -> Iterator[tuple[str, str | None, Any, Any]]:
     layout = Layout("", "", "", "", kind, 0)  # to_column reads the column's kind only
     for record in records:
-        if failing is not None:
-            failing.tick()
         value = None
         if record.vector is not None:
             value = to_column(np.asarray(record.vector, dtype=np.float32)[None, :], layout)[0]
@@ -529,190 +645,6 @@ def driver(
     :func:`ctxemb_pgvector.connect`; :meth:`PgvectorDriver.close` closes it)."""
     conn = connect(dsn_or_conn) if isinstance(dsn_or_conn, str) else dsn_or_conn
     return PgvectorDriver(conn, table, schema=schema, hnsw=hnsw)
-
-
-# -- the table and its stamp row in SQL -------------------------------------------------------
-
-
-def lock(conn: Any, schema: str, name: str) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(schema, name),))
-
-
-def ensure_stamps(conn: Any, schema: str) -> None:
-    """The stamps table and the triggers' functions, made once per schema (under a lock: two
-    processes making them at once would collide in PostgreSQL's catalog)."""
-    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
-    if exists is not None and exists[0] is not None:
-        return
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{schema}",))
-    for statement in setup_statements(schema):
-        conn.execute(statement)
-
-
-def write_stamp(conn: Any, schema: str, name: str, stamp: IndexStamp) -> None:
-    """Insert or replace the stamp row of ``name`` (its version is set by the trigger)."""
-    layout = layout_for(stamp.contract)
-    try:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
-                "layout = EXCLUDED.layout"
-            ).format(ident(schema, STAMPS)),
-            (name, Jsonb(stamp.to_metadata()), Jsonb(layout.to_dict())),
-        )
-    except psycopg.errors.InvalidColumnReference:
-        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
-        # transaction, which rolls back whatever it made).
-        raise keyless_stamps(schema) from None
-
-
-def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
-    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
-    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
-    with translated(f"creating table {name!r}"), conn.transaction():
-        ensure_stamps(conn, schema)
-        lock(conn, schema, name)
-        if stored_or_none(conn, name, schema) is not None:
-            return False
-        for statement in create_statements(schema, name, layout_for(stamp.contract), hnsw):
-            conn.execute(statement)
-        write_stamp(conn, schema, name, stamp)
-        return True
-
-
-def add_seq(conn: Any, schema: str, name: str) -> None:
-    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
-    transaction, under the table's lock): its rows numbered now, later writes by any client
-    numbered afresh."""
-    table = ident(schema, name)
-    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
-    conn.execute(
-        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
-            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
-        )
-    )
-    conn.execute(
-        sql.SQL(
-            "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
-            "ALTER COLUMN ctxemb_seq SET NOT NULL"
-        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
-    )
-    conn.execute(
-        sql.SQL(
-            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
-            "EXECUTE FUNCTION {}()"
-        ).format(table, ident(schema, "ctxemb_bump_seq"))
-    )
-
-
-# -- around the guard ---------------------------------------------------------------------------
-
-
-class _Failing:
-    """An armed failure: the next write to a table fails after ``after`` more rows."""
-
-    def __init__(self, key: tuple[str, str, str], after: int, error: BaseException) -> None:
-        self.key, self.left, self.error = key, after, error
-
-    def tick(self) -> None:
-        if self.left <= 0:
-            _FAILING.pop(self.key, None)
-            raise self.error
-        self.left -= 1
-
-
-#: Failures armed by :meth:`RawTable.failing_writes`, by (server, schema, table).
-_FAILING: dict[tuple[str, str, str], _Failing] = {}
-
-
-class RawTable:
-    """A user's own SQL on one table, around the guard (the conformance suite's ``raw``).
-
-    ``layout`` is the table's column as its user made it (:func:`ctxemb_pgvector.layout_for`
-    of their model's contract). Rows written here take ``ctxemb_seq`` from the trigger, as any
-    client's do.
-    """
-
-    def __init__(self, conn: Any, name: str, layout: Layout, *, schema: str = "public") -> None:
-        self.conn = check_connection(conn)
-        self.name = check_name(name)
-        self.schema = check_name(schema, "schema name")
-        self.layout = layout
-
-    @property
-    def table(self) -> sql.Composed:
-        return ident(self.schema, self.name)
-
-    def _stamp_row(self, metadata: Mapping[str, Any]) -> None:
-        self.conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp"
-            ).format(ident(self.schema, STAMPS)),
-            (self.name, Jsonb(dict(metadata)), Jsonb(self.layout.to_dict())),
-        )
-
-    def create(self, metadata: Mapping[str, Any] | None = None) -> None:
-        """A table of Haystack's layout, made without ctxemb (a stamp row only if
-        ``metadata`` holds one: a stamp copied from another table)."""
-        with translated(f"creating {self.name!r}"), self.conn.transaction():
-            self.conn.execute(
-                sql.SQL(
-                    "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
-                    "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB)"
-                ).format(self.table, sql.SQL(self.layout.column))
-            )
-            if metadata:
-                ensure_stamps(self.conn, self.schema)
-                self._stamp_row(metadata)
-
-    def drop(self) -> None:
-        """Drop the table and its stamp row."""
-        with translated(f"dropping {self.name!r}"), self.conn.transaction():
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
-            stamps = f'"{self.schema}".{STAMPS}'
-            found = self.conn.execute("SELECT to_regclass(%s)", (stamps,)).fetchone()
-            if found is not None and found[0] is not None:
-                self.conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE table_name = %s").format(
-                        ident(self.schema, STAMPS)
-                    ),
-                    (self.name,),
-                )
-
-    def write(self, records: Sequence[Record]) -> None:
-        """Upsert rows as given, with no check of any kind."""
-        query = sql.SQL(
-            "INSERT INTO {} (id, embedding, content, meta) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, "
-            "content = EXCLUDED.content, meta = EXCLUDED.meta"
-        ).format(self.table)
-        with translated(f"writing to {self.name!r}"), self.conn.transaction():
-            for r in records:
-                value = None
-                if r.vector is not None:
-                    value = to_column(np.asarray(r.vector, dtype=np.float32)[None, :], self.layout)
-                    value = value[0]
-                meta = None if r.metadata is None else Jsonb(dict(r.metadata))
-                self.conn.execute(query, (r.id, value, r.text, meta))
-
-    def set_metadata(self, metadata: Mapping[str, Any]) -> None:
-        """Replace the stamp row's stamp whole (its version moves by its trigger)."""
-        with translated(f"stamping {self.name!r}"):
-            self._stamp_row(metadata)
-
-    @contextlib.contextmanager
-    def failing_writes(self, after: int, error: BaseException | None = None) -> Iterator[None]:
-        """The next write to the table fails (``error``, default ``StoreUnavailableError``)
-        when its row after the first ``after`` is sent, inside its transaction."""
-        key = PgvectorDriver(self.conn, self.name, schema=self.schema)._key()
-        error = error or StoreUnavailableError("PostgreSQL: the write failed (armed by a test)")
-        _FAILING[key] = _Failing(key, after, error)
-        try:
-            yield
-        finally:
-            _FAILING.pop(key, None)
 
 
 def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:

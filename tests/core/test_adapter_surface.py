@@ -63,6 +63,8 @@ CORE_SURFACE = {
     "ctxemb_core.hybrid.store": "the lexical side's store: SQLite, or a dialect an adapter gives",
     "ctxemb_core.index": "the store driver protocol and the guarded index over any driver",
     "ctxemb_core.index.driver": "what a store driver offers: primitives, capabilities, records",
+    "ctxemb_core.index.armed": "failures a raw client arms for a driver's next write (tests)",
+    "ctxemb_core.index.shaped": "Chroma's result shapes (query, get) over any guarded index",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
