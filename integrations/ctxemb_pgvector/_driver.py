@@ -28,8 +28,6 @@ through the other under the same contract. How each promise of the protocol is k
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +35,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import ExistingIdsError
 from ctxemb_core.index.armed import sent
 from ctxemb_core.index.driver import (
-    INCLUDE,
     Capabilities,
     Filter,
     Head,
-    Hit,
     Record,
     StampMovedError,
     StampRead,
@@ -52,18 +48,16 @@ from ctxemb_core.index.driver import (
 )
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_pgvector._connect import check_connection, connect, translated
+from ctxemb_pgvector._reads import TableReads, version_of
 from ctxemb_pgvector._repair import repair
 from ctxemb_pgvector._sql import (
-    MAX_EF_SEARCH,
-    MAX_ID,
-    SEQ,
     STAMPS,
     Layout,
     check_name,
+    check_rows,
     copy_rows,
     ident,
     layout_for,
-    where_clause,
 )
 from ctxemb_pgvector._store import (
     _TABLE,
@@ -76,23 +70,15 @@ from ctxemb_pgvector._store import (
     unstamped,
     write_stamp,
 )
-from ctxemb_pgvector._vectors import from_column, to_column
+from ctxemb_pgvector._vectors import to_column
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
 
-__all__ = ["PgvectorDriver", "check_rows", "driver"]
+__all__ = ["PgvectorDriver", "driver"]
 
 #: The locks a session writing a table's rows holds on it until it ends.
 _WRITING = ("RowExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
-
-_BUSY = """
-SELECT EXISTS (
-  SELECT 1 FROM pg_locks
-  WHERE locktype = 'relation' AND relation = %s AND mode = ANY(%s)
-    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND pid IS DISTINCT FROM pg_backend_pid())
-"""
 
 # The head in one statement, on the same catalog read as ``stored_or_none`` (its ``_TABLE``):
 # the table, the stamp row's version(s) and the mark; the lock holders are read in a subquery
@@ -112,34 +98,8 @@ LEFT JOIN LATERAL (
 ) m ON t.seq
 """
 
-_IN_TXN = """
-SELECT s.version, format_type(a.atttypid, a.atttypmod), a.attnum, %s::regclass::oid::bigint
-FROM (SELECT 1) one
-LEFT JOIN {stamps} s ON s.table_name = %s
-LEFT JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = 'embedding'
-  AND NOT a.attisdropped
-"""
 
-
-# The parts of the stamp version (:func:`_version`), read in the statement (or snapshot) of a
-# search: the stamp row's version (``NULL`` unless exactly one row), the table's oid, the
-# embedding column's number and type.
-_STATE = """
-SELECT s.version, t.oid::bigint, a.attnum, format_type(a.atttypid, a.atttypmod)
-FROM (SELECT CASE WHEN count(*) = 1 THEN max(version) END AS version
-      FROM {stamps} WHERE table_name = %s) s
-CROSS JOIN (SELECT to_regclass(%s)::oid AS oid) t
-LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding' AND NOT a.attisdropped
-"""
-
-_NO_VECTOR = frozenset({"text", "metadata"})
-
-
-def _version(oid: Any, attnum: Any, column: Any, version: Any) -> str:
-    return f"{oid}:{attnum}:{column}:{version}"
-
-
-class PgvectorDriver:
+class PgvectorDriver(TableReads):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one table (see the module).
 
     Args:
@@ -184,10 +144,6 @@ class PgvectorDriver:
     def name(self) -> str:
         return self._name
 
-    @property
-    def table(self) -> sql.Composed:
-        return ident(self.schema, self._name)
-
     def close(self) -> None:
         """Close the connection (the driver's own, made by :func:`driver` from a DSN)."""
         self.conn.close()
@@ -208,11 +164,6 @@ class PgvectorDriver:
         ctxemb here, how to adopt it)."""
         return unstamped(self._name, self.schema)
 
-    def set_breadth(self, ef: int) -> None:
-        """Set the connection's ``hnsw.ef_search`` (a search without a filter runs at it)."""
-        with translated(f"searching {self._name!r}"):
-            self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
-
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"column": layout_for(stamp.contract).column}
 
@@ -223,14 +174,6 @@ class PgvectorDriver:
 
     def _stored(self) -> StoredTable | None:
         return stored_or_none(self.conn, self._name, self.schema)
-
-    def _head(self, stored: StoredTable) -> Head:
-        version = _version(stored.oid, stored.attnum, stored.column, stored.version)
-        self._seq = stored.seq
-        layout = self._layout_of(version, stored)
-        mark = self._mark(stored) if stored.seq else None
-        space = layout.space_for_similarity if layout is not None else "cosine"
-        return Head(str(stored.oid), version, mark, space)
 
     def _layout_of(self, version: Version, stored: StoredTable) -> Layout | None:
         """The stamped contract's layout (how vectors are written and searched), kept per
@@ -246,47 +189,47 @@ class PgvectorDriver:
         self._layout = (version, layout_for(contract))
         return self._layout[1]
 
-    def _mark(self, stored: StoredTable) -> int:
-        seq = ident(self.schema, "ctxemb_row_seq")
-        with translated(f"reading the write mark of {self._name!r}"):
-            row = self.conn.execute(
-                sql.SQL("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}").format(seq)
-            ).fetchone()
-            # Read after the sequence: a session that took a number up to it and has not
-            # ended holds its writing lock on the table now.
-            busy = self.conn.execute(_BUSY, (stored.oid, list(_WRITING))).fetchone()
-        assert row is not None and busy is not None
-        return 0 if busy[0] else int(row[0])
-
-    def head(self) -> Head | None:
+    def _head_row(self) -> Sequence[Any] | None:
+        """The head's statement (``None``: no such table; ``()``: the schema has no stamps
+        table or sequence yet)."""
         query = sql.SQL(_HEAD).format(
             stamps=ident(self.schema, STAMPS),
             table=sql.SQL(_TABLE),
             seq=ident(self.schema, "ctxemb_row_seq"),
         )
+        args = (self._name, self.schema, self._name, list(_WRITING))
         try:
             with translated(f"reading the head of {self._name!r}"):
-                row = self.conn.execute(
-                    query, (self._name, self.schema, self._name, list(_WRITING))
-                ).fetchone()
-        except psycopg.errors.UndefinedTable:  # no stamps table or sequence in the schema yet
-            row = ()
+                return self.conn.execute(query, args).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return ()
+
+    def _head(self, version: str, oid: Any, seq: bool, row: Sequence[Any]) -> Head:
+        self._seq = seq
+        layout = self._layout[1] if self._layout and self._layout[0] == version else None
+        space = layout.space_for_similarity if layout is not None else "cosine"
+        # No session writing the table after the sequence was read: every number up to it
+        # belongs to a transaction that has ended (else 0: sound, only not cheap).
+        mark = None if not seq or not row else (0 if row[6] else int(row[5]))
+        return Head(str(oid), version, mark, space)
+
+    def _stored_head(self, stored: StoredTable, row: Sequence[Any] | None = None) -> Head:
+        version = version_of(stored.oid, stored.attnum, stored.column, stored.version)
+        self._layout_of(version, stored)
+        row = self._head_row() if row is None and stored.seq else row
+        return self._head(version, stored.oid, stored.seq, row or ())
+
+    def head(self) -> Head | None:
+        row = self._head_row()
         if row is None:
             return None
         versions = row[4] if row else None
-        version = _version(row[2], row[3], row[0], versions[0] if versions else None) if row else ""
-        if not row or (versions and len(versions) > 1) or self._layout_missing(version, row):
-            stored = self._stored()  # the slow read: a damaged stamp row, a stamp not yet read
-            return None if stored is None else self._head(stored)
-        self._seq = bool(row[1])
-        layout = self._layout[1] if self._layout is not None else None
-        space = layout.space_for_similarity if layout is not None else "cosine"
-        mark = None if not row[1] else (0 if row[6] else int(row[5]))
-        return Head(str(row[2]), version, mark, space)
-
-    def _layout_missing(self, version: str, row: Sequence[Any]) -> bool:
-        """Whether the stamp's layout must be read (a stamp row this handle has not read)."""
-        return row[4] is not None and (self._layout is None or self._layout[0] != version)
+        if row and not (versions and len(versions) > 1):
+            version = version_of(row[2], row[3], row[0], versions[0] if versions else None)
+            if not versions or (self._layout is not None and self._layout[0] == version):
+                return self._head(version, row[2], bool(row[1]), row)
+        stored = self._stored()  # the slow read: a damaged stamp row, a stamp not yet read
+        return None if stored is None else self._stored_head(stored, row)
 
     def read_stamp(self) -> StampRead | None:
         stored = self._stored()
@@ -297,7 +240,7 @@ class PgvectorDriver:
         column, recorded = stored.column, (stored.layout or {}).get("column")
         if recorded is not None and recorded != column:
             column = f"{column} (recorded as {recorded})"
-        return StampRead(self._head(stored), stored.metadata, {"column": column})
+        return StampRead(self._stored_head(stored), stored.metadata, {"column": column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
         try:
@@ -312,7 +255,7 @@ class PgvectorDriver:
             lock(conn, self.schema, self._name)
             self._hold()
             stored = self._stored()
-            if stored is None or stamp_version != _version(
+            if stored is None or stamp_version != version_of(
                 stored.oid, stored.attnum, stored.column, stored.version
             ):
                 return False
@@ -327,95 +270,6 @@ class PgvectorDriver:
             repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         return True
 
-    # -- reading ----------------------------------------------------------------------------
-
-    def count(self) -> int:
-        with translated(f"counting {self._name!r}"):
-            row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
-            return int(row.fetchone()[0])  # type: ignore[index]
-
-    def order(self) -> sql.Composable:
-        """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw
-        it: the guard reads the head before every call)."""
-        if self._seq is None:
-            stored = self._stored()
-            if stored is None:
-                raise InvalidInputError(f"table {self._name!r} does not exist")
-            self._seq = stored.seq
-        return sql.SQL(f"{SEQ}, id" if self._seq else "id")
-
-    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
-        query = sql.SQL("SELECT id FROM {} ORDER BY {} LIMIT %s OFFSET %s").format(
-            self.table, self.order()
-        )
-        with translated(f"reading the ids of {self._name!r}"):
-            return [r[0] for r in self.conn.execute(query, (limit, offset))]
-
-    def _select(
-        self, include: frozenset[str], distance: sql.Composable | None = None
-    ) -> sql.Composed:
-        """``SELECT id, embedding, content, meta`` (each part not in ``include`` as ``NULL``)
-        and, for a search, the ``distance``."""
-        parts = [
-            sql.SQL("embedding" if "vector" in include else "NULL"),
-            sql.SQL("content" if "text" in include else "NULL"),
-            sql.SQL("meta" if "metadata" in include else "NULL"),
-            *([] if distance is None else [distance]),
-        ]
-        return sql.SQL("SELECT id, {} FROM {} ").format(sql.SQL(", ").join(parts), self.table)
-
-    def _filter(
-        self, ids: Sequence[str] | None, where: Filter | None
-    ) -> tuple[sql.Composable, list[Any]]:
-        """``WHERE`` the rows of ``ids`` whose metadata holds ``where`` (each if given)."""
-        clauses: list[sql.Composable] = []
-        params: list[Any] = []
-        if ids is not None:
-            clauses.append(sql.SQL("id = ANY(%s)"))
-            params.append(list(ids))
-        if where is not None:
-            params += where_clause(where)[1]
-            clauses.append(sql.SQL("meta @> %s"))
-        if not clauses:
-            return sql.SQL(""), []
-        return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params
-
-    def select(
-        self,
-        ids: Sequence[str] | None = None,
-        where: Filter | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-        include: frozenset[str] = INCLUDE,
-    ) -> list[Record]:
-        """Rows by id and/or metadata filter, oldest write first (a page of them)."""
-        filt, params = self._filter(ids, where)
-        query = (
-            self._select(include)
-            + filt
-            + sql.SQL(" ORDER BY {} LIMIT %s OFFSET %s").format(self.order())
-        )
-        with translated(f"reading {self._name!r}"):
-            return _records(self.conn.execute(query, (*params, limit, offset)).fetchall())
-
-    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
-        return self.select(None, None, limit, offset, include)
-
-    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
-        found = {r.id: r for r in self.select(ids, include=include)}
-        return [found[i] for i in ids if i in found]
-
-    def changes(self, since: int) -> list[str]:
-        # With them, the rows without a vector, wherever they are (emptied in place with the
-        # row trigger off, a column dropped and added again): foreign, never skipped.
-        # Two index reads, not one scan: an OR of the two would read every row.
-        query = sql.SQL(
-            "SELECT id FROM (SELECT id, ctxemb_seq FROM {t} WHERE ctxemb_seq > %s "
-            "UNION SELECT id, ctxemb_seq FROM {t} WHERE embedding IS NULL) c ORDER BY ctxemb_seq"
-        ).format(t=self.table)
-        with translated(f"reading what was written to {self._name!r}"):
-            return [r[0] for r in self.conn.execute(query, (since,))]
-
     # -- writing ----------------------------------------------------------------------------
 
     def _hold(self) -> tuple[Any, ...]:
@@ -425,17 +279,15 @@ class PgvectorDriver:
             self.conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(self.table))
         except psycopg.errors.UndefinedTable:
             raise StampMovedError(f"table {self._name!r} no longer exists") from None
-        query = sql.SQL(_IN_TXN).format(stamps=ident(self.schema, STAMPS))
-        where = f'"{self.schema}"."{self._name}"'
         self.conn.execute(
             sql.SQL("SELECT 1 FROM {} WHERE table_name = %s FOR SHARE").format(
                 ident(self.schema, STAMPS)
             ),
             (self._name,),
         )
-        row = self.conn.execute(query, (where, self._name, where)).fetchone()
+        row = self.conn.execute(self._state(), self._state_args()).fetchone()
         assert row is not None
-        return _version(row[3], row[2], row[1], row[0]), row[1]
+        return version_of(row[1], row[2], row[3], row[0]), row[3]
 
     def _check(self, stamp_version: Version | None) -> str:
         version, column = self._hold()
@@ -496,132 +348,9 @@ class PgvectorDriver:
         embedded (:func:`check_rows`); the guard calls it for every write."""
         check_rows(ids, documents, metadatas)
 
-    def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
-        return self.search_many(np.atleast_2d(vector), k, where=where)[0]
-
-    def search_many(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        *,
-        where: Filter | None = None,
-        ids: Sequence[str] | None = None,
-        exact: bool = False,
-        ef_search: int | None = None,
-        stamp_version: Version | None = None,
-        with_vectors: bool = True,
-    ) -> list[list[Hit]]:
-        """:meth:`search` for each row of ``vectors``, with PostgreSQL's options: among ``ids``
-        only, ``exact`` (a scan of every row, not the HNSW index), the HNSW breadth
-        ``ef_search`` (default the driver's; at least ``k``), ``with_vectors=False`` to read
-        no vector. With ``stamp_version``, the stamp's version is read in the search's own
-        snapshot, and a version that moved raises :class:`StampMovedError` (nothing returned).
-        """
-        if self._layout is None:
-            self.read_stamp()  # the guard read the head before: this is a bare driver's call
-        if self._layout is None:
-            raise InvalidInputError(f"table {self._name!r} carries no readable stamp")
-        layout = self._layout[1]
-        values = to_column(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), layout)
-        ef = min(MAX_EF_SEARCH, max(self.ef_search if ef_search is None else ef_search, k))
-        distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
-        select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
-        order = sql.SQL("ORDER BY embedding {} %s LIMIT %s").format(sql.SQL(layout.operator))
-        if where is None and ids is None and not exact:
-            found = [self._plain(select + order, v, k, ef, stamp_version) for v in values]
-        else:
-            filt, params = self._filter(ids, where)
-            settings = [
-                sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
-            ]
-            if where is not None or ids is not None:  # the scan goes on until k rows pass
-                settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-            if exact:
-                settings.append(sql.SQL("SET LOCAL enable_indexscan = off"))
-            query = select + filt + sql.SQL(" ") + order
-            # One snapshot for the stamp's version and the searches, read-only and without a
-            # row lock (which would make every query a writing transaction, waiting for its
-            # commit record to reach the disk).
-            with translated(f"searching {self._name!r}"), self.conn.transaction():
-                self.conn.execute(sql.SQL("; ").join(settings))
-                if stamp_version is not None:
-                    state = self.conn.execute(self._state(), self._state_args()).fetchone()
-                    self._check_state(state, stamp_version)
-                found = [self.conn.execute(query, (v, *params, v, k)).fetchall() for v in values]
-        # relaxed_order may return a few out of order; no vector sorts last, as in SQL.
-        return [
-            sorted(_hits(rows), key=lambda h: (h.distance is None, h.distance or 0.0))
-            for rows in found
-        ]
-
-    def _state(self) -> sql.Composed:
-        return sql.SQL(_STATE).format(stamps=ident(self.schema, STAMPS))
-
-    def _state_args(self) -> tuple[str, str]:
-        return (self._name, f'"{self.schema}"."{self._name}"')
-
-    def _check_state(self, row: Sequence[Any] | None, stamp_version: Version) -> None:
-        if row is None or _version(row[1], row[2], row[3], row[0]) != stamp_version:
-            raise StampMovedError(f"the stamp of table {self._name!r} changed")
-
-    def _plain(
-        self, search: sql.Composed, value: Any, k: int, ef: int, stamp_version: Version | None
-    ) -> list[Any]:
-        """A search without filters in one statement (no transaction), which reads the stamp's
-        version and the search breadth in its own snapshot: the breadth is the connection's
-        ``hnsw.ef_search``, set here when it is not ``ef`` (and seen to be, in the same
-        statement)."""
-        key = search.as_string(self.conn)
-        query = self._plain_sql.get(key)
-        if query is None:  # composing costs more than the statement's round trip
-            query = (
-                sql.SQL(
-                    "SELECT v.*, current_setting('hnsw.ef_search', true), r.* FROM ({}) v "
-                    "LEFT JOIN LATERAL ({}) r ON true"
-                )
-                .format(self._state(), search)
-                .as_string(self.conn)
-            )
-            self._plain_sql[key] = query
-        for attempt in range(2):
-            with translated(f"searching {self._name!r}"):
-                args = (*self._state_args(), value, value, k)
-                try:
-                    rows = self.conn.execute(query, args).fetchall()
-                except psycopg.Error:
-                    # A statement that no longer fits the table (dropped, its column dropped
-                    # or altered) is a change the head names; any other error stands.
-                    head = None if stamp_version is None else self.head()
-                    if stamp_version is None or (head and head.stamp_version == stamp_version):
-                        raise
-                    raise StampMovedError(f"table {self._name!r} changed") from None
-            if stamp_version is not None:
-                self._check_state(rows[0] if rows else None, stamp_version)
-            if attempt or rows[0][4] == str(ef):
-                return [r[5:] for r in rows if r[5] is not None]
-            self.set_breadth(ef)
-        raise AssertionError("unreachable")
-
     def _key(self) -> tuple[str, str, str]:
         """Which table this is, on which server (the key a raw client arms a failure under)."""
         return (self.describe(), self.schema, self._name)
-
-
-def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
-    """Rows of (id, embedding, content, meta, distance) as hits."""
-    return [
-        Hit(rec, None if r[4] is None else float(r[4]))
-        for rec, r in zip(_records(rows), rows, strict=True)
-    ]
-
-
-def _records(rows: Sequence[Sequence[Any]]) -> list[Record]:
-    vectors = from_column([r[1] for r in rows])
-    return [
-        Record(r[0], v, r[2], r[3] if isinstance(r[3], dict) else None)
-        for r, v in zip(rows, vectors, strict=True)
-    ]
 
 
 def _rows(records: Iterable[Record], kind: str) -> Iterator[tuple[str, str | None, Any, Any]]:
@@ -645,40 +374,3 @@ def driver(
     :func:`ctxemb_pgvector.connect`; :meth:`PgvectorDriver.close` closes it)."""
     conn = connect(dsn_or_conn) if isinstance(dsn_or_conn, str) else dsn_or_conn
     return PgvectorDriver(conn, table, schema=schema, hnsw=hnsw)
-
-
-def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
-    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
-    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
-    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
-    for k, i in enumerate(ids):
-        if len(i) > MAX_ID:
-            raise InvalidInputError(
-                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
-            )
-        if "\x00" in i:
-            raise InvalidInputError(
-                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
-            )
-    for k, d in enumerate(documents):
-        if "\x00" in d:
-            raise InvalidInputError(
-                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
-                "cannot store; remove it"
-            )
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        try:
-            text = json.dumps(m, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
-        bad = [key for key in m if not isinstance(key, str)]
-        if bad:
-            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
-        for key, value in m.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                raise InvalidInputError(f"{where}: {key!r} is {value}, which JSON cannot hold")
