@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -309,7 +308,7 @@ class PgvectorDriver(TableReads):
                         raise ExistingIdsError(tuple(i for i in ids if i in present))
                 if self.companion is not None:
                     self.companion.lock()  # writers of both sides take turns from here
-                rows = _rows(sent(self._key(), records), kind)
+                rows = rows_of(sent(self._key(), records), kind)
                 copy_rows(self.conn, self.table, kind, rows, replace)
                 if self.companion is not None:
                     texts = [r.text or "" for r in records]
@@ -341,24 +340,18 @@ class PgvectorDriver(TableReads):
                 self.companion.deleted(gone)
             return gone
 
-    def check_batch(
-        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
-    ) -> None:
-        """What PostgreSQL would refuse only while writing, refused before anything is
-        embedded (:func:`check_rows`); the guard calls it for every write."""
-        check_rows(ids, documents, metadatas)
+    #: What PostgreSQL would refuse only while writing (:func:`~ctxemb_pgvector._sql.check_rows`).
+    check_batch = staticmethod(check_rows)
 
     def _key(self) -> tuple[str, str, str]:
         """Which table this is, on which server (the key a raw client arms a failure under)."""
         return (self.describe(), self.schema, self._name)
 
 
-def _rows(records: Iterable[Record], kind: str) -> Iterator[tuple[str, str | None, Any, Any]]:
-    layout = Layout("", "", "", "", kind, 0)  # to_column reads the column's kind only
+def rows_of(records: Iterable[Record], kind: str) -> Iterator[tuple[str, str | None, Any, Any]]:
+    """Records as ``(id, content, meta, embedding)`` rows for a column of type ``kind``."""
     for record in records:
-        value = None
-        if record.vector is not None:
-            value = to_column(np.asarray(record.vector, dtype=np.float32)[None, :], layout)[0]
+        value = None if record.vector is None else to_column(record.vector, kind)[0]
         meta = None if record.metadata is None else dict(record.metadata)
         yield record.id, record.text, meta, value
 

@@ -7,17 +7,15 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ctxemb_core.index.armed import armed
 from ctxemb_core.index.driver import Record
 from ctxemb_pgvector._connect import check_connection, translated
-from ctxemb_pgvector._driver import PgvectorDriver
+from ctxemb_pgvector._driver import PgvectorDriver, rows_of
 from ctxemb_pgvector._sql import STAMPS, Layout, check_name, ident
 from ctxemb_pgvector._store import ensure_stamps, write_stamp
-from ctxemb_pgvector._vectors import to_column
 
 __all__ = ["RawTable"]
 
@@ -76,13 +74,8 @@ class RawTable:
             "content = EXCLUDED.content, meta = EXCLUDED.meta"
         ).format(self.table)
         with translated(f"writing to {self.name!r}"), self.conn.transaction():
-            for r in records:
-                value = None
-                if r.vector is not None:
-                    value = to_column(np.asarray(r.vector, dtype=np.float32)[None, :], self.layout)
-                    value = value[0]
-                meta = None if r.metadata is None else Jsonb(dict(r.metadata))
-                self.conn.execute(query, (r.id, value, r.text, meta))
+            for i, text, meta, value in rows_of(records, self.layout.kind):
+                self.conn.execute(query, (i, value, text, None if meta is None else Jsonb(meta)))
 
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
         """Replace the stamp row's stamp whole (its version moves by its trigger)."""

@@ -190,7 +190,7 @@ class TableReads:
         if self._layout is None:
             raise InvalidInputError(f"table {self._name!r} carries no readable stamp")
         layout = self._layout[1]
-        values = to_column(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), layout)
+        values = to_column(vectors, layout.kind)
         ef = min(MAX_EF_SEARCH, max(self.ef_search if ef_search is None else ef_search, k))
         distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
         select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
