@@ -131,7 +131,7 @@ class PgvectorDriver(TableReads):
         self._described: str | None = None
         self._layout: tuple[Version, Layout] | None = None
         self._seq: bool | None = None
-        self._plain_sql: dict[str, str] = {}  # each plain search's statement, composed
+        self._plain_sql: dict[tuple[Layout, bool], str] = {}
         #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
         #: ``deleted(ids)``), written in the transactions that write this table's rows.
         self.companion: Any = None

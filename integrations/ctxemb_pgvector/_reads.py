@@ -24,7 +24,7 @@ from ctxemb_pgvector._vectors import from_column, to_column
 
 __all__ = ["TableReads", "version_of"]
 
-# The parts of the stamp version (:func:`version`), read in the statement (or snapshot) of a
+# The parts of the stamp version (:func:`version_of`), read in the statement (or snapshot) of a
 # search: the stamp row's version (``NULL`` unless exactly one row), the table's oid, the
 # embedding column's number and type.
 _STATE = """
@@ -56,8 +56,8 @@ class TableReads:
     _layout: tuple[Version, Layout] | None
     #: Whether the table has ``ctxemb_seq`` (``None``: not read yet).
     _seq: bool | None
-    #: Each plain search's statement, composed (composing costs more than its round trip).
-    _plain_sql: dict[str, str]
+    #: Each plain search's statement, composed, by layout and whether it reads vectors.
+    _plain_sql: dict[tuple[Layout, bool], str]
 
     @property
     def table(self) -> sql.Composed:
@@ -192,12 +192,11 @@ class TableReads:
         layout = self._layout[1]
         values = to_column(vectors, layout.kind)
         ef = min(MAX_EF_SEARCH, max(self.ef_search if ef_search is None else ef_search, k))
-        distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
-        select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
-        order = sql.SQL("ORDER BY embedding {} %s LIMIT %s").format(sql.SQL(layout.operator))
         if where is None and ids is None and not exact:
-            found = [self._plain(select + order, v, k, ef, stamp_version) for v in values]
+            key = (layout, with_vectors)
+            found = [self._plain(key, v, k, ef, stamp_version) for v in values]
         else:
+            select, order = self._searching(layout, with_vectors)
             filt, params = self._filter(ids, where)
             settings = [
                 sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
@@ -233,22 +232,28 @@ class TableReads:
         if row is None or version_of(row[1], row[2], row[3], row[0]) != stamp_version:
             raise StampMovedError(f"the stamp of table {self._name!r} changed")
 
+    def _searching(self, layout: Layout, with_vectors: bool) -> tuple[sql.Composed, sql.Composed]:
+        """A search's ``SELECT`` (with the layout's distance) and its ``ORDER BY``."""
+        distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
+        select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
+        return select, sql.SQL("ORDER BY embedding {} %s LIMIT %s").format(sql.SQL(layout.operator))
+
     def _plain(
-        self, search: sql.Composed, value: Any, k: int, ef: int, stamp_version: Version | None
+        self, key: tuple[Layout, bool], value: Any, k: int, ef: int, stamp_version: Version | None
     ) -> list[Any]:
         """A search without filters in one statement (no transaction), which reads the stamp's
         version and the search breadth in its own snapshot: the breadth is the connection's
         ``hnsw.ef_search``, set here when it is not ``ef`` (and seen to be, in the same
         statement)."""
-        key = search.as_string(self.conn)
         query = self._plain_sql.get(key)
         if query is None:  # composing costs more than the statement's round trip
+            select, order = self._searching(*key)
             query = (
                 sql.SQL(
                     "SELECT v.*, current_setting('hnsw.ef_search', true), r.* FROM ({}) v "
                     "LEFT JOIN LATERAL ({}) r ON true"
                 )
-                .format(self._state(), search)
+                .format(self._state(), select + order)
                 .as_string(self.conn)
             )
             self._plain_sql[key] = query
