@@ -57,8 +57,9 @@ from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _store
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
-from ctxemb_pgvector._driver import PgvectorDriver, RawTable
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._driver import driver as driver
+from ctxemb_pgvector._raw import RawTable
 from ctxemb_pgvector._report import detect as detect
 from ctxemb_pgvector._report import restamp as restamp
 from ctxemb_pgvector._report import verify as verify
