@@ -252,11 +252,14 @@ class StoreTools(Generic[F]):
             raise
 
     def _checked(self, options: Mapping[str, Any], allowed: Collection[str], call: str) -> None:
+        """``options`` must be the store's own keywords of ``call`` (``allowed``), as named
+        parameters would be: a ``TypeError`` naming the stray one otherwise."""
         unknown = sorted(set(options) - set(allowed))
         if unknown:
+            opening = sorted(OpenOptions.__annotations__) if call == self._words.open else []
             raise TypeError(
                 f"{self._words.module}.{call}() got an unexpected keyword argument "
-                f"{unknown[0]!r}; the store's own are {sorted(allowed)}"
+                f"{unknown[0]!r}; its options are {[*opening, *sorted(allowed)]}"
             )
 
     def _guarded(self, index: Any, call: str) -> F:
@@ -271,7 +274,6 @@ class StoreTools(Generic[F]):
         self, client: Any, name: str, *, embedder: Embedder | None = None, **options: Any
     ) -> StoreDriver:
         """The driver of index ``name``, which must exist (a missing one named with hints)."""
-        self._checked(options, self._store_options, "detect")
         driver = self._new_driver(client, name, embedder=embedder, **options)
         if self._facade._stored_in(driver) is None:
             raise self._facade._missing(driver, "")
@@ -386,6 +388,7 @@ class StoreTools(Generic[F]):
             (True, 'mean, normalised, no document prefix')
         """
         with self._running(f"sampling {name!r}"):
+            self._checked(scope, self._store_options, "detect")
             check_count(sample, "sample", 1)
             return detect_driver(
                 self._driver(client, name, **scope),
@@ -444,6 +447,7 @@ class StoreTools(Generic[F]):
         """
         given = embedder or (contract if isinstance(contract, Embedder) else None)
         with self._running(f"re-stamping {name!r}"):
+            self._checked(scope, self._store_options, "restamp")
             driver = self._driver(client, name, embedder=given, **scope)
             try:
                 return restamp_index(driver, contract, embedder=embedder)
