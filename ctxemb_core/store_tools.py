@@ -159,7 +159,8 @@ def _showing(method: Callable[..., Any], names: Collection[str]) -> Callable[...
     signature = inspect.signature(method)
     kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     shown = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in names]
-    call.__signature__ = signature.replace(parameters=[*kept, *sorted(shown, key=str)])  # type: ignore[attr-defined]
+    parameters = [*kept, *sorted(shown, key=str)]
+    call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return call
 
 
