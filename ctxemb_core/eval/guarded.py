@@ -4,9 +4,10 @@ Every store adapter's path does the same: write the documents the index lacks (a
 resumable chunks), search the queries in chunks, and score a sentence pair by storing its second
 sentence as record ``str(i)`` and searching the first among that record alone (an ``ids=``
 filter), so the score is the store's own distance turned into the contract's similarity
-(:func:`ctxemb_core.records.similarity`). :class:`GuardedPath` does it once; an adapter says
-only what is its own: the space its distances are in (:meth:`GuardedPath.space`) and the options
-its ``query`` takes (:meth:`GuardedPath.query_options`).
+(:func:`ctxemb_core.records.similarity`) in the space the index's driver reports.
+:class:`GuardedPath` does it once; a store gives only the options its ``query`` takes, for a
+search and for a pair's one-record search (``ctxemb_core.store_tools.StoreTools.eval_path``
+makes the path).
 """
 
 from __future__ import annotations
@@ -32,32 +33,46 @@ class GuardedPath:
     ``guarded`` is what the adapter's ``open_*`` returned (a ``GuardedCollection``, a
     ``GuardedTable``): it gives ``stamp``, ``contract``, ``embedder``, ``name``, ``count()``,
     ``sync(ids, texts)`` and ``query(texts, n_results, include=..., ids=..., **options)``
-    returning Chroma's shape. A subclass gives :meth:`space` and, if its store's ``query``
-    takes any, :meth:`query_options`.
+    returning Chroma's shape, and ``index``, its :class:`~ctxemb_core.index.GuardedIndex`.
+    ``options`` are keywords of the store's ``query`` for every search (a PostgreSQL table's
+    ``exact``), ``pair_options`` those of a pair's one-record search (there: a scan).
     """
 
-    #: What the store calls an index, in messages.
-    noun = "index"
-
-    def __init__(self, guarded: Any, via: str, progress: bool = False) -> None:
+    def __init__(
+        self,
+        guarded: Any,
+        via: str,
+        progress: bool = False,
+        *,
+        options: Mapping[str, Any] | None = None,
+        pair_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.guarded = guarded
         self.via = via
         self.progress = progress
+        self.options = dict(options or {})
+        self.pair_options = {**self.options, **(pair_options or {})}
+        #: What the store calls an index, in messages (``collection``, ``table``); the index is
+        #: an attribute of that name too (``path.collection``, ``path.table``).
+        self.noun = str(getattr(getattr(guarded, "_terms", None), "kind", "index"))
+        setattr(self, self.noun, guarded)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(via={self.via!r}, {self.noun}={self.guarded.name!r})"
+        shown = "".join(f", {key}={value!r}" for key, value in self.options.items())
+        return f"{type(self).__name__}(via={self.via!r}, {self.noun}={self.guarded.name!r}{shown})"
 
     @property
     def fingerprint(self) -> str:
         return str(self.guarded.stamp.fingerprint)
 
     def space(self) -> str:
-        """The distance space of the index (``cosine``, ``ip``, ``l2``), for ``similarity``."""
-        raise NotImplementedError
+        """The distance space of the index (``cosine``, ``ip``, ``l2``), for ``similarity``: the
+        one its driver reported when the index was last verified."""
+        return str(self.guarded.index.verified_head.space)
 
     def query_options(self, pairs: bool) -> dict[str, Any]:
         """Keywords of the store's ``query`` for a search (``pairs``: a one-record pair search)."""
-        return {}
+        return dict(self.pair_options if pairs else self.options)
 
     def index(self, documents: Mapping[str, str]) -> int:
         """Write the documents the index lacks, and rewrite any stored under another text."""

@@ -49,23 +49,26 @@ from ctxemb_chroma._collection import open_collection as open_collection
 from ctxemb_chroma._connect import connect as connect
 from ctxemb_chroma._driver import ChromaDriver, check_metadatas
 from ctxemb_chroma._driver import driver as driver
-from ctxemb_chroma._eval import eval_path as eval_path
 from ctxemb_chroma._function import ContractEmbeddingFunction
-from ctxemb_chroma._hybrid import lexical_folder as lexical_folder
-from ctxemb_chroma._hybrid import open_hybrid as open_hybrid
-from ctxemb_chroma._migrate import migrate as migrate
 from ctxemb_chroma._ray import index_with_ray
-from ctxemb_chroma._report import detect as detect
-from ctxemb_chroma._report import restamp as restamp
-from ctxemb_chroma._report import verify as verify
-from ctxemb_chroma._search import search as search
-from ctxemb_chroma._search import shortlist as shortlist
 from ctxemb_chroma._store import check_name as check_name
 from ctxemb_chroma._store import stamped_contract as stamped_contract
 from ctxemb_chroma._store import stored_collection as stored_collection
 from ctxemb_chroma._store import stored_or_none as stored_or_none
+from ctxemb_chroma._tools import TOOLS
+from ctxemb_chroma._tools import restamp as restamp
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_ray import IndexSummary
+
+# Core's tools over a collection (their arguments and errors: StoreTools'), in API order.
+detect = TOOLS.detect
+eval_path = TOOLS.eval_path
+lexical_folder = TOOLS.lexical_folder
+migrate = TOOLS.migrate
+open_hybrid = TOOLS.open_hybrid
+search = TOOLS.search
+shortlist = TOOLS.shortlist
+verify = TOOLS.verify
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

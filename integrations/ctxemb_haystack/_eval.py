@@ -23,64 +23,52 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ctxemb_core import Embedder
 from ctxemb_core.errors import CtxembError
-from ctxemb_core.eval.frameworks import PAIR_KEY, FrameworkPath, eval_path_of
+from ctxemb_core.eval.frameworks import (
+    PAIR_KEY,
+    FrameworkPath,
+    MemoryStores,
+    eval_path_of,
+    paired_stores,
+)
 from ctxemb_core.eval.paths import check_documents, check_queries
 from ctxemb_haystack._eval_pipelines import Pipelines
 
 __all__ = ["HaystackPath", "eval_path"]
 
 
+#: The Chroma and pgvector sides of the path, imported only for a path over that store.
+SIDES = {
+    "chroma": "ctxemb_haystack._eval_chroma:ChromaStores",
+    "pgvector": "ctxemb_haystack._eval_pgvector:PgvectorStores",
+}
+
+
 def _haystack_path(
     embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> HaystackPath:
-    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
-    port=8000, dsn=None)``: the Haystack evaluation path of ``embedder``'s contract over one
-    document store (the signature and the checks of ``store`` and where it is are core's:
-    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
+    """The Haystack evaluation path of ``embedder``'s contract over one document store.
 
     Args:
-        embedder: the core Embedder; its contract, model folder and run settings make the
-            pipelines' embedders, and its cache (if any) is theirs, so vectors embedded by
-            another path are read back.
         store: ``"memory"`` (``InMemoryDocumentStore``, exact search; ``--via haystack``) or
             ``"chroma"`` (``ChromaDocumentStore``; ``--via haystack-chroma``) or ``"pgvector"``
             (``PgvectorDocumentStore``; ``--via haystack-pgvector``).
-        collection: the Chroma collection or PostgreSQL table (sentence pairs go to
-            ``<collection>-pairs``).
-        path, host, port: Chroma only: an embedded folder, or a server.
-        dsn: pgvector only: the database's connection string.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")), "chroma", path="./db")
         >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
         1
     """
-    if store == "memory":
-        return HaystackPath("haystack", embedder, _MemoryStores())
-    stores: Any
-    if store == "chroma":
-        from ctxemb_haystack._eval_chroma import ChromaStores
-
-        stores = ChromaStores(embedder, collection, **where)
-    else:
-        from ctxemb_haystack._eval_pgvector import PgvectorStores
-
-        stores = PgvectorStores(embedder, collection, **where)
-    return HaystackPath(f"haystack-{store}", embedder, stores)
+    via, stores = paired_stores(
+        "haystack", store, _MemoryStores, SIDES, embedder, collection, **where
+    )
+    return HaystackPath(via, embedder, stores)
 
 
 eval_path = eval_path_of(_haystack_path)
 
 
-class _MemoryStores:
-    """A new ``InMemoryDocumentStore`` for the documents and one for each block of sentence
-    pairs."""
-
-    #: Sentence pairs one store holds. ``InMemoryDocumentStore`` filters by testing each of its
-    #: documents, so STS-B's 1,379 filtered searches in one store of all its pairs would test
-    #: 1.9 million documents; in stores of 64 they test 88,000. The score is the same either
-    #: way: the filter leaves the pair's one document to be scored.
-    pairs_per_store: int | None = 64
+class _MemoryStores(MemoryStores):
+    """A new ``InMemoryDocumentStore`` for the documents and for each block of pairs."""
 
     def make(self, pairs: bool) -> InMemoryDocumentStore:
         return InMemoryDocumentStore()
@@ -90,9 +78,6 @@ class _MemoryStores:
 
     def present(self, store: InMemoryDocumentStore, pairs: bool) -> set[str]:
         return set(store.storage)
-
-    def close(self) -> None:
-        pass
 
 
 class HaystackPath(FrameworkPath):

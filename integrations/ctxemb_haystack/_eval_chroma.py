@@ -19,8 +19,7 @@ class ChromaStores(PairedStores):
     def __init__(self, embedder: Embedder, collection: str, **where: Any) -> None:
         # ids are looked up with a client of our own: any ChromaDocumentStore call would create
         # the collection unstamped before the first guarded write.
-        super().__init__(collection, connect(**where))
-        self.embedder = embedder
+        super().__init__(collection, connect(**where), embedder)
         self.where = {"persist_path": where["path"]} if "path" in where else where
 
     def make(self, pairs: bool) -> ChromaDocumentStore:

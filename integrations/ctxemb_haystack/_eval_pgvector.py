@@ -20,8 +20,7 @@ class PgvectorStores(PairedStores):
         for name in (collection, f"{collection}-pairs"):
             check_name(name)  # before anything connects
         # ids are looked up through the guard, on a connection of our own.
-        super().__init__(collection, connect(dsn))
-        self.embedder = embedder
+        super().__init__(collection, connect(dsn), embedder)
         self.dsn = dsn
 
     def make(self, pairs: bool) -> PgvectorDocumentStore:

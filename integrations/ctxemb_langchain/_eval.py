@@ -11,6 +11,7 @@ pair id in the metadata, and each first sentence is searched with a metadata fil
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ctxemb_core import Embedder
-from ctxemb_core.eval.frameworks import eval_path_of
+from ctxemb_core.eval.frameworks import MemoryStores, eval_path_of, paired_stores
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._eval_path import PAIR_KEY, LangChainPath
 from ctxemb_langchain._store import ContractVectorStore
@@ -27,26 +28,23 @@ from ctxemb_langchain._store import ContractVectorStore
 __all__ = ["LangChainPath", "eval_path"]
 
 
+#: The Chroma and pgvector sides of the path, imported only for a path over that store.
+SIDES = {
+    "chroma": "ctxemb_langchain._eval_chroma:ChromaStores",
+    "pgvector": "ctxemb_langchain._eval_pgvector:PgvectorStores",
+}
+
+
 def _langchain_path(
     embedder: Embedder, store: str, collection: str, where: dict[str, Any]
 ) -> LangChainPath:
-    """``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None,
-    port=8000, dsn=None)``: the LangChain evaluation path of ``embedder``'s contract over one
-    vector store (the signature and the checks of ``store`` and where it is are core's:
-    :func:`~ctxemb_core.eval.frameworks.eval_path_of`).
+    """The LangChain evaluation path of ``embedder``'s contract over one vector store.
 
     Args:
-        embedder: the core Embedder; its contract, model folder and run settings make the
-            :class:`ContractEmbeddings`, and its cache (if any) is theirs, so vectors embedded
-            by another path are read back.
         store: ``"memory"`` (``InMemoryVectorStore`` in a :class:`ContractVectorStore`, exact
             search; ``--via langchain``), ``"chroma"`` (:class:`ContractChroma`;
             ``--via langchain-chroma``) or ``"pgvector"`` (:class:`ContractPGVector`;
             ``--via langchain-pgvector``).
-        collection: the Chroma collection or PostgreSQL table (sentence pairs go to
-            ``<collection>-pairs``).
-        path, host, port: Chroma only: an embedded folder, or a server.
-        dsn: pgvector only: the PostgreSQL database's connection string.
 
     Example:
         >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
@@ -60,32 +58,16 @@ def _langchain_path(
         show_progress=embedder.show_progress,
         cache=embedder.cache if embedder.cache is not None else False,
     )
-    if store == "memory":
-        return LangChainPath("langchain", embeddings, _MemoryStores(embeddings))
-    stores: Any
-    if store == "chroma":
-        from ctxemb_langchain._eval_chroma import ChromaStores
-
-        stores = ChromaStores(embeddings, collection, **where)
-    else:
-        from ctxemb_langchain._eval_pgvector import PgvectorStores
-
-        stores = PgvectorStores(embeddings, collection, **where)
-    return LangChainPath(f"langchain-{store}", embeddings, stores)
+    memory = functools.partial(_MemoryStores, embeddings)
+    via, stores = paired_stores("langchain", store, memory, SIDES, embeddings, collection, **where)
+    return LangChainPath(via, embeddings, stores)
 
 
 eval_path = eval_path_of(_langchain_path)
 
 
-class _MemoryStores:
-    """A new guarded ``InMemoryVectorStore`` for the documents and one for each block of
-    sentence pairs."""
-
-    #: Sentence pairs one store holds. ``InMemoryVectorStore`` filters by building a
-    #: ``Document`` of each record for the filter to test, so STS-B's 1,379 filtered searches
-    #: in one store of all its pairs would build 1.9 million; in stores of 64 they build 88,000.
-    #: The score is the same either way: the filter leaves the pair's one record to be scored.
-    pairs_per_store: int | None = 64
+class _MemoryStores(MemoryStores):
+    """A new guarded ``InMemoryVectorStore`` for the documents and for each block of pairs."""
 
     def __init__(self, embeddings: ContractEmbeddings) -> None:
         self.embeddings = embeddings
@@ -108,6 +90,3 @@ class _MemoryStores:
         q = float(np.linalg.norm(self.embeddings.embed_query(query)))
         lengths = [float(np.linalg.norm(inner.store[str(d.id)]["vector"])) for d, _ in found]
         return [s * q * d for s, d in zip(scores, lengths, strict=True)]
-
-    def close(self) -> None:
-        pass

@@ -18,11 +18,10 @@ class ChromaStores(PairedStores):
     the documents in ``collection``, the sentence pairs in ``<collection>-pairs``."""
 
     def __init__(self, embeddings: ContractEmbeddings, collection: str, **where: Any) -> None:
-        super().__init__(collection, connect(**where))
-        self.embeddings = embeddings
+        super().__init__(collection, connect(**where), embeddings)
 
     def make(self, pairs: bool) -> ContractChroma:
-        return ContractChroma(self.name(pairs), self.embeddings, client=self._client)
+        return ContractChroma(self.name(pairs), self.embedder, client=self._client)
 
     def similarities(
         self, store: ContractChroma, query: str, found: list[tuple[Document, float]]

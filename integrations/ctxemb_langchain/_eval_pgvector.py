@@ -16,11 +16,10 @@ class PgvectorStores(PairedStores):
     metadata containment on its id)."""
 
     def __init__(self, embeddings: ContractEmbeddings, collection: str, dsn: str) -> None:
-        super().__init__(collection, connect(dsn))
-        self.embeddings = embeddings
+        super().__init__(collection, connect(dsn), embeddings)
 
     def make(self, pairs: bool) -> ContractPGVector:
-        return ContractPGVector(self.name(pairs), self.embeddings, connection=self._client)
+        return ContractPGVector(self.name(pairs), self.embedder, connection=self._client)
 
     def similarities(
         self, store: ContractPGVector, query: str, found: list[tuple[Document, float]]

@@ -54,39 +54,40 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.
 from ctxemb_core.store_tools import ADAPTER_API
-from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _store
+from ctxemb_pgvector import _ray, _store
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._driver import driver as driver
 from ctxemb_pgvector._raw import RawTable
-from ctxemb_pgvector._report import detect as detect
-from ctxemb_pgvector._report import restamp as restamp
-from ctxemb_pgvector._report import verify as verify
 from ctxemb_pgvector._sql import Layout, layout_for
 from ctxemb_pgvector._sql import check_name as check_name
 from ctxemb_pgvector._store import StoredTable, stored_table
 from ctxemb_pgvector._store import stored_or_none as stored_or_none
 from ctxemb_pgvector._table import GuardedTable
+from ctxemb_pgvector._tools import TOOLS
 from ctxemb_ray import IndexSummary
 
 # The errors of these calls name this adapter's calls and options in their advice (the
 # remedies are data; ctxemb_core.remedy words them in the adapter's terms).
 advised(GuardedTable)
-eval_path = advised(_eval.eval_path)
 index_with_ray = advised(_ray.index_with_ray)
-migrate = advised(_migrate.migrate)
-open_table = advised(_open.open_table)
-open_hybrid = advised(_hybrid.open_hybrid)
-lexical_folder = _hybrid.lexical_folder
-search = advised(_search.search)
-shortlist = advised(_search.shortlist)
 stamped_contract = advised(_store.stamped_contract)
 
-#: The name every store adapter's opener has for the CLI's shared code.
+# Core's tools over a table (their arguments: StoreTools'; errors worded so too), in API order,
+# with the names every store adapter's opener and stored index have for the CLI's shared code.
+detect = TOOLS.detect
+eval_path = TOOLS.eval_path
+lexical_folder = TOOLS.lexical_folder
+migrate = TOOLS.migrate
+open_table = TOOLS.open
 open_collection = open_table
-#: ``stored_collection`` as the CLI calls it for every store.
+open_hybrid = TOOLS.open_hybrid
+restamp = TOOLS.restamp
+search = TOOLS.search
+shortlist = TOOLS.shortlist
 stored_collection = stored_table
+verify = TOOLS.verify
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

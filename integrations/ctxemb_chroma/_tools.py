@@ -1,0 +1,119 @@
+"""What is Chroma's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
+``search``, ``migrate``, ``verify``, ``eval_path``, ... run over :class:`GuardedCollection`):
+a search's ``where_document`` filter, ``verify`` of a raw collection too, and a hybrid index's
+lexical side in SQLite in a folder beside an embedded store (:func:`beside`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+
+from ctxemb_chroma._collection import GuardedCollection
+from ctxemb_chroma._driver import ChromaDriver
+from ctxemb_chroma._store import check_name, kept_metadata, translated
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
+from ctxemb_core.hybrid.pair import LexicalPlace
+from ctxemb_core.index import Capabilities
+from ctxemb_core.stamp_guard import RestampReport
+from ctxemb_core.store_tools import StoreTools
+
+__all__ = ["TOOLS", "restamp"]
+
+
+class _Given(ChromaDriver):
+    """The driver of one raw collection object, as the caller holds it (its client is the
+    collection's own: a raw collection does not hold the ``ClientAPI`` it came from)."""
+
+    def __init__(self, raw: Collection) -> None:
+        self.client = raw._client  # type: ignore[assignment]  # the collection's ServerAPI
+        self._name, self.embedder, self._raw = raw.name, None, raw
+        self._seen = raw
+        self._marks = None  # a verify lists every id: no mark is needed
+        self.capabilities = Capabilities(filters=True)
+
+    def _stored(self) -> Collection:
+        self._seen = self._raw
+        return self._raw
+
+
+def _held(collection: Any) -> ChromaDriver:
+    if isinstance(collection, GuardedCollection):
+        return ChromaDriver(collection.client, collection.name)
+    if isinstance(collection, Collection):
+        return _Given(collection)
+    raise InvalidInputError(
+        f"collection must be a Chroma collection, got {type(collection).__name__}"
+    )
+
+
+#: The folder of an embedded store that holds the lexical sides, one subfolder per collection.
+LEXICAL_FOLDER = "ctxemb-lexical"
+#: The collection metadata key that records its lexical side's token (not a stamp key: a
+#: restamp keeps it, and it does not change the collection's identity).
+MARK_KEY = "ctxemb_lexical"
+
+
+def beside(client: ClientAPI, name: str) -> Path:
+    """Where an embedded store keeps the lexical side of collection ``name``:
+    ``<its path>/ctxemb-lexical/<name>`` (a server's folder is not this machine's to write in:
+    refused)."""
+    settings = client.get_settings()
+    if not settings.is_persistent or not settings.persist_directory:
+        raise InvalidInputError(
+            "a hybrid index on a Chroma server keeps its lexical side in a folder of this "
+            "machine: give lexical_path (--lexical-path)"
+        )
+    return Path(settings.persist_directory) / LEXICAL_FOLDER / name
+
+
+def place_for(dense: Any, folder: Path) -> LexicalPlace:
+    """The lexical side of an opened collection: SQLite in ``folder``, owned by the collection's
+    id, its token recorded in the collection's metadata."""
+
+    def mark() -> str | None:
+        value = (dense.stored().metadata or {}).get(MARK_KEY)
+        return value if isinstance(value, str) else None
+
+    def set_mark(token: str) -> None:
+        raw = dense.stored()
+        with translated(f"recording the lexical side of {dense.name!r}"):
+            raw.modify(metadata={**kept_metadata(raw), MARK_KEY: token})
+
+    return LexicalPlace(
+        LexicalStore(SQLiteLexical(folder, dense.name)),
+        owner=f"Chroma collection {dense.name!r} (id {dense.stored().id})",
+        remedy=f"Give collection {dense.name!r} a lexical folder of its own (lexical_path, "
+        f"--lexical-path); if the collection it belongs to is gone, remove {folder} first.",
+        folder=folder,
+        mark=mark,
+        set_mark=set_mark,
+    )
+
+
+#: Chroma's words are the default ones: the errors are left for an outer adapter to word.
+TOOLS = StoreTools(
+    facade=GuardedCollection,
+    new_driver=ChromaDriver,  # whose function Chroma keeps
+    driver_of=_held,
+    translated=translated,
+    query_options=("where_document",),
+    check_name=check_name,
+    lexical=(beside, place_for),
+)
+
+
+def restamp(
+    client: ClientAPI,
+    collection_name: str,
+    contract: EmbeddingContract | Embedder,
+    *,
+    embedder: Embedder | None = None,
+) -> RestampReport:
+    """:meth:`ctxemb_core.store_tools.StoreTools.restamp`, under its parameter names of old."""
+    return TOOLS.restamp(client, collection_name, contract, embedder=embedder)

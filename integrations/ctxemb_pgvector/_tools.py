@@ -1,0 +1,94 @@
+"""What is PostgreSQL's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
+``open_table``, ``search``, ``migrate``, ``verify``, ... run over :class:`GuardedTable`): a
+table's keywords, the ``exact`` scan, what ``repair`` writes back, ``verify`` of a
+:class:`StoredTable`, and a hybrid index's lexical side in tables of the same database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ctxemb_core import Embedder
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.guard import check_count, check_flag
+from ctxemb_core.hybrid import LexicalStore
+from ctxemb_core.hybrid.pair import LexicalPlace
+from ctxemb_core.store_tools import StoreTools
+from ctxemb_pgvector._connect import TERMS
+from ctxemb_pgvector._driver import PgvectorDriver
+from ctxemb_pgvector._hybrid_store import PgLexical
+from ctxemb_pgvector._repair import repair
+from ctxemb_pgvector._sql import check_name
+from ctxemb_pgvector._store import StoredTable, stored_table
+from ctxemb_pgvector._table import GuardedTable
+
+__all__ = ["TOOLS"]
+
+
+def table_driver(
+    conn: Any,
+    name: str,
+    *,
+    embedder: Embedder | None = None,
+    schema: str = "public",
+    hnsw: bool = True,
+    ef_search: int = 200,
+) -> PgvectorDriver:
+    """The driver of table ``name`` (1-48 characters of ``A-Za-z0-9_-``) in ``schema``.
+
+    ``hnsw``: a new table gets an HNSW index (its operator class follows the contract: cosine
+    for a normalised contract, inner product otherwise, Hamming for binary); ``ef_search``: the
+    HNSW search breadth of queries (at least their ``n_results``). A table keeps no embedding
+    configuration beside its stamp: ``embedder`` is not needed.
+    """
+    driver = PgvectorDriver(conn, name, schema=schema, hnsw=hnsw, ef_search=ef_search)
+    check_count(ef_search, "ef_search")
+    check_flag(hnsw, "hnsw")
+    return driver
+
+
+def _held(table: Any) -> PgvectorDriver:
+    if isinstance(table, GuardedTable):
+        return table.driver
+    if isinstance(table, StoredTable):
+        return PgvectorDriver(table.conn, table.name, schema=table.schema)
+    raise InvalidInputError(
+        f"table must be a GuardedTable or a StoredTable, got {type(table).__name__}"
+    )
+
+
+def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
+    """The lexical side of an opened table: its schema's ``ctxemb_lexical_*`` tables, owned by
+    the table's oid (a table dropped and created again is another table); ``folder``: an old
+    lexical folder to convert."""
+    oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
+    db = PgLexical(dense.conn, dense.schema, dense.name)
+    return LexicalPlace(
+        LexicalStore(db),
+        owner=f'table "{dense.schema}"."{dense.name}" (oid {oid})',
+        remedy=f"Table {dense.name!r} was dropped and created again around ctxemb since its "
+        "lexical side was built: rebuild the side from its rows (ctxemb index --hybrid "
+        "--rebuild-lexical; open_hybrid(..., rebuild=True)).",
+        folder=folder,
+        joint=True,
+        mark=lambda: db.mark(oid),
+        set_mark=lambda token: db.set_mark(oid, token),
+    )
+
+
+TOOLS = StoreTools(
+    TERMS,
+    facade=GuardedTable,
+    new_driver=table_driver,
+    driver_of=_held,
+    query_options=("exact",),
+    pair_query={"exact": True},  # a pair's search is among one row: a scan, never the index
+    # repair=True: the column layout and an HNSW index written back (see _repair.repair).
+    repair=lambda driver, stamp: repair(
+        stored_table(driver.conn, driver.name, driver.schema), stamp
+    ),
+    check_name=check_name,
+    lexical=(None, place_for),  # in the database: a lexical_path is an old folder to convert
+    client_name="conn",
+)
