@@ -334,3 +334,11 @@ def open_store(
         yield adapter, client
     finally:
         client.close()
+
+
+def catalog_of(adapter: Any, client: Any) -> Any:
+    """The store as its aliases and upgrades see it (the adapter's ``catalog``)."""
+    catalog = getattr(adapter, "catalog", None)
+    if catalog is None:
+        raise InvalidInputError("this store's adapter keeps no aliases")
+    return catalog(client)

@@ -56,6 +56,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ctxemb_core.scaleout import IndexSummary
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _store
+from ctxemb_pgvector._aliases import catalog as catalog
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
 from ctxemb_pgvector._driver import PgvectorDriver, RawTable
