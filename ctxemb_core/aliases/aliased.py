@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,6 +193,11 @@ class AliasedIndex:
         """:meth:`search`'s matches."""
         return self.search(query_texts, n_results, where=where).matches
 
+    @property
+    def contract(self) -> Any:
+        """The contract of the index the alias serves now."""
+        return self.index.contract
+
     def count(self) -> int:
         return self.index.count()
 
@@ -258,13 +263,29 @@ class AliasedIndex:
         ids: Sequence[str],
         documents: Sequence[str],
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> Any:
-        """:meth:`GuardedIndex.sync` on every index the alias writes; the target's report."""
+        """:meth:`GuardedIndex.sync` on every index the alias writes; the target's report
+        (``progress`` follows the target's; ``dry_run`` writes nothing anywhere)."""
+        if dry_run:
+            return self.index.sync(ids, documents, metadatas, dry_run=True, progress=progress)
+        return self._each(
+            lambda index: index.sync(ids, documents, metadatas, progress=progress),
+            lambda index: index.sync(ids, documents, metadatas),
+        )
 
-        def sync(index: GuardedIndex) -> Any:
-            return index.sync(ids, documents, metadatas)
+    def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
+        """Delete from every index the alias writes the ids ``keep`` lacks; the target's."""
+        kept = set(keep)
+        if dry_run:
+            return self.index.delete_missing(kept, dry_run=True)
 
-        return self._each(sync, sync)
+        def delete(index: GuardedIndex) -> list[str]:
+            return index.delete_missing(kept)
+
+        return list(self._each(delete, delete))
 
     def delete(self, ids: Sequence[str] | None = None, *, where: Filter | None = None) -> list[str]:
         """Delete from every index the alias writes; returns the ids deleted from the target."""

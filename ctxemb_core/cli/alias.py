@@ -25,7 +25,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("action", choices=["create", "show", "list"], help="what to do")
-    p.add_argument("name", nargs="?", help="the alias (not for list)")
+    p.add_argument("alias_name", metavar="NAME", nargs="?", help="the alias (not for list)")
     store_args(p, collection_required=False)
     p.add_argument("--json", action="store_true", help="print the alias record as JSON")
 
@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.aliases import create_alias, read_alias
 
-    if args.action != "list" and not args.name:
+    if args.action != "list" and not args.alias_name:
         raise InvalidInputError(f"ctxemb alias {args.action} needs the alias's name")
     if args.action == "create" and not args.collection:
         raise InvalidInputError("ctxemb alias create needs --collection: the index it names")
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"no aliases in {store}")
             return 0
         if args.action == "create":
-            record = create_alias(catalog, args.name, args.collection)
+            record = create_alias(catalog, args.alias_name, args.collection)
         else:
-            record = read_alias(catalog, args.name)
+            record = read_alias(catalog, args.alias_name)
     print(json.dumps(record.to_dict(), indent=2) if args.json else record.describe())
     return 0

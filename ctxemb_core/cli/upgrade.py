@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> None:
             "ctxemb upgrade docs --retire --path ./chroma",
         ),
     )
-    u.add_argument("name", help="the alias")
+    u.add_argument("alias_name", metavar="ALIAS", help="the alias")
     store_args(u, collection_required=False)
     u.add_argument(
         "--to",
@@ -162,12 +162,12 @@ def run(args: argparse.Namespace) -> int:
     encoders = _encoders(args)
     with open_store(args, create=False) as (adapter, client):
         catalog = catalog_of(adapter, client)
-        record = read_alias(catalog, args.name)
+        record = read_alias(catalog, args.alias_name)
         if args.retire:
-            print(retire(catalog, args.name).describe())
+            print(retire(catalog, args.alias_name).describe())
             return 0
         if args.rollback:
-            print(rollback(catalog, args.name, encoders).describe())
+            print(rollback(catalog, args.alias_name, encoders).describe())
             return 0
         if (
             record.state is AliasState.UPGRADING
@@ -178,15 +178,15 @@ def run(args: argparse.Namespace) -> int:
             contract = record.shadow.contract  # a re-run finishes the upgrade begun
         else:
             contract = _new_contract(args, record.target.contract)
-        new = encoders.get(contract, alias=args.name)
+        new = encoders.get(contract, alias=args.alias_name)
         if args.dry_run:
-            print(plan_upgrade(catalog, args.name, new, encoders).describe())
+            print(plan_upgrade(catalog, args.alias_name, new, encoders).describe())
             return 0
-        record = begin_upgrade(catalog, args.name, new, shadow=args.shadow)
+        record = begin_upgrade(catalog, args.alias_name, new, shadow=args.shadow)
         assert record.shadow is not None
-        print(f"{args.name}: upgrading {record.target} -> {record.shadow} in {where(args)}")
+        print(f"{args.alias_name}: upgrading {record.target} -> {record.shadow} in {where(args)}")
         report = backfill(
-            catalog, args.name, encoders, batch=args.batch_size, progress=sys.stderr.isatty()
+            catalog, args.alias_name, encoders, batch=args.batch_size, progress=sys.stderr.isatty()
         )
         print(
             f"backfill: {report.written} re-embedded ({report.rate:.1f}/s), {report.unchanged} "
@@ -196,13 +196,14 @@ def run(args: argparse.Namespace) -> int:
         if args.no_cutover:
             from ctxemb_core.aliases import check_gates
 
-            for gate in check_gates(catalog, args.name, encoders, sample=sample, quality=quality):
+            gates = check_gates(catalog, args.alias_name, encoders, sample=sample, quality=quality)
+            for gate in gates:
                 print(f"gate {gate}")
-            print(f"{args.name}: still upgrading; writes go to both indexes")
+            print(f"{args.alias_name}: still upgrading; writes go to both indexes")
             return 0
         record = cutover(
             catalog,
-            args.name,
+            args.alias_name,
             encoders,
             sample=sample,
             quality=quality,

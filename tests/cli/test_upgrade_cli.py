@@ -89,3 +89,28 @@ def test_upgrade_refusals_change_nothing(store, corpus, capsys, tmp_path):
     assert code == 2 and "no previous target" in err
     shown = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])
     assert shown["generation"] == 1 and shown["shadow"] is None
+
+
+def test_index_and_query_by_alias_follow_an_upgrade(store, corpus, capsys, tmp_path):
+    first = "docs-v1" if "--path" in store else "docs_v1"
+    assert (
+        run(capsys, "index", str(corpus), *store, "--collection", first, "--model", MINILM)[0] == 0
+    )
+    assert run(capsys, "alias", "create", "docs", "--collection", first, *store)[0] == 0
+    code, out, err = run(capsys, "upgrade", "docs", *store, "--truncate-dim", "256", "--no-cutover")
+    assert code == 0 and "still upgrading" in out, err
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"_id": "late", "text": "Oolong tea is partly oxidised."}))
+    code, out, err = run(capsys, "index", str(more), *store, "--alias", "docs")
+    assert code == 0 and "alias docs wrote every change to" in out, err
+    shown = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])
+    code, out, _ = run(capsys, "query", "oolong", *store, "--alias", "docs", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "late"
+    code, out, _ = run(capsys, "query", "oolong", *store, "--collection", shown["shadow"]["index"])
+    assert code == 0 and "late" in out  # the write reached the shadow too
+    code, out, err = run(capsys, "upgrade", "docs", *store)  # a re-run finishes: cutover
+    assert code == 0, err
+    code, out, _ = run(capsys, "query", "oolong", *store, "--alias", "docs", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "late"
+    code, _, err = run(capsys, "query", "oolong", *store)
+    assert code == 2 and "--alias" in err
