@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         rollback,
     )
     from ctxemb_core.aliases.record import AliasState
+    from ctxemb_core.contract import same_contract
     from ctxemb_core.guard import OPEN_SAMPLE
 
     quality = _gate(args.gate, args.gate_floor)
@@ -178,6 +179,11 @@ def run(args: argparse.Namespace) -> int:
             contract = record.shadow.contract  # a re-run finishes the upgrade begun
         else:
             contract = _new_contract(args, record.target.contract)
+        if record.step == "cutover" and same_contract(record.target.contract, contract):
+            # A re-run of an upgrade that was cut over: done (retire or roll back next).
+            print(record.describe())
+            print(f"{args.alias_name}: already upgraded; --retire drops {record.previous}")
+            return 0
         new = encoders.get(contract, alias=args.alias_name)
         if args.dry_run:
             print(plan_upgrade(catalog, args.alias_name, new, encoders).describe())

@@ -55,6 +55,8 @@ def test_an_alias_upgraded_rolled_back_and_retired(store, corpus, capsys, tmp_pa
     assert "pass  parity: 0 records differ" in out and "pass  quality: top-10 overlap" in out
     shown = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])
     assert shown["state"] == "serving" and shown["previous"]["index"] == first
+    code, out, _ = run(capsys, "upgrade", "docs", *store, "--truncate-dim", "256")
+    assert code == 0 and "already upgraded" in out  # the same command again: done
     assert shown["target"]["contract"]["truncate_dim"] == 256
 
     code, out, _ = run(capsys, "query", *store, "--collection", shown["target"]["index"], "tea")
