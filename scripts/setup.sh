@@ -108,7 +108,7 @@ if torch.version.cuda is not None:  # works, but gigabytes more than this projec
 import ctxemb_core.cli, onnxruntime, transformers
 for adapter, framework in (
     ("ctxemb_chroma", "chromadb"), ("ctxemb_pgvector", "psycopg"), ("ctxemb_haystack", "haystack"),
-    ("ctxemb_langchain", "langchain_core"),
+    ("ctxemb_langchain", "langchain_core"), ("ctxemb_ray", "ray"),
 ):
     if importlib.util.find_spec(framework):
         importlib.import_module(framework)

@@ -4,6 +4,7 @@ process, or by a pool of Ray actors with ``--ray``)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from ctxemb_core.cli.stores import (
     where,
 )
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 
 if TYPE_CHECKING:
     from ctxemb_core.sync import SyncReport
@@ -265,8 +266,8 @@ def _index_ray(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ctxemb_core.resolve import contract_for
-    from ctxemb_core.scaleout import index_with_ray
 
+    job = _ray_integration()
     options = store_options(args.store)
     options.check_arguments(args)
     # Where every actor writes: the store's session (a picklable address and name), given by
@@ -277,7 +278,7 @@ def _index_ray(args: argparse.Namespace) -> int:
     store = session(args, args.collection)
     contract = contract_for(model_or_server(args), **overrides(args))
     with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
-        summary = index_with_ray(
+        summary = job.index_with_ray(
             args.data,
             contract,
             store=store,
@@ -309,3 +310,14 @@ def _index_ray(args: argparse.Namespace) -> int:
     if summary.failed:
         print("  run the same command again to write the failed documents")
     return 1 if summary.failed else 0
+
+
+def _ray_integration() -> Any:
+    """``ctxemb_ray``, loaded by name as the stores' adapters are: core imports no integration
+    (and no Ray, which ``ctxemb_ray`` loads only when a job runs)."""
+    try:
+        return importlib.import_module("ctxemb_ray")
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"--ray needs the Ray integration (ctxemb_ray): pip install 'ctxemb[ray]' ({exc})"
+        ) from None

@@ -92,7 +92,7 @@ class StoreOptions(Protocol):
     # ``$CTXEMB_PG_DSN``); ``scope(args) -> dict``, keywords the checked options set on every
     # adapter call that takes them (pgvector: ``schema``); ``ray_session(args, name)``, the
     # ``StoreSession`` of index ``name`` that ``ctxemb index --ray`` gives every actor
-    # (:mod:`ctxemb_core.scaleout`), or ``InvalidInputError`` for options a cluster's nodes
+    # (the ``ctxemb_ray`` integration), or ``InvalidInputError`` for options a cluster's nodes
     # cannot all reach. A store without them is selected by its options alone, has no scope,
     # its help shows no default, and ``--ray`` cannot write to it.
 

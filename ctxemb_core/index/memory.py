@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver import (
     INCLUDE,
     SPACES,
@@ -45,11 +45,11 @@ from ctxemb_core.index.driver import (
     Head,
     Hit,
     Record,
-    StampMovedError,
     StampRead,
     Version,
     default_space,
 )
+from ctxemb_core.index.driver_kit import KeyedDriver, restamped
 from ctxemb_core.undo import deferred_interrupts
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def _as_stored(record: Record, seq: int) -> _Stored:
     return _Stored(vector, record.text, meta, seq)
 
 
-class MemoryDriver:
+class MemoryDriver(KeyedDriver[_Index]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one index in a :class:`MemoryStore`.
 
     Example:
@@ -204,10 +204,6 @@ class MemoryDriver:
     def __repr__(self) -> str:
         return f"MemoryDriver({self._name!r}, store={self.store.id})"
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     def describe(self) -> str:
         return f"memory:{self.store.id}"
 
@@ -216,18 +212,17 @@ class MemoryDriver:
 
     # -- the index and its stamp ------------------------------------------------------------
 
-    def create(self, stamp: IndexStamp) -> bool:
+    def _exists(self) -> bool:
+        return self._name in self.store.indexes
+
+    def _create(self, stamp: IndexStamp) -> None:
         store = self.store
-        with store.lock:
-            if self._name in store.indexes:
-                return False
-            store.indexes[self._name] = _Index(
-                uuid.uuid4().hex,
-                dict(stamp.to_metadata()),
-                default_space(stamp.contract),
-                store.next_version(),
-            )
-            return True
+        store.indexes[self._name] = _Index(
+            uuid.uuid4().hex,
+            dict(stamp.to_metadata()),
+            default_space(stamp.contract),
+            store.next_version(),
+        )
 
     def head(self) -> Head | None:
         with self.store.lock:
@@ -251,8 +246,7 @@ class MemoryDriver:
             index = store.get(self._name)
             if index.stamp_version != stamp_version:
                 return False
-            kept = {k: v for k, v in index.metadata.items() if not str(k).startswith("ctxemb:")}
-            index.metadata = {**kept, **stamp.to_metadata()}
+            index.metadata = restamped(index.metadata, stamp)
             index.space = default_space(stamp.contract)
             index.stamp_version = store.next_version()
             return True
@@ -274,14 +268,25 @@ class MemoryDriver:
             chosen = index.ordered()[offset : offset + limit]
             return [_copy(i, index.records[i], include) for i in chosen]
 
-    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
+    # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` writes through ---
+
+    def _exclusive(self) -> contextlib.AbstractContextManager[Any]:
+        return self.store.lock
+
+    def _handle(self, stamp_version: Version | None) -> _Index:
+        return self.store.get(self._name)
+
+    def _version(self, handle: _Index) -> Version:
+        return handle.stamp_version
+
+    def _fetch(
+        self, ids: list[str], include: frozenset[str], handle: _Index | None = None
+    ) -> list[Record]:
         with self.store.lock:
             records = self.store.get(self._name).records
             return [_copy(i, records[i], include) for i in ids if i in records]
 
-    def changes(self, since: int) -> list[str]:
-        if not self.capabilities.marks:
-            raise InvalidInputError(f"{self!r} keeps no write mark (capabilities.marks)")
+    def _changes(self, since: int) -> list[str]:
         with self.store.lock:
             newer: list[str] = []
             for i, stored in reversed(self.store.get(self._name).records.items()):
@@ -290,55 +295,33 @@ class MemoryDriver:
                 newer.append(i)
             return newer[::-1]
 
-    # -- writing ----------------------------------------------------------------------------
-
-    def _check_version(self, index: _Index, stamp_version: Version | None) -> None:
-        if stamp_version is not None and index.stamp_version != stamp_version:
-            raise StampMovedError(f"the stamp of index {self._name!r} changed since it was checked")
-
-    def write(
-        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
+    def _put(
+        self, handle: _Index, records: Sequence[Record], held: Mapping[str, Record], replace: bool
     ) -> None:
         store = self.store
-        with store.lock:
-            index = store.get(self._name)
-            self._check_version(index, stamp_version)
-            if not replace:
-                present = tuple(r.id for r in records if r.id in index.records)
-                if present:
-                    raise ExistingIdsError(present)
-            if self.capabilities.transactions:
-                staged = []
-                for record in records:  # a failure here leaves the index untouched
-                    store.tick()
-                    staged.append(record)
-                with deferred_interrupts():  # applied whole: a Ctrl-C waits until it is
-                    for record in staged:
-                        index.mark += 1
-                        index.put(record.id, _as_stored(record, index.mark))
-            else:
-                for record in records:  # a failure here leaves the records before it written
-                    store.tick()
-                    index.mark += 1
-                    index.put(record.id, _as_stored(record, index.mark))
+        if self.capabilities.transactions:
+            staged = []
+            for record in records:  # a failure here leaves the index untouched
+                store.tick()
+                staged.append(record)
+            with deferred_interrupts():  # applied whole: a Ctrl-C waits until it is
+                for record in staged:
+                    handle.mark += 1
+                    handle.put(record.id, _as_stored(record, handle.mark))
+        else:
+            for record in records:  # a failure here leaves the records before it written
+                store.tick()
+                handle.mark += 1
+                handle.put(record.id, _as_stored(record, handle.mark))
 
-    def delete(
-        self,
-        ids: Sequence[str] | None = None,
-        *,
-        where: Filter | None = None,
-        stamp_version: Version | None = None,
-    ) -> list[str]:
-        with self.store.lock:
-            index = self.store.get(self._name)
-            self._check_version(index, stamp_version)
-            chosen = list(index.records) if ids is None else [i for i in ids if i in index.records]
-            gone = [i for i in chosen if _matches(index.records[i].metadata, where)]
-            for i in gone:
-                del index.records[i]
-            if gone:
-                index.order = None
-            return gone
+    def _selected(self, handle: _Index, ids: list[str] | None, where: Filter | None) -> list[str]:
+        chosen = list(handle.records) if ids is None else [i for i in ids if i in handle.records]
+        return [i for i in chosen if _matches(handle.records[i].metadata, where)]
+
+    def _remove(self, handle: _Index, ids: list[str]) -> None:
+        for i in ids:
+            del handle.records[i]
+        handle.order = None
 
     def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
         query = np.asarray(vector, dtype=np.float32).ravel()

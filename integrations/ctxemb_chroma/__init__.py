@@ -55,7 +55,7 @@ from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._hybrid import lexical_folder as lexical_folder
 from ctxemb_chroma._hybrid import open_hybrid as open_hybrid
 from ctxemb_chroma._migrate import migrate as migrate
-from ctxemb_chroma._ray import IndexSummary, index_with_ray
+from ctxemb_chroma._ray import index_with_ray
 from ctxemb_chroma._report import detect as detect
 from ctxemb_chroma._report import restamp as restamp
 from ctxemb_chroma._report import verify as verify
@@ -66,6 +66,7 @@ from ctxemb_chroma._store import stamped_contract as stamped_contract
 from ctxemb_chroma._store import stored_collection as stored_collection
 from ctxemb_chroma._store import stored_or_none as stored_or_none
 from ctxemb_core.store_tools import ADAPTER_API
+from ctxemb_ray import IndexSummary
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._driver import ChromaDriver, check_metadatas
+from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import (
     missing_collection,
     read_settled,
@@ -60,11 +60,6 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     @classmethod
     def _missing(cls, driver: ChromaDriver, why: str) -> Exception:
         return missing_collection(driver.client, driver.name, why)  # with a hint at a near one
-
-    def _check_batch(
-        self, ids: list[str], documents: Sequence[str], metadatas: list[Any] | None
-    ) -> None:
-        check_metadatas(ids, metadatas)  # the caller's, as Chroma would judge them
 
     def _seen(self) -> Collection:
         return self.raw

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 
-from ctxemb_chroma._neighbours import collections_in, is_store, stores_near
+from ctxemb_chroma._neighbours import collections_in, is_store
 from ctxemb_chroma._store import translated
 from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
+from ctxemb_core.index.embedded import opening_folder, require_store
 
 
 def connect(
@@ -88,16 +87,11 @@ def connect(
         raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
     check_flag(create, "create")
     if not create:
-        _require_store(folder)
-    created = _first_missing(folder)
+        require_store(folder, is_store, collections_in, "Chroma", "collections")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".ctxemb-write-check-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
-        with _locked(folder / ".ctxemb-open.lock"):
+        with opening_folder(folder):
             name, shared = shared_system(spelling)
             if shared is not None:
                 options["settings"] = joinable(shared, options.get("settings"), name)
@@ -107,8 +101,6 @@ def connect(
     except InvalidInputError:
         raise
     except Exception as exc:
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)  # only what this call created
         raise StoreUnavailableError(
             f"cannot use {str(folder)!r} as an embedded Chroma store ({exc}); give a folder "
             "you can write to"
@@ -140,50 +132,9 @@ def _closing_its_session(client: ClientAPI) -> ClientAPI:
     return client
 
 
-def _require_store(folder: Path) -> None:
-    """Refuse a folder that holds no embedded store, naming it and any neighbouring store."""
-    if is_store(folder):
-        return
-    why = "the folder holds no Chroma store" if folder.is_dir() else "there is no such folder"
-    near = stores_near(folder)
-    hint = ""
-    if near:
-        held = collections_in(near[0])
-        what = f" (collections: {', '.join(map(repr, held))})" if held else ""
-        hint = f"; did you mean {str(near[0])!r}?{what}"
-    raise InvalidInputError(
-        f"no Chroma store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
-        "is created by indexing into it)"
-    )
-
-
 def _reason(exc: BaseException) -> str:
     """The innermost cause of a failed connection, as the operating system said it."""
     while (inner := exc.__cause__ or exc.__context__) is not None:
         exc = inner
     text = str(exc)
     return text.split("] ", 1)[-1].lower() if text.startswith("[Errno") else text or repr(exc)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: no advisory locks; Chroma's own race stays
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _first_missing(folder: Path) -> Path | None:
-    missing = None
-    for p in [folder, *folder.absolute().parents]:
-        if p.exists():
-            break
-        missing = p
-    return missing

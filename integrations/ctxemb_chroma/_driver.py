@@ -1,36 +1,34 @@
 """Chroma as a store driver: one collection, embedded or on a server, under core's guard.
 
 :class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
-collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. It moves
-records and metadata through the adapter's own helpers, so that a collection it creates is
-exactly one :func:`~ctxemb_chroma.open_collection` creates (:func:`create_stamped`: the stamp in
-the collection's metadata in the create call, ctxemb's function as Chroma's persisted embedding
-function); :func:`~ctxemb_chroma.open_collection` is this driver under the same guard.
+collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. A collection
+it creates is exactly one :func:`~ctxemb_chroma.open_collection` creates
+(:func:`._function.create_stamped`: the stamp in the collection's metadata in the create call,
+ctxemb's function as Chroma's persisted embedding function); :func:`~ctxemb_chroma.open_collection`
+is this driver under the same guard.
 
-How the protocol's promises are kept on a store with neither transactions nor a write mark:
+How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
+neither transactions nor, on a server, a write mark; reads, writes and deletes by id are
+:class:`~ctxemb_core.index.driver_kit.KeyedDriver`'s over Chroma's ``get``, ``upsert``,
+``add`` and ``delete``:
 
 - **identity** is the collection's id; the **stamp version** a digest of what
   :func:`._store.identity` compares on every guarded call (the stamp and the persisted
-  embedding function); the **store's setting** (``storage``) is that function, the setting of
-  a store that embeds queries itself (``{"embedding_function": name, "contract": ...}``): the
-  guard refuses a stamped collection whose function is not ``ctxemb``'s of the stamp's
-  contract (``ConfigurationMismatchError``; ``repair=True`` writes it back), and writes it
-  with the stamp when it adopts one;
-- ``transactions=False``: the guard reads a batch's records first and puts them back on failure
-  through :meth:`ChromaDriver.write` and :meth:`ChromaDriver.delete`; ``marks``: an embedded
-  store's own sequence numbers (:mod:`._marks`), so an open re-embeds what was written since
-  the last verified one and lists no ids; a server's client has none (an open lists every
-  id); ``filters=True`` (``{k: v}`` as Chroma's ``$eq``/``$and``); ``max_batch`` is the
-  store's ``get_max_batch_size()``;
+  embedding function); the **store's setting** (``storage``) is that function,
+  ``{"embedding_function": name, "contract": ...}``, which the guard compares with the stamp's
+  contract (``repair=True`` writes it back; an adoption writes it with the stamp);
+- ``marks``: an embedded store's own sequence numbers (:mod:`._marks`); a server's client has
+  none; ``filters``: ``{k: v}`` as Chroma's ``$eq``/``$and``; ``max_batch``: the store's
+  ``get_max_batch_size()``;
 - a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
   away, so keys the stored record had and the new one lacks are removed, and a record without
-  text is deleted and added again (:func:`_write_whole`);
-  ``replace=False`` checks and adds under one lock per collection in this process (Chroma's
-  ``add`` keeps a stored id silently: two threads indexing one corpus add nothing twice);
-- **records** come in Chroma's own order (as first written; an update keeps its place). Reads of
-  records go through :func:`._store.read_settled` (an embedded store another process wrote
-  is read afresh when this process's view of it is stale); every call's
-  errors are translated into ctxemb's tree (:func:`._store.translated`).
+  text is deleted and added again (:func:`._records.write_whole`); a write checks and writes
+  under one lock per collection in this process (Chroma's ``add`` keeps a stored id silently:
+  two threads indexing one corpus add nothing twice);
+- **records** come in Chroma's own order (as first written; an update keeps its place), read
+  through :func:`._store.read_settled` (an embedded store another process wrote is read afresh
+  when this process's view of it is stale); every call's errors are translated into ctxemb's
+  tree (:func:`._store.translated`).
 
 Example:
     >>> from ctxemb_core.index import GuardedIndex
@@ -40,21 +38,23 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import math
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
-from chromadb.api.types import validate_metadata
 
-from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
+from ctxemb_chroma._function import NAME, ContractEmbeddingFunction, create_stamped
 from ctxemb_chroma._marks import SequenceMarks
+from ctxemb_chroma._records import (
+    check_metadatas,
+    chroma_where,
+    get_parts,
+    records,
+    space_of,
+    write_whole,
+)
 from ctxemb_chroma._store import (
     check_client,
     check_name,
@@ -63,191 +63,26 @@ from ctxemb_chroma._store import (
     kept_metadata,
     missing_collection,
     read_settled,
+    store_address,
     stored_or_none,
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import (
-    ExistingIdsError,
-    InvalidInputError,
-    MissingStampError,
-    StampError,
-    unstamped_remedies,
-)
-from ctxemb_core.guard import check_configuration
-from ctxemb_core.index.driver import (
-    INCLUDE,
-    Capabilities,
-    Filter,
-    Head,
-    Hit,
-    Record,
-    StampMovedError,
-    StampRead,
-    Version,
+from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
+from ctxemb_core.guard import check_configuration, check_querier
+from ctxemb_core.index import driver as protocol
+from ctxemb_core.index.driver_kit import (
+    KeyedDriver,
+    check_kept,
+    records_of,
+    restamped,
+    version_digest,
 )
 
 __all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
 
-#: Chroma's name of each part a read may include.
-_PARTS = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
 
-# One lock per collection (store, tenant, database, id) for "absent? then add" in this process.
-_ADDING: dict[tuple[str, str], threading.Lock] = {}
-_ADDING_LOCK = threading.Lock()
-
-
-def _adding(store: str, collection_id: str) -> threading.Lock:
-    with _ADDING_LOCK:
-        return _ADDING.setdefault((store, collection_id), threading.Lock())
-
-
-def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
-    """Chroma's checks of each metadata entry, and the ones its store makes only while writing
-    (a later chunk would fail after earlier ones were written), before anything is written."""
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        with translated(where):
-            validate_metadata(m)
-        for key, value in m.items():
-            if not key or key[0] in "#$":
-                raise InvalidInputError(
-                    f"{where}: key {key!r} is reserved by Chroma (empty, or starting with # or $)"
-                )
-            for v in value if isinstance(value, list) else [value]:
-                if _unstorable(v):
-                    raise InvalidInputError(
-                        f"{where}: {key!r} = {v!r} cannot be stored by a Chroma server (None, "
-                        "a non-finite float or an integer beyond 64 bits); leave it out"
-                    )
-
-
-def _unstorable(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
-
-
-def chunks(count: int, step: int) -> Iterator[slice]:
-    """Slices of at most ``step`` items (Chroma refuses a write above its max batch size)."""
-    for start in range(0, count, max(1, step)):
-        yield slice(start, start + max(1, step))
-
-
-def create_stamped(
-    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
-) -> Collection:
-    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
-    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
-    stamp's contract) as Chroma's persisted embedding function, searched in the space the
-    contract's vectors are for."""
-    with translated(f"creating collection {name!r}"):
-        return client.create_collection(
-            name,
-            metadata=stamp.to_metadata(),
-            embedding_function=function,  # type: ignore[arg-type]
-            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
-        )
-
-
-def store_address(client: ClientAPI) -> str:
-    """Which store ``client`` reaches: an embedded folder (resolved) or a server's address."""
-    settings = client.get_settings()
-    if settings.is_persistent:
-        return f"embedded:{Path(str(settings.persist_directory)).resolve()}"
-    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
-    return f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
-
-
-def _write_whole(
-    raw: Collection,
-    step: int,
-    columns: Mapping[str, list[Any]],
-    held: Mapping[str, Any],
-    replace: bool = True,
-) -> None:
-    """Write records whole though Chroma's upsert merges a record's metadata and cannot take a
-    document away: the keys a stored record has (``held``: its metadata by id) and the new one
-    lacks are sent as ``None`` (Chroma's "remove this key"), and a record without text is
-    deleted and added. New records only (``replace=False``) are added. Every call is chunked
-    to the store's max batch size."""
-    if not replace:
-        with translated("writing"):
-            for part in chunks(len(columns["ids"]), step):
-                raw.add(**{key: value[part] for key, value in columns.items()})
-        return
-    texted: dict[str, list[Any]] = {k: [] for k in columns}
-    untexted: dict[str, list[Any]] = {k: [] for k in columns}
-    for k, i in enumerate(columns["ids"]):
-        meta = columns["metadatas"][k]
-        target = untexted
-        if columns["documents"][k] is not None:
-            target = texted
-            stale = {key: None for key in held.get(i) or {} if key not in (meta or {})}
-            # Removing every key leaves no metadata; Chroma refuses an empty dict.
-            meta = {**(meta or {}), **stale} or None
-        for key in columns:
-            target[key].append(meta if key == "metadatas" else columns[key][k])
-    with translated("writing"):
-        for part in chunks(len(untexted["ids"]), step):
-            raw.delete(ids=untexted["ids"][part])
-        for write, records in ((raw.upsert, texted), (raw.add, untexted)):
-            for part in chunks(len(records["ids"]), step):
-                write(**{key: value[part] for key, value in records.items()})
-
-
-def _where(where: Filter | None) -> dict[str, Any] | None:
-    """The neutral filter ``{key: value}`` as Chroma's ``where`` (``$and`` takes two or more)."""
-    if not where:
-        return None
-    terms: list[dict[str, Any]] = [{k: {"$eq": v}} for k, v in where.items()]
-    return terms[0] if len(terms) == 1 else {"$and": terms}
-
-
-def _space(raw: Collection) -> str:
-    """The distance Chroma searches the collection by (its default, ``l2``, when none is set)."""
-    config = raw.configuration_json or {}
-    index = config.get("hnsw") or config.get("spann") or {}
-    space = index.get("space") if isinstance(index, Mapping) else None
-    return str(space or "l2")
-
-
-def _records(got: Mapping[str, Any], include: frozenset[str]) -> list[Record]:
-    ids = list(got["ids"])
-    vectors = got.get("embeddings") if "vector" in include else None
-    texts = got.get("documents") if "text" in include else None
-    metas = got.get("metadatas") if "metadata" in include else None
-    return [
-        Record(
-            i,
-            None if vectors is None else np.asarray(vectors[k], dtype=np.float32),
-            None if texts is None else texts[k],
-            None if metas is None or metas[k] is None else dict(metas[k]),
-        )
-        for k, i in enumerate(ids)
-    ]
-
-
-def _columns(records: Sequence[Record]) -> dict[str, list[Any]]:
-    """Records as a Chroma ``get`` returns them (what :func:`_write_whole` writes)."""
-    missing = [r.id for r in records if r.vector is None]
-    if missing:
-        raise InvalidInputError(
-            f"Chroma stores no record without a vector; ids {missing[:5]} have none"
-        )
-    return {
-        "ids": [r.id for r in records],
-        "embeddings": [np.asarray(r.vector, dtype=np.float32) for r in records],
-        "documents": [r.text for r in records],
-        "metadatas": [None if r.metadata is None else dict(r.metadata) for r in records],
-    }
-
-
-class ChromaDriver:
+class ChromaDriver(KeyedDriver[Collection]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma collection.
 
     Args:
@@ -263,31 +98,28 @@ class ChromaDriver:
         StoreUnavailableError: the store cannot be reached (its batch limit is read).
     """
 
+    _kind = "collection"
+    _no_marks = "only an embedded Chroma store has one"
+
     def __init__(self, client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> None:
         self.client = check_client(client)
         self._name = check_name(name)
-        if embedder is not None and not isinstance(embedder, Embedder):
-            raise InvalidInputError(f"embedder must be an Embedder, got {type(embedder).__name__}")
-        self.embedder = embedder
+        self.embedder = check_querier(embedder)  # an Embedder or None
         self._seen: Collection | None = None
         self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
         self.capabilities = self._capabilities()
 
-    def _capabilities(self) -> Capabilities:
+    def _capabilities(self) -> protocol.Capabilities:
         """No transactions; an embedded store's write mark; filters; the store's batch limit
         now (read again with every head: the guard reads one before every call)."""
         with translated("reading the store's batch limit"):
             step = int(self.client.get_max_batch_size())
-        return Capabilities(
+        return protocol.Capabilities(
             transactions=False, marks=self._marks is not None, filters=True, max_batch=max(1, step)
         )
 
     def __repr__(self) -> str:
         return f"ChromaDriver({self._name!r}, store={self.describe()!r})"
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def describe(self) -> str:
         tenant = getattr(self.client, "tenant", "")
@@ -332,17 +164,12 @@ class ChromaDriver:
             raise missing_collection(self.client, self._name)
         return raw
 
-    def _head(self, raw: Collection) -> Head:
-        seen = json.dumps(identity(raw), sort_keys=True, default=str)
-        version = hashlib.sha256(seen.encode()).hexdigest()
+    def _head(self, raw: Collection) -> protocol.Head:
         mark = None if self._marks is None else self._marks.mark(str(raw.id))
-        return Head(str(raw.id), version, mark, _space(raw))
+        return protocol.Head(str(raw.id), self._version(raw), mark, space_of(raw))
 
-    def _check_version(self, raw: Collection, stamp_version: Version | None) -> None:
-        if stamp_version is not None and self._head(raw).stamp_version != stamp_version:
-            raise StampMovedError(
-                f"the stamp of collection {self._name!r} changed since it was checked"
-            )
+    def _version(self, handle: Collection) -> protocol.Version:
+        return version_digest(identity(handle))
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder
@@ -350,33 +177,28 @@ class ChromaDriver:
             given if given is not None and given.contract == contract else Embedder(contract)
         )
 
-    def create(self, stamp: IndexStamp) -> bool:
-        if self._stored() is not None:
-            return False
-        try:
-            create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
-        except Exception:
-            if self._stored() is None:
-                raise
-            return False  # another creator made it meanwhile: nothing made here
-        return True
+    def _exists(self) -> bool:
+        return self._stored() is not None
 
-    def head(self) -> Head | None:
+    def _create(self, stamp: IndexStamp) -> None:
+        create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
+
+    def head(self) -> protocol.Head | None:
         self.capabilities = self._capabilities()
         raw = self._stored()
         return None if raw is None else self._head(raw)
 
-    def read_stamp(self) -> StampRead | None:
+    def read_stamp(self) -> protocol.StampRead | None:
         raw = self._stored()
         if raw is None:
             return None
         function, contract = configured_function(raw)
         storage = {"embedding_function": function, "contract": contract}
-        return StampRead(self._head(raw), dict(raw.metadata or {}), storage)
+        return protocol.StampRead(self._head(raw), dict(raw.metadata or {}), storage)
 
-    def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+    def write_stamp(self, stamp: IndexStamp, *, stamp_version: protocol.Version) -> bool:
         raw = self._collection(fresh=True)
-        if self._head(raw).stamp_version != stamp_version:
+        if self._version(raw) != stamp_version:
             return False
         function = self._function(stamp.contract)
         # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
@@ -385,20 +207,12 @@ class ChromaDriver:
             translated(f"stamping {self._name!r}"),
             contextlib.suppress(ValueError, StampError),
         ):
-            # The collection's own keys stay; every ctxemb key comes from the new stamp.
-            kept = {k: v for k, v in kept_metadata(raw).items() if not k.startswith("ctxemb:")}
             raw.modify(
-                metadata={**kept, **stamp.to_metadata()},
+                metadata=restamped(kept_metadata(raw), stamp),
                 configuration={"embedding_function": function},
             )
         again = self._collection(fresh=True)
-        if IndexStamp.metadata_items(again.metadata) != IndexStamp.metadata_items(
-            stamp.to_metadata()
-        ):
-            raise StampMovedError(
-                f"collection {self._name!r}: the store did not keep the stamp written (another "
-                "writer changed it meanwhile, or the write did not take); open it again"
-            )
+        check_kept("collection", self._name, again.metadata, stamp)
         check_configuration(stamp, *configured_function(again))
         return True
 
@@ -414,78 +228,59 @@ class ChromaDriver:
         with translated("reading ids"):
             return list(read_settled(raw.get, offset=offset, limit=limit, include=[])["ids"])
 
-    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+    def page(
+        self, offset: int, limit: int, include: frozenset[str] = protocol.INCLUDE
+    ) -> list[protocol.Record]:
         raw = self._collection()
-        parts = [_PARTS[p] for p in sorted(include)]
         with translated("reading records"):
-            got = read_settled(raw.get, offset=offset, limit=limit, include=parts)
-        return _records(got, include)
+            got = read_settled(raw.get, offset=offset, limit=limit, include=get_parts(include))
+        return records(got, include)
 
-    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
-        wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return []
-        raw = self._collection()
-        parts = [_PARTS[p] for p in sorted(include)]
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
+    ) -> None:
+        check_metadatas(ids, metadatas)
+
+    # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` reads and writes by
+
+    def _fetch(
+        self, ids: list[str], include: frozenset[str], handle: Collection | None = None
+    ) -> list[protocol.Record]:
+        raw = handle or self._collection()
         with translated("reading records"):
-            got = read_settled(raw.get, ids=wanted, include=parts)
-        found = {r.id: r for r in _records(got, include)}
-        return [found[i] for i in ids if i in found]  # in the order given
+            return records(read_settled(raw.get, ids=ids, include=get_parts(include)), include)
 
-    def changes(self, since: int) -> list[str]:
-        if self._marks is None:
-            raise InvalidInputError(
-                f"{self!r} keeps no write mark (only an embedded Chroma store has one)"
-            )
+    def _changes(self, since: int) -> list[str]:
+        assert self._marks is not None
         return self._marks.changes(str(self._collection().id), since)
 
-    # -- writing ------------------------------------------------------------------------------
+    def _handle(self, stamp_version: protocol.Version | None) -> Collection:
+        return self._collection(fresh=stamp_version is not None)
 
-    def write(
-        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
-    ) -> None:
-        if not records:
-            return
-        columns = _columns(records)
-        ids = columns["ids"]
-        check_metadatas(ids, columns["metadatas"])  # Chroma's checks, before anything is written
-        raw = self._collection(fresh=stamp_version is not None)
-        self._check_version(raw, stamp_version)
-        step = self.capabilities.max_batch or len(ids)
-        with _adding(self.describe(), str(raw.id)):
-            with translated("reading the records to be written"):
-                got = read_settled(raw.get, ids=ids, include=["metadatas"])
-            if got["ids"] and not replace:
-                stored = set(got["ids"])
-                raise ExistingIdsError(tuple(i for i in ids if i in stored))
-            metas: list[Any] = got["metadatas"] or [None] * len(got["ids"])
-            held = dict(zip(got["ids"], metas, strict=True))
-            _write_whole(raw, step, columns, held, replace)
-
-    def delete(
+    def _put(
         self,
-        ids: Sequence[str] | None = None,
-        *,
-        where: Filter | None = None,
-        stamp_version: Version | None = None,
-    ) -> list[str]:
-        raw = self._collection(fresh=stamp_version is not None)
-        self._check_version(raw, stamp_version)
-        chosen: dict[str, Any] = {"where": _where(where)}
-        if ids is not None:
-            chosen["ids"] = list(dict.fromkeys(ids))
-            if not chosen["ids"]:
-                return []
-        with translated("delete"):
-            found = read_settled(raw.get, include=[], **chosen)["ids"]
-            if ids is not None:
-                matched = set(found)
-                found = [i for i in chosen["ids"] if i in matched]
-            for part in chunks(len(found), self.capabilities.max_batch or len(found)):
-                raw.delete(ids=found[part])
-        return list(found)
+        handle: Collection,
+        records: Sequence[protocol.Record],
+        held: Mapping[str, protocol.Record],
+        replace: bool,
+    ) -> None:
+        write_whole(handle, self.capabilities.max_batch or len(records), records, held, replace)
 
-    def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
+    def _selected(
+        self, handle: Collection, ids: list[str] | None, where: protocol.Filter | None
+    ) -> list[str]:
+        with translated("delete"):
+            return list(
+                read_settled(handle.get, ids=ids, include=[], where=chroma_where(where))["ids"]
+            )
+
+    def _remove(self, handle: Collection, ids: list[str]) -> None:
+        with translated("delete"):
+            handle.delete(ids=ids)
+
+    def search(
+        self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
+    ) -> list[protocol.Hit]:
         raw = self._collection()
         query = np.asarray(vector, dtype=np.float32).ravel()
         with translated("query"):
@@ -493,17 +288,15 @@ class ChromaDriver:
                 raw.query,
                 query_embeddings=[query],
                 n_results=k,
-                where=_where(where),
+                where=chroma_where(where),
                 include=["documents", "metadatas", "distances"],
             )
         found: Mapping[str, Any] = got  # Chroma's QueryResult, its lists read as given
         ids, distances = found["ids"][0], found["distances"][0]
         texts = (found.get("documents") or [[None] * len(ids)])[0]
         metas = (found.get("metadatas") or [[None] * len(ids)])[0]
-        return [
-            Hit(Record(i, None, t, None if m is None else dict(m)), float(d))
-            for i, d, t, m in zip(ids, distances, texts, metas, strict=True)
-        ]
+        records = records_of(ids, None, texts, metas)
+        return [protocol.Hit(r, float(d)) for r, d in zip(records, distances, strict=True)]
 
 
 def driver(client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> ChromaDriver:

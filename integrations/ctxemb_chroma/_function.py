@@ -7,18 +7,21 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, overload
+from typing import Any, cast, overload
 
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
 from chromadb.api.models.CollectionCommon import CollectionCommon
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.types import Collection as CollectionModel
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from ctxemb_chroma._store import configured_function
+from ctxemb_chroma._store import configured_function, translated
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
+from ctxemb_core.index.driver import default_space
 from ctxemb_core.lazy import LazyEmbedder, remote_config
 
 NAME = "ctxemb"
@@ -184,9 +187,7 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
             self.check(collection)
 
     def default_space(self) -> Space:
-        # On unit vectors cosine, inner product and L2 rank alike; without normalisation the
-        # contract's vectors are meant for the inner product.
-        return "cosine" if self.contract.normalize else "ip"
+        return cast(Space, default_space(self.contract))  # what the contract's vectors are for
 
     def supported_spaces(self) -> list[Space]:
         return ["cosine", "ip", "l2"] if self.contract.normalize else ["ip", "l2"]
@@ -233,3 +234,19 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         new = EmbeddingContract.from_dict(new_config.get("contract", old_config["contract"]))
         if not same_contract(old, new, exact=True):
             raise ContractMismatchError(old, new)
+
+
+def create_stamped(
+    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
+) -> Collection:
+    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
+    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
+    stamp's contract) as Chroma's persisted embedding function, searched in the space the
+    contract's vectors are for."""
+    with translated(f"creating collection {name!r}"):
+        return client.create_collection(
+            name,
+            metadata=stamp.to_metadata(),
+            embedding_function=function,  # type: ignore[arg-type]
+            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
+        )

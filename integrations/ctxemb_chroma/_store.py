@@ -8,6 +8,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from chromadb.api import ClientAPI
@@ -152,6 +153,15 @@ def translated(what: str) -> Iterator[None]:
                 f"{what}: the Chroma server cannot be reached ({exc})"
             ) from exc
         raise
+
+
+def store_address(client: ClientAPI) -> str:
+    """Which store ``client`` reaches: an embedded folder (resolved) or a server's address."""
+    settings = client.get_settings()
+    if settings.is_persistent:
+        return f"embedded:{Path(str(settings.persist_directory)).resolve()}"
+    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
+    return f"server:{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
 
 
 def stored_or_none(client: ClientAPI, name: str) -> Collection | None:

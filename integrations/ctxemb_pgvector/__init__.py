@@ -53,7 +53,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.
-from ctxemb_core.scaleout import IndexSummary
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _store
 from ctxemb_pgvector._aliases import catalog as catalog
@@ -69,6 +68,7 @@ from ctxemb_pgvector._sql import check_name as check_name
 from ctxemb_pgvector._store import StoredTable, stored_table
 from ctxemb_pgvector._store import stored_or_none as stored_or_none
 from ctxemb_pgvector._table import GuardedTable
+from ctxemb_ray import IndexSummary
 
 # The errors of these calls name this adapter's calls and options in their advice (the
 # remedies are data; ctxemb_core.remedy words them in the adapter's terms).

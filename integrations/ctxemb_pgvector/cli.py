@@ -95,7 +95,7 @@ def ray_session(args: argparse.Namespace, name: str) -> Any:
     """Table ``name`` in the database, as every Ray actor reaches it (``ctxemb index --ray``)."""
     from ctxemb_pgvector._ray import DatabaseTable
 
-    return DatabaseTable(args.dsn, check_name(name), args.schema)
+    return DatabaseTable(args.dsn, name, args.schema)
 
 
 def adapter() -> Any:

@@ -51,19 +51,21 @@ CORE_SURFACE = {
     "ctxemb_core.store_tools": "what every store adapter shares: its tools, API names, errors",
     "ctxemb_core.aliases": "aliases: the record a store keeps, its book and catalog protocols",
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
-    "ctxemb_core.scaleout": "the Ray indexing job over a store session each actor opens",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.eval.guarded": "the evaluation path through a store's guarded index",
     "ctxemb_core.eval.frameworks": "the evaluation path through a framework's stores",
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
+    "ctxemb_core.cli.folder_or_server": "the options of a store that is a folder or a server",
     "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
     "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
     "ctxemb_core.hybrid.store": "the lexical side's store: SQLite, or a dialect an adapter gives",
     "ctxemb_core.index": "the store driver protocol and the guarded index over any driver",
     "ctxemb_core.index.driver": "what a store driver offers: primitives, capabilities, records",
+    "ctxemb_core.index.driver_kit": "what a driver is built from: reads/writes by id, records",
+    "ctxemb_core.index.embedded": "an embedded store's folder; the write mark in its SQLite file",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.
@@ -92,8 +94,20 @@ SHARED_PG_GUARD = frozenset(
 )
 #: The store adapters the framework adapters build on, and the names each declares for them.
 SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}
+#: What the store adapters may import from ``ctxemb_ray``, the Ray integration: the job, its
+#: summary and the session base a store's picklable session derives from. ``ctxemb_ray``
+#: itself imports ``ctxemb_core`` alone (it knows no store), so it runs over any driver.
+SHARED_RAY = frozenset({"DriverSession", "IndexSummary", "index_with_ray"})
+#: The integrations that build on core alone: they import no other adapter.
+OVER_CORE_ONLY = ("ctxemb_ray",)
 
-ADAPTERS = ("ctxemb_chroma", "ctxemb_pgvector", "ctxemb_haystack", "ctxemb_langchain")
+ADAPTERS = (
+    "ctxemb_chroma",
+    "ctxemb_pgvector",
+    "ctxemb_haystack",
+    "ctxemb_langchain",
+    *OVER_CORE_ONLY,
+)
 
 
 @dataclass(frozen=True)
@@ -255,7 +269,19 @@ def cross_adapter_breaches(adapter: str, found: list[Imported]) -> list[str]:
         if top == adapter or top not in ADAPTERS:
             continue
         at = f"{imp.file}:{imp.line}"
-        if top not in SHARED_GUARDS or adapter in SHARED_GUARDS:
+        if adapter in OVER_CORE_ONLY:
+            out.append(f"{at}: {adapter} imports {imp.module}; it builds on ctxemb_core alone")
+        elif top == "ctxemb_ray":
+            if adapter not in SHARED_GUARDS:
+                out.append(f"{at}: {adapter} imports {imp.module}; only a store adapter may")
+            elif imp.module != top or not imp.names:
+                out.append(f"{at}: imports {imp.module}; use the names of {top} itself")
+            out += [
+                f"{at}: imports {n} from {top}, not a name it gives the store adapters"
+                for n in imp.names
+                if n not in SHARED_RAY
+            ]
+        elif top not in SHARED_GUARDS or adapter in SHARED_GUARDS:
             out.append(
                 f"{at}: {adapter} imports {imp.module}; only the store guards are shared, "
                 "with the framework adapters"
@@ -407,3 +433,33 @@ def later():
     assert "open_collection" not in cross
     chroma = cross_adapter_breaches("ctxemb_chroma", found)
     assert any("ctxemb_chroma imports ctxemb_langchain" in b for b in chroma)
+
+
+def test_the_scan_refuses_what_the_ray_integration_must_not_import_nor_give():
+    source = """
+from ctxemb_chroma import open_collection
+from ctxemb_ray import DriverSession, run_job
+from ctxemb_ray._job import IndexSummary
+"""
+    found = imports_of(source, "x.py", "ctxemb_ray")
+    ray = "\n".join(cross_adapter_breaches("ctxemb_ray", found))
+    assert "x.py:2: ctxemb_ray imports ctxemb_chroma; it builds on ctxemb_core alone" in ray
+    store = "\n".join(cross_adapter_breaches("ctxemb_pgvector", found))
+    assert "imports run_job from ctxemb_ray, not a name" in store
+    assert "imports ctxemb_ray._job; use the names of ctxemb_ray itself" in store
+    assert "DriverSession" not in store
+    framework = "\n".join(cross_adapter_breaches("ctxemb_langchain", found))
+    assert "ctxemb_langchain imports ctxemb_ray; only a store adapter may" in framework
+
+
+def test_the_store_adapters_build_their_ray_jobs_on_the_ray_integration():
+    # Ray is no part of core (ctxemb_core imports no framework): the job is ctxemb_ray's, and
+    # each store adapter gives it only its own session.
+    assert not (INTEGRATIONS.parent / "ctxemb_core" / "scaleout").exists()
+    for adapter in SHARED_GUARDS:
+        names = {
+            n for imp in adapter_imports(adapter) if imp.module == "ctxemb_ray" for n in imp.names
+        }
+        assert names == SHARED_RAY, adapter
+    ctxemb_ray = pytest.importorskip("ctxemb_ray")
+    assert set(ctxemb_ray.__all__) >= SHARED_RAY

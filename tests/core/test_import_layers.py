@@ -4,6 +4,9 @@ folder boundary, not a convention.
 * No import circle in ``ctxemb_core`` or ``integrations/ctxemb_*`` but ``contract`` <-> ``errors``
   (errors carry contracts by design); imports inside functions count, ``if TYPE_CHECKING:``
   imports do not, exactly as ``/work/shared/hooks/circles.py`` counts them.
+* ``ctxemb_core`` imports no framework (Ray, Chroma, PostgreSQL's driver, Haystack, LangChain)
+  and no integration, at any depth: those live under ``integrations/``; ``ctxemb_ray`` (the Ray
+  job) imports ``ctxemb_core`` alone.
 * ``ctxemb_core.folders`` (every on-disk format) imports only ``contract``, ``errors`` and
   ``_files`` of ctxemb_core; the backends import nothing above them.
 * With ``torch``, ``transformers`` and ``onnx`` refused at import, everything a base install
@@ -151,6 +154,59 @@ def test_the_circle_finder_finds_a_circle():
     # The test above proves nothing if the finder misses circles.
     found = _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
     assert found == [{"a", "b", "c"}]
+
+
+#: What ctxemb_core never imports (the top-level names): frameworks and stores' client
+#: libraries belong to the integrations, which core loads by name only (``importlib``).
+FRAMEWORKS = frozenset(
+    {
+        "ray",
+        "chromadb",
+        "psycopg",
+        "pgvector",
+        "haystack",
+        "langchain",
+        "langchain_core",
+        "langchain_chroma",
+        "langchain_postgres",
+        "sentence_transformers",
+    }
+)
+
+
+def _external_imports(path: Path) -> set[str]:
+    """The top-level names of every absolute import in ``path``, at any depth (``if
+    TYPE_CHECKING:`` too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_core_imports_no_framework_nor_integration_at_any_depth():
+    integrations = {p.name for p in (REPO / "integrations").glob("ctxemb_*")}
+    assert "ctxemb_ray" in integrations
+    wrong = {
+        name: sorted(_external_imports(path) & (FRAMEWORKS | integrations))
+        for name, path in _modules().items()
+        if name.split(".")[0] == "ctxemb_core"
+    }
+    assert {m: w for m, w in wrong.items() if w} == {}
+
+
+def test_the_ray_integration_imports_only_core(graph):
+    ray = {m: t for m, t in graph.items() if m.split(".")[0] == "ctxemb_ray"}
+    assert "ctxemb_ray._job" in ray and "ctxemb_ray._actors" in ray
+    assert {
+        m: sorted(x for x in t if x.split(".")[0] not in ("ctxemb_core", "ctxemb_ray"))
+        for m, t in ray.items()
+    } == {m: [] for m in ray}
+    # Nothing in core imports it (the CLI's --ray loads it by name), nor does a framework adapter.
+    users = {m for m, t in graph.items() if any(x.split(".")[0] == "ctxemb_ray" for x in t)}
+    assert {u.split(".")[0] for u in users} <= {"ctxemb_ray", "ctxemb_chroma", "ctxemb_pgvector"}
 
 
 def _core_imports(graph: dict[str, set[str]], prefix: str) -> dict[str, set[str]]:

@@ -69,3 +69,33 @@ def test_the_torch_fallback_is_reported_once_per_process(tmp_path):
     done = _run_without(("onnx",), code, str(tmp_path / "cache"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "1"
+
+
+def test_index_ray_without_ray_is_one_typed_error_before_any_store(tmp_path):
+    # Ray is imported only when a job runs (core imports none): without it, `ctxemb index
+    # --ray` says what to install before the store is reached (nothing listens on port 9).
+    code = (
+        "import sys\n"
+        "from ctxemb_core.cli import main\n"
+        "from ctxemb_core.demo import corpus_path\n"
+        "sys.exit(main(['index', str(corpus_path()), '--collection', 'docs', '--ray',\n"
+        "               '--host', '127.0.0.1', '--port', '9', '--no-cache']))\n"
+    )
+    done = _run_without(("ray",), code, str(tmp_path / "cache"))
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ctxemb: error: MissingDependencyError: distributed indexing needs Ray")
+    assert "pip install 'ctxemb[ray]'" in last and "Traceback" not in done.stderr
+
+
+def test_the_core_cli_loads_the_ray_integration_by_name_with_a_typed_error(monkeypatch):
+    # Core imports no integration: `--ray` loads ctxemb_ray by name, as the stores' adapters.
+    import sys
+
+    from ctxemb_core.cli import index
+    from ctxemb_core.errors import MissingDependencyError
+
+    assert index._ray_integration() is sys.modules["ctxemb_ray"]
+    monkeypatch.setitem(sys.modules, "ctxemb_ray", None)  # as if it were not installed
+    with pytest.raises(MissingDependencyError, match=r"--ray needs the Ray integration"):
+        index._ray_integration()

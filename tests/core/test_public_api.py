@@ -43,7 +43,8 @@ def test_core_imports_no_framework():
         "from ctxemb_core import Embedder, contract_for\n"
         "Embedder(contract_for('sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
-        "{'chromadb','haystack','langchain','langchain_core','sentence_transformers'}]\n"
+        "{'chromadb','haystack','langchain','langchain_core','sentence_transformers','ray',"
+        "'psycopg','pgvector'}]\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -195,10 +196,10 @@ def test_the_family_surface():
     assert values == ["int8-dynamic", "int8-dynamic-pc-v1"] == list(QUANTIZATION_RECIPES)
 
 
-def test_the_chroma_adapter_imports_ray_only_when_a_ray_job_runs():
+def test_the_store_adapters_import_ray_only_when_a_ray_job_runs():
     import subprocess
     import sys
 
-    code = "import sys, ctxemb_chroma; print('ray' in sys.modules)"
+    code = "import sys, ctxemb_chroma, ctxemb_pgvector, ctxemb_ray; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

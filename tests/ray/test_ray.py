@@ -445,8 +445,8 @@ def test_actors_embed_through_an_embedding_server_held_to_the_contract(
 def test_the_same_job_writes_a_postgresql_table_through_its_driver(
     cluster, tmp_path, pg, minilm, minilm_contract, capsys
 ):
-    # The job is core's: a table is another store's session, with the same sync, the same
-    # canary check on every actor and the same refusal of another contract.
+    # The job is ctxemb_ray's, over any driver: a table is another store's session, with the
+    # same sync, the same canary check on every actor and the same refusal of another contract.
     import ctxemb_pgvector
 
     corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)

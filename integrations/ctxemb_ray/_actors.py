@@ -17,11 +17,11 @@ from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, MissingDependencyError
-from ctxemb_core.index.guarded import GuardedIndex
+from ctxemb_core.index import GuardedIndex
 from ctxemb_core.shards import read_rows
 
 if TYPE_CHECKING:
-    from ctxemb_core.scaleout.job import IndexSummary, StoreSession
+    from ctxemb_ray._job import IndexSummary, StoreSession
 
 # A batch whose write fails for one of these reasons is counted as failed (with the reason) and
 # the job goes on; a re-run writes it. Anything else (a refused contract, a drifting encoder, a

@@ -5,7 +5,7 @@ The optional extra ``ctxemb[ray]`` (Ray Data); Ray is imported only inside the f
 The corpus side (shards, their checks and row ranges) is :mod:`ctxemb_core.shards`; the store
 side is a :data:`StoreSession`, a picklable callable the store's adapter gives, which makes the
 index's driver on whichever node calls it (``ctxemb_chroma.index_with_ray`` gives one for a
-collection on a Chroma server).
+collection on a Chroma server, ``ctxemb_pgvector.index_with_ray`` one for a table).
 
 The job's driver creates (or opens and verifies) the stamped index, reads the corpus as a Ray
 Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor loads its model once
@@ -21,18 +21,17 @@ twice, and a re-run over an edited corpus updates what changed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.index.driver import StoreDriver
-from ctxemb_core.index.guarded import GuardedIndex
+from ctxemb_core.index import GuardedIndex, StoreDriver
 from ctxemb_core.lazy import remote_config
-from ctxemb_core.scaleout.actors import ray_module, run_job, start_or_join
 from ctxemb_core.shards import checked_ids, corpus_shards, work_items
 from ctxemb_core.sync import (
     TEXT_KEY,
@@ -43,16 +42,36 @@ from ctxemb_core.sync import (
     text_digest,
 )
 from ctxemb_core.validate import check_count, check_flag
+from ctxemb_ray._actors import ray_module, run_job, start_or_join
 
 #: What a store's adapter gives the job: called with the node's embedder, it opens a session
 #: with the store and yields the index's driver (closing what it opened on exit). It is sent
-#: to every actor, so it must pickle: a module-level class holding addresses and names only.
+#: to every actor, so it must pickle: a module-level class holding addresses and names only
+#: (a :class:`DriverSession`).
 StoreSession = Callable[[Embedder], AbstractContextManager[StoreDriver]]
 
 #: Stored records the driver reads per page when it compares the corpus with the index.
 _PAGE = 2048
 
-__all__ = ["IndexSummary", "StoreSession", "index_with_ray"]
+__all__ = ["DriverSession", "IndexSummary", "StoreSession", "index_with_ray"]
+
+
+class DriverSession(ABC):
+    """A :data:`StoreSession` as a store's adapter writes one: a frozen dataclass holding the
+    store's address and the index's name (so it pickles), whose :meth:`open` connects and makes
+    the driver. Every actor calls the session on its own node; the client is closed after."""
+
+    @abstractmethod
+    def open(self, embedder: Embedder) -> tuple[Any, StoreDriver]:
+        """A client of the store (closed with ``.close()``) and the index's driver over it."""
+
+    @contextmanager
+    def __call__(self, embedder: Embedder) -> Iterator[StoreDriver]:
+        client, driver = self.open(embedder)
+        try:
+            yield driver
+        finally:
+            client.close()
 
 
 @dataclass

@@ -1,0 +1,301 @@
+"""What a store driver is built from, once: the parts of the protocol that are no store's own.
+
+:mod:`~ctxemb_core.index.driver` says what a driver promises; this module keeps the parts every
+driver would otherwise write again in its own words:
+
+- :class:`KeyedDriver`: ``create``, ``read``, ``write``, ``delete`` and ``changes`` over a
+  handful of store primitives (does the index exist, make it, fetch records by id, the ids a
+  filter selects, remove ids, put records). It dedupes ids, keeps the order given, refuses ids
+  already stored for ``replace=False`` (:class:`~ctxemb_core.errors.ExistingIdsError`) under
+  one lock per index in this process, tells a creator that lost a race it did not create,
+  compares the stamp version (:class:`~ctxemb_core.errors.StampMovedError`) and splits
+  removals to the store's batch limit. The in-memory driver and Chroma's are built on it;
+- :func:`restamped` and :func:`check_kept`: an index's metadata under a new stamp, and the
+  read-back after a stamp write on a store without transactions;
+- :func:`records_of` and :func:`columns_of`: records to and from the parallel lists (ids,
+  vectors, texts, metadata) a columnar client reads and writes;
+- :func:`check_values`: metadata values a store's wire format cannot hold (``None``, a
+  non-finite float, an integer beyond 64 bits), refused before anything is written;
+- :func:`chunks` and :func:`version_digest`.
+
+Example:
+    >>> [list(range(5))[s] for s in chunks(5, 2)]
+    [[0, 1], [2, 3], [4]]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.index.driver import INCLUDE, Capabilities, Filter, Record, StampMovedError, Version
+
+if TYPE_CHECKING:
+    from ctxemb_core.stamp import IndexStamp
+
+__all__ = [
+    "KeyedDriver",
+    "check_kept",
+    "check_values",
+    "chunks",
+    "columns_of",
+    "records_of",
+    "restamped",
+    "unstorable",
+    "version_digest",
+]
+
+_METADATA = frozenset({"metadata"})
+# One lock per index (store, name) in this process: a write's "absent? then add" and a delete.
+_EXCLUSIVE: dict[tuple[str, str], threading.Lock] = {}
+_EXCLUSIVE_LOCK = threading.Lock()
+#: The store's handle on the index during one call (a client's collection object, an index).
+H = TypeVar("H")
+
+
+def chunks(count: int, step: int) -> Iterator[slice]:
+    """Slices of at most ``step`` of ``count`` items (a store refuses a call above its limit)."""
+    for start in range(0, count, max(1, step)):
+        yield slice(start, start + max(1, step))
+
+
+def version_digest(value: Any) -> str:
+    """A stamp version for a store that keeps no counter: the digest of what it returns with
+    the index (its metadata, its persisted setting), which changes whenever they do."""
+    seen = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(seen.encode()).hexdigest()
+
+
+def unstorable(value: Any) -> bool:
+    """Whether a metadata value has no form on a store's wire: ``None``, a non-finite float,
+    an integer beyond 64 bits (``bool`` is not an integer here)."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
+
+
+def check_values(ids: Sequence[str], metadatas: Sequence[Any] | None, store: str) -> None:
+    """Refuse a batch whose metadata holds a value :func:`unstorable` (lists item by item),
+    naming the record, the key and ``store`` (who cannot store it), before anything is written.
+    """
+    for k, m in enumerate(metadatas or []):
+        for key, value in (m or {}).items():
+            for v in value if isinstance(value, list) else [value]:
+                if unstorable(v):
+                    raise InvalidInputError(
+                        f"metadatas[{k}] (id {ids[k]!r}): {key!r} = {v!r} cannot be stored by "
+                        f"{store} (None, a non-finite float or an integer beyond 64 bits); "
+                        "leave it out"
+                    )
+
+
+def records_of(
+    ids: Sequence[str],
+    vectors: Sequence[Any] | None,
+    texts: Sequence[str | None] | None,
+    metadatas: Sequence[Mapping[str, Any] | None] | None,
+) -> list[Record]:
+    """Records from parallel lists as a columnar client returns them (a part not read:
+    ``None``); vectors as float32 arrays, metadata as plain dicts."""
+    return [
+        Record(
+            i,
+            None if vectors is None else np.asarray(vectors[k], dtype=np.float32),
+            None if texts is None else texts[k],
+            None if metadatas is None or metadatas[k] is None else dict(metadatas[k]),  # type: ignore[arg-type]
+        )
+        for k, i in enumerate(ids)
+    ]
+
+
+def columns_of(records: Sequence[Record], store: str) -> tuple[list[Any], ...]:
+    """Records as parallel lists: ids, vectors (float32), texts, metadata; a record without
+    a vector is refused for a ``store`` that keeps none without one."""
+    missing = [r.id for r in records if r.vector is None]
+    if missing:
+        raise InvalidInputError(
+            f"{store} stores no record without a vector; ids {missing[:5]} have none"
+        )
+    return (
+        [r.id for r in records],
+        [np.asarray(r.vector, dtype=np.float32) for r in records],
+        [r.text for r in records],
+        [None if r.metadata is None else dict(r.metadata) for r in records],
+    )
+
+
+def restamped(metadata: Mapping[str, Any] | None, stamp: IndexStamp) -> dict[str, Any]:
+    """An index's metadata with ``stamp`` in place of its old one: the index's own keys stay,
+    every ``ctxemb:`` key comes from ``stamp`` (an old key the new stamp lacks goes)."""
+    kept = {k: v for k, v in (metadata or {}).items() if not str(k).startswith("ctxemb:")}
+    return {**kept, **stamp.to_metadata()}
+
+
+def check_kept(kind: str, name: str, metadata: Mapping[str, Any] | None, stamp: IndexStamp) -> None:
+    """After a stamp write on a store without transactions, read back: refuse
+    (:class:`~ctxemb_core.errors.StampMovedError`) an index whose metadata does not hold the
+    stamp written (another writer changed it meanwhile, or the write did not take)."""
+    if type(stamp).metadata_items(metadata) != type(stamp).metadata_items(stamp.to_metadata()):
+        raise StampMovedError(
+            f"{kind} {name!r}: the store did not keep the stamp written (another writer "
+            "changed it meanwhile, or the write did not take); open it again"
+        )
+
+
+class KeyedDriver(Generic[H]):
+    """``read``, ``write``, ``delete`` and ``changes`` of the protocol over a store's own
+    primitives, for a driver whose store reads, writes and deletes records by id.
+
+    A subclass sets ``capabilities``, ``_name`` and ``_kind`` (its store's word for an index,
+    for messages) and gives the primitives below; everything else of the protocol is its own.
+    """
+
+    capabilities: Capabilities
+    _name: str
+    _kind = "index"
+    #: Why a driver without ``capabilities.marks`` keeps none (for the refusal of ``changes``).
+    _no_marks = "capabilities.marks"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # -- the store's primitives -----------------------------------------------------------
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def _exclusive(self) -> contextlib.AbstractContextManager[Any]:
+        """Held around a write's check and write, and around a delete: by default one lock per
+        index in this process, so that on a store without transactions two threads indexing
+        one corpus add nothing twice (a store's own lock may replace it)."""
+        with _EXCLUSIVE_LOCK:
+            return _EXCLUSIVE.setdefault((self.describe(), self._name), threading.Lock())
+
+    def _handle(self, stamp_version: Version | None) -> H:
+        """The index to write to, read afresh when a ``stamp_version`` is to be compared."""
+        raise NotImplementedError
+
+    def _version(self, handle: H) -> Version:
+        """The stamp version of ``handle`` now."""
+        raise NotImplementedError
+
+    def _fetch(
+        self, ids: list[str], include: frozenset[str], handle: H | None = None
+    ) -> list[Record]:
+        """The stored ones of ``ids`` (distinct), in any order."""
+        raise NotImplementedError
+
+    def _selected(self, handle: H, ids: list[str] | None, where: Filter | None) -> list[str]:
+        """The stored ids among ``ids`` (``None``: all) that match ``where``, in any order."""
+        raise NotImplementedError
+
+    def _remove(self, handle: H, ids: list[str]) -> None:
+        """Delete ``ids`` (stored, at most ``capabilities.max_batch`` of them)."""
+        raise NotImplementedError
+
+    def _put(
+        self, handle: H, records: Sequence[Record], held: Mapping[str, Record], replace: bool
+    ) -> None:
+        """Write ``records`` whole; ``held``: the stored ones of their ids (metadata only;
+        empty when ``replace`` is ``False``: new records only)."""
+        raise NotImplementedError
+
+    def _changes(self, since: int) -> list[str]:
+        raise NotImplementedError
+
+    def _exists(self) -> bool:
+        """Whether the store holds an index of this name now."""
+        raise NotImplementedError
+
+    def _create(self, stamp: IndexStamp) -> None:
+        """Make the index carrying ``stamp`` in one call (raises if one of the name exists)."""
+        raise NotImplementedError
+
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
+    ) -> None:
+        """What the store would refuse only part way through a write, refused first: the
+        guard asks it before anything is embedded, :meth:`write` before anything is written
+        (default: nothing)."""
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    def _check_version(self, handle: H, stamp_version: Version | None) -> None:
+        if stamp_version is not None and self._version(handle) != stamp_version:
+            raise StampMovedError(
+                f"the stamp of {self._kind} {self._name!r} changed since it was checked"
+            )
+
+    def create(self, stamp: IndexStamp) -> bool:
+        """Create the index unless one of the name exists; of two creators at once (here or in
+        another process), the one whose create the store refused is told it exists."""
+        with self._exclusive():
+            if self._exists():
+                return False
+            try:
+                self._create(stamp)
+            except Exception:
+                if not self._exists():
+                    raise
+                return False  # another creator made it meanwhile: nothing made here
+            return True
+
+    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
+        wanted = list(dict.fromkeys(ids))
+        found = {r.id: r for r in self._fetch(wanted, include)} if wanted else {}
+        return [found[i] for i in ids if i in found]  # in the order given
+
+    def changes(self, since: int) -> list[str]:
+        if not self.capabilities.marks:
+            raise InvalidInputError(f"{self!r} keeps no write mark ({self._no_marks})")
+        return self._changes(since)
+
+    def write(
+        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
+    ) -> None:
+        if not records:
+            return
+        self.check_batch(  # the store's rules, before anything is written
+            [r.id for r in records], [r.text for r in records], [r.metadata for r in records]
+        )
+        with self._exclusive():
+            handle = self._handle(stamp_version)
+            self._check_version(handle, stamp_version)
+            ids = [r.id for r in records]
+            stored = self._fetch(list(dict.fromkeys(ids)), _METADATA, handle)
+            held = {r.id: r for r in stored}
+            if held and not replace:
+                raise ExistingIdsError(tuple(i for i in ids if i in held))
+            self._put(handle, records, held, replace)
+
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Filter | None = None,
+        stamp_version: Version | None = None,
+    ) -> list[str]:
+        wanted = None if ids is None else list(dict.fromkeys(ids))
+        if wanted == []:
+            return []
+        with self._exclusive():
+            handle = self._handle(stamp_version)
+            self._check_version(handle, stamp_version)
+            found = self._selected(handle, wanted, where)
+            if wanted is not None:
+                matched = set(found)
+                found = [i for i in wanted if i in matched]  # in the order given
+            for part in chunks(len(found), self.capabilities.max_batch or len(found)):
+                self._remove(handle, found[part])
+        return found

@@ -1,0 +1,225 @@
+"""An embedded store: a folder of files one process opens, and the SQLite file it keeps there.
+
+What a driver of an embedded store (Chroma's ``PersistentClient``; any store kept in a folder)
+needs that is no store's own:
+
+- :func:`opening_folder`: a folder made for a store safely: missing parents created, checked
+  writable, held under an advisory lock while the store opens (processes opening a new store
+  at once race on its schema), and what this call created removed if opening fails;
+- :func:`folders_near`: the store folders beside or inside a mistyped one, for an error's hint,
+  and :func:`require_store`, the refusal of a folder that holds no store, naming them;
+- :func:`read_only`: a store's SQLite file opened read-only (ctxemb never writes a store's own
+  tables);
+- :class:`SqliteMarks`: a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`)
+  read from the sequence numbers a store's SQLite file gives its writes.
+
+Example:
+    >>> from pathlib import Path
+    >>> folders_near(Path("/nonexistent/x"), lambda p: False)
+    []
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxemb_core.errors import InvalidInputError
+
+__all__ = [
+    "SqliteMarks",
+    "first_missing",
+    "folders_near",
+    "locked",
+    "opening_folder",
+    "read_only",
+    "require_store",
+]
+
+
+def read_only(path: Path, timeout: float = 30) -> sqlite3.Connection:
+    """``path``'s SQLite database opened read-only (usable from any thread)."""
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+
+
+def folders_near(folder: Path, is_store: Callable[[Path], bool]) -> list[Path]:
+    """Store folders beside ``folder`` or inside it: similar names first, then those inside it,
+    then the other ones beside it; shown relative to the working directory when ``folder`` was
+    given that way."""
+    here = folder.absolute()
+    found: dict[str, Path] = {}
+    with contextlib.suppress(OSError):
+        for parent in (here.parent, here):
+            for child in parent.iterdir() if parent.is_dir() else ():
+                if child != here and is_store(child):
+                    found.setdefault(child.name, child)
+    close = [found[n] for n in difflib.get_close_matches(folder.name, list(found), cutoff=0.6)]
+    inside = [p for p in found.values() if p.parent == here]
+    ordered = dict.fromkeys([*close, *inside, *sorted(found.values())])
+    return [p if folder.is_absolute() else Path(os.path.relpath(p)) for p in ordered]
+
+
+def require_store(
+    folder: Path,
+    is_store: Callable[[Path], bool],
+    held: Callable[[Path], list[str]],
+    store: str,
+    indexes: str = "indexes",
+) -> None:
+    """Refuse a folder that holds no ``store`` store (``InvalidInputError``), naming it and the
+    nearest folder that holds one with what that one holds (``held``: the names of its
+    ``indexes``, in the store's word)."""
+    if is_store(folder):
+        return
+    why = f"the folder holds no {store} store" if folder.is_dir() else "there is no such folder"
+    near = folders_near(folder, is_store)
+    hint = ""
+    if near:
+        names = held(near[0])
+        what = f" ({indexes}: {', '.join(map(repr, names))})" if names else ""
+        hint = f"; did you mean {str(near[0])!r}?{what}"
+    raise InvalidInputError(
+        f"no {store} store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
+        "is created by indexing into it)"
+    )
+
+
+def first_missing(folder: Path) -> Path | None:
+    """The outermost of ``folder`` and its parents that does not exist (what making it makes)."""
+    missing = None
+    for p in [folder, *folder.absolute().parents]:
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on file ``path`` (made if missing) while the block runs."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def opening_folder(folder: Path) -> Iterator[None]:
+    """Make ``folder`` (and its missing parents), check it is writable, and hold its lock
+    (``.ctxemb-open.lock``) while the block opens the store; if anything fails, what this call
+    created is removed and the error raised."""
+    created = first_missing(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".ctxemb-write-check-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        with locked(folder / ".ctxemb-open.lock"):
+            yield
+    except Exception:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)  # only what this call created
+        raise
+
+
+def _number(value: Any) -> int:
+    """A sequence number as SQLite holds it: an integer, or 8 big-endian bytes."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return int.from_bytes(bytes(value), "big")
+    return int(value)
+
+
+class SqliteMarks:
+    """Read-only access to the write numbers of one store's SQLite file.
+
+    A store that numbers every write from one sequence (one SQLite writer at a time: commit
+    order) and keeps, per record, the number of its last write and, per index, the highest
+    number applied, has a write mark: the index's highest number, and ``changes(m)`` the
+    records numbered above ``m``. A write is numbered and applied in that order, so one applied
+    after a mark was read is listed by ``changes(mark)``; when the mark has not moved since
+    ``m``, ``changes`` reads the mark alone. A subclass gives the store's queries, each taking
+    the index's segment (the part of the file that holds its records).
+    """
+
+    #: The index's segment by the index's id; a segment's highest number; a segment's ids
+    #: numbered above a mark, oldest first; the tables these need.
+    SEGMENT = ""
+    MARK = ""
+    CHANGES = ""
+    TABLES: frozenset[str] = frozenset()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._segments: dict[str, str] = {}  # index id -> its segment's id
+
+    @classmethod
+    def at(cls, path: Path) -> SqliteMarks | None:
+        """The marks of the file at ``path``, or ``None`` when there is none with the tables."""
+        if not path.is_file():
+            return None
+        marks = cls(path)
+        try:
+            with marks._lock:
+                names = {r[0] for r in marks._db().execute("SELECT name FROM sqlite_master")}
+        except sqlite3.Error:
+            return None
+        return marks if names >= cls.TABLES else None
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = read_only(self.path.resolve())
+        return self._conn
+
+    def _segment(self, index_id: str) -> str | None:
+        segment = self._segments.get(index_id)
+        if segment is None:
+            row = self._db().execute(self.SEGMENT, (index_id,)).fetchone()
+            if row is None:
+                return None
+            segment = self._segments[index_id] = str(row[0])
+        return segment
+
+    def mark(self, index_id: str) -> int | None:
+        """The highest number the index's records have taken (0: none yet); ``None`` when the
+        file does not know the index (then no mark is claimed)."""
+        with self._lock:
+            segment = self._segment(index_id)
+            if segment is None:
+                return None
+            row = self._db().execute(self.MARK, (segment,)).fetchone()
+        return 0 if row is None or row[0] is None else _number(row[0])
+
+    def changes(self, index_id: str, since: int) -> list[str]:
+        """Ids of the records whose last write is numbered above ``since``, oldest first."""
+        with self._lock:
+            segment = self._segment(index_id)
+            if segment is None:
+                return []
+            mark = self._db().execute(self.MARK, (segment,)).fetchone()
+            if mark is None or mark[0] is None or _number(mark[0]) <= since:
+                return []  # nothing numbered since: no scan of the segment's rows
+            rows = self._db().execute(self.CHANGES, (segment, since)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,17 @@
+"""ctxemb for Ray: bulk indexing on a Ray cluster into a stamped index of any store whose driver
+every node can make.
+
+Install with ``pip install 'ctxemb[ray]'`` (Ray Data); Ray itself is imported only when a job
+runs, so importing this package (or a store adapter that builds on it) loads no Ray. The job,
+:func:`index_with_ray`, takes a store's :data:`StoreSession`: a picklable callable that each
+actor calls on its own node to reopen the store and make the index's driver. A store adapter
+gives one, usually as a :class:`DriverSession` (``ctxemb_chroma``: a collection on a Chroma
+server; ``ctxemb_pgvector``: a table in a database), and wraps the job in its own
+``index_with_ray``. This package imports only ``ctxemb_core``: it knows no store.
+"""
+
+from __future__ import annotations
+
+from ctxemb_ray._job import DriverSession, IndexSummary, StoreSession, index_with_ray
+
+__all__ = ["DriverSession", "IndexSummary", "StoreSession", "index_with_ray"]
