@@ -57,7 +57,6 @@ CORE_SURFACE = {
     "ctxemb_core.rerank": "reranker contracts, rerankers, two-stage search",
     "ctxemb_core.rerank.search": "the shortlist a store's two-stage search builds from its result",
     "ctxemb_core.cli.stores": "the CLI's store protocol: what a store's command-line options give",
-    "ctxemb_core.cli.folder_or_server": "the options of a store that is a folder or a server",
     "ctxemb_core.hybrid": "the hybrid contract: lexical recipe, fusion, BM25 index, stamped files",
     "ctxemb_core.hybrid.guard": "the hybrid checks: caller against stamp, analyzer, sides in step",
     "ctxemb_core.hybrid.pair": "a guarded dense index and its lexical side, kept in step",
