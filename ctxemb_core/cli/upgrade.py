@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ctxemb_core.aliases.record import AliasState
     from ctxemb_core.contract import same_contract
-    from ctxemb_core.guard import OPEN_SAMPLE
+    from ctxemb_core.index.guarded import OPEN_SAMPLE
 
     quality = _gate(args.gate, args.gate_floor)
     encoders = _encoders(args)
