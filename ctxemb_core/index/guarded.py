@@ -680,7 +680,7 @@ class GuardedIndex:
         """Delete records by id, by filter, or both (a record must match both); returns the ids
         deleted. An empty filter is refused, never read as "everything"."""
         checked, given = check_delete(ids, {"where": where})
-        self._check_filter(given.get("where"))
+        self.check_filter(given.get("where"))
         self.current()
         return list(
             self._guarded(
@@ -702,7 +702,8 @@ class GuardedIndex:
 
     # -- reading ------------------------------------------------------------------------
 
-    def _check_filter(self, where: Any) -> None:
+    def check_filter(self, where: Any) -> None:
+        """``where`` if this index's driver can filter by it (``None``: no filter), else named."""
         if where is None:
             return
         if not isinstance(where, Mapping) or not where:
@@ -751,7 +752,7 @@ class GuardedIndex:
             ForeignVectorsError: the search met records stored without a usable vector.
         """
         check_count(n_results, "n_results")
-        self._check_filter(where)
+        self.check_filter(where)
         vectors, head = self._query_vectors(query_texts, embedder)
         return [self._search(v, n_results, where, head) for v in vectors]
 
@@ -803,7 +804,7 @@ class GuardedIndex:
         checked first: the fingerprint must be the stamp's, the vector one finite row of the
         contract's width."""
         check_count(n_results, "n_results")
-        self._check_filter(where)
+        self.check_filter(where)
         head = self.current()
         check_fingerprint(fingerprint, self.stamp.contract)
         row = check_query_vector(vector, self.contract.output_dim, contract=self.contract)

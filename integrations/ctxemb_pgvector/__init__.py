@@ -58,8 +58,9 @@ from ctxemb_pgvector import _eval, _hybrid, _migrate, _open, _ray, _search, _sto
 from ctxemb_pgvector._aliases import catalog as catalog
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
-from ctxemb_pgvector._driver import PgvectorDriver, RawTable
+from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._driver import driver as driver
+from ctxemb_pgvector._raw import RawTable
 from ctxemb_pgvector._report import detect as detect
 from ctxemb_pgvector._report import restamp as restamp
 from ctxemb_pgvector._report import verify as verify

@@ -9,8 +9,8 @@ from psycopg.types.json import Jsonb
 from ctxemb_core import IndexStamp
 from ctxemb_core.guard import check_storage
 from ctxemb_pgvector._connect import translated
-from ctxemb_pgvector._sql import STAMPS, ident, layout_for, lock_key
-from ctxemb_pgvector._store import StoredTable
+from ctxemb_pgvector._sql import STAMPS, ident, layout_for
+from ctxemb_pgvector._store import StoredTable, lock
 
 _INDEXES = """
 SELECT opc.opcname FROM pg_index i
@@ -45,9 +45,7 @@ def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
     done: list[str] = []
     conn = stored.conn
     with translated(f"repairing {stored.name!r}"), conn.transaction():
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(stored.schema, stored.name),)
-        )
+        lock(conn, stored.schema, stored.name)
         if (stored.layout or {}).get("column") != layout.column:
             conn.execute(
                 sql.SQL("UPDATE {} SET layout = %s WHERE table_name = %s").format(

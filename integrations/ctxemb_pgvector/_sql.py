@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,3 +242,37 @@ def copy_rows(
                     "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
                 ).format(table)
             )
+
+
+def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
+    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
+    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
+    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
+    for k, i in enumerate(ids):
+        if len(i) > MAX_ID:
+            raise InvalidInputError(
+                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
+            )
+        if "\x00" in i:
+            raise InvalidInputError(
+                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
+            )
+    for k, d in enumerate(documents):
+        if "\x00" in d:
+            raise InvalidInputError(
+                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
+                "cannot store; remove it"
+            )
+    for k, m in enumerate(metadatas or []):
+        if m is None:
+            continue
+        where = f"metadatas[{k}] (id {ids[k]!r})"
+        try:
+            text = json.dumps(m, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
+        if "\\u0000" in text:
+            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
+        bad = [key for key in m if not isinstance(key, str)]
+        if bad:
+            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")

@@ -1,12 +1,15 @@
-"""A table as the database has it now, unguarded: whether it exists, its stamp row, its column."""
+"""A table as the database has it now, unguarded (whether it exists, its stamp row, its
+column), and the SQL that makes the table and writes its stamp row."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ctxemb_core import EmbeddingContract, IndexStamp
 from ctxemb_core.errors import (
@@ -16,7 +19,17 @@ from ctxemb_core.errors import (
     unstamped_remedies,
 )
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
-from ctxemb_pgvector._sql import SEQ, STAMPS, check_name, ident
+from ctxemb_pgvector._sql import (
+    SEQ,
+    STAMPS,
+    Layout,
+    check_name,
+    create_statements,
+    ident,
+    layout_for,
+    lock_key,
+    setup_statements,
+)
 
 
 @dataclass(frozen=True)
@@ -193,3 +206,90 @@ def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingC
     if not stored.stamped:
         raise unstamped(name, schema)
     return IndexStamp.from_metadata(stored.metadata).contract
+
+
+# -- making the table and its stamp row -------------------------------------------------------
+
+
+def lock(conn: Any, schema: str, name: str) -> None:
+    """Hold the advisory lock that creating, re-stamping or repairing ``name`` takes, until the
+    caller's transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(schema, name),))
+
+
+def ensure_stamps(conn: Any, schema: str) -> None:
+    """The stamps table and the triggers' functions, made once per schema (under a lock: two
+    processes making them at once would collide in PostgreSQL's catalog)."""
+    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
+    if exists is not None and exists[0] is not None:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{schema}",))
+    for statement in setup_statements(schema):
+        conn.execute(statement)
+
+
+def write_stamp(
+    conn: Any,
+    schema: str,
+    name: str,
+    metadata: Mapping[str, Any],
+    layout: Layout,
+    *,
+    keep_layout: bool = False,
+) -> None:
+    """Insert or replace the stamp row of ``name`` (its version is set by the trigger);
+    ``keep_layout``: a replaced row keeps its layout record, as a user's own SQL editing the
+    stamp would."""
+    update = "stamp = EXCLUDED.stamp" + ("" if keep_layout else ", layout = EXCLUDED.layout")
+    try:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
+                "ON CONFLICT (table_name) DO UPDATE SET {}"
+            ).format(ident(schema, STAMPS), sql.SQL(update)),
+            (name, Jsonb(dict(metadata)), Jsonb(layout.to_dict())),
+        )
+    except psycopg.errors.InvalidColumnReference:
+        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
+        # transaction, which rolls back whatever it made).
+        raise keyless_stamps(schema) from None
+
+
+def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
+    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
+    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
+    with translated(f"creating table {name!r}"), conn.transaction():
+        ensure_stamps(conn, schema)
+        lock(conn, schema, name)
+        if stored_or_none(conn, name, schema) is not None:
+            return False
+        layout = layout_for(stamp.contract)
+        for statement in create_statements(schema, name, layout, hnsw):
+            conn.execute(statement)
+        write_stamp(conn, schema, name, stamp.to_metadata(), layout)
+        return True
+
+
+def add_seq(conn: Any, schema: str, name: str) -> None:
+    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
+    transaction, under the table's lock): its rows numbered now, later writes by any client
+    numbered afresh."""
+    table = ident(schema, name)
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
+    conn.execute(
+        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
+            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
+            "ALTER COLUMN ctxemb_seq SET NOT NULL"
+        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
+            "EXECUTE FUNCTION {}()"
+        ).format(table, ident(schema, "ctxemb_bump_seq"))
+    )

@@ -9,23 +9,22 @@ from typing import Any
 import numpy as np
 from pgvector.psycopg import Bit, HalfVector
 
-from ctxemb_pgvector._sql import Layout
 
-
-def to_column(vectors: np.ndarray, layout: Layout) -> list[Any]:
-    """One value per row for the column: float32 arrays, ``HalfVector``s or ``Bit``s (±1 → 1/0)."""
-    rows = np.asarray(vectors, dtype=np.float32)
-    if layout.kind == "bit":
+def to_column(vectors: np.ndarray, kind: str) -> list[Any]:
+    """One value per row for a column of type ``kind`` (``vector``, ``halfvec``, ``bit``):
+    float32 arrays, ``HalfVector``s or ``Bit``s (±1 → 1/0)."""
+    rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    if kind == "bit":
         return [Bit(row > 0) for row in rows]
-    if layout.kind == "halfvec":
+    if kind == "halfvec":
         return [HalfVector(row) for row in rows]
     return list(rows)
 
 
-def from_column(values: Sequence[Any], layout: Layout | None = None) -> list[np.ndarray | None]:
+def from_column(values: Sequence[Any]) -> list[np.ndarray | None]:
     """The stored values as float32 rows again (``bit`` as ±1), ``None`` where none is stored.
 
-    Read by the column's own type, whatever the layout says: a column altered around ctxemb
+    Read by the column's own type, whatever the stamp says: a column altered around ctxemb
     gives its values as they are, for the checks to judge.
     """
     out: list[np.ndarray | None] = []
@@ -53,10 +52,3 @@ def _parse(text: str) -> np.ndarray | None:
     except ValueError:
         pass
     return None
-
-
-def stacked(rows: Sequence[np.ndarray | None], width: int) -> np.ndarray:
-    """Rows as one array (a missing row as zeros), for a framework that wants a matrix."""
-    if not rows:
-        return np.zeros((0, width), dtype=np.float32)
-    return np.stack([r if r is not None else np.zeros(width, np.float32) for r in rows])

@@ -65,6 +65,8 @@ CORE_SURFACE = {
     "ctxemb_core.index.driver": "what a store driver offers: primitives, capabilities, records",
     "ctxemb_core.index.driver_kit": "what a driver is built from: reads/writes by id, records",
     "ctxemb_core.index.embedded": "an embedded store's folder; the write mark in its SQLite file",
+    "ctxemb_core.index.armed": "failures a raw client arms for a driver's next write (tests)",
+    "ctxemb_core.index.shaped": "Chroma's result shapes (query, get) over any guarded index",
 }
 
 #: What ``ctxemb_haystack`` and ``ctxemb_langchain`` may import from ``ctxemb_chroma``.

@@ -1,0 +1,212 @@
+"""Chroma's result shapes over any guarded index: ``query``, ``query_vectors`` and ``get``.
+
+Chroma's collection API is the shape callers of a store's index object know: ``ids``,
+``documents``, ``metadatas``, ``distances`` (and ``embeddings`` if included), one list per
+query. :class:`ShapedFacade` builds it once, from a driver's :class:`~ctxemb_core.index.Hit` and
+:class:`~ctxemb_core.index.Record` lists, so a store without such a shape of its own
+(PostgreSQL's ``GuardedTable``, the next store) gets it by subclassing and says only how it
+searches and reads (:meth:`ShapedFacade._search`, :meth:`ShapedFacade._select`).
+
+The query checks are :class:`~ctxemb_core.index.GuardedIndex`'s. A store whose search reads the
+stamp's version in its own snapshot (one round trip) raises
+:class:`~ctxemb_core.errors.StampMovedError` from :meth:`~ShapedFacade._search` when it moved:
+the index is then verified again and the search runs again.
+
+Example:
+    >>> class GuardedThing(ShapedFacade[ThingDriver, Thing]):          # doctest: +SKIP
+    ...     _driver_type, _terms = ThingDriver, THING_TERMS
+    >>> things.query(["green tea"], n_results=3, include=["documents"])  # doctest: +SKIP
+    {'ids': [['d1', ...]], 'documents': [['Green tea is steamed.', ...]]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+
+import numpy as np
+
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError, StampError, StampMovedError
+from ctxemb_core.index.driver import Hit, Record, Version
+from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT
+from ctxemb_core.records import refuse_vectorless
+from ctxemb_core.validate import check_count, check_ids
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["INCLUDE", "SHOWN", "SearchOptions", "ShapedFacade", "check_include", "columns"]
+
+#: What ``include`` may name, as in Chroma's ``get`` and ``query``.
+INCLUDE = ("documents", "metadatas", "embeddings", "distances")
+#: What a search returns unless ``include`` says otherwise.
+SHOWN = ("documents", "metadatas", "distances")
+#: What ``get`` returns unless ``include`` says otherwise.
+GOT = ("documents", "metadatas")
+#: How often a search whose stamp moved under it is verified and run again.
+_ATTEMPTS = 3
+
+
+class SearchOptions(TypedDict, total=False):
+    """A search's options in every store (a store's own extend them).
+
+    - ``where``: keep records whose metadata holds every given key and value.
+    - ``include``: the parts returned, of :data:`INCLUDE` (default :data:`SHOWN`).
+    """
+
+    where: Mapping[str, Any] | None
+    include: Sequence[str]
+
+
+def check_include(include: Any, *, get: bool = False) -> tuple[str, ...]:
+    """``include`` as the parts to return (``distances`` only for a search), else named."""
+    if isinstance(include, str) or not isinstance(include, Sequence):
+        raise InvalidInputError(f"include must be a list of {INCLUDE}, got {include!r}")
+    allowed = INCLUDE[:3] if get else INCLUDE
+    bad = [i for i in include if i not in allowed]
+    if bad:
+        raise InvalidInputError(f"include: {bad[0]!r} is not one of {allowed}")
+    return tuple(include)
+
+
+def columns(hits: Sequence[Hit], shown: Sequence[str], width: int) -> dict[str, Any]:
+    """One result's hits as Chroma's columns (a missing vector as zeros in ``embeddings``)."""
+    out: dict[str, Any] = {"ids": [h.id for h in hits]}
+    if "documents" in shown:
+        out["documents"] = [h.record.text for h in hits]
+    if "metadatas" in shown:
+        out["metadatas"] = [h.record.metadata for h in hits]
+    if "distances" in shown:
+        out["distances"] = [float(h.distance) for h in hits if h.distance is not None]
+    if "embeddings" in shown:
+        zero = np.zeros(width, np.float32)
+        rows = [zero if h.record.vector is None else h.record.vector for h in hits]
+        out["embeddings"] = np.stack(rows) if rows else np.zeros((0, width), np.float32)
+    return out
+
+
+def _parts(shown: Sequence[str]) -> frozenset[str]:
+    names = {"documents": "text", "metadatas": "metadata", "embeddings": "vector"}
+    return frozenset(names[s] for s in shown if s in names)
+
+
+class ShapedFacade(IndexFacade[DriverT, StoredT]):
+    """An :class:`IndexFacade` whose reads return Chroma's shapes (see the module).
+
+    A subclass may declare its store's search options (``_search_options``, a TypedDict
+    extending :class:`SearchOptions`) and give :meth:`_search` and :meth:`_select`; by default
+    a search is the driver's ``search`` after the head is checked, and ``get`` the driver's
+    ``read`` or ``page``.
+    """
+
+    #: The keywords ``query`` and ``query_vectors`` take (a subclass's own, or these).
+    _search_options: ClassVar[Any] = SearchOptions
+    #: Whether ``query`` reads the head before embedding; ``False`` for a store whose
+    #: :meth:`_search` compares the stamp version in its own snapshot.
+    _head_before_search: ClassVar[bool] = True
+
+    def _search(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        shown: tuple[str, ...],
+        search: Mapping[str, Any],
+        stamp_version: Version,
+    ) -> list[list[Hit]]:
+        """The hits of each query vector, nearest first, while the stamp version is
+        ``stamp_version`` (else :class:`StampMovedError`, nothing returned)."""
+        where = search.get("where")
+        self.index.check_filter(where)
+        self.index.current()
+        return [self.driver.search(v, k, where=where) for v in vectors]
+
+    def _select(
+        self,
+        ids: list[str] | None,
+        where: Mapping[str, Any] | None,
+        limit: int | None,
+        offset: int,
+        parts: frozenset[str],
+    ) -> list[Record]:
+        """Stored records by id and/or filter, in the store's order (the head is checked)."""
+        if where is not None:
+            raise InvalidInputError(f"{self._terms.kind} {self.name!r}: get takes no where here")
+        if ids is not None:
+            found = self.driver.read(ids, parts)
+            return found[offset:] if limit is None else found[offset : offset + limit]
+        return self.driver.page(offset, self.driver.count() if limit is None else limit, parts)
+
+    def query(
+        self,
+        query_texts: Sequence[str] | str,
+        n_results: int = 10,
+        *,
+        embedder: Embedder | None = None,
+        **search: Unpack[SearchOptions],
+    ) -> dict[str, Any]:
+        """Embed queries under the contract (query role) and search; checked before it runs.
+
+        Returns Chroma's shape: ``ids``, ``documents``, ``metadatas``, ``distances`` (and
+        ``embeddings`` if included), one list per query; the distance is the store's, lower
+        is nearer. ``search``: the store's options (``where``, ``include``, and its own).
+
+        Raises:
+            ContractMismatchError: ``embedder``'s contract is not the index's.
+            ForeignVectorsError: the search met records stored without a usable vector.
+        """
+        check_count(n_results, "n_results")
+        self._check_options(search, self._search_options)
+        check_include(search.get("include", SHOWN))
+        vectors = self.index.query_vectors(
+            query_texts, embedder=embedder, read_head=self._head_before_search
+        )
+        return self.query_vectors(vectors, n_results, **search)
+
+    def query_vectors(
+        self, vectors: Any, n_results: int = 10, **search: Unpack[SearchOptions]
+    ) -> dict[str, Any]:
+        """Search with query vectors already in the stored form (checked by the caller), with
+        :meth:`query`'s options."""
+        check_count(n_results, "n_results")
+        self._check_options(search, self._search_options)
+        shown = check_include(search.get("include", SHOWN))
+        rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        for _ in range(_ATTEMPTS):
+            try:
+                found = self._search(
+                    rows, n_results, shown, search, self.index.verified_head.stamp_version
+                )
+                break
+            except StampMovedError:
+                self.index.current()  # verified again in full, or refused
+        else:
+            raise StampError(f"the stamp of {self.name!r} keeps changing while it is queried")
+        out: dict[str, list[Any]] = {k: [] for k in ("ids", *shown)}
+        for hits in found:
+            # A record without a vector (written around ctxemb, or emptied since the open) has
+            # no distance: foreign, refused as an open refuses it.
+            refuse_vectorless([h.id for h in hits if h.distance is None], len(hits))
+            for part, values in columns(hits, shown, self.contract.output_dim).items():
+                out[part].append(values)
+        return out
+
+    def get(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include: Sequence[str] = GOT,
+    ) -> dict[str, Any]:
+        """Records by id and/or metadata filter, oldest write first, after the stamp is
+        checked, as Chroma's ``get`` returns them."""
+        shown = check_include(include, get=True)
+        checked = None if ids is None else check_ids(ids)
+        for arg, value in (("limit", limit), ("offset", offset)):
+            if value is not None:
+                check_count(value, arg, minimum=0)
+        self.index.current()
+        records = self._select(checked, where, limit, offset or 0, _parts(shown))
+        return columns([Hit(r, None) for r in records], shown, self.contract.output_dim)
