@@ -77,16 +77,22 @@ if TYPE_CHECKING:
 
 # Audience and AUDIENCES are importable too; __all__ lists the error tree alone.
 __all__ = [
+    "AliasConflictError",
+    "AliasError",
+    "AliasMovedError",
+    "AliasStateError",
     "AnalyzerDriftError",
     "ConfigurationMismatchError",
     "ContractMismatchError",
     "CtxembError",
     "CtxembWarning",
+    "DamagedAliasError",
     "DamagedStampError",
     "DataFormatError",
     "EncoderDriftError",
     "ExistingIdsError",
     "ForeignVectorsError",
+    "GateFailedError",
     "HybridMismatchError",
     "IncompleteWriteError",
     "InvalidArgumentsError",
@@ -96,6 +102,7 @@ __all__ = [
     "MissingDependencyError",
     "MissingStampError",
     "ModelNotFoundError",
+    "NoEncoderError",
     "OutOfStepError",
     "PickledWeightsError",
     "RemoteEncoderError",
@@ -105,6 +112,7 @@ __all__ = [
     "StorageMismatchError",
     "StoreUnavailableError",
     "TruncationWarning",
+    "UnknownAliasError",
     "UnsupportedModelError",
 ]
 
@@ -900,6 +908,75 @@ def _rebuild_reranker_mismatch(
     cls: type[RerankerMismatchError], expected: Any, caller: Any, what: str
 ) -> RerankerMismatchError:
     return cls(expected, caller, what=what)
+
+
+class AliasError(CtxembError):
+    """An alias cannot be opened or changed as asked; nothing was changed."""
+
+
+class UnknownAliasError(AliasError, InvalidInputError):
+    """No alias of that name in the store."""
+
+
+class AliasConflictError(AliasError, InvalidInputError):
+    """The name is taken: an alias named like an existing index, or an alias that exists."""
+
+
+class AliasStateError(AliasError, InvalidInputError):
+    """The alias is not in a state that allows this step (``--retire`` while still upgrading,
+    a cutover with no upgrade begun, an upgrade to the contract it already serves)."""
+
+
+class AliasMovedError(AliasError):
+    """Another client changed the alias between this one's read and its write (two upgrades of
+    one alias at once): this change was not written; read the alias again."""
+
+
+class DamagedAliasError(AliasError, DataFormatError):
+    """The alias's stored record cannot be read or contradicts itself."""
+
+
+class NoEncoderError(AliasError):
+    """No encoder at hand makes the contract an alias now points at: nothing was embedded or
+    returned (a reader never embeds under one contract to search an index of another).
+
+    Attributes:
+        contract: the contract no encoder was given for.
+        alias: the alias, if it was reached through one.
+    """
+
+    def __init__(self, contract: Any, alias: str | None = None, *, where: str = "") -> None:
+        self.contract = contract
+        self.alias = alias
+        through = f"alias {alias!r} now serves" if alias else "the index is written under"
+        super().__init__(
+            f"no encoder for the contract {through}: {contract.describe()}"
+            + (f" ({where})" if where else "")
+            + ". Give an embedder of this contract, its model folder or the URL of a server "
+            "that serves it (encoders=...)."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_no_encoder, (self.contract, self.alias))
+
+
+def _rebuild_no_encoder(contract: Any, alias: str | None) -> NoEncoderError:
+    return NoEncoderError(contract, alias)
+
+
+class GateFailedError(AliasError):
+    """An upgrade's gate did not pass: the alias was not switched.
+
+    Attributes:
+        gates: every gate checked, each with the figure it measured.
+    """
+
+    def __init__(self, message: str, gates: Sequence[Any] = ()) -> None:
+        self.gates = tuple(gates)
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0], self.gates))
 
 
 class CtxembWarning(UserWarning):

@@ -78,6 +78,7 @@ __all__ = ["ADAPTER_API", "StoreTools", "Translated", "translator", "worded_in"]
 #: indexes: what the ``ctxemb`` command calls on the adapter its ``--store`` names
 #: (``open_collection`` is a PostgreSQL adapter's ``open_table`` too).
 ADAPTER_API = (
+    "catalog",
     "check_name",
     "connect",
     "detect",

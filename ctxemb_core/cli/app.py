@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ctxemb_core.cli import (
+    alias,
     demo,
     detect,
     export,
@@ -25,6 +26,7 @@ from ctxemb_core.cli import (
     restamp,
     serve,
     static,
+    upgrade,
     verify,
 )
 from ctxemb_core.cli import eval as evaluate
@@ -43,6 +45,8 @@ COMMANDS = {
     "verify": verify,
     "migrate": migrate,
     "restamp": restamp,
+    "alias": alias,
+    "upgrade": upgrade,
     "eval": evaluate,
     "detect": detect,
     "export": export,

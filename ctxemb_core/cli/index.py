@@ -24,7 +24,16 @@ from ctxemb_core.cli.common import (
     remote_options,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
-from ctxemb_core.cli.stores import choose_store, open_store, store_args, store_options, where
+from ctxemb_core.cli.stores import (
+    alias_arg,
+    catalog_of,
+    choose_store,
+    collection_or_alias,
+    open_store,
+    store_args,
+    store_options,
+    where,
+)
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 
@@ -61,7 +70,8 @@ def add_parser(sub: Any) -> None:
         help="a BEIR folder or a .jsonl(.gz) file; with --ray also a .parquet file or a folder "
         "of *.jsonl(.gz) or *.parquet shards, which the workers read",
     )
-    store_args(p)
+    store_args(p, collection_required=False)
+    alias_arg(p)
     p.add_argument(
         "--model",
         help=f"the model folder or name (default: {DEFAULT_MODEL}; with --url, the contract "
@@ -109,7 +119,10 @@ def run(args: argparse.Namespace) -> int:
     from ctxemb_core.resolve import contract_for
 
     choose_store(args)
+    collection_or_alias(args)
     check_hybrid_args(args)
+    if args.alias is not None:
+        return _index_alias(args)
     if args.set_fusion and not args.hybrid:
         raise InvalidInputError("--set-fusion belongs to --hybrid")
     if args.ray is not None:
@@ -139,6 +152,43 @@ def run(args: argparse.Namespace) -> int:
             delete_missing=args.delete_missing,
         )
         _print_plan(args, report, collection.count(), contract)
+    return 0
+
+
+def _index_alias(args: argparse.Namespace) -> int:
+    """``ctxemb index --alias``: the corpus synced into the index the alias serves, and while
+    it upgrades (or keeps its previous index) into every index it writes, each under its own
+    contract; the encoders are found by each index's contract."""
+    from ctxemb_core.aliases import AliasedIndex, Encoders
+    from ctxemb_core.cache import EmbeddingCache
+
+    for option in ("ray", "hybrid"):
+        if getattr(args, option, None):
+            raise InvalidInputError(f"--alias is not available with --{option} yet")
+    if args.model is not None or overrides(args):
+        raise InvalidInputError(
+            "--alias writes under the contracts of the indexes it names: give no --model or "
+            "contract options (ctxemb upgrade changes an alias's contract)"
+        )
+    corpus = load_documents(args.data)
+    remote = remote_options(args)
+    url = remote.pop("url", None)
+    cache = None if args.no_cache else EmbeddingCache()
+    encoders = Encoders(*([url] if url else []), find=True, cache=cache, **remote)
+    with open_store(args, create=False) as (adapter, client):
+        aliased = AliasedIndex.open(catalog_of(adapter, client), args.alias, encoders)
+        report = index_corpus(
+            aliased,
+            corpus,
+            args.batch_size,
+            dry_run=args.dry_run,
+            delete_missing=args.delete_missing,
+        )
+        args.collection = aliased.record.target.index
+        _print_plan(args, report, aliased.count(), aliased.contract)
+        written = [t.index for t in aliased.record.written()]
+        if len(written) > 1 and not args.dry_run:
+            print(f"  alias {args.alias} wrote every change to {', '.join(written)}")
     return 0
 
 

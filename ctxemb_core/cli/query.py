@@ -22,7 +22,14 @@ from ctxemb_core.cli.common import (
     remote_options,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
-from ctxemb_core.cli.stores import open_store, store_args, where
+from ctxemb_core.cli.stores import (
+    alias_arg,
+    collection_or_alias,
+    open_store,
+    resolve_alias,
+    store_args,
+    where,
+)
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.validate import check_texts
@@ -47,7 +54,8 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("text", nargs="+", help="one or more query texts")
-    store_args(p)
+    store_args(p, collection_required=False)
+    alias_arg(p)
     p.add_argument("-k", "--top-k", type=POSITIVE, default=5, help="results per query (≥ 1)")
     p.add_argument(
         "--model",
@@ -96,6 +104,7 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # A command line may carry bytes that are not UTF-8 (decoded as lone surrogates).
     check_texts(args.text, "query text")
+    collection_or_alias(args)
     check_hybrid_args(args)
     if args.hybrid and args.rerank is not None:
         raise InvalidInputError("--rerank and --hybrid are two different second stages: pick one")
@@ -103,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     # A reranker that cannot be built is refused before the store is read.
     reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
     with open_store(args, create=False) as (adapter, client):
+        resolve_alias(args, adapter, client)
         contract = caller_contract(args, given, adapter, client)
         remote = remote_options(args)
         if remote:  # the queries are embedded by the server, checked against the stamp's canary

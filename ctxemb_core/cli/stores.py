@@ -334,3 +334,41 @@ def open_store(
         yield adapter, client
     finally:
         client.close()
+
+
+def catalog_of(adapter: Any, client: Any) -> Any:
+    """The store as its aliases and upgrades see it (the adapter's ``catalog``)."""
+    catalog = getattr(adapter, "catalog", None)
+    if catalog is None:
+        raise InvalidInputError("this store's adapter keeps no aliases")
+    return catalog(client)
+
+
+def alias_arg(p: argparse.ArgumentParser) -> None:
+    """``--alias``: reach the index an alias serves instead of naming it (``--collection``)."""
+    p.add_argument(
+        "--alias",
+        help="the alias of the collection (instead of --collection): its current index, and "
+        "while it is upgrading, writes go to every index it writes",
+    )
+
+
+def collection_or_alias(args: argparse.Namespace) -> None:
+    """Exactly one of ``--collection`` and ``--alias``."""
+    if (args.collection is None) == (getattr(args, "alias", None) is None):
+        raise InvalidInputError(
+            "give the collection: --collection NAME, or --alias NAME for the one an alias serves"
+            if args.collection is None
+            else "--collection and --alias both name the collection: give one"
+        )
+
+
+def resolve_alias(args: argparse.Namespace, adapter: Any, client: Any) -> Any:
+    """With ``--alias``: its record, and ``args.collection`` set to the index it serves now."""
+    if getattr(args, "alias", None) is None:
+        return None
+    from ctxemb_core.aliases import read_alias
+
+    record = read_alias(catalog_of(adapter, client), args.alias)
+    args.collection = record.target.index
+    return record

@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 # The names of ADAPTER_API are re-exported as such (``name as name``): __all__ lists them
 # through it.
+from ctxemb_chroma._aliases import catalog as catalog
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._collection import open_collection as open_collection
 from ctxemb_chroma._connect import connect as connect

@@ -55,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 # __all__ lists them through it.
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_pgvector import _ray, _store
+from ctxemb_pgvector._aliases import catalog as catalog
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
 from ctxemb_pgvector._driver import PgvectorDriver

@@ -49,7 +49,7 @@ def cli_modules() -> dict[str, Path]:
 
 def test_commands_import_the_shared_modules_and_never_each_other():
     commands = {f"ctxemb_core.cli.{m.__name__.rsplit('.', 1)[1]}" for m in COMMANDS.values()}
-    assert len(commands) == len(COMMANDS) == 12
+    assert len(commands) == len(COMMANDS) == 14
     for name, path in cli_modules().items():
         for module, names in imports(path):
             # No CLI module loads the package __init__ (which imports every model module).

@@ -49,6 +49,7 @@ CORE_SURFACE = {
     "ctxemb_core.remedy": "an error's next step as data, and the store's terms to word it in",
     "ctxemb_core.detect": "which contract made an unstamped index's vectors",
     "ctxemb_core.store_tools": "what every store adapter shares: its tools, API names, errors",
+    "ctxemb_core.aliases": "aliases: the record a store keeps, its book and catalog protocols",
     "ctxemb_core.shards": "a corpus as shards that workers read themselves",
     "ctxemb_core.eval.paths": "the evaluation path protocol and its argument checks",
     "ctxemb_core.eval.guarded": "the evaluation path through a store's guarded index",

@@ -1,0 +1,275 @@
+"""A live model upgrade of SciFact through an alias, under load: what readers and a writer see.
+
+The corpus is indexed under MiniLM fp32 into an embedded Chroma store (or PostgreSQL with
+``--store pgvector``), an alias is created over it, and while 4 reader threads query it
+continuously and 1 writer adds, updates and deletes documents through it, the alias is upgraded
+(``--to int8``: int8 weights, ``quantization=int8-dynamic-pc-v1``; ``--to dim256``:
+``truncate_dim=256``): shadow, backfill, gates (nDCG@10 on SciFact's qrels, both contracts'
+figures reported), cutover, then a rollback. Measured and checked:
+
+- **failed queries** (any error but a reader's ``NoEncoderError``) and **mixed results**: a
+  result whose index is not the one its query's contract is stamped on (each result carries its
+  index, the contract fingerprint it was embedded under and the alias generation); both must be 0;
+- **writes kept**: every write made during the upgrade is in both indexes after the cutover, and
+  again after the rollback (ids and text digests);
+- **switch latency**: from the cutover's atomic switch until every reader has queried the new
+  index (the longest of the readers');
+- **backfill rate** (documents re-embedded per second) and the **dual-write cost**: the writer's
+  median write while the alias writes two indexes, over its median before the upgrade (a ratio).
+
+Run:  .venv/bin/python benchmarks/alias_upgrade.py            (all 5,183 documents; the two
+      embeddings of the corpus dominate, ~15 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    DEFAULT_DATA,
+    MODEL,
+    add_quick,
+    command_line,
+    cpu_label,
+    machine_info,
+    offline,
+    quiet_truncation,
+    write_result,
+    writes,
+)
+
+NAME = "alias_upgrade"
+TARGETS = {"int8": {"quantization": "int8-dynamic-pc-v1"}, "dim256": {"truncate_dim": 256}}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=writes(NAME))
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
+    p.add_argument("--to", choices=sorted(TARGETS), default="int8", help="the new contract")
+    p.add_argument("--store", choices=["chroma", "pgvector"], default="chroma")
+    p.add_argument("--dsn", help="with --store pgvector: a server (default: a throwaway one)")
+    p.add_argument("--n", type=int, default=None, help="documents (default: all)")
+    p.add_argument("--readers", type=int, default=4, help="reader threads")
+    p.add_argument("--out", type=Path, help="where the result JSON goes")
+    add_quick(p, "48 documents, 2 readers, a few queries")
+    return p.parse_args(argv)
+
+
+def _catalog(args: argparse.Namespace, folder: Path) -> tuple[Any, Any]:
+    if args.store == "chroma":
+        import ctxemb_chroma
+
+        client = ctxemb_chroma.connect(str(folder / "chroma"))
+        return ctxemb_chroma.catalog(client), client
+    import ctxemb_pgvector
+
+    dsn = args.dsn or ctxemb_pgvector.local_server(folder / "pg")
+    conn = ctxemb_pgvector.connect(dsn)
+    return ctxemb_pgvector.catalog(conn), conn
+
+
+class Load:
+    """Reader threads and one writer through the alias, recording what each call returned."""
+
+    def __init__(self, open_aliased: Any, queries: list[str], readers: int, ids: list[str]) -> None:
+        self.open_aliased = open_aliased
+        self.queries = queries
+        self.stop = threading.Event()
+        self.failed: list[str] = []
+        self.mixed = 0
+        self.served = 0
+        self.seen: dict[int, dict[int, float]] = {}  # reader -> generation -> first time seen
+        self.stamps: dict[str, str] = {}  # index -> fingerprint (each answer must agree)
+        self.writes: list[tuple[float, float, str]] = []  # (start, seconds, id)
+        self.written: set[str] = set()
+        self.deleted: set[str] = set()
+        self.ids = ids
+        self.lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self.read, args=(r,), daemon=True) for r in range(readers)
+        ] + [threading.Thread(target=self.write, daemon=True)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def read(self, reader: int) -> None:
+        aliased = self.open_aliased()
+        k = 0
+        while not self.stop.is_set():
+            try:
+                got = aliased.search(self.queries[k % len(self.queries)], 10)
+            except Exception as exc:
+                self.failed.append(f"{type(exc).__name__}: {exc}")
+                continue
+            finally:
+                k += 1
+            with self.lock:
+                self.served += 1
+                known = self.stamps.setdefault(got.index, got.fingerprint)
+                self.mixed += known != got.fingerprint
+                self.seen.setdefault(reader, {}).setdefault(got.generation, time.perf_counter())
+
+    def write(self) -> None:
+        aliased = self.open_aliased()
+        k = 0
+        while not self.stop.is_set():
+            k += 1
+            new_id = f"live-{k}"
+            started = time.perf_counter()
+            try:
+                if k % 3 == 0 and self.ids:
+                    gone = self.ids.pop()
+                    aliased.delete([gone])
+                    self.deleted.add(gone)
+                else:
+                    target = self.ids[k % len(self.ids)] if k % 3 == 1 else new_id
+                    aliased.upsert([target], [f"Live text {k} about tea, cells and proteins."])
+                    self.written.add(target)
+            except Exception as exc:
+                self.failed.append(f"writer {type(exc).__name__}: {exc}")
+                continue
+            self.writes.append((started, time.perf_counter() - started, new_id))
+            time.sleep(0.02)
+
+
+def _digests(catalog: Any, index: str, embedder: Any) -> dict[str, str]:
+    from ctxemb_core.documents import TEXT_KEY
+    from ctxemb_core.index import GuardedIndex
+
+    opened = GuardedIndex.open(catalog.driver(index), embedder, create=False, sample=0)
+    out: dict[str, str] = {}
+    offset = 0
+    while page := opened.page(offset, 1000, ("metadata",)):
+        offset += len(page)
+        out.update({r.id: (r.metadata or {}).get(TEXT_KEY, "") for r in page})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    offline()
+    quiet_truncation()
+    from ctxemb_core import Embedder, contract_for
+    from ctxemb_core.aliases import (
+        AliasedIndex,
+        Encoders,
+        QualityGate,
+        backfill,
+        begin_upgrade,
+        create_alias,
+        cutover,
+        rollback,
+    )
+    from ctxemb_core.eval.beir import document_text, load_beir
+    from ctxemb_core.index import GuardedIndex
+
+    data = load_beir(args.data / "scifact")
+    n = 48 if args.quick else args.n
+    ids = sorted(data.corpus)[:n] if n else sorted(data.corpus)
+    readers = 2 if args.quick else args.readers
+    old = Embedder(contract_for(MODEL))
+    new = Embedder(contract_for(MODEL, **TARGETS[args.to]))
+    queries = [data.queries[q] for q in sorted(data.qrels)]
+    with tempfile.TemporaryDirectory(prefix="ctxemb-alias-bench-") as tmp:
+        catalog, client = _catalog(args, Path(tmp))
+        first = "scifact-v1" if args.store == "chroma" else "scifact_v1"
+        index = GuardedIndex.open(catalog.driver(first), old)
+        started = time.perf_counter()
+        for s in range(0, len(ids), 256):
+            batch = ids[s : s + 256]
+            index.add(batch, [document_text(data.corpus[i]) for i in batch])
+        indexed = time.perf_counter() - started
+        create_alias(catalog, "scifact", first)
+        encoders = Encoders(old, new)
+        load = Load(lambda: AliasedIndex.open(catalog, "scifact", encoders), queries, readers, [])
+        load.ids = list(ids)
+        load.start()
+        time.sleep(1.0 if args.quick else 5.0)
+        upgrade_started = time.perf_counter()
+        record = begin_upgrade(catalog, "scifact", new)
+        report = backfill(catalog, "scifact", encoders, progress=not args.quick)
+        judged = {q: data.queries[q] for q in data.qrels}
+        gate = QualityGate(judged, data.qrels, floor=0.9) if not args.quick else None
+        gates = []
+        switched = cutover(catalog, "scifact", encoders, quality=gate, on_gate=gates.append)
+        switch_time = time.perf_counter()
+        time.sleep(1.0 if args.quick else 5.0)
+        load.finish()
+        assert record.shadow is not None
+        after_cutover = _digests(catalog, record.shadow.index, new) == _digests(catalog, first, old)
+        rollback(catalog, "scifact", encoders)
+        after_rollback = _digests(catalog, record.shadow.index, new) == _digests(
+            catalog, first, old
+        )
+        client.close()
+    latency = max(
+        (
+            gens[switched.generation] - switch_time
+            for gens in load.seen.values()
+            if switched.generation in gens
+        ),
+        default=float("nan"),
+    )
+    before = [s for t, s, _ in load.writes if t < upgrade_started]
+    during = [s for t, s, _ in load.writes if upgrade_started <= t < switch_time]
+    dual = statistics.median(during) / statistics.median(before) if before and during else None
+    payload = {
+        "benchmark": NAME,
+        "quick": args.quick,
+        "store": args.store,
+        "to": args.to,
+        "documents": len(ids),
+        "readers": readers,
+        "index_seconds": round(indexed, 2),
+        "queries_served": load.served,
+        "failed_queries": len(load.failed),
+        "failures": load.failed[:5],
+        "mixed_results": load.mixed,
+        "writes": len(load.writes),
+        "writes_kept_after_cutover": after_cutover,
+        "writes_kept_after_rollback": after_rollback,
+        "backfill": {"written": report.written, "rate": round(report.rate, 1)},
+        "switch_latency_s": round(latency, 4),
+        "dual_write_ratio_p50": None if dual is None else round(dual, 3),
+        "gates": [
+            {"name": g.name, "passed": g.passed, "figure": g.figure, "detail": g.detail}
+            for g in gates
+        ],
+        "machine": machine_info(),
+        "command": command_line(),
+    }
+    path = write_result(NAME, payload, args.out, quick=args.quick)
+    print(
+        f"alias upgrade of {len(ids)} SciFact documents to {args.to} on {args.store} "
+        f"({cpu_label()}):"
+    )
+    print(f"  queries {load.served}, failed {len(load.failed)}, mixed {load.mixed}")
+    print(
+        f"  writes {len(load.writes)}: kept after cutover {after_cutover}, after rollback "
+        f"{after_rollback}"
+    )
+    print(
+        f"  backfill {report.rate:.1f} docs/s; switch latency {latency:.4f} s; dual-write "
+        f"ratio p50 {dual if dual is None else round(dual, 3)}"
+    )
+    for g in gates:
+        print(f"  gate {g}")
+    print(f"wrote {path}")
+    return 0 if not load.failed and not load.mixed and after_cutover and after_rollback else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

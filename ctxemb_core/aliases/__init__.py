@@ -1,0 +1,60 @@
+"""Aliases: a stable name bound to one index and its contract, and model upgrades without
+downtime over any store (issue 45).
+
+- :mod:`~ctxemb_core.aliases.record`: :class:`AliasRecord`, what a store keeps per alias;
+- :mod:`~ctxemb_core.aliases.book`: the :class:`AliasBook` and :class:`Catalog` protocols a
+  store adapter implements, and the in-memory reference;
+- :mod:`~ctxemb_core.aliases.encoders`: :class:`Encoders`, found by contract;
+- :mod:`~ctxemb_core.aliases.aliased`: :class:`AliasedIndex`, readers and writers by alias;
+- :mod:`~ctxemb_core.aliases.upgrade`: begin, backfill, gates, cutover, rollback, retire.
+"""
+
+from __future__ import annotations
+
+from ctxemb_core.aliases.aliased import AliasedIndex, AliasedQuery, read_alias
+from ctxemb_core.aliases.book import AliasBook, Catalog, MemoryAliasBook, MemoryCatalog
+from ctxemb_core.aliases.encoders import Encoders
+from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
+from ctxemb_core.aliases.upgrade import (
+    BackfillReport,
+    Gate,
+    QualityGate,
+    UpgradePlan,
+    backfill,
+    begin_upgrade,
+    check_gates,
+    create_alias,
+    cutover,
+    plan_upgrade,
+    retire,
+    rollback,
+    shadow_name,
+)
+
+__all__ = [
+    "AliasBook",
+    "AliasRecord",
+    "AliasState",
+    "AliasTarget",
+    "AliasedIndex",
+    "AliasedQuery",
+    "BackfillReport",
+    "Catalog",
+    "Encoders",
+    "Gate",
+    "MemoryAliasBook",
+    "MemoryCatalog",
+    "QualityGate",
+    "UpgradePlan",
+    "backfill",
+    "begin_upgrade",
+    "check_alias_name",
+    "check_gates",
+    "create_alias",
+    "cutover",
+    "plan_upgrade",
+    "read_alias",
+    "retire",
+    "rollback",
+    "shadow_name",
+]

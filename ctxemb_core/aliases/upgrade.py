@@ -1,0 +1,582 @@
+"""Changing an alias's model without downtime: shadow, backfill, gates, cutover, rollback.
+
+Each step is one function over a store's :class:`~ctxemb_core.aliases.book.Catalog`, safe to
+run again after an interrupt (it finishes what the last run began), and each change of the
+alias is one compare-and-swap of its record: two upgrades of one alias at once cannot both
+win (:class:`AliasMovedError` for the second).
+
+1. :func:`begin_upgrade`: create the shadow index under the new contract, stamped, and mark the
+   alias *upgrading*; from then on every write through the alias goes to both indexes.
+2. :func:`backfill`: re-embed the texts the target holds into the shadow (no corpus needed;
+   only what is missing or whose text digest differs is embedded, so it resumes), and delete
+   from the shadow what the target no longer holds.
+3. :func:`check_gates`: the new contract's canary, id and text-digest parity, a sample
+   verification, and optionally quality (nDCG@10 against qrels, or top-k overlap), each with
+   the figure it measured.
+4. :func:`cutover`: a last backfill, the gates, then the switch: the shadow becomes the target,
+   the old target is kept as ``previous`` and still written.
+5. :func:`rollback`: back to the previous target (brought in step first); while upgrading, the
+   shadow is abandoned (kept as ``previous`` until retired).
+6. :func:`retire`: stop writing the previous index and drop it.
+
+Example:
+    >>> create_alias(catalog, "docs", "docs-v1")                               # doctest: +SKIP
+    >>> begin_upgrade(catalog, "docs", int8_embedder)                          # doctest: +SKIP
+    >>> backfill(catalog, "docs", Encoders(int8_embedder))                     # doctest: +SKIP
+    >>> cutover(catalog, "docs", Encoders(fp32_embedder, int8_embedder))       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxemb_core._batches import progress_bar
+from ctxemb_core.aliases.aliased import read_alias
+from ctxemb_core.aliases.book import Catalog
+from ctxemb_core.aliases.encoders import Encoders
+from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
+from ctxemb_core.contract import EmbeddingContract, same_contract
+from ctxemb_core.documents import TEXT_KEY
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import (
+    AliasConflictError,
+    AliasMovedError,
+    AliasStateError,
+    GateFailedError,
+    InvalidInputError,
+    MissingStampError,
+)
+from ctxemb_core.index.driver import StoreDriver
+from ctxemb_core.index.guarded import OPEN_SAMPLE, PAGE, GuardedIndex, verify_driver
+from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.stamp_guard import as_embedder
+from ctxemb_core.validate import check_count
+
+__all__ = [
+    "BackfillReport",
+    "Gate",
+    "QualityGate",
+    "UpgradePlan",
+    "backfill",
+    "begin_upgrade",
+    "check_gates",
+    "create_alias",
+    "cutover",
+    "plan_upgrade",
+    "retire",
+    "rollback",
+    "shadow_name",
+]
+
+_META = frozenset({"text", "metadata"})
+
+
+def _stamped_contract(driver: StoreDriver) -> EmbeddingContract:
+    read = driver.read_stamp()
+    if read is None:
+        raise InvalidInputError(f"no index {driver.name!r} in this store")
+    if not IndexStamp.is_stamped(read.metadata):
+        raise MissingStampError(f"index {driver.name!r} carries no ctxemb stamp: stamp it first")
+    return IndexStamp.from_metadata(read.metadata).contract
+
+
+def _swap(catalog: Catalog, new: AliasRecord, expected: int | None) -> AliasRecord:
+    if not catalog.aliases.swap(new, expected=expected):
+        now = catalog.aliases.read(new.name)
+        raise AliasMovedError(
+            f"alias {new.name!r} was changed by another client (generation "
+            f"{expected} -> {None if now is None else now.generation}) while this {new.step} "
+            "was decided: nothing was written; run it again to act on the alias as it is now"
+        )
+    return new
+
+
+def create_alias(catalog: Catalog, name: str, index: str) -> AliasRecord:
+    """Bind alias ``name`` to the stamped index ``index`` and the contract its stamp carries.
+    Binding an alias again to the index it names changes nothing.
+
+    Raises:
+        AliasConflictError: an index is named ``name``, or the alias exists for another index.
+        MissingStampError: ``index`` is not stamped. InvalidInputError: no such index.
+    """
+    check_alias_name(name)
+    if catalog.exists(name):
+        raise AliasConflictError(
+            f"{name!r} is the name of an index in {catalog.describe()}: an alias must not "
+            "shadow an index (opening that name would be ambiguous); choose another name"
+        )
+    existing = catalog.aliases.read(name)
+    if existing is not None:
+        if existing.target.index == index and existing.state is AliasState.SERVING:
+            return existing
+        raise AliasConflictError(f"alias {name!r} exists (it serves {existing.target})")
+    contract = _stamped_contract(catalog.driver(index))
+    return _swap(catalog, AliasRecord.create(name, AliasTarget(index, contract)), None)
+
+
+def shadow_name(record: AliasRecord, contract: EmbeddingContract) -> str:
+    """The shadow index's name: the alias's and the new contract's fingerprint's first 10."""
+    return f"{record.name}-{contract.fingerprint[:10]}"
+
+
+def begin_upgrade(
+    catalog: Catalog,
+    name: str,
+    to: EmbeddingContract | Embedder,
+    *,
+    shadow: str | None = None,
+) -> AliasRecord:
+    """Create the shadow index under ``to`` (stamped, checked by its canary) and mark the alias
+    upgrading. Begun again with the same contract, it changes nothing.
+
+    Raises:
+        UnknownAliasError: no such alias. AliasStateError: the alias serves ``to`` already,
+            or is upgrading to another contract. AliasMovedError: changed meanwhile.
+    """
+    embedder = as_embedder(to)
+    record = read_alias(catalog, name)
+    if record.state is AliasState.UPGRADING:
+        assert record.shadow is not None
+        if same_contract(record.shadow.contract, embedder.contract):
+            return record
+        raise AliasStateError(
+            f"alias {name!r} is upgrading to {record.shadow} already: cut over or roll back first"
+        )
+    if same_contract(record.target.contract, embedder.contract):
+        raise AliasStateError(
+            f"alias {name!r} already serves this contract ({record.target}): nothing to upgrade"
+        )
+    if record.previous is not None:
+        raise AliasStateError(
+            f"alias {name!r} still writes its previous target {record.previous.index}: retire "
+            "it first (retire), or roll back to it (rollback)"
+        )
+    target_name = shadow if shadow is not None else shadow_name(record, embedder.contract)
+    if target_name == record.target.index or catalog.aliases.read(target_name) is not None:
+        raise AliasConflictError(f"{target_name!r} cannot be the shadow index: it is taken")
+    made = GuardedIndex.open(catalog.driver(target_name), embedder, sample=0)
+    new = record.next(
+        "begin",
+        state=AliasState.UPGRADING,
+        shadow=AliasTarget(made.name, made.stamp.contract),
+    )
+    return _swap(catalog, new, record.generation)
+
+
+@dataclass(frozen=True)
+class BackfillReport:
+    """What one :func:`backfill` did: re-embedded, unchanged and deleted records, in seconds."""
+
+    source: str
+    target: str
+    written: int
+    unchanged: int
+    deleted: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Records re-embedded per second."""
+        return self.written / self.seconds if self.seconds > 0 else 0.0
+
+
+def _digests(index: GuardedIndex) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    offset = 0
+    while True:
+        page = index.page(offset, PAGE, ("metadata",))
+        if not page:
+            return out
+        offset += len(page)
+        for r in page:
+            out[r.id] = (r.metadata or {}).get(TEXT_KEY)
+
+
+def _bring_in_step(
+    source: GuardedIndex,
+    dest: GuardedIndex,
+    *,
+    batch: int,
+    progress: bool | None,
+    desc: str,
+) -> BackfillReport:
+    """Make ``dest`` hold ``source``'s ids with its texts, re-embedded under ``dest``'s contract."""
+    started = time.perf_counter()
+    have = _digests(dest)
+    want = _digests(source)
+    todo = [i for i, d in want.items() if d is None or have.get(i) != d]
+    written = 0
+    with progress_bar(len(todo), progress, unit="doc", desc=desc) as bar:
+        for start in range(0, len(todo), batch):
+            ids = todo[start : start + batch]
+            records = source.get(ids, ("text", "metadata"))
+            missing_text = [r.id for r in records if r.text is None]
+            if missing_text:
+                raise InvalidInputError(
+                    f"index {source.name!r}: records stored without their text cannot be "
+                    f"re-embedded: {missing_text[:5]}"
+                )
+            dest.upsert(
+                [r.id for r in records],
+                [str(r.text) for r in records],
+                [dict(r.metadata) if r.metadata else None for r in records],
+            )
+            written += len(records)
+            bar.update(len(ids))
+    gone = sorted(set(have) - set(want))
+    for start in range(0, len(gone), batch):
+        dest.delete(gone[start : start + batch])
+    return BackfillReport(
+        source.name,
+        dest.name,
+        written,
+        len(want) - len(todo),
+        len(gone),
+        time.perf_counter() - started,
+    )
+
+
+def _opened(catalog: Catalog, target: AliasTarget, encoders: Encoders, alias: str) -> GuardedIndex:
+    embedder = encoders.get(target.contract, alias=alias)
+    return GuardedIndex.open(catalog.driver(target.index), embedder, create=False, sample=0)
+
+
+def _check_encoders(encoders: Any) -> Encoders:
+    if isinstance(encoders, Encoders):
+        return encoders
+    if isinstance(encoders, Embedder):
+        return Encoders(encoders)
+    if isinstance(encoders, Sequence) and not isinstance(encoders, str):
+        return Encoders(*encoders)
+    raise InvalidInputError(f"encoders must be Encoders, got {type(encoders).__name__}")
+
+
+def backfill(
+    catalog: Catalog,
+    name: str,
+    encoders: Encoders | Embedder | Sequence[Any],
+    *,
+    batch: int = PAGE,
+    progress: bool | None = None,
+) -> BackfillReport:
+    """Re-embed the texts of the alias's target into its shadow, under the shadow's contract.
+
+    Resumable: only ids the shadow lacks, or holds with another text digest, are embedded;
+    ids the target no longer holds are deleted from the shadow. Writes through the alias go to
+    both meanwhile, so a backfill run while they happen misses none.
+
+    Raises:
+        AliasStateError: the alias is not upgrading. NoEncoderError: no encoder for a side.
+    """
+    encoders = _check_encoders(encoders)
+    check_count(batch, "batch")
+    record = read_alias(catalog, name)
+    if record.state is not AliasState.UPGRADING or record.shadow is None:
+        raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
+    source = _opened(catalog, record.target, encoders, name)
+    dest = _opened(catalog, record.shadow, encoders, name)
+    return _bring_in_step(source, dest, batch=batch, progress=progress, desc="backfilling")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate of a cutover: its name, whether it passed, the figure it measured and what
+    that figure is."""
+
+    name: str
+    passed: bool
+    figure: float
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{'pass' if self.passed else 'FAIL'}  {self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class QualityGate:
+    """The optional quality gate: queries, and either qrels with a floor on nDCG@``k``
+    relative to the current target (``floor=0.98``: at least 98 % of it), or no qrels and a
+    floor on the mean top-``k`` overlap of the two indexes' results."""
+
+    queries: Mapping[str, str]
+    qrels: Mapping[str, Mapping[str, int]] | None = None
+    floor: float = 0.98
+    k: int = 10
+    depth: int = 100
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.queries, Mapping) or not self.queries:
+            raise InvalidInputError("a quality gate needs queries: {query id: text}")
+        if not 0.0 <= float(self.floor) <= 1.5:
+            raise InvalidInputError(f"a quality floor is a ratio in [0, 1.5], got {self.floor!r}")
+        check_count(self.k, "k")
+        check_count(self.depth, "depth")
+
+
+def _run(
+    index: GuardedIndex, queries: Mapping[str, str], depth: int
+) -> dict[str, dict[str, float]]:
+    ids = list(queries)
+    found = index.query([queries[q] for q in ids], depth)
+    return {q: {m.id: m.score for m in matches} for q, matches in zip(ids, found, strict=True)}
+
+
+def _quality(old: GuardedIndex, new: GuardedIndex, gate: QualityGate) -> Gate:
+    from ctxemb_core.eval.metrics import ndcg_at_k
+
+    before = _run(old, gate.queries, gate.depth)
+    after = _run(new, gate.queries, gate.depth)
+    if gate.qrels is not None:
+        ndcg_old = ndcg_at_k(before, gate.qrels, gate.k)
+        ndcg_new = ndcg_at_k(after, gate.qrels, gate.k)
+        ratio = ndcg_new / ndcg_old if ndcg_old > 0 else (1.0 if ndcg_new >= 0 else 0.0)
+        return Gate(
+            "quality",
+            ratio >= gate.floor,
+            ndcg_new,
+            f"nDCG@{gate.k} {ndcg_new:.5f} (shadow) vs {ndcg_old:.5f} (target): "
+            f"{ratio:.4f} of it, floor {gate.floor}",
+        )
+    overlaps = []
+    for q in gate.queries:
+        top_old = sorted(before[q], key=before[q].__getitem__, reverse=True)[: gate.k]
+        top_new = set(sorted(after[q], key=after[q].__getitem__, reverse=True)[: gate.k])
+        overlaps.append(len(top_new.intersection(top_old)) / max(1, len(top_old)))
+    mean = sum(overlaps) / len(overlaps)
+    return Gate(
+        "quality",
+        mean >= gate.floor,
+        mean,
+        f"top-{gate.k} overlap {mean:.4f} over {len(overlaps)} queries, floor {gate.floor}",
+    )
+
+
+def check_gates(
+    catalog: Catalog,
+    name: str,
+    encoders: Encoders | Embedder | Sequence[Any],
+    *,
+    sample: int = OPEN_SAMPLE,
+    quality: QualityGate | None = None,
+) -> list[Gate]:
+    """Every gate of a cutover, measured now (nothing is changed).
+
+    - ``canary``: the new contract's canary re-embeds to the shadow's stamp (lowest cosine);
+    - ``parity``: the shadow holds exactly the target's ids, with the same text digests
+      (records that differ);
+    - ``sample``: ``sample`` shadow records re-embed to their stored vectors (lowest cosine);
+    - ``quality``: with ``quality`` (see :class:`QualityGate`).
+    """
+    encoders = _check_encoders(encoders)
+    record = read_alias(catalog, name)
+    if record.shadow is None:
+        raise AliasStateError(f"alias {name!r} is not upgrading: there is nothing to gate")
+    embedder = encoders.get(record.shadow.contract, alias=name)
+    driver = catalog.driver(record.shadow.index)
+    report = verify_driver(driver, embedder, sample=sample)
+    gates = [
+        Gate(
+            "canary",
+            report.fingerprint_match
+            and report.canary_cosine is not None
+            and report.canary_cosine >= report.tolerance,
+            float(report.canary_cosine or 0.0),
+            f"lowest canary cosine {report.canary_cosine} (tolerance {report.tolerance})",
+        )
+    ]
+    old = _opened(catalog, record.target, encoders, name)
+    new = GuardedIndex.open(driver, embedder, create=False, sample=0)
+    have, want = _digests(new), _digests(old)
+    differ = sum(1 for i, d in want.items() if have.get(i) != d) + len(set(have) - set(want))
+    gates.append(
+        Gate(
+            "parity",
+            differ == 0,
+            float(differ),
+            f"{differ} records differ ({len(want)} in the target, {len(have)} in the shadow)",
+        )
+    )
+    gates.append(
+        Gate(
+            "sample",
+            not report.bad_ids,
+            float(report.sample_min_cosine if report.sample_min_cosine is not None else 1.0),
+            f"{report.sample_size} records re-embedded, lowest cosine "
+            f"{report.sample_min_cosine}, {len(report.bad_ids)} not this contract's",
+        )
+    )
+    if quality is not None:
+        gates.append(_quality(old, new, quality))
+    return gates
+
+
+def cutover(
+    catalog: Catalog,
+    name: str,
+    encoders: Encoders | Embedder | Sequence[Any],
+    *,
+    sample: int = OPEN_SAMPLE,
+    quality: QualityGate | None = None,
+    progress: bool | None = None,
+    on_gate: Callable[[Gate], None] | None = None,
+) -> AliasRecord:
+    """Bring the shadow in step, check every gate, then switch the alias to it in one step;
+    the old target is kept as ``previous`` and still written until :func:`retire`.
+
+    Raises:
+        GateFailedError: a gate did not pass (its ``gates`` say which): nothing switched.
+        AliasStateError: the alias is not upgrading. AliasMovedError: changed meanwhile.
+    """
+    encoders = _check_encoders(encoders)
+    record = read_alias(catalog, name)
+    if record.state is not AliasState.UPGRADING or record.shadow is None:
+        if record.step == "cutover" and record.previous is not None:
+            return record  # a re-run after the switch: done
+        raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
+    backfill(catalog, name, encoders, progress=progress)
+    gates = check_gates(catalog, name, encoders, sample=sample, quality=quality)
+    for gate in gates:
+        if on_gate is not None:
+            on_gate(gate)
+    failed = [g for g in gates if not g.passed]
+    if failed:
+        raise GateFailedError(
+            f"alias {name!r} was not switched: "
+            + "; ".join(f"{g.name}: {g.detail}" for g in failed),
+            gates,
+        )
+    new = record.next(
+        "cutover",
+        state=AliasState.SERVING,
+        target=record.shadow,
+        shadow=None,
+        previous=record.target,
+    )
+    return _swap(catalog, new, record.generation)
+
+
+def rollback(
+    catalog: Catalog,
+    name: str,
+    encoders: Encoders | Embedder | Sequence[Any],
+    *,
+    progress: bool | None = None,
+) -> AliasRecord:
+    """Serve the previous target again, brought in step with the current one first (nothing
+    written since the cutover is lost); the current target becomes ``previous``, still
+    written until :func:`retire`. While upgrading, the upgrade is abandoned: the target stays,
+    the shadow is kept as ``previous`` until retired.
+
+    Raises:
+        AliasStateError: nothing to roll back to. AliasMovedError: changed meanwhile.
+    """
+    encoders = _check_encoders(encoders)
+    record = read_alias(catalog, name)
+    if record.state is AliasState.UPGRADING:
+        new = record.next("rollback", state=AliasState.SERVING, shadow=None, previous=record.shadow)
+        return _swap(catalog, new, record.generation)
+    if record.previous is None:
+        raise AliasStateError(f"alias {name!r} has no previous target to roll back to")
+    current = _opened(catalog, record.target, encoders, name)
+    previous = _opened(catalog, record.previous, encoders, name)
+    _bring_in_step(current, previous, batch=PAGE, progress=progress, desc="rolling back")
+    new = record.next("rollback", target=record.previous, previous=record.target)
+    return _swap(catalog, new, record.generation)
+
+
+def retire(catalog: Catalog, name: str) -> AliasRecord:
+    """Stop writing the previous target and drop it.
+
+    Raises:
+        AliasStateError: the alias is still upgrading, or has no previous target.
+    """
+    record = read_alias(catalog, name)
+    if record.state is AliasState.UPGRADING:
+        raise AliasStateError(
+            f"alias {name!r} is still upgrading into {record.shadow}: cut over or roll back "
+            "before retiring"
+        )
+    if record.previous is None:
+        raise AliasStateError(f"alias {name!r} has no previous target to retire")
+    new = _swap(catalog, record.next("retire", previous=None), record.generation)
+    catalog.drop(record.previous.index)
+    return new
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    """What :func:`plan_upgrade` found (``--dry-run``): nothing was changed."""
+
+    alias: str
+    source: AliasTarget
+    contract: EmbeddingContract
+    shadow: str
+    documents: int
+    rate: float
+    steps: tuple[str, ...] = field(default=())
+
+    @property
+    def seconds(self) -> float:
+        """The estimated backfill time at the measured rate."""
+        return self.documents / self.rate if self.rate > 0 else float("inf")
+
+    def describe(self) -> str:
+        return "\n".join(
+            [
+                f"upgrade alias {self.alias}: {self.source} -> {self.shadow} "
+                f"[{self.contract.fingerprint[:12]}] {self.contract.describe()}",
+                f"  {self.documents} documents to re-embed at {self.rate:.1f}/s measured: "
+                f"about {self.seconds:.0f} s",
+                *(f"  {i}. {s}" for i, s in enumerate(self.steps, 1)),
+            ]
+        )
+
+
+def plan_upgrade(
+    catalog: Catalog,
+    name: str,
+    to: EmbeddingContract | Embedder,
+    encoders: Encoders | Embedder | Sequence[Any],
+    *,
+    measure: int = 64,
+) -> UpgradePlan:
+    """What :func:`begin_upgrade` and :func:`backfill` would do, and how long the backfill
+    would take at the embedding rate measured on ``measure`` of the target's texts.
+
+    Raises:
+        AliasStateError: as :func:`begin_upgrade` would. NoEncoderError: none for a side.
+    """
+    encoders = _check_encoders(encoders)
+    check_count(measure, "measure")
+    new = as_embedder(to)
+    record = read_alias(catalog, name)
+    if same_contract(record.target.contract, new.contract):
+        raise AliasStateError(
+            f"alias {name!r} already serves this contract ({record.target}): nothing to upgrade"
+        )
+    source = _opened(catalog, record.target, encoders, name)
+    count = source.count()
+    texts = [r.text or "" for r in source.page(0, measure, ("text",))]
+    started = time.perf_counter()
+    if texts:
+        new.embed_documents(texts)
+    elapsed = time.perf_counter() - started
+    rate = len(texts) / elapsed if elapsed > 0 else 0.0
+    shadow = shadow_name(record, new.contract)
+    return UpgradePlan(
+        name,
+        record.target,
+        new.contract,
+        shadow,
+        count,
+        rate,
+        (
+            f"create {shadow} stamped under the new contract",
+            f"re-embed {count} stored texts into it, writes through the alias going to both",
+            "check the gates: canary, parity, sample (and quality if given)",
+            f"switch alias {name} to {shadow}; keep {record.target.index} until retired",
+        ),
+    )

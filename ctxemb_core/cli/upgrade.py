@@ -1,0 +1,219 @@
+"""``ctxemb upgrade``: an alias moved to a new contract without downtime (shadow, backfill,
+gates, cutover), rolled back or its previous index retired."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxemb_core.cli.common import (
+    COUNT,
+    POSITIVE,
+    changed,
+    contract_args,
+    examples,
+    overrides,
+    remote_args,
+    remote_options,
+)
+from ctxemb_core.cli.stores import catalog_of, open_store, store_args, where
+from ctxemb_core.errors import DataFormatError, InvalidInputError
+
+#: What an interrupted run (Ctrl-C) leaves, said with its one error line.
+AFTER_INTERRUPT = (
+    "every step is resumable and the alias changes in one atomic step: run the same command "
+    "again to finish it, or ctxemb upgrade ALIAS --rollback"
+)
+
+
+def add_parser(sub: Any) -> None:
+    u = sub.add_parser(
+        "upgrade",
+        help="move an alias to a new contract without downtime (shadow, backfill, gates, cutover)",
+        description="Create a shadow index under the new contract, re-embed the stored texts "
+        "into it (no corpus needed; resumable), keep every write through the alias in both, "
+        "check the gates (canary, id and text parity, a sample, optionally quality), then switch "
+        "the alias in one step. Readers follow on their next call. The new contract is the "
+        "alias's with the contract options applied, or --to (a model or a contract JSON file).",
+        epilog=examples(
+            "ctxemb upgrade docs --precision int8 --path ./chroma --dry-run",
+            "ctxemb upgrade docs --truncate-dim 256 --path ./chroma --gate ./scifact",
+            "ctxemb upgrade docs --rollback --path ./chroma",
+            "ctxemb upgrade docs --retire --path ./chroma",
+        ),
+    )
+    u.add_argument("alias_name", metavar="ALIAS", help="the alias")
+    store_args(u, collection_required=False)
+    u.add_argument(
+        "--to",
+        dest="to_contract",
+        metavar="MODEL|FILE",
+        help="the new model, or a contract JSON file (default: the alias's)",
+    )
+    steps = u.add_mutually_exclusive_group()
+    steps.add_argument("--dry-run", action="store_true", help="say what would happen, and cost")
+    steps.add_argument(
+        "--rollback", action="store_true", help="serve the previous index again (kept in step)"
+    )
+    steps.add_argument(
+        "--retire", action="store_true", help="drop the previous index; writes stop going to it"
+    )
+    steps.add_argument(
+        "--no-cutover",
+        action="store_true",
+        help="stop after the backfill and gates; writes keep going to both indexes",
+    )
+    u.add_argument(
+        "--gate",
+        type=Path,
+        metavar="PATH",
+        help="a quality gate: a BEIR folder (queries and qrels: nDCG@10 relative to the current "
+        "index) or a queries JSONL file (top-10 overlap)",
+    )
+    u.add_argument(
+        "--gate-floor",
+        type=float,
+        default=None,
+        help="the quality floor: a ratio of the current nDCG@10 (default 0.98), or the mean "
+        "top-10 overlap (default 0.5)",
+    )
+    u.add_argument("--shadow", help="the shadow index's name (default: ALIAS-<fingerprint>)")
+    u.add_argument("--sample", type=COUNT, default=None, help="records the sample gate checks")
+    u.add_argument("--batch-size", type=POSITIVE, default=256, help="documents per write")
+    remote_args(u)
+    contract_args(u)
+
+
+def _gate(path: Path | None, floor: float | None) -> Any:
+    if path is None:
+        if floor is not None:
+            raise InvalidInputError("--gate-floor needs --gate: the queries it is measured on")
+        return None
+    from ctxemb_core.aliases import QualityGate
+
+    if path.is_dir():
+        from ctxemb_core.eval.beir import load_beir
+
+        data = load_beir(path)
+        judged = {q: data.queries[q] for q in data.qrels if q in data.queries}
+        return QualityGate(judged, data.qrels, floor=0.98 if floor is None else floor)
+    queries: dict[str, str] = {}
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"])] = str(row["text"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataFormatError(
+            f"--gate {path}: not a BEIR folder or a queries JSONL file "
+            f'({{"_id", "text"}} per line): {exc}'
+        ) from None
+    return QualityGate(queries, None, floor=0.5 if floor is None else floor)
+
+
+def _encoders(args: argparse.Namespace) -> Any:
+    from ctxemb_core.aliases import Encoders
+    from ctxemb_core.cache import EmbeddingCache
+
+    remote = remote_options(args)
+    url = remote.pop("url", None)
+    cache = None if args.no_cache else EmbeddingCache()
+    given = [url] if url else []
+    return Encoders(*given, find=True, cache=cache, **remote)
+
+
+def _new_contract(args: argparse.Namespace, current: Any) -> Any:
+    from ctxemb_core.contract import load_contract
+    from ctxemb_core.resolve import contract_for
+
+    given = overrides(args)
+    if args.to_contract is None:
+        if not given:
+            raise InvalidInputError(
+                "upgrade needs the new contract: contract options to change in the alias's "
+                "contract (e.g. --truncate-dim 256), or --to MODEL|CONTRACT.json"
+            )
+        return changed(current, given)
+    path = Path(args.to_contract)
+    if path.suffix == ".json" and path.is_file():
+        if given:
+            raise InvalidInputError("--to FILE.json is the whole contract: give no options")
+        return load_contract(path)
+    return contract_for(args.to_contract, **given)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxemb_core.aliases import (
+        backfill,
+        begin_upgrade,
+        cutover,
+        plan_upgrade,
+        read_alias,
+        retire,
+        rollback,
+    )
+    from ctxemb_core.aliases.record import AliasState
+    from ctxemb_core.contract import same_contract
+    from ctxemb_core.index.guarded import OPEN_SAMPLE
+
+    quality = _gate(args.gate, args.gate_floor)
+    encoders = _encoders(args)
+    with open_store(args, create=False) as (adapter, client):
+        catalog = catalog_of(adapter, client)
+        record = read_alias(catalog, args.alias_name)
+        if args.retire:
+            print(retire(catalog, args.alias_name).describe())
+            return 0
+        if args.rollback:
+            print(rollback(catalog, args.alias_name, encoders).describe())
+            return 0
+        if (
+            record.state is AliasState.UPGRADING
+            and args.to_contract is None
+            and not overrides(args)
+        ):
+            assert record.shadow is not None
+            contract = record.shadow.contract  # a re-run finishes the upgrade begun
+        else:
+            contract = _new_contract(args, record.target.contract)
+        if record.step == "cutover" and same_contract(record.target.contract, contract):
+            # A re-run of an upgrade that was cut over: done (retire or roll back next).
+            print(record.describe())
+            print(f"{args.alias_name}: already upgraded; --retire drops {record.previous}")
+            return 0
+        new = encoders.get(contract, alias=args.alias_name)
+        if args.dry_run:
+            print(plan_upgrade(catalog, args.alias_name, new, encoders).describe())
+            return 0
+        record = begin_upgrade(catalog, args.alias_name, new, shadow=args.shadow)
+        assert record.shadow is not None
+        print(f"{args.alias_name}: upgrading {record.target} -> {record.shadow} in {where(args)}")
+        report = backfill(
+            catalog, args.alias_name, encoders, batch=args.batch_size, progress=sys.stderr.isatty()
+        )
+        print(
+            f"backfill: {report.written} re-embedded ({report.rate:.1f}/s), {report.unchanged} "
+            f"already there, {report.deleted} deleted"
+        )
+        sample = OPEN_SAMPLE if args.sample is None else args.sample
+        if args.no_cutover:
+            from ctxemb_core.aliases import check_gates
+
+            gates = check_gates(catalog, args.alias_name, encoders, sample=sample, quality=quality)
+            for gate in gates:
+                print(f"gate {gate}")
+            print(f"{args.alias_name}: still upgrading; writes go to both indexes")
+            return 0
+        record = cutover(
+            catalog,
+            args.alias_name,
+            encoders,
+            sample=sample,
+            quality=quality,
+            on_gate=lambda gate: print(f"gate {gate}"),
+        )
+    print(record.describe())
+    return 0
