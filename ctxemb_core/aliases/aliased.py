@@ -99,7 +99,7 @@ class AliasedIndex:
         self.encoders = encoders
         self.sample = sample
         self._lock = threading.RLock()
-        self._opened: dict[tuple[str, str], GuardedIndex] = {}
+        self._opened: dict[AliasTarget, GuardedIndex] = {}
         self._record = read_alias(catalog, name)
         self._serving = self._open(self._record.target)
 
@@ -138,14 +138,13 @@ class AliasedIndex:
         return self._record
 
     def _open(self, target: AliasTarget) -> GuardedIndex:
-        key = (target.index, target.fingerprint)
-        opened = self._opened.get(key)
+        opened = self._opened.get(target)
         if opened is None:
             embedder = self.encoders.get(target.contract, alias=self.name)
             opened = GuardedIndex.open(
                 self.catalog.driver(target.index), embedder, create=False, sample=self.sample
             )
-            self._opened[key] = opened
+            self._opened[target] = opened
         return opened
 
     def refresh(self) -> AliasRecord:
@@ -161,7 +160,7 @@ class AliasedIndex:
             if record.generation != self._record.generation:
                 serving = self._open(record.target)  # raises before anything switches
                 self._record, self._serving = record, serving
-                live = {(t.index, t.fingerprint) for t in record.written()}
+                live = set(record.written())
                 self._opened = {k: v for k, v in self._opened.items() if k in live}
             return self._record
 
@@ -212,20 +211,19 @@ class AliasedIndex:
         """``first`` on the target, ``again`` on every other index the alias writes; then once
         more (``again`` everywhere) on whatever the alias writes if it moved meanwhile."""
         result = None
-        done: set[tuple[str, str]] = set()
+        done: set[AliasTarget] = set()
         record = self.refresh()
         for attempt in range(_FOLLOW):
             # Every encoder is found before anything is written (NoEncoderError changes nothing).
             indexes = [(t, self._open(t)) for t in record.written()]
             for target, index in indexes:
-                key = (target.index, target.fingerprint)
                 if attempt == 0 and target == record.target:
                     result = first(index)
                 else:
                     again(index)
-                done.add(key)
+                done.add(target)
             after = self.refresh()
-            if {(t.index, t.fingerprint) for t in after.written()} <= done:
+            if set(after.written()) <= done:
                 return result
             record = after
         raise InvalidInputError(

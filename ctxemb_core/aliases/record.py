@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.errors import DamagedAliasError, InvalidInputError
 
 __all__ = ["ALIAS_SCHEMA", "AliasRecord", "AliasState", "AliasTarget", "check_alias_name"]
@@ -84,7 +84,7 @@ class AliasTarget:
         if not isinstance(data, dict) or not isinstance(data.get("index"), str):
             raise ValueError(f"a target is {{index, fingerprint, contract}}, got {data!r}")
         contract = EmbeddingContract.from_dict(data["contract"])
-        if contract.fingerprint != data.get("fingerprint"):
+        if not same_contract(contract, str(data.get("fingerprint")), exact=True):
             raise ValueError(f"target {data['index']!r}: its fingerprint is not its contract's")
         return cls(data["index"], contract)
 

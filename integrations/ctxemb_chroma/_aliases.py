@@ -109,7 +109,7 @@ class ChromaCatalog:
 
     def drop(self, name: str) -> None:
         """Drop collection ``name`` and, for an embedded store, its lexical side's folder."""
-        from ctxemb_chroma._hybrid import LEXICAL_FOLDER
+        from ctxemb_chroma._tools import LEXICAL_FOLDER
 
         with translated(f"dropping collection {name!r}"):
             if stored_or_none(self.client, name) is not None:

@@ -130,6 +130,7 @@ def test_the_chroma_adapter_exports_exactly_the_intended_names():
 
     assert set(ctxemb_chroma.__all__) == {
         "ChromaDriver",
+        "catalog",
         "ContractEmbeddingFunction",
         "GuardedCollection",
         "IndexSummary",
