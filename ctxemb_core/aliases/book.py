@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from typing import Protocol, runtime_checkable
 
 from ctxemb_core.aliases.record import AliasRecord
@@ -76,11 +75,15 @@ class Catalog(Protocol):
 
 
 class MemoryAliasBook:
-    """Aliases kept beside a :class:`MemoryStore`'s indexes, under its lock."""
+    """Aliases kept beside a :class:`MemoryStore`'s indexes, under its lock (every catalog of
+    one store reads and writes the same aliases)."""
 
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-        self._stored: dict[str, str] = {}  # the JSON form, as a store keeps it
+    def __init__(self, store: MemoryStore) -> None:
+        self._lock = store.lock
+        # The JSON form, as a store keeps it, held by the store: every handle sees one book.
+        if not hasattr(store, "ctxemb_aliases"):
+            store.ctxemb_aliases = {}  # type: ignore[attr-defined]
+        self._stored: dict[str, str] = store.ctxemb_aliases  # type: ignore[attr-defined]
 
     def read(self, name: str) -> AliasRecord | None:
         with self._lock:
@@ -111,7 +114,7 @@ class MemoryCatalog:
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store if store is not None else MemoryStore()
-        self.aliases = MemoryAliasBook(self.store.lock)
+        self.aliases = MemoryAliasBook(self.store)
 
     def driver(self, name: str) -> StoreDriver:
         return self.store.driver(name)

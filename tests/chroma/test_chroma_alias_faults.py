@@ -16,16 +16,15 @@ import pytest
 
 from ctxemb_core import Embedder
 from ctxemb_core.aliases import AliasState, Encoders, backfill, create_alias, cutover
-from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.index import GuardedIndex
+from ctxemb_core.testing.aliases import digests
 from ctxemb_core.testing.conformance import tiny_embedder
 
 N = 400
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from ctxemb_chroma import connect
-    from ctxemb_chroma._aliases import ChromaCatalog
+    from ctxemb_chroma import catalog as chroma_catalog, connect
     from ctxemb_core import Embedder
     from ctxemb_core.aliases import AliasedIndex, Encoders, backfill, begin_upgrade, cutover
     from ctxemb_core.index import GuardedIndex
@@ -34,7 +33,7 @@ CHILD = textwrap.dedent(
     path, step = sys.argv[1], sys.argv[2]
     old = tiny_embedder()
     new = Embedder(old.contract.with_(truncate_dim=8))
-    catalog = ChromaCatalog(connect(path))
+    catalog = chroma_catalog(connect(path))
     slow = GuardedIndex.upsert
     def upsert(self, *args, **kwargs):  # a slow store: the kill lands mid-way
         slow(self, *args, **kwargs)
@@ -63,13 +62,10 @@ CHILD = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def old() -> Embedder:
-    return tiny_embedder()
-
-
-@pytest.fixture(scope="module")
-def new(old: Embedder) -> Embedder:
-    return Embedder(old.contract.with_(truncate_dim=8))
+def sides() -> tuple[Embedder, Embedder]:
+    """The contract of the index, and the one it is upgraded to."""
+    old = tiny_embedder()
+    return old, Embedder(old.contract.with_(truncate_dim=8))
 
 
 def kill_after(path: Path, step: str, lines: int) -> None:
@@ -85,36 +81,33 @@ def kill_after(path: Path, step: str, lines: int) -> None:
             seen += 1
         elif child.poll() is not None:
             break
-    os.kill(child.pid, signal.SIGKILL)
+    if child.poll() is None:
+        os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert seen == lines, f"the child stopped before it was killed ({seen} lines)"
 
 
-def digests(catalog, index: str, embedder: Embedder) -> dict[str, str]:
-    opened = GuardedIndex.open(catalog.driver(index), embedder, create=False, sample=0)
-    return {r.id: r.metadata[TEXT_KEY] for r in opened.page(0, 10_000, ("metadata",))}
-
-
-def test_an_upgrade_killed_anywhere_is_finished_by_running_it_again(tmp_path, old, new):
+def test_an_upgrade_killed_anywhere_is_finished_by_running_it_again(tmp_path, sides):
+    old, new = sides
+    from ctxemb_chroma import catalog as chroma_catalog
     from ctxemb_chroma import connect
-    from ctxemb_chroma._aliases import ChromaCatalog
 
     path = tmp_path / "chroma"
-    catalog = ChromaCatalog(connect(str(path)))
+    catalog = chroma_catalog(connect(str(path)))
     GuardedIndex.open(catalog.driver("docs-v1"), old).add(
         [f"d{k}" for k in range(N)], [f"document {k} about green tea" for k in range(N)]
     )
     create_alias(catalog, "docs", "docs-v1")
 
     kill_after(path, "backfill", 3)  # killed with the shadow part-filled
-    catalog = ChromaCatalog(connect(str(path)))
+    catalog = chroma_catalog(connect(str(path)))
     record = catalog.aliases.read("docs")
     assert record.state is AliasState.UPGRADING and record.target.index == "docs-v1"
     shadow = record.shadow.index
     assert 0 < len(digests(catalog, shadow, new)) < N
 
     kill_after(path, "write", 5)  # a writer through the alias, killed mid-write
-    catalog = ChromaCatalog(connect(str(path)))
+    catalog = chroma_catalog(connect(str(path)))
     written = {k for k in digests(catalog, "docs-v1", old) if k.startswith("w")}
     assert written
 
@@ -123,7 +116,7 @@ def test_an_upgrade_killed_anywhere_is_finished_by_running_it_again(tmp_path, ol
     assert digests(catalog, shadow, new) == digests(catalog, "docs-v1", old)
 
     kill_after(path, "cutover", 1)  # killed while switching: the alias is whole
-    catalog = ChromaCatalog(connect(str(path)))
+    catalog = chroma_catalog(connect(str(path)))
     assert catalog.aliases.read("docs").target.index == "docs-v1"
     switched = cutover(catalog, "docs", Encoders(old, new))
     assert switched.target.index == shadow and switched.previous.index == "docs-v1"
