@@ -197,17 +197,19 @@ def main(argv: list[str] | None = None) -> int:
         load = Load(lambda: AliasedIndex.open(catalog, "scifact", encoders), queries, readers, [])
         load.ids = list(ids)
         load.start()
-        time.sleep(1.0 if args.quick else 5.0)
-        upgrade_started = time.perf_counter()
-        record = begin_upgrade(catalog, "scifact", new)
-        report = backfill(catalog, "scifact", encoders, progress=not args.quick)
-        judged = {q: data.queries[q] for q in data.qrels}
-        gate = QualityGate(judged, data.qrels, floor=0.9) if not args.quick else None
-        gates = []
-        switched = cutover(catalog, "scifact", encoders, quality=gate, on_gate=gates.append)
-        switch_time = time.perf_counter()
-        time.sleep(1.0 if args.quick else 5.0)
-        load.finish()
+        try:
+            time.sleep(1.0 if args.quick else 5.0)
+            upgrade_started = time.perf_counter()
+            record = begin_upgrade(catalog, "scifact", new)
+            report = backfill(catalog, "scifact", encoders, progress=not args.quick)
+            judged = {q: data.queries[q] for q in data.qrels}
+            gate = QualityGate(judged, data.qrels, floor=0.9) if not args.quick else None
+            gates = []
+            switched = cutover(catalog, "scifact", encoders, quality=gate, on_gate=gates.append)
+            switch_time = time.perf_counter()
+            time.sleep(1.0 if args.quick else 5.0)
+        finally:  # the threads stop whatever happened (a failed gate included)
+            load.finish()
         assert record.shadow is not None
         after_cutover = _digests(catalog, record.shadow.index, new) == _digests(catalog, first, old)
         rollback(catalog, "scifact", encoders)

@@ -239,6 +239,29 @@ def _bring_in_step(
     )
 
 
+#: How often, and how long apart, a parity check reads again the records that differed: writes
+#: through the alias reach the two indexes one after the other, so a record a writer is writing
+#: differs for that moment (never for longer, unless the writer died between the two).
+PARITY_REREADS = (0.05, 0.2, 1.0)
+
+
+def _differing(want: dict[str, str | None], have: dict[str, str | None]) -> set[str]:
+    return {i for i, d in want.items() if have.get(i) != d} | (set(have) - set(want))
+
+
+def _settled(old: GuardedIndex, new: GuardedIndex, differ: set[str]) -> int:
+    """How many of ``differ`` still differ once writes in flight have reached both indexes."""
+    for pause in PARITY_REREADS:
+        if not differ:
+            break
+        time.sleep(pause)
+        ids = sorted(differ)
+        want = {r.id: (r.metadata or {}).get(TEXT_KEY) for r in old.get(ids, ("metadata",))}
+        have = {r.id: (r.metadata or {}).get(TEXT_KEY) for r in new.get(ids, ("metadata",))}
+        differ = _differing(want, have)
+    return len(differ)
+
+
 def _opened(catalog: Catalog, target: AliasTarget, encoders: Encoders, alias: str) -> GuardedIndex:
     embedder = encoders.get(target.contract, alias=alias)
     return GuardedIndex.open(catalog.driver(target.index), embedder, create=False, sample=0)
@@ -390,7 +413,7 @@ def check_gates(
     old = _opened(catalog, record.target, encoders, name)
     new = GuardedIndex.open(driver, embedder, create=False, sample=0)
     have, want = _digests(new), _digests(old)
-    differ = sum(1 for i, d in want.items() if have.get(i) != d) + len(set(have) - set(want))
+    differ = _settled(old, new, _differing(want, have))
     gates.append(
         Gate(
             "parity",

@@ -3,12 +3,25 @@ only the reference can show (a record damaged in the store, a lost compare-and-s
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from ctxemb_core.aliases import AliasedIndex, MemoryCatalog, begin_upgrade
+from ctxemb_core import Embedder
+from ctxemb_core.aliases import (
+    AliasedIndex,
+    Encoders,
+    MemoryCatalog,
+    backfill,
+    begin_upgrade,
+    check_gates,
+    create_alias,
+)
 from ctxemb_core.errors import AliasMovedError, DamagedAliasError
-from ctxemb_core.index import MemoryStore
+from ctxemb_core.index import GuardedIndex, MemoryStore
 from ctxemb_core.testing.aliases import CatalogConformance
+from ctxemb_core.testing.conformance import tiny_embedder
 
 
 class TestMemoryAliases(CatalogConformance):
@@ -29,3 +42,30 @@ class TestMemoryAliases(CatalogConformance):
             begin_upgrade(catalog, "docs", new)
         monkeypatch.undo()
         assert catalog.aliases.read("docs") == before
+
+
+def test_parity_waits_for_a_write_in_flight_and_not_for_one_that_died():
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(["d1", "d2"], ["green tea", "kettles"])
+    create_alias(catalog, "docs", "docs-v1")
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    backfill(catalog, "docs", Encoders(old, new))
+    target = GuardedIndex.open(catalog.driver("docs-v1"), old, create=False, sample=0)
+    shade = GuardedIndex.open(catalog.driver(shadow), new, create=False, sample=0)
+
+    # A writer between its two writes: the target has the new text, the shadow a moment later.
+    target.upsert(["d1"], ["green tea kettles"])
+    later = threading.Timer(0.01, lambda: shade.upsert(["d1"], ["green tea kettles"]))
+    later.start()
+    gates = {g.name: g for g in check_gates(catalog, "docs", Encoders(old, new))}
+    later.join()
+    assert gates["parity"].passed, gates["parity"].detail
+
+    # A writer that died between them: the difference stays, and the gate says so.
+    target.upsert(["d2"], ["tea kettles"])
+    started = time.perf_counter()
+    gates = {g.name: g for g in check_gates(catalog, "docs", Encoders(old, new))}
+    assert not gates["parity"].passed and gates["parity"].figure == 1
+    assert time.perf_counter() - started < 5
