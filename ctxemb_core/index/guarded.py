@@ -263,8 +263,15 @@ def _check_marked(
         else:
             records = driver.read(written, _FOR_CHECK)
             seen = set(written)
-            for offset in random.sample(range(count), min(count, sample - len(written))):
-                records += [r for r in driver.page(offset, 1, _FOR_CHECK) if r.id not in seen]
+            # Then random others: of ``sample`` distinct positions at most len(written) hold a
+            # record already read, so the sample is full whenever the index has enough records.
+            need = sample - len(written)
+            for offset in random.sample(range(count), min(count, sample)):
+                if need <= 0:
+                    break
+                got = [r for r in driver.page(offset, 1, _FOR_CHECK) if r.id not in seen]
+                records += got
+                need -= len(got)
     _refuse(embedder, records)
     save_mark(key, mark)  # only after every check passed
     return OpenCheck(count, len(records), changed)

@@ -26,14 +26,18 @@ def corpus(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["chroma", "pgvector"])
+@pytest.fixture
 def store(request, tmp_path) -> tuple[str, ...]:
+    """The store a test names (``chroma`` or ``pgvector``, by its ``store`` parameter): each
+    command runs on one, the other store's session is docs/upgrade.md's (Chroma) or another
+    test's, so that the two stores cost one run of each flow."""
     if request.param == "chroma":
         return ("--path", str(tmp_path / "chroma"))
     pg = request.getfixturevalue("pg")
     return ("--store", "pgvector", "--dsn", pg.ctxemb_dsn)
 
 
+@pytest.mark.parametrize("store", ["pgvector"], indirect=True)
 def test_an_alias_upgraded_rolled_back_and_retired(store, corpus, capsys, tmp_path):
     first = "docs-v1" if "--path" in store else "docs_v1"
     assert (
@@ -69,6 +73,7 @@ def test_an_alias_upgraded_rolled_back_and_retired(store, corpus, capsys, tmp_pa
     assert code == 0 and out.startswith(f"docs -> {first}")
 
 
+@pytest.mark.parametrize("store", ["chroma"], indirect=True)
 def test_upgrade_refusals_change_nothing(store, corpus, capsys, tmp_path):
     first = "docs-v1" if "--path" in store else "docs_v1"
     assert (
@@ -93,6 +98,7 @@ def test_upgrade_refusals_change_nothing(store, corpus, capsys, tmp_path):
     assert shown["generation"] == 1 and shown["shadow"] is None
 
 
+@pytest.mark.parametrize("store", ["pgvector"], indirect=True)
 def test_index_and_query_by_alias_follow_an_upgrade(store, corpus, capsys, tmp_path):
     first = "docs-v1" if "--path" in store else "docs_v1"
     assert (
