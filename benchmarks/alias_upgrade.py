@@ -145,19 +145,6 @@ class Load:
             time.sleep(0.02)
 
 
-def _digests(catalog: Any, index: str, embedder: Any) -> dict[str, str]:
-    from ctxemb_core.documents import TEXT_KEY
-    from ctxemb_core.index import GuardedIndex
-
-    opened = GuardedIndex.open(catalog.driver(index), embedder, create=False, sample=0)
-    out: dict[str, str] = {}
-    offset = 0
-    while page := opened.page(offset, 1000, ("metadata",)):
-        offset += len(page)
-        out.update({r.id: (r.metadata or {}).get(TEXT_KEY, "") for r in page})
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     offline()
@@ -172,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         create_alias,
         cutover,
         rollback,
+        text_digests,
     )
     from ctxemb_core.eval.beir import document_text, load_beir
     from ctxemb_core.index import GuardedIndex
@@ -211,9 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:  # the threads stop whatever happened (a failed gate included)
             load.finish()
         assert record.shadow is not None
-        after_cutover = _digests(catalog, record.shadow.index, new) == _digests(catalog, first, old)
+        after_cutover = text_digests(catalog, record.shadow.index, new) == text_digests(
+            catalog, first, old
+        )
         rollback(catalog, "scifact", encoders)
-        after_rollback = _digests(catalog, record.shadow.index, new) == _digests(
+        after_rollback = text_digests(catalog, record.shadow.index, new) == text_digests(
             catalog, first, old
         )
         client.close()

@@ -29,6 +29,7 @@ from ctxemb_core.aliases.upgrade import (
     retire,
     rollback,
     shadow_name,
+    text_digests,
 )
 
 __all__ = [
@@ -57,4 +58,5 @@ __all__ = [
     "retire",
     "rollback",
     "shadow_name",
+    "text_digests",
 ]

@@ -69,6 +69,7 @@ __all__ = [
     "retire",
     "rollback",
     "shadow_name",
+    "text_digests",
 ]
 
 _META = frozenset({"text", "metadata"})
@@ -181,6 +182,12 @@ class BackfillReport:
     def rate(self) -> float:
         """Records re-embedded per second."""
         return self.written / self.seconds if self.seconds > 0 else 0.0
+
+
+def text_digests(catalog: Catalog, index: str, contract: Embedder) -> dict[str, str | None]:
+    """``{id: text digest}`` of index ``index``, read through the guard under ``contract``'s
+    embedder (what the parity gate compares; for checking an upgrade by hand)."""
+    return _digests(GuardedIndex.open(catalog.driver(index), contract, create=False, sample=0))
 
 
 def _digests(index: GuardedIndex) -> dict[str, str | None]:

@@ -52,9 +52,9 @@ from ctxemb_core.aliases import (
     plan_upgrade,
     retire,
     rollback,
+    text_digests,
 )
 from ctxemb_core.contract import same_contract
-from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     AliasConflictError,
@@ -74,15 +74,8 @@ TEXTS = [f"document {k} about green tea and {k % 7} kettles" for k in range(40)]
 IDS = [f"d{k}" for k in range(40)]
 
 
-def digests(catalog: Catalog, index: str, embedder: Embedder) -> dict[str, str]:
-    """``{id: text digest}`` of an index, read through the guard."""
-    opened = GuardedIndex.open(catalog.driver(index), embedder, create=False, sample=0)
-    out: dict[str, str] = {}
-    offset = 0
-    while page := opened.page(offset, 500, ("metadata",)):
-        offset += len(page)
-        out.update({r.id: str((r.metadata or {}).get(TEXT_KEY)) for r in page})
-    return out
+#: ``{id: text digest}`` of an index, read through the guard.
+digests = text_digests
 
 
 class CatalogConformance:
