@@ -1,4 +1,5 @@
-"""The ASGI application of ``ctxemb serve``: OpenAI's embeddings API under one contract.
+"""The ASGI application of ``ctxemb serve``: OpenAI's embeddings API under one contract, or
+under several, one model id each (both sides of an upgrade on one server).
 
 Routes:
 
@@ -15,6 +16,15 @@ Routes:
   and the instance id.
 * ``GET /health``, ``GET /metrics`` (Prometheus text).
 
+With several models served, every route that names a model works per model:
+``/v1/embeddings`` by its ``model``, ``/v1/contract?model=ID``, ``/v1/models`` lists them all,
+``/metrics`` labels each model's series ``model="ID"``, and ``/health`` gives each model's
+fingerprint. A request that names no model is refused (400, ``missing_model``, listing the
+served ids), never given a default; one naming an unknown model is a 404 (``model_not_found``)
+listing them too. A response about one model carries that model's fingerprint header; one
+about none (health, metrics, a request refused before its model is known) carries only the
+instance header.
+
 The three API routes answer without the ``/v1`` too (``/embeddings``, ``/models``,
 ``/contract``): a client's URL is a base to which ``/embeddings`` is appended, as the
 ``openai`` client does, so ``http://host:port`` and ``http://host:port/v1`` both reach them.
@@ -30,23 +40,27 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ctxemb_core.contract import Role
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.remote import FINGERPRINT_HEADER, INSTANCE_HEADER
-from ctxemb_core.serve.batcher import Batcher, BusyError
+from ctxemb_core.remote import INSTANCE_HEADER
+from ctxemb_core.serve.batcher import Arrivals, Batcher, BusyError
 from ctxemb_core.serve.limits import ServeLimits
 from ctxemb_core.serve.metrics import Metrics
-from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.serve.served import ServedModel, check_models, check_name
 from ctxemb_core.validate import check_texts
 
 if TYPE_CHECKING:
+    from ctxemb_core.contract import EmbeddingContract
     from ctxemb_core.embedder import Embedder
+    from ctxemb_core.stamp import IndexStamp
 
 __all__ = ["EmbeddingService"]
 
@@ -57,6 +71,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _ROLE_FIELDS = {"query": Role.QUERY, "document": Role.DOCUMENT}
+# Where a request's resolved model is kept in its ASGI scope, for its response's headers.
+_MODEL_KEY = "ctxemb.model"
 _REQUEST_KEYS = {"input", "model", "encoding_format", "dimensions", "input_type", "user"}
 
 
@@ -75,52 +91,74 @@ class HttpError(Exception):
 
 
 class EmbeddingService:
-    """One contract's embeddings over HTTP (an ASGI 3 application).
+    """One contract's embeddings over HTTP (an ASGI 3 application), or several contracts',
+    one model id each.
 
     Args:
-        embedder: the contract's embedder; the service embeds on one worker thread.
-        name: the model id clients send (default: the contract's model name).
-        limits: what a request may hold and how requests are batched.
+        embedder: the contract's embedder; or a mapping of model ids to embedders, one per
+            contract served (a server of several contracts: both sides of an upgrade). The
+            service embeds on one worker thread, whatever the number of models.
+        name: the model id clients send (default: the contract's model name); with one
+            embedder only.
+        limits: what a request may hold and how requests are batched (each model has its own
+            queue and batches under these limits).
+
+    Example:
+        >>> service = EmbeddingService({"minilm": fp32, "minilm-256": cut})  # doctest: +SKIP
+        >>> service.models["minilm-256"].contract.truncate_dim  # doctest: +SKIP
+        256
     """
 
     def __init__(
-        self, embedder: Embedder, *, name: str | None = None, limits: ServeLimits | None = None
+        self,
+        embedder: Embedder | Mapping[str, Embedder],
+        *,
+        name: str | None = None,
+        limits: ServeLimits | None = None,
     ) -> None:
-        if embedder.remote is not None:
-            raise InvalidInputError(
-                "serve an Embedder that holds its model here, not one that embeds through "
-                f"{embedder.remote.url}"
-            )
-        if name is not None and (not isinstance(name, str) or not name.strip() or ":" in name):
-            raise InvalidInputError(
-                f"name must be a non-empty model id without ':' (':query' and ':document' name "
-                f"the roles), got {name!r}"
-            )
-        self.embedder = embedder
-        self.contract = embedder.contract
+        if isinstance(embedder, Mapping):
+            if name is not None:
+                raise InvalidInputError(
+                    "name= names the one model of a single embedder; with several, the "
+                    "mapping's keys are their model ids"
+                )
+            given = dict(embedder)
+            check_models(given)
+        else:
+            check_models({"": embedder}, named=False)  # only its embedder is checked here
+            if name is not None:
+                check_name(name)
+            given = {name or embedder.contract.model: embedder}
         self.limits = limits or ServeLimits()
-        self.name = name or self.contract.model
         self.instance = uuid.uuid4().hex
-        c = self.contract
-        #: Whether both roles give the same vectors (no prefix differs, one encoder).
-        self.symmetric = c.query_prefix == c.document_prefix and c.query_model is None
-        self.stamp = IndexStamp.from_embedder(embedder)
-        self.metrics = Metrics(c.fingerprint, self.instance, self.name)
-        self.batcher = Batcher(embedder, self.limits, self.metrics)
-        self._headers = [
-            (FINGERPRINT_HEADER.encode(), c.fingerprint.encode()),
-            (INSTANCE_HEADER.encode(), self.instance.encode()),
-        ]
-        self._contract_body = _json(
-            {
-                "model": self.name,
-                "fingerprint": c.fingerprint,
-                "instance": self.instance,
-                "contract": c.to_dict(),
-                "stamp": self.stamp.to_metadata(),
-                "symmetric": self.symmetric,
-            }
-        )
+        self.metrics = Metrics(self.instance, {n: e.contract.fingerprint for n, e in given.items()})
+        # One worker thread for every model: the CPU runs one batch at a time.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="ctxemb-embed")
+        arrivals = Arrivals()
+        #: The models served, by model id, in the order given.
+        self.models: dict[str, ServedModel] = {
+            n: ServedModel.build(
+                n,
+                e,
+                Batcher(
+                    e,
+                    self.limits,
+                    self.metrics.of(n),
+                    executor=self._executor,
+                    arrivals=arrivals,
+                ),
+                self.instance,
+            )
+            for n, e in given.items()
+        }
+        self._arrivals = arrivals
+        self._single = next(iter(self.models.values())) if len(self.models) == 1 else None
+        #: Every id a request may name (each model's three, and its recipe's), to its model
+        #: and the role the id names.
+        self._ids: dict[str, tuple[ServedModel, Role | None]] = {
+            i: (m, role) for m in self.models.values() for i, role in m.ids().items()
+        }
+        self._instance_header = (INSTANCE_HEADER.encode(), self.instance.encode())
         self._routes: dict[str, dict[str, Callable[[Scope, Receive], Awaitable[Any]]]] = {
             "/v1/embeddings": {"POST": self._embeddings},
             "/v1/models": {"GET": self._models},
@@ -133,10 +171,50 @@ class EmbeddingService:
         for path in ("/embeddings", "/models", "/contract"):
             self._routes[path] = self._routes["/v1" + path]
 
+    # -- the one model of a single-model server ----------------------------------------------
+
+    def _the_model(self) -> ServedModel:
+        if self._single is None:
+            raise InvalidInputError(
+                f"this service serves {len(self.models)} models "
+                f"({', '.join(repr(n) for n in self.models)}): ask service.models[ID]"
+            )
+        return self._single
+
     @property
-    def model_ids(self) -> tuple[str, str, str]:
-        """The ids a request may name: the model, and the model for each role."""
-        return (self.name, f"{self.name}:query", f"{self.name}:document")
+    def embedder(self) -> Embedder:
+        """The embedder of a single-model service (``models[ID].embedder`` with several)."""
+        return self._the_model().embedder
+
+    @property
+    def contract(self) -> EmbeddingContract:
+        """The contract of a single-model service (``models[ID].contract`` with several)."""
+        return self._the_model().contract
+
+    @property
+    def name(self) -> str:
+        """The model id of a single-model service."""
+        return self._the_model().name
+
+    @property
+    def stamp(self) -> IndexStamp:
+        """The stamp of a single-model service's contract."""
+        return self._the_model().stamp
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether a single-model service's two roles give the same vectors."""
+        return self._the_model().symmetric
+
+    @property
+    def batcher(self) -> Batcher:
+        """The batcher of a single-model service (``models[ID].batcher`` with several)."""
+        return self._the_model().batcher
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        """The ids a request may name: each model, and each model for each role."""
+        return tuple(i for m in self.models.values() for i in m.model_ids)
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -165,34 +243,38 @@ class EmbeddingService:
             self.metrics.request(label, exc.status)
             body = {"message": str(exc), "type": exc.kind, "code": exc.code, "param": exc.param}
             extra = [(b"retry-after", b"1")] if exc.status == 503 else []
-            await self._send(send, exc.status, _json({"error": body}), extra=extra)
+            await self._send(send, scope, exc.status, _json({"error": body}), extra=extra)
             return
         except Exception:  # never let one request end the process
             log.exception("ctxemb serve: %s %s failed", scope.get("method"), path)
             self.metrics.error("internal")
             self.metrics.request(label, 500)
             body = {"message": "internal error; see the server's log", "type": "server_error"}
-            await self._send(send, 500, _json({"error": {**body, "code": "internal"}}))
+            await self._send(send, scope, 500, _json({"error": {**body, "code": "internal"}}))
             return
         self.metrics.request(label, 200)
         if isinstance(result, str):
-            await self._send(send, 200, result.encode(), ctype=b"text/plain; version=0.0.4")
+            await self._send(send, scope, 200, result.encode(), ctype=b"text/plain; version=0.0.4")
         else:
-            await self._send(send, 200, result)
+            await self._send(send, scope, 200, result)
 
     async def _send(
         self,
         send: Send,
+        scope: Scope,
         status: int,
         body: bytes,
         *,
         ctype: bytes = b"application/json",
         extra: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
+        # The fingerprint of the model the request was about (a single-model server's always).
+        model: ServedModel | None = scope.get(_MODEL_KEY, self._single)
         headers = [
             (b"content-type", ctype),
             (b"content-length", str(len(body)).encode()),
-            *self._headers,
+            *([model.header] if model is not None else []),
+            self._instance_header,
             *(extra or []),
         ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -202,10 +284,13 @@ class EmbeddingService:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                await self.batcher.start()
+                for model in self.models.values():
+                    await model.batcher.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.batcher.stop()
+                for model in self.models.values():
+                    await model.batcher.stop()
+                self._executor.shutdown(wait=True)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -238,42 +323,50 @@ class EmbeddingService:
     # -- routes ------------------------------------------------------------------------------
 
     async def _health(self, scope: Scope, receive: Receive) -> bytes:
-        return _json(
-            {"status": "ok", "fingerprint": self.contract.fingerprint, "instance": self.instance}
-        )
+        if self._single is not None:
+            fingerprint = self._single.contract.fingerprint
+            return _json({"status": "ok", "fingerprint": fingerprint, "instance": self.instance})
+        models = {n: m.contract.fingerprint for n, m in self.models.items()}
+        return _json({"status": "ok", "instance": self.instance, "models": models})
 
     async def _metrics(self, scope: Scope, receive: Receive) -> str:
         return self.metrics.render()
 
     async def _contract(self, scope: Scope, receive: Receive) -> bytes:
-        return self._contract_body
+        if self._single is not None:
+            return self._single.contract_body
+        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        asked = query.get("model", [None])[-1]
+        model, _ = self._resolve(asked, scope)
+        return model.contract_body
 
     async def _models(self, scope: Scope, receive: Receive) -> bytes:
         roles = (None, "query", "document")
         data = [
             {"id": i, "object": "model", "owned_by": "ctxemb", "ctxemb_role": r}
-            for i, r in zip(self.model_ids, roles, strict=True)
+            for m in self.models.values()
+            for i, r in zip(m.model_ids, roles, strict=True)
         ]
         return _json({"object": "list", "data": data})
 
     async def _embeddings(self, scope: Scope, receive: Receive) -> bytes:
         # Counted as arriving until queued, so a batch being gathered waits for it.
-        self.batcher.arriving += 1
+        self._arrivals.count += 1
         try:
-            payload, texts, role, encoding, raw_vectors = await self._request(scope, receive)
+            payload, texts, model, role, encoding, raw_vectors = await self._request(scope, receive)
             # Tokenized once: the usage counts these tokens, and the batch embeds them.
-            tokenized = self.embedder.tokenize(texts, role)
+            tokenized = model.embedder.tokenize(texts, role)
         except BaseException:
-            self.batcher.arriving -= 1
+            self._arrivals.count -= 1
             raise
         tokens = int(tokenized.lengths.sum())
         try:
-            vectors = await self.batcher.embed(tokenized, role, tokens, raw_vectors)
+            vectors = await model.batcher.embed(tokenized, role, tokens, raw_vectors)
         except BusyError as exc:
             raise HttpError(503, str(exc), code="busy") from None
         except InvalidInputError as exc:
             raise HttpError(400, str(exc), code="invalid_input") from None
-        self.metrics.embedded(role.value, len(texts), tokens)
+        self.metrics.of(model.name).embedded(role.value, len(texts), tokens)
         data = [
             {"object": "embedding", "index": i, "embedding": _encode(v, encoding)}
             for i, v in enumerate(vectors)
@@ -290,8 +383,8 @@ class EmbeddingService:
 
     async def _request(
         self, scope: Scope, receive: Receive
-    ) -> tuple[dict[str, Any], list[str], Role, str, bool]:
-        """The checked request: (payload, texts, role, encoding, raw vectors asked)."""
+    ) -> tuple[dict[str, Any], list[str], ServedModel, Role, str, bool]:
+        """The checked request: (payload, texts, model, role, encoding, raw vectors asked)."""
         raw = await self._body(scope, receive)
         try:
             payload = json.loads(raw)
@@ -309,7 +402,8 @@ class EmbeddingService:
                 code="unknown_field",
             )
         texts = self._texts(payload.get("input"))
-        role = self._role(payload)
+        model, by_model = self._resolve(payload.get("model"), scope)
+        role = self._role(payload, model, by_model)
         encoding = payload.get("encoding_format", "float")
         if encoding not in ("float", "base64"):
             raise HttpError(
@@ -319,16 +413,16 @@ class EmbeddingService:
                 param="encoding_format",
             )
         dimensions = payload.get("dimensions")
-        if dimensions is not None and dimensions != self.contract.output_dim:
+        if dimensions is not None and dimensions != model.contract.output_dim:
             raise HttpError(
                 400,
                 f"dimensions={dimensions!r}: this server's contract makes "
-                f"{self.contract.output_dim}-dimensional vectors; a shorter Matryoshka cut is "
+                f"{model.contract.output_dim}-dimensional vectors; a shorter Matryoshka cut is "
                 "another contract (serve it with --truncate-dim)",
                 code="invalid_dimensions",
                 param="dimensions",
             )
-        return payload, texts, role, encoding, raw_vectors
+        return payload, texts, model, role, encoding, raw_vectors
 
     def _texts(self, value: Any) -> list[str]:
         if value is None:
@@ -373,29 +467,51 @@ class EmbeddingService:
             )
         return checked
 
-    def _role(self, payload: Mapping[str, Any]) -> Role:
-        model = payload.get("model")
+    def _resolve(self, model: Any, scope: Scope) -> tuple[ServedModel, Role | None]:
+        """The served model a request names and the role its id names; kept in ``scope`` for
+        the response's fingerprint header."""
         if model is None:
+            if self._single is not None:
+                raise HttpError(
+                    400,
+                    "the field 'model' is required: one of "
+                    f"{', '.join(repr(m) for m in self.model_ids)}",
+                    code="missing_model",
+                    param="model",
+                )
             raise HttpError(
                 400,
-                "the field 'model' is required: one of "
-                f"{', '.join(repr(m) for m in self.model_ids)}",
+                f"the field 'model' is required: this server serves {len(self.models)} models, "
+                f"{self._listed()}, and gives no request a default one",
                 code="missing_model",
                 param="model",
             )
-        if model == self.contract.recipe_id:
-            # What ctxemb's own client sends: any server of this recipe, under any served name
-            # or label, answers it (the fingerprint header and the canary still decide).
-            model = self.name
-        if not isinstance(model, str) or model not in self.model_ids:
+        # An id of the model, of one of its roles, or of its recipe: what ctxemb's own client
+        # sends, which any server of the recipe answers under any served name or label (the
+        # fingerprint header and the canary still decide).
+        found = self._ids.get(model) if isinstance(model, str) else None
+        if found is None:
+            served = (
+                ", ".join(repr(m) for m in self.model_ids)
+                if self._single is not None
+                else self._listed()
+            )
             raise HttpError(
                 404,
-                f"model {model!r} is not served here; this server serves "
-                f"{', '.join(repr(m) for m in self.model_ids)}",
+                f"model {model!r} is not served here; this server serves {served}",
                 code="model_not_found",
                 param="model",
             )
-        by_model = dict(zip(self.model_ids, (None, Role.QUERY, Role.DOCUMENT), strict=True))[model]
+        scope[_MODEL_KEY] = found[0]
+        return found
+
+    def _listed(self) -> str:
+        """The served model ids, for a message of a server of several."""
+        names = ", ".join(repr(n) for n in self.models)
+        return f"{names} (each also as ID:query and ID:document)"
+
+    def _role(self, payload: Mapping[str, Any], served: ServedModel, by_model: Role | None) -> Role:
+        model = payload.get("model")
         given = payload.get("input_type")
         if given is not None and (not isinstance(given, str) or given not in _ROLE_FIELDS):
             raise HttpError(
@@ -415,9 +531,9 @@ class EmbeddingService:
         role = by_field or by_model
         if role is not None:
             return role
-        if self.symmetric:
+        if served.symmetric:
             return Role.DOCUMENT
-        c = self.contract
+        c = served.contract
         sides = (
             "a separate query encoder"
             if c.query_model is not None
@@ -427,7 +543,7 @@ class EmbeddingService:
             400,
             f"this contract's query and document sides differ ({sides}), so the role decides "
             "the vectors and is never guessed: send input_type 'query' or 'document', or use "
-            f"the model id {self.name + ':query'!r} or {self.name + ':document'!r}",
+            f"the model id {served.name + ':query'!r} or {served.name + ':document'!r}",
             code="role_required",
             param="input_type",
         )

@@ -7,6 +7,11 @@ tokens. While the worker embeds one batch, the next gathers. Texts are grouped b
 a batch and each group is embedded by one call of the embedder, which plans its own forward
 passes by token length; a text's vector does not depend on its neighbours beyond float
 rounding (int8 runs per text).
+
+A server of several models has one batcher per model (a batch holds one model's texts, and
+``max_queued`` holds for each model's queue) over one worker thread they share: the CPU runs
+one batch at a time, in the order the batches close, and the requests being received count
+as arriving for every model (a request's model is known only once it has been read).
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ from ctxemb_core.pooling import quantize
 if TYPE_CHECKING:
     from ctxemb_core.embedder import Embedder
     from ctxemb_core.serve.limits import ServeLimits
-    from ctxemb_core.serve.metrics import Metrics
+    from ctxemb_core.serve.metrics import ModelCounters
 
-__all__ = ["Batcher", "BusyError"]
+__all__ = ["Arrivals", "Batcher", "BusyError"]
 
 
 class BusyError(CtxembError):
@@ -48,21 +53,45 @@ class _Job:
     queued: float = field(default_factory=time.perf_counter)
 
 
-class Batcher:
-    """Gathers embedding jobs and runs them on one worker thread, in arrival order."""
+@dataclass
+class Arrivals:
+    """Requests received and not yet queued (being read, parsed, tokenized): the ones a batch
+    may wait for. The service counts them in, :meth:`Batcher.embed` counts them out; the
+    batchers of one server share it."""
 
-    def __init__(self, embedder: Embedder, limits: ServeLimits, metrics: Metrics) -> None:
+    count: int = 0
+
+
+class Batcher:
+    """Gathers one model's embedding jobs and runs them on a worker thread, in arrival order.
+
+    Args:
+        embedder: the model's embedder.
+        limits: the batching limits and the queue's bound.
+        counters: the model's metrics.
+        executor: the worker thread (one it makes and stops itself when not given; a
+            server of several models gives its batchers one to share).
+        arrivals: the requests on their way (shared by the batchers of one server).
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        limits: ServeLimits,
+        counters: ModelCounters,
+        *,
+        executor: ThreadPoolExecutor | None = None,
+        arrivals: Arrivals | None = None,
+    ) -> None:
         self.embedder = embedder
         self.limits = limits
-        self.metrics = metrics
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="ctxemb-embed")
+        self.counters = counters
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="ctxemb-embed")
         self._queue: asyncio.Queue[_Job] | None = None
         self._task: asyncio.Task[None] | None = None
         self._queued = 0
-        #: Requests received and not yet queued (being read, parsed, tokenized): the ones a
-        #: batch may wait for. The service counts them in (:meth:`arriving`), :meth:`embed`
-        #: counts them out.
-        self.arriving = 0
+        self.arrivals = arrivals or Arrivals()
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -77,13 +106,14 @@ class Batcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._executor.shutdown(wait=True)
+        if self._own_executor:
+            self._executor.shutdown(wait=True)
 
     async def embed(self, texts: Sequence[str], role: Role, tokens: int, raw: bool) -> np.ndarray:
         """The vectors of ``texts`` once their batch has run (texts the embedder tokenized,
         :meth:`~ctxemb_core.embedder.Embedder.tokenize`, are embedded from those tokens)."""
         assert self._queue is not None, "the batcher was not started"
-        self.arriving -= 1
+        self.arrivals.count -= 1
         if self._queued + len(texts) > self.limits.max_queued:
             raise BusyError(
                 f"{self._queued} texts are already waiting (max_queued "
@@ -107,7 +137,7 @@ class Batcher:
                     job = self._queue.get_nowait()
                 except asyncio.QueueEmpty:
                     left = deadline - loop.time()
-                    if left <= 0 or self.arriving <= 0:  # nobody else is on the way
+                    if left <= 0 or self.arrivals.count <= 0:  # nobody else is on the way
                         break
                     try:
                         job = await asyncio.wait_for(self._queue.get(), left)
@@ -145,7 +175,7 @@ class Batcher:
                     j.future.set_result(
                         part if j.raw else quantize(part, self.embedder.contract.precision)
                     )
-        self.metrics.batch(sum(len(j.texts) for j in jobs), waits, truncated)
+        self.counters.batch(sum(len(j.texts) for j in jobs), waits, truncated)
 
     def _embed(self, texts: Sequence[str], role: Role) -> tuple[np.ndarray, int]:
         # This call's count, returned with its vectors (never another thread's last_truncated).

@@ -13,6 +13,7 @@ import errno
 import signal
 import socket
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
@@ -51,7 +52,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    embedder: Embedder,
+    embedder: Embedder | Mapping[str, Embedder],
     *,
     host: str = "127.0.0.1",
     port: int = 8080,
@@ -64,10 +65,12 @@ def serve(
     :class:`KeyboardInterrupt`).
 
     Args:
-        embedder: the contract's embedder (not a remote one).
+        embedder: the contract's embedder (not a remote one), or a mapping of model ids to
+            embedders: several contracts on one server, one model id each.
         host: the interface (``127.0.0.1``: this machine only, unless told otherwise).
         port: the port (0: any free one; ``announce`` is told which).
-        name: the model id clients send (default: the contract's model name).
+        name: the model id clients send (default: the contract's model name); with one
+            embedder only.
         limits: request limits and batching.
         log_level: uvicorn's log level.
         announce: called with ``(service, host, port)`` once the socket listens.
