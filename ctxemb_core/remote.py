@@ -11,6 +11,13 @@ The URL is a base, as for the ``openai`` client: ``/embeddings`` is appended to 
 (``http://host:8080/v1`` posts to ``/v1/embeddings``; ``ctxemb serve`` answers with and without
 the ``/v1``).
 
+One ``ctxemb serve`` may serve several contracts, one model id each (both sides of an
+upgrade). It then names no contract of its own (``GET /contract`` asks for a model), and the
+encoder reads the contract of each model it lists and keeps the one that is its contract by
+:func:`~ctxemb_core.contract.same_contract`; none is :class:`ContractMismatchError` naming the
+fields that differ from the nearest. Its requests name the recipe's id, which that model
+answers, and every answer still carries that model's fingerprint and meets the canary.
+
 A URL may be many servers: replicas behind a load balancer, per request or per connection.
 No vector is returned unless the server that made it has passed the canary:
 
@@ -373,16 +380,55 @@ def _error_code(payload: Any) -> Any:
     return err.get("code") if isinstance(err, Mapping) else None
 
 
-def server_contract(url: str, *, timeout: float = 30.0) -> ServerContract:
+def _names_no_model(answer: _Answer) -> bool:
+    """Whether ``answer`` is a server of several contracts asking which one (``GET /contract``
+    without a model)."""
+    return answer.status == 400 and _error_code(answer.payload) == "missing_model"
+
+
+def _contract_path(model: str) -> str:
+    return "/contract?model=" + urllib.parse.quote(model, safe="")
+
+
+def server_contract(url: str, *, model: str | None = None, timeout: float = 30.0) -> ServerContract:
     """The contract ``ctxemb serve`` at ``url`` serves, with its stamp and instance id.
+
+    Args:
+        url: the server's base URL.
+        model: the model id (or a role's, or a recipe's) of a server of several contracts;
+            a server of one checks it names its model.
+        timeout: seconds the answer may take.
 
     Raises:
         RemoteEncoderError: no server there, or not a ctxemb server (no ``/contract``).
+        InvalidInputError: a server of several contracts and no ``model``, or a ``model`` it
+            does not serve (the message lists the ids it serves).
         DamagedStampError: the server's stamp does not hold together.
     """
     http_ = _Http(url, timeout, {})
     try:
-        return _read_contract(http_, http_.request("GET", "/contract"))
+        if model is None:
+            answer = http_.request("GET", "/contract")
+            if _names_no_model(answer):
+                raise InvalidInputError(
+                    f"the server at {http_.url} serves several contracts; name one with "
+                    f"model=ID. It says: {_error_message(answer.payload)}"
+                )
+            return _read_contract(http_, answer)
+        answer = http_.request("GET", _contract_path(model))
+        if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
+            raise InvalidInputError(
+                f"the server at {http_.url} does not serve model {model!r}: "
+                f"{_error_message(answer.payload)}"
+            )
+        served = _read_contract(http_, answer)
+        names = (served.model, f"{served.model}:query", f"{served.model}:document")
+        if model not in (*names, served.contract.recipe_id):
+            # A server of one contract answers /contract whatever the model asked.
+            raise InvalidInputError(
+                f"the server at {http_.url} serves model {served.model!r}, not {model!r}"
+            )
+        return served
     finally:
         http_.close()
 
@@ -568,6 +614,9 @@ class RemoteEncoder:
         self.canary_answers: Counter[str] = Counter()
         #: The instance (``ctxemb``) or connection (``openai``) verified last.
         self.instance: str | None = None
+        #: The model id under which ``ctxemb serve`` publishes this contract (on a server of
+        #: several, the one picked); ``None`` for ``openai``.
+        self.served_id: str | None = None
         try:
             self._verify_first()
         except Exception as exc:
@@ -598,8 +647,14 @@ class RemoteEncoder:
             )
 
     def _learn_contract(self) -> ServerContract:
-        """Read ``/contract`` from whichever instance answers; remember it by fingerprint."""
-        served = _read_contract(self._http, self._http.request("GET", "/contract"))
+        """Read ``/contract`` from whichever instance answers; remember it by fingerprint.
+        On a server of several contracts, the one that is this encoder's
+        (:meth:`_pick_contract`)."""
+        answer = self._http.request("GET", "/contract")
+        if _names_no_model(answer):
+            served = self._pick_contract()
+        else:
+            served = _read_contract(self._http, answer)
         fingerprint = served.contract.fingerprint
         if fingerprint not in self._contracts:
             if not same_contract(served.contract, self.contract):
@@ -610,7 +665,55 @@ class RemoteEncoder:
         known = self._contracts[fingerprint]
         if isinstance(known, BaseException):
             raise known
+        self.served_id = known.model
         return known
+
+    def _pick_contract(self) -> ServerContract:
+        """The contract of a server of several that is this encoder's, by
+        :func:`same_contract`: of the model asked for (``model=``), else of each model the
+        server lists in turn. Raises :class:`ContractMismatchError` naming the fields that
+        differ from the nearest when none is."""
+        ids = [self.requested_model] if self.requested_model is not None else self._served_ids()
+        seen: list[ServerContract] = []
+        for model in ids:
+            answer = self._http.request("GET", _contract_path(model))
+            if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
+                raise InvalidInputError(
+                    f"the embedding server at {self.url} does not serve model {model!r}: "
+                    f"{_error_message(answer.payload)}"
+                )
+            served = _read_contract(self._http, answer)
+            if same_contract(served.contract, self.contract):
+                return served
+            seen.append(served)
+        if not seen:
+            raise RemoteEncoderError(f"the server at {self.url} lists no model at GET /models")
+        nearest = min(seen, key=lambda s: len(s.contract.diff(self.contract).changes))
+        error = ContractMismatchError(nearest.contract, self.contract, server=self.url)
+        listed = ", ".join(repr(s.model) for s in seen)
+        error.args = (
+            f"{error.args[0]}  (it serves {len(seen)} contracts, models {listed}; the "
+            f"fields above are those of {nearest.model!r}, the nearest)\n",
+            *error.args[1:],
+        )
+        raise error
+
+    def _served_ids(self) -> list[str]:
+        """The model ids a server of several contracts lists (``GET /models``), roles aside."""
+        status, _, payload, _ = self._http.request("GET", "/models")
+        data = payload.get("data") if isinstance(payload, Mapping) else None
+        if status != 200 or not isinstance(data, list):
+            raise RemoteEncoderError(
+                self._http.redact(
+                    f"the server at {self.url} serves several contracts but does not list them "
+                    f"(GET {self._http.base}/models answered HTTP {status})"
+                )
+            )
+        return [
+            str(d["id"])
+            for d in data
+            if isinstance(d, Mapping) and "id" in d and d.get("ctxemb_role") is None
+        ]
 
     def _server(self, key: str) -> _Server:
         """The record of ``key`` (made on first sight; the oldest forgotten past the bound).

@@ -1,0 +1,158 @@
+"""One ``ctxemb serve`` carrying several contracts, one model id each (issue 45, item 2): both
+sides of an upgrade on one server, over real HTTP on 127.0.0.1.
+
+The models are the conformance suite's tiny static one (built in code, milliseconds) and the
+same weights cut to 8 dimensions, another contract: every vector is compared with the local
+Embedder's of its contract.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from embedding_server import get, post, serving
+
+from ctxemb_core import Embedder
+from ctxemb_core.aliases import (
+    AliasedIndex,
+    Encoders,
+    MemoryCatalog,
+    backfill,
+    begin_upgrade,
+    create_alias,
+    cutover,
+)
+from ctxemb_core.cli import main
+from ctxemb_core.errors import ContractMismatchError, InvalidInputError
+from ctxemb_core.index import GuardedIndex, MemoryStore
+from ctxemb_core.remote import server_contract
+from ctxemb_core.serve import EmbeddingService
+from ctxemb_core.testing.conformance import tiny_embedder
+
+TEXTS = ["green tea is steamed", "slugs eat lettuce"]
+
+
+@pytest.fixture(scope="module")
+def old():
+    return tiny_embedder()
+
+
+@pytest.fixture(scope="module")
+def new(old):
+    return Embedder(old.contract.with_(truncate_dim=8))
+
+
+@pytest.fixture(scope="module")
+def served(old, new):
+    with serving({"tiny": old, "tiny-8": new}) as service:
+        yield service
+
+
+def _vectors(answer) -> np.ndarray:
+    return np.array([d["embedding"] for d in answer["data"]], dtype=np.float32)
+
+
+def test_each_model_id_gives_its_own_contracts_vectors(served, old, new):
+    for name, local in (("tiny", old), ("tiny-8", new)):
+        status, headers, answer = post(
+            served.url + "/v1/embeddings", {"input": TEXTS, "model": name}
+        )
+        assert status == 200 and answer["model"] == name
+        assert headers["ctxemb-fingerprint"] == local.contract.fingerprint
+        np.testing.assert_allclose(_vectors(answer), local.embed_documents(TEXTS), atol=1e-6)
+        status, _, answer = post(
+            served.url + "/v1/embeddings", {"input": TEXTS[0], "model": f"{name}:query"}
+        )
+        np.testing.assert_allclose(_vectors(answer)[0], local.embed_query(TEXTS[0]), atol=1e-6)
+        # Each model's contract, by its id (or a role's, or its recipe's).
+        for asked in (name, f"{name}:query", local.contract.recipe_id):
+            status, headers, body = get(f"{served.url}/v1/contract?model={asked}")
+            assert status == 200 and json.loads(body)["model"] == name
+            assert headers["ctxemb-fingerprint"] == local.contract.fingerprint
+    ids = [m["id"] for m in json.loads(get(served.url + "/v1/models")[2])["data"]]
+    assert ids == [
+        "tiny",
+        "tiny:query",
+        "tiny:document",
+        "tiny-8",
+        "tiny-8:query",
+        "tiny-8:document",
+    ]
+    health = json.loads(get(served.url + "/health")[2])
+    assert health["models"] == {
+        "tiny": old.contract.fingerprint,
+        "tiny-8": new.contract.fingerprint,
+    }
+    metrics = get(served.url + "/metrics")[2].decode()
+    assert 'ctxemb_texts_total{model="tiny-8",role="document"}' in metrics
+    assert f'fingerprint="{new.contract.fingerprint}"' in metrics
+
+
+def test_a_request_naming_no_model_or_an_unknown_one_is_refused_listing_the_ids(served):
+    status, headers, answer = post(served.url + "/v1/embeddings", {"input": TEXTS})
+    assert status == 400 and answer["error"]["code"] == "missing_model"
+    assert "'tiny', 'tiny-8'" in answer["error"]["message"]
+    assert "ctxemb-fingerprint" not in headers and "ctxemb-instance" in headers
+    status, _, answer = post(served.url + "/v1/embeddings", {"input": TEXTS, "model": "tiny-4"})
+    assert status == 404 and answer["error"]["code"] == "model_not_found"
+    assert "'tiny', 'tiny-8'" in answer["error"]["message"]
+    status, _, body = get(served.url + "/v1/contract")
+    assert status == 400 and json.loads(body)["error"]["code"] == "missing_model"
+    assert get(served.url + "/v1/contract?model=tiny-4")[0] == 404
+
+
+def test_the_remote_encoder_picks_the_model_of_its_contract(served, old, new):
+    for name, local in (("tiny-8", new), ("tiny", old)):
+        remote = Embedder(local.contract, url=served.url)
+        assert remote.remote.served_id == name
+        np.testing.assert_allclose(
+            remote.embed_documents(TEXTS), local.embed_documents(TEXTS), atol=1e-6
+        )
+    other = old.contract.with_(normalize=not old.contract.normalize)
+    with pytest.raises(ContractMismatchError, match="'tiny', 'tiny-8'") as caught:
+        Embedder(other, url=served.url)
+    assert caught.value.fields == ("normalize",) and caught.value.server == served.url
+    with pytest.raises(InvalidInputError, match="several contracts"):
+        server_contract(served.url)
+    assert server_contract(served.url, model="tiny-8").contract == new.contract
+
+
+def test_an_alias_reader_gets_both_encoders_from_one_server_url(served, old, new):
+    catalog = MemoryCatalog(MemoryStore())
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(["tea", "slugs"], TEXTS)
+    create_alias(catalog, "docs", "docs-v1")
+    reader = AliasedIndex.open(catalog, "docs", Encoders(served.url))
+    assert reader.search("tea", 1).fingerprint == old.contract.fingerprint
+    begin_upgrade(catalog, "docs", new)
+    backfill(catalog, "docs", Encoders(old, new))
+    cutover(catalog, "docs", Encoders(old, new))
+    # The reader follows: the new index, queried through the same server's other model.
+    answer = reader.search("tea", 1)
+    assert answer.fingerprint == new.contract.fingerprint
+    assert answer.matches[0][0].id == "tea"
+    remotes = [reader.encoders.get(c) for c in (old.contract, new.contract)]
+    assert [r.remote.served_id for r in remotes] == ["tiny", "tiny-8"]
+    assert {r.remote.url for r in remotes} == {served.url}
+
+
+def test_a_server_refuses_two_ids_of_one_contract(old):
+    same = Embedder(old.contract.with_(model="a-copy"))  # a label apart: the same contract
+    with pytest.raises(InvalidInputError, match="same contract"):
+        EmbeddingService({"tiny": old, "copy": same})
+    with pytest.raises(InvalidInputError, match="mapping's keys"):
+        EmbeddingService({"tiny": old}, name="tiny")
+    with pytest.raises(InvalidInputError, match="without ':'"):
+        EmbeddingService({"tiny:x": old})
+
+
+def test_the_command_names_the_also_that_fails(old, tmp_path, capsys):
+    folder = str(old.source.folders()[0])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["serve", folder, "--also", f"cut={bad}", "--port", "0"]) == 2
+    assert f"--also cut={bad}: " in capsys.readouterr().err
+    # Its own contract under the first's id: refused, naming how to give it another.
+    assert main(["serve", folder, "--also", folder, "--port", "0"]) == 2
+    assert "--also ID=" in capsys.readouterr().err
