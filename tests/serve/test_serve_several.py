@@ -9,12 +9,13 @@ Embedder's of its contract.
 from __future__ import annotations
 
 import json
+import socket
 
 import numpy as np
 import pytest
 from embedding_server import get, post, serving
 
-from ctxemb_core import Embedder
+from ctxemb_core import Embedder, contract_for
 from ctxemb_core.aliases import (
     AliasedIndex,
     Encoders,
@@ -147,12 +148,29 @@ def test_a_server_refuses_two_ids_of_one_contract(old):
         EmbeddingService({"tiny:x": old})
 
 
-def test_the_command_names_the_also_that_fails(old, tmp_path, capsys):
-    folder = str(old.source.folders()[0])
+def test_the_command_loads_every_contract_before_it_listens(old, tmp_path, capsys):
+    folder = old.source.folders()[0]
+    assert folder is not None
+    # A contract file of the same weights cut to 8 dimensions (its model named by its path,
+    # so the command finds the folder).
+    cut = tmp_path / "cut.json"
+    cut.write_text(contract_for(folder, name=str(folder), truncate_dim=8).to_json())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        # Both loaded and stamped; then the port, taken, is refused in one line.
+        assert main(["serve", str(folder), "--also", f"cut={cut}", "--port", port]) == 2
+        assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert main(["serve", folder, "--also", f"cut={bad}", "--port", "0"]) == 2
+    assert main(["serve", str(folder), "--also", f"cut={bad}", "--port", "0"]) == 2
     assert f"--also cut={bad}: " in capsys.readouterr().err
     # Its own contract under the first's id: refused, naming how to give it another.
-    assert main(["serve", folder, "--also", folder, "--port", "0"]) == 2
+    assert main(["serve", str(folder), "--also", str(folder), "--port", "0"]) == 2
     assert "--also ID=" in capsys.readouterr().err
+    # The same contract under another id (a label apart): refused, serve it once.
+    same = tmp_path / "same.json"
+    same.write_text(contract_for(folder, name=str(folder)).to_json())
+    assert main(["serve", str(folder), "--also", f"copy={same}", "--port", "0"]) == 2
+    assert "the same contract" in capsys.readouterr().err
