@@ -3,7 +3,8 @@
 :class:`EmbeddingService` is the ASGI application (any ASGI server runs it); :func:`serve` runs
 it on uvicorn (``pip install 'ctxemb[serve]'``), which is all the command does. The service
 imports no torch of its own: an export or a static model is served with the base install and
-uvicorn.
+uvicorn. Given a mapping of model ids to embedders, one server serves several contracts, one
+model id each (both sides of an upgrade; ``ctxemb serve --also``).
 
 Example:
     >>> from ctxemb_core import Embedder, contract_for
