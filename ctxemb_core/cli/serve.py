@@ -49,7 +49,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--also",
         action="append",
-        default=[],
         metavar="[ID=]MODEL|EXPORT|CONTRACT.json",
         help="one more contract to serve beside the first, under the model id ID (default: its "
         "contract's model name); repeatable. A model here takes its folder's contract: the "
