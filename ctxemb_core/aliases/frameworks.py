@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxemb_core.aliases.aliased import AliasedIndex
@@ -73,7 +73,8 @@ def _store_of(store: str | None, given: dict[str, Any]) -> str:
                 raise InvalidInputError(f"{name}= is a {option} option, not a {store} one")
     if store == "chroma" and (given.get("path") is None) == (given.get("host") is None):
         raise InvalidInputError("a Chroma store is a folder (path=) or a server (host=): one")
-    if store == "pgvector" and not (isinstance(given.get("dsn"), str) and given["dsn"].strip()):
+    dsn = given.get("dsn")
+    if store == "pgvector" and not (callable(dsn) or (isinstance(dsn, str) and dsn.strip())):
         raise InvalidInputError("a pgvector store needs dsn= (a PostgreSQL connection string)")
     return store
 
@@ -87,7 +88,9 @@ class AliasSource:
             :class:`~ctxemb_core.aliases.Encoders`, or a sequence of embedders (built, lazy, a
             framework's embedding component, an :meth:`Embedder.config`), model or export
             folders and server URLs.
-        store, path, host, port, dsn, schema: where the store is (see the module).
+        store, path, host, port, dsn, schema: where the store is (see the module); ``dsn``
+            may be a function that returns it, called when the store is first reached (a
+            framework's secret, read from the environment only then).
         catalog: instead, a catalog held by the caller (closed by the caller).
         find: also find encoders among this machine's models, by weights digest.
         sample: stored records re-embedded when an index is first opened.
@@ -106,7 +109,7 @@ class AliasSource:
         path: str | None = None,
         host: str | None = None,
         port: int = 8000,
-        dsn: str | None = None,
+        dsn: str | Callable[[], str | None] | None = None,
         schema: str | None = None,
         catalog: Catalog | None = None,
         find: bool = False,
@@ -184,7 +187,13 @@ class AliasSource:
                 if self.store == "chroma" and "path" in where:
                     where["create"] = False  # a mistyped folder is refused, not made empty
                 if self.store == "pgvector":
-                    client = adapter.connect(where.pop("dsn"))
+                    dsn = where.pop("dsn")
+                    dsn = dsn() if callable(dsn) else dsn
+                    if not (isinstance(dsn, str) and dsn.strip()):
+                        raise InvalidInputError(
+                            f"alias {self.alias!r}: the PostgreSQL connection string is empty"
+                        )
+                    client = adapter.connect(dsn)
                 else:
                     client = adapter.connect(**where)
                 try:

@@ -84,7 +84,7 @@ class ContractAliasDocumentStore:
             path=path,
             host=host,
             port=port,
-            dsn=None if self.dsn is None else self.dsn.resolve_value(),
+            dsn=None if self.dsn is None else self.dsn.resolve_value,  # read when first used
             schema=schema,
             catalog=catalog,
             find=find,
