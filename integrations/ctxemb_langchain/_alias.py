@@ -18,7 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from ctxemb_core.aliases import AliasedIndex, AliasSource, Encoders
+from ctxemb_core.aliases import AliasedIndex, AliasSource, Encoders, read_alias
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_count
 from ctxemb_core.index import GuardedIndex
@@ -100,9 +101,10 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
     @property
     def embeddings(self) -> Embeddings | None:
         """The :class:`ContractEmbeddings` given for the contract the alias serves now, if one
-        was given (the query encoder follows the alias: a search never needs this)."""
-        contract = self.index.contract
-        return next((e for e in self._given if e.contract == contract), None)
+        was given (the query encoder follows the alias: a search never needs this). Only the
+        alias is read: no index is opened, and no encoder is asked for."""
+        contract = read_alias(self.source.catalog(), self.source.alias).target.contract
+        return next((e for e in self._given if same_contract(contract, e.contract)), None)
 
     def close(self) -> None:
         """Close the client this store opened (a ``catalog=`` given is the caller's)."""

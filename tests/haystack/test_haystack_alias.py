@@ -122,3 +122,18 @@ def test_the_store_refuses_what_it_cannot_do(old):
     # The documents a writer gives are embedded under each index's contract, by the store.
     written = store.write_documents([Document(id="x", content=TEXTS[5], embedding=[0.0] * 3)])
     assert written == 1 and store.count_documents() == 4
+
+
+def test_a_postgresql_store_keeps_its_dsn_as_a_secret(old):
+    from haystack.utils import Secret
+
+    store = ContractAliasDocumentStore(
+        "docs", encoders=[old], dsn=Secret.from_env_var("CTXEMB_ALIAS_TEST_DSN"), schema="rag"
+    )
+    saved = store.to_dict()
+    params = saved["init_parameters"]
+    assert params["store"] == "pgvector" and params["schema"] == "rag"
+    assert params["dsn"]["type"] == "env_var"  # the variable's name, never a connection string
+    assert ContractAliasDocumentStore.from_dict(saved).to_dict() == saved
+    with pytest.raises(ValueError, match="token"):  # Haystack's own rule for a plain string
+        ContractAliasDocumentStore("docs", dsn="postgresql://u:pw@db/rag").to_dict()

@@ -21,7 +21,7 @@ from ctxemb_core.errors import InvalidInputError, NoEncoderError
 from ctxemb_core.index import GuardedIndex, MemoryStore
 from ctxemb_core.testing.aliases import IDS, TEXTS
 from ctxemb_core.testing.conformance import tiny_embedder
-from ctxemb_langchain import ContractAliasVectorStore, ContractRetriever
+from ctxemb_langchain import ContractAliasVectorStore, ContractEmbeddings, ContractRetriever
 
 QUERY = "green tea kettles"
 
@@ -49,7 +49,12 @@ def test_a_store_open_across_an_upgrade_follows_the_alias(old, new):
     v1 = GuardedIndex.open(catalog.driver("docs-v1"), old)
     v1.add(IDS[:10], TEXTS[:10])
     create_alias(catalog, "docs", "docs-v1")
-    store = ContractAliasVectorStore("docs", [old, new], catalog=catalog)
+    v1_embeddings, v2_embeddings = (
+        ContractEmbeddings(old.contract),
+        ContractEmbeddings(new.contract),
+    )
+    store = ContractAliasVectorStore("docs", [v1_embeddings, v2_embeddings], catalog=catalog)
+    assert store.embeddings is v1_embeddings
     stale = ContractAliasVectorStore("docs", [old], catalog=catalog)  # never given the new one
     retriever = store.as_retriever(k=3)
     assert isinstance(retriever, ContractRetriever)
@@ -65,10 +70,11 @@ def test_a_store_open_across_an_upgrade_follows_the_alias(old, new):
     assert _found(store) == _nearest(v1)  # still the current index until the cutover
 
     cutover(catalog, "docs", Encoders(old, new))
-    assert _found(store) == _nearest(v2)
+    assert _found(store) == _nearest(v2) and store.embeddings is v2_embeddings
     assert [d.id for d in retriever.invoke(QUERY)] == [i for i, _ in _nearest(v2)]
     assert store.get_by_ids(["a"])[0].metadata == {"k": 1}
     assert len(store.max_marginal_relevance_search(QUERY, k=2, fetch_k=5)) == 2
+    assert stale.embeddings is None and stale.as_retriever() is not None  # no encoder needed
     with pytest.raises(NoEncoderError) as raised:
         stale.similarity_search(QUERY)
     assert raised.value.contract == new.contract and raised.value.alias == "docs"
