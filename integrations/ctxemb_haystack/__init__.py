@@ -50,7 +50,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from haystack.core.serialization import allow_deserialization_module
 
-from ctxemb_haystack._alias import ContractAliasDocumentStore, ContractAliasRetriever
+from ctxemb_haystack._alias import ContractAliasDocumentStore
+from ctxemb_haystack._alias_retriever import ContractAliasRetriever
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 from ctxemb_haystack._eval import eval_path
