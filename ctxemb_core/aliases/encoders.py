@@ -94,7 +94,8 @@ class Encoders:
                 ) from None
             self._lazy.append((contract, dict(item)))
         elif isinstance(item, str) and item.startswith(_URL):
-            self._urls.append(item.rstrip("/"))
+            item = item.rstrip("/")
+            self._urls.append(item)
         elif isinstance(item, (str, os.PathLike)):
             folder = Path(os.fspath(item))
             if not folder.is_dir():

@@ -128,11 +128,15 @@ def test_a_postgresql_store_keeps_its_dsn_as_a_secret(old):
     from haystack.utils import Secret
 
     store = ContractAliasDocumentStore(
-        "docs", encoders=[old], dsn=Secret.from_env_var("CTXEMB_ALIAS_TEST_DSN"), schema="rag"
+        "docs",
+        encoders=[old, "http://127.0.0.1:9/"],  # a server: asked only for a contract it may serve
+        dsn=Secret.from_env_var("CTXEMB_ALIAS_TEST_DSN"),
+        schema="rag",
     )
     saved = store.to_dict()
     params = saved["init_parameters"]
     assert params["store"] == "pgvector" and params["schema"] == "rag"
+    assert params["encoders"] == [old.config(), "http://127.0.0.1:9"]
     assert params["dsn"]["type"] == "env_var"  # the variable's name, never a connection string
     assert ContractAliasDocumentStore.from_dict(saved).to_dict() == saved
     with pytest.raises(ValueError, match="token"):  # Haystack's own rule for a plain string

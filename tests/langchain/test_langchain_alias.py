@@ -5,6 +5,8 @@ DSN. Tiny static models (16 dimensions, cut to 8), a few records."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ctxemb_core import Embedder
@@ -107,3 +109,36 @@ def test_a_store_by_alias_on_postgresql(pg, old, new):
     assert _found(store) == _nearest(v2) and store.index.name == shadow
     assert "late" in v1.ids() and "late" in v2.ids()
     store.close()
+
+
+def test_a_reader_querying_through_the_cutover_never_mixes(old, new):
+    catalog = MemoryCatalog(MemoryStore())
+    v1 = GuardedIndex.open(catalog.driver("docs-v1"), old)
+    v1.add(IDS[:10], TEXTS[:10])
+    create_alias(catalog, "docs", "docs-v1")
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    backfill(catalog, "docs", Encoders(old, new))
+    v2 = GuardedIndex.open(catalog.driver(shadow), new, create=False)
+    before, after = _nearest(v1), _nearest(v2)
+    assert before != after  # the two indexes rank (or score) the query apart
+    store = ContractAliasVectorStore("docs", [old, new], catalog=catalog)
+    seen: list[list[tuple[str, float]]] = []
+    done = threading.Event()
+
+    def read() -> None:
+        late = 0  # queries begun after the cutover returned
+        while late < 2:
+            begun_after = done.is_set()
+            seen.append(_found(store))
+            late += begun_after
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    cutover(catalog, "docs", Encoders(old, new))
+    done.set()
+    reader.join(10)
+    assert not reader.is_alive()
+    # Every answer is one index's, searched with its own encoder; one begun after the cutover
+    # is the new index's.
+    assert {tuple(r) for r in seen} <= {tuple(before), tuple(after)}
+    assert seen[-1] == after
