@@ -6,6 +6,8 @@ downtime over any store (issue 45).
   store adapter implements, and the in-memory reference;
 - :mod:`~ctxemb_core.aliases.encoders`: :class:`Encoders`, found by contract;
 - :mod:`~ctxemb_core.aliases.aliased`: :class:`AliasedIndex`, readers and writers by alias;
+- :mod:`~ctxemb_core.aliases.frameworks`: :class:`AliasSource`, an alias as a framework
+  component opens it (where its store is, its encoders);
 - :mod:`~ctxemb_core.aliases.upgrade`: begin, backfill, gates, cutover, rollback, retire.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 from ctxemb_core.aliases.aliased import AliasedIndex, AliasedQuery, read_alias
 from ctxemb_core.aliases.book import AliasBook, Catalog, MemoryAliasBook, MemoryCatalog
 from ctxemb_core.aliases.encoders import Encoders
+from ctxemb_core.aliases.frameworks import AliasSource
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.aliases.upgrade import (
     BackfillReport,
@@ -35,6 +38,7 @@ from ctxemb_core.aliases.upgrade import (
 __all__ = [
     "AliasBook",
     "AliasRecord",
+    "AliasSource",
     "AliasState",
     "AliasTarget",
     "AliasedIndex",

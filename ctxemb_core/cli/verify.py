@@ -12,13 +12,22 @@ from ctxemb_core.cli.advice import Invocation
 from ctxemb_core.cli.common import (
     COUNT,
     caller_contract,
+    changed,
     contract_args,
     examples,
     given_contract,
+    overrides,
     remote_args,
     remote_options,
 )
-from ctxemb_core.cli.stores import open_store, store_args, where
+from ctxemb_core.cli.stores import (
+    alias_arg,
+    collection_or_alias,
+    open_store,
+    resolve_alias,
+    store_args,
+    where,
+)
 
 _DESCRIPTION = """\
 Check a collection against a contract (the given one, else the collection's own) and print a JSON
@@ -30,8 +39,9 @@ vectors -- a sample (--sample N: the newest half and a random half; the report g
 that it finds one altered older record) or every record (--all: read page by page, progress on
 stderr). Not checked: records outside the sample, records stored without their text (they cannot
 be re-embedded), record metadata (not part of the contract), and anything written after the
-check. Exit code 0 when every check passes; 1 when any fails, with one line on stderr naming
-what failed; 2 on an error."""
+check. With --alias, the index the alias serves now is checked against the contract the alias
+records for it (an index restamped around the alias fails here). Exit code 0 when every check
+passes; 1 when any fails, with one line on stderr naming what failed; 2 on an error."""
 
 
 #: What an interrupted run (Ctrl-C) leaves, said with its one error line.
@@ -46,11 +56,17 @@ def add_parser(sub: Any) -> None:
         epilog=examples(
             "ctxemb verify --collection demo --path ./chroma",
             "ctxemb verify --collection demo --path ./chroma --all",
+            "ctxemb verify --alias docs --path ./chroma",
             "ctxemb verify --collection demo --host 127.0.0.1 --port 8000 --sample 0",
         ),
     )
-    store_args(p)
-    p.add_argument("--model", help="the caller's model (default: the collection's own contract)")
+    store_args(p, collection_required=False)
+    alias_arg(p)
+    p.add_argument(
+        "--model",
+        help="the caller's model (default: the collection's own contract; with --alias, the one "
+        "the alias records)",
+    )
     scope = p.add_mutually_exclusive_group()
     scope.add_argument(
         "--sample",
@@ -66,9 +82,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    collection_or_alias(args)
     given = given_contract(args)
     with open_store(args, create=False) as (adapter, client):
-        contract = caller_contract(args, given, adapter, client)
+        record = resolve_alias(args, adapter, client)
+        if record is not None and given is None:
+            contract = changed(record.target.contract, overrides(args))
+        else:
+            contract = caller_contract(args, given, adapter, client)
         stored = adapter.stored_collection(client, args.collection)
         # --all reads every record in pages, a progress bar on stderr (stdout stays the JSON).
         scope = {"all": True, "progress": True} if args.all else {"sample": args.sample}
@@ -81,7 +102,14 @@ def run(args: argparse.Namespace) -> int:
             checker = contract
         report = adapter.verify(stored, checker, **scope)
         store = where(args)
-    print(json.dumps({**report.to_dict(), "store": store}, indent=2))
+    out = {**report.to_dict(), "store": store}
+    if record is not None:
+        out["alias"] = {
+            "name": record.name,
+            "generation": record.generation,
+            "index": args.collection,
+        }
+    print(json.dumps(out, indent=2))
     if report.ok:
         return 0
     run = Invocation.of(args)

@@ -11,6 +11,11 @@ Hybrid retrieval (Chroma and pgvector): the writer's ``hybrid=True`` keeps a sta
 beside the store, :class:`ContractLexicalRetriever` reads it and :class:`ContractFusionJoiner`
 fuses both rankings under the stamp's fusion; another recipe is refused, the field named.
 
+Opened by alias (``ctxemb upgrade`` changes the model without downtime):
+:class:`ContractAliasDocumentStore` reads the alias on every call and writes every index it
+writes; :class:`ContractAliasRetriever` embeds the query with the encoder of the index the alias
+serves, so index and query encoder switch together at a cutover.
+
 Importing this package adds ``ctxemb_haystack`` (and nothing else) to Haystack's
 deserialisation allowlist, so a pipeline YAML that uses these components loads with
 ``Pipeline.loads``; without the import, pass ``allowed_modules=["ctxemb_haystack"]``.
@@ -45,6 +50,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from haystack.core.serialization import allow_deserialization_module
 
+from ctxemb_haystack._alias import ContractAliasDocumentStore
+from ctxemb_haystack._alias_retriever import ContractAliasRetriever
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 from ctxemb_haystack._eval import eval_path
@@ -57,6 +64,8 @@ from ctxemb_haystack._writes import DuplicateDocumentsError
 allow_deserialization_module("ctxemb_haystack")
 
 __all__ = [
+    "ContractAliasDocumentStore",
+    "ContractAliasRetriever",
     "ContractCrossEncoderRanker",
     "ContractDocumentEmbedder",
     "ContractDocumentWriter",

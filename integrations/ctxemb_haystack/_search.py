@@ -16,7 +16,7 @@ import numpy as np
 from haystack import Document
 
 from ctxemb_core.guard import similarity
-from ctxemb_core.index import GuardedIndex
+from ctxemb_core.index import GuardedIndex, Match
 
 #: Metadata values a ``meta.<key> == value`` filter is the index's own filter for.
 _SCALARS = (str, int, float, bool)
@@ -61,13 +61,43 @@ def search(
         ids = [d.id for d in store.filter_documents(filters)]
         return _ranked(index, vector, ids, top_k) if ids else []
     found = index.query_vector(vector, top_k, fingerprint=fingerprint, where=where)
+    return _found(index, found)
+
+
+def search_text(
+    index: GuardedIndex, store: Any, query: str, top_k: int, filters: dict[str, Any] | None
+) -> list[Document]:
+    """The ``top_k`` documents of ``index`` nearest ``query``, embedded by the index's own
+    encoder (its contract's), under ``filters``."""
+    where = where_of(filters)
+    if filters and where is None:
+        ids = [d.id for d in store.filter_documents(filters)]
+        if not ids:
+            return []
+        vector = [float(x) for x in index.query_vectors([query])[0]]
+        return _ranked(index, vector, ids, top_k)
+    return _found(index, index.query([query], top_k, where=where)[0])
+
+
+def stored_documents(index: GuardedIndex, page: int = 1000) -> list[Document]:
+    """Every record of ``index`` as a Haystack document (vector included, unscored), read a
+    page at a time in the store's order."""
+    documents: list[Document] = []
+    while True:
+        found = index.page(len(documents), page, include=("vector", "text", "metadata"))
+        documents += [_document(r.id, r.text, r.metadata, r.vector, None) for r in found]
+        if len(found) < page:
+            return documents
+
+
+def _found(index: GuardedIndex, found: list[Match]) -> list[Document]:
     if not found:
         return []
     vectors = {r.id: r.vector for r in index.get([m.id for m in found], include=("vector",))}
     return [_document(m.id, m.text, m.metadata, vectors.get(m.id), m.score) for m in found]
 
 
-def _document(i: str, text: Any, meta: Any, vector: Any, score: float) -> Document:
+def _document(i: str, text: Any, meta: Any, vector: Any, score: float | None) -> Document:
     embedding = None if vector is None else [float(x) for x in vector]
     return Document(id=i, content=text, meta=dict(meta or {}), embedding=embedding, score=score)
 

@@ -7,7 +7,9 @@ adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e
 ``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractPGVector` is a
 vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``);
 :class:`ContractRetriever` is the retriever of each, and :class:`ContractHybridRetriever` fuses
-a store's dense ranking with BM25 under one stamped hybrid contract (``ctxemb[hybrid]``). Each
+a store's dense ranking with BM25 under one stamped hybrid contract (``ctxemb[hybrid]``);
+:class:`ContractAliasVectorStore` is a vector store opened by alias, in any store: index and
+query encoder follow the alias together, and writes reach every index it writes. Each
 name is imported when first used: :class:`ContractEmbeddings` alone loads no store's client.
 
 Example:
@@ -33,6 +35,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ctxemb_langchain._alias import ContractAliasVectorStore
     from ctxemb_langchain._chroma import ContractChroma
     from ctxemb_langchain._compressors import (
         ContractCrossEncoderReranker,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from ctxemb_langchain._store import ContractVectorStore
 
 __all__ = [
+    "ContractAliasVectorStore",
     "ContractChroma",
     "ContractCrossEncoderReranker",
     "ContractEmbeddings",
@@ -62,6 +66,7 @@ __all__ = [
 #: langchain-chroma and chromadb, LangChain's retrievers and tracers (1.5 s more), and
 #: ContractPGVector psycopg and pgvector (ctxemb[pgvector]), which the other stores work without.
 _HOMES = {
+    "ContractAliasVectorStore": "_alias",
     "ContractChroma": "_chroma",
     "ContractCrossEncoderReranker": "_compressors",
     "ContractEmbeddings": "_embeddings",

@@ -62,6 +62,8 @@ def test_the_framework_adapters_export_their_components():
     import ctxemb_langchain
 
     assert set(ctxemb_haystack.__all__) == {
+        "ContractAliasDocumentStore",
+        "ContractAliasRetriever",
         "ContractCrossEncoderRanker",
         "ContractDocumentEmbedder",
         "ContractDocumentWriter",
@@ -74,6 +76,7 @@ def test_the_framework_adapters_export_their_components():
         "eval_path",
     }
     assert set(ctxemb_langchain.__all__) == {
+        "ContractAliasVectorStore",
         "ContractChroma",
         "ContractCrossEncoderReranker",
         "ContractEmbeddings",
