@@ -52,13 +52,17 @@ TARGETS = {"int8": {"quantization": "int8-dynamic-pc-v1"}, "dim256": {"truncate_
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=writes(NAME))
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
-    p.add_argument("--to", choices=sorted(TARGETS), default="int8", help="the new contract")
+    p.add_argument(
+        "--to",
+        choices=sorted(TARGETS),
+        help="the new contract (default: int8; with --quick dim256, which needs no int8 export)",
+    )
     p.add_argument("--store", choices=["chroma", "pgvector"], default="chroma")
     p.add_argument("--dsn", help="with --store pgvector: a server (default: a throwaway one)")
     p.add_argument("--n", type=int, default=None, help="documents (default: all)")
     p.add_argument("--readers", type=int, default=4, help="reader threads")
     p.add_argument("--out", type=Path, help="where the result JSON goes")
-    add_quick(p, "48 documents, 2 readers, a few queries")
+    add_quick(p, "16 documents, 1 reader, --to dim256 unless given")
     return p.parse_args(argv)
 
 
@@ -165,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     from ctxemb_core.index import GuardedIndex
 
     data = load_beir(args.data / "scifact")
-    n = 48 if args.quick else args.n
+    args.to = args.to or ("dim256" if args.quick else "int8")
+    n = 16 if args.quick else args.n
     ids = sorted(data.corpus)[:n] if n else sorted(data.corpus)
-    readers = 2 if args.quick else args.readers
+    readers = 1 if args.quick else args.readers
     old = Embedder(contract_for(MODEL))
     new = Embedder(contract_for(MODEL, **TARGETS[args.to]))
     queries = [data.queries[q] for q in sorted(data.qrels)]
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         load.ids = list(ids)
         load.start()
         try:
-            time.sleep(1.0 if args.quick else 5.0)
+            time.sleep(0.3 if args.quick else 5.0)
             upgrade_started = time.perf_counter()
             record = begin_upgrade(catalog, "scifact", new)
             report = backfill(catalog, "scifact", encoders, progress=not args.quick)
@@ -195,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             gates = []
             switched = cutover(catalog, "scifact", encoders, quality=gate, on_gate=gates.append)
             switch_time = time.perf_counter()
-            time.sleep(1.0 if args.quick else 5.0)
+            time.sleep(0.3 if args.quick else 5.0)
         finally:  # the threads stop whatever happened (a failed gate included)
             load.finish()
         assert record.shadow is not None
