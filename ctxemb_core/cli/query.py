@@ -11,6 +11,7 @@ from typing import Any
 from ctxemb_core.cli.common import (
     POSITIVE,
     caller_contract,
+    changed,
     clip,
     contract_args,
     examples,
@@ -18,6 +19,7 @@ from ctxemb_core.cli.common import (
     metric,
     open_kwargs,
     open_sample_arg,
+    overrides,
     remote_args,
     remote_options,
 )
@@ -112,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
     # A reranker that cannot be built is refused before the store is read.
     reranker = _reranker(args, None) if args.rerank not in (None, "maxsim") else None
     with open_store(args, create=False) as (adapter, client):
-        resolve_alias(args, adapter, client)
+        record = resolve_alias(args, adapter, client)
+        # By alias, the index is held to the contract the alias records for it (not to whatever
+        # its stamp says now: an index restamped behind the alias is refused, as in Python).
+        if record is not None and given is None:
+            given = changed(record.target.contract, overrides(args))
         contract = caller_contract(args, given, adapter, client)
         remote = remote_options(args)
         if remote:  # the queries are embedded by the server, checked against the stamp's canary

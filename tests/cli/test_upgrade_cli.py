@@ -122,3 +122,10 @@ def test_index_and_query_by_alias_follow_an_upgrade(store, corpus, capsys, tmp_p
     assert code == 0 and json.loads(out)["results"][0]["id"] == "late"
     code, _, err = run(capsys, "query", "oolong", *store)
     assert code == 2 and "--alias" in err
+    # An index restamped behind the alias (a query prefix: valid for its stored documents) no
+    # longer has the contract the alias records for it: a reader by alias is refused, naming it.
+    target = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])["target"]
+    restamp = ("restamp", "--collection", target["index"], *store, "--query-prefix", "q: ")
+    assert run(capsys, *restamp)[0] == 0
+    code, _, err = run(capsys, "query", "oolong", *store, "--alias", "docs")
+    assert code == 2 and "ContractMismatchError" in err and "query_prefix" in err, err
