@@ -321,7 +321,7 @@ class StoreTools(Generic[F]):
                     repaired = self._repair(driver, stamp)
             opened = self._facade.open(driver, embedder, **opening)
             if self._repair is not None:
-                opened.repaired = repaired  # type: ignore[attr-defined]
+                opened.repaired = repaired
             return opened
 
     def verify(

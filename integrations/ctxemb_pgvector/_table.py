@@ -83,8 +83,7 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
         super().__init__(index)
         given = self.driver.ef_search if ef_search is None else ef_search
         self.ef_search = check_count(given, "ef_search")
-        #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
-        self.repaired: list[str] = list(repaired or [])
+        self.repaired = list(repaired or [])
 
     # -- what the table is ---------------------------------------------------------------
 
