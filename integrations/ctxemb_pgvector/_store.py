@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ctxemb_core import EmbeddingContract, IndexStamp
+from ctxemb_core import IndexStamp
 from ctxemb_core.errors import (
     DamagedStampError,
     InvalidInputError,
@@ -211,14 +211,6 @@ def unstamped(name: str, schema: str = "public") -> MissingStampError:
     error = MissingStampError(what, remedies=unstamped_remedies(name))
     error.in_terms_of(TERMS)
     return error
-
-
-def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
-    """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
-    stored = stored_table(conn, name, schema)
-    if not stored.stamped:
-        raise unstamped(name, schema)
-    return IndexStamp.from_metadata(stored.metadata).contract
 
 
 # -- making the table and its stamp row -------------------------------------------------------

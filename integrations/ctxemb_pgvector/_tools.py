@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid import LexicalStore
 from ctxemb_core.hybrid.pair import LexicalPlace
@@ -20,7 +21,7 @@ from ctxemb_pgvector._sql import check_name
 from ctxemb_pgvector._store import StoredTable, repair, stored_table
 from ctxemb_pgvector._table import GuardedTable
 
-__all__ = ["TOOLS"]
+__all__ = ["TOOLS", "stamped_contract"]
 
 
 def _held(table: Any) -> PgvectorDriver:
@@ -67,3 +68,8 @@ TOOLS = StoreTools(
     lexical=(None, place_for),  # in the database: a lexical_path is an old folder to convert
     client_name="conn",
 )
+
+
+def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
+    """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
+    return TOOLS.stamped_contract(conn, name, schema=schema)
