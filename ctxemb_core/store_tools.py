@@ -4,9 +4,10 @@ A store adapter offers the same calls whatever the store (:data:`ADAPTER_API`, w
 ``ctxemb`` command calls on one). All but its own (``connect``, names, the stored index, the
 lexical side's place) are tools over an index, the same in every store, and
 :class:`StoreTools` makes them: :meth:`~StoreTools.open`, :meth:`~StoreTools.verify`,
-:meth:`~StoreTools.detect`, :meth:`~StoreTools.restamp`, :meth:`~StoreTools.migrate`,
-:meth:`~StoreTools.shortlist`, :meth:`~StoreTools.search`, :meth:`~StoreTools.eval_path` and
-:meth:`~StoreTools.open_hybrid`. The adapter gives it only what is its store's:
+:meth:`~StoreTools.detect`, :meth:`~StoreTools.restamp`, :meth:`~StoreTools.stamped_contract`,
+:meth:`~StoreTools.migrate`, :meth:`~StoreTools.shortlist`, :meth:`~StoreTools.search`,
+:meth:`~StoreTools.eval_path` and :meth:`~StoreTools.open_hybrid`. The adapter gives it only
+what is its store's:
 
 - ``facade``: its public index object (an :class:`~ctxemb_core.index.IndexFacade` subclass:
   ``GuardedCollection``, ``GuardedTable``), whose ``open`` makes every check;
@@ -60,6 +61,7 @@ from ctxemb_core.index import (
     restamp_index,
     verify_driver,
 )
+from ctxemb_core.index.guarded import stamped_contract
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
@@ -321,7 +323,7 @@ class StoreTools(Generic[F]):
                     repaired = self._repair(driver, stamp)
             opened = self._facade.open(driver, embedder, **opening)
             if self._repair is not None:
-                opened.repaired = repaired  # type: ignore[attr-defined]
+                opened.repaired = repaired
             return opened
 
     def verify(
@@ -353,6 +355,19 @@ class StoreTools(Generic[F]):
             driver = self._driver_of(index)
         with self._running(f"verifying {driver.name!r}"):
             return verify_driver(driver, contract, all=all, sample=sample, progress=progress)
+
+    def stamped_contract(self, client: Any, name: str, **scope: Any) -> EmbeddingContract:
+        """The contract index ``name``'s stamp holds: read, not verified (nothing is embedded);
+        ``scope``: the store's own keywords (a PostgreSQL table's ``schema``).
+
+        Raises:
+            InvalidInputError: no such index (named in the store's words, with its hints).
+            MissingStampError: the index carries no stamp.
+            DamagedStampError: a stamp that cannot be read.
+        """
+        with self._running(f"reading the stamp of {name!r}"):
+            self._checked(scope, self._store_options, "stamped_contract")
+            return stamped_contract(self._driver(client, name, **scope))
 
     def detect(
         self,

@@ -227,9 +227,9 @@ def open_paired(
         open_options: the options of ``open_dense`` (``sample``, ``adopt``, a schema...).
         lexical, fusion, create, refresh, rebuild, progress: as :func:`open_hybrid`'s.
 
-    Where the place is ``joint``, the hybrid index becomes the dense index's ``companion``:
-    its write path then calls :meth:`HybridIndex.lock`, :meth:`HybridIndex.written` and
-    :meth:`HybridIndex.deleted` in its own transactions.
+    Where the place is ``joint``, the hybrid index becomes the ``companion`` of the dense
+    index's driver: its write path then calls :meth:`HybridIndex.lock`,
+    :meth:`HybridIndex.written` and :meth:`HybridIndex.deleted` in its own transactions.
 
     Raises:
         what ``open_dense`` and :func:`open_hybrid` raise.
@@ -247,7 +247,7 @@ def open_paired(
         progress=progress,
     )
     if place.joint:
-        dense.companion = hybrid
+        dense.driver.companion = hybrid
     return hybrid
 
 

@@ -112,6 +112,9 @@ class IndexFacade(Generic[DriverT, StoredT]):
                 f"a {type(self).__name__} wraps a GuardedIndex over a {self._driver_type.__name__}"
             )
         self.index = index
+        #: What an open with ``repair=True`` wrote back beyond the store's setting, in words
+        #: (empty: nothing; a store's tools set it: ``StoreTools(repair=...)``).
+        self.repaired: list[str] = []
 
     # -- the store's own (a subclass's hooks) ---------------------------------------------
 

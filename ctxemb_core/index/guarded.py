@@ -112,6 +112,7 @@ __all__ = [
     "check_driver",
     "restamp_index",
     "sample_records",
+    "stamped_contract",
     "verify_driver",
 ]
 
@@ -167,6 +168,23 @@ def _unstamped(driver: StoreDriver) -> MissingStampError:
         "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
         remedies=unstamped_remedies(driver.name),
     )
+
+
+def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
+    """The contract the stamp of ``driver``'s index holds: read, not verified (nothing is
+    embedded); an unstamped index refused in the driver's words where it has them.
+
+    Raises:
+        InvalidInputError: no such index.
+        MissingStampError: the index carries no stamp.
+        DamagedStampError: a stamp that cannot be read.
+    """
+    read = driver.read_stamp()
+    if read is None:
+        raise _missing(driver)
+    if not IndexStamp.is_stamped(read.metadata):
+        raise _unstamped(driver)
+    return IndexStamp.from_metadata(read.metadata).contract
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:

@@ -54,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.
 from ctxemb_core.store_tools import ADAPTER_API
-from ctxemb_pgvector import _ray, _store
+from ctxemb_pgvector import _ray
 from ctxemb_pgvector._aliases import catalog as catalog
 from ctxemb_pgvector._connect import advised, local_server
 from ctxemb_pgvector._connect import connect as connect
@@ -67,13 +67,13 @@ from ctxemb_pgvector._store import StoredTable, stored_table
 from ctxemb_pgvector._store import stored_or_none as stored_or_none
 from ctxemb_pgvector._table import GuardedTable
 from ctxemb_pgvector._tools import TOOLS
+from ctxemb_pgvector._tools import stamped_contract as stamped_contract
 from ctxemb_ray import IndexSummary
 
 # The errors of these calls name this adapter's calls and options in their advice (the
 # remedies are data; ctxemb_core.remedy words them in the adapter's terms).
 advised(GuardedTable)
 index_with_ray = advised(_ray.index_with_ray)
-stamped_contract = advised(_store.stamped_contract)
 
 # Core's tools over a table (their arguments: StoreTools'; errors worded so too), in API order,
 # with the names every store adapter's opener and stored index have for the CLI's shared code.

@@ -12,8 +12,8 @@ from psycopg.types.json import Jsonb
 from ctxemb_core.aliases import AliasRecord
 from ctxemb_pgvector._connect import check_connection, translated
 from ctxemb_pgvector._driver import PgvectorDriver
-from ctxemb_pgvector._sql import STAMPS, check_name, ident
-from ctxemb_pgvector._store import stored_or_none
+from ctxemb_pgvector._sql import advisory_lock, check_name, ident, relation_exists
+from ctxemb_pgvector._store import drop_table, stored_or_none
 
 __all__ = ["ALIASES", "PgAliasBook", "PgCatalog", "catalog"]
 
@@ -30,19 +30,13 @@ class PgAliasBook:
         self.table = ident(self.schema, ALIASES)
 
     def _exists(self) -> bool:
-        found = self.conn.execute(
-            "SELECT to_regclass(%s)", (f'"{self.schema}".{ALIASES}',)
-        ).fetchone()
-        return found is not None and found[0] is not None
+        return relation_exists(self.conn, self.schema, ALIASES)
 
     def _ensure(self) -> None:
         if self._exists():
             return
         with self.conn.transaction():
-            # Under a lock: two first aliases made at once would collide in the catalog.
-            self.conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{self.schema}:aliases",)
-            )
+            advisory_lock(self.conn, f"ctxemb:{self.schema}:aliases")  # two first aliases
             self.conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, generation bigint "
@@ -101,21 +95,8 @@ class PgCatalog:
         return stored_or_none(self.conn, name, self.schema) is not None
 
     def drop(self, name: str) -> None:
-        """Drop table ``name`` and its stamp row in one transaction (a lexical side left behind
-        is owned by the dropped table's oid: never taken for another table's)."""
-        check_name(name)
-        with translated(f"dropping table {name!r}"), self.conn.transaction():
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(self.schema, name)))
-            found = self.conn.execute(
-                "SELECT to_regclass(%s)", (f'"{self.schema}".{STAMPS}',)
-            ).fetchone()
-            if found is not None and found[0] is not None:
-                self.conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE table_name = %s").format(
-                        ident(self.schema, STAMPS)
-                    ),
-                    (name,),
-                )
+        """Drop table ``name`` and its stamp row in one transaction (:func:`drop_table`)."""
+        drop_table(self.conn, self.schema, check_name(name))
 
     def describe(self) -> str:
         info = self.conn.info

@@ -24,6 +24,11 @@ through the other under the same contract. How each promise of the protocol is k
   next, or rolled back). While some other session is writing the table the mark is ``0``:
   sound (``changes(0)`` is every row, and the guard treats a mark lower than its record as no
   record: a full sample), only not cheap; the next quiet open records a real one.
+
+Reads come in the store's order, oldest write first (``ctxemb_seq``). A search without filters
+is one statement that reads the stamp's version and the HNSW search breadth in its own
+snapshot; a filtered or exact one runs in one read-only snapshot
+(:meth:`PgvectorDriver.search_many`).
 """
 
 from __future__ import annotations
@@ -31,25 +36,29 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.errors import ExistingIdsError
+from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.index.armed import sent
 from ctxemb_core.index.driver import (
+    INCLUDE,
     Capabilities,
     Filter,
     Head,
+    Hit,
     Record,
     StampMovedError,
     StampRead,
     Version,
 )
 from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.validate import check_count, check_flag, check_ids
 from ctxemb_pgvector._connect import check_connection, connect, translated
-from ctxemb_pgvector._reads import TableReads, version_of
-from ctxemb_pgvector._repair import repair
 from ctxemb_pgvector._sql import (
+    MAX_EF_SEARCH,
+    SEQ,
     STAMPS,
     Layout,
     check_name,
@@ -57,6 +66,7 @@ from ctxemb_pgvector._sql import (
     copy_rows,
     ident,
     layout_for,
+    meta_filter,
 )
 from ctxemb_pgvector._store import (
     _TABLE,
@@ -65,14 +75,17 @@ from ctxemb_pgvector._store import (
     create_table,
     ensure_stamps,
     lock,
+    repair,
     stored_or_none,
     unstamped,
+    version_of,
     write_stamp,
 )
-from ctxemb_pgvector._vectors import to_column
+from ctxemb_pgvector._vectors import from_column, to_column
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
+    from ctxemb_core.embedder import Embedder
 
 __all__ = ["PgvectorDriver", "driver"]
 
@@ -98,14 +111,33 @@ LEFT JOIN LATERAL (
 """
 
 
-class PgvectorDriver(TableReads):
+# The parts of the stamp version (:func:`version_of`), read in the statement (or snapshot) of a
+# search: the stamp row's version (``NULL`` unless exactly one row), the table's oid, the
+# embedding column's number and type.
+_STATE = """
+SELECT s.version, t.oid::bigint, a.attnum, format_type(a.atttypid, a.atttypmod)
+FROM (SELECT CASE WHEN count(*) = 1 THEN max(version) END AS version
+      FROM {stamps} WHERE table_name = %s) s
+CROSS JOIN (SELECT to_regclass(%s)::oid AS oid) t
+LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding' AND NOT a.attisdropped
+"""
+
+_NO_VECTOR = frozenset({"text", "metadata"})
+
+
+class PgvectorDriver:
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one table (see the module).
 
     Args:
         conn: a psycopg 3 connection in autocommit mode (:func:`ctxemb_pgvector.connect`).
-        name: the table's name; ``schema``: its schema (and its stamp row's).
-        hnsw: give a table this driver creates an HNSW index (as ``open_table`` does).
-        ef_search: the HNSW search breadth (at least a search's ``k``).
+        name: the table's name (1-48 characters of ``A-Za-z0-9_-``); ``schema``: its schema
+            (and its stamp row's).
+        embedder: not needed: a table keeps no embedding configuration beside its stamp
+            (taken, as every store's driver takes it, and unused).
+        hnsw: give a table this driver creates an HNSW index (as ``open_table`` does; its
+            operator class follows the contract: cosine for a normalised contract, inner
+            product otherwise, Hamming for binary).
+        ef_search: the HNSW search breadth of queries (at least a search's ``k``).
 
     Example:
         >>> from ctxemb_core.index import GuardedIndex
@@ -119,6 +151,7 @@ class PgvectorDriver(TableReads):
         conn: Any,
         name: str,
         *,
+        embedder: Embedder | None = None,
         schema: str = "public",
         hnsw: bool = True,
         ef_search: int = 200,
@@ -126,11 +159,14 @@ class PgvectorDriver(TableReads):
         self.conn = check_connection(conn)
         self._name = check_name(name)
         self.schema = check_name(schema, "schema name")
-        self.hnsw = hnsw
-        self.ef_search = ef_search
+        self.hnsw = check_flag(hnsw, "hnsw")
+        self.ef_search = check_count(ef_search, "ef_search")
         self._described: str | None = None
+        #: The stamped contract's layout and the stamp version it was read at.
         self._layout: tuple[Version, Layout] | None = None
+        #: Whether the table has ``ctxemb_seq`` (``None``: not read yet).
         self._seq: bool | None = None
+        #: Each plain search's statement, composed, by layout and whether it reads vectors.
         self._plain_sql: dict[tuple[Layout, bool], str] = {}
         #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
         #: ``deleted(ids)``), written in the transactions that write this table's rows.
@@ -213,7 +249,7 @@ class PgvectorDriver(TableReads):
         return Head(str(oid), version, mark, space)
 
     def _stored_head(self, stored: StoredTable, row: Sequence[Any] | None = None) -> Head:
-        version = version_of(stored.oid, stored.attnum, stored.column, stored.version)
+        version = stored.stamp_version
         self._layout_of(version, stored)
         row = self._head_row() if row is None and stored.seq else row
         return self._head(version, stored.oid, stored.seq, row or ())
@@ -254,9 +290,7 @@ class PgvectorDriver(TableReads):
             lock(conn, self.schema, self._name)
             self._hold()
             stored = self._stored()
-            if stored is None or stamp_version != version_of(
-                stored.oid, stored.attnum, stored.column, stored.version
-            ):
+            if stored is None or stamp_version != stored.stamp_version:
                 return False
             if not stored.seq:  # a table made without ctxemb gains its write mark
                 add_seq(conn, self.schema, self._name)
@@ -271,9 +305,10 @@ class PgvectorDriver(TableReads):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _hold(self) -> tuple[Any, ...]:
+    def _hold(self, stamp_version: Version | None = None) -> str:
         """In a transaction: the table held against DDL and its stamp row against re-stamps
-        until it ends; returns ``(stamp version, column type)`` as they are now."""
+        until it ends (:class:`StampMovedError` if the stamp version is no longer
+        ``stamp_version``); returns the column's type."""
         try:
             self.conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(self.table))
         except psycopg.errors.UndefinedTable:
@@ -286,13 +321,9 @@ class PgvectorDriver(TableReads):
         )
         row = self.conn.execute(self._state(), self._state_args()).fetchone()
         assert row is not None
-        return version_of(row[1], row[2], row[3], row[0]), row[3]
-
-    def _check(self, stamp_version: Version | None) -> str:
-        version, column = self._hold()
-        if stamp_version is not None and version != stamp_version:
-            raise StampMovedError(f"the stamp of table {self._name!r} changed since it was checked")
-        return str(column)
+        if stamp_version is not None:
+            self._check_state(row, stamp_version)
+        return str(row[3])
 
     def write(
         self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
@@ -300,7 +331,7 @@ class PgvectorDriver(TableReads):
         ids = [r.id for r in records]
         try:
             with translated(f"writing to {self._name!r}"), self.conn.transaction():
-                column = self._check(stamp_version)
+                column = self._hold(stamp_version)
                 kind = column.split("(")[0]
                 if not replace:
                     present = self._present(ids)
@@ -332,7 +363,7 @@ class PgvectorDriver(TableReads):
         filt, params = self._filter(ids, where)
         query = sql.SQL("DELETE FROM {} {} RETURNING id").format(self.table, filt)
         with translated(f"deleting from {self._name!r}"), self.conn.transaction():
-            self._check(stamp_version)
+            self._hold(stamp_version)
             if self.companion is not None:
                 self.companion.lock()
             gone = [r[0] for r in self.conn.execute(query, params)]
@@ -346,6 +377,235 @@ class PgvectorDriver(TableReads):
     def _key(self) -> tuple[str, str, str]:
         """Which table this is, on which server (the key a raw client arms a failure under)."""
         return (self.describe(), self.schema, self._name)
+
+    @property
+    def table(self) -> sql.Composed:
+        return ident(self.schema, self._name)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def set_breadth(self, ef: int) -> None:
+        """Set the connection's ``hnsw.ef_search`` (a search without a filter runs at it)."""
+        with translated(f"searching {self._name!r}"):
+            self.conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
+
+    def count(self) -> int:
+        with translated(f"counting {self._name!r}"):
+            row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    def order(self) -> sql.Composable:
+        """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw
+        it: the guard reads the head before every call)."""
+        if self._seq is None:
+            stored = self._stored()
+            if stored is None:
+                raise InvalidInputError(f"table {self._name!r} does not exist")
+            self._seq = stored.seq
+        return sql.SQL(f"{SEQ}, id" if self._seq else "id")
+
+    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
+        query = sql.SQL("SELECT id FROM {} ORDER BY {} LIMIT %s OFFSET %s").format(
+            self.table, self.order()
+        )
+        with translated(f"reading the ids of {self._name!r}"):
+            return [r[0] for r in self.conn.execute(query, (limit, offset))]
+
+    def _select(
+        self, include: frozenset[str], distance: sql.Composable | None = None
+    ) -> sql.Composed:
+        """``SELECT id, embedding, content, meta`` (each part not in ``include`` as ``NULL``)
+        and, for a search, the ``distance``."""
+        parts = [
+            sql.SQL("embedding" if "vector" in include else "NULL"),
+            sql.SQL("content" if "text" in include else "NULL"),
+            sql.SQL("meta" if "metadata" in include else "NULL"),
+            *([] if distance is None else [distance]),
+        ]
+        return sql.SQL("SELECT id, {} FROM {} ").format(sql.SQL(", ").join(parts), self.table)
+
+    def _filter(
+        self, ids: Sequence[str] | None, where: Filter | None
+    ) -> tuple[sql.Composable, list[Any]]:
+        """``WHERE`` the rows of ``ids`` whose metadata holds ``where`` (each if given)."""
+        clauses: list[sql.Composable] = []
+        params: list[Any] = []
+        if ids is not None:
+            clauses.append(sql.SQL("id = ANY(%s)"))
+            params.append(list(ids))
+        if where is not None:
+            params.append(meta_filter(where))
+            clauses.append(sql.SQL("meta @> %s"))
+        if not clauses:
+            return sql.SQL(""), []
+        return sql.SQL("WHERE ") + sql.SQL(" AND ").join(clauses), params
+
+    def select(
+        self,
+        ids: Sequence[str] | None = None,
+        where: Filter | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        include: frozenset[str] = INCLUDE,
+    ) -> list[Record]:
+        """Rows by id and/or metadata filter, oldest write first (a page of them)."""
+        filt, params = self._filter(ids, where)
+        query = (
+            self._select(include)
+            + filt
+            + sql.SQL(" ORDER BY {} LIMIT %s OFFSET %s").format(self.order())
+        )
+        with translated(f"reading {self._name!r}"):
+            return _records(self.conn.execute(query, (*params, limit, offset)).fetchall())
+
+    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+        return self.select(None, None, limit, offset, include)
+
+    def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
+        found = {r.id: r for r in self.select(ids, include=include)}
+        return [found[i] for i in ids if i in found]
+
+    def changes(self, since: int) -> list[str]:
+        # With them, the rows without a vector, wherever they are (emptied in place with the
+        # row trigger off, a column dropped and added again): foreign, never skipped.
+        # Two index reads, not one scan: an OR of the two would read every row.
+        query = sql.SQL(
+            "SELECT id FROM (SELECT id, ctxemb_seq FROM {t} WHERE ctxemb_seq > %s "
+            "UNION SELECT id, ctxemb_seq FROM {t} WHERE embedding IS NULL) c ORDER BY ctxemb_seq"
+        ).format(t=self.table)
+        with translated(f"reading what was written to {self._name!r}"):
+            return [r[0] for r in self.conn.execute(query, (since,))]
+
+    def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
+        return self.search_many(np.atleast_2d(vector), k, where=where)[0]
+
+    def search_many(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        where: Filter | None = None,
+        ids: Sequence[str] | None = None,
+        exact: bool = False,
+        ef_search: int | None = None,
+        stamp_version: Version | None = None,
+        with_vectors: bool = True,
+    ) -> list[list[Hit]]:
+        """:meth:`search` for each row of ``vectors``, with PostgreSQL's options (checked here):
+        among ``ids`` only, ``exact`` (a scan of every row, not the HNSW index), the HNSW
+        breadth ``ef_search`` (default the driver's; at least ``k``), ``with_vectors=False`` to
+        read no vector. With ``stamp_version``, the stamp's version is read in the search's own
+        snapshot, and a version that moved raises :class:`StampMovedError` (nothing returned).
+        """
+        ids = None if ids is None else check_ids(ids)
+        exact = check_flag(exact, "exact")
+        ef_search = check_count(self.ef_search if ef_search is None else ef_search, "ef_search")
+        if self._layout is None:
+            self.read_stamp()  # the guard read the head before: this is a bare driver's call
+        if self._layout is None:
+            raise InvalidInputError(f"table {self._name!r} carries no readable stamp")
+        layout = self._layout[1]
+        values = to_column(vectors, layout.kind)
+        ef = min(MAX_EF_SEARCH, max(ef_search, k))
+        if where is None and ids is None and not exact:
+            key = (layout, with_vectors)
+            found = [self._plain(key, v, k, ef, stamp_version) for v in values]
+        else:
+            select, order = self._searching(layout, with_vectors)
+            filt, params = self._filter(ids, where)
+            settings = [
+                sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)),
+            ]
+            if where is not None or ids is not None:  # the scan goes on until k rows pass
+                settings.append(sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            if exact:
+                settings.append(sql.SQL("SET LOCAL enable_indexscan = off"))
+            query = select + filt + sql.SQL(" ") + order
+            # One snapshot for the stamp's version and the searches, read-only and without a
+            # row lock (which would make every query a writing transaction, waiting for its
+            # commit record to reach the disk).
+            with translated(f"searching {self._name!r}"), self.conn.transaction():
+                self.conn.execute(sql.SQL("; ").join(settings))
+                if stamp_version is not None:
+                    state = self.conn.execute(self._state(), self._state_args()).fetchone()
+                    self._check_state(state, stamp_version)
+                found = [self.conn.execute(query, (v, *params, v, k)).fetchall() for v in values]
+        # relaxed_order may return a few out of order; no vector sorts last, as in SQL.
+        return [
+            sorted(_hits(rows), key=lambda h: (h.distance is None, h.distance or 0.0))
+            for rows in found
+        ]
+
+    def _state(self) -> sql.Composed:
+        return sql.SQL(_STATE).format(stamps=ident(self.schema, STAMPS))
+
+    def _state_args(self) -> tuple[str, str]:
+        return (self._name, f'"{self.schema}"."{self._name}"')
+
+    def _check_state(self, row: Sequence[Any] | None, stamp_version: Version) -> None:
+        if row is None or version_of(row[1], row[2], row[3], row[0]) != stamp_version:
+            raise StampMovedError(f"the stamp of table {self._name!r} changed")
+
+    def _searching(self, layout: Layout, with_vectors: bool) -> tuple[sql.Composed, sql.Composed]:
+        """A search's ``SELECT`` (with the layout's distance) and its ``ORDER BY``."""
+        distance = layout.distance(sql.Identifier("embedding"), sql.Placeholder())
+        select = self._select(INCLUDE if with_vectors else _NO_VECTOR, distance)
+        return select, sql.SQL("ORDER BY embedding {} %s LIMIT %s").format(sql.SQL(layout.operator))
+
+    def _plain(
+        self, key: tuple[Layout, bool], value: Any, k: int, ef: int, stamp_version: Version | None
+    ) -> list[Any]:
+        """A search without filters in one statement (no transaction), which reads the stamp's
+        version and the search breadth in its own snapshot: the breadth is the connection's
+        ``hnsw.ef_search``, set here when it is not ``ef`` (and seen to be, in the same
+        statement)."""
+        query = self._plain_sql.get(key)
+        if query is None:  # composing costs more than the statement's round trip
+            select, order = self._searching(*key)
+            query = (
+                sql.SQL(
+                    "SELECT v.*, current_setting('hnsw.ef_search', true), r.* FROM ({}) v "
+                    "LEFT JOIN LATERAL ({}) r ON true"
+                )
+                .format(self._state(), select + order)
+                .as_string(self.conn)
+            )
+            self._plain_sql[key] = query
+        for attempt in range(2):
+            with translated(f"searching {self._name!r}"):
+                args = (*self._state_args(), value, value, k)
+                try:
+                    rows = self.conn.execute(query, args).fetchall()
+                except psycopg.Error:
+                    # A statement that no longer fits the table (dropped, its column dropped
+                    # or altered) is a change the head names; any other error stands.
+                    head = None if stamp_version is None else self.head()
+                    if stamp_version is None or (head and head.stamp_version == stamp_version):
+                        raise
+                    raise StampMovedError(f"table {self._name!r} changed") from None
+            if stamp_version is not None:
+                self._check_state(rows[0] if rows else None, stamp_version)
+            if attempt or rows[0][4] == str(ef):
+                return [r[5:] for r in rows if r[5] is not None]
+            self.set_breadth(ef)
+        raise AssertionError("unreachable")
+
+
+def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
+    """Rows of (id, embedding, content, meta, distance) as hits."""
+    return [
+        Hit(rec, None if r[4] is None else float(r[4]))
+        for rec, r in zip(_records(rows), rows, strict=True)
+    ]
+
+
+def _records(rows: Sequence[Sequence[Any]]) -> list[Record]:
+    vectors = from_column([r[1] for r in rows])
+    return [
+        Record(r[0], v, r[2], r[3] if isinstance(r[3], dict) else None)
+        for r, v in zip(rows, vectors, strict=True)
+    ]
 
 
 def rows_of(records: Iterable[Record], kind: str) -> Iterator[tuple[str, str | None, Any, Any]]:

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from ctxemb_core.hybrid.store import SIDES, TABLES
 from ctxemb_pgvector._connect import translated
+from ctxemb_pgvector._sql import advisory_lock, relation_exists
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {sides} (
@@ -65,9 +66,7 @@ class PgLexical:
 
     def _exists(self, table: str) -> bool:
         with translated(f"reading the lexical side of {self.name!r}"):
-            found = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{table}',))
-            row = found.fetchone()
-        return row is not None and row[0] is not None
+            return relation_exists(self.conn, self.schema, table)
 
     def present(self) -> bool:
         return self._exists(SIDES)
@@ -103,9 +102,7 @@ class PgLexical:
 
     def _lock_schema(self) -> None:
         # Two processes creating tables or sides at once: one waits for the other.
-        self.conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb_lexical:{self.schema}",)
-        )
+        advisory_lock(self.conn, f"ctxemb_lexical:{self.schema}")
 
     def create_tables(self) -> None:
         with translated("creating the lexical tables"), self.conn.transaction():

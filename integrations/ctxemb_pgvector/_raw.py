@@ -14,8 +14,8 @@ from ctxemb_core.index.armed import armed
 from ctxemb_core.index.driver import Record
 from ctxemb_pgvector._connect import check_connection, translated
 from ctxemb_pgvector._driver import PgvectorDriver, rows_of
-from ctxemb_pgvector._sql import STAMPS, Layout, check_name, ident
-from ctxemb_pgvector._store import ensure_stamps, write_stamp
+from ctxemb_pgvector._sql import Layout, check_name, ident, table_statement
+from ctxemb_pgvector._store import drop_table, ensure_stamps, write_stamp
 
 __all__ = ["RawTable"]
 
@@ -42,29 +42,15 @@ class RawTable:
         """A table of Haystack's layout, made without ctxemb (a stamp row only if
         ``metadata`` holds one: a stamp copied from another table)."""
         with translated(f"creating {self.name!r}"), self.conn.transaction():
-            self.conn.execute(
-                sql.SQL(
-                    "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
-                    "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB)"
-                ).format(self.table, sql.SQL(self.layout.column))
-            )
+            made = table_statement(self.schema, self.name, self.layout.column, seq=False)
+            self.conn.execute(made)
             if metadata:
                 ensure_stamps(self.conn, self.schema)
                 write_stamp(self.conn, self.schema, self.name, metadata, self.layout)
 
     def drop(self) -> None:
         """Drop the table and its stamp row."""
-        with translated(f"dropping {self.name!r}"), self.conn.transaction():
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
-            stamps = f'"{self.schema}".{STAMPS}'
-            found = self.conn.execute("SELECT to_regclass(%s)", (stamps,)).fetchone()
-            if found is not None and found[0] is not None:
-                self.conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE table_name = %s").format(
-                        ident(self.schema, STAMPS)
-                    ),
-                    (self.name,),
-                )
+        drop_table(self.conn, self.schema, self.name)
 
     def write(self, records: Sequence[Record]) -> None:
         """Upsert rows as given, with no check of any kind."""

@@ -113,9 +113,16 @@ def ident(schema: str, name: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
 
 
-def lock_key(schema: str, name: str) -> str:
-    """The text whose hash is the advisory lock that creating or re-stamping a table holds."""
-    return f"ctxemb:{schema}.{name}"
+def advisory_lock(conn: Any, key: str) -> None:
+    """Hold the advisory lock of ``key`` until the caller's transaction ends (two sessions
+    making one schema's tables at once would collide in PostgreSQL's catalog: one waits)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+
+
+def relation_exists(conn: Any, schema: str, name: str) -> bool:
+    """Whether ``schema.name`` exists (a table, a sequence, an index)."""
+    found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{name}"',)).fetchone()
+    return found is not None and found[0] is not None
 
 
 def setup_statements(schema: str) -> list[sql.Composed]:
@@ -148,15 +155,28 @@ def setup_statements(schema: str) -> list[sql.Composed]:
     ]
 
 
+def table_statement(schema: str, name: str, column: str, *, seq: bool = True) -> sql.Composed:
+    """``CREATE TABLE`` of Haystack's layout, with the ``embedding`` column of type ``column``
+    and (``seq``) ctxemb's ``ctxemb_seq`` (a table made without ctxemb has none)."""
+    return sql.SQL(
+        "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
+        "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB{})"
+    ).format(
+        ident(schema, name),
+        sql.SQL(column),
+        sql.SQL(", ctxemb_seq bigint NOT NULL DEFAULT nextval({})").format(
+            sql.Literal(f'"{schema}".ctxemb_row_seq')
+        )
+        if seq
+        else sql.SQL(""),
+    )
+
+
 def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
     """The guarded table, its trigger and (``hnsw``) its HNSW index."""
     table = ident(schema, name)
     out = [
-        sql.SQL(
-            "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
-            "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB, "
-            "ctxemb_seq bigint NOT NULL DEFAULT nextval({}))"
-        ).format(table, sql.SQL(layout.column), sql.Literal(f'"{schema}".ctxemb_row_seq')),
+        table_statement(schema, name, layout.column),
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
             sql.Identifier(f"{name}_ctxemb_seq"), table
         ),
@@ -183,10 +203,8 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
 MAX_EF_SEARCH = 1000
 
 
-def where_clause(where: Mapping[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
-    """``WHERE meta @> {...}``: rows whose metadata holds every key with its value."""
-    if where is None:
-        return sql.SQL(""), []
+def meta_filter(where: Mapping[str, Any]) -> Jsonb:
+    """The value of ``meta @> %s``: rows whose metadata holds every key with its value."""
     if not isinstance(where, Mapping) or not where:
         raise InvalidInputError(
             f"where must be a non-empty mapping of metadata values, got {where!r}"
@@ -202,7 +220,7 @@ def where_clause(where: Mapping[str, Any] | None) -> tuple[sql.Composable, list[
         encoded = json.loads(json.dumps(dict(where), allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"where is not JSON: {exc}") from None
-    return sql.SQL("WHERE meta @> %s"), [Jsonb(encoded)]
+    return Jsonb(encoded)
 
 
 def copy_rows(

@@ -1,5 +1,6 @@
 """A table as the database has it now, unguarded (whether it exists, its stamp row, its
-column), and the SQL that makes the table and writes its stamp row."""
+column), the SQL that makes the table and writes its stamp row, and the repair that puts back
+what the guard records about its storage (the layout beside the stamp, the HNSW index)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,25 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ctxemb_core import EmbeddingContract, IndexStamp
+from ctxemb_core import IndexStamp
 from ctxemb_core.errors import (
     DamagedStampError,
     InvalidInputError,
     MissingStampError,
     unstamped_remedies,
 )
+from ctxemb_core.guard import check_storage
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import (
     SEQ,
     STAMPS,
     Layout,
+    advisory_lock,
     check_name,
     create_statements,
     ident,
     layout_for,
-    lock_key,
+    relation_exists,
     setup_statements,
 )
 
@@ -66,6 +69,11 @@ class StoredTable:
         return ident(self.schema, self.name)
 
     @property
+    def stamp_version(self) -> str:
+        """The driver's stamp version (:func:`version_of`)."""
+        return version_of(self.oid, self.attnum, self.column, self.version)
+
+    @property
     def stamped(self) -> bool:
         return IndexStamp.is_stamped(self.metadata)
 
@@ -80,6 +88,12 @@ class StoredTable:
         return sql.SQL(f"{SEQ}, id" if self.seq else "id")
 
 
+def version_of(oid: Any, attnum: Any, column: Any, stamp_row: Any) -> str:
+    """The driver's stamp version: the table's oid, the embedding column's number and type, the
+    stamp row's version."""
+    return f"{oid}:{attnum}:{column}:{stamp_row}"
+
+
 _TABLE = """
 SELECT format_type(a.atttypid, a.atttypmod),
        EXISTS (SELECT 1 FROM pg_attribute s WHERE s.attrelid = c.oid AND s.attname = 'ctxemb_seq'
@@ -92,8 +106,7 @@ WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
 
 
 def _stamp_row(conn: psycopg.Connection[Any], schema: str, name: str) -> Any:
-    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
-    if exists is None or exists[0] is None:
+    if not relation_exists(conn, schema, STAMPS):
         return None
     rows = conn.execute(
         sql.SQL("SELECT version, stamp, layout FROM {} WHERE table_name = %s").format(
@@ -200,30 +213,21 @@ def unstamped(name: str, schema: str = "public") -> MissingStampError:
     return error
 
 
-def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
-    """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
-    stored = stored_table(conn, name, schema)
-    if not stored.stamped:
-        raise unstamped(name, schema)
-    return IndexStamp.from_metadata(stored.metadata).contract
-
-
 # -- making the table and its stamp row -------------------------------------------------------
 
 
 def lock(conn: Any, schema: str, name: str) -> None:
     """Hold the advisory lock that creating, re-stamping or repairing ``name`` takes, until the
     caller's transaction ends."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(schema, name),))
+    advisory_lock(conn, f"ctxemb:{schema}.{name}")
 
 
 def ensure_stamps(conn: Any, schema: str) -> None:
     """The stamps table and the triggers' functions, made once per schema (under a lock: two
     processes making them at once would collide in PostgreSQL's catalog)."""
-    exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{STAMPS}',)).fetchone()
-    if exists is not None and exists[0] is not None:
+    if relation_exists(conn, schema, STAMPS):
         return
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ctxemb:{schema}",))
+    advisory_lock(conn, f"ctxemb:{schema}")
     for statement in setup_statements(schema):
         conn.execute(statement)
 
@@ -270,6 +274,18 @@ def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: boo
         return True
 
 
+def drop_table(conn: Any, schema: str, name: str) -> None:
+    """Drop table ``name`` and its stamp row in one transaction (a lexical side left behind is
+    owned by the dropped table's oid: never taken for another table's)."""
+    with translated(f"dropping table {name!r}"), conn.transaction():
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(schema, name)))
+        if relation_exists(conn, schema, STAMPS):
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE table_name = %s").format(ident(schema, STAMPS)),
+                (name,),
+            )
+
+
 def add_seq(conn: Any, schema: str, name: str) -> None:
     """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
     transaction, under the table's lock): its rows numbered now, later writes by any client
@@ -293,3 +309,59 @@ def add_seq(conn: Any, schema: str, name: str) -> None:
             "EXECUTE FUNCTION {}()"
         ).format(table, ident(schema, "ctxemb_bump_seq"))
     )
+
+
+# -- putting back what the guard records about storage, once the stamp is proven ------------
+
+_INDEXES = """
+SELECT opc.opcname FROM pg_index i
+JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
+JOIN pg_class ix ON ix.oid = i.indexrelid JOIN pg_am am ON am.oid = ix.relam
+JOIN pg_opclass opc ON opc.oid = i.indclass[0]
+WHERE n.nspname = %s AND t.relname = %s AND am.amname = 'hnsw'
+"""
+
+
+def hnsw_opclasses(stored: StoredTable) -> list[str]:
+    """The operator classes of the table's HNSW indexes (none: every query scans the table)."""
+    with translated(f"reading the indexes of {stored.name!r}"):
+        return [r[0] for r in stored.conn.execute(_INDEXES, (stored.schema, stored.name))]
+
+
+def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
+    """Write back what was changed around ctxemb; returns what was repaired, in words.
+
+    Only after the stamp and canary passed (the caller's job): the column itself must be of the
+    contract's type (a column holding other vectors is not repaired: its rows would be
+    rounded or cut; migrate instead), then the layout recorded beside the stamp is rewritten if
+    it differs, and an HNSW index of the contract's operator class is made if there is none
+    (queries order by the contract's operator; an index of another class is never used).
+
+    Raises:
+        ctxemb_core.errors.StorageMismatchError: the column is of another type than the
+            contract stores.
+    """
+    layout = layout_for(stamp.contract)
+    check_storage(f"table {stored.name!r}", {"column": stored.column}, {"column": layout.column})
+    done: list[str] = []
+    conn = stored.conn
+    with translated(f"repairing {stored.name!r}"), conn.transaction():
+        lock(conn, stored.schema, stored.name)
+        if (stored.layout or {}).get("column") != layout.column:
+            conn.execute(
+                sql.SQL("UPDATE {} SET layout = %s WHERE table_name = %s").format(
+                    ident(stored.schema, STAMPS)
+                ),
+                (Jsonb(layout.to_dict()), stored.name),
+            )
+            done.append(f"layout record: {stored.layout!r} -> {layout.to_dict()!r}")
+        if layout.opclass not in hnsw_opclasses(stored):
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
+                    sql.Identifier(f"{stored.name}_ctxemb_hnsw_{layout.space}"),
+                    stored.table,
+                    sql.SQL(layout.opclass),
+                )
+            )
+            done.append(f"HNSW index ({layout.opclass}) created")
+    return done

@@ -20,13 +20,13 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.guard import check_count, check_flag, check_ids
+from ctxemb_core.guard import check_count
 from ctxemb_core.index import GuardedIndex
 from ctxemb_core.index.driver import Hit, Record, Version
 from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_pgvector._connect import TERMS, translated
 from ctxemb_pgvector._driver import PgvectorDriver
-from ctxemb_pgvector._sql import Layout, layout_for, where_clause
+from ctxemb_pgvector._sql import Layout, layout_for
 from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
 
 
@@ -83,8 +83,7 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
         super().__init__(index)
         given = self.driver.ef_search if ef_search is None else ef_search
         self.ef_search = check_count(given, "ef_search")
-        #: What ``open_table(..., repair=True)`` wrote back, in words (empty: nothing).
-        self.repaired: list[str] = list(repaired or [])
+        self.repaired = list(repaired or [])
 
     # -- what the table is ---------------------------------------------------------------
 
@@ -109,16 +108,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     def table(self) -> sql.Composed:
         return self.driver.table
 
-    @property
-    def companion(self) -> Any:
-        """A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
-        ``deleted(ids)``), written in the transactions that write this table's rows."""
-        return self.driver.companion
-
-    @companion.setter
-    def companion(self, value: Any) -> None:
-        self.driver.companion = value
-
     @classmethod
     def _stored_in(cls, driver: PgvectorDriver) -> StoredTable | None:
         return stored_or_none(driver.conn, driver.name, driver.schema)
@@ -132,8 +121,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     ) -> int:
         """Delete rows by id, by metadata filter, or both (a row must match all that are given);
         returns how many were deleted. An empty filter is refused, never read as "everything"."""
-        if where is not None:
-            where_clause(where)
         return len(self.index.delete(ids, where=where))
 
     def _search(
@@ -144,14 +131,14 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
         search: Mapping[str, Any],
         stamp_version: Version,
     ) -> list[list[Hit]]:
-        ids, given = search.get("ids"), search.get("ef_search")
+        given = search.get("ef_search")
         return self.driver.search_many(
             vectors,
             k,
             where=search.get("where"),
-            ids=None if ids is None else check_ids(ids),
-            exact=check_flag(search.get("exact", False), "exact"),
-            ef_search=check_count(self.ef_search if given is None else given, "ef_search"),
+            ids=search.get("ids"),
+            exact=search.get("exact", False),
+            ef_search=self.ef_search if given is None else given,
             stamp_version=stamp_version,
             with_vectors="embeddings" in shown,
         )

@@ -9,43 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core import Embedder
+from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import check_count, check_flag
 from ctxemb_core.hybrid import LexicalStore
 from ctxemb_core.hybrid.pair import LexicalPlace
 from ctxemb_core.store_tools import StoreTools
 from ctxemb_pgvector._connect import TERMS
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._hybrid_store import PgLexical
-from ctxemb_pgvector._repair import repair
 from ctxemb_pgvector._sql import check_name
-from ctxemb_pgvector._store import StoredTable, stored_table
+from ctxemb_pgvector._store import StoredTable, repair, stored_table
 from ctxemb_pgvector._table import GuardedTable
 
-__all__ = ["TOOLS"]
-
-
-def table_driver(
-    conn: Any,
-    name: str,
-    *,
-    embedder: Embedder | None = None,
-    schema: str = "public",
-    hnsw: bool = True,
-    ef_search: int = 200,
-) -> PgvectorDriver:
-    """The driver of table ``name`` (1-48 characters of ``A-Za-z0-9_-``) in ``schema``.
-
-    ``hnsw``: a new table gets an HNSW index (its operator class follows the contract: cosine
-    for a normalised contract, inner product otherwise, Hamming for binary); ``ef_search``: the
-    HNSW search breadth of queries (at least their ``n_results``). A table keeps no embedding
-    configuration beside its stamp: ``embedder`` is not needed.
-    """
-    driver = PgvectorDriver(conn, name, schema=schema, hnsw=hnsw, ef_search=ef_search)
-    check_count(ef_search, "ef_search")
-    check_flag(hnsw, "hnsw")
-    return driver
+__all__ = ["TOOLS", "stamped_contract"]
 
 
 def _held(table: Any) -> PgvectorDriver:
@@ -80,11 +56,11 @@ def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
 TOOLS = StoreTools(
     TERMS,
     facade=GuardedTable,
-    new_driver=table_driver,
+    new_driver=PgvectorDriver,  # its keywords: schema, hnsw, ef_search
     driver_of=_held,
     query_options=("exact",),
     pair_query={"exact": True},  # a pair's search is among one row: a scan, never the index
-    # repair=True: the column layout and an HNSW index written back (see _repair.repair).
+    # repair=True: the column layout and an HNSW index written back (see _store.repair).
     repair=lambda driver, stamp: repair(
         stored_table(driver.conn, driver.name, driver.schema), stamp
     ),
@@ -92,3 +68,8 @@ TOOLS = StoreTools(
     lexical=(None, place_for),  # in the database: a lexical_path is an old folder to convert
     client_name="conn",
 )
+
+
+def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
+    """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
+    return TOOLS.stamped_contract(conn, name, schema=schema)
