@@ -58,6 +58,7 @@ from ctxemb_core.contract import same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     AliasConflictError,
+    AliasMovedError,
     AliasStateError,
     GateFailedError,
     InvalidInputError,
@@ -205,6 +206,46 @@ class CatalogConformance:
         begin_upgrade(catalog, "docs", Embedder(old.contract.with_(truncate_dim=8)))
         with pytest.raises(AliasStateError, match="upgrading to"):  # one upgrade at a time
             begin_upgrade(catalog, "docs", Embedder(old.contract.with_(truncate_dim=4)))
+
+    @pytest.mark.parametrize("cuts", [(8, 4), (8, 8)], ids=["two-contracts", "one-contract"])
+    def test_two_upgrades_started_at_once_end_on_one_complete_target(
+        self, catalog, new_catalog, old, cuts
+    ):
+        """Two clients run a whole upgrade (begin, backfill, cutover) of one alias at once, each
+        on its own handle: to two contracts, exactly one finishes and the other is refused with
+        a typed alias error; to one contract, both may finish (the second finds the work done).
+        Either way the alias ends serving one complete target, nothing lost."""
+        barrier = threading.Barrier(2)
+        done: list[int] = []
+        refused: list[BaseException] = []
+
+        def upgrade(dim: int) -> None:
+            mine, to = new_catalog(), Embedder(old.contract.with_(truncate_dim=dim))
+            encoders = Encoders(old, to)
+            barrier.wait()
+            try:
+                begin_upgrade(mine, "docs", to)
+                backfill(mine, "docs", encoders, progress=False)
+                cutover(mine, "docs", encoders)
+            except (AliasStateError, AliasMovedError) as exc:
+                refused.append(exc)
+            else:
+                done.append(dim)
+
+        threads = [threading.Thread(target=upgrade, args=(d,)) for d in cuts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        record = catalog.aliases.read("docs")
+        assert record.state is AliasState.SERVING and record.previous is not None
+        assert record.target.contract.output_dim in done
+        if cuts[0] != cuts[1]:
+            assert len(done) == 1 and len(refused) == 1, (done, refused)
+        else:
+            assert len(done) + len(refused) == 2 and done, (done, refused)
+        to = Embedder(record.target.contract)
+        assert digests(catalog, record.target.index, to) == digests(catalog, "docs-v1", old)
 
     def test_a_dry_run_plans_and_changes_nothing(self, catalog, old, new):
         before = catalog.aliases.read("docs")
