@@ -2,7 +2,7 @@
 
 Chroma has no transaction and no conditional update, but creating a collection is atomic and
 its name unique: of two clients creating one name, one gets it. A claim of core's
-:class:`~ctxemb_core.aliases.book.ClaimBook` is therefore a collection, holding the alias
+:class:`~ctxemb_core.aliases.ClaimBook` is therefore a collection, holding the alias
 record in its metadata.
 """
 
@@ -17,7 +17,7 @@ from chromadb.api import ClientAPI
 
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_client, check_name, store_address, stored_or_none, translated
-from ctxemb_core.aliases.book import ClaimBook
+from ctxemb_core.aliases import ClaimBook
 
 __all__ = ["ChromaCatalog", "ChromaClaims", "catalog"]
 
@@ -26,7 +26,7 @@ KEY = "ctxemb:alias"
 
 
 class ChromaClaims:
-    """Core's :class:`~ctxemb_core.aliases.book.Claims` as collections of one store."""
+    """Core's :class:`~ctxemb_core.aliases.Claims` as collections of one store."""
 
     def __init__(self, client: ClientAPI) -> None:
         self.client = client
