@@ -8,13 +8,12 @@ ctxemb's function as Chroma's persisted embedding function); :func:`~ctxemb_chro
 is this driver under the same guard.
 
 How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
-neither transactions nor, on a server, a write mark; reads, writes and deletes by id are
-:class:`~ctxemb_core.index.driver_kit.KeyedDriver`'s over Chroma's ``get``, ``upsert``,
-``add`` and ``delete``:
+neither transactions nor, on a server, a write mark; the head, the stamp and reads, writes
+and deletes by id are :class:`~ctxemb_core.index.driver_kit.ObjectDriver`'s over Chroma's
+collection object and its ``get``, ``upsert``, ``add``, ``delete`` and ``modify``:
 
-- **identity** is the collection's id; the **stamp version** a digest of what
-  :func:`._store.identity` compares on every guarded call (the stamp and the persisted
-  embedding function); the **store's setting** (``storage``) is that function,
+- **identity** is the collection's id; the **stamp version** a digest of the id, the stamp and
+  the persisted embedding function; the **store's setting** (``storage``) is that function,
   ``{"embedding_function": name, "contract": ...}``, which the guard compares with the stamp's
   contract (``repair=True`` writes it back; an adoption writes it with the stamp);
 - ``marks``: an embedded store's own sequence numbers (:mod:`._marks`); a server's client has
@@ -37,8 +36,8 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,6 @@ from ctxemb_chroma._store import (
     check_client,
     check_name,
     configured_function,
-    identity,
     kept_metadata,
     missing_collection,
     read_settled,
@@ -69,20 +67,14 @@ from ctxemb_chroma._store import (
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
-from ctxemb_core.guard import check_configuration, check_querier
+from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
-from ctxemb_core.index.driver_kit import (
-    KeyedDriver,
-    check_kept,
-    records_of,
-    restamped,
-    version_digest,
-)
+from ctxemb_core.index.driver_kit import ObjectDriver, records_of
 
 __all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
 
 
-class ChromaDriver(KeyedDriver[Collection]):
+class ChromaDriver(ObjectDriver[Collection]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma collection.
 
     Args:
@@ -105,7 +97,6 @@ class ChromaDriver(KeyedDriver[Collection]):
         self.client = check_client(client)
         self._name = check_name(name)
         self.embedder = check_querier(embedder)  # an Embedder or None
-        self._seen: Collection | None = None
         self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
         self.capabilities = self._capabilities()
 
@@ -146,30 +137,29 @@ class ChromaDriver(KeyedDriver[Collection]):
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"embedding_function": NAME, "contract": stamp.contract.to_dict()}
 
-    # -- the collection and its stamp ---------------------------------------------------------
+    # -- the collection and its stamp, as :class:`ObjectDriver` reads and writes them ------
 
-    def _stored(self) -> Collection | None:
-        raw = stored_or_none(self.client, self._name)
-        self._seen = raw
-        return raw
+    def _lookup(self) -> Collection | None:
+        return stored_or_none(self.client, self._name)
 
-    def _collection(self, *, fresh: bool = False) -> Collection:
-        """The collection the last head was read from (the guard reads one before every call:
-        what it verified is what is read, by id, never another made since under the name), or
-        the one the store has now."""
-        raw = self._seen if not fresh else None
-        if raw is None:
-            raw = self._stored()
-        if raw is None:
-            raise missing_collection(self.client, self._name)
-        return raw
+    def _missing(self) -> Exception:
+        return missing_collection(self.client, self._name)
 
-    def _head(self, raw: Collection) -> protocol.Head:
-        mark = None if self._marks is None else self._marks.mark(str(raw.id))
-        return protocol.Head(str(raw.id), self._version(raw), mark, space_of(raw))
+    def _identity(self, handle: Collection) -> str:
+        return str(handle.id)
 
-    def _version(self, handle: Collection) -> protocol.Version:
-        return version_digest(identity(handle))
+    def _metadata(self, handle: Collection) -> Mapping[str, Any] | None:
+        return handle.metadata
+
+    def _storage(self, handle: Collection) -> Mapping[str, Any]:
+        function, contract = configured_function(handle)
+        return {"embedding_function": function, "contract": contract}
+
+    def _space(self, handle: Collection) -> str:
+        return space_of(handle)
+
+    def _mark(self, handle: Collection) -> int | None:
+        return None if self._marks is None else self._marks.mark(str(handle.id))
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder
@@ -177,44 +167,21 @@ class ChromaDriver(KeyedDriver[Collection]):
             given if given is not None and given.contract == contract else Embedder(contract)
         )
 
-    def _exists(self) -> bool:
-        return self._stored() is not None
-
     def _create(self, stamp: IndexStamp) -> None:
         create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
 
+    def _modify(self, handle: Collection, metadata: dict[str, Any], stamp: IndexStamp) -> None:
+        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
+        # function to validate the change, which ours refuses (after the save): read back.
+        with translated(f"stamping {self._name!r}"), suppress(ValueError, StampError):
+            handle.modify(
+                metadata=kept_metadata(metadata),
+                configuration={"embedding_function": self._function(stamp.contract)},
+            )
+
     def head(self) -> protocol.Head | None:
         self.capabilities = self._capabilities()
-        raw = self._stored()
-        return None if raw is None else self._head(raw)
-
-    def read_stamp(self) -> protocol.StampRead | None:
-        raw = self._stored()
-        if raw is None:
-            return None
-        function, contract = configured_function(raw)
-        storage = {"embedding_function": function, "contract": contract}
-        return protocol.StampRead(self._head(raw), dict(raw.metadata or {}), storage)
-
-    def write_stamp(self, stamp: IndexStamp, *, stamp_version: protocol.Version) -> bool:
-        raw = self._collection(fresh=True)
-        if self._version(raw) != stamp_version:
-            return False
-        function = self._function(stamp.contract)
-        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
-        # function to validate the change, which ours refuses (after the save). Read back below.
-        with (
-            translated(f"stamping {self._name!r}"),
-            contextlib.suppress(ValueError, StampError),
-        ):
-            raw.modify(
-                metadata=restamped(kept_metadata(raw), stamp),
-                configuration={"embedding_function": function},
-            )
-        again = self._collection(fresh=True)
-        check_kept("collection", self._name, again.metadata, stamp)
-        check_configuration(stamp, *configured_function(again))
-        return True
+        return super().head()
 
     # -- reading ------------------------------------------------------------------------------
 

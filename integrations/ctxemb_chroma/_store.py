@@ -185,12 +185,6 @@ def configured_function(
     return setting.get("name"), contract if isinstance(contract, Mapping) else None
 
 
-def identity(raw: Collection) -> tuple[Any, ...]:
-    """What a guarded call compares to see the collection changed: its identity, its stamp and
-    the embedding function Chroma persisted (a raw client's queries embed with that one)."""
-    return (raw.id, IndexStamp.metadata_items(raw.metadata), configured_function(raw))
-
-
 def stored_collection(client: ClientAPI, name: str) -> Collection:
     """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
     raw = stored_or_none(check_client(client), check_name(name))
@@ -227,8 +221,8 @@ def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
     return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
 
 
-def kept_metadata(raw: Collection) -> dict[str, Any]:
-    """The collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
+def kept_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
 
     ``modify(metadata=...)`` replaces the whole metadata, and Chroma refuses any that names
     ``hnsw:space`` ("Changing the distance function … is not supported"), even unchanged: a
@@ -236,4 +230,4 @@ def kept_metadata(raw: Collection) -> dict[str, Any]:
     make them) could never be stamped. The space lives on in the collection's configuration,
     which is what Chroma searches by and what ctxemb reads.
     """
-    return {k: v for k, v in (raw.metadata or {}).items() if not str(k).startswith("hnsw:")}
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("hnsw:")}
