@@ -20,6 +20,9 @@ driver would otherwise write again in its own words:
   vectors, texts, metadata) a columnar client reads and writes;
 - :func:`check_values`: metadata values a store's wire format cannot hold (``None``, a
   non-finite float, an integer beyond 64 bits), refused before anything is written;
+- :func:`translator`: a store's ``translated(what)``, its client library's errors raised as
+  ctxemb's, from a table that matches an error by type and, where a library says more in the
+  message than in the type, by its words;
 - :func:`chunks` and :func:`version_digest`.
 
 Example:
@@ -34,12 +37,12 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import CtxembError, ExistingIdsError, InvalidInputError
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -63,6 +66,7 @@ __all__ = [
     "columns_of",
     "records_of",
     "restamped",
+    "translator",
     "unstorable",
     "version_digest",
 ]
@@ -79,6 +83,37 @@ def chunks(count: int, step: int) -> Iterator[slice]:
     """Slices of at most ``step`` of ``count`` items (a store refuses a call above its limit)."""
     for start in range(0, count, max(1, step)):
         yield slice(start, start + max(1, step))
+
+
+#: One rule of :func:`translator`: what the store raised (exception types, or ``(types, text)``:
+#: those types with ``text`` in the message), ctxemb's error, and its message.
+Rule = tuple[Any, type[CtxembError], str]
+
+
+def translator(*rules: Rule) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+    """A store's ``translated(what)`` from a table of its client library's exceptions.
+
+    The first rule that matches the exception raised in the block decides (as ``except``
+    clauses would; a rule ``((types, text), ...)`` only when the message holds ``text``); the
+    error raised says ``what``, then the rule's message (``{exc}``: the store's own words).
+    ctxemb's own errors, and anything no rule names, pass unchanged.
+    """
+
+    @contextlib.contextmanager
+    def translated(what: str) -> Iterator[None]:
+        try:
+            yield
+        except CtxembError:
+            raise
+        except Exception as exc:
+            for match, error, message in rules:
+                worded = isinstance(match, tuple) and isinstance(match[-1], str)
+                types, text = match if worded else (match, "")
+                if isinstance(exc, types) and text in str(exc):
+                    raise error(f"{what}: " + message.format(exc=exc)) from exc
+            raise
+
+    return translated
 
 
 def version_digest(value: Any) -> str:

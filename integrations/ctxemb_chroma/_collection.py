@@ -9,6 +9,7 @@ query checks) is :class:`ctxemb_core.index.GuardedIndex`'s over a :class:`Chroma
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -39,7 +40,10 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     """
 
     _driver_type = ChromaDriver
-    _translated = staticmethod(translated)
+
+    @staticmethod
+    def _translated(what: str) -> AbstractContextManager[None]:
+        return translated(what)
 
     @property
     def client(self) -> ClientAPI:

@@ -7,10 +7,11 @@ import difflib
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.api.models.CollectionCommon import CollectionCommon
@@ -26,7 +27,8 @@ from chromadb.types import Collection as CollectionModel
 
 from ctxemb_chroma._neighbours import embedded_folder, holding
 from ctxemb_core import EmbeddingContract, IndexStamp
-from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
+from ctxemb_core.index.driver_kit import translator
 
 # Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
 _REFUSED = (
@@ -125,34 +127,31 @@ def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs
     return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
 
 
-@contextlib.contextmanager
-def translated(what: str) -> Iterator[None]:
-    """Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
-    ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged."""
-    try:
-        yield
-    except CtxembError:
-        raise
-    except _REFUSED as exc:
-        if "Could not connect" in str(exc):
-            raise StoreUnavailableError(f"{what}: the Chroma server is gone ({exc})") from exc
-        raise InvalidInputError(f"{what}: Chroma refused it: {exc}") from exc
-    except (ConnectionError, TimeoutError) as exc:
-        raise StoreUnavailableError(f"{what}: the store cannot be reached ({exc})") from exc
-    except InternalError as exc:
-        raise StoreUnavailableError(
-            f"{what}: the Chroma store failed internally ({exc}). An embedded store written by "
-            "several processes at once can do this (Chroma does not support it): give "
-            "concurrent writers a Chroma server (`chroma run`), then retry"
-        ) from exc
-    except Exception as exc:
-        if "Failed to deserialize" in str(exc):  # the server's word for an argument it refused
-            raise InvalidInputError(f"{what}: the Chroma server refused it: {exc}") from exc
-        if type(exc).__module__.startswith("httpx"):
-            raise StoreUnavailableError(
-                f"{what}: the Chroma server cannot be reached ({exc})"
-            ) from exc
-        raise
+#: Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
+#: ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged.
+translated = translator(
+    ((_REFUSED, "Could not connect"), StoreUnavailableError, "the Chroma server is gone ({exc})"),
+    (_REFUSED, InvalidInputError, "Chroma refused it: {exc}"),
+    ((ConnectionError, TimeoutError), StoreUnavailableError, "the store cannot be reached ({exc})"),
+    (
+        InternalError,
+        StoreUnavailableError,
+        "the Chroma store failed internally ({exc}). An embedded store written by several "
+        "processes at once can do this (Chroma does not support it): give concurrent writers a "
+        "Chroma server (`chroma run`), then retry",
+    ),
+    # The server's word for an argument it refused.
+    (
+        (Exception, "Failed to deserialize"),
+        InvalidInputError,
+        "the Chroma server refused it: {exc}",
+    ),
+    (
+        (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, httpx.CookieConflict),
+        StoreUnavailableError,
+        "the Chroma server cannot be reached ({exc})",
+    ),
+)
 
 
 def store_address(client: ClientAPI) -> str:
