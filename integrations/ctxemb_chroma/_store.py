@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
-import shlex
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,10 +23,11 @@ from chromadb.errors import (
 )
 from chromadb.types import Collection as CollectionModel
 
-from ctxemb_chroma._neighbours import embedded_folder, holding
+from ctxemb_chroma._neighbours import collections_in, embedded_folder, is_store
 from ctxemb_core import EmbeddingContract, IndexStamp
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver_kit import translator
+from ctxemb_core.index.embedded import missing_index
 
 # Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
 _REFUSED = (
@@ -193,26 +192,14 @@ def stored_collection(client: ClientAPI, name: str) -> Collection:
 
 
 def missing_collection(client: ClientAPI, name: str, python: str = "") -> InvalidInputError:
-    """The error for a collection that is not in the store, naming a similar one if any."""
+    """The error for a collection that is not in the store, naming a similar one if any, or a
+    store near an embedded one that holds it (:func:`~ctxemb_core.index.embedded.missing_index`).
+    """
     names: list[str] = []
     with contextlib.suppress(Exception):  # only a hint: a store that cannot list gets none
         names = [str(getattr(c, "name", c)) for c in client.list_collections()]
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
     folder = embedded_folder(client)
-    there = holding(folder, name) if folder is not None and not close else None
-    if there is not None:  # e.g. the demo's collection looked for in ./chroma
-        found = f"; the store at {str(there)!r} holds a collection {name!r}"
-        return InvalidInputError(
-            f"collection {name!r} does not exist in {str(folder)!r}{python}{found}: "
-            f"connect({str(there)!r}) to use it",
-            cli=f"collection {name!r} does not exist in {str(folder)!r}{found}: give "
-            f"--path {shlex.quote(str(there))}",
-        )
-    return InvalidInputError(
-        f"collection {name!r} does not exist{python}{hint}",
-        cli=f"collection {name!r} does not exist in this store{hint}",
-    )
+    return missing_index("collection", name, names, folder, is_store, collections_in, python)
 
 
 def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
