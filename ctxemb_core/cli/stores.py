@@ -19,12 +19,14 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ctxemb_core.cli.common import PORT, Parser
+from ctxemb_core.cli.folder_or_server import FolderOrServer
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 
 __all__ = [
     "PORT",
     "STORES",
     "AdapterDefaults",
+    "FolderOrServer",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -61,7 +63,8 @@ class StoreOptions(Protocol):
     The options land on the command's ``argparse.Namespace`` under the adapter's own names
     (Chroma: ``path``, ``host``, ``port``); only the adapter reads them. This module is the one
     an adapter imports for it: :data:`PORT` is the ``type=`` of a port option, whose errors read
-    like every other integer option's.
+    like every other integer option's; :class:`FolderOrServer` checks a store's ``--path``, or
+    ``--host`` and ``--port``.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:

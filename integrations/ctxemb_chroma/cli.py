@@ -12,8 +12,7 @@ import argparse
 from typing import Any
 
 from ctxemb_chroma._connect import connect as _connect
-from ctxemb_core.cli.folder_or_server import FolderOrServer
-from ctxemb_core.cli.stores import PORT
+from ctxemb_core.cli.stores import PORT, FolderOrServer
 from ctxemb_core.errors import InvalidInputError
 
 #: Where a store command looks without --path or --host, and the port of a --host without one.
