@@ -49,7 +49,6 @@ from ctxemb_chroma._aliases import catalog as catalog
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._connect import connect as connect
 from ctxemb_chroma._driver import ChromaDriver, check_metadatas
-from ctxemb_chroma._driver import driver as driver
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._ray import index_with_ray
 from ctxemb_chroma._store import check_name as check_name
@@ -61,6 +60,8 @@ from ctxemb_chroma._tools import restamp as restamp
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_ray import IndexSummary
 
+#: The driver of a collection: ``driver(client, name, *, embedder=None)``.
+driver = ChromaDriver
 # Core's tools over a collection (their arguments and errors: StoreTools'), in API order.
 detect = TOOLS.detect
 eval_path = TOOLS.eval_path

@@ -1,11 +1,8 @@
 """Chroma as a store driver: one collection, embedded or on a server, under core's guard.
 
 :class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
-collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. A collection
-it creates is exactly one :func:`~ctxemb_chroma.open_collection` creates
-(:func:`._function.create_stamped`: the stamp in the collection's metadata in the create call,
-ctxemb's function as Chroma's persisted embedding function); :func:`~ctxemb_chroma.open_collection`
-is this driver under the same guard.
+collection (``ctxemb_chroma.driver``); :class:`~ctxemb_core.index.GuardedIndex` conducts the
+guard over it, and :func:`~ctxemb_chroma.open_collection` is this driver under that guard.
 
 How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
 neither transactions nor, on a server, a write mark; the head, the stamp and reads, writes
@@ -44,16 +41,9 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._function import NAME, ContractEmbeddingFunction, create_stamped
+from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
 from ctxemb_chroma._marks import SequenceMarks
-from ctxemb_chroma._records import (
-    check_metadatas,
-    chroma_where,
-    get_parts,
-    records,
-    space_of,
-    write_whole,
-)
+from ctxemb_chroma._records import check_metadatas, chroma_where, space_of, write_whole
 from ctxemb_chroma._store import (
     check_client,
     check_name,
@@ -69,9 +59,10 @@ from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
 from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
-from ctxemb_core.index.driver_kit import ObjectDriver, records_of
+from ctxemb_core.index.driver_kit import ObjectDriver
+from ctxemb_core.index.shaped import hits_in, named, records_in
 
-__all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
+__all__ = ["ChromaDriver", "check_metadatas"]
 
 
 class ChromaDriver(ObjectDriver[Collection]):
@@ -168,7 +159,18 @@ class ChromaDriver(ObjectDriver[Collection]):
         )
 
     def _create(self, stamp: IndexStamp) -> None:
-        create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
+        """Create the collection as every stamped collection ctxemb makes is made: ``stamp`` in
+        its metadata in the create call itself (no unstamped collection exists), ctxemb's
+        function of the stamp's contract as Chroma's persisted embedding function, searched in
+        the space the contract's vectors are for."""
+        function = self._function(stamp.contract)
+        with translated(f"creating collection {self._name!r}"):
+            self.client.create_collection(
+                self._name,
+                metadata=stamp.to_metadata(),
+                embedding_function=function,  # type: ignore[arg-type]
+                configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
+            )
 
     def _modify(self, handle: Collection, metadata: dict[str, Any], stamp: IndexStamp) -> None:
         # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
@@ -200,8 +202,8 @@ class ChromaDriver(ObjectDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = self._collection()
         with translated("reading records"):
-            got = read_settled(raw.get, offset=offset, limit=limit, include=get_parts(include))
-        return records(got, include)
+            got = read_settled(raw.get, offset=offset, limit=limit, include=named(include))
+        return records_in(got, include)
 
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
@@ -215,7 +217,7 @@ class ChromaDriver(ObjectDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = handle or self._collection()
         with translated("reading records"):
-            return records(read_settled(raw.get, ids=ids, include=get_parts(include)), include)
+            return records_in(read_settled(raw.get, ids=ids, include=named(include)), include)
 
     def _changes(self, since: int) -> list[str]:
         assert self._marks is not None
@@ -258,19 +260,4 @@ class ChromaDriver(ObjectDriver[Collection]):
                 where=chroma_where(where),
                 include=["documents", "metadatas", "distances"],
             )
-        found: Mapping[str, Any] = got  # Chroma's QueryResult, its lists read as given
-        ids, distances = found["ids"][0], found["distances"][0]
-        texts = (found.get("documents") or [[None] * len(ids)])[0]
-        metas = (found.get("metadatas") or [[None] * len(ids)])[0]
-        records = records_of(ids, None, texts, metas)
-        return [protocol.Hit(r, float(d)) for r, d in zip(records, distances, strict=True)]
-
-
-def driver(client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> ChromaDriver:
-    """The store driver of collection ``name`` in ``client``'s store (see :class:`ChromaDriver`).
-
-    Example:
-        >>> from ctxemb_core.index import GuardedIndex
-        >>> docs = GuardedIndex.open(driver(client, "docs"), embedder)  # doctest: +SKIP
-    """
-    return ChromaDriver(client, name, embedder=embedder)
+        return hits_in(got)  # Chroma's QueryResult, its lists read as given
