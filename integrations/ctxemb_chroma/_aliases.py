@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from pathlib import Path
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -18,6 +17,7 @@ from chromadb.api import ClientAPI
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_client, check_name, store_address, stored_or_none, translated
 from ctxemb_core.aliases import ClaimBook
+from ctxemb_core.errors import InvalidInputError
 
 __all__ = ["ChromaCatalog", "ChromaClaims", "catalog"]
 
@@ -70,14 +70,13 @@ class ChromaCatalog:
 
     def drop(self, name: str) -> None:
         """Drop collection ``name`` and, for an embedded store, its lexical side's folder."""
-        from ctxemb_chroma._tools import LEXICAL_FOLDER
+        from ctxemb_chroma._tools import beside
 
         with translated(f"dropping collection {name!r}"):
             if stored_or_none(self.client, name) is not None:
                 self.client.delete_collection(name)
-        settings = self.client.get_settings()
-        if settings.is_persistent and settings.persist_directory:
-            shutil.rmtree(Path(settings.persist_directory) / LEXICAL_FOLDER / name, True)
+        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller named
+            shutil.rmtree(beside(self.client, name), True)
 
     def describe(self) -> str:
         return store_address(self.client)
