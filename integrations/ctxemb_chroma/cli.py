@@ -2,7 +2,7 @@
 
 The module the CLI's store table names for ``--store chroma``; it follows the protocol
 :class:`ctxemb_core.cli.stores.StoreOptions`: it adds the options to a command's parser (their
-checks are core's :class:`~ctxemb_core.cli.folder_or_server.FolderOrServer`'s) and connects to
+checks are core's :class:`~ctxemb_core.cli.stores.FolderOrServer`'s) and connects to
 the store they name.
 """
 
