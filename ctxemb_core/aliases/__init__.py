@@ -3,7 +3,8 @@ downtime over any store (issue 45).
 
 - :mod:`~ctxemb_core.aliases.record`: :class:`AliasRecord`, what a store keeps per alias;
 - :mod:`~ctxemb_core.aliases.book`: the :class:`AliasBook` and :class:`Catalog` protocols a
-  store adapter implements, and the in-memory reference;
+  store adapter implements, the in-memory reference, and :class:`ClaimBook`, a book for a store
+  without transactions over its :class:`Claims`;
 - :mod:`~ctxemb_core.aliases.encoders`: :class:`Encoders`, found by contract;
 - :mod:`~ctxemb_core.aliases.aliased`: :class:`AliasedIndex`, readers and writers by alias;
 - :mod:`~ctxemb_core.aliases.frameworks`: :class:`AliasSource`, an alias as a framework
@@ -14,7 +15,14 @@ downtime over any store (issue 45).
 from __future__ import annotations
 
 from ctxemb_core.aliases.aliased import AliasedIndex, AliasedQuery, read_alias
-from ctxemb_core.aliases.book import AliasBook, Catalog, MemoryAliasBook, MemoryCatalog
+from ctxemb_core.aliases.book import (
+    AliasBook,
+    Catalog,
+    ClaimBook,
+    Claims,
+    MemoryAliasBook,
+    MemoryCatalog,
+)
 from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasSource
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
@@ -45,6 +53,8 @@ __all__ = [
     "AliasedQuery",
     "BackfillReport",
     "Catalog",
+    "ClaimBook",
+    "Claims",
     "Encoders",
     "Gate",
     "MemoryAliasBook",

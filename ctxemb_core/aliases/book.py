@@ -10,6 +10,11 @@ things more for aliases:
 - a :class:`Catalog`: the store's indexes by name (a driver for any of them, whether one
   exists, dropping one) and its book.
 
+A store without transactions or conditional updates gives a book through :class:`ClaimBook`:
+it needs only :class:`Claims`, records of unique names whose creation is atomic (of two clients
+creating one name, one gets it), which it can list by prefix, read and delete (Chroma: a
+collection holding the record in its metadata).
+
 :class:`MemoryCatalog` is the reference, over a :class:`~ctxemb_core.index.MemoryStore`.
 
 Example:
@@ -20,13 +25,15 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 from ctxemb_core.aliases.record import AliasRecord
+from ctxemb_core.errors import AliasMovedError, InvalidInputError
 from ctxemb_core.index.driver import StoreDriver
 from ctxemb_core.index.memory import MemoryStore
 
-__all__ = ["AliasBook", "Catalog", "MemoryAliasBook", "MemoryCatalog"]
+__all__ = ["AliasBook", "Catalog", "ClaimBook", "Claims", "MemoryAliasBook", "MemoryCatalog"]
 
 
 @runtime_checkable
@@ -72,6 +79,98 @@ class Catalog(Protocol):
     def describe(self) -> str:
         """Which store this is (for messages; never a password)."""
         ...
+
+
+class Claims(Protocol):
+    """Records of unique names in a store, each holding a text: what :class:`ClaimBook` needs.
+
+    Its errors are the store's, translated into ctxemb's tree by the implementation.
+    """
+
+    def claim(self, key: str, text: str) -> bool:
+        """Create record ``key`` holding ``text`` in one atomic step; ``False``, nothing
+        written, when a record of that name exists (whoever made it, whenever)."""
+        ...
+
+    def keys(self, prefix: str) -> list[str]:
+        """The names of the records that start with ``prefix``, in any order."""
+        ...
+
+    def read(self, key: str) -> str | None:
+        """Record ``key``'s text, or ``None`` when there is no such record (any more)."""
+        ...
+
+    def remove(self, key: str) -> None:
+        """Delete record ``key`` (nothing when it is gone; a failure is not raised: another
+        client may be removing it too)."""
+        ...
+
+
+class ClaimBook:
+    """An :class:`AliasBook` over :class:`Claims`, for a store without transactions.
+
+    An alias's generation ``g`` is claimed by creating the record ``ctxemb-alias--<alias>--<g>``
+    (``g`` in ten digits), holding the whole alias record; the alias's record is the one of the
+    highest generation. A swap from ``g`` creates ``g + 1``: a second client deciding on ``g``
+    finds it taken and writes nothing. The two newest claims are kept, older ones removed; a
+    claim made over a removed generation by a client far behind is found below the newest and
+    taken back.
+    """
+
+    PREFIX = "ctxemb-alias--"
+    _CLAIM = re.compile(rf"{re.escape(PREFIX)}(?P<name>.+)--(?P<generation>\d{{10}})")
+    #: How often a read lists the claims again when the newest was removed meanwhile (by a
+    #: swap that made a newer one).
+    _READS = 5
+
+    def __init__(self, claims: Claims) -> None:
+        self.claims = claims
+
+    def _key(self, name: str, generation: int) -> str:
+        return f"{self.PREFIX}{name}--{generation:010d}"
+
+    def _generations(self) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for key in self.claims.keys(self.PREFIX):
+            match = self._CLAIM.fullmatch(key)
+            if match:
+                found.setdefault(match["name"], []).append(int(match["generation"]))
+        return {k: sorted(v) for k, v in found.items()}
+
+    def _newest(self, name: str) -> int | None:
+        generations = self._generations().get(name)
+        return generations[-1] if generations else None
+
+    def read(self, name: str) -> AliasRecord | None:
+        for _ in range(self._READS):
+            generation = self._newest(name)
+            if generation is None:
+                return None
+            text = self.claims.read(self._key(name, generation))
+            if text is not None:
+                return AliasRecord.from_json(text, name)
+        raise AliasMovedError(f"alias {name!r} keeps changing while it is read; read it again")
+
+    def swap(self, record: AliasRecord, *, expected: int | None) -> bool:
+        if self._newest(record.name) != expected:
+            return False
+        if record.generation != (expected or 0) + 1:
+            raise InvalidInputError(
+                f"alias {record.name!r}: generation {record.generation} does not follow {expected}"
+            )
+        key = self._key(record.name, record.generation)
+        if not self.claims.claim(key, record.to_json()):
+            return False
+        if self._newest(record.name) != record.generation:
+            # Claimed over a generation already removed, below the newest: not ours to take.
+            self.claims.remove(key)
+            return False
+        for old in self._generations().get(record.name, [])[:-2]:
+            self.claims.remove(self._key(record.name, old))  # another swap may remove it first
+        return True
+
+    def names(self) -> list[str]:
+        return sorted(self._generations())
 
 
 class MemoryAliasBook:

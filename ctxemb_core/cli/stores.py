@@ -14,8 +14,11 @@ import contextlib
 import functools
 import importlib
 import inspect
+import shlex
 from collections.abc import Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from ctxemb_core.cli.common import PORT, Parser
@@ -25,6 +28,7 @@ __all__ = [
     "PORT",
     "STORES",
     "AdapterDefaults",
+    "FolderOrServer",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -61,7 +65,8 @@ class StoreOptions(Protocol):
     The options land on the command's ``argparse.Namespace`` under the adapter's own names
     (Chroma: ``path``, ``host``, ``port``); only the adapter reads them. This module is the one
     an adapter imports for it: :data:`PORT` is the ``type=`` of a port option, whose errors read
-    like every other integer option's.
+    like every other integer option's; :class:`FolderOrServer` checks a store's ``--path``, or
+    ``--host`` and ``--port``.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -372,3 +377,64 @@ def resolve_alias(args: argparse.Namespace, adapter: Any, client: Any) -> Any:
     record = read_alias(catalog_of(adapter, client), args.alias)
     args.collection = record.target.index
     return record
+
+
+@dataclass(frozen=True)
+class FolderOrServer:
+    """The options of a store that is either a folder on this machine or a server: ``--path``,
+    or ``--host`` and ``--port`` (Chroma's; a store such as Qdrant or LanceDB has the same
+    pair), checked together, their defaults filled in, and said back (``flags``, ``location``,
+    ``absent``), the same for every such store. The adapter's module declares the options
+    (``add_arguments``) with these defaults (``path``, ``port``; the demo's own folder:
+    ``demo_path``) in their help; ``store``: its name in messages.
+
+    Example:
+        >>> FolderOrServer("Chroma", path="./chroma", port=8000, demo_path="./demo").defaults()
+        {'path': './chroma', 'port': '8000'}
+    """
+
+    store: str
+    path: str
+    port: int
+    demo_path: str
+
+    def check_arguments(self, args: argparse.Namespace, *, demo: bool = False) -> None:
+        """``--path``, ``--host`` and ``--port`` checked together, their defaults filled in.
+
+        A port alone is refused rather than taken to mean a server on 127.0.0.1: without
+        ``--host`` the store is the embedded folder, and a server that was meant but is not
+        named must not turn into a quiet read of the default folder (or a write into a new one).
+        """
+        if args.host is not None and args.path is not None:
+            raise InvalidInputError(
+                f"--host {args.host} and --path {args.path} name two stores: give --host (and "
+                f"--port) for a {self.store} server, or --path for an embedded folder"
+            )
+        if args.port is not None and args.host is None:
+            raise InvalidInputError(
+                f"--port {args.port} needs --host: a port belongs to a server (e.g. --host "
+                f"127.0.0.1 --port {args.port}); for an embedded folder give --path alone"
+            )
+        if args.host is None:
+            if args.path is None:
+                args.path = self.demo_path if demo else self.path
+        elif args.port is None:
+            args.port = self.port
+
+    def defaults(self) -> dict[str, str]:
+        """The defaults :meth:`check_arguments` fills in, as a help text shows them."""
+        return {"path": self.path, "port": str(self.port)}
+
+    def absent(self, args: argparse.Namespace) -> bool:
+        """Whether ``--path`` names a folder that does not exist (and no ``--host`` is given)."""
+        return bool(not args.host and args.path and not Path(args.path).exists())
+
+    def flags(self, args: argparse.Namespace) -> str:
+        """The store options that name the store ``args`` point at, as a shell would take them."""
+        if args.host is not None:
+            return f"--host {shlex.quote(args.host)} --port {args.port}"
+        return f"--path {shlex.quote(str(args.path))}"
+
+    def location(self, args: argparse.Namespace) -> str:
+        """The folder, or ``host:port`` of the server."""
+        return str(args.path or f"{args.host}:{args.port}")

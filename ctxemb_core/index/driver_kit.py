@@ -10,12 +10,19 @@ driver would otherwise write again in its own words:
   one lock per index in this process, tells a creator that lost a race it did not create,
   compares the stamp version (:class:`~ctxemb_core.errors.StampMovedError`) and splits
   removals to the store's batch limit. The in-memory driver and Chroma's are built on it;
+- :class:`ObjectDriver`: a :class:`KeyedDriver` whose store hands out an index as an object
+  read by name (a client's collection): ``head``, ``read_stamp`` and ``write_stamp`` over how
+  the object shows its identity, metadata, setting and space, every read of a call made on the
+  object the last head was read from;
 - :func:`restamped` and :func:`check_kept`: an index's metadata under a new stamp, and the
   read-back after a stamp write on a store without transactions;
 - :func:`records_of` and :func:`columns_of`: records to and from the parallel lists (ids,
   vectors, texts, metadata) a columnar client reads and writes;
 - :func:`check_values`: metadata values a store's wire format cannot hold (``None``, a
   non-finite float, an integer beyond 64 bits), refused before anything is written;
+- :func:`translator`: a store's ``translated(what)``, its client library's errors raised as
+  ctxemb's, from a table that matches an error by type and, where a library says more in the
+  message than in the type, by its words;
 - :func:`chunks` and :func:`version_digest`.
 
 Example:
@@ -30,25 +37,36 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
-from ctxemb_core.index.driver import INCLUDE, Capabilities, Filter, Record, StampMovedError, Version
+from ctxemb_core.errors import CtxembError, ExistingIdsError, InvalidInputError
+from ctxemb_core.index.driver import (
+    INCLUDE,
+    Capabilities,
+    Filter,
+    Head,
+    Record,
+    StampMovedError,
+    StampRead,
+    Version,
+)
 
 if TYPE_CHECKING:
     from ctxemb_core.stamp import IndexStamp
 
 __all__ = [
     "KeyedDriver",
+    "ObjectDriver",
     "check_kept",
     "check_values",
     "chunks",
     "columns_of",
     "records_of",
     "restamped",
+    "translator",
     "unstorable",
     "version_digest",
 ]
@@ -65,6 +83,37 @@ def chunks(count: int, step: int) -> Iterator[slice]:
     """Slices of at most ``step`` of ``count`` items (a store refuses a call above its limit)."""
     for start in range(0, count, max(1, step)):
         yield slice(start, start + max(1, step))
+
+
+#: One rule of :func:`translator`: what the store raised (exception types, or ``(types, text)``:
+#: those types with ``text`` in the message), ctxemb's error, and its message.
+Rule = tuple[Any, type[CtxembError], str]
+
+
+def translator(*rules: Rule) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+    """A store's ``translated(what)`` from a table of its client library's exceptions.
+
+    The first rule that matches the exception raised in the block decides (as ``except``
+    clauses would; a rule ``((types, text), ...)`` only when the message holds ``text``); the
+    error raised says ``what``, then the rule's message (``{exc}``: the store's own words).
+    ctxemb's own errors, and anything no rule names, pass unchanged.
+    """
+
+    @contextlib.contextmanager
+    def translated(what: str) -> Iterator[None]:
+        try:
+            yield
+        except CtxembError:
+            raise
+        except Exception as exc:
+            for match, error, message in rules:
+                worded = isinstance(match, tuple) and isinstance(match[-1], str)
+                types, text = match if worded else (match, "")
+                if isinstance(exc, types) and text in str(exc):
+                    raise error(f"{what}: " + message.format(exc=exc)) from exc
+            raise
+
+    return translated
 
 
 def version_digest(value: Any) -> str:
@@ -299,3 +348,114 @@ class KeyedDriver(Generic[H]):
             for part in chunks(len(found), self.capabilities.max_batch or len(found)):
                 self._remove(handle, found[part])
         return found
+
+
+class ObjectDriver(KeyedDriver[H]):
+    """A :class:`KeyedDriver` whose store hands out the index as an object read by name (a
+    client's collection, which carries its id, metadata and configuration).
+
+    The guard reads a head before every call; what it verified is what the call then reads
+    and writes: the object that head was read from (by id, never another index made since
+    under the name). The **stamp version** is a digest of the object's identity, stamp and
+    setting, which changes whenever any of them does. A subclass gives how the store looks the
+    object up and what the object shows (the methods below that raise), and how it writes
+    metadata and setting in one call (:meth:`_modify`).
+    """
+
+    _seen: H | None = None
+
+    # -- what the store gives ----------------------------------------------------------------
+
+    def _lookup(self) -> H | None:
+        """The index's object as the store has it now, or ``None``: there is none."""
+        raise NotImplementedError
+
+    def _missing(self) -> Exception:
+        """The refusal of a call on an index that is not there."""
+        return InvalidInputError(f"{self._kind} {self._name!r} does not exist")
+
+    def _identity(self, handle: H) -> str:
+        raise NotImplementedError
+
+    def _metadata(self, handle: H) -> Mapping[str, Any] | None:
+        raise NotImplementedError
+
+    def _storage(self, handle: H) -> Mapping[str, Any] | None:
+        """The store's own persisted setting (:attr:`StampRead.storage`; default none)."""
+        return None
+
+    def _space(self, handle: H) -> str:
+        raise NotImplementedError
+
+    def _mark(self, handle: H) -> int | None:
+        """The index's write mark (default: none kept)."""
+        return None
+
+    def _modify(self, handle: H, metadata: dict[str, Any], stamp: IndexStamp) -> None:
+        """Replace the index's metadata with ``metadata`` (``stamp``'s, with the index's own
+        keys) and its setting with ``storage_for(stamp)``'s, in one call; what the store kept
+        is read back by :meth:`write_stamp`."""
+        raise NotImplementedError
+
+    # -- the protocol over them ------------------------------------------------------------
+
+    def _stored(self) -> H | None:
+        self._seen = self._lookup()
+        return self._seen
+
+    def _collection(self, *, fresh: bool = False) -> H:
+        """The object the last head was read from, or (``fresh``, or none read yet) the one
+        the store has now."""
+        raw = self._seen if not fresh else None
+        if raw is None:
+            raw = self._stored()
+        if raw is None:
+            raise self._missing()
+        return raw
+
+    def _exists(self) -> bool:
+        return self._stored() is not None
+
+    def _handle(self, stamp_version: Version | None) -> H:
+        return self._collection(fresh=stamp_version is not None)
+
+    def _version(self, handle: H) -> Version:
+        from ctxemb_core.stamp import IndexStamp
+
+        seen = IndexStamp.metadata_items(self._metadata(handle))
+        return version_digest((self._identity(handle), seen, self._storage(handle)))
+
+    def _head(self, handle: H) -> Head:
+        mark = self._mark(handle)
+        return Head(self._identity(handle), self._version(handle), mark, self._space(handle))
+
+    def head(self) -> Head | None:
+        raw = self._stored()
+        return None if raw is None else self._head(raw)
+
+    def read_stamp(self) -> StampRead | None:
+        raw = self._stored()
+        if raw is None:
+            return None
+        return StampRead(self._head(raw), dict(self._metadata(raw) or {}), self._storage(raw))
+
+    def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+        """Write ``stamp`` if the stamp version is still ``stamp_version``, then read back:
+        a store without transactions may have let another writer in (refused:
+        :class:`~ctxemb_core.errors.StampMovedError`), or not kept its setting (refused:
+        :class:`~ctxemb_core.errors.ConfigurationMismatchError`)."""
+        from ctxemb_core.stamp_guard import check_configuration
+
+        raw = self._collection(fresh=True)
+        if self._version(raw) != stamp_version:
+            return False
+        self._modify(raw, restamped(self._metadata(raw), stamp), stamp)
+        again = self._collection(fresh=True)
+        check_kept(self._kind, self._name, self._metadata(again), stamp)
+        if "embedding_function" in (self.storage_for(stamp) or {}):
+            kept = self._storage(again) or {}
+            check_configuration(stamp, kept.get("embedding_function"), kept.get("contract"))
+        return True
+
+    def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
+        return None

@@ -7,7 +7,9 @@ needs that is no store's own:
   writable, held under an advisory lock while the store opens (processes opening a new store
   at once race on its schema), and what this call created removed if opening fails;
 - :func:`folders_near`: the store folders beside or inside a mistyped one, for an error's hint,
-  and :func:`require_store`, the refusal of a folder that holds no store, naming them;
+  :func:`require_store`, the refusal of a folder that holds no store, naming them, and
+  :func:`missing_index`, the refusal of an index the store lacks, naming a near name or a
+  store near it that holds one of that name;
 - :func:`read_only`: a store's SQLite file opened read-only (ctxemb never writes a store's own
   tables);
 - :class:`SqliteMarks`: a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`)
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shlex
 import shutil
 import sqlite3
 import threading
@@ -38,6 +41,7 @@ __all__ = [
     "first_missing",
     "folders_near",
     "locked",
+    "missing_index",
     "opening_folder",
     "read_only",
     "require_store",
@@ -89,6 +93,36 @@ def require_store(
     raise InvalidInputError(
         f"no {store} store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
         "is created by indexing into it)"
+    )
+
+
+def missing_index(
+    kind: str,
+    name: str,
+    names: list[str],
+    folder: Path | None,
+    is_store: Callable[[Path], bool],
+    held: Callable[[Path], list[str]],
+    python: str = "",
+) -> InvalidInputError:
+    """The refusal of ``kind`` ``name``, which the store lacks: naming a similar one of its
+    ``names``, else (for a store in ``folder``) a store near it that holds one called ``name``,
+    with how to reach it (``connect(path)``; ``--path`` on the command line). ``python``: more
+    of why, for the Python message."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    near = folders_near(folder, is_store) if folder is not None and not close else []
+    there = next((p for p in near if name in held(p)), None)
+    if folder is not None and there is not None:  # e.g. the demo's index looked for elsewhere
+        gone = f"{kind} {name!r} does not exist in {str(folder)!r}"
+        found = f"; the store at {str(there)!r} holds a {kind} {name!r}"
+        return InvalidInputError(
+            f"{gone}{python}{found}: connect({str(there)!r}) to use it",
+            cli=f"{gone}{found}: give --path {shlex.quote(str(there))}",
+        )
+    return InvalidInputError(
+        f"{kind} {name!r} does not exist{python}{hint}",
+        cli=f"{kind} {name!r} does not exist in this store{hint}",
     )
 
 

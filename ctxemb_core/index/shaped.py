@@ -5,7 +5,9 @@ Chroma's collection API is the shape callers of a store's index object know: ``i
 query. :class:`ShapedFacade` builds it once, from a driver's :class:`~ctxemb_core.index.Hit` and
 :class:`~ctxemb_core.index.Record` lists, so a store without such a shape of its own
 (PostgreSQL's ``GuardedTable``, the next store) gets it by subclassing and says only how it
-searches and reads (:meth:`ShapedFacade._search`, :meth:`ShapedFacade._select`).
+searches and reads (:meth:`ShapedFacade._search`, :meth:`ShapedFacade._select`). A store
+whose client answers in these shapes (Chroma's) reads them back into records and hits with
+:func:`records_in` and :func:`hits_in`, asking for the parts :func:`named` names.
 
 The query checks are :class:`~ctxemb_core.index.GuardedIndex`'s. A store whose search reads the
 stamp's version in its own snapshot (one round trip) raises
@@ -29,6 +31,7 @@ import numpy as np
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError, StampMovedError
 from ctxemb_core.index.driver import Hit, Record, Version
+from ctxemb_core.index.driver_kit import records_of
 from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT
 from ctxemb_core.records import refuse_vectorless
 from ctxemb_core.validate import check_count, check_ids
@@ -36,7 +39,18 @@ from ctxemb_core.validate import check_count, check_ids
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["INCLUDE", "SHOWN", "SearchOptions", "ShapedFacade", "check_include", "columns"]
+__all__ = [
+    "INCLUDE",
+    "NAMES",
+    "SHOWN",
+    "SearchOptions",
+    "ShapedFacade",
+    "check_include",
+    "columns",
+    "hits_in",
+    "named",
+    "records_in",
+]
 
 #: What ``include`` may name, as in Chroma's ``get`` and ``query``.
 INCLUDE = ("documents", "metadatas", "embeddings", "distances")
@@ -44,6 +58,8 @@ INCLUDE = ("documents", "metadatas", "embeddings", "distances")
 SHOWN = ("documents", "metadatas", "distances")
 #: What ``get`` returns unless ``include`` says otherwise.
 GOT = ("documents", "metadatas")
+#: The name of each part of a record (:class:`~ctxemb_core.index.Record`'s) in these shapes.
+NAMES = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
 #: How often a search whose stamp moved under it is verified and run again.
 _ATTEMPTS = 3
 
@@ -87,8 +103,27 @@ def columns(hits: Sequence[Hit], shown: Sequence[str], width: int) -> dict[str, 
 
 
 def _parts(shown: Sequence[str]) -> frozenset[str]:
-    names = {"documents": "text", "metadatas": "metadata", "embeddings": "vector"}
-    return frozenset(names[s] for s in shown if s in names)
+    return frozenset(part for part, name in NAMES.items() if name in shown)
+
+
+def named(parts: frozenset[str]) -> list[str]:
+    """The ``include`` that reads a record's ``parts`` (``vector``, ``text``, ``metadata``)."""
+    return [NAMES[p] for p in sorted(parts)]
+
+
+def records_in(got: Mapping[str, Any], parts: frozenset[str]) -> list[Record]:
+    """The records of a ``get`` result in these shapes, with ``parts``."""
+    columns = (got.get(NAMES[p]) if p in parts else None for p in ("vector", "text", "metadata"))
+    return records_of(got["ids"], *columns)
+
+
+def hits_in(found: Mapping[str, Any]) -> list[Hit]:
+    """The hits of a search result's first query in these shapes (with its distances)."""
+    ids, distances = found["ids"][0], found["distances"][0]
+    texts = (found.get("documents") or [[None] * len(ids)])[0]
+    metas = (found.get("metadatas") or [[None] * len(ids)])[0]
+    records = records_of(ids, None, texts, metas)
+    return [Hit(r, float(d)) for r, d in zip(records, distances, strict=True)]
 
 
 class ShapedFacade(IndexFacade[DriverT, StoredT]):

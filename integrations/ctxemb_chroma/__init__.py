@@ -9,7 +9,8 @@ exactly these names of it, nothing private:
 - :func:`connect`: a client of a folder (joining one already open in this process, however its
   path is spelled) or of a server;
 - :func:`open_collection`: create a collection stamped, or open and verify it (stamp, canary,
-  a sample of stored records), adopting or repairing on request;
+  a sample of stored records), adopting or repairing on request (``repair=True`` writes
+  Chroma's persisted embedding function back from the stamp): core's ``StoreTools.open``;
 - :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
   vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``); core's
   :class:`~ctxemb_core.index.GuardedIndex` over a :class:`ChromaDriver` (``index``) checks;
@@ -46,10 +47,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 # through it.
 from ctxemb_chroma._aliases import catalog as catalog
 from ctxemb_chroma._collection import GuardedCollection
-from ctxemb_chroma._collection import open_collection as open_collection
 from ctxemb_chroma._connect import connect as connect
 from ctxemb_chroma._driver import ChromaDriver, check_metadatas
-from ctxemb_chroma._driver import driver as driver
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._ray import index_with_ray
 from ctxemb_chroma._store import check_name as check_name
@@ -61,11 +60,14 @@ from ctxemb_chroma._tools import restamp as restamp
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_ray import IndexSummary
 
+#: The driver of a collection: ``driver(client, name, *, embedder=None)``.
+driver = ChromaDriver
 # Core's tools over a collection (their arguments and errors: StoreTools'), in API order.
 detect = TOOLS.detect
 eval_path = TOOLS.eval_path
 lexical_folder = TOOLS.lexical_folder
 migrate = TOOLS.migrate
+open_collection = TOOLS.open
 open_hybrid = TOOLS.open_hybrid
 search = TOOLS.search
 shortlist = TOOLS.shortlist

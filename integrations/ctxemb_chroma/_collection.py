@@ -9,7 +9,8 @@ query checks) is :class:`ctxemb_core.index.GuardedIndex`'s over a :class:`Chroma
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any
 
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
@@ -21,12 +22,9 @@ from ctxemb_chroma._store import (
     stored_or_none,
     translated,
 )
-from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.guard import as_embedder, check_count, check_delete, check_paging
-from ctxemb_core.index import IndexFacade, OpenOptions
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from ctxemb_core import Embedder
+from ctxemb_core.guard import check_count, check_delete, check_paging
+from ctxemb_core.index import IndexFacade
 
 
 class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
@@ -42,7 +40,10 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     """
 
     _driver_type = ChromaDriver
-    _translated = staticmethod(translated)
+
+    @staticmethod
+    def _translated(what: str) -> AbstractContextManager[None]:
+        return translated(what)
 
     @property
     def client(self) -> ClientAPI:
@@ -111,41 +112,3 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
             ids = list(found) if ids is None else [i for i in ids if i in set(found)]
         if ids:
             self.index.delete(ids)
-
-
-def open_collection(
-    client: ClientAPI,
-    name: str,
-    contract: EmbeddingContract | Embedder,
-    **opening: Unpack[OpenOptions],
-) -> GuardedCollection:
-    """Create a stamped collection, or open one and verify its stamp and stored vectors.
-
-    Args:
-        client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
-        name: the collection's name.
-        contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` built from it).
-        **opening: ``create``, ``adopt``, ``repair``, ``sample``, ``stamp``: as every store's
-            open (:class:`~ctxemb_core.index.OpenOptions`). ``repair`` writes Chroma's persisted
-            embedding function back from the stamp; a ``stamp`` is another index's of the same
-            contract, carried with its vectors by :func:`~ctxemb_chroma.migrate`.
-
-    Raises:
-        ContractMismatchError: the collection was written under another contract.
-        EncoderDriftError: same contract, but the canary re-embeds to other vectors.
-        ForeignVectorsError: stored records that this contract did not make (or without text).
-        ConfigurationMismatchError: Chroma's persisted embedding function is not the stamp's.
-        MissingStampError: an unstamped collection, without ``adopt=True``.
-        DamagedStampError: a stamp that cannot be read or contradicts itself.
-        InvalidInputError: a bad argument (a name Chroma refuses, a non-client, …).
-        StoreUnavailableError: the server cannot be reached.
-
-    Example:
-        >>> client = chromadb.PersistentClient("./index")          # doctest: +SKIP
-        >>> docs = open_collection(client, "docs", contract)        # doctest: +SKIP
-        >>> docs.add(["d1"], ["Green tea is steamed."])             # doctest: +SKIP
-        >>> docs.query(["how is green tea made"], n_results=1)      # doctest: +SKIP
-    """
-    embedder = as_embedder(contract)
-    driver = ChromaDriver(client, name, embedder=embedder)
-    return GuardedCollection.open(driver, embedder, **opening)

@@ -1,20 +1,16 @@
 """Chroma as a store driver: one collection, embedded or on a server, under core's guard.
 
 :class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
-collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. A collection
-it creates is exactly one :func:`~ctxemb_chroma.open_collection` creates
-(:func:`._function.create_stamped`: the stamp in the collection's metadata in the create call,
-ctxemb's function as Chroma's persisted embedding function); :func:`~ctxemb_chroma.open_collection`
-is this driver under the same guard.
+collection (``ctxemb_chroma.driver``); :class:`~ctxemb_core.index.GuardedIndex` conducts the
+guard over it, and :func:`~ctxemb_chroma.open_collection` is this driver under that guard.
 
 How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
-neither transactions nor, on a server, a write mark; reads, writes and deletes by id are
-:class:`~ctxemb_core.index.driver_kit.KeyedDriver`'s over Chroma's ``get``, ``upsert``,
-``add`` and ``delete``:
+neither transactions nor, on a server, a write mark; the head, the stamp and reads, writes
+and deletes by id are :class:`~ctxemb_core.index.driver_kit.ObjectDriver`'s over Chroma's
+collection object and its ``get``, ``upsert``, ``add``, ``delete`` and ``modify``:
 
-- **identity** is the collection's id; the **stamp version** a digest of what
-  :func:`._store.identity` compares on every guarded call (the stamp and the persisted
-  embedding function); the **store's setting** (``storage``) is that function,
+- **identity** is the collection's id; the **stamp version** a digest of the id, the stamp and
+  the persisted embedding function; the **store's setting** (``storage``) is that function,
   ``{"embedding_function": name, "contract": ...}``, which the guard compares with the stamp's
   contract (``repair=True`` writes it back; an adoption writes it with the stamp);
 - ``marks``: an embedded store's own sequence numbers (:mod:`._marks`); a server's client has
@@ -37,29 +33,21 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._function import NAME, ContractEmbeddingFunction, create_stamped
+from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
 from ctxemb_chroma._marks import SequenceMarks
-from ctxemb_chroma._records import (
-    check_metadatas,
-    chroma_where,
-    get_parts,
-    records,
-    space_of,
-    write_whole,
-)
+from ctxemb_chroma._records import check_metadatas, chroma_where, space_of, write_whole
 from ctxemb_chroma._store import (
     check_client,
     check_name,
     configured_function,
-    identity,
     kept_metadata,
     missing_collection,
     read_settled,
@@ -69,20 +57,15 @@ from ctxemb_chroma._store import (
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
-from ctxemb_core.guard import check_configuration, check_querier
+from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
-from ctxemb_core.index.driver_kit import (
-    KeyedDriver,
-    check_kept,
-    records_of,
-    restamped,
-    version_digest,
-)
+from ctxemb_core.index.driver_kit import ObjectDriver
+from ctxemb_core.index.shaped import hits_in, named, records_in
 
-__all__ = ["ChromaDriver", "check_metadatas", "create_stamped", "driver"]
+__all__ = ["ChromaDriver", "check_metadatas"]
 
 
-class ChromaDriver(KeyedDriver[Collection]):
+class ChromaDriver(ObjectDriver[Collection]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma collection.
 
     Args:
@@ -105,7 +88,6 @@ class ChromaDriver(KeyedDriver[Collection]):
         self.client = check_client(client)
         self._name = check_name(name)
         self.embedder = check_querier(embedder)  # an Embedder or None
-        self._seen: Collection | None = None
         self._marks = SequenceMarks.of(self.client)  # an embedded store's own numbers
         self.capabilities = self._capabilities()
 
@@ -146,30 +128,29 @@ class ChromaDriver(KeyedDriver[Collection]):
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"embedding_function": NAME, "contract": stamp.contract.to_dict()}
 
-    # -- the collection and its stamp ---------------------------------------------------------
+    # -- the collection and its stamp, as :class:`ObjectDriver` reads and writes them ------
 
-    def _stored(self) -> Collection | None:
-        raw = stored_or_none(self.client, self._name)
-        self._seen = raw
-        return raw
+    def _lookup(self) -> Collection | None:
+        return stored_or_none(self.client, self._name)
 
-    def _collection(self, *, fresh: bool = False) -> Collection:
-        """The collection the last head was read from (the guard reads one before every call:
-        what it verified is what is read, by id, never another made since under the name), or
-        the one the store has now."""
-        raw = self._seen if not fresh else None
-        if raw is None:
-            raw = self._stored()
-        if raw is None:
-            raise missing_collection(self.client, self._name)
-        return raw
+    def _missing(self) -> Exception:
+        return missing_collection(self.client, self._name)
 
-    def _head(self, raw: Collection) -> protocol.Head:
-        mark = None if self._marks is None else self._marks.mark(str(raw.id))
-        return protocol.Head(str(raw.id), self._version(raw), mark, space_of(raw))
+    def _identity(self, handle: Collection) -> str:
+        return str(handle.id)
 
-    def _version(self, handle: Collection) -> protocol.Version:
-        return version_digest(identity(handle))
+    def _metadata(self, handle: Collection) -> Mapping[str, Any] | None:
+        return handle.metadata
+
+    def _storage(self, handle: Collection) -> Mapping[str, Any]:
+        function, contract = configured_function(handle)
+        return {"embedding_function": function, "contract": contract}
+
+    def _space(self, handle: Collection) -> str:
+        return space_of(handle)
+
+    def _mark(self, handle: Collection) -> int | None:
+        return None if self._marks is None else self._marks.mark(str(handle.id))
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder
@@ -177,44 +158,32 @@ class ChromaDriver(KeyedDriver[Collection]):
             given if given is not None and given.contract == contract else Embedder(contract)
         )
 
-    def _exists(self) -> bool:
-        return self._stored() is not None
-
     def _create(self, stamp: IndexStamp) -> None:
-        create_stamped(self.client, self._name, self._function(stamp.contract), stamp)
+        """Create the collection as every stamped collection ctxemb makes is made: ``stamp`` in
+        its metadata in the create call itself (no unstamped collection exists), ctxemb's
+        function of the stamp's contract as Chroma's persisted embedding function, searched in
+        the space the contract's vectors are for."""
+        function = self._function(stamp.contract)
+        with translated(f"creating collection {self._name!r}"):
+            self.client.create_collection(
+                self._name,
+                metadata=stamp.to_metadata(),
+                embedding_function=function,  # type: ignore[arg-type]
+                configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
+            )
+
+    def _modify(self, handle: Collection, metadata: dict[str, Any], stamp: IndexStamp) -> None:
+        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
+        # function to validate the change, which ours refuses (after the save): read back.
+        with translated(f"stamping {self._name!r}"), suppress(ValueError, StampError):
+            handle.modify(
+                metadata=kept_metadata(metadata),
+                configuration={"embedding_function": self._function(stamp.contract)},
+            )
 
     def head(self) -> protocol.Head | None:
         self.capabilities = self._capabilities()
-        raw = self._stored()
-        return None if raw is None else self._head(raw)
-
-    def read_stamp(self) -> protocol.StampRead | None:
-        raw = self._stored()
-        if raw is None:
-            return None
-        function, contract = configured_function(raw)
-        storage = {"embedding_function": function, "contract": contract}
-        return protocol.StampRead(self._head(raw), dict(raw.metadata or {}), storage)
-
-    def write_stamp(self, stamp: IndexStamp, *, stamp_version: protocol.Version) -> bool:
-        raw = self._collection(fresh=True)
-        if self._version(raw) != stamp_version:
-            return False
-        function = self._function(stamp.contract)
-        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
-        # function to validate the change, which ours refuses (after the save). Read back below.
-        with (
-            translated(f"stamping {self._name!r}"),
-            contextlib.suppress(ValueError, StampError),
-        ):
-            raw.modify(
-                metadata=restamped(kept_metadata(raw), stamp),
-                configuration={"embedding_function": function},
-            )
-        again = self._collection(fresh=True)
-        check_kept("collection", self._name, again.metadata, stamp)
-        check_configuration(stamp, *configured_function(again))
-        return True
+        return super().head()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -233,8 +202,8 @@ class ChromaDriver(KeyedDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = self._collection()
         with translated("reading records"):
-            got = read_settled(raw.get, offset=offset, limit=limit, include=get_parts(include))
-        return records(got, include)
+            got = read_settled(raw.get, offset=offset, limit=limit, include=named(include))
+        return records_in(got, include)
 
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
@@ -248,7 +217,7 @@ class ChromaDriver(KeyedDriver[Collection]):
     ) -> list[protocol.Record]:
         raw = handle or self._collection()
         with translated("reading records"):
-            return records(read_settled(raw.get, ids=ids, include=get_parts(include)), include)
+            return records_in(read_settled(raw.get, ids=ids, include=named(include)), include)
 
     def _changes(self, since: int) -> list[str]:
         assert self._marks is not None
@@ -291,19 +260,4 @@ class ChromaDriver(KeyedDriver[Collection]):
                 where=chroma_where(where),
                 include=["documents", "metadatas", "distances"],
             )
-        found: Mapping[str, Any] = got  # Chroma's QueryResult, its lists read as given
-        ids, distances = found["ids"][0], found["distances"][0]
-        texts = (found.get("documents") or [[None] * len(ids)])[0]
-        metas = (found.get("metadatas") or [[None] * len(ids)])[0]
-        records = records_of(ids, None, texts, metas)
-        return [protocol.Hit(r, float(d)) for r, d in zip(records, distances, strict=True)]
-
-
-def driver(client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> ChromaDriver:
-    """The store driver of collection ``name`` in ``client``'s store (see :class:`ChromaDriver`).
-
-    Example:
-        >>> from ctxemb_core.index import GuardedIndex
-        >>> docs = GuardedIndex.open(driver(client, "docs"), embedder)  # doctest: +SKIP
-    """
-    return ChromaDriver(client, name, embedder=embedder)
+        return hits_in(got)  # Chroma's QueryResult, its lists read as given

@@ -9,14 +9,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, cast, overload
 
-from chromadb.api import ClientAPI
-from chromadb.api.models.Collection import Collection
 from chromadb.api.models.CollectionCommon import CollectionCommon
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.types import Collection as CollectionModel
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from ctxemb_chroma._store import configured_function, translated
+from ctxemb_chroma._store import configured_function
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
@@ -234,19 +232,3 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         new = EmbeddingContract.from_dict(new_config.get("contract", old_config["contract"]))
         if not same_contract(old, new, exact=True):
             raise ContractMismatchError(old, new)
-
-
-def create_stamped(
-    client: ClientAPI, name: str, function: ContractEmbeddingFunction, stamp: IndexStamp
-) -> Collection:
-    """Create collection ``name`` as every stamped collection ctxemb makes is made: ``stamp`` in
-    its metadata in the create call itself (no unstamped collection exists), ``function`` (of the
-    stamp's contract) as Chroma's persisted embedding function, searched in the space the
-    contract's vectors are for."""
-    with translated(f"creating collection {name!r}"):
-        return client.create_collection(
-            name,
-            metadata=stamp.to_metadata(),
-            embedding_function=function,  # type: ignore[arg-type]
-            configuration={"hnsw": {"space": function.default_space(), "ef_search": 200}},
-        )

@@ -1,4 +1,5 @@
-"""Embedded stores near a folder, and the collections they hold, for the hints of errors."""
+"""What an embedded Chroma store is on disk, and the collections it holds, for the hints of
+errors (:func:`ctxemb_core.index.embedded.missing_index`, ``require_store``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.index.embedded import folders_near, read_only
+from ctxemb_core.index.embedded import read_only
 
 #: The file every embedded Chroma store keeps at the top of its folder.
 STORE_FILE = "chroma.sqlite3"
@@ -14,12 +15,6 @@ STORE_FILE = "chroma.sqlite3"
 
 def is_store(folder: Path) -> bool:
     return (folder / STORE_FILE).is_file()
-
-
-def stores_near(folder: Path) -> list[Path]:
-    """Store folders beside ``folder`` or inside it, similar names first
-    (:func:`~ctxemb_core.index.embedded.folders_near`)."""
-    return folders_near(folder, is_store)
 
 
 def collections_in(folder: Path) -> list[str]:
@@ -31,11 +26,6 @@ def collections_in(folder: Path) -> list[str]:
     ):
         return sorted(str(n) for (n,) in db.execute("SELECT name FROM collections"))
     return []
-
-
-def holding(folder: Path, name: str) -> Path | None:
-    """The first store near ``folder`` that holds a collection called ``name``."""
-    return next((p for p in stores_near(folder) if name in collections_in(p)), None)
 
 
 def embedded_folder(client: Any) -> Path | None:

@@ -2,7 +2,7 @@
 
 What :class:`~ctxemb_chroma.ChromaDriver` sends to and reads from Chroma's ``get``, ``add``,
 ``upsert`` and ``delete``; records to and from columns are core's
-(:mod:`ctxemb_core.index.driver_kit`).
+(:mod:`ctxemb_core.index.driver_kit`, :mod:`ctxemb_core.index.shaped`: Chroma's shapes).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from chromadb.api.types import validate_metadata
 from ctxemb_chroma._store import translated
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.driver import Filter, Record
-from ctxemb_core.index.driver_kit import check_values, chunks, columns_of, records_of
+from ctxemb_core.index.driver_kit import check_values, chunks, columns_of
 
-__all__ = ["check_metadatas", "chroma_where", "get_parts", "records", "space_of", "write_whole"]
+__all__ = ["check_metadatas", "chroma_where", "space_of", "write_whole"]
 
-#: Chroma's name of each part a read may include, and its columns in the order of a record.
-_PARTS = {"vector": "embeddings", "text": "documents", "metadata": "metadatas"}
+#: Chroma's columns in the order of a record.
 _COLUMNS = ("ids", "embeddings", "documents", "metadatas")
 
 
@@ -95,14 +94,3 @@ def space_of(raw: Collection) -> str:
     index = config.get("hnsw") or config.get("spann") or {}
     space = index.get("space") if isinstance(index, Mapping) else None
     return str(space or "l2")
-
-
-def get_parts(include: frozenset[str]) -> list[str]:
-    """Chroma's names of the parts a read includes."""
-    return [_PARTS[p] for p in sorted(include)]
-
-
-def records(got: Mapping[str, Any], include: frozenset[str]) -> list[Record]:
-    """The records of a Chroma ``get`` result, with the parts in ``include``."""
-    parts = (got.get(_PARTS[p]) if p in include else None for p in ("vector", "text", "metadata"))
-    return records_of(got["ids"], *parts)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
-import shlex
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.api.models.CollectionCommon import CollectionCommon
@@ -24,9 +23,11 @@ from chromadb.errors import (
 )
 from chromadb.types import Collection as CollectionModel
 
-from ctxemb_chroma._neighbours import embedded_folder, holding
+from ctxemb_chroma._neighbours import collections_in, embedded_folder, is_store
 from ctxemb_core import EmbeddingContract, IndexStamp
-from ctxemb_core.errors import CtxembError, InvalidInputError, StoreUnavailableError
+from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
+from ctxemb_core.index.driver_kit import translator
+from ctxemb_core.index.embedded import missing_index
 
 # Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
 _REFUSED = (
@@ -125,34 +126,31 @@ def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs
     return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
 
 
-@contextlib.contextmanager
-def translated(what: str) -> Iterator[None]:
-    """Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
-    ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged."""
-    try:
-        yield
-    except CtxembError:
-        raise
-    except _REFUSED as exc:
-        if "Could not connect" in str(exc):
-            raise StoreUnavailableError(f"{what}: the Chroma server is gone ({exc})") from exc
-        raise InvalidInputError(f"{what}: Chroma refused it: {exc}") from exc
-    except (ConnectionError, TimeoutError) as exc:
-        raise StoreUnavailableError(f"{what}: the store cannot be reached ({exc})") from exc
-    except InternalError as exc:
-        raise StoreUnavailableError(
-            f"{what}: the Chroma store failed internally ({exc}). An embedded store written by "
-            "several processes at once can do this (Chroma does not support it): give "
-            "concurrent writers a Chroma server (`chroma run`), then retry"
-        ) from exc
-    except Exception as exc:
-        if "Failed to deserialize" in str(exc):  # the server's word for an argument it refused
-            raise InvalidInputError(f"{what}: the Chroma server refused it: {exc}") from exc
-        if type(exc).__module__.startswith("httpx"):
-            raise StoreUnavailableError(
-                f"{what}: the Chroma server cannot be reached ({exc})"
-            ) from exc
-        raise
+#: Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
+#: ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged.
+translated = translator(
+    ((_REFUSED, "Could not connect"), StoreUnavailableError, "the Chroma server is gone ({exc})"),
+    (_REFUSED, InvalidInputError, "Chroma refused it: {exc}"),
+    ((ConnectionError, TimeoutError), StoreUnavailableError, "the store cannot be reached ({exc})"),
+    (
+        InternalError,
+        StoreUnavailableError,
+        "the Chroma store failed internally ({exc}). An embedded store written by several "
+        "processes at once can do this (Chroma does not support it): give concurrent writers a "
+        "Chroma server (`chroma run`), then retry",
+    ),
+    # The server's word for an argument it refused.
+    (
+        (Exception, "Failed to deserialize"),
+        InvalidInputError,
+        "the Chroma server refused it: {exc}",
+    ),
+    (
+        (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, httpx.CookieConflict),
+        StoreUnavailableError,
+        "the Chroma server cannot be reached ({exc})",
+    ),
+)
 
 
 def store_address(client: ClientAPI) -> str:
@@ -185,12 +183,6 @@ def configured_function(
     return setting.get("name"), contract if isinstance(contract, Mapping) else None
 
 
-def identity(raw: Collection) -> tuple[Any, ...]:
-    """What a guarded call compares to see the collection changed: its identity, its stamp and
-    the embedding function Chroma persisted (a raw client's queries embed with that one)."""
-    return (raw.id, IndexStamp.metadata_items(raw.metadata), configured_function(raw))
-
-
 def stored_collection(client: ClientAPI, name: str) -> Collection:
     """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
     raw = stored_or_none(check_client(client), check_name(name))
@@ -200,26 +192,14 @@ def stored_collection(client: ClientAPI, name: str) -> Collection:
 
 
 def missing_collection(client: ClientAPI, name: str, python: str = "") -> InvalidInputError:
-    """The error for a collection that is not in the store, naming a similar one if any."""
+    """The error for a collection that is not in the store, naming a similar one if any, or a
+    store near an embedded one that holds it (:func:`~ctxemb_core.index.embedded.missing_index`).
+    """
     names: list[str] = []
     with contextlib.suppress(Exception):  # only a hint: a store that cannot list gets none
         names = [str(getattr(c, "name", c)) for c in client.list_collections()]
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
     folder = embedded_folder(client)
-    there = holding(folder, name) if folder is not None and not close else None
-    if there is not None:  # e.g. the demo's collection looked for in ./chroma
-        found = f"; the store at {str(there)!r} holds a collection {name!r}"
-        return InvalidInputError(
-            f"collection {name!r} does not exist in {str(folder)!r}{python}{found}: "
-            f"connect({str(there)!r}) to use it",
-            cli=f"collection {name!r} does not exist in {str(folder)!r}{found}: give "
-            f"--path {shlex.quote(str(there))}",
-        )
-    return InvalidInputError(
-        f"collection {name!r} does not exist{python}{hint}",
-        cli=f"collection {name!r} does not exist in this store{hint}",
-    )
+    return missing_index("collection", name, names, folder, is_store, collections_in, python)
 
 
 def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
@@ -227,8 +207,8 @@ def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
     return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
 
 
-def kept_metadata(raw: Collection) -> dict[str, Any]:
-    """The collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
+def kept_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
 
     ``modify(metadata=...)`` replaces the whole metadata, and Chroma refuses any that names
     ``hnsw:space`` ("Changing the distance function … is not supported"), even unchanged: a
@@ -236,4 +216,4 @@ def kept_metadata(raw: Collection) -> dict[str, Any]:
     make them) could never be stamped. The space lives on in the collection's configuration,
     which is what Chroma searches by and what ctxemb reads.
     """
-    return {k: v for k, v in (raw.metadata or {}).items() if not str(k).startswith("hnsw:")}
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("hnsw:")}

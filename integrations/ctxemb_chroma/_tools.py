@@ -33,12 +33,10 @@ class _Given(ChromaDriver):
     def __init__(self, raw: Collection) -> None:
         self.client = raw._client  # type: ignore[assignment]  # the collection's ServerAPI
         self._name, self.embedder, self._raw = raw.name, None, raw
-        self._seen = raw
         self._marks = None  # a verify lists every id: no mark is needed
         self.capabilities = Capabilities(filters=True)
 
-    def _stored(self) -> Collection:
-        self._seen = self._raw
+    def _lookup(self) -> Collection:
         return self._raw
 
 
@@ -83,7 +81,7 @@ def place_for(dense: Any, folder: Path) -> LexicalPlace:
     def set_mark(token: str) -> None:
         raw = dense.stored()
         with translated(f"recording the lexical side of {dense.name!r}"):
-            raw.modify(metadata={**kept_metadata(raw), MARK_KEY: token})
+            raw.modify(metadata={**kept_metadata(raw.metadata), MARK_KEY: token})
 
     return LexicalPlace(
         LexicalStore(SQLiteLexical(folder, dense.name)),
