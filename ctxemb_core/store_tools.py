@@ -61,6 +61,7 @@ from ctxemb_core.index import (
     restamp_index,
     verify_driver,
 )
+from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.guarded import stamped_contract
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
@@ -101,33 +102,6 @@ ADAPTER_API = (
 
 #: ``translated(what)``: a block whose store errors are raised as ctxemb's, ``what`` first.
 Translated = Callable[[str], AbstractContextManager[None]]
-
-#: One rule of :func:`translator`: the store's exception types, ctxemb's error, its message.
-Rule = tuple[type[BaseException] | tuple[type[BaseException], ...], type[CtxembError], str]
-
-
-def translator(*rules: Rule) -> Translated:
-    """An adapter's ``translated(what)`` from a table of its client library's exceptions.
-
-    Each rule is ``(exception types, ctxemb error, message)``; the first rule whose types
-    match the exception raised in the block decides (as ``except`` clauses would), and the
-    error raised says ``what``, then the message (``{exc}``: the store's own words). ctxemb's
-    own errors, and anything no rule names, pass unchanged.
-    """
-
-    @contextlib.contextmanager
-    def translated(what: str) -> Iterator[None]:
-        try:
-            yield
-        except CtxembError:
-            raise
-        except Exception as exc:
-            for types, error, message in rules:
-                if isinstance(exc, types):
-                    raise error(f"{what}: " + message.format(exc=exc)) from exc
-            raise
-
-    return translated
 
 
 def worded_in(terms: StoreTerms, target: Any) -> Any:
