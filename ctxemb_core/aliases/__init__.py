@@ -19,6 +19,7 @@ from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasSource
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.aliases.upgrade import (
+    BackfillPlan,
     BackfillReport,
     Gate,
     QualityGate,
@@ -28,8 +29,10 @@ from ctxemb_core.aliases.upgrade import (
     check_gates,
     create_alias,
     cutover,
+    plan_backfill,
     plan_upgrade,
     retire,
+    rewrite_records,
     rollback,
     shadow_name,
     text_digests,
@@ -43,6 +46,7 @@ __all__ = [
     "AliasTarget",
     "AliasedIndex",
     "AliasedQuery",
+    "BackfillPlan",
     "BackfillReport",
     "Catalog",
     "Encoders",
@@ -57,9 +61,11 @@ __all__ = [
     "check_gates",
     "create_alias",
     "cutover",
+    "plan_backfill",
     "plan_upgrade",
     "read_alias",
     "retire",
+    "rewrite_records",
     "rollback",
     "shadow_name",
     "text_digests",

@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
         epilog=examples(
             "ctxemb upgrade docs --precision int8 --path ./chroma --dry-run",
             "ctxemb upgrade docs --truncate-dim 256 --path ./chroma --gate ./scifact",
-            "ctxemb upgrade docs --to ./e5-small --host 127.0.0.1 --port 8000 --ray auto "
+            "ctxemb upgrade docs --truncate-dim 256 --host 127.0.0.1 --port 8000 --ray auto "
             "--actors 16",
             "ctxemb upgrade docs --rollback --path ./chroma",
             "ctxemb upgrade docs --retire --path ./chroma",

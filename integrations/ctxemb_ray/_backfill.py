@@ -1,13 +1,13 @@
 """An alias's backfill on a Ray cluster: the upgrade of an index that outgrows one machine.
 
-The job's driver takes core's plan (:func:`ctxemb_core.aliases.upgrade.plan_backfill`: the
+The job's driver takes core's plan (:func:`ctxemb_core.aliases.plan_backfill`: the
 ids the shadow lacks or holds with another text digest, and the ids to delete, from the digests
 alone), hands the ids to re-embed to a pool of actors, and deletes what the target no longer
 holds once every batch is written (``BackfillPlan.finish``). Each actor loads the NEW contract's
 model once and opens the shadow through the guard before it writes (weights digest, then the
 stamp's canary): an actor whose encoder is not the contract's writes nothing and the job fails
 with its error. It reads its ids' texts from the current target over the store's driver on its
-own node and writes them with core's :func:`~ctxemb_core.aliases.upgrade.rewrite_records`, so
+own node and writes them with core's :func:`~ctxemb_core.aliases.rewrite_records`, so
 the vectors are the in-process backfill's. A re-run plans again and does only what is left; the
 gates and the cutover stay core's (``check_gates``, ``cutover``).
 """
@@ -20,9 +20,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ctxemb_core.aliases.book import Catalog
-from ctxemb_core.aliases.encoders import Encoders
-from ctxemb_core.aliases.upgrade import BackfillReport, plan_backfill, rewrite_records
+from ctxemb_core.aliases import (
+    BackfillReport,
+    Catalog,
+    Encoders,
+    plan_backfill,
+    rewrite_records,
+)
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError

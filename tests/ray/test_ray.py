@@ -586,3 +586,12 @@ def test_a_ray_backfill_rerun_after_an_interrupt_does_only_what_is_left(cluster,
     assert set(_stored(cluster, shadow)) == set(docs)
     assert all(g.passed for g in check_gates(catalog, alias, encoders))
     assert cutover(catalog, alias, encoders).target.index == shadow
+
+
+def test_cli_upgrade_ray_needs_a_server_before_it_changes_anything(tmp_path, capsys):
+    from ctxemb_core.cli import main
+
+    chromadb.PersistentClient(str(tmp_path / "c"))  # an embedded store: one process's
+    args = ["upgrade", "docs", "--truncate-dim", "128", "--path", str(tmp_path / "c"), "--ray"]
+    assert main(args) == 2
+    assert "--ray writes to a Chroma server" in capsys.readouterr().err
