@@ -114,7 +114,8 @@ def backfill_with_ray(
         progress: called with the number of documents each finished batch re-embedded.
 
     Returns:
-        The :class:`~ctxemb_core.aliases.BackfillReport` of the in-process backfill.
+        A :class:`~ctxemb_core.aliases.BackfillReport`, as the in-process backfill gives:
+        re-embedded, already in step, deleted.
 
     Raises:
         AliasStateError: the alias is not upgrading. NoEncoderError: no encoder for a side.
