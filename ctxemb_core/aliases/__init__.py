@@ -27,6 +27,7 @@ from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasSource
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.aliases.upgrade import (
+    BackfillPlan,
     BackfillReport,
     Gate,
     QualityGate,
@@ -36,8 +37,10 @@ from ctxemb_core.aliases.upgrade import (
     check_gates,
     create_alias,
     cutover,
+    plan_backfill,
     plan_upgrade,
     retire,
+    rewrite_records,
     rollback,
     shadow_name,
     text_digests,
@@ -51,6 +54,7 @@ __all__ = [
     "AliasTarget",
     "AliasedIndex",
     "AliasedQuery",
+    "BackfillPlan",
     "BackfillReport",
     "Catalog",
     "ClaimBook",
@@ -67,9 +71,11 @@ __all__ = [
     "check_gates",
     "create_alias",
     "cutover",
+    "plan_backfill",
     "plan_upgrade",
     "read_alias",
     "retire",
+    "rewrite_records",
     "rollback",
     "shadow_name",
     "text_digests",

@@ -49,13 +49,14 @@ from ctxemb_core.errors import (
     InvalidInputError,
     MissingStampError,
 )
-from ctxemb_core.index.driver import StoreDriver
+from ctxemb_core.index.driver import Record, StoreDriver
 from ctxemb_core.index.guarded import OPEN_SAMPLE, PAGE, GuardedIndex, verify_driver
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
 from ctxemb_core.validate import check_count
 
 __all__ = [
+    "BackfillPlan",
     "BackfillReport",
     "Gate",
     "QualityGate",
@@ -65,8 +66,10 @@ __all__ = [
     "check_gates",
     "create_alias",
     "cutover",
+    "plan_backfill",
     "plan_upgrade",
     "retire",
+    "rewrite_records",
     "rollback",
     "shadow_name",
     "text_digests",
@@ -202,48 +205,87 @@ def _digests(index: GuardedIndex) -> dict[str, str | None]:
             out[r.id] = (r.metadata or {}).get(TEXT_KEY)
 
 
-def _bring_in_step(
-    source: GuardedIndex,
-    dest: GuardedIndex,
-    *,
-    batch: int,
-    progress: bool | None,
-    desc: str,
-) -> BackfillReport:
-    """Make ``dest`` hold ``source``'s ids with its texts, re-embedded under ``dest``'s contract."""
+@dataclass(frozen=True)
+class BackfillPlan:
+    """What a backfill must do, decided from the text digests alone (nothing embedded yet):
+    the ids to re-embed (missing from ``dest`` or stored there with another text) and the ids
+    to delete (``dest`` holds them, ``source`` no longer does). Every runner writes by it: the
+    in-process :func:`backfill` and ``ctxemb_ray.backfill_with_ray``, whose actors write with
+    :func:`rewrite_records` too.
+
+    Example:
+        >>> plan = plan_backfill(catalog, "docs", encoders)              # doctest: +SKIP
+        >>> written = sum(plan.write(ids) for ids in chunks(plan.todo))  # doctest: +SKIP
+        >>> plan.finish(written)                                         # doctest: +SKIP
+    """
+
+    source: GuardedIndex
+    dest: GuardedIndex
+    todo: tuple[str, ...]
+    unchanged: int
+    gone: tuple[str, ...]
+    started: float = field(default_factory=time.perf_counter)
+
+    def write(self, ids: Sequence[str]) -> int:
+        """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many."""
+        return rewrite_records(
+            self.dest, self.source.get(ids, ("text", "metadata")), self.source.name
+        )
+
+    def finish(self, written: int, *, batch: int = PAGE) -> BackfillReport:
+        """Delete what ``source`` no longer holds from ``dest`` (once every batch is written)
+        and say what the backfill did."""
+        for start in range(0, len(self.gone), batch):
+            self.dest.delete(list(self.gone[start : start + batch]))
+        return BackfillReport(
+            self.source.name,
+            self.dest.name,
+            written,
+            self.unchanged,
+            len(self.gone),
+            time.perf_counter() - self.started,
+        )
+
+
+def rewrite_records(dest: GuardedIndex, records: Sequence[Record], source: str) -> int:
+    """Write ``records`` (read with text and metadata from index ``source``) into ``dest``,
+    embedded under ``dest``'s contract; returns how many. A record stored without its text
+    cannot be re-embedded: :class:`InvalidInputError`, and nothing of the batch is written."""
+    missing_text = [r.id for r in records if r.text is None]
+    if missing_text:
+        raise InvalidInputError(
+            f"index {source!r}: records stored without their text cannot be "
+            f"re-embedded: {missing_text[:5]}"
+        )
+    if records:
+        dest.upsert(
+            [r.id for r in records],
+            [str(r.text) for r in records],
+            [dict(r.metadata) if r.metadata else None for r in records],
+        )
+    return len(records)
+
+
+def _step_plan(source: GuardedIndex, dest: GuardedIndex) -> BackfillPlan:
     started = time.perf_counter()
     have = _digests(dest)
     want = _digests(source)
-    todo = [i for i, d in want.items() if d is None or have.get(i) != d]
+    todo = tuple(i for i, d in want.items() if d is None or have.get(i) != d)
+    gone = tuple(sorted(set(have) - set(want)))
+    return BackfillPlan(source, dest, todo, len(want) - len(todo), gone, started)
+
+
+def _write_plan(
+    plan: BackfillPlan, *, batch: int, progress: bool | None, desc: str
+) -> BackfillReport:
+    """Write ``plan`` in this process, ``batch`` records at a time."""
     written = 0
-    with progress_bar(len(todo), progress, unit="doc", desc=desc) as bar:
-        for start in range(0, len(todo), batch):
-            ids = todo[start : start + batch]
-            records = source.get(ids, ("text", "metadata"))
-            missing_text = [r.id for r in records if r.text is None]
-            if missing_text:
-                raise InvalidInputError(
-                    f"index {source.name!r}: records stored without their text cannot be "
-                    f"re-embedded: {missing_text[:5]}"
-                )
-            dest.upsert(
-                [r.id for r in records],
-                [str(r.text) for r in records],
-                [dict(r.metadata) if r.metadata else None for r in records],
-            )
-            written += len(records)
+    with progress_bar(len(plan.todo), progress, unit="doc", desc=desc) as bar:
+        for start in range(0, len(plan.todo), batch):
+            ids = plan.todo[start : start + batch]
+            written += plan.write(ids)
             bar.update(len(ids))
-    gone = sorted(set(have) - set(want))
-    for start in range(0, len(gone), batch):
-        dest.delete(gone[start : start + batch])
-    return BackfillReport(
-        source.name,
-        dest.name,
-        written,
-        len(want) - len(todo),
-        len(gone),
-        time.perf_counter() - started,
-    )
+    return plan.finish(written, batch=batch)
 
 
 #: How often, and how long apart, a parity check reads again the records that differed: writes
@@ -284,6 +326,24 @@ def _check_encoders(encoders: Any) -> Encoders:
     raise InvalidInputError(f"encoders must be Encoders, got {type(encoders).__name__}")
 
 
+def plan_backfill(
+    catalog: Catalog, name: str, encoders: Encoders | Embedder | Sequence[Any]
+) -> BackfillPlan:
+    """What :func:`backfill` would re-embed and delete now (nothing is written): the plan every
+    runner of a backfill writes by, in this process or on a cluster.
+
+    Raises:
+        AliasStateError: the alias is not upgrading. NoEncoderError: no encoder for a side.
+    """
+    encoders = _check_encoders(encoders)
+    record = read_alias(catalog, name)
+    if record.state is not AliasState.UPGRADING or record.shadow is None:
+        raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
+    source = _opened(catalog, record.target, encoders, name)
+    dest = _opened(catalog, record.shadow, encoders, name)
+    return _step_plan(source, dest)
+
+
 def backfill(
     catalog: Catalog,
     name: str,
@@ -296,19 +356,15 @@ def backfill(
 
     Resumable: only ids the shadow lacks, or holds with another text digest, are embedded;
     ids the target no longer holds are deleted from the shadow. Writes through the alias go to
-    both meanwhile, so a backfill run while they happen misses none.
+    both meanwhile, so a backfill run while they happen misses none. (On a Ray cluster, by
+    the same plan: ``ctxemb_ray.backfill_with_ray``.)
 
     Raises:
         AliasStateError: the alias is not upgrading. NoEncoderError: no encoder for a side.
     """
-    encoders = _check_encoders(encoders)
     check_count(batch, "batch")
-    record = read_alias(catalog, name)
-    if record.state is not AliasState.UPGRADING or record.shadow is None:
-        raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
-    source = _opened(catalog, record.target, encoders, name)
-    dest = _opened(catalog, record.shadow, encoders, name)
-    return _bring_in_step(source, dest, batch=batch, progress=progress, desc="backfilling")
+    plan = plan_backfill(catalog, name, encoders)
+    return _write_plan(plan, batch=batch, progress=progress, desc="backfilling")
 
 
 @dataclass(frozen=True)
@@ -512,7 +568,8 @@ def rollback(
         raise AliasStateError(f"alias {name!r} has no previous target to roll back to")
     current = _opened(catalog, record.target, encoders, name)
     previous = _opened(catalog, record.previous, encoders, name)
-    _bring_in_step(current, previous, batch=PAGE, progress=progress, desc="rolling back")
+    plan = _step_plan(current, previous)
+    _write_plan(plan, batch=PAGE, progress=progress, desc="rolling back")
     new = record.next("rollback", target=record.previous, previous=record.target)
     return _swap(catalog, new, record.generation)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ctxemb_core.cli.common import (
     remote_args,
     remote_options,
 )
-from ctxemb_core.cli.stores import catalog_of, open_store, store_args, where
+from ctxemb_core.cli.stores import catalog_of, open_store, store_args, store_options, where
 from ctxemb_core.errors import DataFormatError, InvalidInputError
 
 #: What an interrupted run (Ctrl-C) leaves, said with its one error line.
@@ -41,6 +42,8 @@ def add_parser(sub: Any) -> None:
         epilog=examples(
             "ctxemb upgrade docs --precision int8 --path ./chroma --dry-run",
             "ctxemb upgrade docs --truncate-dim 256 --path ./chroma --gate ./scifact",
+            "ctxemb upgrade docs --truncate-dim 256 --host 127.0.0.1 --port 8000 --ray auto "
+            "--actors 16",
             "ctxemb upgrade docs --rollback --path ./chroma",
             "ctxemb upgrade docs --retire --path ./chroma",
         ),
@@ -83,6 +86,21 @@ def add_parser(sub: Any) -> None:
     u.add_argument("--shadow", help="the shadow index's name (default: ALIAS-<fingerprint>)")
     u.add_argument("--sample", type=COUNT, default=None, help="records the sample gate checks")
     u.add_argument("--batch-size", type=POSITIVE, default=256, help="documents per write")
+    u.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="backfill with a pool of Ray actors holding the new contract (canary-checked), "
+        "as index --ray does, in a store every actor reaches: the Chroma server at "
+        "--host/--port, or PostgreSQL at --dsn (the ctxemb[ray] extra): ADDRESS is a running "
+        "cluster ('auto', 'ray://head:10001'); without one, a local instance on 127.0.0.1 is "
+        "started and stopped",
+    )
+    u.add_argument(
+        "--actors", type=POSITIVE, default=1, help="backfilling actors with --ray, one CPU each"
+    )
     remote_args(u)
     contract_args(u)
 
@@ -145,6 +163,38 @@ def _new_contract(args: argparse.Namespace, current: Any) -> Any:
     return contract_for(args.to_contract, **given)
 
 
+def _ray_backfill(args: argparse.Namespace) -> Callable[[Any, Any], Any]:
+    """The backfill on Ray (``ctxemb_ray``, loaded by name as ``index --ray`` loads it), over
+    the store's sessions as ``index --ray`` takes them (``ray_session``)."""
+    from ctxemb_core.cli.index import _ray_integration
+
+    job = _ray_integration()
+    options = store_options(args.store)
+    session = getattr(options, "ray_session", None)
+    if session is None:
+        raise InvalidInputError(f"--ray cannot write to the {args.store} store")
+    session(args, args.alias_name)  # refuses options a cluster's nodes cannot all reach
+
+    def run(catalog: Any, encoders: Any) -> Any:
+        from tqdm.auto import tqdm
+
+        with tqdm(unit="doc", desc="backfilling (ray)", disable=not sys.stderr.isatty()) as bar:
+            return job.backfill_with_ray(
+                catalog,
+                args.alias_name,
+                encoders,
+                sessions=lambda name: session(args, name),
+                address=args.ray or None,
+                actors=args.actors,
+                batch_size=args.batch_size,
+                cache=not args.no_cache,
+                progress=bar.update,
+                **remote_options(args),
+            )
+
+    return run
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.aliases import (
         backfill,
@@ -162,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
     quality = _gate(args.gate, args.gate_floor)
     encoders = _encoders(args)
     with open_store(args, create=False) as (adapter, client):
+        # Before anything is changed: a store the actors cannot reach is refused, Ray missing said.
+        on_ray = None if args.ray is None else _ray_backfill(args)
         catalog = catalog_of(adapter, client)
         record = read_alias(catalog, args.alias_name)
         if args.retire:
@@ -191,9 +243,16 @@ def run(args: argparse.Namespace) -> int:
         record = begin_upgrade(catalog, args.alias_name, new, shadow=args.shadow)
         assert record.shadow is not None
         print(f"{args.alias_name}: upgrading {record.target} -> {record.shadow} in {where(args)}")
-        report = backfill(
-            catalog, args.alias_name, encoders, batch=args.batch_size, progress=sys.stderr.isatty()
-        )
+        if on_ray is not None:
+            report = on_ray(catalog, encoders)
+        else:
+            report = backfill(
+                catalog,
+                args.alias_name,
+                encoders,
+                batch=args.batch_size,
+                progress=sys.stderr.isatty(),
+            )
         print(
             f"backfill: {report.written} re-embedded ({report.rate:.1f}/s), {report.unchanged} "
             f"already there, {report.deleted} deleted"

@@ -7,11 +7,14 @@ runs, so importing this package (or a store adapter that builds on it) loads no 
 actor calls on its own node to reopen the store and make the index's driver. A store adapter
 gives one, usually as a :class:`DriverSession` (``ctxemb_chroma``: a collection on a Chroma
 server; ``ctxemb_pgvector``: a table in a database), and wraps the job in its own
-``index_with_ray``. This package imports only ``ctxemb_core``: it knows no store.
+``index_with_ray``. :func:`backfill_with_ray` runs an alias's upgrade backfill (core's plan,
+core's writes, the new contract's canary on every actor) the same way. This package imports
+only ``ctxemb_core``: it knows no store.
 """
 
 from __future__ import annotations
 
+from ctxemb_ray._backfill import backfill_with_ray
 from ctxemb_ray._job import DriverSession, IndexSummary, StoreSession, index_with_ray
 
-__all__ = ["DriverSession", "IndexSummary", "StoreSession", "index_with_ray"]
+__all__ = ["DriverSession", "IndexSummary", "StoreSession", "backfill_with_ray", "index_with_ray"]

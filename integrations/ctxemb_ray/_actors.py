@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.cache import EmbeddingCache
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import CtxembError, MissingDependencyError
-from ctxemb_core.index import GuardedIndex
+from ctxemb_core.index import GuardedIndex, StoreDriver
 from ctxemb_core.shards import read_rows
 
 if TYPE_CHECKING:
@@ -45,6 +46,30 @@ def ray_module() -> Any:
     return ray
 
 
+def held_to_contract(
+    contract: EmbeddingContract,
+    store: StoreSession,
+    model_path: str | None,
+    cache: bool,
+    remote: dict[str, Any] | None,
+) -> tuple[Embedder, AbstractContextManager[StoreDriver], GuardedIndex]:
+    """An actor's embedder, its session with the store (entered: the actor holds it for its
+    life) and the stamped index opened through the guard over the driver the session made on
+    this node, proven before anything is written: the model folder must hash to the
+    contract's weights (ContractMismatchError), and the embedder must re-embed the stamp's
+    canary to its vectors (EncoderDriftError)."""
+    embedder = Embedder(
+        contract,
+        path=model_path,
+        cache=EmbeddingCache() if cache else None,
+        **(remote or {}),
+    )
+    session = store(embedder)
+    driver = session.__enter__()
+    # sample=0: the stored documents were verified once, by the job's driver.
+    return embedder, session, GuardedIndex.open(driver, embedder, create=False, sample=0)
+
+
 class _IndexActor:
     """One pool actor: loads the model once, proves it against the stamp, then writes batches."""
 
@@ -58,19 +83,9 @@ class _IndexActor:
     ) -> None:
         self.refused: CtxembError | None = None
         try:
-            # Refuses a folder whose bytes are not the contract's weights (ContractMismatchError).
-            embedder = Embedder(
-                contract,
-                path=model_path,
-                cache=EmbeddingCache() if cache else None,
-                **(remote or {}),
+            _, self._session, self.index = held_to_contract(
+                contract, store, model_path, cache, remote
             )
-            # The store's driver, made on this node; held for the actor's life.
-            self._session = store(embedder)
-            driver = self._session.__enter__()
-            # Re-embeds the stamp's canary before anything is written (EncoderDriftError if it
-            # disagrees); sample=0: the stored documents were verified once, by the driver.
-            self.index = GuardedIndex.open(driver, embedder, create=False, sample=0)
         except CtxembError as exc:
             # Sent back from each batch instead (nothing written): Ray reports an error raised
             # from an actor only as text, and the driver raises this one, typed, from it.
@@ -170,16 +185,27 @@ def run_job(
         max_restarts=-1,
         max_task_retries=-1,
     )
+
+    def count(row: dict[str, Any]) -> None:
+        done = summary.add(row)
+        if progress is not None:
+            progress(done)
+
+    collect(out, count)
+
+
+def collect(out: Any, each: Callable[[dict[str, Any]], None]) -> None:
+    """Hand each actor's row of ``out`` to ``each``; the first refusal, or a ctxemb error an
+    actor raised, is raised here, typed."""
+    rows = iter(out.iter_rows())
     try:
-        for row in out.iter_rows():
+        for row in rows:
             if row["refusal"]:
                 # An actor refused to start (other weights, a drifting encoder, a store it
                 # could not open): it wrote nothing, and the job stops with its error (pickled
                 # by this job's own actors).
                 raise pickle.loads(row["refusal"])
-            done = summary.add(row)
-            if progress is not None:
-                progress(done)
+            each(row)
     except CtxembError:
         raise
     except Exception as exc:
@@ -187,3 +213,9 @@ def run_job(
         if cause is exc:
             raise
         raise cause from exc
+    finally:
+        # Stops the pipeline now when the job ends early (a refusal, an error, an interrupt):
+        # its actors free their CPUs for the next job instead of when this is collected.
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()

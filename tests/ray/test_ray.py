@@ -223,14 +223,20 @@ def test_two_actors_write_the_single_process_vectors_and_a_rerun_adds_nothing(
     assert (again.written, again.skipped, again.failed, again.count) == (0, N_DOCS, 0, N_DOCS)
 
 
+@pytest.fixture(scope="module")
+def altered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled model's folder with altered weights, copied once for the module."""
+    return altered_weights_folder(tmp_path_factory.mktemp("altered"))
+
+
 def test_an_actor_with_altered_weights_writes_nothing_and_fails_the_job(
-    cluster, corpus_file, tmp_path
+    cluster, corpus_file, altered
 ):
     # The driver stamps the collection with the bundled model's contract; the actor is given a
     # copy of the folder with one tensor scaled by 1.01, as a node with altered weights has.
     name = fresh_name()
     with pytest.raises(ContractMismatchError) as info:
-        _index(corpus_file, cluster, name, model_path=altered_weights_folder(tmp_path))
+        _index(corpus_file, cluster, name, model_path=altered)
     assert info.value.fields == ("weights",)
     assert _stored(cluster, name) == {}
 
@@ -481,3 +487,111 @@ def test_the_same_job_writes_a_postgresql_table_through_its_driver(
     # The session travels to every actor with its DSN; what it prints masks the password.
     session = ctxemb_pgvector._ray.DatabaseTable("postgresql://app:s3cret@db/rag", "docs")
     assert "s3cret" not in repr(session) and "docs" in repr(session)
+
+
+# The upgrade's backfill on Ray (issue 45, item 4): core's plan and writes, run by actors that
+# hold the new contract. Four short documents, MiniLM upgraded to a 128-dimension cut of itself.
+
+
+def _alias_over(port: int, minilm: Embedder, docs: dict[str, str]) -> tuple[Any, str]:
+    """A catalog on the module's server, and a fresh alias over a stamped index of ``docs``."""
+    from ctxemb_chroma import catalog as chroma_catalog
+    from ctxemb_core.aliases import create_alias
+    from ctxemb_core.index import GuardedIndex
+
+    catalog = chroma_catalog(chromadb.HttpClient(host="127.0.0.1", port=port))
+    alias = fresh_name()
+    GuardedIndex.open(catalog.driver(f"{alias}-v1"), minilm).add(list(docs), list(docs.values()))
+    create_alias(catalog, alias, f"{alias}-v1")
+    return catalog, alias
+
+
+@pytest.fixture(scope="module")
+def cut(minilm: Embedder) -> Embedder:
+    return Embedder(minilm.contract.with_(truncate_dim=128))
+
+
+def _backfill_on_ray(port: int, catalog: Any, alias: str, encoders: Any, **kwargs: Any) -> Any:
+    from ctxemb_chroma._ray import ServerCollection
+    from ctxemb_ray import backfill_with_ray
+
+    return backfill_with_ray(
+        catalog,
+        alias,
+        encoders,
+        sessions=lambda name: ServerCollection("127.0.0.1", port, name),
+        cache=False,
+        **{"batch_size": 2, **kwargs},
+    )
+
+
+def test_cli_upgrade_ray_writes_the_in_process_backfills_vectors_then_gates_and_cuts_over(
+    cluster, minilm, cut, capsys
+):
+    from ctxemb_core.aliases import Encoders, backfill, begin_upgrade, read_alias
+    from ctxemb_core.cli import main
+
+    here, alone = _alias_over(cluster, minilm, CORPUS)
+    begin_upgrade(here, alone, cut)
+    assert backfill(here, alone, Encoders(minilm, cut)).written == len(CORPUS)
+    catalog, alias = _alias_over(cluster, minilm, CORPUS)
+    args = ["upgrade", alias, "--truncate-dim", "128", "--ray", "--host", "127.0.0.1"]
+    args += ["--port", str(cluster), "--batch-size", "2", "--no-cache"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"backfill: {len(CORPUS)} re-embedded" in out
+    assert all(f"gate pass  {g}" in out for g in ("canary", "parity", "sample")), out
+    record = read_alias(catalog, alias)  # cut over: the shadow serves, the old index is kept
+    assert record.previous is not None and record.previous.index == f"{alias}-v1"
+    assert record.target.contract == cut.contract
+    on_ray = _stored(cluster, record.target.index)
+    in_process = _stored(cluster, read_alias(here, alone).shadow.index)
+    assert set(on_ray) == set(in_process) == set(CORPUS)
+    for doc_id in CORPUS:
+        assert on_ray[doc_id].shape == (128,)
+        np.testing.assert_allclose(on_ray[doc_id], in_process[doc_id], atol=1e-6)
+
+
+def test_a_backfill_actor_with_altered_weights_writes_nothing_and_fails_the_job(
+    cluster, minilm, cut, altered
+):
+    from ctxemb_core.aliases import Encoders, begin_upgrade, read_alias
+
+    catalog, alias = _alias_over(cluster, minilm, CORPUS)
+    begin_upgrade(catalog, alias, cut)
+    with pytest.raises(ContractMismatchError) as info:
+        _backfill_on_ray(cluster, catalog, alias, Encoders(minilm, cut), model_path=altered)
+    assert info.value.fields == ("weights",)
+    assert _stored(cluster, read_alias(catalog, alias).shadow.index) == {}
+
+
+def test_a_ray_backfill_rerun_after_an_interrupt_does_only_what_is_left(cluster, minilm, cut):
+    from ctxemb_core.aliases import Encoders, begin_upgrade, check_gates, cutover, read_alias
+
+    docs = {**CORPUS, **{f"{k}-2": f"{v} Again." for k, v in CORPUS.items()}}
+    catalog, alias = _alias_over(cluster, minilm, docs)
+    begin_upgrade(catalog, alias, cut)
+    encoders = Encoders(minilm, cut)
+
+    def interrupt(done: int) -> None:
+        raise KeyboardInterrupt  # Ctrl-C once the first batch is written
+
+    with pytest.raises(KeyboardInterrupt):
+        _backfill_on_ray(cluster, catalog, alias, encoders, batch_size=1, progress=interrupt)
+    shadow = read_alias(catalog, alias).shadow.index
+    partial = len(_stored(cluster, shadow))
+    assert partial >= 1
+    again = _backfill_on_ray(cluster, catalog, alias, encoders)
+    assert again.written + again.unchanged == len(docs) and again.written <= len(docs) - partial
+    assert set(_stored(cluster, shadow)) == set(docs)
+    assert all(g.passed for g in check_gates(catalog, alias, encoders))
+    assert cutover(catalog, alias, encoders).target.index == shadow
+
+
+def test_cli_upgrade_ray_needs_a_server_before_it_changes_anything(tmp_path, capsys):
+    from ctxemb_core.cli import main
+
+    chromadb.PersistentClient(str(tmp_path / "c"))  # an embedded store: one process's
+    args = ["upgrade", "docs", "--truncate-dim", "128", "--path", str(tmp_path / "c"), "--ray"]
+    assert main(args) == 2
+    assert "--ray writes to a Chroma server" in capsys.readouterr().err
