@@ -47,11 +47,15 @@ from ctxemb_core.errors import (
     AliasStateError,
     GateFailedError,
     InvalidInputError,
-    MissingStampError,
 )
-from ctxemb_core.index.driver import Record, StoreDriver
-from ctxemb_core.index.guarded import OPEN_SAMPLE, PAGE, GuardedIndex, verify_driver
-from ctxemb_core.stamp import IndexStamp
+from ctxemb_core.index.driver import Record
+from ctxemb_core.index.guarded import (
+    OPEN_SAMPLE,
+    PAGE,
+    GuardedIndex,
+    stamped_contract,
+    verify_driver,
+)
 from ctxemb_core.stamp_guard import as_embedder
 from ctxemb_core.validate import check_count
 
@@ -76,15 +80,6 @@ __all__ = [
 ]
 
 _META = frozenset({"text", "metadata"})
-
-
-def _stamped_contract(driver: StoreDriver) -> EmbeddingContract:
-    read = driver.read_stamp()
-    if read is None:
-        raise InvalidInputError(f"no index {driver.name!r} in this store")
-    if not IndexStamp.is_stamped(read.metadata):
-        raise MissingStampError(f"index {driver.name!r} carries no ctxemb stamp: stamp it first")
-    return IndexStamp.from_metadata(read.metadata).contract
 
 
 def _swap(catalog: Catalog, new: AliasRecord, expected: int | None) -> AliasRecord:
@@ -117,7 +112,7 @@ def create_alias(catalog: Catalog, name: str, index: str) -> AliasRecord:
         if existing.target.index == index and existing.state is AliasState.SERVING:
             return existing
         raise AliasConflictError(f"alias {name!r} exists (it serves {existing.target})")
-    contract = _stamped_contract(catalog.driver(index))
+    contract = stamped_contract(catalog.driver(index))
     return _swap(catalog, AliasRecord.create(name, AliasTarget(index, contract)), None)
 
 
