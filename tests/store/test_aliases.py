@@ -17,6 +17,7 @@ from ctxemb_core.aliases import (
     begin_upgrade,
     check_gates,
     create_alias,
+    plan_backfill,
 )
 from ctxemb_core.errors import AliasMovedError, DamagedAliasError
 from ctxemb_core.index import GuardedIndex, MemoryStore
@@ -34,6 +35,18 @@ class TestMemoryAliases(CatalogConformance):
         catalog.aliases.tamper("docs", '{"schema": 1, "name": "docs", "generation": "x"}')
         with pytest.raises(DamagedAliasError, match="docs"):
             AliasedIndex.open(catalog, "docs", old)
+
+    def test_a_batch_whose_records_were_all_deleted_meanwhile_writes_nothing(
+        self, catalog, old, new
+    ):
+        # Found by benchmarks/alias_upgrade.py on all of SciFact under a live writer: a batch of
+        # the plan whose records the writer deleted (through the alias) before it was read.
+        begin_upgrade(catalog, "docs", new)
+        plan = plan_backfill(catalog, "docs", Encoders(old, new))
+        gone = list(plan.todo[:5])
+        AliasedIndex.open(catalog, "docs", Encoders(old, new)).delete(gone)
+        assert plan.write(gone) == 0
+        assert plan.write(plan.todo[5:]) == len(plan.todo) - 5
 
     def test_a_lost_race_is_alias_moved_and_writes_nothing(self, catalog, new, monkeypatch):
         before = catalog.aliases.read("docs")
