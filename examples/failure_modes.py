@@ -1100,7 +1100,7 @@ def save_chart(entries: list[Entry], right: float, docs: int, out: Path) -> None
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlim(0, max(values) * 1.18)
     ax.set_xlabel(
-        "SciFact nDCG@10 (exact search; 4, 7 and 9's LangChain row through Chroma's HNSW index)"
+        "SciFact nDCG@10\n(exact search; 4, 7 and 9's LangChain row through Chroma's HNSW index)"
     )
     ax.set_title(
         f"all-MiniLM-L6-v2 on SciFact ({docs:,} documents, 300 test queries):\n"
