@@ -3,8 +3,9 @@
 The seed reference ("Contextual embeddings", section "Failure modes") lists what goes wrong when
 the parts of an embedding recipe drift apart. For each row that concerns vectors this script
 shows the damage *without* ctxemb (vectors written and searched with raw numpy, a raw
-``chromadb`` collection or a plain ``langchain_chroma.Chroma``) on BEIR SciFact with the bundled
-all-MiniLM-L6-v2, and the typed error ctxemb raises *instead*:
+``chromadb`` collection, a plain ``langchain_chroma.Chroma`` or Haystack's own writer and
+``InMemoryDocumentStore``) on BEIR SciFact with the bundled all-MiniLM-L6-v2, and the typed
+error ctxemb raises *instead* (entry 9's row is this gallery's addition to the seed's table):
 
 1. CLS vs mean pooling, on both sides and on the query side only.
 2. Vectors left un-normalised: cosine and inner-product search rank differently.
@@ -15,6 +16,11 @@ all-MiniLM-L6-v2, and the typed error ctxemb raises *instead*:
 5. A pooled text vector read as a token vector ("bank" in two sentences).
 6. Matryoshka truncation to 128 of 384 dimensions, with and without re-normalisation.
 7. A LangChain ``Chroma`` store opened with the wrong embeddings.
+8. BM25 queried with another analyzer than the index's.
+9. Stock deduplication after a model change: LangChain's ``index()`` with a record manager and
+   Haystack's ``DuplicatePolicy.SKIP`` key on the text, skip every document and leave the old
+   vectors to the new queries; ctxemb refuses the re-index, and an upgrade (``plan_upgrade``,
+   ``begin_upgrade`` + ``backfill``) re-embeds every text.
 
 It prints one block per entry (the seed's row, the measured damage, the error and the first
 line of its message), a summary table, and saves a chart of SciFact nDCG@10 per wrong contract
@@ -27,13 +33,15 @@ Run (from the repository root)::
     .venv/bin/python examples/failure_modes.py --docs 600           # judged docs + corpus head
     .venv/bin/python examples/failure_modes.py --json gallery.json  # every figure as JSON
 
-Needs the ``chroma``, ``langchain`` and ``eval`` extras and ``../shared/data/scifact``.
+Needs the ``chroma``, ``langchain``, ``haystack`` and ``eval`` extras and
+``../shared/data/scifact``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -42,7 +50,8 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +71,8 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data" / "scifact"
 K = 10
 TRUNCATE = 128
+#: Documents of the small stamped index that entry 9 upgrades for real.
+DEDUP_SLICE = 16
 
 #: The rows of the seed's failure-mode table that concern vectors: (symptom, cause, fix).
 SEED_ROWS = {
@@ -86,6 +97,14 @@ SEED_ROWS = {
         "the query side analyses text with another recipe than the index (stemmer, stop words, "
         "lower-casing): BM25 must be configured identically at indexing and retrieval time",
         "pin the lexical recipe with the index and refuse a query under another",
+    ),
+    # Not a row of the seed's table: this gallery's addition (issue 45), in the table's style.
+    "dedup": (
+        "Re-indexing after a model change reports every document unchanged, and search gets worse",
+        "the framework's deduplication keys on the text alone (a content hash), not on the "
+        "recipe that embedded it: the old vectors stay and are searched with the new queries",
+        "key stored vectors on the contract too: re-embed everything into an index stamped "
+        "with the new contract",
     ),
     "unit": (
         'A word\'s "vector" looks like a sentence summary',
@@ -251,6 +270,26 @@ def _relevant_hits(data: SciFact, run: dict[str, dict[str, float]], among: set[s
 
 def run_ndcg(data: SciFact, run: dict[str, dict[str, float]]) -> float:
     return evaluate(run, data.qrels, ks=(K,))[f"ndcg@{K}"]
+
+
+@contextmanager
+def logged(name: str) -> Iterator[list[str]]:
+    """The messages logger ``name`` emits inside the block, kept instead of printed."""
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    logger, keep = logging.getLogger(name), Keep()
+    propagate = logger.propagate
+    logger.addHandler(keep)
+    logger.propagate = False
+    try:
+        yield said
+    finally:
+        logger.removeHandler(keep)
+        logger.propagate = propagate
 
 
 # -- tiny models built in code -----------------------------------------------------------------
@@ -747,6 +786,228 @@ class Gallery:
         )
         return entry
 
+    # -- 9 -------------------------------------------------------------------------------------
+
+    def dedup(self) -> Entry:
+        """Stock deduplication after a model change: LangChain's ``index()`` with a record
+        manager and Haystack's ``DuplicatePolicy.SKIP`` key on the text, so every document is
+        skipped and the old vectors are searched with the new model's queries. CLS pooling
+        stands in for the new model (same width), as in entry 1: its query vectors are entry
+        1's (cached) and its document vectors are the ones entry 1 derived, so nothing is
+        embedded at corpus scale here."""
+        from langchain_chroma import Chroma
+        from langchain_core.documents import Document
+        from langchain_core.indexing import InMemoryRecordManager, index
+
+        from ctxemb_langchain import ContractChroma, ContractEmbeddings
+
+        data, right = self.data, self.right
+        new = right.with_(pooling="cls")
+        self.document_poolings()
+        q_new = self.vectors.queries(new, data.queries)
+        entry = Entry("dedup", "Stock deduplication after a model change", "dedup")
+        own = search(data, q_new, self.docs["cls"]).ndcg
+        entry.measures["new_contract_reembedded_ndcg"] = own
+
+        # LangChain: index() into a plain Chroma under the old embeddings, then again under
+        # the new ones. The record manager's key is a hash of the text and metadata only.
+        old_embeddings = ContractEmbeddings(right, cache=self.vectors.cache)
+        new_embeddings = ContractEmbeddings(new, cache=self.vectors.cache)
+        docs = [
+            Document(page_content=t, metadata={"source": i})
+            for i, t in zip(data.ids, data.texts, strict=True)
+        ]
+        records = InMemoryRecordManager("chroma/lc-dedup")
+        records.create_schema()
+        space = {"hnsw": {"space": "cosine", "ef_search": 200}}
+
+        def stock_index(embeddings: ContractEmbeddings) -> Any:
+            store = Chroma(
+                "lc-dedup", embeddings, client=self.client, collection_configuration=space
+            )
+            result = index(
+                docs,
+                records,
+                store,
+                cleanup="incremental",
+                source_id_key="source",
+                key_encoder="sha256",
+            )
+            return store, result
+
+        _, first = stock_index(old_embeddings)
+        upgraded, second = stock_index(new_embeddings)
+        entry.measures["langchain_index_before"] = dict(first)
+        entry.measures["langchain_index_after_model_change"] = dict(second)
+        run = {}
+        for qid, query in zip(data.qids, data.queries, strict=True):
+            hits = upgraded.similarity_search_with_score(query, k=K)
+            run[qid] = {str(d.metadata["source"]): 1.0 - float(dist) for d, dist in hits}
+        entry.ndcg["LangChain index() after the change: all skipped"] = run_ndcg(data, run)
+
+        # Haystack: a document's id is a hash of its content and metadata; a pipeline re-run
+        # under the new model embeds again (here: the vectors entry 1 derived), and the
+        # writer's SKIP policy drops every one of them.
+        written, damage = self._haystack_skip(q_new)
+        entry.measures["haystack_documents_written"] = written
+        entry.ndcg["Haystack DocumentWriter(SKIP) after the change"] = damage
+        entry.notes.append(
+            "neither framework errs: LangChain reports every document skipped, Haystack writes 0 "
+            'and logs "ID … already exists" per document, as it does for an unchanged re-run '
+            "(the id hashes content and metadata); the old vectors stay, searched by the new "
+            "query encoder: the figure is entry 1's CLS queries on mean documents"
+        )
+
+        # ctxemb: the same re-index is refused, and an upgrade re-embeds every text.
+        entry.refusals.append(
+            refused(
+                "index(docs, record_manager, ContractChroma(index, cls embeddings))",
+                lambda: index(
+                    docs[:2],
+                    records,
+                    ContractChroma(self.stamped_name, new_embeddings, client=self.client),
+                    cleanup="incremental",
+                    source_id_key="source",
+                    key_encoder="sha256",
+                ),
+            )
+        )
+        entry.refusals.append(self._haystack_guarded(new))
+        entry.measures.update(self._upgrade(new, docs, new_embeddings))
+        return entry
+
+    def _haystack_skip(self, q_new: np.ndarray) -> tuple[dict[str, int], float]:
+        """Haystack's own writer with ``DuplicatePolicy.SKIP``, before and after the change."""
+        import dataclasses
+
+        from haystack import Document
+        from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+        from haystack.components.writers import DocumentWriter
+        from haystack.document_stores.in_memory import InMemoryDocumentStore
+        from haystack.document_stores.types import DuplicatePolicy
+
+        data = self.data
+        store = InMemoryDocumentStore(embedding_similarity_function="cosine", shared=False)
+        writer = DocumentWriter(store, policy=DuplicatePolicy.SKIP)
+        converted = [
+            Document(content=t, meta={"doc_id": i})
+            for i, t in zip(data.ids, data.texts, strict=True)
+        ]
+
+        def embedded(vectors: np.ndarray) -> list[Any]:
+            # What an embedder component returns: a copy with the vector, the id kept.
+            return [
+                dataclasses.replace(d, embedding=v.tolist())
+                for d, v in zip(converted, vectors, strict=True)
+            ]
+
+        before = writer.run(documents=embedded(self.docs["right"]))["documents_written"]
+        # The store logs one warning per skipped id; collected here rather than printed.
+        with logged("haystack.document_stores.in_memory.document_store") as said:
+            after = writer.run(documents=embedded(self.docs["cls"]))["documents_written"]
+        written = {
+            "before": before,
+            "after_model_change": after,
+            "stored": store.count_documents(),
+            "warnings": len(said),
+            "warning": re.sub(r"'[0-9a-f]{64}'", "'<sha256>'", said[0]) if said else "",
+        }
+        retriever = InMemoryEmbeddingRetriever(store, top_k=K)
+        run = {}
+        for qid, vector in zip(data.qids, q_new, strict=True):
+            found = retriever.run(query_embedding=vector.tolist())["documents"]
+            run[qid] = {d.meta["doc_id"]: float(d.score) for d in found}
+        return written, run_ndcg(data, run)
+
+    def _haystack_guarded(self, new: EmbeddingContract) -> Refusal:
+        """ctxemb's Haystack writer, SKIP policy, on a store written under the right contract:
+        documents embedded under the new contract are refused, not skipped."""
+        from haystack import Document
+        from haystack.document_stores.in_memory import InMemoryDocumentStore
+        from haystack.document_stores.types import DuplicatePolicy
+
+        from ctxemb_haystack import ContractDocumentEmbedder, ContractDocumentWriter
+
+        head = [
+            Document(content=t, meta={"doc_id": i})
+            for i, t in zip(self.data.ids[:2], self.data.texts[:2], strict=True)
+        ]
+        store = InMemoryDocumentStore(embedding_similarity_function="cosine", shared=False)
+        writer = ContractDocumentWriter(store, DuplicatePolicy.SKIP)
+
+        def embed(contract: EmbeddingContract) -> list[Any]:
+            embedder = ContractDocumentEmbedder(contract=contract, progress_bar=False)
+            return embedder.run(head)["documents"]
+
+        writer.run(embed(self.right))
+        return refused(
+            "ContractDocumentWriter(policy=SKIP).run(documents embedded under cls)",
+            lambda: writer.run(embed(new)),
+        )
+
+    def _upgrade(
+        self, new: EmbeddingContract, docs: list[Any], new_embeddings: Any
+    ) -> dict[str, Any]:
+        """An upgrade through ctxemb: the dry run over the gallery's stamped index plans every
+        document, and a real upgrade of a small stamped slice re-embeds every text of it."""
+        from langchain_chroma import Chroma
+        from langchain_core.indexing import InMemoryRecordManager, index
+
+        from ctxemb_chroma import catalog, open_collection
+        from ctxemb_core.aliases import (
+            Encoders,
+            backfill,
+            begin_upgrade,
+            create_alias,
+            plan_upgrade,
+        )
+
+        data, right = self.data, self.right
+        store = catalog(self.client)
+        encoders = Encoders(self.vectors.embedder(right), self.vectors.embedder(new))
+        create_alias(store, "scifact-live", self.stamped_name)
+        plan = plan_upgrade(store, "scifact-live", self.vectors.embedder(new), encoders, measure=8)
+        # A slice, upgraded for real: its own stamped index and alias, backfilled twice.
+        head = slice(0, DEDUP_SLICE)
+        part = open_collection(self.client, "dedup-slice", self.vectors.embedder(right))
+        part.add_embedded(
+            data.ids[head],
+            self.docs["right"][head],
+            data.texts[head],
+            fingerprint=right.fingerprint,
+        )
+        create_alias(store, "dedup-live", "dedup-slice")
+        begin_upgrade(store, "dedup-live", self.vectors.embedder(new))
+        first = backfill(store, "dedup-live", encoders, progress=False)
+        again = backfill(store, "dedup-live", encoders, progress=False)
+        # Staying with LangChain's index(): a record-manager namespace per contract starts an
+        # empty record set under the new contract, so every document is added again.
+        space = f"chroma/lc-dedup/{new.fingerprint[:12]}"
+        fresh = InMemoryRecordManager(space)
+        fresh.create_schema()
+        per_contract = index(
+            docs[head],
+            fresh,
+            Chroma(f"lc-dedup-{new.fingerprint[:10]}", new_embeddings, client=self.client),
+            cleanup="incremental",
+            source_id_key="source",
+            key_encoder="sha256",
+        )
+        return {
+            "plan_upgrade": {
+                "documents_to_reembed": plan.documents,
+                "index_holds": self.guarded.count(),
+                "shadow": plan.shadow,
+            },
+            "upgrade_slice": {
+                "documents": DEDUP_SLICE,
+                "backfill_written": first.written,
+                "backfill_again_written": again.written,
+                "backfill_again_unchanged": again.unchanged,
+            },
+            "langchain_namespace_per_contract": {"namespace": space, **dict(per_contract)},
+        }
+
 
 ENTRIES = (
     "pooling",
@@ -757,6 +1018,7 @@ ENTRIES = (
     "matryoshka",
     "langchain",
     "lexical",
+    "dedup",
 )
 
 
@@ -837,7 +1099,9 @@ def save_chart(entries: list[Entry], right: float, docs: int, out: Path) -> None
         ax.text(v + 0.005, yi, f"{v:.3f}", va="center", fontsize=8)
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlim(0, max(values) * 1.18)
-    ax.set_xlabel("SciFact nDCG@10 (exact search; 4 and 7 through Chroma's HNSW index)")
+    ax.set_xlabel(
+        "SciFact nDCG@10\n(exact search; 4, 7 and 9's LangChain row through Chroma's HNSW index)"
+    )
     ax.set_title(
         f"all-MiniLM-L6-v2 on SciFact ({docs:,} documents, 300 test queries):\n"
         "the right contract vs each wrong recipe, searched without ctxemb",

@@ -22,6 +22,7 @@ ENTRIES = [
     "matryoshka",
     "langchain",
     "lexical",
+    "dedup",
 ]
 
 
@@ -76,7 +77,7 @@ def test_each_wrong_recipe_scores_below_the_right_contract(gallery) -> None:
     right = result["right"]["ndcg@10"]
     assert 0.5 < right <= 1.0
     charted = {label for e in result["entries"] for label in e["ndcg@10"]}
-    assert len(charted) == 10 and PREFIX in charted
+    assert len(charted) == 12 and PREFIX in charted
     for entry in result["entries"]:
         if entry["compare"] is not None:  # BM25's rows: against BM25's own (test below)
             continue
@@ -143,6 +144,7 @@ def test_a_pooled_vector_is_neither_token_vector(gallery) -> None:
         ("prefix", "ContractMismatchError", ["query_prefix"]),
         ("matryoshka", "ContractMismatchError", ["truncate_dim"]),
         ("langchain", "ContractMismatchError", ["pooling"]),
+        ("dedup", "ContractMismatchError", ["pooling"]),
     ],
 )
 def test_ctxemb_refuses_with_the_differing_field(gallery, key, error, fields) -> None:
@@ -150,6 +152,53 @@ def test_ctxemb_refuses_with_the_differing_field(gallery, key, error, fields) ->
         assert refusal["error"] == error
         assert refusal["fields"] == fields
         assert any(line.startswith(f"{fields[0]}: index=") for line in refusal["detail"])
+
+
+def test_stock_deduplication_skips_every_document_after_a_model_change(gallery) -> None:
+    result = gallery[0]
+    entries = _entries(result)
+    measures, ndcg = entries["dedup"]["measures"], entries["dedup"]["ndcg@10"]
+    assert measures["langchain_index_before"]["num_added"] == DOCS
+    assert measures["langchain_index_after_model_change"] == {
+        "num_added": 0,
+        "num_updated": 0,
+        "num_skipped": DOCS,
+        "num_deleted": 0,
+    }
+    haystack = measures["haystack_documents_written"]
+    assert haystack["before"] == haystack["stored"] == haystack["warnings"] == DOCS
+    assert haystack["after_model_change"] == 0
+    assert haystack["warning"] == "ID '<sha256>' already exists"
+    # The damage: the new model's queries on the old vectors, below both contracts' own figures;
+    # it is entry 1's one-sided mismatch, which the skipped re-index leaves in place.
+    right, own = result["right"]["ndcg@10"], measures["new_contract_reembedded_ndcg"]
+    one_side = entries["pooling"]["ndcg@10"]["CLS queries, mean documents"]
+    assert set(ndcg) == {
+        "LangChain index() after the change: all skipped",
+        "Haystack DocumentWriter(SKIP) after the change",
+    }
+    for value in ndcg.values():
+        assert value < own < right
+        assert value == pytest.approx(one_side, abs=0.01)
+    assert ndcg["Haystack DocumentWriter(SKIP) after the change"] == pytest.approx(
+        one_side, abs=1e-3
+    )
+
+
+def test_an_upgrade_through_ctxemb_reembeds_every_document(gallery) -> None:
+    measures = _entries(gallery[0])["dedup"]["measures"]
+    plan = measures["plan_upgrade"]
+    assert plan["documents_to_reembed"] == plan["index_holds"] == DOCS
+    assert plan["shadow"].startswith("scifact-live-")
+    upgrade = measures["upgrade_slice"]
+    assert upgrade["backfill_written"] == upgrade["documents"] > 0
+    # Run again, the backfill finds every text digest in the shadow: nothing to embed.
+    assert upgrade["backfill_again_written"] == 0
+    assert upgrade["backfill_again_unchanged"] == upgrade["documents"]
+    # LangChain's own index() re-adds everything once its namespace names the contract.
+    fresh = measures["langchain_namespace_per_contract"]
+    assert fresh["num_added"] == upgrade["documents"] and fresh["num_skipped"] == 0
+    assert fresh["namespace"].startswith("chroma/lc-dedup/")
 
 
 def test_a_query_prefix_is_refused_as_a_query_side_change(gallery) -> None:
