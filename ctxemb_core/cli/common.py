@@ -8,6 +8,7 @@ each other: a helper two commands need lives here.
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import sys
 import textwrap
@@ -18,7 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import CtxembError, DataFormatError, InvalidInputError
+from ctxemb_core.errors import (
+    CtxembError,
+    DataFormatError,
+    InvalidInputError,
+    MissingDependencyError,
+)
 from ctxemb_core.validate import check_text
 
 if TYPE_CHECKING:
@@ -482,3 +488,14 @@ def cli_message(exc: CtxembError) -> str:
     """The error's message in the command line's terms (flags, not Python calls)."""
     message_for = getattr(exc, "message_for", None)
     return str(message_for("cli")) if callable(message_for) else str(exc)
+
+
+def ray_integration() -> Any:
+    """``ctxemb_ray``, loaded by name as the stores' adapters are: core imports no integration
+    (and no Ray, which ``ctxemb_ray`` loads only when a job runs)."""
+    try:
+        return importlib.import_module("ctxemb_ray")
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"--ray needs the Ray integration (ctxemb_ray): pip install 'ctxemb[ray]' ({exc})"
+        ) from None

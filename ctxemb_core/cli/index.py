@@ -4,7 +4,6 @@ process, or by a pool of Ray actors with ``--ray``)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from ctxemb_core.cli.common import (
     open_kwargs,
     open_sample_arg,
     overrides,
+    ray_integration,
     remote_args,
     remote_options,
 )
@@ -35,7 +35,7 @@ from ctxemb_core.cli.stores import (
     where,
 )
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import InvalidInputError, MissingDependencyError
+from ctxemb_core.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from ctxemb_core.sync import SyncReport
@@ -267,7 +267,7 @@ def _index_ray(args: argparse.Namespace) -> int:
 
     from ctxemb_core.resolve import contract_for
 
-    job = _ray_integration()
+    job = ray_integration()
     options = store_options(args.store)
     options.check_arguments(args)
     # Where every actor writes: the store's session (a picklable address and name), given by
@@ -310,14 +310,3 @@ def _index_ray(args: argparse.Namespace) -> int:
     if summary.failed:
         print("  run the same command again to write the failed documents")
     return 1 if summary.failed else 0
-
-
-def _ray_integration() -> Any:
-    """``ctxemb_ray``, loaded by name as the stores' adapters are: core imports no integration
-    (and no Ray, which ``ctxemb_ray`` loads only when a job runs)."""
-    try:
-        return importlib.import_module("ctxemb_ray")
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"--ray needs the Ray integration (ctxemb_ray): pip install 'ctxemb[ray]' ({exc})"
-        ) from None

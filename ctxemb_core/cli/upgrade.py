@@ -17,6 +17,7 @@ from ctxemb_core.cli.common import (
     contract_args,
     examples,
     overrides,
+    ray_integration,
     remote_args,
     remote_options,
 )
@@ -166,9 +167,7 @@ def _new_contract(args: argparse.Namespace, current: Any) -> Any:
 def _ray_backfill(args: argparse.Namespace) -> Callable[[Any, Any], Any]:
     """The backfill on Ray (``ctxemb_ray``, loaded by name as ``index --ray`` loads it), over
     the store's sessions as ``index --ray`` takes them (``ray_session``)."""
-    from ctxemb_core.cli.index import _ray_integration
-
-    job = _ray_integration()
+    job = ray_integration()
     options = store_options(args.store)
     session = getattr(options, "ray_session", None)
     if session is None:

@@ -37,14 +37,30 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
     )
 
 
-#: ``check_arguments``, ``defaults``, ``absent``, ``flags`` and ``location``: those of every
-#: store that is a folder or a server.
-OPTIONS = FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
-check_arguments = OPTIONS.check_arguments
-defaults = OPTIONS.defaults
-absent = OPTIONS.absent
-flags = OPTIONS.flags
-location = OPTIONS.location
+def _options() -> FolderOrServer:
+    """Those of every store that is a folder or a server, with this module's defaults as they
+    are at the call (so a default changed here is the one every command fills in and shows)."""
+    return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
+
+
+def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
+    _options().check_arguments(args, demo=demo)
+
+
+def defaults() -> dict[str, str]:
+    return _options().defaults()
+
+
+def absent(args: argparse.Namespace) -> bool:
+    return _options().absent(args)
+
+
+def flags(args: argparse.Namespace) -> str:
+    return _options().flags(args)
+
+
+def location(args: argparse.Namespace) -> str:
+    return _options().location(args)
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:

@@ -92,10 +92,10 @@ def test_the_core_cli_loads_the_ray_integration_by_name_with_a_typed_error(monke
     # Core imports no integration: `--ray` loads ctxemb_ray by name, as the stores' adapters.
     import sys
 
-    from ctxemb_core.cli import index
+    from ctxemb_core.cli import common
     from ctxemb_core.errors import MissingDependencyError
 
-    assert index._ray_integration() is sys.modules["ctxemb_ray"]
+    assert common.ray_integration() is sys.modules["ctxemb_ray"]
     monkeypatch.setitem(sys.modules, "ctxemb_ray", None)  # as if it were not installed
     with pytest.raises(MissingDependencyError, match=r"--ray needs the Ray integration"):
-        index._ray_integration()
+        common.ray_integration()
