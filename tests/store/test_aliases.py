@@ -17,7 +17,9 @@ from ctxemb_core.aliases import (
     begin_upgrade,
     check_gates,
     create_alias,
+    cutover,
     plan_backfill,
+    text_digests,
 )
 from ctxemb_core.errors import AliasMovedError, DamagedAliasError
 from ctxemb_core.index import GuardedIndex, MemoryStore
@@ -82,3 +84,24 @@ def test_parity_waits_for_a_write_in_flight_and_not_for_one_that_died():
     gates = {g.name: g for g in check_gates(catalog, "docs", Encoders(old, new))}
     assert not gates["parity"].passed and gates["parity"].figure == 1
     assert time.perf_counter() - started < 5
+
+    # The cutover mends it: a difference that outlasts the re-reads is backfilled again (here a
+    # writer that dies between the two indexes after the cutover's own first backfill).
+    from ctxemb_core.aliases import upgrade
+
+    real, rounds = upgrade.backfill, []
+
+    def backfill_then_a_writer_dies(*args, **kwargs):
+        report = real(*args, **kwargs)
+        if not rounds:
+            target.upsert(["d3"], ["a third text"])
+        rounds.append(report)
+        return report
+
+    upgrade.backfill = backfill_then_a_writer_dies
+    try:
+        switched = cutover(catalog, "docs", Encoders(old, new))
+    finally:
+        upgrade.backfill = real
+    assert len(rounds) == 2 and switched.target.index == shadow
+    assert text_digests(catalog, shadow, new) == text_digests(catalog, "docs-v1", old)
