@@ -84,7 +84,13 @@ test:
 	$(MAKE) --no-print-directory -j 3 lint docs suite EVAL_SETS=$(CURDIR)/build/eval-sets DOCS_VENV=.venv
 
 suite: setup
-	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(PYTEST)
+	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(PYTEST) -m "not bench_quick"
+
+# Every benchmark script's --quick run (tests/benchmarks/test_benchmarks_run.py): the scripts'
+# own code paths on a tiny workload. ~200 CPU-s, so not part of make test (CI's 900 s); run it
+# when a benchmark or what it imports changes.
+bench-check: setup
+	$(PYTEST) -m bench_quick tests/benchmarks/test_benchmarks_run.py
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py

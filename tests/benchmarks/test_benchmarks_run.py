@@ -3,9 +3,10 @@
 Nothing else runs the benchmarks, so a broken import or a renamed function in one of them went
 unnoticed (issue 26: ``int8_recipes.py`` imported a function that was gone). The scripts are
 found by glob, so a new one is held to the same from its first commit. ``--quick`` is each
-script's own code paths on a tiny workload: its figures are printed, not asserted (tests never
-assert on wall-clock time), and it must leave ``benchmarks/results/`` (the published figures)
-as it was.
+script's own code paths on a tiny workload (marked ``bench_quick``: ``make bench-check``
+runs them, ``make test`` leaves them out, as they cost ~200 CPU-s of CI's 900 s): its
+figures are printed, not asserted (tests never assert on wall-clock time), and it must leave
+``benchmarks/results/`` (the published figures) as it was.
 
 ``--help`` runs each script in a process of its own (0.2 s each: nothing heavy is imported
 before the arguments are read). The quick runs of most scripts share one child process,
@@ -131,6 +132,7 @@ def shared_runs(
 
 
 @pytest.mark.slow
+@pytest.mark.bench_quick
 @pytest.mark.skipif(not (DATA / "scifact").is_dir(), reason="no SciFact in the shared data")
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
 def test_quick_mode_runs_and_leaves_the_published_results_alone(

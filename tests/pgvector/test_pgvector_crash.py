@@ -114,8 +114,11 @@ def test_sigkill_mid_index_then_a_rerun_gives_each_id_once(pg_dsn, corpus, capsy
     assert_whole(dsn, capsys)
 
 
-@pytest.mark.parametrize("mode", ["fast", "immediate"])
-def test_the_server_stopped_mid_write_loses_nothing_once_rerun(tmp_path, corpus, capsys, mode):
+def test_the_server_stopped_mid_write_loses_nothing_once_rerun(tmp_path, corpus, capsys):
+    # ``immediate``, as a crash: clients lose the socket, open transactions are lost and the
+    # next start replays the log. (An administrator's ``fast`` stop, which rolls transactions
+    # back and tells the clients, lost nothing either; it cost the suite a server of its own.)
+    mode = "immediate"
     server = RestartableServer(tmp_path / "pg")
     try:
         dsn = server.dsn
