@@ -12,7 +12,8 @@ whole family in one place, and each carries the context needed to act on it::
     ├── InvalidContractError (+ ValueError)   a contract that cannot exist (unknown pooling, …)
     ├── DataFormatError (+ ValueError)        a corpus, qrels or stamp file that cannot be read
     ├── ModelNotFoundError (+ FileNotFoundError)
-    │                                         no folder, or a folder without weights
+    │                                         no folder, or a folder without weights (or a
+    │                                         server without the model id asked for)
     ├── UnsupportedModelError                 a module graph ctxemb cannot reproduce exactly
     │   ├── MalformedModelError (+ DataFormatError)
     │   │                                     a model folder's file that is not what it claims
@@ -244,7 +245,8 @@ class DataFormatError(CtxembError, ValueError):
 
 
 class ModelNotFoundError(CtxembError, FileNotFoundError):
-    """A model folder does not exist, or exists without weights or a tokenizer."""
+    """A model folder does not exist, or exists without weights or a tokenizer; or an embedding
+    server serves the contract asked for, but not under the model id asked for."""
 
 
 class UnsupportedModelError(CtxembError):
@@ -383,6 +385,10 @@ class ContractMismatchError(StampError):
             (``index``) holds other weights (``caller`` has the folder's digest).
         server: set when no index is involved: the URL of an embedding server that serves
             another contract (``index``: the server's, ``caller``: the one it was asked for).
+        served_models: a server of several contracts (``ctxemb serve --also``): the model ids it
+            serves, none of them ``caller``'s contract; ``()`` for a server of one.
+        served_model: with ``served_models``, the id whose contract is ``index`` (the nearest
+            to ``caller``: the fewest fields apart).
         stamped: the index carries a stamp (a Chroma collection's metadata), so a query-side
             change can be accepted by re-stamping it (:func:`ctxemb_chroma.restamp`); the advice
             says so only then (a store with a fingerprint per document cannot be re-stamped).
@@ -397,9 +403,13 @@ class ContractMismatchError(StampError):
         stamped: bool = False,
         folder: str | os.PathLike[str] | None = None,
         server: str | None = None,
+        served_models: Sequence[str] = (),
+        served_model: str | None = None,
     ) -> None:
         self.folder: str | None = None if folder is None else os.fspath(folder)
         self.server: str | None = server
+        self.served_models: tuple[str, ...] = tuple(served_models)
+        self.served_model: str | None = served_model
         self.index: EmbeddingContract | None = index
         self.caller: EmbeddingContract | None = caller
         self.index_fingerprint: str = index.fingerprint
@@ -417,8 +427,8 @@ class ContractMismatchError(StampError):
             return
         if server is not None:
             super().__init__(
-                _server_problem(self.diff.changes, server),
-                remedies=_server_remedies(self.diff, caller, server),
+                _server_problem(self.diff.changes, server, self.served_models, served_model),
+                remedies=_server_remedies(self.diff, caller, server, self.served_models),
             )
             return
         super().__init__(
@@ -487,6 +497,8 @@ class ContractMismatchError(StampError):
         err.stamped = False
         err.folder = None
         err.server = None
+        err.served_models = ()
+        err.served_model = None
         err.remedies = (
             Remedy.of(Step.USE_INDEX_CONTRACT, fields=err.fields),
             Remedy.of(Step.REEMBED, fields=err.fields),
@@ -515,6 +527,8 @@ class ContractMismatchError(StampError):
                 getattr(self, "stamped", False),
                 getattr(self, "folder", None),
                 getattr(self, "server", None),
+                getattr(self, "served_models", ()),
+                getattr(self, "served_model", None),
             ),
             self._state(),
         )
@@ -530,12 +544,23 @@ def _rebuild_mismatch(
     stamped: bool = False,
     folder: str | None = None,
     server: str | None = None,
+    served_models: tuple[str, ...] = (),
+    served_model: str | None = None,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
     if isinstance(caller, str) or by_fingerprint:
         return cls.from_fingerprints(index, caller, documents=documents)
-    return cls(index, caller, documents=documents, stamped=stamped, folder=folder, server=server)
+    return cls(
+        index,
+        caller,
+        documents=documents,
+        stamped=stamped,
+        folder=folder,
+        server=server,
+        served_models=served_models,
+        served_model=served_model,
+    )
 
 
 class HybridMismatchError(ContractMismatchError):
@@ -1058,23 +1083,38 @@ def _folder_remedies(folder: str) -> tuple[Remedy, ...]:
     return (Remedy.of(Step.USE_FOLDER), Remedy.of(Step.READ_FOLDER, folder=folder))
 
 
-def _server_problem(changes: tuple[FieldChange, ...], server: str) -> str:
-    """The embedding server at ``server`` serves another contract."""
+def _server_problem(
+    changes: tuple[FieldChange, ...],
+    server: str,
+    served_models: tuple[str, ...],
+    served_model: str | None,
+) -> str:
+    """The embedding server at ``server`` serves another contract (a server of several: none
+    of its ``served_models``; the fields are those of ``served_model``'s)."""
     lines = "\n".join(f"  {c.field}: server={c.index!r}, caller={c.caller!r}" for c in changes)
+    several = ""
+    if served_models:
+        listed = ", ".join(repr(m) for m in served_models)
+        several = (
+            f"  (it serves {len(served_models)} contracts, models {listed}; the fields above "
+            f"are those of {served_model!r}, the nearest)\n"
+        )
     return (
         f"contract mismatch: the embedding server at {server} serves another contract than the "
-        "one asked for; nothing was embedded.\n" + lines + "\n"
+        "one asked for; nothing was embedded.\n" + lines + "\n" + several
     )
 
 
 def _server_remedies(
-    diff: ContractDiff, caller: EmbeddingContract, server: str
+    diff: ContractDiff, caller: EmbeddingContract, server: str, served_models: tuple[str, ...]
 ) -> tuple[Remedy, ...]:
     fields = tuple(c.field for c in diff.changes)
     ours = {c.field: c.caller for c in diff.changes}
+    # A server of several contracts has no one contract of its own: the remedy names its ids.
+    theirs: dict[str, Any] = {"models": served_models} if served_models else {}
     return (
         Remedy.of(Step.SERVE, fields=fields, server=server, **{"model": caller.model, **ours}),
-        Remedy.of(Step.USE_SERVER_CONTRACT, fields=fields, server=server),
+        Remedy.of(Step.USE_SERVER_CONTRACT, fields=fields, server=server, **theirs),
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "cli_advice",
     "python_advice",
     "repair_calls",
+    "served_models",
 ]
 
 
@@ -63,7 +64,8 @@ class Step(str, Enum):
     VERIFY_ALL = "verify_all"
     #: Serve the contract asked for at the server (values: the caller's model and values).
     SERVE = "serve"
-    #: Embed under the server's own contract.
+    #: Embed under the server's own contract (values: ``server``; ``models``: the ids of a
+    #: server of several contracts, which has none of its own).
     USE_SERVER_CONTRACT = "use_server_contract"
     #: Use the model folder the contract was read from.
     USE_FOLDER = "use_folder"
@@ -168,6 +170,13 @@ def _sentences(clauses: list[str]) -> str:
     return text[0].upper() + text[1:] + "."
 
 
+def served_models(by: dict[Step, Remedy]) -> tuple[str, ...]:
+    """The model ids of a server of several contracts that a mismatch names (its
+    :attr:`Step.USE_SERVER_CONTRACT` remedy's ``models``), ``()`` for a server of one."""
+    use = by.get(Step.USE_SERVER_CONTRACT)
+    return tuple(use.get("models", ())) if use is not None else ()
+
+
 def repair_calls(terms: StoreTerms) -> str:
     """The Python calls that re-embed records written around ctxemb (run as printed)."""
     m = terms.module
@@ -266,6 +275,16 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
         )
     if Step.SERVE in by:
         server = by[Step.SERVE].get("server")
+        models = served_models(by)
+        if models:
+            # A server of several has no contract of its own: contract_for(url) cannot pick one.
+            return (
+                "Serve the contract asked for there too (ctxemb serve ... --also "
+                "ID=CONTRACT.json), or embed under one the server serves, models "
+                f"{', '.join(repr(m) for m in models)}: from ctxemb_core.remote import "
+                f"server_contract; server_contract({server!r}, model={models[0]!r}).contract "
+                "reads one (an index written under another contract refuses it)."
+            )
         return (
             "Serve the contract asked for there (ctxemb serve with the same model and contract "
             f"options), or embed under the server's own: contract_for({server!r}) reads it (an "
@@ -355,6 +374,14 @@ def cli_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -> s
             "under the old one refuses it; ctxemb migrate re-embeds it)."
         )
     if Step.SERVE in by:
+        models = served_models(by)
+        if models:
+            return (
+                "Serve the contract asked for there too (ctxemb serve ... --also "
+                "ID=CONTRACT.json), or drop --model and the contract flags and give "
+                f"--served-model ID to use that model's contract (it serves "
+                f"{', '.join(repr(m) for m in models)})."
+            )
         return (
             "Serve the contract asked for there (ctxemb serve with the same model and contract "
             "options), or drop --model and the contract flags to use the server's own contract."

@@ -15,8 +15,14 @@ One ``ctxemb serve`` may serve several contracts, one model id each (both sides 
 upgrade). It then names no contract of its own (``GET /contract`` asks for a model), and the
 encoder reads the contract of each model it lists and keeps the one that is its contract by
 :func:`~ctxemb_core.contract.same_contract`; none is :class:`ContractMismatchError` naming the
-fields that differ from the nearest. Its requests name the recipe's id, which that model
-answers, and every answer still carries that model's fingerprint and meets the canary.
+served ids and the fields that differ from the nearest. Its requests name the recipe's id,
+which that model answers, and every answer still carries that model's fingerprint and meets
+the canary. A server that does not serve the encoder's contract is that mismatch wherever it
+is met: at the first contact, or behind a balancer when a replica of several contracts
+answers the recipe's id with a 404 (as a replica of one other contract answers with its
+fingerprint). With ``model=`` (an id asked for), a server that lacks the id and the contract
+is that mismatch too; one that serves the contract under another id is
+:class:`ModelNotFoundError` naming it.
 
 A URL may be many servers: replicas behind a load balancer, per request or per connection.
 No vector is returned unless the server that made it has passed the canary:
@@ -68,6 +74,7 @@ from ctxemb_core.errors import (
     DamagedStampError,
     EncoderDriftError,
     InvalidInputError,
+    ModelNotFoundError,
     RemoteEncoderError,
 )
 from ctxemb_core.pooling import l2_normalize
@@ -386,6 +393,26 @@ def _names_no_model(answer: _Answer) -> bool:
     return answer.status == 400 and _error_code(answer.payload) == "missing_model"
 
 
+def _not_found(answer: _Answer) -> bool:
+    """Whether ``answer`` is ``ctxemb serve`` saying it serves no model of the id asked."""
+    return answer.status == 404 and _error_code(answer.payload) == "model_not_found"
+
+
+def _answers_to(served: ServerContract) -> tuple[str, ...]:
+    """The ids under which a server answers for ``served``: its model's, each role's, and the
+    recipe's."""
+    name = served.model
+    return (name, f"{name}:query", f"{name}:document", served.contract.recipe_id)
+
+
+def _misnamed(url: str, served: ServerContract, asked: str) -> ModelNotFoundError:
+    """The server at ``url`` serves the contract asked for, under another id than ``asked``."""
+    return ModelNotFoundError(
+        f"the embedding server at {url} serves this contract as model {served.model!r}, not "
+        f"{asked!r}: give served_model={served.model!r} (--served-model), or leave it out"
+    )
+
+
 def _contract_path(model: str) -> str:
     return "/contract?model=" + urllib.parse.quote(model, safe="")
 
@@ -416,14 +443,13 @@ def server_contract(url: str, *, model: str | None = None, timeout: float = 30.0
                 )
             return _read_contract(http_, answer)
         answer = http_.request("GET", _contract_path(model))
-        if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
+        if _not_found(answer):
             raise InvalidInputError(
                 f"the server at {http_.url} does not serve model {model!r}: "
                 f"{_error_message(answer.payload)}"
             )
         served = _read_contract(http_, answer)
-        names = (served.model, f"{served.model}:query", f"{served.model}:document")
-        if model not in (*names, served.contract.recipe_id):
+        if model not in _answers_to(served):
             # A server of one contract answers /contract whatever the model asked.
             raise InvalidInputError(
                 f"the server at {http_.url} serves model {served.model!r}, not {model!r}"
@@ -652,9 +678,25 @@ class RemoteEncoder:
         (:meth:`_pick_contract`)."""
         answer = self._http.request("GET", "/contract")
         if _names_no_model(answer):
-            served = self._pick_contract()
+            instance = answer.headers.get(INSTANCE_HEADER)
+            try:
+                served = self._pick_contract(instance)
+            except (ContractMismatchError, ModelNotFoundError) as exc:
+                if instance is not None:
+                    with self._lock:
+                        self._server(instance).error = exc  # every answer of it is refused
+                raise
         else:
             served = _read_contract(self._http, answer)
+            asked = self.requested_model
+            # The contract asked for under another id (another contract under another id is
+            # the mismatch below, naming its fields).
+            if (
+                asked is not None
+                and asked not in _answers_to(served)
+                and same_contract(served.contract, self.contract)
+            ):
+                raise _misnamed(self.url, served, asked)
         fingerprint = served.contract.fingerprint
         if fingerprint not in self._contracts:
             if not same_contract(served.contract, self.contract):
@@ -668,39 +710,78 @@ class RemoteEncoder:
         self.served_id = known.model
         return known
 
-    def _pick_contract(self) -> ServerContract:
-        """The contract of a server of several that is this encoder's, by
-        :func:`same_contract`: of the model asked for (``model=``), else of each model the
-        server lists in turn. Raises :class:`ContractMismatchError` naming the fields that
-        differ from the nearest when none is."""
-        ids = [self.requested_model] if self.requested_model is not None else self._served_ids()
+    def _pick_contract(self, instance: str | None) -> ServerContract:
+        """The contract of the server of several that is ``instance`` (behind a balancer,
+        asked until it answers) that is this encoder's, by :func:`same_contract`: of the model
+        asked for (``model=``), else of any model it lists.
+
+        Raises :class:`ContractMismatchError` when it serves none, naming its model ids and
+        the fields that differ from the nearest (a server that lacks the id asked for and this
+        contract does not serve this encoder, as a server of one other contract does not);
+        :class:`ModelNotFoundError` when it serves this contract under another id than the one
+        asked for.
+        """
+        ids = self._served_ids(instance)
+        asked = self.requested_model
         seen: list[ServerContract] = []
         for model in ids:
-            answer = self._http.request("GET", _contract_path(model))
-            if answer.status == 404 and _error_code(answer.payload) == "model_not_found":
-                raise InvalidInputError(
-                    f"the embedding server at {self.url} does not serve model {model!r}: "
-                    f"{_error_message(answer.payload)}"
-                )
-            served = _read_contract(self._http, answer)
+            served = _read_contract(self._http, self._ask(_contract_path(model), instance))
             if same_contract(served.contract, self.contract):
+                if asked is not None and asked not in _answers_to(served):
+                    raise _misnamed(self.url, served, asked)
                 return served
             seen.append(served)
         if not seen:
             raise RemoteEncoderError(f"the server at {self.url} lists no model at GET /models")
         nearest = min(seen, key=lambda s: len(s.contract.diff(self.contract).changes))
-        error = ContractMismatchError(nearest.contract, self.contract, server=self.url)
-        listed = ", ".join(repr(s.model) for s in seen)
-        error.args = (
-            f"{error.args[0]}  (it serves {len(seen)} contracts, models {listed}; the "
-            f"fields above are those of {nearest.model!r}, the nearest)\n",
-            *error.args[1:],
+        raise ContractMismatchError(
+            nearest.contract,
+            self.contract,
+            server=self.url,
+            served_models=ids,
+            served_model=nearest.model,
         )
-        raise error
 
-    def _served_ids(self) -> list[str]:
-        """The model ids a server of several contracts lists (``GET /models``), roles aside."""
-        status, _, payload, _ = self._http.request("GET", "/models")
+    def _ask(self, path: str, instance: str | None) -> _Answer:
+        """``GET path`` as ``instance`` answers it (any instance when ``None``): behind a
+        balancer, asked again until that instance answers, a bounded number of times."""
+        for _ in range(_MAX_CANARY_REQUESTS):
+            answer = self._http.request("GET", path)
+            if instance is None or answer.headers.get(INSTANCE_HEADER) in (None, instance):
+                return answer
+        raise RemoteEncoderError(
+            f"the server at {self.url}: the instance {instance} that serves several contracts "
+            f"was not reached again in {_MAX_CANARY_REQUESTS} requests"
+        )
+
+    def _not_served(self, key: str) -> BaseException:
+        """The error of instance ``key``, a server of several contracts that answered this
+        encoder's model id with ``model_not_found``: the :class:`ContractMismatchError` of
+        :meth:`_pick_contract` (as an instance of one other contract gives), found once and
+        then raised for every answer of it."""
+        with self._checking:
+            with self._lock:
+                known = self._server(key).error
+            if known is not None:
+                return known
+            error: BaseException
+            try:
+                found = self._pick_contract(key)
+            except (ContractMismatchError, ModelNotFoundError) as exc:
+                error = exc
+            else:  # it lists this contract, yet refused its id: no answer of it is used
+                error = RemoteEncoderError(
+                    f"the server at {self.url} (instance {key}) lists model {found.model!r} of "
+                    f"this contract but refused the id {self.model!r}"
+                )
+            with self._lock:
+                self._server(key).error = error
+            return error
+
+    def _served_ids(self, instance: str | None) -> list[str]:
+        """The model ids a server of several contracts (``instance``) lists (``GET /models``),
+        roles aside."""
+        status, _, payload, _ = self._ask("/models", instance)
         data = payload.get("data") if isinstance(payload, Mapping) else None
         if status != 200 or not isinstance(data, list):
             raise RemoteEncoderError(
@@ -860,9 +941,7 @@ class RemoteEncoder:
                 return answer  # a contract not read yet: checked when it is used
             reference = known.stamp
         if answer.status != 200:
-            if answer.status == 503 or (
-                self.api == "ctxemb" and _error_code(answer.payload) == "model_not_found"
-            ):
+            if answer.status == 503 or (self.api == "ctxemb" and _not_found(answer)):
                 return answer  # busy, or an instance of another recipe: no evidence
             self._vectors(answer, 0, role)  # any other refusal is the caller's error
         width = len(reference.probes)
@@ -949,7 +1028,10 @@ class RemoteEncoder:
                 return self._vectors(answer, len(texts), role)
             answer = self._post(texts, role, self.model)
             key, fingerprint = self._identity(answer)
-            assert fingerprint is not None
+            if fingerprint is None:
+                # An instance of several contracts without this one: a contract mismatch, as
+                # an instance of one other contract is, wherever the balancer sent the request.
+                raise self._not_served(key)
             if not self._use(key, fingerprint) and (
                 not self._verify(key, fingerprint) or not self._use(key, fingerprint)
             ):
@@ -991,6 +1073,10 @@ class RemoteEncoder:
             return str(answer.connection), None
         fingerprint = answer.headers.get(FINGERPRINT_HEADER)
         instance = answer.headers.get(INSTANCE_HEADER)
+        if fingerprint is None and instance is not None and _not_found(answer):
+            # A server of several contracts, none under this encoder's id: it names no
+            # fingerprint (the request was about none of its models).
+            return instance, None
         if fingerprint is None or instance is None:
             if answer.status != 200:
                 self._vectors(answer, 0, Role.DOCUMENT)  # raises, naming the HTTP error

@@ -162,8 +162,8 @@ class Encoders:
         for url in self._urls:
             try:
                 return Embedder(contract, url=url, **self.settings)
-            except (ContractMismatchError, RemoteEncoderError):
-                continue  # that server serves another contract, or is not one
+            except (ContractMismatchError, ModelNotFoundError, RemoteEncoderError):
+                continue  # that server serves another contract, not under the id asked, or none
         if self.find:
             try:
                 return Embedder(contract, **self._local())

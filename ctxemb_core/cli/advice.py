@@ -27,6 +27,7 @@ from ctxemb_core.remedy import (
     Remedy,
     Step,
     StoreTerms,
+    served_models,
 )
 
 __all__ = ["PARSER", "Invocation", "cli_message", "word"]
@@ -386,9 +387,20 @@ def _server(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
         lambda d: d in contract_parameters(),
     )
     line = " ".join(["ctxemb serve", _quote(model), *options])
+    models = served_models(by)
+    if models:
+        # A server of several contracts: the one asked for is added with --also, and the
+        # server has no contract of its own, only one per model id.
+        line += " (beside the others: --also ID=CONTRACT.json)"
     clauses = [f"serve the contract asked for there: {line}"]
     given = " and ".join(run.contract_given())
-    if given and run.command in _SERVER_DEFAULT:
+    if given and run.command in _SERVER_DEFAULT and models and run.has("served_model"):
+        listed = ", ".join(_quote(m) for m in models)
+        clauses.append(
+            f"leave out {given} and give --served-model ID (one of {listed}) to use that "
+            "model's contract"
+        )
+    elif given and run.command in _SERVER_DEFAULT and not models:
         clauses.append(f"leave out {given} to use the server's own contract")
     elif given and run.command in _READS_STAMP:
         clauses.append(f"leave out {given} if the server serves the collection's own contract")

@@ -367,6 +367,23 @@ def model_or_server(args: argparse.Namespace) -> str:
     return DEFAULT_MODEL
 
 
+def command_contract(args: argparse.Namespace) -> EmbeddingContract:
+    """The contract of a command that embeds under ``--model``'s (with the contract options)
+    or, with ``--url`` and no ``--model``, the server's: on a server of several contracts,
+    that of the model ``--served-model`` names (it has no one contract of its own)."""
+    from ctxemb_core.resolve import contract_for
+
+    source = model_or_server(args)
+    given = overrides(args)
+    served = getattr(args, "served_model", None)
+    if args.model is None and source == getattr(args, "url", None) and served and not given:
+        from ctxemb_core.remote import server_contract
+
+        return server_contract(source, model=served).contract
+    # Contract options with a server's URL are refused there, naming what to do.
+    return contract_for(source, **given)
+
+
 def open_sample_arg(p: argparse.ArgumentParser) -> None:
     """``--sample``: what opening an existing collection re-checks (see :func:`open_kwargs`)."""
     p.add_argument(

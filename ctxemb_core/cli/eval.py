@@ -28,12 +28,11 @@ from ctxemb_core.cli.common import (
     DEFAULT_MODEL,
     PORT,
     POSITIVE,
+    command_contract,
     contract_args,
     embedder,
     examples,
-    model_or_server,
     non_empty,
-    overrides,
     remote_args,
 )
 from ctxemb_core.cli.hybrid import check_hybrid_args, hybrid_args
@@ -224,9 +223,8 @@ def run(args: argparse.Namespace) -> int:
     data = _data_path(args)
     task: Any = _load_retrieval(data, args) if args.task == "retrieval" else _load_sts(data, args)
     baseline = _baseline_settings(args)
-    from ctxemb_core.resolve import contract_for
 
-    contract = contract_for(model_or_server(args), **overrides(args))
+    contract = command_contract(args)
     embedding = embedder(args, contract)
     name = args.collection or _default_name(args, data, contract.fingerprint)
     with contextlib.ExitStack() as stack:

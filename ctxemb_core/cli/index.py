@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from ctxemb_core.cli.common import (
     DEFAULT_MODEL,
     POSITIVE,
+    command_contract,
     contract_args,
     embedder,
     examples,
     index_corpus,
     load_documents,
-    model_or_server,
     open_kwargs,
     open_sample_arg,
     overrides,
@@ -116,7 +116,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxemb_core.resolve import contract_for
 
     choose_store(args)
     collection_or_alias(args)
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidInputError("--hybrid is not available with --ray yet: index without it")
         return _index_ray(args)
     corpus = load_documents(args.data)
-    contract = contract_for(model_or_server(args), **overrides(args))
+    contract = command_contract(args)
     if args.dry_run and store_options(args.store).absent(args):
         _print_plan(args, _new_collection_plan(corpus), 0, contract)  # a first index, planned
         return 0
@@ -265,8 +264,6 @@ def _index_ray(args: argparse.Namespace) -> int:
     """``ctxemb index --ray``: Ray actors embed and write; a summary of what they did."""
     from tqdm.auto import tqdm
 
-    from ctxemb_core.resolve import contract_for
-
     job = ray_integration()
     options = store_options(args.store)
     options.check_arguments(args)
@@ -276,7 +273,7 @@ def _index_ray(args: argparse.Namespace) -> int:
     if session is None:
         raise InvalidInputError(f"--ray cannot write to the {args.store} store")
     store = session(args, args.collection)
-    contract = contract_for(model_or_server(args), **overrides(args))
+    contract = command_contract(args)
     with tqdm(unit="docs", desc="indexing (ray)", disable=args.dry_run) as bar:
         summary = job.index_with_ray(
             args.data,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.cache import EmbeddingCache
@@ -139,6 +139,46 @@ def start_or_join(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
+@contextmanager
+def on_cluster(address: str | None, num_cpus: int | None) -> Iterator[Any]:
+    """Ray, joined to ``address`` or a local instance started here (see
+    :func:`start_or_join`), which is stopped on exit if this started it."""
+    ray = ray_module()
+    started = start_or_join(ray, address, num_cpus)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_pool(
+    ray: Any,
+    ds: Any,
+    actor: type,
+    settings: tuple[Any, ...],
+    actors: int,
+    batch_size: int,
+    each: Callable[[dict[str, Any]], None],
+) -> None:
+    """Run ``ds`` through a pool of ``actors`` actors of class ``actor`` (built with
+    ``settings``, one CPU each), ``batch_size`` rows a batch; each batch's row goes to
+    ``each``, and the first refusal of an actor is raised, typed (:func:`collect`)."""
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    out = ds.map_batches(
+        actor,
+        fn_constructor_args=settings,
+        batch_size=batch_size,
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        num_cpus=1,
+        # A dead actor is restarted and its batch retried (writes skip what is already there,
+        # an upsert gives the same result): Ray Data's actor pools do this by default
+        # (max_restarts=-1, max_task_retries=-1), so they are not given again as the
+        # ray_remote_args that Ray 2.60 deprecates.
+    )
+    collect(out, each)
+
+
 def _refusal(exc: BaseException) -> BaseException:
     """The ctxemb error an actor raised, out of Ray's wrappers (else ``exc`` itself)."""
     seen: list[BaseException] = []
@@ -164,8 +204,6 @@ def run_job(
     batch_size: int,
     progress: Callable[[int], None] | None,
 ) -> None:
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
     # The workers read their row ranges of the shards themselves; the driver never holds the
     # corpus. Reading asks for no CPU: the actors hold every CPU they were given, and a read
     # task waiting for one would wait forever. Nor does a CPU bound how many run at once, so
@@ -174,24 +212,14 @@ def run_job(
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     readers = ray.data.TaskPoolStrategy(size=actors)
     ds = ds.map_batches(read_rows, batch_size=1, num_cpus=0, compute=readers)
-    out = ds.map_batches(
-        _IndexActor,
-        # (contract, store, model_path, cache, remote)
-        fn_constructor_args=settings,
-        batch_size=batch_size,
-        compute=ray.data.ActorPoolStrategy(size=actors),
-        num_cpus=1,
-        # A dead actor is restarted and its batch retried (writes skip ids already present).
-        max_restarts=-1,
-        max_task_retries=-1,
-    )
 
     def count(row: dict[str, Any]) -> None:
         done = summary.add(row)
         if progress is not None:
             progress(done)
 
-    collect(out, count)
+    # settings: (contract, store, model_path, cache, remote)
+    run_pool(ray, ds, _IndexActor, settings, actors, batch_size, count)
 
 
 def collect(out: Any, each: Callable[[dict[str, Any]], None]) -> None:

@@ -33,7 +33,7 @@ from ctxemb_core.errors import CtxembError
 from ctxemb_core.index import StoreDriver
 from ctxemb_core.lazy import remote_config
 from ctxemb_core.validate import check_count
-from ctxemb_ray._actors import collect, held_to_contract, ray_module, start_or_join
+from ctxemb_ray._actors import held_to_contract, on_cluster, ray_module, run_pool
 from ctxemb_ray._job import StoreSession
 
 #: The parts of a target's record an actor reads to re-embed it.
@@ -93,6 +93,7 @@ def backfill_with_ray(
     url: str | None = None,
     api: str = "ctxemb",
     api_key_env: str | None = None,
+    served_model: str | None = None,
 ) -> BackfillReport:
     """Re-embed the texts of an upgrading alias's target into its shadow with a pool of Ray
     actors: what :func:`ctxemb_core.aliases.backfill` does in one process, by the same plan.
@@ -106,7 +107,7 @@ def backfill_with_ray(
             ``lambda name: ServerCollection(host, port, name)``); every actor reads the target
             and writes the shadow through its own, so the store must be reachable from every
             node.
-        address, actors, batch_size, cache, num_cpus, url, api, api_key_env: as
+        address, actors, batch_size, cache, num_cpus, url, api, api_key_env, served_model: as
             :func:`ctxemb_ray.index_with_ray` takes them.
         model_path: the new contract's model folder each actor loads (``None``: found from the
             contract on each node); it must hash to the contract's weights and pass the shadow's
@@ -125,8 +126,8 @@ def backfill_with_ray(
     """
     check_count(actors, "actors")
     check_count(batch_size, "batch_size")
-    remote = {} if url is None else remote_config(url, api, api_key_env, model_path)
-    ray = ray_module()  # a missing Ray is said before the store is touched
+    remote = {} if url is None else remote_config(url, api, api_key_env, model_path, served_model)
+    ray_module()  # a missing Ray is said before the store is touched
     plan = plan_backfill(catalog, alias, encoders)
     written = 0
     if plan.todo:
@@ -139,22 +140,9 @@ def backfill_with_ray(
             cache,
             remote,
         )
-        started = start_or_join(ray, address, num_cpus)
-        try:
-            ctx = ray.data.DataContext.get_current()
-            ctx.enable_progress_bars = False
+        with on_cluster(address, num_cpus) as ray:
             # Ids only travel: each actor reads its texts from the target itself.
             ds = ray.data.from_items([{"id": i} for i in plan.todo])
-            out = ds.map_batches(
-                _BackfillActor,
-                fn_constructor_args=settings,
-                batch_size=batch_size,
-                compute=ray.data.ActorPoolStrategy(size=actors),
-                num_cpus=1,
-                # A dead actor is restarted and its batch retried (an upsert: same result).
-                max_restarts=-1,
-                max_task_retries=-1,
-            )
 
             def count(row: dict[str, Any]) -> None:
                 nonlocal written
@@ -162,9 +150,6 @@ def backfill_with_ray(
                 if progress is not None:
                     progress(int(row["written"]))
 
-            collect(out, count)
-        finally:
-            if started:
-                ray.shutdown()
+            run_pool(ray, ds, _BackfillActor, settings, actors, batch_size, count)
     # Only once every batch is written: a job that failed part-way deletes nothing.
     return plan.finish(written)

@@ -42,7 +42,7 @@ from ctxemb_core.sync import (
     text_digest,
 )
 from ctxemb_core.validate import check_count, check_flag
-from ctxemb_ray._actors import ray_module, run_job, start_or_join
+from ctxemb_ray._actors import on_cluster, ray_module, run_job
 
 #: What a store's adapter gives the job: called with the node's embedder, it opens a session
 #: with the store and yields the index's driver (closing what it opened on exit). It is sent
@@ -136,6 +136,7 @@ def index_with_ray(
     url: str | None = None,
     api: str = "ctxemb",
     api_key_env: str | None = None,
+    served_model: str | None = None,
 ) -> IndexSummary:
     """Index a corpus into a stamped index with a pool of Ray actors.
 
@@ -168,6 +169,9 @@ def index_with_ray(
             on each node; each holds it to the contract (fingerprint, canary) before writing.
         api: the server's protocol, ``"ctxemb"`` or ``"openai"``.
         api_key_env: the environment variable holding the server's API key (on every node).
+        served_model: the model id the server answers to, where it is not the contract's (a
+            server started with ``--served-model-name``; on ``ctxemb serve`` of several
+            contracts, the id of this one).
 
     Returns:
         An :class:`IndexSummary`: written (updated among them), skipped as unchanged, failed
@@ -187,7 +191,7 @@ def index_with_ray(
     check_flag(dry_run, "dry_run")
     # With url=, the driver and every actor embed through that server (each holds it to the
     # contract: fingerprint and canary); the settings carry the key's variable, never the key.
-    remote = {} if url is None else remote_config(url, api, api_key_env, model_path)
+    remote = {} if url is None else remote_config(url, api, api_key_env, model_path, served_model)
     shards = corpus_shards(Path(source))
     corpus, counts = checked_ids(shards)  # every shard checked before anything is written
     if not dry_run:
@@ -209,16 +213,11 @@ def index_with_ray(
     if not plan.added and not plan.updated:
         summary.skipped = len(corpus)  # nothing to do: no cluster, no actors
     else:
-        ray = ray_module()
-        started = start_or_join(ray, address, num_cpus)
-        try:
+        with on_cluster(address, num_cpus) as ray:
             path = None if model_path is None else str(model_path)
             settings = (contract, store, path, cache, remote)
             items = work_items(shards, counts, actors, batch_size)
             run_job(ray, items, summary, settings, actors, batch_size, progress)
-        finally:
-            if started:
-                ray.shutdown()
     with store(embedder) as driver:
         if delete_missing and not summary.failed:
             # Only once every document is written: a job that failed part-way deletes nothing.

@@ -595,3 +595,41 @@ def test_cli_upgrade_ray_needs_a_server_before_it_changes_anything(tmp_path, cap
     args = ["upgrade", "docs", "--truncate-dim", "128", "--path", str(tmp_path / "c"), "--ray"]
     assert main(args) == 2
     assert "--ray writes to a Chroma server" in capsys.readouterr().err
+
+
+def test_the_ray_jobs_embed_through_the_served_model_they_are_given(tmp_path):
+    # No actor is started: the driver's own embedder, built with served_model, is what is
+    # proven here; the actors are given the same remote settings (--served-model with --url).
+    from embedding_server import serving
+
+    from ctxemb_core.aliases import Encoders, MemoryCatalog, backfill, begin_upgrade, create_alias
+    from ctxemb_core.errors import InvalidInputError, ModelNotFoundError
+    from ctxemb_core.index import GuardedIndex, MemoryStore
+    from ctxemb_core.testing.conformance import tiny_embedder
+    from ctxemb_ray import backfill_with_ray
+    from ctxemb_ray import index_with_ray as index_on_ray
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(list(CORPUS), list(CORPUS.values()))
+    create_alias(catalog, "docs", "docs-v1")
+    begin_upgrade(catalog, "docs", new)
+    backfill(catalog, "docs", Encoders(old, new))  # nothing left for actors to do
+
+    @contextlib.contextmanager
+    def session(embedder: Embedder) -> Iterator[Any]:
+        yield catalog.driver("fresh")
+
+    corpus = write_corpus(tmp_path / "c.jsonl", CORPUS)
+    with serving({"tiny": old, "tiny-8": new}) as served:
+        run = {"store": session, "dry_run": True, "url": served.url}
+        summary = index_on_ray(corpus, new.contract, **run, served_model="tiny-8")
+        assert summary.dry_run and summary.written == len(CORPUS)
+        with pytest.raises(ModelNotFoundError, match="as model 'tiny-8', not 'tiny'"):
+            index_on_ray(corpus, new.contract, **run, served_model="tiny")
+        again = {"sessions": lambda name: session, "url": served.url}
+        with pytest.raises(InvalidInputError, match="served_model"):
+            backfill_with_ray(catalog, "docs", Encoders(old, new), **again, served_model=" ")
+        done = backfill_with_ray(catalog, "docs", Encoders(old, new), **again, served_model="m")
+        assert done.written == 0

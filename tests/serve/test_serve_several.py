@@ -9,11 +9,12 @@ Embedder's of its contract.
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 
 import numpy as np
 import pytest
-from embedding_server import get, post, serving
+from embedding_server import get, nginx, post, serving
 
 from ctxemb_core import Embedder, contract_for
 from ctxemb_core.aliases import (
@@ -26,7 +27,7 @@ from ctxemb_core.aliases import (
     cutover,
 )
 from ctxemb_core.cli import main
-from ctxemb_core.errors import ContractMismatchError, InvalidInputError
+from ctxemb_core.errors import ContractMismatchError, InvalidInputError, ModelNotFoundError
 from ctxemb_core.index import GuardedIndex, MemoryStore
 from ctxemb_core.remote import server_contract
 from ctxemb_core.serve import EmbeddingService
@@ -49,6 +50,13 @@ def new(old):
 def served(old, new):
     with serving({"tiny": old, "tiny-8": new}) as service:
         yield service
+
+
+@pytest.fixture(scope="module")
+def elsewhere(old, new):
+    """A server of several contracts without ``old``'s, and with ``new``'s under another id."""
+    with serving({"tiny-4": Embedder(old.contract.with_(truncate_dim=4)), "cut": new}) as s:
+        yield s
 
 
 def _vectors(answer) -> np.ndarray:
@@ -114,7 +122,16 @@ def test_the_remote_encoder_picks_the_model_of_its_contract(served, old, new):
     other = old.contract.with_(normalize=not old.contract.normalize)
     with pytest.raises(ContractMismatchError, match="'tiny', 'tiny-8'") as caught:
         Embedder(other, url=served.url)
-    assert caught.value.fields == ("normalize",) and caught.value.server == served.url
+    err = caught.value
+    assert err.fields == ("normalize",) and err.server == served.url
+    assert (err.served_models, err.served_model) == (("tiny", "tiny-8"), "tiny")
+    # The advice is a call that picks one of its models (contract_for(url) cannot: the server
+    # has no one contract), and the command line's names --served-model; both survive pickling
+    # (a Ray actor's refusal travels pickled).
+    for shown in (err, pickle.loads(pickle.dumps(err))):
+        assert f"server_contract({served.url!r}, model='tiny').contract" in str(shown)
+        assert "contract_for(" not in str(shown)
+        assert "--served-model ID" in shown.message_for("cli")
     with pytest.raises(InvalidInputError, match="several contracts"):
         server_contract(served.url)
     assert server_contract(served.url, model="tiny-8").contract == new.contract
@@ -174,3 +191,59 @@ def test_the_command_loads_every_contract_before_it_listens(old, tmp_path, capsy
     same.write_text(contract_for(folder, name=str(folder)).to_json())
     assert main(["serve", str(folder), "--also", f"copy={same}", "--port", "0"]) == 2
     assert "the same contract" in capsys.readouterr().err
+
+
+def test_a_server_without_the_contract_is_a_mismatch_behind_a_balancer_too(
+    old, elsewhere, tmp_path
+):
+    # One replica serves the contract; the other serves several, not this one, and answers its
+    # id with a 404: the same ContractMismatchError a replica of one other contract gives.
+    with serving(old) as good, nginx([good.url, elsewhere.url], tmp_path / "nginx") as url:
+        refused: list[ContractMismatchError] = []
+        remote = None
+        while remote is None:  # the first contact may reach either replica
+            try:
+                remote = Embedder(old.contract, url=url)
+            except ContractMismatchError as exc:
+                refused.append(exc)
+        right = 0
+        for _ in range(6):  # round robin: every other request reaches the other replica
+            try:
+                got = remote.embed_documents(TEXTS)
+            except ContractMismatchError as exc:
+                refused.append(exc)
+                continue
+            np.testing.assert_allclose(got, old.embed_documents(TEXTS), atol=1e-6)
+            right += 1
+    assert right and refused
+    assert {e.served_models for e in refused} == {("tiny-4", "cut")}
+    assert {e.fields for e in refused} == {("truncate_dim",)}
+
+
+def test_a_served_model_id_a_server_lacks_sends_encoders_on_to_the_next_url(
+    old, new, served, elsewhere
+):
+    # The contract under another id: said with the id it is served under.
+    with pytest.raises(ModelNotFoundError, match="as model 'cut', not 'tiny-8'"):
+        Embedder(new.contract, url=elsewhere.url, served_model="tiny-8")
+    # Neither the id nor the contract: a contract mismatch naming the ids it serves.
+    with pytest.raises(ContractMismatchError, match="'tiny-4', 'cut'"):
+        Embedder(old.contract, url=elsewhere.url, served_model="tiny")
+    encoders = Encoders(elsewhere.url, served.url, served_model="tiny-8")
+    found = encoders.get(new.contract)
+    assert (found.remote.url, found.remote.served_id) == (served.url, "tiny-8")
+
+
+def test_the_command_reads_the_contract_of_its_served_model(old, served, tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"_id": "tea", "text": TEXTS[0]}) + "\n")
+    args = ["index", str(corpus), "--path", str(tmp_path / "c"), "--collection", "docs"]
+    # Without --model: the contract of the model --served-model names, on a server of several.
+    assert main([*args, "--url", served.url, "--served-model", "tiny-8", "--dry-run"]) == 0
+    assert "dim=8 [" in capsys.readouterr().out
+    # A contract it does not serve: the advice names --served-model and the ids.
+    folder = old.source.folders()[0]
+    given = ["--url", served.url, "--model", str(folder), "--max-tokens", "16"]
+    assert main([*args, *given]) == 2
+    err = capsys.readouterr().err
+    assert "--served-model ID (one of tiny, tiny-8)" in err and "contract_for" not in err
