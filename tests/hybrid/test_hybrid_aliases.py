@@ -1,0 +1,118 @@
+"""An alias over a hybrid index (issue 45, item 5): writes through the alias reach the lexical
+side of every index it writes; an upgrade of the dense contract, of the lexical recipe or of
+both builds a hybrid shadow from the stored texts, gates its lexical side, switches both sides
+at once, and rollback and retire handle both; readers query the pair under the alias's
+recorded hybrid contract. On embedded Chroma (SQLite beside it) and PostgreSQL (joint tables)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DOCS
+
+import ctxemb_chroma
+from ctxemb_core import Embedder
+from ctxemb_core.aliases import (
+    AliasedIndex,
+    Encoders,
+    begin_upgrade,
+    create_alias,
+    cutover,
+    read_alias,
+    retire,
+    rollback,
+)
+from ctxemb_core.errors import AliasStateError, InvalidInputError
+from ctxemb_core.hybrid import Fusion, LexicalContract
+from ctxemb_core.testing.conformance import tiny_embedder
+
+QUERY = "how is green tea made"
+
+
+@pytest.fixture(scope="module")
+def old() -> Embedder:
+    return tiny_embedder()
+
+
+@pytest.fixture(scope="module")
+def new(old: Embedder) -> Embedder:
+    return Embedder(old.contract.with_(truncate_dim=8))
+
+
+@pytest.fixture(params=["chroma", "pgvector"])
+def store(request, tmp_path, old):
+    """``(catalog, open_hybrid)``: a store holding hybrid index ``docs-v1`` (the DOCS) and alias
+    ``docs`` over it."""
+    if request.param == "chroma":
+        client = ctxemb_chroma.connect(path=str(tmp_path / "chroma"))
+        catalog = ctxemb_chroma.catalog(client)
+    else:
+        import ctxemb_pgvector
+
+        catalog = ctxemb_pgvector.catalog(request.getfixturevalue("pg"))
+    hybrid = catalog.open_hybrid("docs-v1", old, lexical=LexicalContract(k1=1.2))
+    hybrid.sync(list(DOCS), list(DOCS.values()))
+    create_alias(catalog, "docs", "docs-v1")
+    return catalog
+
+
+def _lexical_ids(catalog, index: str) -> set[str]:
+    return set(catalog.lexical(index).ids())
+
+
+def test_an_alias_over_a_hybrid_index_writes_both_sides_and_upgrades_them(store, old, new):
+    catalog = store
+    record = read_alias(catalog, "docs")
+    assert record.target.hybrid is not None and record.target.hybrid.lexical.k1 == 1.2
+    aliased = AliasedIndex.open(catalog, "docs", Encoders(old, new))
+    assert aliased.hybrid_query(QUERY, 1)[0].id == "tea"
+
+    # Dense and lexical recipe together: the shadow is a hybrid index under both.
+    begin_upgrade(catalog, "docs", new, lexical=LexicalContract(k1=0.9, stemmer="none"))
+    shadow = read_alias(catalog, "docs").shadow
+    assert shadow is not None and shadow.hybrid is not None and shadow.hybrid.lexical.k1 == 0.9
+    aliased.upsert(["kettle"], ["A kettle boils water for green tea."])  # dual-write
+    aliased.delete(["slug"])
+    for index in ("docs-v1", shadow.index):
+        assert "kettle" in _lexical_ids(catalog, index)
+        assert "slug" not in _lexical_ids(catalog, index)
+    gates = []
+    after = cutover(catalog, "docs", Encoders(old, new), sample=4, on_gate=gates.append)
+    assert after.target == shadow
+    lexical = next(g for g in gates if g.name == "lexical")
+    assert lexical.passed and lexical.figure == 0.0
+    assert _lexical_ids(catalog, shadow.index) == set(DOCS) - {"slug"} | {"kettle"}
+
+    # The reader follows: the pair it queries is the shadow's, under the new recipe.
+    found = aliased.hybrid_search("kettle boils", 1)
+    assert found.index == shadow.index and found.fingerprint == shadow.hybrid.fingerprint
+    assert found.hits[0].id == "kettle" and found.hits[0].lexical_rank == 1
+
+    # Rollback keeps both sides of the previous target in step; retire drops both.
+    aliased.delete(["kettle"])
+    rollback(catalog, "docs", Encoders(old, new))
+    assert "kettle" not in _lexical_ids(catalog, "docs-v1")
+    retire(catalog, "docs")
+    assert not catalog.exists(shadow.index) and not catalog.lexical(shadow.index).exists()
+
+
+def test_a_lexical_recipe_alone_or_the_same_hybrid_contract(store, old):
+    catalog = store
+    with pytest.raises(AliasStateError, match="already serves"):
+        begin_upgrade(catalog, "docs", old, lexical=LexicalContract(k1=1.2))
+    record = begin_upgrade(catalog, "docs", old, fusion=Fusion(k=20))  # one side alone
+    assert record.shadow is not None and record.shadow.contract == record.target.contract
+    assert record.shadow.index != record.target.index
+    after = cutover(catalog, "docs", Encoders(old), sample=2)
+    assert after.target.hybrid is not None and after.target.hybrid.fusion.k == 20
+
+
+def test_a_dense_alias_takes_no_lexical_recipe(tmp_path, old):
+    client = ctxemb_chroma.connect(path=str(tmp_path / "chroma"))
+    catalog = ctxemb_chroma.catalog(client)
+    ctxemb_chroma.open_collection(client, "plain", old).add(["a"], ["green tea"])
+    create_alias(catalog, "p", "plain")
+    assert read_alias(catalog, "p").target.hybrid is None
+    with pytest.raises(InvalidInputError, match="dense index"):
+        begin_upgrade(catalog, "p", old, lexical=LexicalContract(k1=0.9))
+    with pytest.raises(InvalidInputError, match="no lexical"):
+        AliasedIndex.open(catalog, "p", old).hybrid_query("tea")
