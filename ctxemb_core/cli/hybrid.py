@@ -44,19 +44,30 @@ def hybrid_args(p: argparse.ArgumentParser, *, building: bool, stored: bool = Tr
             help="drop the lexical side and build it again from the dense side's stored texts "
             "under the recipe options given (a lost, replaced or damaged side; another recipe)",
         )
-    group.add_argument("--k1", type=float, help="BM25 k1 (default 1.5)")
-    group.add_argument("--b", type=float, help="BM25 b (default 0.75)")
+    recipe_args(group)
+
+
+def recipe_args(group: Any, *, defaults: bool = True) -> None:
+    """The lexical recipe's and the fusion's options (``defaults``: say a new index's)."""
+
+    def default(text: str) -> str:
+        return f" (default {text})" if defaults else ""
+
+    group.add_argument("--k1", type=float, help="BM25 k1" + default("1.5"))
+    group.add_argument("--b", type=float, help="BM25 b" + default("0.75"))
     group.add_argument(
-        "--stemmer", choices=["english", "none"], help="Snowball stemmer (default english)"
+        "--stemmer", choices=["english", "none"], help="Snowball stemmer" + default("english")
     )
-    group.add_argument("--stopwords", choices=["en", "none"], help="stop-word list (default en)")
-    group.add_argument("--fusion", choices=["rrf", "weighted"], help="how to fuse (default rrf)")
-    group.add_argument("--rrf-k", type=int, help="the rrf constant (default 60)")
+    group.add_argument("--stopwords", choices=["en", "none"], help="stop-word list" + default("en"))
+    group.add_argument("--fusion", choices=["rrf", "weighted"], help="how to fuse" + default("rrf"))
+    group.add_argument("--rrf-k", type=int, help="the rrf constant" + default("60"))
     group.add_argument(
         "--weights",
         help="weighted fusion: DENSE,LEXICAL (min-max normalised scores), e.g. 0.5,0.5",
     )
-    group.add_argument("--depth", type=int, help="candidates per side before fusing (default 100)")
+    group.add_argument(
+        "--depth", type=int, help="candidates per side before fusing" + default("100")
+    )
 
 
 _RECIPE = ("k1", "b", "stemmer", "stopwords")
@@ -107,6 +118,14 @@ def fusion_from(args: argparse.Namespace, base: Any = None) -> Any:
 
 def recipe_given(args: argparse.Namespace) -> bool:
     return any(getattr(args, o, None) is not None for o in (*_RECIPE, *_FUSION))
+
+
+def lexical_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, o, None) is not None for o in _RECIPE)
+
+
+def fusion_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, o, None) is not None for o in _FUSION)
 
 
 def _weights(text: str) -> tuple[float, float]:

@@ -116,3 +116,38 @@ def test_a_dense_alias_takes_no_lexical_recipe(tmp_path, old):
         begin_upgrade(catalog, "p", old, lexical=LexicalContract(k1=0.9))
     with pytest.raises(InvalidInputError, match="no lexical"):
         AliasedIndex.open(catalog, "p", old).hybrid_query("tea")
+
+
+def test_the_cli_indexes_and_upgrades_an_alias_over_a_hybrid_index(tmp_path, capsys):
+    import json
+
+    from conftest import MINILM
+
+    from ctxemb_core.cli import main
+
+    def run(*args: str) -> str:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"_id": i, "text": t}) for i, t in DOCS.items()))
+    store = ("--path", str(tmp_path / "chroma"))
+    run("index", str(corpus), *store, "--collection", "docs-v1", "--model", MINILM, "--hybrid")
+    assert "+ lexical [" in run("alias", "create", "docs", "--collection", "docs-v1", *store)
+
+    rows = [{"_id": i, "text": t} for i, t in DOCS.items()]
+    rows.append({"_id": "kettle", "text": "A kettle boils water for green tea."})
+    corpus.write_text("\n".join(json.dumps(r) for r in rows))
+    out = run("index", str(corpus), *store, "--alias", "docs", "--hybrid")
+    assert "1 added" in out and f"lexical side: {len(rows)} documents" in out
+
+    out = run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none", "--sample", "2")
+    assert "pass  lexical: 0 records differ" in out and "k1=0.9" in out
+    record = json.loads(run("alias", "show", "docs", *store, "--json"))
+    assert record["target"]["hybrid"]["lexical"]["k1"] == 0.9
+    assert record["previous"]["index"] == "docs-v1"
+    assert "already upgraded" in run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none")
+    assert main(["index", str(corpus), *store, "--alias", "docs", "--hybrid", "--k1", "1"]) != 0
+    assert "give no lexical recipe" in capsys.readouterr().err
