@@ -147,11 +147,13 @@ def open_hybrid_index(
     create: bool,
     refresh: bool = False,
     progress: Any = None,
+    recorded: Any = None,
     **open_options: Any,
 ) -> Any:
     """The store adapter's ``open_hybrid``; the options' recipe builds a new index and must be
     the stamp's for an existing one (each option over the stamp's value: only what is given is
-    compared)."""
+    compared). ``recorded``: the hybrid contract an alias records for the index, which the
+    stamp must hold too (an index rebuilt under another recipe behind the alias is refused)."""
     from ctxemb_core.hybrid.guard import check_caller
 
     if not hasattr(adapter, "open_hybrid"):
@@ -183,6 +185,13 @@ def open_hybrid_index(
             create=create,
             rebuild=rebuild,
             **options,
+        )
+    if recorded is not None:
+        stamp = index.contract
+        check_caller(
+            stamp,
+            stamp.with_(lexical=recorded.lexical, fusion=recorded.fusion),
+            where=repr(index.name),
         )
     if recipe_given(args):
         stamp = index.contract

@@ -148,6 +148,9 @@ def test_the_cli_indexes_and_upgrades_an_alias_over_a_hybrid_index(tmp_path, cap
     record = json.loads(run("alias", "show", "docs", *store, "--json"))
     assert record["target"]["hybrid"]["lexical"]["k1"] == 0.9
     assert record["previous"]["index"] == "docs-v1"
+    out = run("query", "kettle boils", *store, "--alias", "docs", "--hybrid", "--json")
+    found = json.loads(out)
+    assert found["results"][0]["id"] == "kettle" and found["results"][0]["lexical_rank"] == 1
     assert "already upgraded" in run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none")
     assert main(["index", str(corpus), *store, "--alias", "docs", "--hybrid", "--k1", "1"]) != 0
     assert "give no lexical recipe" in capsys.readouterr().err
