@@ -82,10 +82,10 @@ def _store_of(store: str | None, given: dict[str, Any]) -> str:
 
 def _default_port(store: str) -> int:
     """The port a store adapter fills in for a server given by its host alone: its
-    :class:`~ctxemb_core.cli.stores.StoreOptions`' default, as every ``ctxemb`` command's."""
-    from ctxemb_core.cli.stores import store_options
-
-    defaults = getattr(store_options(store), "defaults", None)
+    :class:`~ctxemb_core.cli.stores.StoreOptions`' default (the module ``ctxemb_<store>.cli``,
+    loaded by name, as the CLI's store table names it), as every ``ctxemb`` command's."""
+    options = importlib.import_module(f"ctxemb_{store}.cli")
+    defaults = getattr(options, "defaults", None)
     port = None if defaults is None else defaults().get("port")
     if port is None:
         raise InvalidInputError(f"the {store} store has no default port: give port=")
