@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ctxemb_core._batches import progress_bar
 from ctxemb_core.aliases.aliased import read_alias
 from ctxemb_core.aliases.book import Catalog
@@ -292,14 +294,23 @@ class BackfillPlan:
     lexical: Any = None
 
     def write(self, ids: Sequence[str]) -> int:
-        """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many."""
-        records = self.source.get(ids, ("text", "metadata"))
-        if self.lexical is None:
-            return rewrite_records(self.dest, records, self.source.name)
-        written: list[int] = []
-        self.lexical.keep_in_step(
-            ids, lambda: written.append(rewrite_records(self.dest, records, self.source.name))
+        """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many. Under
+        the very contract that made them (a hybrid index's new lexical recipe or fusion alone),
+        the stored vectors are carried as they are instead: nothing is embedded."""
+        carry = same_contract(self.source.stamp, self.dest.stamp, exact=True)
+        records = self.source.get(
+            ids, ("text", "metadata", "vector") if carry else ("text", "metadata")
         )
+
+        def write() -> int:
+            if carry:
+                return _carry_records(self.dest, records, self.source)
+            return rewrite_records(self.dest, records, self.source.name)
+
+        if self.lexical is None:
+            return write()
+        written: list[int] = []
+        self.lexical.keep_in_step(ids, lambda: written.append(write()))
         return written[0]
 
     def finish(self, written: int, *, batch: int = PAGE) -> BackfillReport:
@@ -340,6 +351,27 @@ def rewrite_records(dest: GuardedIndex, records: Sequence[Record], source: str) 
             [r.id for r in records],
             [str(r.text) for r in records],
             [dict(r.metadata) if r.metadata else None for r in records],
+        )
+    return len(records)
+
+
+def _carry_records(dest: GuardedIndex, records: Sequence[Record], source: GuardedIndex) -> int:
+    """Write ``records`` (read with text, metadata and vector from ``source``, whose contract is
+    ``dest``'s) into ``dest`` with their stored vectors; returns how many."""
+    missing = [r.id for r in records if r.text is None or r.vector is None]
+    if missing:
+        raise InvalidInputError(
+            f"index {source.name!r}: records stored without their text or vector cannot be "
+            f"carried: {missing[:5]}"
+        )
+    if records:
+        dest.add_embedded(
+            [r.id for r in records],
+            np.stack([np.asarray(r.vector) for r in records]),
+            [str(r.text) for r in records],
+            [dict(r.metadata) if r.metadata else None for r in records],
+            fingerprint=source.stamp.fingerprint,
+            upsert=True,
         )
     return len(records)
 

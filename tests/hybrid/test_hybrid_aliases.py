@@ -14,6 +14,7 @@ from ctxemb_core import Embedder
 from ctxemb_core.aliases import (
     AliasedIndex,
     Encoders,
+    backfill,
     begin_upgrade,
     create_alias,
     cutover,
@@ -95,13 +96,20 @@ def test_an_alias_over_a_hybrid_index_writes_both_sides_and_upgrades_them(store,
     assert not catalog.exists(shadow.index) and not catalog.lexical(shadow.index).exists()
 
 
-def test_a_lexical_recipe_alone_or_the_same_hybrid_contract(store, old):
+def test_a_lexical_recipe_alone_or_the_same_hybrid_contract(store, old, monkeypatch):
     catalog = store
     with pytest.raises(AliasStateError, match="already serves"):
         begin_upgrade(catalog, "docs", old, lexical=LexicalContract(k1=1.2))
     record = begin_upgrade(catalog, "docs", old, fusion=Fusion(k=20))  # one side alone
     assert record.shadow is not None and record.shadow.contract == record.target.contract
     assert record.shadow.index != record.target.index
+    embedded: list[int] = []
+    real = old.embed_documents
+    monkeypatch.setattr(
+        old, "embed_documents", lambda t, *a, **k: embedded.append(len(t)) or real(t, *a, **k)
+    )
+    report = backfill(catalog, "docs", Encoders(old))
+    assert report.written == len(DOCS) and embedded == []  # the dense vectors carried as stored
     after = cutover(catalog, "docs", Encoders(old), sample=2)
     assert after.target.hybrid is not None and after.target.hybrid.fusion.k == 20
 
