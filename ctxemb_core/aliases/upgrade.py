@@ -792,6 +792,8 @@ class UpgradePlan:
     steps: tuple[str, ...] = field(default=())
     #: The new hybrid contract, for an alias over a hybrid index.
     hybrid: HybridContract | None = None
+    #: The dense contract is unchanged: the stored vectors are carried, nothing is embedded.
+    carried: bool = False
 
     @property
     def seconds(self) -> float:
@@ -803,7 +805,10 @@ class UpgradePlan:
             [
                 f"upgrade alias {self.alias}: {self.source} -> {self.shadow} "
                 f"[{self.contract.fingerprint[:12]}] {(self.hybrid or self.contract).describe()}",
-                f"  {self.documents} documents to re-embed at {self.rate:.1f}/s measured: "
+                f"  {self.documents} documents to copy with their stored vectors (the dense "
+                "contract is unchanged: nothing is embedded)"
+                if self.carried
+                else f"  {self.documents} documents to re-embed at {self.rate:.1f}/s measured: "
                 f"about {self.seconds:.0f} s",
                 *(f"  {i}. {s}" for i, s in enumerate(self.steps, 1)),
             ]
@@ -836,7 +841,8 @@ def plan_upgrade(
         )
     source = _opened(catalog, record.target, encoders, name)
     count = source.count()
-    texts = [r.text or "" for r in source.page(0, measure, ("text",))]
+    carried = same_contract(record.target.contract, new.contract, exact=True)
+    texts = [] if carried else [r.text or "" for r in source.page(0, measure, ("text",))]
     started = time.perf_counter()
     if texts:
         new.embed_documents(texts)
@@ -851,10 +857,19 @@ def plan_upgrade(
         count,
         rate,
         (
-            f"create {shadow} stamped under the new contract",
-            f"re-embed {count} stored texts into it, writes through the alias going to both",
-            "check the gates: canary, parity, sample (and quality if given)",
+            f"create {shadow} stamped under the new contract"
+            + (", its lexical side under the new recipe" if hybrid is not None else ""),
+            (
+                f"copy {count} stored records into it"
+                if carried
+                else f"re-embed {count} stored texts into it"
+            )
+            + ", writes through the alias going to both",
+            "check the gates: canary, parity, sample"
+            + (", lexical" if hybrid is not None else "")
+            + " (and quality if given)",
             f"switch alias {name} to {shadow}; keep {record.target.index} until retired",
         ),
         hybrid,
+        carried,
     )

@@ -151,6 +151,10 @@ def test_the_cli_indexes_and_upgrades_an_alias_over_a_hybrid_index(tmp_path, cap
     out = run("index", str(corpus), *store, "--alias", "docs", "--hybrid")
     assert "1 added" in out and f"lexical side: {len(rows)} documents" in out
 
+    out = run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none", "--dry-run")
+    assert (
+        "copy with their stored vectors" in out and "gates: canary, parity, sample, lexical" in out
+    )
     out = run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none", "--sample", "2")
     assert "pass  lexical: 0 records differ" in out and "k1=0.9" in out
     record = json.loads(run("alias", "show", "docs", *store, "--json"))
