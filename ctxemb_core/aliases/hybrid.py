@@ -80,9 +80,12 @@ def lexical_contract(catalog: Any, index: str) -> HybridContract | None:
     if not isinstance(catalog, HybridCatalog):
         return None
     store = catalog.lexical(index)
-    if store is None or not store.exists():
+    if store is None:
         return None
-    return store.stamp().contract.recipe()
+    try:
+        return store.stamp().contract.recipe() if store.exists() else None
+    finally:
+        _close(store)
 
 
 def drop_lexical(catalog: Any, target: AliasTarget) -> None:
@@ -91,7 +94,18 @@ def drop_lexical(catalog: Any, target: AliasTarget) -> None:
         return
     store = catalog.lexical(target.index)
     if store is not None:
-        store.drop()
+        try:
+            store.drop()
+        finally:
+            _close(store)
+
+
+def _close(store: LexicalStore) -> None:
+    """Close a side's own connection, where it has one (a SQLite file's; PostgreSQL's is the
+    caller's)."""
+    close = getattr(store.db, "close", None)
+    if callable(close):
+        close()
 
 
 def open_target(
