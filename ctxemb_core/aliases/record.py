@@ -35,8 +35,10 @@ from ctxemb_core.hybrid.contract import HybridContract
 
 __all__ = ["ALIAS_SCHEMA", "AliasRecord", "AliasState", "AliasTarget", "check_alias_name"]
 
-#: The version of the record's JSON form.
-ALIAS_SCHEMA = 1
+#: The version of the record's JSON form this ctxemb writes at most and reads. A record whose
+#: targets are all dense is written as schema 1, as before; one with a hybrid target as schema 2,
+#: so that a ctxemb that knows no lexical side refuses it rather than write one side only.
+ALIAS_SCHEMA = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 
 
@@ -182,7 +184,7 @@ class AliasRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": ALIAS_SCHEMA,
+            "schema": 2 if any(t.hybrid is not None for t in self.written()) else 1,
             "name": self.name,
             "generation": self.generation,
             "state": self.state.value,
@@ -208,10 +210,9 @@ class AliasRecord:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            if data.get("schema") != ALIAS_SCHEMA:
-                raise ValueError(
-                    f"schema {data.get('schema')!r} (this ctxemb reads {ALIAS_SCHEMA})"
-                )
+            schema = data.get("schema")
+            if type(schema) is not int or not 1 <= schema <= ALIAS_SCHEMA:
+                raise ValueError(f"schema {schema!r} (this ctxemb reads 1 to {ALIAS_SCHEMA})")
             if data.get("name") != name:
                 raise ValueError(f"it names alias {data.get('name')!r}")
             generation = data["generation"]

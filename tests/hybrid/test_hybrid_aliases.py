@@ -119,7 +119,8 @@ def test_a_dense_alias_takes_no_lexical_recipe(tmp_path, old):
     catalog = ctxemb_chroma.catalog(client)
     ctxemb_chroma.open_collection(client, "plain", old).add(["a"], ["green tea"])
     create_alias(catalog, "p", "plain")
-    assert read_alias(catalog, "p").target.hybrid is None
+    record = read_alias(catalog, "p")
+    assert record.target.hybrid is None and record.to_dict()["schema"] == 1  # as before
     with pytest.raises(InvalidInputError, match="dense index"):
         begin_upgrade(catalog, "p", old, lexical=LexicalContract(k1=0.9))
     with pytest.raises(InvalidInputError, match="no lexical"):
@@ -159,6 +160,7 @@ def test_the_cli_indexes_and_upgrades_an_alias_over_a_hybrid_index(tmp_path, cap
     assert "pass  lexical: 0 records differ" in out and "k1=0.9" in out
     record = json.loads(run("alias", "show", "docs", *store, "--json"))
     assert record["target"]["hybrid"]["lexical"]["k1"] == 0.9
+    assert record["schema"] == 2  # a ctxemb that knows no lexical side refuses it
     assert record["previous"]["index"] == "docs-v1"
     out = run("query", "kettle boils", *store, "--alias", "docs", "--hybrid", "--json")
     found = json.loads(out)
