@@ -7,6 +7,8 @@ downtime over any store (issue 45).
   without transactions over its :class:`Claims`;
 - :mod:`~ctxemb_core.aliases.encoders`: :class:`Encoders`, found by contract;
 - :mod:`~ctxemb_core.aliases.aliased`: :class:`AliasedIndex`, readers and writers by alias;
+- :mod:`~ctxemb_core.aliases.hybrid`: an alias over a hybrid index, both sides followed
+  (:class:`HybridCatalog`, what a store's catalog adds for them);
 - :mod:`~ctxemb_core.aliases.frameworks`: :class:`AliasSource`, an alias as a framework
   component opens it (where its store is, its encoders);
 - :mod:`~ctxemb_core.aliases.upgrade`: begin, backfill, gates, cutover, rollback, retire.
@@ -14,7 +16,12 @@ downtime over any store (issue 45).
 
 from __future__ import annotations
 
-from ctxemb_core.aliases.aliased import AliasedIndex, AliasedQuery, read_alias
+from ctxemb_core.aliases.aliased import (
+    AliasedHybridQuery,
+    AliasedIndex,
+    AliasedQuery,
+    read_alias,
+)
 from ctxemb_core.aliases.book import (
     AliasBook,
     Catalog,
@@ -25,6 +32,7 @@ from ctxemb_core.aliases.book import (
 )
 from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasSource
+from ctxemb_core.aliases.hybrid import HybridCatalog
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.aliases.upgrade import (
     BackfillPlan,
@@ -52,6 +60,7 @@ __all__ = [
     "AliasSource",
     "AliasState",
     "AliasTarget",
+    "AliasedHybridQuery",
     "AliasedIndex",
     "AliasedQuery",
     "BackfillPlan",
@@ -61,6 +70,7 @@ __all__ = [
     "Claims",
     "Encoders",
     "Gate",
+    "HybridCatalog",
     "MemoryAliasBook",
     "MemoryCatalog",
     "QualityGate",

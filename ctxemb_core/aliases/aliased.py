@@ -15,6 +15,10 @@ reads its head) and compares its generation with the one it serves:
   until it is retired), each under its own contract. After writing, the alias is read again:
   if it moved meanwhile (an upgrade began, a cutover), the write is made again on what it
   writes now, so no write lands only on an index the alias has left.
+- **hybrid indexes**: a target that records a hybrid contract (:mod:`~ctxemb_core.aliases.
+  hybrid`) is opened as its store pairs it with its lexical side, under the alias's recorded
+  recipe and fusion: writes and deletes reach both sides of every index the alias writes, and
+  :meth:`AliasedIndex.hybrid_search` queries the pair the alias serves now, fused.
 
 Example:
     >>> docs = AliasedIndex.open(catalog, "docs", Encoders(embedder))  # doctest: +SKIP
@@ -28,17 +32,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.aliases.book import Catalog
 from ctxemb_core.aliases.encoders import Encoders
+from ctxemb_core.aliases.hybrid import HybridWrites, open_target
 from ctxemb_core.aliases.record import AliasRecord, AliasTarget, check_alias_name
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, UnknownAliasError
 from ctxemb_core.index.driver import Filter
 from ctxemb_core.index.guarded import OPEN_SAMPLE, GuardedIndex, Match
 
-__all__ = ["AliasedIndex", "AliasedQuery", "read_alias"]
+if TYPE_CHECKING:
+    from ctxemb_core.hybrid.pair import HybridHit, HybridIndex
+
+__all__ = ["AliasedHybridQuery", "AliasedIndex", "AliasedQuery", "read_alias"]
 
 #: How many times a write follows an alias that keeps moving before it gives up.
 _FOLLOW = 8
@@ -78,6 +86,23 @@ class AliasedQuery:
     generation: int
 
 
+@dataclass(frozen=True)
+class AliasedHybridQuery:
+    """What one fused query through an alias over a hybrid index returned, and from where.
+
+    Attributes:
+        hits: the fused results, best first (:class:`~ctxemb_core.hybrid.pair.HybridHit`).
+        index: the index that answered.
+        fingerprint: the hybrid contract the query ran under, the alias's recorded one.
+        generation: the alias's generation the query was served under.
+    """
+
+    hits: list[HybridHit]
+    index: str
+    fingerprint: str
+    generation: int
+
+
 class AliasedIndex:
     """An index reached through an alias (see the module's docstring).
 
@@ -100,6 +125,7 @@ class AliasedIndex:
         self.sample = sample
         self._lock = threading.RLock()
         self._opened: dict[AliasTarget, GuardedIndex] = {}
+        self._hybrids: dict[AliasTarget, HybridIndex] = {}
         self._record = read_alias(catalog, name)
         self._serving = self._open(self._record.target)
 
@@ -137,15 +163,30 @@ class AliasedIndex:
         """The alias's record as this object last read it."""
         return self._record
 
-    def _open(self, target: AliasTarget) -> GuardedIndex:
+    def _open(self, target: AliasTarget, *, mend: bool = False) -> GuardedIndex:
+        """``target``'s guarded index (with its lexical side, for a hybrid one: ``mend``, one
+        found out of step is brought in step, for an index being filled: a shadow)."""
         opened = self._opened.get(target)
         if opened is None:
             embedder = self.encoders.get(target.contract, alias=self.name)
-            opened = GuardedIndex.open(
-                self.catalog.driver(target.index), embedder, create=False, sample=self.sample
-            )
+            if target.hybrid is not None:
+                hybrid = open_target(
+                    self.catalog, target, embedder, sample=self.sample, refresh=mend,
+                    alias=self.name,
+                )  # fmt: skip
+                self._hybrids[target] = hybrid
+                opened = hybrid.dense.index
+            else:
+                opened = GuardedIndex.open(
+                    self.catalog.driver(target.index), embedder, create=False, sample=self.sample
+                )
             self._opened[target] = opened
         return opened
+
+    def _writer(self, target: AliasTarget, index: GuardedIndex) -> Any:
+        """What writes ``target``: its guarded index, or for a hybrid one both its sides."""
+        hybrid = self._hybrids.get(target)
+        return index if hybrid is None else HybridWrites(hybrid)
 
     def refresh(self) -> AliasRecord:
         """Read the alias; when it moved, switch to its target's index and encoder together.
@@ -162,6 +203,7 @@ class AliasedIndex:
                 self._record, self._serving = record, serving
                 live = set(record.written())
                 self._opened = {k: v for k, v in self._opened.items() if k in live}
+                self._hybrids = {k: v for k, v in self._hybrids.items() if k in live}
             return self._record
 
     @property
@@ -192,6 +234,39 @@ class AliasedIndex:
         """:meth:`search`'s matches."""
         return self.search(query_texts, n_results, where=where).matches
 
+    def hybrid_search(self, text: str, n_results: int = 10) -> AliasedHybridQuery:
+        """Query the hybrid index the alias serves now, fused, under the alias's recorded
+        hybrid contract (each side checked against its stamp, as
+        :meth:`HybridIndex.query <ctxemb_core.hybrid.pair.HybridIndex.query>` does).
+
+        Raises:
+            InvalidInputError: the alias serves a dense index (no lexical side).
+            NoEncoderError: the alias moved to a contract no encoder was given for.
+        """
+        with self._lock:
+            self.refresh()
+            record, serving = self._record, self._serving
+            hybrid = self._hybrids.get(record.target)
+        if hybrid is None or record.target.hybrid is None:
+            raise InvalidInputError(
+                f"alias {self.name!r} serves {record.target}, a dense index: it has no lexical "
+                "side to fuse (query it with search)"
+            )
+        recorded = record.target.hybrid
+        hits = hybrid.query(text, n_results, lexical=recorded.lexical, fusion=recorded.fusion)
+        return AliasedHybridQuery(hits, serving.name, recorded.fingerprint, record.generation)
+
+    def hybrid_query(self, text: str, n_results: int = 10) -> list[HybridHit]:
+        """:meth:`hybrid_search`'s hits."""
+        return self.hybrid_search(text, n_results).hits
+
+    @property
+    def hybrid(self) -> HybridIndex | None:
+        """The hybrid pair the alias serves now (``None``: a dense index)."""
+        record = self.refresh()
+        with self._lock:
+            return self._hybrids.get(record.target)
+
     @property
     def contract(self) -> Any:
         """The contract of the index the alias serves now."""
@@ -205,22 +280,22 @@ class AliasedIndex:
 
     # -- writing --------------------------------------------------------------------------
 
-    def _each(
-        self, first: Callable[[GuardedIndex], Any], again: Callable[[GuardedIndex], Any]
-    ) -> Any:
+    def _each(self, first: Callable[[Any], Any], again: Callable[[Any], Any]) -> Any:
         """``first`` on the target, ``again`` on every other index the alias writes; then once
-        more (``again`` everywhere) on whatever the alias writes if it moved meanwhile."""
+        more (``again`` everywhere) on whatever the alias writes if it moved meanwhile. Each is
+        given what writes that index (:meth:`_writer`: both sides of a hybrid one)."""
         result = None
         done: set[AliasTarget] = set()
         record = self.refresh()
         for attempt in range(_FOLLOW):
             # Every encoder is found before anything is written (NoEncoderError changes nothing).
-            indexes = [(t, self._open(t)) for t in record.written()]
+            indexes = [(t, self._open(t, mend=t != record.target)) for t in record.written()]
             for target, index in indexes:
+                writer = self._writer(target, index)
                 if attempt == 0 and target == record.target:
-                    result = first(index)
+                    result = first(writer)
                 else:
-                    again(index)
+                    again(writer)
                 done.add(target)
             after = self.refresh()
             if set(after.written()) <= done:
@@ -251,7 +326,7 @@ class AliasedIndex:
     ) -> None:
         """Write the records to every index the alias writes, each under its contract."""
 
-        def write(index: GuardedIndex) -> None:
+        def write(index: Any) -> None:
             index.upsert(ids, documents, metadatas)
 
         self._each(write, write)
@@ -280,7 +355,7 @@ class AliasedIndex:
         if dry_run:
             return self.index.delete_missing(kept, dry_run=True)
 
-        def delete(index: GuardedIndex) -> list[str]:
+        def delete(index: Any) -> list[str]:
             return index.delete_missing(kept)
 
         return list(self._each(delete, delete))
@@ -288,7 +363,7 @@ class AliasedIndex:
     def delete(self, ids: Sequence[str] | None = None, *, where: Filter | None = None) -> list[str]:
         """Delete from every index the alias writes; returns the ids deleted from the target."""
 
-        def delete(index: GuardedIndex) -> list[str]:
+        def delete(index: Any) -> list[str]:
             return index.delete(ids, where=where)
 
         return list(self._each(delete, delete))

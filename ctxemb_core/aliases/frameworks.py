@@ -7,7 +7,8 @@ component keeps is :class:`AliasSource`: the alias, where its store is and the e
 options a saved pipeline can hold, the store reached only on first use (building a pipeline
 reaches no server):
 
-- ``store="chroma"`` with ``path`` (an embedded folder) or ``host``/``port`` (a server);
+- ``store="chroma"`` with ``path`` (an embedded folder) or ``host``/``port`` (a server; the
+  port left out is the adapter's default, as ``ctxemb --host`` fills it in);
 - ``store="pgvector"`` with ``dsn`` (and ``schema``);
 - or ``catalog=``, a :class:`~ctxemb_core.aliases.book.Catalog` the caller holds
   (``ctxemb_chroma.catalog(client)``, a :class:`~ctxemb_core.aliases.MemoryCatalog`), which no
@@ -46,7 +47,7 @@ ALIAS_STORES = {"chroma": ("path", "host", "port"), "pgvector": ("dsn", "schema"
 
 def _store_of(store: str | None, given: dict[str, Any]) -> str:
     """The store the options name (``store`` if given), every option given its own."""
-    # port has a default: it names no store by itself.
+    # A port names no store by itself (the adapter fills in its default with a host).
     named = {
         s
         for s, options in ALIAS_STORES.items()
@@ -79,6 +80,18 @@ def _store_of(store: str | None, given: dict[str, Any]) -> str:
     return store
 
 
+def _default_port(store: str) -> int:
+    """The port a store adapter fills in for a server given by its host alone: its
+    :class:`~ctxemb_core.cli.stores.StoreOptions`' default (the module ``ctxemb_<store>.cli``,
+    loaded by name, as the CLI's store table names it), as every ``ctxemb`` command's."""
+    options = importlib.import_module(f"ctxemb_{store}.cli")
+    defaults = getattr(options, "defaults", None)
+    port = None if defaults is None else defaults().get("port")
+    if port is None:
+        raise InvalidInputError(f"the {store} store has no default port: give port=")
+    return int(port)
+
+
 class AliasSource:
     """An alias, its store and its encoders, opened on first use (see the module).
 
@@ -90,7 +103,8 @@ class AliasSource:
             folders and server URLs.
         store, path, host, port, dsn, schema: where the store is (see the module); ``dsn``
             may be a function that returns it, called when the store is first reached (a
-            framework's secret, read from the environment only then).
+            framework's secret, read from the environment only then); ``port`` left out with
+            a ``host``: the store adapter's default (its ``StoreOptions``' ``defaults()``).
         catalog: instead, a catalog held by the caller (closed by the caller).
         find: also find encoders among this machine's models, by weights digest.
         sample: stored records re-embedded when an index is first opened.
@@ -108,7 +122,7 @@ class AliasSource:
         store: str | None = None,
         path: str | None = None,
         host: str | None = None,
-        port: int = 8000,
+        port: int | None = None,
         dsn: str | Callable[[], str | None] | None = None,
         schema: str | None = None,
         catalog: Catalog | None = None,
@@ -186,6 +200,8 @@ class AliasSource:
                 schema = where.pop("schema", None)
                 if self.store == "chroma" and "path" in where:
                     where["create"] = False  # a mistyped folder is refused, not made empty
+                if "host" in where and "port" not in where:
+                    where["port"] = _default_port(self.store)
                 if self.store == "pgvector":
                     dsn = where.pop("dsn")
                     dsn = dsn() if callable(dsn) else dsn

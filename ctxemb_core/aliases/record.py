@@ -30,12 +30,15 @@ from enum import Enum
 from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract, same_contract
-from ctxemb_core.errors import DamagedAliasError, InvalidInputError
+from ctxemb_core.errors import CtxembError, DamagedAliasError, InvalidInputError
+from ctxemb_core.hybrid.contract import HybridContract
 
 __all__ = ["ALIAS_SCHEMA", "AliasRecord", "AliasState", "AliasTarget", "check_alias_name"]
 
-#: The version of the record's JSON form.
-ALIAS_SCHEMA = 1
+#: The version of the record's JSON form this ctxemb writes at most and reads. A record whose
+#: targets are all dense is written as schema 1, as before; one with a hybrid target as schema 2,
+#: so that a ctxemb that knows no lexical side refuses it rather than write one side only.
+ALIAS_SCHEMA = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 
 
@@ -59,25 +62,49 @@ class AliasState(str, Enum):
 
 @dataclass(frozen=True)
 class AliasTarget:
-    """One physical index and the contract its stamp carries."""
+    """One physical index and the contract its stamp carries; for a hybrid index also the
+    hybrid contract its lexical side is opened under (the lexical recipe and the fusion, whose
+    ``dense`` is ``contract``): an alias over a hybrid index reads and writes both sides."""
 
     index: str
     contract: EmbeddingContract
+    hybrid: HybridContract | None = None
+
+    def __post_init__(self) -> None:
+        if self.hybrid is not None and not same_contract(
+            self.hybrid.dense, self.contract.fingerprint, exact=True
+        ):
+            raise InvalidInputError(
+                f"target {self.index!r}: its hybrid contract's dense side is not its contract"
+            )
 
     @classmethod
-    def of(cls, index: str, contract: EmbeddingContract) -> AliasTarget:
-        return cls(index, contract)
+    def of(
+        cls, index: str, contract: EmbeddingContract, hybrid: HybridContract | None = None
+    ) -> AliasTarget:
+        """``hybrid``'s recipe (no fitted vocabulary), its dense side taken as ``contract``."""
+        return cls(
+            index, contract, None if hybrid is None else hybrid.recipe().with_(dense=contract)
+        )
 
     @property
     def fingerprint(self) -> str:
         return self.contract.fingerprint
 
+    @property
+    def recipe(self) -> EmbeddingContract | HybridContract:
+        """What this target is built under, whole: the hybrid contract, else the dense one."""
+        return self.contract if self.hybrid is None else self.hybrid
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "index": self.index,
             "fingerprint": self.fingerprint,
             "contract": self.contract.to_dict(),
         }
+        if self.hybrid is not None:  # absent for a dense index: its record reads as before
+            data["hybrid"] = self.hybrid.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> AliasTarget:
@@ -86,10 +113,24 @@ class AliasTarget:
         contract = EmbeddingContract.from_dict(data["contract"])
         if not same_contract(contract, str(data.get("fingerprint")), exact=True):
             raise ValueError(f"target {data['index']!r}: its fingerprint is not its contract's")
-        return cls(data["index"], contract)
+        hybrid = None
+        if data.get("hybrid") is not None:
+            try:
+                hybrid = HybridContract.from_dict(data["hybrid"])
+            except CtxembError as exc:
+                raise ValueError(f"target {data['index']!r}: its hybrid contract: {exc}") from None
+        try:
+            return cls(data["index"], contract, hybrid)
+        except InvalidInputError as exc:
+            raise ValueError(str(exc)) from None
 
     def __str__(self) -> str:
-        return f"{self.index} [{self.fingerprint[:12]}]"
+        hybrid = "" if self.hybrid is None else f" + lexical [{self.hybrid.fingerprint[:12]}]"
+        return f"{self.index} [{self.fingerprint[:12]}]{hybrid}"
+
+    def describe(self) -> str:
+        """The contract (the hybrid one, for a hybrid index) in a few words."""
+        return (self.hybrid or self.contract).describe()
 
 
 def _now() -> str:
@@ -143,7 +184,7 @@ class AliasRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": ALIAS_SCHEMA,
+            "schema": 2 if any(t.hybrid is not None for t in self.written()) else 1,
             "name": self.name,
             "generation": self.generation,
             "state": self.state.value,
@@ -169,10 +210,9 @@ class AliasRecord:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            if data.get("schema") != ALIAS_SCHEMA:
-                raise ValueError(
-                    f"schema {data.get('schema')!r} (this ctxemb reads {ALIAS_SCHEMA})"
-                )
+            schema = data.get("schema")
+            if type(schema) is not int or not 1 <= schema <= ALIAS_SCHEMA:
+                raise ValueError(f"schema {schema!r} (this ctxemb reads 1 to {ALIAS_SCHEMA})")
             if data.get("name") != name:
                 raise ValueError(f"it names alias {data.get('name')!r}")
             generation = data["generation"]
@@ -210,12 +250,12 @@ class AliasRecord:
         lines = [
             f"alias {self.name}: {self.state.value}, generation {self.generation} "
             f"({self.step}, {self.changed})",
-            f"  target:   {self.target}  {self.target.contract.describe()}",
+            f"  target:   {self.target}  {self.target.describe()}",
         ]
         if self.shadow is not None:
-            lines.append(f"  shadow:   {self.shadow}  {self.shadow.contract.describe()}")
+            lines.append(f"  shadow:   {self.shadow}  {self.shadow.describe()}")
         if self.previous is not None:
-            lines.append(f"  previous: {self.previous}  {self.previous.contract.describe()}")
+            lines.append(f"  previous: {self.previous}  {self.previous.describe()}")
         if len(self.written()) > 1:
             lines.append("  writes go to: " + ", ".join(t.index for t in self.written()))
         return "\n".join(lines)

@@ -19,6 +19,14 @@ win (:class:`AliasMovedError` for the second).
    shadow is abandoned (kept as ``previous`` until retired).
 6. :func:`retire`: stop writing the previous index and drop it.
 
+Over a hybrid index (a target that records a hybrid contract, :mod:`~ctxemb_core.aliases.
+hybrid`), the dense contract, the lexical recipe (``lexical=``: tokenizer and BM25
+parameters) and the fusion are upgraded together, or any one alone: the shadow is a hybrid
+index under the new hybrid contract, its lexical side filled from its own stored texts with its
+dense side; the ``lexical`` gate compares the shadow's lexical side with the target (ids and
+text digests); the cutover switches both sides in the one step that switches the alias; a
+rollback brings both sides of the previous target in step; a retire drops both.
+
 Example:
     >>> create_alias(catalog, "docs", "docs-v1")                               # doctest: +SKIP
     >>> begin_upgrade(catalog, "docs", int8_embedder)                          # doctest: +SKIP
@@ -33,10 +41,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ctxemb_core._batches import progress_bar
 from ctxemb_core.aliases.aliased import read_alias
 from ctxemb_core.aliases.book import Catalog
 from ctxemb_core.aliases.encoders import Encoders
+from ctxemb_core.aliases.hybrid import drop_lexical, lexical_contract, open_target
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.documents import TEXT_KEY
@@ -45,9 +56,11 @@ from ctxemb_core.errors import (
     AliasConflictError,
     AliasMovedError,
     AliasStateError,
+    CtxembError,
     GateFailedError,
     InvalidInputError,
 )
+from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.index.driver import Record
 from ctxemb_core.index.guarded import (
     OPEN_SAMPLE,
@@ -113,38 +126,95 @@ def create_alias(catalog: Catalog, name: str, index: str) -> AliasRecord:
             return existing
         raise AliasConflictError(f"alias {name!r} exists (it serves {existing.target})")
     contract = stamped_contract(catalog.driver(index))
-    return _swap(catalog, AliasRecord.create(name, AliasTarget(index, contract)), None)
+    # A hybrid index (a lexical side stamped beside it): the alias records its hybrid contract.
+    target = AliasTarget.of(index, contract, lexical_contract(catalog, index))
+    return _swap(catalog, AliasRecord.create(name, target), None)
 
 
-def shadow_name(record: AliasRecord, contract: EmbeddingContract) -> str:
-    """The shadow index's name: the alias's and the new contract's fingerprint's first 10."""
+def shadow_name(record: AliasRecord, contract: EmbeddingContract | HybridContract) -> str:
+    """The shadow index's name: the alias's and the new contract's fingerprint's first 10 (the
+    hybrid contract's, for a hybrid index: a new lexical recipe alone makes a new shadow)."""
     return f"{record.name}-{contract.fingerprint[:10]}"
+
+
+def _new_hybrid(
+    record: AliasRecord,
+    dense: EmbeddingContract,
+    given: HybridContract | None,
+    lexical: Any,
+    fusion: Any,
+) -> HybridContract | None:
+    """The hybrid contract an upgrade of ``record`` moves to: the target's lexical recipe and
+    fusion, with what was given in place (``None`` for a dense index, which takes none)."""
+    if record.target.hybrid is None:
+        if given is not None or lexical is not None or fusion is not None:
+            raise InvalidInputError(
+                f"alias {record.name!r} serves a dense index ({record.target}): a lexical "
+                "recipe or a fusion has no lexical side to apply to"
+            )
+        return None
+    base = given if given is not None else record.target.hybrid
+    return HybridContract(
+        dense,
+        (lexical if lexical is not None else base.lexical).recipe(),
+        fusion if fusion is not None else base.fusion,
+    )
+
+
+def _serves(target: AliasTarget, dense: EmbeddingContract, hybrid: HybridContract | None) -> bool:
+    """Whether ``target`` is built under ``dense`` (and ``hybrid``'s lexical recipe and
+    fusion): an upgrade to it would change nothing."""
+    if not same_contract(target.contract, dense):
+        return False
+    if target.hybrid is None or hybrid is None:
+        return target.hybrid is None and hybrid is None
+    return (
+        target.hybrid.lexical.recipe() == hybrid.lexical.recipe()
+        and target.hybrid.fusion == hybrid.fusion
+    )
+
+
+def _upgrade_to(
+    record: AliasRecord, to: Any, lexical: Any, fusion: Any
+) -> tuple[Embedder, HybridContract | None]:
+    given = to if isinstance(to, HybridContract) else None
+    embedder = as_embedder(given.dense if given is not None else to)
+    return embedder, _new_hybrid(record, embedder.contract, given, lexical, fusion)
 
 
 def begin_upgrade(
     catalog: Catalog,
     name: str,
-    to: EmbeddingContract | Embedder,
+    to: EmbeddingContract | Embedder | HybridContract,
     *,
     shadow: str | None = None,
+    lexical: Any = None,
+    fusion: Any = None,
 ) -> AliasRecord:
     """Create the shadow index under ``to`` (stamped, checked by its canary) and mark the alias
     upgrading. Begun again with the same contract, it changes nothing.
 
+    Over a hybrid index, the shadow is a hybrid index too, under the target's lexical recipe and
+    fusion with ``lexical`` (a :class:`~ctxemb_core.hybrid.LexicalContract`) and ``fusion`` (a
+    :class:`~ctxemb_core.hybrid.Fusion`) in their place, or under ``to`` when it is a whole
+    :class:`~ctxemb_core.hybrid.HybridContract`; ``to`` may be the target's own dense contract
+    (a new lexical recipe alone).
+
     Raises:
         UnknownAliasError: no such alias. AliasStateError: the alias serves ``to`` already,
             or is upgrading to another contract. AliasMovedError: changed meanwhile.
+        InvalidInputError: ``lexical`` or ``fusion`` for an alias over a dense index.
     """
-    embedder = as_embedder(to)
     record = read_alias(catalog, name)
+    embedder, hybrid = _upgrade_to(record, to, lexical, fusion)
     if record.state is AliasState.UPGRADING:
         assert record.shadow is not None
-        if same_contract(record.shadow.contract, embedder.contract):
+        if _serves(record.shadow, embedder.contract, hybrid):
             return record
         raise AliasStateError(
             f"alias {name!r} is upgrading to {record.shadow} already: cut over or roll back first"
         )
-    if same_contract(record.target.contract, embedder.contract):
+    if _serves(record.target, embedder.contract, hybrid):
         raise AliasStateError(
             f"alias {name!r} already serves this contract ({record.target}): nothing to upgrade"
         )
@@ -153,15 +223,15 @@ def begin_upgrade(
             f"alias {name!r} still writes its previous target {record.previous.index}: retire "
             "it first (retire), or roll back to it (rollback)"
         )
-    target_name = shadow if shadow is not None else shadow_name(record, embedder.contract)
+    target_name = shadow if shadow is not None else shadow_name(record, hybrid or embedder.contract)
     if target_name == record.target.index or catalog.aliases.read(target_name) is not None:
         raise AliasConflictError(f"{target_name!r} cannot be the shadow index: it is taken")
     made = GuardedIndex.open(catalog.driver(target_name), embedder, sample=0)
-    new = record.next(
-        "begin",
-        state=AliasState.UPGRADING,
-        shadow=AliasTarget(made.name, made.stamp.contract),
-    )
+    made_target = AliasTarget.of(made.name, made.stamp.contract, hybrid)
+    if hybrid is not None:
+        # Its lexical side, under the new recipe, from what the shadow holds (nothing yet).
+        open_target(catalog, made_target, embedder, create=True, refresh=True, alias=name)
+    new = record.next("begin", state=AliasState.UPGRADING, shadow=made_target)
     return _swap(catalog, new, record.generation)
 
 
@@ -220,18 +290,42 @@ class BackfillPlan:
     unchanged: int
     gone: tuple[str, ...]
     started: float = field(default_factory=time.perf_counter)
+    #: ``dest``'s hybrid pair, for a hybrid index: its lexical side follows every write.
+    lexical: Any = None
 
     def write(self, ids: Sequence[str]) -> int:
-        """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many."""
-        return rewrite_records(
-            self.dest, self.source.get(ids, ("text", "metadata")), self.source.name
+        """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many. Under
+        the very contract that made them (a hybrid index's new lexical recipe or fusion alone),
+        the stored vectors are carried as they are instead: nothing is embedded."""
+        carry = same_contract(self.source.stamp, self.dest.stamp, exact=True)
+        records = self.source.get(
+            ids, ("text", "metadata", "vector") if carry else ("text", "metadata")
         )
+
+        def write() -> int:
+            if carry:
+                return _carry_records(self.dest, records, self.source)
+            return rewrite_records(self.dest, records, self.source.name)
+
+        if self.lexical is None:
+            return write()
+        written: list[int] = []
+        self.lexical.keep_in_step(ids, lambda: written.append(write()))
+        return written[0]
 
     def finish(self, written: int, *, batch: int = PAGE) -> BackfillReport:
         """Delete what ``source`` no longer holds from ``dest`` (once every batch is written)
-        and say what the backfill did."""
+        and say what the backfill did. A hybrid ``dest``'s lexical side is then brought in step
+        with every text its dense side stores (what runners that write the dense side alone,
+        on a cluster, left it)."""
         for start in range(0, len(self.gone), batch):
-            self.dest.delete(list(self.gone[start : start + batch]))
+            part = list(self.gone[start : start + batch])
+            if self.lexical is None:
+                self.dest.delete(part)
+            else:
+                self.lexical.keep_in_step(part, lambda p=part: self.dest.delete(p))
+        if self.lexical is not None:
+            self.lexical.refresh()
         return BackfillReport(
             self.source.name,
             self.dest.name,
@@ -261,13 +355,34 @@ def rewrite_records(dest: GuardedIndex, records: Sequence[Record], source: str) 
     return len(records)
 
 
-def _step_plan(source: GuardedIndex, dest: GuardedIndex) -> BackfillPlan:
+def _carry_records(dest: GuardedIndex, records: Sequence[Record], source: GuardedIndex) -> int:
+    """Write ``records`` (read with text, metadata and vector from ``source``, whose contract is
+    ``dest``'s) into ``dest`` with their stored vectors; returns how many."""
+    missing = [r.id for r in records if r.text is None or r.vector is None]
+    if missing:
+        raise InvalidInputError(
+            f"index {source.name!r}: records stored without their text or vector cannot be "
+            f"carried: {missing[:5]}"
+        )
+    if records:
+        dest.add_embedded(
+            [r.id for r in records],
+            np.stack([np.asarray(r.vector) for r in records]),
+            [str(r.text) for r in records],
+            [dict(r.metadata) if r.metadata else None for r in records],
+            fingerprint=source.stamp.fingerprint,
+            upsert=True,
+        )
+    return len(records)
+
+
+def _step_plan(source: GuardedIndex, dest: GuardedIndex, lexical: Any = None) -> BackfillPlan:
     started = time.perf_counter()
     have = _digests(dest)
     want = _digests(source)
     todo = tuple(i for i, d in want.items() if d is None or have.get(i) != d)
     gone = tuple(sorted(set(have) - set(want)))
-    return BackfillPlan(source, dest, todo, len(want) - len(todo), gone, started)
+    return BackfillPlan(source, dest, todo, len(want) - len(todo), gone, started, lexical)
 
 
 def _write_plan(
@@ -297,22 +412,42 @@ def _differing(want: dict[str, str | None], have: dict[str, str | None]) -> set[
 MEND_ROUNDS = 3
 
 
-def _settled(old: GuardedIndex, new: GuardedIndex, differ: set[str]) -> int:
-    """How many of ``differ`` still differ once writes in flight have reached both indexes."""
+def _stored_digests(index: GuardedIndex) -> Callable[[list[str]], dict[str, str | None]]:
+    def read(ids: list[str]) -> dict[str, str | None]:
+        return {r.id: (r.metadata or {}).get(TEXT_KEY) for r in index.get(ids, ("metadata",))}
+
+    return read
+
+
+def _settled(
+    old: GuardedIndex, new: Callable[[list[str]], Mapping[str, str | None]], differ: set[str]
+) -> int:
+    """How many of ``differ`` still differ once writes in flight have reached both indexes
+    (``new``: the digests the other side holds for some ids)."""
     for pause in PARITY_REREADS:
         if not differ:
             break
         time.sleep(pause)
         ids = sorted(differ)
-        want = {r.id: (r.metadata or {}).get(TEXT_KEY) for r in old.get(ids, ("metadata",))}
-        have = {r.id: (r.metadata or {}).get(TEXT_KEY) for r in new.get(ids, ("metadata",))}
-        differ = _differing(want, have)
+        differ = _differing(_stored_digests(old)(ids), dict(new(ids)))
     return len(differ)
 
 
 def _opened(catalog: Catalog, target: AliasTarget, encoders: Encoders, alias: str) -> GuardedIndex:
     embedder = encoders.get(target.contract, alias=alias)
     return GuardedIndex.open(catalog.driver(target.index), embedder, create=False, sample=0)
+
+
+def _paired(
+    catalog: Catalog, target: AliasTarget, encoders: Encoders, alias: str
+) -> tuple[GuardedIndex, Any]:
+    """An index a backfill writes: its guarded index, and for a hybrid one its pair (opened
+    under the alias's recorded recipe, its lexical side mended where found out of step)."""
+    if target.hybrid is None:
+        return _opened(catalog, target, encoders, alias), None
+    embedder = encoders.get(target.contract, alias=alias)
+    hybrid = open_target(catalog, target, embedder, refresh=True, alias=alias)
+    return hybrid.dense.index, hybrid
 
 
 def _check_encoders(encoders: Any) -> Encoders:
@@ -339,8 +474,8 @@ def plan_backfill(
     if record.state is not AliasState.UPGRADING or record.shadow is None:
         raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
     source = _opened(catalog, record.target, encoders, name)
-    dest = _opened(catalog, record.shadow, encoders, name)
-    return _step_plan(source, dest)
+    dest, lexical = _paired(catalog, record.shadow, encoders, name)
+    return _step_plan(source, dest, lexical)
 
 
 def backfill(
@@ -453,6 +588,8 @@ def check_gates(
     - ``parity``: the shadow holds exactly the target's ids, with the same text digests
       (records that differ);
     - ``sample``: ``sample`` shadow records re-embed to their stored vectors (lowest cosine);
+    - ``lexical``: for a hybrid shadow, its lexical side holds exactly the target's ids, with
+      the same text digests (records that differ), its stamp and analyzer canary checked;
     - ``quality``: with ``quality`` (see :class:`QualityGate`).
     """
     encoders = _check_encoders(encoders)
@@ -482,6 +619,8 @@ def check_gates(
             f"{report.sample_min_cosine}, {len(report.bad_ids)} not this contract's",
         )
     )
+    if record.shadow.hybrid is not None:
+        gates.append(_lexical_parity(catalog, record, encoders, embedder))
     if quality is not None:
         old = _opened(catalog, record.target, encoders, name)
         new = GuardedIndex.open(driver, embedder, create=False, sample=0)
@@ -495,13 +634,41 @@ def _parity(catalog: Catalog, record: AliasRecord, encoders: Encoders, embedder:
     old = _opened(catalog, record.target, encoders, record.name)
     new = GuardedIndex.open(catalog.driver(record.shadow.index), embedder, create=False, sample=0)
     have, want = _digests(new), _digests(old)
-    differ = _settled(old, new, _differing(want, have))
+    differ = _settled(old, _stored_digests(new), _differing(want, have))
     return Gate(
         "parity",
         differ == 0,
         float(differ),
         f"{differ} records differ ({len(want)} in the target, {len(have)} in the shadow)",
     )
+
+
+def _lexical_parity(
+    catalog: Catalog, record: AliasRecord, encoders: Encoders, embedder: Embedder
+) -> Gate:
+    """The lexical gate: the ids and text digests of the shadow's lexical side against the
+    target's records, measured now (a side that does not open, out of step or of another
+    recipe, fails it with the reason)."""
+    assert record.shadow is not None
+    old = _opened(catalog, record.target, encoders, record.name)
+    try:
+        side = open_target(catalog, record.shadow, embedder, alias=record.name).lexical
+    except CtxembError as exc:
+        return Gate("lexical", False, float("nan"), f"the shadow's lexical side: {exc}")
+    want = _digests(old)
+    have: dict[str, str | None] = dict(side.digests())
+    differ = _settled(old, side.digests, _differing(want, have))
+    return Gate(
+        "lexical",
+        differ == 0,
+        float(differ),
+        f"{differ} records differ on the lexical side ({len(want)} in the target, {len(have)} "
+        "in the shadow's lexical side)",
+    )
+
+
+#: The gates a further backfill can mend (records written between two reads).
+_MENDABLE = frozenset({"parity", "lexical"})
 
 
 def cutover(
@@ -533,12 +700,15 @@ def cutover(
     # store) or one whose writer died between the two indexes: either way another backfill of
     # the records that differ mends it; only a difference that survives that is a failure.
     for _ in range(MEND_ROUNDS):
-        if [g.name for g in gates if not g.passed] != ["parity"]:
+        failing = {g.name for g in gates if not g.passed}
+        if not failing or not failing <= _MENDABLE:
             break
         backfill(catalog, name, encoders, progress=False)
         shadow = encoders.get(record.shadow.contract, alias=name)
-        parity = _parity(catalog, record, encoders, shadow)
-        gates = [parity if g.name == "parity" else g for g in gates]
+        again = {"parity": _parity(catalog, record, encoders, shadow)}
+        if record.shadow.hybrid is not None:
+            again["lexical"] = _lexical_parity(catalog, record, encoders, shadow)
+        gates = [again.get(g.name, g) for g in gates]
     for gate in gates:
         if on_gate is not None:
             on_gate(gate)
@@ -582,8 +752,8 @@ def rollback(
     if record.previous is None:
         raise AliasStateError(f"alias {name!r} has no previous target to roll back to")
     current = _opened(catalog, record.target, encoders, name)
-    previous = _opened(catalog, record.previous, encoders, name)
-    plan = _step_plan(current, previous)
+    previous, lexical = _paired(catalog, record.previous, encoders, name)
+    plan = _step_plan(current, previous, lexical)
     _write_plan(plan, batch=PAGE, progress=progress, desc="rolling back")
     new = record.next("rollback", target=record.previous, previous=record.target)
     return _swap(catalog, new, record.generation)
@@ -604,6 +774,7 @@ def retire(catalog: Catalog, name: str) -> AliasRecord:
     if record.previous is None:
         raise AliasStateError(f"alias {name!r} has no previous target to retire")
     new = _swap(catalog, record.next("retire", previous=None), record.generation)
+    drop_lexical(catalog, record.previous)
     catalog.drop(record.previous.index)
     return new
 
@@ -619,6 +790,10 @@ class UpgradePlan:
     documents: int
     rate: float
     steps: tuple[str, ...] = field(default=())
+    #: The new hybrid contract, for an alias over a hybrid index.
+    hybrid: HybridContract | None = None
+    #: The dense contract is unchanged: the stored vectors are carried, nothing is embedded.
+    carried: bool = False
 
     @property
     def seconds(self) -> float:
@@ -629,8 +804,11 @@ class UpgradePlan:
         return "\n".join(
             [
                 f"upgrade alias {self.alias}: {self.source} -> {self.shadow} "
-                f"[{self.contract.fingerprint[:12]}] {self.contract.describe()}",
-                f"  {self.documents} documents to re-embed at {self.rate:.1f}/s measured: "
+                f"[{self.contract.fingerprint[:12]}] {(self.hybrid or self.contract).describe()}",
+                f"  {self.documents} documents to copy with their stored vectors (the dense "
+                "contract is unchanged: nothing is embedded)"
+                if self.carried
+                else f"  {self.documents} documents to re-embed at {self.rate:.1f}/s measured: "
                 f"about {self.seconds:.0f} s",
                 *(f"  {i}. {s}" for i, s in enumerate(self.steps, 1)),
             ]
@@ -640,10 +818,12 @@ class UpgradePlan:
 def plan_upgrade(
     catalog: Catalog,
     name: str,
-    to: EmbeddingContract | Embedder,
+    to: EmbeddingContract | Embedder | HybridContract,
     encoders: Encoders | Embedder | Sequence[Any],
     *,
     measure: int = 64,
+    lexical: Any = None,
+    fusion: Any = None,
 ) -> UpgradePlan:
     """What :func:`begin_upgrade` and :func:`backfill` would do, and how long the backfill
     would take at the embedding rate measured on ``measure`` of the target's texts.
@@ -653,21 +833,22 @@ def plan_upgrade(
     """
     encoders = _check_encoders(encoders)
     check_count(measure, "measure")
-    new = as_embedder(to)
     record = read_alias(catalog, name)
-    if same_contract(record.target.contract, new.contract):
+    new, hybrid = _upgrade_to(record, to, lexical, fusion)
+    if _serves(record.target, new.contract, hybrid):
         raise AliasStateError(
             f"alias {name!r} already serves this contract ({record.target}): nothing to upgrade"
         )
     source = _opened(catalog, record.target, encoders, name)
     count = source.count()
-    texts = [r.text or "" for r in source.page(0, measure, ("text",))]
+    carried = same_contract(record.target.contract, new.contract, exact=True)
+    texts = [] if carried else [r.text or "" for r in source.page(0, measure, ("text",))]
     started = time.perf_counter()
     if texts:
         new.embed_documents(texts)
     elapsed = time.perf_counter() - started
     rate = len(texts) / elapsed if elapsed > 0 else 0.0
-    shadow = shadow_name(record, new.contract)
+    shadow = shadow_name(record, hybrid or new.contract)
     return UpgradePlan(
         name,
         record.target,
@@ -676,9 +857,19 @@ def plan_upgrade(
         count,
         rate,
         (
-            f"create {shadow} stamped under the new contract",
-            f"re-embed {count} stored texts into it, writes through the alias going to both",
-            "check the gates: canary, parity, sample (and quality if given)",
+            f"create {shadow} stamped under the new contract"
+            + (", its lexical side under the new recipe" if hybrid is not None else ""),
+            (
+                f"copy {count} stored records into it"
+                if carried
+                else f"re-embed {count} stored texts into it"
+            )
+            + ", writes through the alias going to both",
+            "check the gates: canary, parity, sample"
+            + (", lexical" if hybrid is not None else "")
+            + " (and quality if given)",
             f"switch alias {name} to {shadow}; keep {record.target.index} until retired",
         ),
+        hybrid,
+        carried,
     )

@@ -44,19 +44,30 @@ def hybrid_args(p: argparse.ArgumentParser, *, building: bool, stored: bool = Tr
             help="drop the lexical side and build it again from the dense side's stored texts "
             "under the recipe options given (a lost, replaced or damaged side; another recipe)",
         )
-    group.add_argument("--k1", type=float, help="BM25 k1 (default 1.5)")
-    group.add_argument("--b", type=float, help="BM25 b (default 0.75)")
+    recipe_args(group)
+
+
+def recipe_args(group: Any, *, defaults: bool = True) -> None:
+    """The lexical recipe's and the fusion's options (``defaults``: say a new index's)."""
+
+    def default(text: str) -> str:
+        return f" (default {text})" if defaults else ""
+
+    group.add_argument("--k1", type=float, help="BM25 k1" + default("1.5"))
+    group.add_argument("--b", type=float, help="BM25 b" + default("0.75"))
     group.add_argument(
-        "--stemmer", choices=["english", "none"], help="Snowball stemmer (default english)"
+        "--stemmer", choices=["english", "none"], help="Snowball stemmer" + default("english")
     )
-    group.add_argument("--stopwords", choices=["en", "none"], help="stop-word list (default en)")
-    group.add_argument("--fusion", choices=["rrf", "weighted"], help="how to fuse (default rrf)")
-    group.add_argument("--rrf-k", type=int, help="the rrf constant (default 60)")
+    group.add_argument("--stopwords", choices=["en", "none"], help="stop-word list" + default("en"))
+    group.add_argument("--fusion", choices=["rrf", "weighted"], help="how to fuse" + default("rrf"))
+    group.add_argument("--rrf-k", type=int, help="the rrf constant" + default("60"))
     group.add_argument(
         "--weights",
         help="weighted fusion: DENSE,LEXICAL (min-max normalised scores), e.g. 0.5,0.5",
     )
-    group.add_argument("--depth", type=int, help="candidates per side before fusing (default 100)")
+    group.add_argument(
+        "--depth", type=int, help="candidates per side before fusing" + default("100")
+    )
 
 
 _RECIPE = ("k1", "b", "stemmer", "stopwords")
@@ -109,6 +120,14 @@ def recipe_given(args: argparse.Namespace) -> bool:
     return any(getattr(args, o, None) is not None for o in (*_RECIPE, *_FUSION))
 
 
+def lexical_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, o, None) is not None for o in _RECIPE)
+
+
+def fusion_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, o, None) is not None for o in _FUSION)
+
+
 def _weights(text: str) -> tuple[float, float]:
     try:
         dense, lexical = (float(x) for x in text.split(","))
@@ -128,11 +147,13 @@ def open_hybrid_index(
     create: bool,
     refresh: bool = False,
     progress: Any = None,
+    recorded: Any = None,
     **open_options: Any,
 ) -> Any:
     """The store adapter's ``open_hybrid``; the options' recipe builds a new index and must be
     the stamp's for an existing one (each option over the stamp's value: only what is given is
-    compared)."""
+    compared). ``recorded``: the hybrid contract an alias records for the index, which the
+    stamp must hold too (an index rebuilt under another recipe behind the alias is refused)."""
     from ctxemb_core.hybrid.guard import check_caller
 
     if not hasattr(adapter, "open_hybrid"):
@@ -164,6 +185,13 @@ def open_hybrid_index(
             create=create,
             rebuild=rebuild,
             **options,
+        )
+    if recorded is not None:
+        stamp = index.contract
+        check_caller(
+            stamp,
+            stamp.with_(lexical=recorded.lexical, fusion=recorded.fusion),
+            where=repr(index.name),
         )
     if recipe_given(args):
         stamp = index.contract

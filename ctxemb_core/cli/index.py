@@ -157,13 +157,22 @@ def run(args: argparse.Namespace) -> int:
 def _index_alias(args: argparse.Namespace) -> int:
     """``ctxemb index --alias``: the corpus synced into the index the alias serves, and while
     it upgrades (or keeps its previous index) into every index it writes, each under its own
-    contract; the encoders are found by each index's contract."""
+    contract; the encoders are found by each index's contract. Over a hybrid index (the alias
+    records its hybrid contract) every write reaches the lexical sides too, under the recipe
+    the alias records: ``--hybrid`` says so, and is refused for an alias over a dense index."""
     from ctxemb_core.aliases import AliasedIndex, Encoders
     from ctxemb_core.cache import EmbeddingCache
+    from ctxemb_core.cli.hybrid import recipe_given
 
-    for option in ("ray", "hybrid"):
-        if getattr(args, option, None):
-            raise InvalidInputError(f"--alias is not available with --{option} yet")
+    if args.ray is not None:
+        raise InvalidInputError("--alias is not available with --ray yet")
+    if args.set_fusion or (
+        args.hybrid and (recipe_given(args) or args.lexical_path or args.rebuild_lexical)
+    ):
+        raise InvalidInputError(
+            "--alias --hybrid writes under the hybrid contract the alias records: give no "
+            "lexical recipe, fusion or lexical-side options (ctxemb upgrade changes them)"
+        )
     if args.model is not None or overrides(args):
         raise InvalidInputError(
             "--alias writes under the contracts of the indexes it names: give no --model or "
@@ -176,6 +185,12 @@ def _index_alias(args: argparse.Namespace) -> int:
     encoders = Encoders(*([url] if url else []), find=True, cache=cache, **remote)
     with open_store(args, create=False) as (adapter, client):
         aliased = AliasedIndex.open(catalog_of(adapter, client), args.alias, encoders)
+        hybrid = aliased.record.target.hybrid
+        if args.hybrid and hybrid is None:
+            raise InvalidInputError(
+                f"alias {args.alias!r} serves {aliased.record.target}, a dense index: it has "
+                "no lexical side (index without --hybrid)"
+            )
         report = index_corpus(
             aliased,
             corpus,
@@ -186,6 +201,13 @@ def _index_alias(args: argparse.Namespace) -> int:
         args.collection = aliased.record.target.index
         _print_plan(args, report, aliased.count(), aliased.contract)
         written = [t.index for t in aliased.record.written()]
+        if hybrid is not None and not args.dry_run:
+            pair = aliased.hybrid
+            sides = "" if pair is None else f"{len(pair.lexical)} documents, "
+            print(
+                f"  lexical side: {sides}{hybrid.lexical.describe()}; fusion "
+                f"{hybrid.fusion.describe()}; hybrid contract {hybrid.fingerprint[:12]}"
+            )
         if len(written) > 1 and not args.dry_run:
             print(f"  alias {args.alias} wrote every change to {', '.join(written)}")
     return 0

@@ -131,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
             from ctxemb_core.cli.hybrid import open_hybrid_index
 
             hybrid = open_hybrid_index(
-                args, adapter, client, querier, create=False, **open_kwargs(args)
-            )
+                args, adapter, client, querier, create=False, **open_kwargs(args),
+                recorded=None if record is None else record.target.hybrid,
+            )  # fmt: skip
             return _hybrid(args, hybrid, where(args))
         collection = adapter.open_collection(
             client, args.collection, querier, create=False, **open_kwargs(args)

@@ -21,6 +21,7 @@ from ctxemb_core.cli.common import (
     remote_args,
     remote_options,
 )
+from ctxemb_core.cli.hybrid import fusion_given, lexical_given, recipe_args
 from ctxemb_core.cli.stores import catalog_of, open_store, store_args, store_options, where
 from ctxemb_core.errors import DataFormatError, InvalidInputError
 
@@ -104,6 +105,13 @@ def add_parser(sub: Any) -> None:
     )
     remote_args(u)
     contract_args(u)
+    lexical = u.add_argument_group(
+        "hybrid index",
+        "An alias over a hybrid index upgrades its dense contract (the options above, --to), "
+        "its lexical recipe and its fusion (these options, over the alias's), together or "
+        "alone; the shadow gets both sides, its lexical side built from its stored texts.",
+    )
+    recipe_args(lexical, defaults=False)
 
 
 def _gate(path: Path | None, floor: float | None) -> Any:
@@ -144,16 +152,19 @@ def _encoders(args: argparse.Namespace) -> Any:
     return Encoders(*given, find=True, cache=cache, **remote)
 
 
-def _new_contract(args: argparse.Namespace, current: Any) -> Any:
+def _new_contract(args: argparse.Namespace, current: Any, hybrid: bool = False) -> Any:
     from ctxemb_core.contract import load_contract
     from ctxemb_core.resolve import contract_for
 
     given = overrides(args)
     if args.to_contract is None:
+        if hybrid and (lexical_given(args) or fusion_given(args)) and not given:
+            return current  # a new lexical recipe or fusion alone
         if not given:
             raise InvalidInputError(
                 "upgrade needs the new contract: contract options to change in the alias's "
-                "contract (e.g. --truncate-dim 256), or --to MODEL|CONTRACT.json"
+                "contract (e.g. --truncate-dim 256), --to MODEL|CONTRACT.json, or over a hybrid "
+                "index lexical recipe or fusion options (e.g. --k1 1.2)"
             )
         return changed(current, given)
     path = Path(args.to_contract)
@@ -194,6 +205,35 @@ def _ray_backfill(args: argparse.Namespace) -> Callable[[Any, Any], Any]:
     return run
 
 
+def _same_recipe(target: Any, contract: Any, hybrid: dict[str, Any]) -> bool:
+    """Whether ``target`` is built under ``contract`` with the recipe changes ``hybrid``."""
+    from ctxemb_core.contract import same_contract
+
+    if not same_contract(target.contract, contract):
+        return False
+    return target.hybrid is None or all(getattr(target.hybrid, k) == v for k, v in hybrid.items())
+
+
+def _hybrid_changes(args: argparse.Namespace, record: Any) -> dict[str, Any]:
+    """The lexical recipe and fusion options given, over the alias's (``{}``: none given)."""
+    from ctxemb_core.cli.hybrid import fusion_from, lexical_from
+
+    if not (lexical_given(args) or fusion_given(args)):
+        return {}
+    hybrid = record.target.hybrid
+    if hybrid is None:
+        raise InvalidInputError(
+            f"alias {args.alias_name!r} serves a dense index ({record.target}): lexical recipe "
+            "and fusion options have no lexical side to apply to"
+        )
+    changes: dict[str, Any] = {}
+    if lexical_given(args):
+        changes["lexical"] = lexical_from(args, hybrid.lexical)
+    if fusion_given(args):
+        changes["fusion"] = fusion_from(args, hybrid.fusion)
+    return changes
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxemb_core.aliases import (
         backfill,
@@ -205,7 +245,6 @@ def run(args: argparse.Namespace) -> int:
         rollback,
     )
     from ctxemb_core.aliases.record import AliasState
-    from ctxemb_core.contract import same_contract
     from ctxemb_core.index.guarded import OPEN_SAMPLE
 
     quality = _gate(args.gate, args.gate_floor)
@@ -221,25 +260,30 @@ def run(args: argparse.Namespace) -> int:
         if args.rollback:
             print(rollback(catalog, args.alias_name, encoders).describe())
             return 0
+        hybrid = _hybrid_changes(args, record)
         if (
             record.state is AliasState.UPGRADING
             and args.to_contract is None
             and not overrides(args)
+            and not hybrid
         ):
             assert record.shadow is not None
             contract = record.shadow.contract  # a re-run finishes the upgrade begun
+            if record.shadow.hybrid is not None:
+                hybrid = {"lexical": record.shadow.hybrid.lexical}
+                hybrid["fusion"] = record.shadow.hybrid.fusion
         else:
-            contract = _new_contract(args, record.target.contract)
-        if record.step == "cutover" and same_contract(record.target.contract, contract):
+            contract = _new_contract(args, record.target.contract, bool(hybrid))
+        if record.step == "cutover" and _same_recipe(record.target, contract, hybrid):
             # A re-run of an upgrade that was cut over: done (retire or roll back next).
             print(record.describe())
             print(f"{args.alias_name}: already upgraded; --retire drops {record.previous}")
             return 0
         new = encoders.get(contract, alias=args.alias_name)
         if args.dry_run:
-            print(plan_upgrade(catalog, args.alias_name, new, encoders).describe())
+            print(plan_upgrade(catalog, args.alias_name, new, encoders, **hybrid).describe())
             return 0
-        record = begin_upgrade(catalog, args.alias_name, new, shadow=args.shadow)
+        record = begin_upgrade(catalog, args.alias_name, new, shadow=args.shadow, **hybrid)
         assert record.shadow is not None
         print(f"{args.alias_name}: upgrading {record.target} -> {record.shadow} in {where(args)}")
         if on_ray is not None:

@@ -485,6 +485,18 @@ class HybridIndex:
             raise
         self.take(list(ids))
 
+    def keep_in_step(self, ids: Sequence[str], write: Callable[[], Any]) -> None:
+        """Run ``write``, a write of ``ids`` through the dense side's own guard (an alias's,
+        which writes the guarded index itself), and keep the lexical side in step with it, as
+        this index's own writes do."""
+        self._both(ids, write)
+
+    def deleted_through(self, ids: Sequence[str]) -> None:
+        """``ids`` were deleted through the dense side's own guard (ids known only once
+        deleted: a filter's): the lexical side drops them too."""
+        if ids and not self.place.joint:
+            self.take(list(ids))
+
     def take(self, ids: Sequence[str]) -> None:
         """Make the lexical side hold what the dense side stores for ``ids`` (read while the
         side's write lock is held, so that the last writer's texts are the ones kept): after a

@@ -81,6 +81,20 @@ class ChromaCatalog:
     def describe(self) -> str:
         return store_address(self.client)
 
+    # A hybrid index (core's HybridCatalog): its lexical side where open_hybrid keeps it.
+    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+        from ctxemb_chroma._tools import TOOLS
+
+        return TOOLS.open_hybrid(self.client, name, contract, **options)
+
+    def lexical(self, name: str) -> Any:
+        from ctxemb_chroma._tools import beside
+        from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
+
+        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller names
+            return LexicalStore(SQLiteLexical(beside(self.client, check_name(name)), name))
+        return None
+
 
 def catalog(client: Any) -> ChromaCatalog:
     """The store ``client`` reaches, for aliases and upgrades."""

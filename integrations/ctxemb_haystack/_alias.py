@@ -48,7 +48,8 @@ class ContractAliasDocumentStore:
             model or export folders, URLs of servers that serve a contract.
         store: the store's adapter, ``"chroma"`` or ``"pgvector"`` (left out: the one whose
             options are given).
-        path, host, port: a Chroma folder (it must exist) or server.
+        path, host, port: a Chroma folder (it must exist) or server (``port`` left out:
+            the adapter's default).
         dsn, schema: a PostgreSQL connection string, as a Haystack ``Secret``
             (``Secret.from_env_var("PG_CONN_STR")``), and schema.
         catalog: instead of the options, a store you hold (``ctxemb_chroma.catalog(client)``);
@@ -69,7 +70,7 @@ class ContractAliasDocumentStore:
         store: str | None = None,
         path: str | None = None,
         host: str | None = None,
-        port: int = 8000,
+        port: int | None = None,
         dsn: Secret | str | None = None,
         schema: str | None = None,
         catalog: Any = None,

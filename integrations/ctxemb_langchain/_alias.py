@@ -46,7 +46,8 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
             :class:`ContractEmbeddings`, core ``Embedder``\\ s, model or export folders, URLs of
             servers that serve a contract.
         store: ``"chroma"`` or ``"pgvector"`` (left out: the one whose options are given).
-        path, host, port: a Chroma folder (it must exist) or server.
+        path, host, port: a Chroma folder (it must exist) or server (``port`` left out:
+            the adapter's default).
         dsn, schema: a PostgreSQL connection string and schema.
         catalog: instead, a store you hold (``ctxemb_chroma.catalog(client)``).
         find: also find encoders among this machine's models, by weights digest.
@@ -65,7 +66,7 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
         store: str | None = None,
         path: str | None = None,
         host: str | None = None,
-        port: int = 8000,
+        port: int | None = None,
         dsn: str | None = None,
         schema: str | None = None,
         catalog: Any = None,

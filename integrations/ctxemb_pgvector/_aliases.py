@@ -102,6 +102,18 @@ class PgCatalog:
         info = self.conn.info
         return f"postgresql://{info.host}:{info.port}/{info.dbname} schema {self.schema}"
 
+    # A hybrid index (core's HybridCatalog): its lexical side in the schema's tables.
+    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+        from ctxemb_pgvector._tools import TOOLS
+
+        return TOOLS.open_hybrid(self.conn, name, contract, schema=self.schema, **options)
+
+    def lexical(self, name: str) -> Any:
+        from ctxemb_core.hybrid import LexicalStore
+        from ctxemb_pgvector._hybrid_store import PgLexical
+
+        return LexicalStore(PgLexical(self.conn, self.schema, check_name(name)))
+
 
 def catalog(conn: Any, *, schema: str = "public") -> PgCatalog:
     """The schema ``conn`` reaches, for aliases and upgrades."""

@@ -46,3 +46,17 @@ class TestChromaAliases(CatalogConformance):
             "ctxemb-alias--docs--0000000004",
             "ctxemb-alias--docs--0000000005",
         ]
+
+
+def test_a_source_given_a_host_alone_takes_the_adapters_default_port(server, monkeypatch):
+    import ctxemb_chroma.cli
+    from ctxemb_core.aliases import AliasSource
+
+    # The default is the adapter's (its StoreOptions'), read when the store is first reached.
+    monkeypatch.setattr(ctxemb_chroma.cli, "DEFAULT_PORT", server)
+    source = AliasSource("docs", store="chroma", host="127.0.0.1")
+    assert "port" not in source.params()
+    try:
+        assert source.catalog().describe() == f"server:http://127.0.0.1:{server}"
+    finally:
+        source.close()
