@@ -61,7 +61,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
-from ctxemb_core.index.driver import Record
+from ctxemb_core.index.driver import Filter, Record
 from ctxemb_core.index.guarded import (
     OPEN_SAMPLE,
     PAGE,
@@ -519,13 +519,20 @@ class Gate:
 class QualityGate:
     """The optional quality gate: queries, and either qrels with a floor on nDCG@``k``
     relative to the current target (``floor=0.98``: at least 98 % of it), or no qrels and a
-    floor on the mean top-``k`` overlap of the two indexes' results."""
+    floor on the mean top-``k`` overlap of the two indexes' results.
+
+    ``where``: a metadata filter both indexes are searched under (the store's filter language,
+    as in ``query(where=...)``), so the gate measures the records a team's evaluation set
+    covers in an index that holds others too (other tenants, live writes): ``{"set":
+    "scifact"}``. ``None``: every record.
+    """
 
     queries: Mapping[str, str]
     qrels: Mapping[str, Mapping[str, int]] | None = None
     floor: float = 0.98
     k: int = 10
     depth: int = 100
+    where: Filter | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.queries, Mapping) or not self.queries:
@@ -534,21 +541,25 @@ class QualityGate:
             raise InvalidInputError(f"a quality floor is a ratio in [0, 1.5], got {self.floor!r}")
         check_count(self.k, "k")
         check_count(self.depth, "depth")
+        if self.where is not None and not isinstance(self.where, Mapping):
+            raise InvalidInputError(
+                f"a quality gate's where is a metadata filter (a mapping), got {self.where!r}"
+            )
 
 
 def _run(
-    index: GuardedIndex, queries: Mapping[str, str], depth: int
+    index: GuardedIndex, queries: Mapping[str, str], depth: int, where: Filter | None = None
 ) -> dict[str, dict[str, float]]:
     ids = list(queries)
-    found = index.query([queries[q] for q in ids], depth)
+    found = index.query([queries[q] for q in ids], depth, where=where)
     return {q: {m.id: m.score for m in matches} for q, matches in zip(ids, found, strict=True)}
 
 
 def _quality(old: GuardedIndex, new: GuardedIndex, gate: QualityGate) -> Gate:
     from ctxemb_core.eval.metrics import ndcg_at_k
 
-    before = _run(old, gate.queries, gate.depth)
-    after = _run(new, gate.queries, gate.depth)
+    before = _run(old, gate.queries, gate.depth, gate.where)
+    after = _run(new, gate.queries, gate.depth, gate.where)
     if gate.qrels is not None:
         ndcg_old = ndcg_at_k(before, gate.qrels, gate.k)
         ndcg_new = ndcg_at_k(after, gate.qrels, gate.k)

@@ -85,6 +85,13 @@ def add_parser(sub: Any) -> None:
         help="the quality floor: a ratio of the current nDCG@10 (default 0.98), or the mean "
         "top-10 overlap (default 0.5)",
     )
+    u.add_argument(
+        "--gate-where",
+        metavar="JSON",
+        help="a metadata filter both indexes are searched under for the quality gate, e.g. "
+        '\'{"set": "eval"}\': the records the queries were judged on, in an index that holds '
+        "others too",
+    )
     u.add_argument("--shadow", help="the shadow index's name (default: ALIAS-<fingerprint>)")
     u.add_argument("--sample", type=COUNT, default=None, help="records the sample gate checks")
     u.add_argument("--batch-size", type=POSITIVE, default=256, help="documents per write")
@@ -114,19 +121,36 @@ def add_parser(sub: Any) -> None:
     recipe_args(lexical, defaults=False)
 
 
-def _gate(path: Path | None, floor: float | None) -> Any:
+def _where(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        where = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"--gate-where is not JSON: {exc}") from None
+    if not isinstance(where, dict) or not where:
+        raise InvalidInputError(f"--gate-where is a JSON object of metadata, got {text!r}")
+    return where
+
+
+def _gate(path: Path | None, floor: float | None, where: str | None = None) -> Any:
     if path is None:
-        if floor is not None:
-            raise InvalidInputError("--gate-floor needs --gate: the queries it is measured on")
+        if floor is not None or where is not None:
+            given = "--gate-floor" if floor is not None else "--gate-where"
+            raise InvalidInputError(f"{given} needs --gate: the queries it is measured on")
         return None
     from ctxemb_core.aliases import QualityGate
+
+    filter_ = _where(where)
 
     if path.is_dir():
         from ctxemb_core.eval.beir import load_beir
 
         data = load_beir(path)
         judged = {q: data.queries[q] for q in data.qrels if q in data.queries}
-        return QualityGate(judged, data.qrels, floor=0.98 if floor is None else floor)
+        return QualityGate(
+            judged, data.qrels, floor=0.98 if floor is None else floor, where=filter_
+        )
     queries: dict[str, str] = {}
     try:
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -138,7 +162,7 @@ def _gate(path: Path | None, floor: float | None) -> Any:
             f"--gate {path}: not a BEIR folder or a queries JSONL file "
             f'({{"_id", "text"}} per line): {exc}'
         ) from None
-    return QualityGate(queries, None, floor=0.5 if floor is None else floor)
+    return QualityGate(queries, None, floor=0.5 if floor is None else floor, where=filter_)
 
 
 def _encoders(args: argparse.Namespace) -> Any:
@@ -247,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxemb_core.aliases.record import AliasState
     from ctxemb_core.index.guarded import OPEN_SAMPLE
 
-    quality = _gate(args.gate, args.gate_floor)
+    quality = _gate(args.gate, args.gate_floor, args.gate_where)
     encoders = _encoders(args)
     with open_store(args, create=False) as (adapter, client):
         # Before anything is changed: a store the actors cannot reach is refused, Ray missing said.

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -185,6 +186,25 @@ class CatalogConformance:
             cutover(catalog, "docs", [old, new], quality=impossible)
         assert [g.name for g in caught.value.gates] == ["canary", "parity", "sample", "quality"]
         assert catalog.aliases.read("docs") == before
+
+    def test_a_quality_gate_under_a_filter_measures_only_the_records_it_selects(
+        self, catalog, old, new
+    ):
+        writer = AliasedIndex.open(catalog, "docs", Encoders(old, new))
+        begin_upgrade(catalog, "docs", new)
+        texts = ["tea leaves are steamed", "kettles boil water", "tea leaves are rolled"]
+        writer.upsert(["e1", "e2", "e3"], texts, [{"set": "eval"}] * 3)
+        backfill(catalog, "docs", Encoders(old, new))
+        # Judged: e3 is the answer. Under the filter only e1..e3 compete, so e3 ranks within
+        # the top 2 in both indexes; the figure is measured on them alone.
+        qrels = {"q": {"e3": 1}}
+        gate = QualityGate({"q": "tea leaves are rolled"}, qrels, floor=0.99, k=2)
+        filtered = replace(gate, where={"set": "eval"})
+        gates = check_gates(catalog, "docs", Encoders(old, new), quality=filtered)
+        (quality,) = [g for g in gates if g.name == "quality"]
+        assert quality.passed and quality.figure == pytest.approx(1.0), quality
+        with pytest.raises(InvalidInputError, match="where"):
+            QualityGate({"q": "tea"}, qrels, where="set=eval")  # type: ignore[arg-type]
 
     def test_of_clients_swapping_one_generation_one_wins(self, catalog, new_catalog, old):
         seen = catalog.aliases.read("docs")

@@ -92,6 +92,22 @@ def test_upgrade_refusals_change_nothing(store, corpus, capsys, tmp_path):
         capsys, "upgrade", "docs", *store, "--truncate-dim", "256", "--gate", str(bad)
     )
     assert code == 2 and "--gate" in err
+    for where, said in (("{set", "not JSON"), ('["set"]', "JSON object")):
+        code, _, err = run(
+            capsys,
+            "upgrade",
+            "docs",
+            *store,
+            "--truncate-dim",
+            "256",
+            "--gate",
+            str(bad),
+            "--gate-where",
+            where,
+        )
+        assert code == 2 and said in err, err
+    code, _, err = run(capsys, "upgrade", "docs", *store, "--gate-where", '{"set": "eval"}')
+    assert code == 2 and "--gate-where needs --gate" in err
     code, _, err = run(capsys, "upgrade", "docs", *store, "--retire")
     assert code == 2 and "no previous target" in err
     shown = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])
