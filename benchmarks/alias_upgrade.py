@@ -66,17 +66,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _catalog(args: argparse.Namespace, folder: Path) -> tuple[Any, Any]:
+def _catalog(args: argparse.Namespace, folder: Path) -> tuple[Any, Any, Any]:
+    """The store's catalog, its client, and a function that gives each thread a catalog of its
+    own: a Chroma client serves threads; a psycopg connection runs one transaction at a time,
+    so each PostgreSQL thread connects (as a pool would give it a connection)."""
     if args.store == "chroma":
         import ctxemb_chroma
 
         client = ctxemb_chroma.connect(str(folder / "chroma"))
-        return ctxemb_chroma.catalog(client), client
+        catalog = ctxemb_chroma.catalog(client)
+        return catalog, client, lambda: catalog
     import ctxemb_pgvector
 
     dsn = args.dsn or ctxemb_pgvector.local_server(folder / "pg")
     conn = ctxemb_pgvector.connect(dsn)
-    return ctxemb_pgvector.catalog(conn), conn
+    return (
+        ctxemb_pgvector.catalog(conn),
+        conn,
+        lambda: ctxemb_pgvector.catalog(ctxemb_pgvector.connect(dsn)),
+    )
 
 
 class Load:
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     new = Embedder(contract_for(MODEL, **TARGETS[args.to]))
     queries = [data.queries[q] for q in sorted(data.qrels)]
     with tempfile.TemporaryDirectory(prefix="ctxemb-alias-bench-") as tmp:
-        catalog, client = _catalog(args, Path(tmp))
+        catalog, client, per_thread = _catalog(args, Path(tmp))
         first = "scifact-v1" if args.store == "chroma" else "scifact_v1"
         # The first index's vectors may come from the embedding cache (the corpus under fp32,
         # which the evaluation runs keep); the backfill under the new contract never does.
@@ -198,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         indexed = time.perf_counter() - started
         create_alias(catalog, "scifact", first)
         encoders = Encoders(old, new)
-        load = Load(lambda: AliasedIndex.open(catalog, "scifact", encoders), queries, readers)
+        load = Load(lambda: AliasedIndex.open(per_thread(), "scifact", encoders), queries, readers)
         load.start()
         try:
             # A baseline for the dual-write cost: the writer's writes into one index first.
