@@ -113,6 +113,7 @@ __all__ = [
     "restamp_index",
     "sample_records",
     "stamped_contract",
+    "unstamped_refusal",
     "verify_driver",
 ]
 
@@ -155,6 +156,18 @@ def _include(include: Any) -> frozenset[str]:
     return parts
 
 
+def unstamped_refusal(kind: str, name: str, *, where: str = "", by: str = "") -> MissingStampError:
+    """The refusal of unstamped ``kind`` ``name`` (``where``: more of where it is), with its
+    remedies (adopt it, or detect its contract first); ``by``: who likely wrote it around
+    ctxemb, in the store's terms (what a driver's ``unstamped_error`` adds)."""
+    return MissingStampError(
+        f"{kind} {name!r}{where} carries no ctxemb stamp{f': it was written {by}' if by else ''}"
+        ", so nothing proves which contract made its vectors; ctxemb neither reads nor writes "
+        "it unstamped. ",
+        remedies=unstamped_remedies(name),
+    )
+
+
 def _unstamped(driver: StoreDriver) -> MissingStampError:
     # A driver may word the refusal in its store's terms (what wrote around ctxemb there).
     worded = getattr(driver, "unstamped_error", None)
@@ -162,12 +175,7 @@ def _unstamped(driver: StoreDriver) -> MissingStampError:
         error = worded()
         if isinstance(error, MissingStampError):
             return error
-    # The advice is the remedies' (adopt, or detect first), worded for the interface called.
-    return MissingStampError(
-        f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
-        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
-        remedies=unstamped_remedies(driver.name),
-    )
+    return unstamped_refusal("index", driver.name, where=f" in {driver.describe()}")
 
 
 def stamped_contract(driver: StoreDriver) -> EmbeddingContract:

@@ -14,9 +14,8 @@ every other one (one indexed read per call).
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,26 +202,6 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
 MAX_EF_SEARCH = 1000
 
 
-def meta_filter(where: Mapping[str, Any]) -> Jsonb:
-    """The value of ``meta @> %s``: rows whose metadata holds every key with its value."""
-    if not isinstance(where, Mapping) or not where:
-        raise InvalidInputError(
-            f"where must be a non-empty mapping of metadata values, got {where!r}"
-        )
-    operators = [k for k in where if str(k).startswith("$")]
-    if operators:
-        raise InvalidInputError(
-            f"where: {operators[0]!r}: the pgvector adapter filters by metadata equality "
-            "({'topic': 'tea', 'year': 2024}: every key holds its value); query the table with "
-            "SQL for anything else"
-        )
-    try:
-        encoded = json.loads(json.dumps(dict(where), allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"where is not JSON: {exc}") from None
-    return Jsonb(encoded)
-
-
 def copy_rows(
     conn: psycopg.Connection[Any],
     table: sql.Composable,
@@ -260,37 +239,3 @@ def copy_rows(
                     "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
                 ).format(table)
             )
-
-
-def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
-    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
-    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
-    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
-    for k, i in enumerate(ids):
-        if len(i) > MAX_ID:
-            raise InvalidInputError(
-                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
-            )
-        if "\x00" in i:
-            raise InvalidInputError(
-                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
-            )
-    for k, d in enumerate(documents):
-        if "\x00" in d:
-            raise InvalidInputError(
-                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
-                "cannot store; remove it"
-            )
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        try:
-            text = json.dumps(m, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
-        bad = [key for key in m if not isinstance(key, str)]
-        if bad:
-            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
