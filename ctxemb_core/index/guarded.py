@@ -47,7 +47,6 @@ from ctxemb_core.errors import (
     MissingStampError,
     StampError,
     StorageMismatchError,
-    unstamped_remedies,
 )
 from ctxemb_core.index.driver import (
     INCLUDE,
@@ -59,6 +58,7 @@ from ctxemb_core.index.driver import (
     StoreDriver,
     Version,
 )
+from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_core.records import (
     OPEN_SAMPLE,
     RecordCheck,
@@ -113,7 +113,6 @@ __all__ = [
     "restamp_index",
     "sample_records",
     "stamped_contract",
-    "unstamped_refusal",
     "verify_driver",
 ]
 
@@ -154,18 +153,6 @@ def _include(include: Any) -> frozenset[str]:
             f"include names {sorted(parts - INCLUDE)}; the parts are {sorted(INCLUDE)}"
         )
     return parts
-
-
-def unstamped_refusal(kind: str, name: str, *, where: str = "", by: str = "") -> MissingStampError:
-    """The refusal of unstamped ``kind`` ``name`` (``where``: more of where it is), with its
-    remedies (adopt it, or detect its contract first); ``by``: who likely wrote it around
-    ctxemb, in the store's terms (what a driver's ``unstamped_error`` adds)."""
-    return MissingStampError(
-        f"{kind} {name!r}{where} carries no ctxemb stamp{f': it was written {by}' if by else ''}"
-        ", so nothing proves which contract made its vectors; ctxemb neither reads nor writes "
-        "it unstamped. ",
-        remedies=unstamped_remedies(name),
-    )
 
 
 def _unstamped(driver: StoreDriver) -> MissingStampError:

@@ -59,8 +59,7 @@ from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.errors import MissingStampError, StampError
 from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
-from ctxemb_core.index.driver_kit import ObjectDriver
-from ctxemb_core.index.guarded import unstamped_refusal
+from ctxemb_core.index.driver_kit import ObjectDriver, unstamped_refusal
 from ctxemb_core.index.shaped import hits_in, named, records_in
 
 __all__ = ["ChromaDriver", "check_metadatas"]

@@ -54,7 +54,7 @@ from ctxemb_core.index.driver import (
     StampRead,
     Version,
 )
-from ctxemb_core.index.payload import check_json_batch, json_filter
+from ctxemb_core.index.driver_kit import check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
 from ctxemb_pgvector._connect import check_connection, connect, translated

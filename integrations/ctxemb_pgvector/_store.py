@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from ctxemb_core import IndexStamp
 from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import check_storage
-from ctxemb_core.index.guarded import unstamped_refusal
+from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import (
     SEQ,
