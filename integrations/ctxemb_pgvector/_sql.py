@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.contract import Precision
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.index.driver import default_space
 
 #: The table of stamps, in the guarded table's schema.
 STAMPS = "ctxemb_stamps"
@@ -97,15 +98,15 @@ def layout_for(contract: EmbeddingContract) -> Layout:
     float32 → ``vector(d)``, float16 → ``halfvec(d)`` (what the contract emits, half the size),
     binary → ``bit(d)`` searched by Hamming distance, int8 → ``vector(d)`` holding the integers
     exactly (pgvector has no 8-bit type). A normalised contract is searched by cosine distance,
-    any other by inner product (what its vectors are meant for, as on Chroma).
+    any other by inner product (:func:`ctxemb_core.index.driver.default_space`, as on Chroma).
     """
     dim = contract.output_dim
     if contract.precision is Precision.BINARY:
         return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)
     kind = "halfvec" if contract.precision is Precision.FLOAT16 else "vector"
-    if contract.normalize:
-        return Layout(f"{kind}({dim})", "<=>", f"{kind}_cosine_ops", "cosine", kind, dim)
-    return Layout(f"{kind}({dim})", "<#>", f"{kind}_ip_ops", "ip", kind, dim)
+    space = default_space(contract)  # cosine (<=>) or inner product (<#>): core's choice
+    operator = "<=>" if space == "cosine" else "<#>"
+    return Layout(f"{kind}({dim})", operator, f"{kind}_{space}_ops", space, kind, dim)
 
 
 def ident(schema: str, name: str) -> sql.Composed:
