@@ -330,6 +330,18 @@ class StoreTools(Generic[F]):
         with self._running(f"verifying {driver.name!r}"):
             return verify_driver(driver, contract, all=all, sample=sample, progress=progress)
 
+    def stored(self, client: Any, name: str, **scope: Any) -> Any:
+        """Index ``name`` as the store has it now, unguarded (the facade's stored object: a
+        Chroma collection, a PostgreSQL ``StoredTable``), to read or ``verify`` whatever it
+        holds; ``scope``: the store's own keywords.
+
+        Raises:
+            InvalidInputError: no such index (named in the store's words, with its hints).
+        """
+        with self._running(f"reading {name!r}"):
+            self._checked(scope, self._store_options, "stored_collection")
+            return self._facade._stored_in(self._existing(client, name, **scope))
+
     def stamped_contract(self, client: Any, name: str, **scope: Any) -> EmbeddingContract:
         """The contract index ``name``'s stamp holds: read, not verified (nothing is embedded);
         ``scope``: the store's own keywords (a PostgreSQL table's ``schema``).

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import os
 import shlex
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -23,11 +24,13 @@ from typing import Any, Protocol
 
 from ctxemb_core.cli.common import PORT, Parser
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
+from ctxemb_core.redact import redact_dsn
 
 __all__ = [
     "PORT",
     "STORES",
     "AdapterDefaults",
+    "ConnectionString",
     "FolderOrServer",
     "StoreOptions",
     "choose_store",
@@ -438,3 +441,65 @@ class FolderOrServer:
     def location(self, args: argparse.Namespace) -> str:
         """The folder, or ``host:port`` of the server."""
         return str(args.path or f"{args.host}:{args.port}")
+
+
+@dataclass(frozen=True)
+class ConnectionString:
+    """The option of a store reached by one connection string (PostgreSQL's ``--dsn``; a
+    server's URL): given, or taken from the environment variable ``env``, required, and said
+    back with its password masked (``flags``, ``location``), the same for every such store.
+    ``store``: its ``--store`` name; ``label`` its name in words; ``example``: a string to show.
+
+    Example:
+        >>> ConnectionString("pgvector", "PostgreSQL", "CTXEMB_PG_DSN", "postgresql://h/db").defaults()
+        {'dsn': '$CTXEMB_PG_DSN'}
+    """
+
+    store: str
+    label: str
+    env: str
+    example: str
+    flag: str = "dsn"
+
+    def add_argument(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            f"--{self.flag}",
+            help=f"the {self.label} connection string (default: ${self.env}); selects "
+            f"--store {self.store}",
+        )
+
+    def check_arguments(self, args: argparse.Namespace, *, demo: bool = False) -> None:
+        """The string given, or taken from ``$env`` (another store's options beside it are
+        refused before, by :func:`choose_store`); the demo runs on the default store only."""
+        if demo:
+            raise InvalidInputError(
+                f"the demo runs on {LABELS[DEFAULT_STORE]}: leave out --store {self.store}"
+            )
+        if getattr(args, self.flag, None) is None:
+            setattr(args, self.flag, os.environ.get(self.env))
+        if not getattr(args, self.flag):
+            raise InvalidInputError(
+                f"--store {self.store} needs --{self.flag} (a {self.label} connection string, "
+                f"e.g. {self.example}) or ${self.env}"
+            )
+
+    def defaults(self) -> dict[str, str]:
+        """The default :meth:`check_arguments` fills in, as a help text shows it."""
+        return {self.flag: f"${self.env}"}
+
+    def from_environment(self) -> str | None:
+        """What selects this store when no store option is given: ``$env``, if set."""
+        return f"${self.env}" if os.environ.get(self.env) else None
+
+    def absent(self, args: argparse.Namespace) -> bool:
+        """A server is never "not there yet" the way a folder is: connecting says so."""
+        return False
+
+    def flags(self, args: argparse.Namespace) -> str:
+        """The options, the password masked (a command line to show, not to hold secrets)."""
+        shown = shlex.quote(redact_dsn(getattr(args, self.flag)))
+        return f"--store {self.store} --{self.flag} {shown}"
+
+    def location(self, args: argparse.Namespace) -> str:
+        """The connection string, its password masked."""
+        return redact_dsn(getattr(args, self.flag))

@@ -20,9 +20,16 @@ driver would otherwise write again in its own words:
   vectors, texts, metadata) a columnar client reads and writes;
 - :func:`check_values`: metadata values a store's wire format cannot hold (``None``, a
   non-finite float, an integer beyond 64 bits), refused before anything is written;
+- :func:`json_filter` and :func:`check_json_batch`, for a store that keeps metadata as JSON
+  (PostgreSQL's ``jsonb``, Qdrant's payload): the neutral filter checked (no operator keys,
+  JSON values), and a batch refused before anything is embedded where the store would refuse
+  it only while writing (metadata JSON has no form for; ids and NUL characters beyond the
+  limits the driver states), the same words for every such store;
 - :func:`translator`: a store's ``translated(what)``, its client library's errors raised as
   ctxemb's, from a table that matches an error by type and, where a library says more in the
   message than in the type, by its words;
+- :func:`unstamped_refusal`: the refusal of an unstamped index, a driver adding only who
+  writes around ctxemb in its store (its ``unstamped_error``);
 - :func:`chunks` and :func:`version_digest`.
 
 Example:
@@ -42,7 +49,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from ctxemb_core.errors import CtxembError, ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import (
+    CtxembError,
+    ExistingIdsError,
+    InvalidInputError,
+    MissingStampError,
+    unstamped_remedies,
+)
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -60,13 +73,16 @@ if TYPE_CHECKING:
 __all__ = [
     "KeyedDriver",
     "ObjectDriver",
+    "check_json_batch",
     "check_kept",
     "check_values",
     "chunks",
     "columns_of",
+    "json_filter",
     "records_of",
     "restamped",
     "translator",
+    "unstamped_refusal",
     "unstorable",
     "version_digest",
 ]
@@ -146,6 +162,80 @@ def check_values(ids: Sequence[str], metadatas: Sequence[Any] | None, store: str
                         f"{store} (None, a non-finite float or an integer beyond 64 bits); "
                         "leave it out"
                     )
+
+
+def json_filter(where: Any, store: str) -> dict[str, Any]:
+    """The neutral filter ``where`` (every key holds its value) as plain JSON, or
+    ``InvalidInputError``: an empty one, an operator key (``$and``, ``$in``: a store's own
+    language, which the neutral form does not speak), a value JSON cannot hold."""
+    if not isinstance(where, Mapping) or not where:
+        raise InvalidInputError(
+            f"where must be a non-empty mapping of metadata values, got {where!r}"
+        )
+    operators = [k for k in where if str(k).startswith("$")]
+    if operators:
+        raise InvalidInputError(
+            f"where: {operators[0]!r}: {store} filters by metadata equality "
+            "({'topic': 'tea', 'year': 2024}: every key holds its value); query the store "
+            "with its own client for anything else"
+        )
+    try:
+        return dict(json.loads(json.dumps(dict(where), allow_nan=False)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"where is not JSON: {exc}") from None
+
+
+def check_json_batch(
+    ids: Sequence[str],
+    documents: Sequence[str | None],
+    metadatas: Sequence[Any] | None,
+    store: str,
+    *,
+    max_id: int | None = None,
+    nul: bool = True,
+) -> None:
+    """Refuse a batch ``store`` would refuse only while writing it: an id longer than
+    ``max_id``, a NUL character where ``nul`` is ``False`` (in an id, a text or the metadata),
+    metadata that is not JSON (a non-finite float, a key that is not a string, a value JSON
+    has no form for)."""
+    for k, i in enumerate(ids):
+        if max_id is not None and len(i) > max_id:
+            raise InvalidInputError(
+                f"ids[{k}] is {len(i)} characters; the id column holds {max_id}"
+            )
+        if not nul and "\x00" in i:
+            raise InvalidInputError(f"ids[{k}] holds a NUL character, which {store} cannot store")
+    for k, d in enumerate(documents):
+        if not nul and d is not None and "\x00" in d:
+            raise InvalidInputError(
+                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which {store} text "
+                "cannot store; remove it"
+            )
+    for k, m in enumerate(metadatas or []):
+        if m is None:
+            continue
+        where = f"metadatas[{k}] (id {ids[k]!r})"
+        try:
+            text = json.dumps(m, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
+        if not nul and "\\u0000" in text:
+            raise InvalidInputError(f"{where} holds a NUL character, which {store} cannot store")
+        bad = [key for key in m if not isinstance(key, str)]
+        if bad:
+            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
+
+
+def unstamped_refusal(kind: str, name: str, *, where: str = "", by: str = "") -> MissingStampError:
+    """The refusal of unstamped ``kind`` ``name`` (``where``: more of where it is), with its
+    remedies (adopt it, or detect its contract first); ``by``: who likely wrote it around
+    ctxemb, in the store's terms (what a driver's ``unstamped_error`` adds)."""
+    return MissingStampError(
+        f"{kind} {name!r}{where} carries no ctxemb stamp{f': it was written {by}' if by else ''}"
+        ", so nothing proves which contract made its vectors; ctxemb neither reads nor writes "
+        "it unstamped. ",
+        remedies=unstamped_remedies(name),
+    )
 
 
 def records_of(

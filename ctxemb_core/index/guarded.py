@@ -47,7 +47,6 @@ from ctxemb_core.errors import (
     MissingStampError,
     StampError,
     StorageMismatchError,
-    unstamped_remedies,
 )
 from ctxemb_core.index.driver import (
     INCLUDE,
@@ -59,6 +58,7 @@ from ctxemb_core.index.driver import (
     StoreDriver,
     Version,
 )
+from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_core.records import (
     OPEN_SAMPLE,
     RecordCheck,
@@ -162,12 +162,7 @@ def _unstamped(driver: StoreDriver) -> MissingStampError:
         error = worded()
         if isinstance(error, MissingStampError):
             return error
-    # The advice is the remedies' (adopt, or detect first), worded for the interface called.
-    return MissingStampError(
-        f"index {driver.name!r} in {driver.describe()} carries no ctxemb stamp, so nothing "
-        "proves which contract made its vectors; ctxemb neither reads nor writes it unstamped. ",
-        remedies=unstamped_remedies(driver.name),
-    )
+    return unstamped_refusal("index", driver.name, where=f" in {driver.describe()}")
 
 
 def stamped_contract(driver: StoreDriver) -> EmbeddingContract:

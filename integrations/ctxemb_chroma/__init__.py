@@ -2,27 +2,22 @@
 
 Install with ``pip install ctxemb[chroma]``.
 
-This package is also **the shared Chroma guard**: the Haystack and LangChain adapters open,
-write and read Chroma collections through it (one stamp format, one set of checks), and use
-exactly these names of it, nothing private:
+This package is also **the shared Chroma guard**: the Haystack and LangChain adapters and the
+CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``,
+whose checks are core's :class:`~ctxemb_core.index.GuardedIndex`'s), and Chroma's own:
 
 - :func:`connect`: a client of a folder (joining one already open in this process, however its
   path is spelled) or of a server;
-- :func:`open_collection`: create a collection stamped, or open and verify it (stamp, canary,
-  a sample of stored records), adopting or repairing on request (``repair=True`` writes
-  Chroma's persisted embedding function back from the stamp): core's ``StoreTools.open``;
-- :class:`GuardedCollection`: the opened collection, every call checked (``add_embedded`` for
-  vectors a framework embedded, ``get``, ``ids``, ``current``, ``raw``); core's
-  :class:`~ctxemb_core.index.GuardedIndex` over a :class:`ChromaDriver` (``index``) checks;
-- :func:`stored_or_none`: the collection as the store has it, unguarded, or ``None``;
+- :func:`open_collection` (``repair=True`` also writes Chroma's persisted embedding function
+  back from the stamp), giving a :class:`GuardedCollection` (``raw``: Chroma's collection);
+  :func:`stored_or_none`: the collection unguarded, or ``None``;
 - :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
-- :class:`ChromaDriver` (:func:`driver`): a collection as a store driver for core's
-  ``GuardedIndex`` (the same stamp, the same persisted function as :func:`open_collection`);
-- :func:`open_hybrid`: a collection and its lexical (BM25) side, a hybrid index under one
-  stamped recipe; :func:`lexical_folder`: where that side lives, so a framework's hybrid index
-  is the one :func:`open_hybrid` opens.
+- :class:`ChromaDriver` (:func:`driver`) and :class:`ContractEmbeddingFunction` (the contract
+  in Chroma's embedding-function registry);
+- :func:`open_hybrid` and :func:`lexical_folder`: the lexical side in a folder beside an
+  embedded store.
 
-The guard imports neither framework adapter (``tests/core/test_adapter_surface.py``).
+It imports neither framework adapter (``tests/core/test_adapter_surface.py``).
 
 Example:
     >>> import chromadb
@@ -52,8 +47,6 @@ from ctxemb_chroma._driver import ChromaDriver, check_metadatas
 from ctxemb_chroma._function import ContractEmbeddingFunction
 from ctxemb_chroma._ray import index_with_ray
 from ctxemb_chroma._store import check_name as check_name
-from ctxemb_chroma._store import stamped_contract as stamped_contract
-from ctxemb_chroma._store import stored_collection as stored_collection
 from ctxemb_chroma._store import stored_or_none as stored_or_none
 from ctxemb_chroma._tools import TOOLS
 from ctxemb_chroma._tools import restamp as restamp
@@ -71,6 +64,8 @@ open_collection = TOOLS.open
 open_hybrid = TOOLS.open_hybrid
 search = TOOLS.search
 shortlist = TOOLS.shortlist
+stamped_contract = TOOLS.stamped_contract
+stored_collection = TOOLS.stored
 verify = TOOLS.verify
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.

@@ -30,13 +30,11 @@ from ctxemb_core.index import IndexFacade
 class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     """A Chroma collection bound to one contract; every call is checked before it runs.
 
-    Every call first reads the collection back from the store (one ``get_collection``: 0.3-0.5
-    ms embedded) and compares its id, stamp and Chroma's persisted configuration with what was
-    verified: a change after open (a stamp replaced or removed, a configuration changed, the
-    collection created again under the name) is verified again in full, or the call refused.
-    ``index`` is the :class:`~ctxemb_core.index.GuardedIndex` that makes those checks; what
-    every store's index object does (writes, ``sync``, ``count``, ...) is
-    :class:`~ctxemb_core.index.IndexFacade`'s, and this class adds Chroma's shapes.
+    Its guard is :attr:`index` (a :class:`~ctxemb_core.index.GuardedIndex` over a
+    :class:`ChromaDriver`); every call first reads the collection back (one ``get_collection``:
+    0.3-0.5 ms embedded) to compare its id, stamp and persisted embedding function with what was
+    verified. Its own: Chroma's shapes (``get`` and ``query`` arguments and results, ``where`` /
+    ``where_document``) and ``raw``.
     """
 
     _driver_type = ChromaDriver

@@ -15,6 +15,7 @@ from ctxemb_chroma._store import translated
 from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
+from ctxemb_core.index.connecting import check_server, reason
 from ctxemb_core.index.embedded import opening_folder, require_store
 
 
@@ -62,15 +63,12 @@ def connect(
         with translated("opening the in-memory store"):
             return chromadb.EphemeralClient(**options)
     if host is not None:
-        if not isinstance(host, str) or not host.strip():
-            raise InvalidInputError(f"host must be a host name or address, got {host!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise InvalidInputError(f"port must be an integer in 1..65535, got {port!r}")
+        check_server(host, port)
         try:
             return _closing_its_session(chromadb.HttpClient(host=host, port=port, **options))
         except Exception as exc:
             what = (
-                f"cannot reach the Chroma server at {host}:{port} ({_reason(exc)}); start it "
+                f"cannot reach the Chroma server at {host}:{port} ({reason(exc)}); start it "
                 f"with: chroma run --path DIR --host {host} --port {port}"
             )
             raise StoreUnavailableError(
@@ -130,11 +128,3 @@ def _closing_its_session(client: ClientAPI) -> ClientAPI:
 
     client.close = close  # type: ignore[attr-defined]
     return client
-
-
-def _reason(exc: BaseException) -> str:
-    """The innermost cause of a failed connection, as the operating system said it."""
-    while (inner := exc.__cause__ or exc.__context__) is not None:
-        exc = inner
-    text = str(exc)
-    return text.split("] ", 1)[-1].lower() if text.startswith("[Errno") else text or repr(exc)

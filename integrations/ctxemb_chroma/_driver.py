@@ -56,10 +56,10 @@ from ctxemb_chroma._store import (
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
-from ctxemb_core.errors import MissingStampError, StampError, unstamped_remedies
+from ctxemb_core.errors import MissingStampError, StampError
 from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
-from ctxemb_core.index.driver_kit import ObjectDriver
+from ctxemb_core.index.driver_kit import ObjectDriver, unstamped_refusal
 from ctxemb_core.index.shaped import hits_in, named, records_in
 
 __all__ = ["ChromaDriver", "check_metadatas"]
@@ -118,12 +118,7 @@ class ChromaDriver(ObjectDriver[Collection]):
             if function not in (None, NAME)
             else "around ctxemb (a plain chromadb or langchain_chroma.Chroma client, say)"
         )
-        return MissingStampError(
-            f"collection {self._name!r} was written {by} and carries no ctxemb stamp, so "
-            "nothing proves which contract made its vectors; ctxemb neither reads nor writes it "
-            "unstamped. ",
-            remedies=unstamped_remedies(self._name),
-        )
+        return unstamped_refusal("collection", self._name, by=by)
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         return {"embedding_function": NAME, "contract": stamp.contract.to_dict()}

@@ -24,7 +24,6 @@ from chromadb.errors import (
 from chromadb.types import Collection as CollectionModel
 
 from ctxemb_chroma._neighbours import collections_in, embedded_folder, is_store
-from ctxemb_core import EmbeddingContract, IndexStamp
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import missing_index
@@ -183,14 +182,6 @@ def configured_function(
     return setting.get("name"), contract if isinstance(contract, Mapping) else None
 
 
-def stored_collection(client: ClientAPI, name: str) -> Collection:
-    """The collection as the store has it now, unguarded (for reading its stamp or verifying)."""
-    raw = stored_or_none(check_client(client), check_name(name))
-    if raw is None:
-        raise missing_collection(client, name)
-    return raw
-
-
 def missing_collection(client: ClientAPI, name: str, python: str = "") -> InvalidInputError:
     """The error for a collection that is not in the store, naming a similar one if any, or a
     store near an embedded one that holds it (:func:`~ctxemb_core.index.embedded.missing_index`).
@@ -200,11 +191,6 @@ def missing_collection(client: ClientAPI, name: str, python: str = "") -> Invali
         names = [str(getattr(c, "name", c)) for c in client.list_collections()]
     folder = embedded_folder(client)
     return missing_index("collection", name, names, folder, is_store, collections_in, python)
-
-
-def stamped_contract(client: ClientAPI, name: str) -> EmbeddingContract:
-    """The contract recorded in a collection's stamp (raises if it has none)."""
-    return IndexStamp.from_metadata(stored_collection(client, name).metadata).contract
 
 
 def kept_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -3,30 +3,21 @@
 Install with ``pip install ctxemb[pgvector]`` (psycopg 3 and pgvector's Python package; the
 server needs the ``vector`` extension).
 
-This package is also **the shared pgvector guard**: the Haystack and LangChain adapters open,
-write and read PostgreSQL tables through it, with exactly these names of it, nothing private:
+This package is also **the shared pgvector guard**: the Haystack and LangChain adapters and the
+CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``,
+whose checks are core's :class:`~ctxemb_core.index.GuardedIndex`'s), and PostgreSQL's own:
 
 - :func:`connect`: a psycopg connection with pgvector's types (:func:`local_server` starts a
   throwaway server for trying things out);
-- :func:`open_table` (also ``open_collection``, the name the CLI uses for every store):
-  create a table stamped in one transaction, or open and verify it (stamp row, canary, column
-  type, the rows written or changed since it last passed), adopting or repairing on request;
-- :class:`GuardedTable`: the opened table, every call checked (``add``, ``upsert``,
-  ``add_missing``, ``sync``, ``add_embedded``, ``query``, ``query_vectors``, ``get``,
-  ``delete``, ``count``, ``ids``);
-- :func:`stored_or_none`: the table as the database has it, unguarded, or ``None``;
-- :func:`check_name`: the names a guarded table may have, checked before connecting.
-- :func:`open_hybrid`: a table and its lexical (BM25) side in the same database, a
-  hybrid index under one stamped recipe.
-- :func:`driver` / :class:`PgvectorDriver`: the same table as a store driver for core's
-  :class:`~ctxemb_core.index.GuardedIndex` (same layout and stamp row: a table made through
-  either opens through the other); :class:`RawTable`: a user's SQL around the guard, for
-  the driver conformance suite.
+- :func:`open_table` (also ``open_collection``): the table, its trigger, HNSW index and stamp
+  row made in one transaction, giving a :class:`GuardedTable`; :func:`stored_or_none`: the
+  table unguarded, or ``None``; :func:`check_name`, checked before connecting;
+- :func:`open_hybrid`: the lexical side in tables of the same database;
+- :func:`driver` / :class:`PgvectorDriver`: the same table and stamp row (made through either,
+  it opens through the other); :class:`RawTable`: a user's SQL around the guard, for the
+  conformance suite; :func:`index_with_ray`; :func:`migrate` also copies from Chroma.
 
-Its own tools: :func:`verify`, :func:`migrate` (also from a Chroma collection),
-:func:`restamp`, :func:`detect`, :func:`search`, :func:`shortlist`, :func:`eval_path`,
-:func:`index_with_ray` (Ray actors writing one table). The guard
-imports neither framework adapter nor the Chroma guard (``tests/core/test_adapter_surface.py``).
+It imports neither framework adapter nor the Chroma guard (``tests/core/test_adapter_surface.py``).
 
 The table has Haystack's ``PgvectorDocumentStore`` columns, so a table written through any
 of the three (the CLI, Haystack, LangChain) opens through the others under the same contract.

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
-from ctxemb_core.redact import redact_dsn, scrub, secrets_in
+from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import translator, worded_in
 
@@ -41,27 +41,17 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
     runs its own transaction. ``create_extension`` runs ``CREATE EXTENSION IF NOT EXISTS
     vector`` first (a database without pgvector cannot hold the tables).
 
-    The password never appears in what this raises: the DSN is shown with it masked
-    (:func:`ctxemb_core.redact.redact_dsn`), and the driver's own message is scrubbed of it.
+    The password never appears in what this raises (:mod:`ctxemb_core.index.connecting`).
 
     Raises:
         StoreUnavailableError: the server cannot be reached or refuses the login.
         InvalidInputError: ``dsn`` is not a connection string.
         MissingDependencyError: the database has no pgvector and it cannot be created.
     """
-    if not isinstance(dsn, str) or not dsn.strip():
-        shown = repr(dsn) if isinstance(dsn, str) else type(dsn).__name__
-        raise InvalidInputError(f"dsn must be a PostgreSQL connection string, got {shown}")
-    secrets = secrets_in(dsn)
-    shown = redact_dsn(dsn)
-    try:
+    check_address(dsn, "dsn", "a PostgreSQL connection string")
+    refused, unreachable = (psycopg.ProgrammingError,), (psycopg.OperationalError,)
+    with connecting(dsn, "PostgreSQL", "dsn", malformed=refused, unreachable=unreachable):
         conn = psycopg.connect(dsn, autocommit=True)
-    except psycopg.ProgrammingError as exc:
-        why = scrub(str(exc).strip(), secrets)
-        raise InvalidInputError(f"dsn {shown!r} is not a connection string: {why}") from None
-    except psycopg.OperationalError as exc:
-        why = scrub(str(exc).strip(), secrets)
-        raise StoreUnavailableError(f"PostgreSQL at {shown!r} cannot be reached: {why}") from None
     try:
         with translated("enabling pgvector"):
             installed = conn.execute(

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.index.armed import sent
@@ -53,20 +54,20 @@ from ctxemb_core.index.driver import (
     StampRead,
     Version,
 )
+from ctxemb_core.index.driver_kit import check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
 from ctxemb_pgvector._connect import check_connection, connect, translated
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
+    MAX_ID,
     SEQ,
     STAMPS,
     Layout,
     check_name,
-    check_rows,
     copy_rows,
     ident,
     layout_for,
-    meta_filter,
 )
 from ctxemb_pgvector._store import (
     _TABLE,
@@ -371,8 +372,12 @@ class PgvectorDriver:
                 self.companion.deleted(gone)
             return gone
 
-    #: What PostgreSQL would refuse only while writing (:func:`~ctxemb_pgvector._sql.check_rows`).
-    check_batch = staticmethod(check_rows)
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
+    ) -> None:
+        """What PostgreSQL refuses only while writing: an id longer than its column, a NUL
+        character (its text and jsonb cannot hold one), metadata that is not JSON."""
+        check_json_batch(ids, documents, metadatas, "PostgreSQL", max_id=MAX_ID, nul=False)
 
     def _key(self) -> tuple[str, str, str]:
         """Which table this is, on which server (the key a raw client arms a failure under)."""
@@ -434,7 +439,7 @@ class PgvectorDriver:
             clauses.append(sql.SQL("id = ANY(%s)"))
             params.append(list(ids))
         if where is not None:
-            params.append(meta_filter(where))
+            params.append(Jsonb(json_filter(where, "the pgvector adapter")))
             clauses.append(sql.SQL("meta @> %s"))
         if not clauses:
             return sql.SQL(""), []

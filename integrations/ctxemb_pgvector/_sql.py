@@ -14,9 +14,8 @@ every other one (one indexed read per call).
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from psycopg.types.json import Jsonb
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.contract import Precision
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.index.driver import default_space
 
 #: The table of stamps, in the guarded table's schema.
 STAMPS = "ctxemb_stamps"
@@ -98,15 +98,15 @@ def layout_for(contract: EmbeddingContract) -> Layout:
     float32 → ``vector(d)``, float16 → ``halfvec(d)`` (what the contract emits, half the size),
     binary → ``bit(d)`` searched by Hamming distance, int8 → ``vector(d)`` holding the integers
     exactly (pgvector has no 8-bit type). A normalised contract is searched by cosine distance,
-    any other by inner product (what its vectors are meant for, as on Chroma).
+    any other by inner product (:func:`ctxemb_core.index.driver.default_space`, as on Chroma).
     """
     dim = contract.output_dim
     if contract.precision is Precision.BINARY:
         return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)
     kind = "halfvec" if contract.precision is Precision.FLOAT16 else "vector"
-    if contract.normalize:
-        return Layout(f"{kind}({dim})", "<=>", f"{kind}_cosine_ops", "cosine", kind, dim)
-    return Layout(f"{kind}({dim})", "<#>", f"{kind}_ip_ops", "ip", kind, dim)
+    space = default_space(contract)  # cosine (<=>) or inner product (<#>): core's choice
+    operator = "<=>" if space == "cosine" else "<#>"
+    return Layout(f"{kind}({dim})", operator, f"{kind}_{space}_ops", space, kind, dim)
 
 
 def ident(schema: str, name: str) -> sql.Composed:
@@ -203,26 +203,6 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
 MAX_EF_SEARCH = 1000
 
 
-def meta_filter(where: Mapping[str, Any]) -> Jsonb:
-    """The value of ``meta @> %s``: rows whose metadata holds every key with its value."""
-    if not isinstance(where, Mapping) or not where:
-        raise InvalidInputError(
-            f"where must be a non-empty mapping of metadata values, got {where!r}"
-        )
-    operators = [k for k in where if str(k).startswith("$")]
-    if operators:
-        raise InvalidInputError(
-            f"where: {operators[0]!r}: the pgvector adapter filters by metadata equality "
-            "({'topic': 'tea', 'year': 2024}: every key holds its value); query the table with "
-            "SQL for anything else"
-        )
-    try:
-        encoded = json.loads(json.dumps(dict(where), allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"where is not JSON: {exc}") from None
-    return Jsonb(encoded)
-
-
 def copy_rows(
     conn: psycopg.Connection[Any],
     table: sql.Composable,
@@ -260,37 +240,3 @@ def copy_rows(
                     "blob_data = NULL, blob_meta = NULL, blob_mime_type = NULL"
                 ).format(table)
             )
-
-
-def check_rows(ids: list[str], documents: Sequence[str], metadatas: list[Any] | None) -> None:
-    """What PostgreSQL would refuse only while writing, refused before anything is embedded:
-    ids longer than the ``id`` column, NUL characters (text cannot hold them), metadata that is
-    not JSON (a non-finite float, a key that is not a string, a value JSON has no form for)."""
-    for k, i in enumerate(ids):
-        if len(i) > MAX_ID:
-            raise InvalidInputError(
-                f"ids[{k}] is {len(i)} characters; the id column holds {MAX_ID}"
-            )
-        if "\x00" in i:
-            raise InvalidInputError(
-                f"ids[{k}] holds a NUL character, which PostgreSQL cannot store"
-            )
-    for k, d in enumerate(documents):
-        if "\x00" in d:
-            raise InvalidInputError(
-                f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which PostgreSQL text "
-                "cannot store; remove it"
-            )
-    for k, m in enumerate(metadatas or []):
-        if m is None:
-            continue
-        where = f"metadatas[{k}] (id {ids[k]!r})"
-        try:
-            text = json.dumps(m, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidInputError(f"{where} holds a NUL character, which jsonb cannot store")
-        bad = [key for key in m if not isinstance(key, str)]
-        if bad:
-            raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")

@@ -13,13 +13,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ctxemb_core import IndexStamp
-from ctxemb_core.errors import (
-    DamagedStampError,
-    InvalidInputError,
-    MissingStampError,
-    unstamped_remedies,
-)
+from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import check_storage
+from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import (
     SEQ,
@@ -202,13 +198,13 @@ def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -
 
 
 def unstamped(name: str, schema: str = "public") -> MissingStampError:
-    what = (
-        f"table {name!r} carries no ctxemb stamp (no row for it in "
-        f"{schema}.ctxemb_stamps): it was written around ctxemb (Haystack's "
-        "PgvectorDocumentStore, LangChain's PGVectorStore or plain SQL, say), so nothing proves "
-        "which contract made its vectors; ctxemb neither reads nor writes it unstamped. "
+    error = unstamped_refusal(
+        "table",
+        name,
+        where=f" (no row for it in {schema}.ctxemb_stamps)",
+        by="around ctxemb (Haystack's PgvectorDocumentStore, LangChain's PGVectorStore or "
+        "plain SQL, say)",
     )
-    error = MissingStampError(what, remedies=unstamped_remedies(name))
     error.in_terms_of(TERMS)
     return error
 

@@ -1,13 +1,9 @@
 """A stamped PostgreSQL table bound to one contract: core's guarded index in PostgreSQL's words.
 
-Every decision (open, verify, adopt, the checks of each call, all-or-nothing writes, sync) is
-:class:`~ctxemb_core.index.GuardedIndex`'s, over :class:`~ctxemb_pgvector.PgvectorDriver`;
-what every store's index object shares (writes, sync, ``ids()`` as a set, the open path, the
-Chroma-shaped ``query`` / ``query_vectors`` / ``get`` results) is
-:class:`~ctxemb_core.index.shaped.ShapedFacade`'s. :class:`GuardedTable` keeps what is
-PostgreSQL's own: its search options (the HNSW search breadth ``ef_search``, the exact scan,
-a search among given ids), each search read in one statement with the stamp it is checked
-against (:meth:`PgvectorDriver.search_many`), the connection and the table's names.
+Every decision is :class:`~ctxemb_core.index.GuardedIndex`'s, and what every store's index
+object shares (writes, sync, the open path, the Chroma-shaped results) is
+:class:`~ctxemb_core.index.shaped.ShapedFacade`'s; this module keeps PostgreSQL's search options
+and the connection and names of the table.
 """
 
 from __future__ import annotations
@@ -48,15 +44,11 @@ class Search(SearchOptions, total=False):
 class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     """A pgvector table bound to one contract; every call is checked before it runs.
 
-    The guard is :attr:`index` (a :class:`~ctxemb_core.index.GuardedIndex` over the table's
-    :class:`~ctxemb_pgvector.PgvectorDriver`, :attr:`driver`): every call compares the stamp
-    row's version, the table's oid and the embedding column with what was verified, and a
-    change is verified again in full, or the call refused. Writes are single transactions: a
-    batch that fails or is interrupted (Ctrl-C, a lost connection, a killed process) leaves
-    nothing behind. What every store's index object does (writes, ``sync``, ``count``,
-    ``query`` and ``get`` in Chroma's shapes, ...) is
-    :class:`~ctxemb_core.index.shaped.ShapedFacade`'s; this class adds PostgreSQL's own: the
-    options of ``query`` and ``query_vectors`` (:class:`Search`).
+    Its guard is :attr:`index` over :attr:`driver`, which compares the stamp row's version, the
+    table's oid and its embedding column on every call; a write is one transaction, so a batch
+    that fails or is interrupted leaves nothing behind. Its own: the options of ``query`` and
+    ``query_vectors`` (:class:`Search`), each search read in one statement with the stamp it is
+    checked against (:meth:`PgvectorDriver.search_many`).
 
     Args:
         index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.

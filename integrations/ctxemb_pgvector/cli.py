@@ -8,12 +8,9 @@ libpq's own defaults (``PGHOST``, ``PGDATABASE``, ...).
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 from typing import Any
 
-from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.redact import redact_dsn
+from ctxemb_core.cli.stores import ConnectionString
 from ctxemb_pgvector._connect import connect as _connect
 from ctxemb_pgvector._sql import check_name
 
@@ -23,14 +20,19 @@ DSN_ENV = "CTXEMB_PG_DSN"
 DEFAULT_SCHEMA = "public"
 
 
+def _options() -> ConnectionString:
+    """Those of every store reached by a connection string, with this module's default as it
+    is at the call (so a default changed here is the one every command fills in and shows)."""
+    return ConnectionString(
+        "pgvector", "PostgreSQL", DSN_ENV, "postgresql://user@localhost:5432/rag"
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
     """``--dsn`` and ``--schema`` (the demo has no PostgreSQL: nothing is added for it)."""
     if demo:
         return
-    parser.add_argument(
-        "--dsn",
-        help=f"the PostgreSQL connection string (default: ${DSN_ENV}); selects --store pgvector",
-    )
+    _options().add_argument(parser)
     parser.add_argument(
         "--schema",
         default=None,
@@ -39,30 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
 
 
 def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
-    """``--dsn`` given, or taken from the environment (another store's options beside it are
-    refused before, by :func:`ctxemb_core.cli.stores.choose_store`)."""
-    if demo:
-        raise InvalidInputError("the demo runs on Chroma: leave out --store pgvector")
-    if getattr(args, "dsn", None) is None:
-        args.dsn = os.environ.get(DSN_ENV)
-    if not args.dsn:
-        raise InvalidInputError(
-            f"--store pgvector needs --dsn (a PostgreSQL connection string, e.g. "
-            f"postgresql://user@localhost:5432/rag) or ${DSN_ENV}"
-        )
+    """``--dsn`` (:class:`~ctxemb_core.cli.stores.ConnectionString`) and ``--schema``."""
+    _options().check_arguments(args, demo=demo)
     if getattr(args, "schema", None) is None:
         args.schema = DEFAULT_SCHEMA
     check_name(args.schema, "--schema")
 
 
 def defaults() -> dict[str, str]:
-    """The defaults :func:`check_arguments` fills in, as a help text shows them."""
-    return {"dsn": f"${DSN_ENV}", "schema": DEFAULT_SCHEMA}
+    return {**_options().defaults(), "schema": DEFAULT_SCHEMA}
 
 
 def from_environment() -> str | None:
-    """What selects this store when no store option is given: ``$CTXEMB_PG_DSN``, if set."""
-    return f"${DSN_ENV}" if os.environ.get(DSN_ENV) else None
+    return _options().from_environment()
 
 
 def scope(args: argparse.Namespace) -> dict[str, Any]:
@@ -71,19 +62,17 @@ def scope(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def absent(args: argparse.Namespace) -> bool:
-    """A database is never "not there yet" the way a folder is: connecting says so."""
-    return False
+    return _options().absent(args)
 
 
 def flags(args: argparse.Namespace) -> str:
-    """The options, the DSN's password masked (a command line to show, not to hold secrets)."""
-    out = f"--store pgvector --dsn {shlex.quote(redact_dsn(args.dsn))}"
+    out = _options().flags(args)
     return out + (f" --schema {args.schema}" if args.schema not in (None, "public") else "")
 
 
 def location(args: argparse.Namespace) -> str:
     """The database (its DSN, the password masked) and the schema."""
-    return f"{redact_dsn(args.dsn)} schema {args.schema}"
+    return f"{_options().location(args)} schema {args.schema}"
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:

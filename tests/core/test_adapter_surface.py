@@ -64,6 +64,7 @@ CORE_SURFACE = {
     "ctxemb_core.index": "the store driver protocol and the guarded index over any driver",
     "ctxemb_core.index.driver": "what a store driver offers: primitives, capabilities, records",
     "ctxemb_core.index.driver_kit": "what a driver is built from: reads/writes by id, records",
+    "ctxemb_core.index.connecting": "a store reached over the network: its address, checked",
     "ctxemb_core.index.embedded": "an embedded store's folder; the write mark in its SQLite file",
     "ctxemb_core.index.armed": "failures a raw client arms for a driver's next write (tests)",
     "ctxemb_core.index.shaped": "Chroma's result shapes (query, get) over any guarded index",
