@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.aliases.book import Catalog
 from ctxemb_core.aliases.encoders import Encoders
-from ctxemb_core.aliases.hybrid import HybridWrites, open_target
+from ctxemb_core.aliases.hybrid import HybridWrites, check_dense_target, open_target
 from ctxemb_core.aliases.record import AliasRecord, AliasTarget, check_alias_name
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, UnknownAliasError
@@ -177,6 +177,7 @@ class AliasedIndex:
                 self._hybrids[target] = hybrid
                 opened = hybrid.dense.index
             else:
+                check_dense_target(self.catalog, target, self.name)
                 opened = GuardedIndex.open(
                     self.catalog.driver(target.index), embedder, create=False, sample=self.sample
                 )

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HybridCatalog",
     "HybridWrites",
+    "check_dense_target",
     "drop_lexical",
     "hybrid_catalog",
     "lexical_contract",
@@ -63,6 +64,12 @@ class HybridCatalog(Protocol):
         server's folder is its caller's to name)."""
         ...
 
+    def lexical_mark(self, name: str) -> str | None:
+        """The token of the lexical side that index ``name`` records having (its mark), read
+        without opening it; ``None`` when it records none, or where :meth:`lexical` always
+        finds the side (the store keeps it in its own tables)."""
+        ...
+
 
 def hybrid_catalog(catalog: Any, alias: str) -> HybridCatalog:
     """``catalog`` as a :class:`HybridCatalog`, or :class:`InvalidInputError`."""
@@ -80,12 +87,26 @@ def lexical_contract(catalog: Any, index: str) -> HybridContract | None:
     if not isinstance(catalog, HybridCatalog):
         return None
     store = catalog.lexical(index)
-    if store is None:
-        return None
+    mark = catalog.lexical_mark(index)
     try:
-        return store.stamp().contract.recipe() if store.exists() else None
+        if store is None or not store.exists():
+            if mark is not None:
+                # A dense index whose lexical side is kept where an alias cannot follow it: its
+                # writes through the alias would leave that side stale, in silence.
+                where = "in a folder its callers name" if store is None else f"not in {store.where}"
+                raise InvalidInputError(
+                    f"index {index!r} has a lexical side (token {mark}) kept {where} (its "
+                    "lexical_path, --lexical-path), where an alias cannot reach it to keep it in "
+                    "step with the index's writes. An alias over a hybrid index needs the side "
+                    "where its store keeps it by default (an embedded Chroma store's "
+                    "ctxemb-lexical folder, PostgreSQL's schema); rebuild it there, or alias "
+                    "an index without one"
+                )
+            return None
+        return store.stamp().contract.recipe()
     finally:
-        _close(store)
+        if store is not None:
+            _close(store)
 
 
 def drop_lexical(catalog: Any, target: AliasTarget) -> None:
@@ -106,6 +127,20 @@ def _close(store: LexicalStore) -> None:
     close = getattr(store.db, "close", None)
     if callable(close):
         close()
+
+
+def check_dense_target(catalog: Any, target: AliasTarget, alias: str) -> None:
+    """Refuse to open ``target``, recorded as a dense index, when it has a lexical side now
+    (built after the alias was created over it): the alias's writes would leave that side stale
+    in silence."""
+    if target.hybrid is not None or lexical_contract(catalog, target.index) is None:
+        return
+    raise InvalidInputError(
+        f"index {target.index!r} has a lexical side, but alias {alias!r} was created over it as a "
+        "dense index and keeps only the dense side in step: its writes would leave the lexical "
+        "side stale. Create an alias over it again (ctxemb alias create NAME --collection "
+        f"{target.index}), which records the side, and open that one"
+    )
 
 
 def open_target(

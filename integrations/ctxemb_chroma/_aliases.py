@@ -95,6 +95,13 @@ class ChromaCatalog:
             return LexicalStore(SQLiteLexical(beside(self.client, check_name(name)), name))
         return None
 
+    def lexical_mark(self, name: str) -> str | None:
+        from ctxemb_chroma._tools import MARK_KEY
+
+        found = stored_or_none(self.client, check_name(name))
+        value = (found.metadata or {}).get(MARK_KEY) if found is not None else None
+        return value if isinstance(value, str) else None
+
 
 def catalog(client: Any) -> ChromaCatalog:
     """The store ``client`` reaches, for aliases and upgrades."""

@@ -114,6 +114,9 @@ class PgCatalog:
 
         return LexicalStore(PgLexical(self.conn, self.schema, check_name(name)))
 
+    def lexical_mark(self, name: str) -> str | None:
+        return None  # the side lives in the schema's own tables: lexical() always finds it
+
 
 def catalog(conn: Any, *, schema: str = "public") -> PgCatalog:
     """The schema ``conn`` reaches, for aliases and upgrades."""

@@ -168,3 +168,39 @@ def test_the_cli_indexes_and_upgrades_an_alias_over_a_hybrid_index(tmp_path, cap
     assert "already upgraded" in run("upgrade", "docs", *store, "--k1", "0.9", "--stemmer", "none")
     assert main(["index", str(corpus), *store, "--alias", "docs", "--hybrid", "--k1", "1"]) != 0
     assert "give no lexical recipe" in capsys.readouterr().err
+
+
+def test_a_lexical_side_an_alias_cannot_keep_in_step_is_refused_before_anything_is_written(
+    tmp_path, old
+):
+    # A side in a folder the caller named (as on a Chroma server, which has no folder of its
+    # own here): the alias could not follow it, so it is not created.
+    client = ctxemb_chroma.connect(path=str(tmp_path / "chroma"))
+    catalog = ctxemb_chroma.catalog(client)
+    hybrid = ctxemb_chroma.open_hybrid(
+        client, "elsewhere", old, lexical_path=str(tmp_path / "side")
+    )
+    hybrid.sync(list(DOCS), list(DOCS.values()))
+    with pytest.raises(InvalidInputError, match="cannot reach it"):
+        create_alias(catalog, "docs", "elsewhere")
+    assert catalog.aliases.names() == []
+
+
+@pytest.mark.parametrize("kind", ["chroma", "pgvector"])
+def test_a_side_built_after_a_dense_alias_is_refused_rather_than_left_stale(
+    request, tmp_path, old, kind
+):
+    if kind == "chroma":
+        catalog = ctxemb_chroma.catalog(ctxemb_chroma.connect(path=str(tmp_path / "chroma")))
+    else:
+        import ctxemb_pgvector
+
+        catalog = ctxemb_pgvector.catalog(request.getfixturevalue("pg"))
+    from ctxemb_core.index import GuardedIndex
+
+    GuardedIndex.open(catalog.driver("plain"), old).add(list(DOCS), list(DOCS.values()))
+    create_alias(catalog, "plain-docs", "plain")
+    assert AliasedIndex.open(catalog, "plain-docs", old).search(QUERY).index == "plain"
+    catalog.open_hybrid("plain", old)  # a lexical side, built around the alias
+    with pytest.raises(InvalidInputError, match="stale"):
+        AliasedIndex.open(catalog, "plain-docs", old).upsert(["x"], ["a new document"])
