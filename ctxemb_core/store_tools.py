@@ -179,6 +179,8 @@ class StoreTools(Generic[F]):
             where it has none), or with ``home`` ``None`` in the store itself; and the
             :class:`~ctxemb_core.hybrid.pair.LexicalPlace` of an opened index and its folder
             (``place_for(dense, folder)``). ``None``: the store has no hybrid index.
+        catalog: ``(client, **scope)`` -> the store's alias catalog (its adapter's ``catalog``),
+            so that what would change an index under an alias's readers (a restamp) sees it.
     """
 
     def __init__(
@@ -196,6 +198,7 @@ class StoreTools(Generic[F]):
         client_name: str = "client",
         check_name: Callable[[str], Any] | None = None,
         lexical: tuple[LexicalHome | None, Callable[[F, Any], LexicalPlace]] | None = None,
+        catalog: Callable[..., Any] | None = None,
     ) -> None:
         self.terms = terms
         self._words = terms or facade._terms
@@ -209,6 +212,7 @@ class StoreTools(Generic[F]):
         self._repair = repair
         self._check_name = check_name
         self._lexical = lexical
+        self._catalog = catalog
         self._client_name = client_name
         signature = inspect.signature(new_driver).parameters.values()
         self._store_options = frozenset(
@@ -435,6 +439,9 @@ class StoreTools(Generic[F]):
         Raises:
             ContractMismatchError: the change needs the documents re-embedded: migrate into a
                 new index instead.
+            AliasConflictError: an alias serves the index (or upgrades into it, or keeps it
+                for a rollback): its readers hold the alias's recorded contract, so the change
+                goes through the alias (``ctxemb upgrade``); nothing is written.
             EncoderDriftError: the new contract's embedder does not reproduce the stored
                 document vectors (the stamp's canary).
             MissingStampError: the index carries no stamp (open it with ``adopt=True`` first).
@@ -452,6 +459,10 @@ class StoreTools(Generic[F]):
         with self._running(f"re-stamping {name!r}"):
             self._checked(scope, self._store_options, "restamp")
             driver = self._driver(client, name, embedder=given, **scope)
+            if self._catalog is not None:
+                from ctxemb_core.aliases.book import refuse_alias_member
+
+                refuse_alias_member(self._catalog(client, **scope), name, "re-stamp")
             try:
                 return restamp_index(driver, contract, embedder=embedder)
             except StampMovedError:

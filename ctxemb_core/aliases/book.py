@@ -227,3 +227,34 @@ class MemoryCatalog:
 
     def describe(self) -> str:
         return f"memory:{self.store.id}"
+
+
+def refuse_alias_member(catalog: Catalog, index: str, what: str) -> None:
+    """Refuse ``what`` (a change to index ``index`` that its readers would have to follow, such
+    as a re-stamp) when an alias serves the index, upgrades into it or keeps it for a rollback:
+    the alias's readers embed under the contract the alias records, so the change goes through
+    the alias (an upgrade), never around it.
+
+    Raises:
+        AliasConflictError: naming each alias and the role the index plays in it.
+    """
+    from ctxemb_core.errors import AliasConflictError
+
+    held: list[str] = []
+    for name in catalog.aliases.names():
+        record = catalog.aliases.read(name)
+        if record is None:
+            continue
+        roles = (
+            ("target", record.target),
+            ("shadow", record.shadow),
+            ("previous", record.previous),
+        )
+        held += [f"{name!r} ({role})" for role, t in roles if t is not None and t.index == index]
+    if held:
+        raise AliasConflictError(
+            f"cannot {what} index {index!r}: alias {', '.join(held)} holds it, and the alias's "
+            "readers embed under the contract it records. Change the contract through the "
+            "alias instead: ctxemb upgrade ALIAS with the new contract's options (a shadow "
+            "under it, readers following at the cutover); nothing was written"
+        )

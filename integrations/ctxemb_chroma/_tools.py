@@ -103,6 +103,7 @@ TOOLS = StoreTools(
     query_options=("where_document",),
     check_name=check_name,
     lexical=(beside, place_for),
+    catalog=lambda client, **scope: _catalog(client, **scope),
 )
 
 
@@ -115,3 +116,9 @@ def restamp(
 ) -> RestampReport:
     """:meth:`ctxemb_core.store_tools.StoreTools.restamp`, under its parameter names of old."""
     return TOOLS.restamp(client, collection_name, contract, embedder=embedder)
+
+
+def _catalog(client: Any, **scope: Any) -> Any:
+    from ctxemb_chroma._aliases import catalog
+
+    return catalog(client, **scope)

@@ -110,6 +110,9 @@ def test_upgrade_refusals_change_nothing(store, corpus, capsys, tmp_path):
     assert code == 2 and "--gate-where needs --gate" in err
     code, _, err = run(capsys, "upgrade", "docs", *store, "--retire")
     assert code == 2 and "no previous target" in err
+    # A restamp would change the contract under the alias's readers: through the alias only.
+    code, _, err = run(capsys, "restamp", "--collection", first, *store, "--query-prefix", "q: ")
+    assert code == 2 and "alias 'docs' (target) holds it" in err, err
     shown = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])
     assert shown["generation"] == 1 and shown["shadow"] is None
 

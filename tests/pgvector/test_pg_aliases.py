@@ -7,7 +7,7 @@ import pytest
 
 import ctxemb_pgvector
 from ctxemb_core.aliases import AliasedIndex
-from ctxemb_core.errors import DamagedAliasError
+from ctxemb_core.errors import AliasConflictError, DamagedAliasError
 from ctxemb_core.testing.aliases import CatalogConformance
 
 
@@ -29,3 +29,9 @@ class TestPgAliases(CatalogConformance):
         pg.execute("UPDATE ctxemb_aliases SET record = '{\"schema\": 1}' WHERE name = 'docs'")
         with pytest.raises(DamagedAliasError, match="docs"):
             AliasedIndex.open(catalog, "docs", old)
+
+    def test_a_restamp_of_an_aliased_table_is_refused_and_writes_nothing(self, catalog, old, pg):
+        before = ctxemb_pgvector.stamped_contract(pg, "docs-v1")
+        with pytest.raises(AliasConflictError, match=r"alias 'docs' \(target\)"):
+            ctxemb_pgvector.restamp(pg, "docs-v1", old.contract.with_(query_prefix="q: "))
+        assert ctxemb_pgvector.stamped_contract(pg, "docs-v1") == before
