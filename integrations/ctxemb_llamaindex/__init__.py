@@ -8,8 +8,9 @@ table (the stamp the CLI, Haystack and LangChain write: an index written by any 
 here under the same contract), which refuse query vectors and nodes embedded under another
 contract, fields named; :func:`load_index` is a ``VectorStoreIndex`` on such a store with the
 embedding model its stamp names; :class:`ContractIngestionPipeline` is an ``IngestionPipeline``
-whose deduplication is kept per contract, so a new contract re-embeds everything. Each name is
-imported when first used.
+whose deduplication is kept per contract, so a new contract re-embeds everything;
+:class:`ContractRerank` is a node postprocessor reranking under a cross-encoder's reranker
+contract. Each name is imported when first used.
 
 Example:
     >>> from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding, load_index
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ctxemb_llamaindex._embedding import ContractEmbedding
     from ctxemb_llamaindex._ingestion import ContractIngestionPipeline
     from ctxemb_llamaindex._pgvector import ContractPGVectorStore
+    from ctxemb_llamaindex._rerank import ContractRerank
     from ctxemb_llamaindex._store import ContractVectorStore, load_index
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "ContractEmbedding",
     "ContractIngestionPipeline",
     "ContractPGVectorStore",
+    "ContractRerank",
     "ContractVectorStore",
     "load_index",
 ]
@@ -55,6 +58,7 @@ _HOMES = {
     "ContractEmbedding": "_embedding",
     "ContractIngestionPipeline": "_ingestion",
     "ContractPGVectorStore": "_pgvector",
+    "ContractRerank": "_rerank",
     "ContractVectorStore": "_store",
     "load_index": "_store",
 }

@@ -31,7 +31,7 @@ from llama_index.core import Settings, StorageContext, VectorStoreIndex
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline
 from llama_index.core.ingestion.pipeline import get_transformation_hash
 from llama_index.core.llms import MockLLM
-from llama_index.core.schema import Document, TextNode
+from llama_index.core.schema import Document, MetadataMode, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import (
     MetadataFilters,
@@ -43,6 +43,7 @@ from ctxemb_llamaindex import (
     ContractEmbedding,
     ContractIngestionPipeline,
     ContractPGVectorStore,
+    ContractRerank,
     load_index,
 )
 
@@ -244,6 +245,28 @@ def test_pgvector_store_shares_the_table_and_refuses_another_contract(pg, minilm
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         wrong.insert_nodes([TextNode(text="Kettles boil water.", id_="kettle")])
     assert store.index.count() == len(DOCS)
+
+
+def test_rerank_postprocessor_scores_as_the_core_reranker(chroma, tmp_path):
+    from tiny_models import build_cross_encoder
+
+    from ctxemb_core.rerank import rerank_contract_for, reranker_for
+
+    folder = build_cross_encoder(tmp_path / "ce")
+    rerank = ContractRerank(model_name=folder, activation="sigmoid", top_n=2)
+    data = rerank.to_dict()
+    assert data["class_name"] == "ContractRerank"
+    assert ContractRerank.from_dict(data).to_dict() == data
+    engine = written(chroma).as_query_engine(
+        llm=MockLLM(), similarity_top_k=4, node_postprocessors=[rerank]
+    )
+    found = engine.query("how is green tea made").source_nodes
+    reference = reranker_for(rerank_contract_for(folder, activation="sigmoid"))
+    texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in found]
+    scores = reference.rerank("how is green tea made", texts).scores
+    assert len(found) == 2 and [n.score for n in found] == scores.tolist()
+    with pytest.raises(InvalidInputError, match="top_n"):
+        ContractRerank(model_name=folder, activation="sigmoid", top_n=0)
 
 
 # -- ingestion ----------------------------------------------------------------------------------
