@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctxemb_llamaindex._chroma import ContractChromaVectorStore
     from ctxemb_llamaindex._embedding import ContractEmbedding
+    from ctxemb_llamaindex._eval import eval_path
     from ctxemb_llamaindex._ingestion import ContractIngestionPipeline
     from ctxemb_llamaindex._pgvector import ContractPGVectorStore
     from ctxemb_llamaindex._rerank import ContractRerank
@@ -48,6 +49,7 @@ __all__ = [
     "ContractPGVectorStore",
     "ContractRerank",
     "ContractVectorStore",
+    "eval_path",
     "load_index",
 ]
 
@@ -60,6 +62,7 @@ _HOMES = {
     "ContractPGVectorStore": "_pgvector",
     "ContractRerank": "_rerank",
     "ContractVectorStore": "_store",
+    "eval_path": "_eval",
     "load_index": "_store",
 }
 

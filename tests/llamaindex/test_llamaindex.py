@@ -293,3 +293,28 @@ def test_ingestion_into_a_guarded_store(chroma):
     assert len(pipeline.run(documents=documents())) == len(DOCS)
     assert pipeline.run(documents=documents()) == []  # unchanged: skipped, as stock
     assert chroma.index.count() == len(DOCS)
+
+
+# -- ctxemb eval --via llamaindex* ---------------------------------------------------------------
+
+
+def test_eval_path_scores_as_the_core_embedder(minilm):
+    from ctxemb_core.eval.paths import MemoryPath
+    from ctxemb_llamaindex import eval_path
+
+    queries = {"q1": "how is green tea made", "q2": "what do slugs eat"}
+    first, second = ["green tea leaves", "the moon"], ["tea is steamed", "a bicycle chain"]
+    reference = MemoryPath(minilm)
+    reference.index(DOCS)
+    path = eval_path(minilm)
+    try:
+        assert path.via == "llamaindex" and path.fingerprint == minilm.contract.fingerprint
+        assert path.index(DOCS) == len(DOCS) and path.index(DOCS) == 0
+        found, expected = path.search(queries, 3), reference.search(queries, 3)
+        for qid in queries:
+            assert list(found[qid]) == list(expected[qid])
+            assert np.allclose(list(found[qid].values()), list(expected[qid].values()), atol=1e-5)
+        scores = path.pair_scores(first, second)
+        assert np.allclose(scores, reference.pair_scores(first, second), atol=1e-5)
+    finally:
+        path.close()
