@@ -318,3 +318,25 @@ def test_eval_path_scores_as_the_core_embedder(minilm):
         assert np.allclose(scores, reference.pair_scores(first, second), atol=1e-5)
     finally:
         path.close()
+
+
+def test_the_llamaindex_vias_are_reached_by_name(tmp_path, capsys):
+    import json
+
+    from ctxemb_core.cli import main
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": k, "text": v}) for k, v in DOCS.items()]
+    (beir / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what do slugs eat"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tslug\t1\n")
+    runs = {}
+    for via, store in (("memory", []), ("llamaindex-chroma", ["--path", str(tmp_path / "db")])):
+        assert main(["eval", "--via", via, "--data", str(beir), "--k", "3", *store]) == 0
+        runs[via] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert runs["llamaindex-chroma"]["via"] == "llamaindex-chroma"
+    assert runs["llamaindex-chroma"]["indexed_now"] == len(DOCS)
+    assert runs["llamaindex-chroma"]["unrounded"] == pytest.approx(runs["memory"]["unrounded"])
+    assert main(["eval", "--via", "llamaindex", "--sample", "0", "--data", str(beir)]) == 2
+    assert "--via llamaindex does not use --sample" in capsys.readouterr().err
