@@ -10,7 +10,8 @@ contract, fields named; :func:`load_index` is a ``VectorStoreIndex`` on such a s
 embedding model its stamp names; :class:`ContractIngestionPipeline` is an ``IngestionPipeline``
 whose deduplication is kept per contract, so a new contract re-embeds everything;
 :class:`ContractRerank` is a node postprocessor reranking under a cross-encoder's reranker
-contract. Each name is imported when first used.
+contract, and :class:`ContractHybridRetriever` fuses a store's dense ranking with BM25 under one
+stamped hybrid contract (``ctxemb[hybrid]``). Each name is imported when first used.
 
 Example:
     >>> from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding, load_index
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ctxemb_llamaindex._chroma import ContractChromaVectorStore
     from ctxemb_llamaindex._embedding import ContractEmbedding
     from ctxemb_llamaindex._eval import eval_path
+    from ctxemb_llamaindex._hybrid import ContractHybridRetriever
     from ctxemb_llamaindex._ingestion import ContractIngestionPipeline
     from ctxemb_llamaindex._pgvector import ContractPGVectorStore
     from ctxemb_llamaindex._rerank import ContractRerank
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ContractChromaVectorStore",
     "ContractEmbedding",
+    "ContractHybridRetriever",
     "ContractIngestionPipeline",
     "ContractPGVectorStore",
     "ContractRerank",
@@ -58,6 +61,7 @@ __all__ = [
 _HOMES = {
     "ContractChromaVectorStore": "_chroma",
     "ContractEmbedding": "_embedding",
+    "ContractHybridRetriever": "_hybrid",
     "ContractIngestionPipeline": "_ingestion",
     "ContractPGVectorStore": "_pgvector",
     "ContractRerank": "_rerank",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxemb_chroma import ChromaDriver, GuardedCollection, connect
+from ctxemb_chroma import ChromaDriver, GuardedCollection, connect, open_hybrid
 from ctxemb_core import Embedder
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_llamaindex._embedding import ContractEmbedding
@@ -62,6 +62,9 @@ class ContractChromaVectorStore(ContractVectorStore):
 
         options = {"sample": sample, "create": create, "adopt": adopt}
         self._open(GuardedCollection, driver, embed_model, **options)
+        self._hybrid = lambda **hybrid: open_hybrid(
+            client, collection_name, self.embed_model.embedder, sample=sample, **hybrid
+        )
 
     @classmethod
     def class_name(cls) -> str:

@@ -10,7 +10,7 @@ from ctxemb_core import Embedder
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
-from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect
+from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
 
 
 class ContractPGVectorStore(ContractVectorStore):
@@ -58,6 +58,15 @@ class ContractPGVectorStore(ContractVectorStore):
 
         options = {"sample": sample, "create": create, "adopt": adopt}
         self._open(GuardedTable, driver, embed_model, **options)
+        self._hybrid = lambda **hybrid: open_hybrid(
+            conn,
+            table_name,
+            self.embed_model.embedder,
+            sample=sample,
+            schema=schema,
+            ef_search=ef_search,
+            **hybrid,
+        )
 
     @classmethod
     def class_name(cls) -> str:

@@ -61,6 +61,7 @@ class ContractVectorStore(BasePydanticVectorStore):
     stores_text: bool = True
     _facade: IndexFacade[Any, Any] = PrivateAttr()
     _embed: ContractEmbedding = PrivateAttr()
+    _hybrid: Callable[..., Any] | None = PrivateAttr(default=None)
 
     def _open(
         self,
@@ -86,6 +87,12 @@ class ContractVectorStore(BasePydanticVectorStore):
         embedder = embed_model.embedder
         self._embed = embed_model
         self._facade = facade.open(driver_for(embedder), embedder, **options)
+
+    def _open_hybrid(self, **options: Any) -> Any:
+        """The hybrid index beside this store's (for ContractHybridRetriever.from_store)."""
+        if self._hybrid is None:
+            raise TypeError(f"{type(self).__name__} has no hybrid index (Chroma and PostgreSQL do)")
+        return self._hybrid(**options)
 
     @property
     def index(self) -> GuardedIndex:

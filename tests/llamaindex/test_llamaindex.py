@@ -340,3 +340,29 @@ def test_the_llamaindex_vias_are_reached_by_name(tmp_path, capsys):
     assert runs["llamaindex-chroma"]["unrounded"] == pytest.approx(runs["memory"]["unrounded"])
     assert main(["eval", "--via", "llamaindex", "--sample", "0", "--data", str(beir)]) == 2
     assert "--via llamaindex does not use --sample" in capsys.readouterr().err
+
+
+def test_hybrid_retriever_fuses_under_the_stamp_and_refuses_another_recipe(tmp_path):
+    import chromadb
+
+    from ctxemb_core.errors import CtxembError
+    from ctxemb_llamaindex import ContractHybridRetriever
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "db"))
+    store = ContractChromaVectorStore("docs", embed(), client=client)
+    lexical = str(tmp_path / "lexical")
+    retriever = ContractHybridRetriever.from_store(store, lexical_path=lexical, similarity_top_k=2)
+    nodes = [TextNode(text=t, id_=k, metadata={"topic": k}) for k, t in DOCS.items()]
+    assert retriever.add(nodes) == list(DOCS)
+    (best, _) = retriever.retrieve("green tea leaves steamed")
+    assert (best.node.node_id, best.node.metadata) == ("tea", {"topic": "tea"})
+    assert retriever.hybrid_ranks["tea"]["lexical_rank"] == 1
+    other_bm25 = retriever.contract.lexical.with_(k1=1.2)
+    with pytest.raises(CtxembError, match=r"lexical\.k1"):
+        ContractHybridRetriever.from_store(store, lexical_path=lexical, lexical=other_bm25)
+    # A write through the vector store alone: the sides are out of step until refresh().
+    store.add([TextNode(text="Kettles boil water.", id_="kettle")])
+    with pytest.raises(CtxembError, match="refresh"):
+        retriever.retrieve("kettle")
+    assert retriever.refresh()[0] == ["kettle"]
+    assert retriever.retrieve("kettles boil water")[0].node.node_id == "kettle"
