@@ -366,3 +366,29 @@ def test_hybrid_retriever_fuses_under_the_stamp_and_refuses_another_recipe(tmp_p
         retriever.retrieve("kettle")
     assert retriever.refresh()[0] == ["kettle"]
     assert retriever.retrieve("kettles boil water")[0].node.node_id == "kettle"
+
+
+def test_the_rag_example_answers_from_the_right_documents_and_shows_a_refusal(tmp_path, capsys):
+    import importlib.util
+    import re
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "llamaindex_rag.py"
+    spec = importlib.util.spec_from_file_location("llamaindex_rag_example", example)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        for _ in range(2):  # the second run opens the stamped store and adds nothing twice
+            assert module.main(["--path", str(tmp_path)]) == 0
+            out = capsys.readouterr().out
+            assert "collection 'examples'" in out and "24 nodes" in out
+            top = dict(re.findall(r"^(q\d): .*\n  retrieved: ([\w-]+), ", out, re.M))
+            assert top == {
+                "q1": "garden-3", "q2": "space-1", "q3": "money-1", "q4": "code-3", "q5": "tea-2"
+            }  # fmt: skip
+            assert "refused: ContractMismatchError, fields ('query_prefix',)" in out
+    finally:
+        del sys.modules[spec.name]
