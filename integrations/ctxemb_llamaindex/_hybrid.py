@@ -21,7 +21,8 @@ from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.hybrid.pair import HybridIndex
 from ctxemb_core.validate import check_ids, check_positive_int
-from ctxemb_llamaindex._store import ContractVectorStore, _node, _record
+from ctxemb_llamaindex._nodes import node_record, stored_node
+from ctxemb_llamaindex._store import ContractVectorStore
 
 
 class ContractHybridRetriever(BaseRetriever):
@@ -97,7 +98,7 @@ class ContractHybridRetriever(BaseRetriever):
     def add(self, nodes: Sequence[BaseNode]) -> list[str]:
         """Write nodes to both sides (an upsert by node id), embedded by the index under its
         contract; all or nothing on the dense side."""
-        records = [_record(n) for n in nodes]
+        records = [node_record(n) for n in nodes]
         if not records:
             return []
         ids, texts, metas = (list(part) for part in zip(*records, strict=True))
@@ -132,6 +133,6 @@ class ContractHybridRetriever(BaseRetriever):
             for h in hits
         }
         return [
-            NodeWithScore(node=_node(h.id, h.document, stored.get(h.id)), score=h.score)
+            NodeWithScore(node=stored_node(h.id, h.document, stored.get(h.id)), score=h.score)
             for h in hits
         ]

@@ -12,26 +12,22 @@ LlamaIndex passes without saying which model made them (:mod:`._origins`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
-    FilterCondition,
-    FilterOperator,
-    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY, check_fingerprint
+from ctxemb_core.documents import check_fingerprint
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver
@@ -39,9 +35,7 @@ from ctxemb_core.index.guarded import stamped_contract
 from ctxemb_core.records import refuse_foreign
 from ctxemb_llamaindex import _origins
 from ctxemb_llamaindex._embedding import ContractEmbedding
-
-#: The keys LlamaIndex's own node JSON is kept under (those of its Chroma and other stores).
-_NODE_KEYS = ("_node_content", "_node_type")
+from ctxemb_llamaindex._nodes import node_record, stored_node, where_of
 
 
 class ContractVectorStore(BasePydanticVectorStore):
@@ -122,7 +116,7 @@ class ContractVectorStore(BasePydanticVectorStore):
         nodes = list(nodes)
         if not nodes:
             return []
-        ids, texts, metas = zip(*(_record(n) for n in nodes), strict=True)
+        ids, texts, metas = zip(*(node_record(n) for n in nodes), strict=True)
         vectors = [n.embedding for n in nodes]
         with _worded(self._facade):
             given = [(i, t, v) for i, t, v in zip(ids, texts, vectors, strict=True) if v]
@@ -172,7 +166,7 @@ class ContractVectorStore(BasePydanticVectorStore):
         **delete_kwargs: Any,
     ) -> None:
         with _worded(self._facade):
-            self.index.delete(node_ids, where=_where(filters))
+            self.index.delete(node_ids, where=where_of(filters))
 
     def clear(self) -> None:
         """Delete every node (the index and its stamp stay)."""
@@ -190,7 +184,7 @@ class ContractVectorStore(BasePydanticVectorStore):
             raise InvalidInputError("get_nodes reads nodes by node_ids (no filters)")
         with _worded(self._facade):
             found = self.index.get(node_ids)
-        return [_node(r.id, r.text, r.metadata) for r in found]
+        return [stored_node(r.id, r.text, r.metadata) for r in found]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The ``similarity_top_k`` nearest nodes, their similarity under the contract (higher
@@ -205,13 +199,13 @@ class ContractVectorStore(BasePydanticVectorStore):
             raise InvalidInputError("query by node_ids is not supported; use get_nodes")
         k = check_count(query.similarity_top_k, "similarity_top_k")
         contract = self.contract
-        where = _where(query.filters, query.doc_ids)
+        where = where_of(query.filters, query.doc_ids)
         with _worded(self._facade):
             fingerprint = _query_origin(query.query_embedding, contract)
             vector = check_query_vector(query.query_embedding, contract.output_dim)
             found = self.index.query_vector(vector, k, fingerprint=fingerprint, where=where)
         return VectorStoreQueryResult(
-            nodes=[_node(m.id, m.text, m.metadata) for m in found],
+            nodes=[stored_node(m.id, m.text, m.metadata) for m in found],
             similarities=[m.score for m in found],
             ids=[m.id for m in found],
         )
@@ -277,50 +271,3 @@ def _text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
     return value
-
-
-def _record(node: Any) -> tuple[str, str, dict[str, Any]]:
-    """A node as the record stored: id, the text it is embedded from, metadata with the node."""
-    if not isinstance(node, BaseNode):
-        raise InvalidInputError(f"nodes must be LlamaIndex nodes, got {type(node).__name__}")
-    own = node.get_content(metadata_mode=MetadataMode.NONE)
-    if not isinstance(own, str) or not own.strip():
-        raise InvalidInputError(
-            f"node {node.node_id!r} has no text: a ctxemb index holds texts embedded under "
-            "its contract (what a check re-embeds)"
-        )
-    meta = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
-    return node.node_id, node.get_content(metadata_mode=MetadataMode.EMBED), meta
-
-
-def _node(node_id: str, text: str | None, metadata: Mapping[str, Any] | None) -> BaseNode:
-    """A stored record as the node written (its node JSON), or, for a record another framework
-    or the CLI wrote, a ``TextNode`` of its text and metadata."""
-    meta = {k: v for k, v in (metadata or {}).items() if k not in (TEXT_KEY, FINGERPRINT_KEY)}
-    if all(k in meta for k in _NODE_KEYS):
-        return metadata_dict_to_node(meta)
-    return TextNode(id_=node_id, text=text or "", metadata=meta)
-
-
-def _where(filters: MetadataFilters | None, doc_ids: list[str] | None = None) -> dict | None:
-    """LlamaIndex's filters as the stores' filter: metadata equality, all of them."""
-    where: dict[str, Any] = {}
-    if doc_ids:
-        if len(doc_ids) != 1:
-            raise InvalidInputError("a ctxemb store filters by one doc_id at a time")
-        where["ref_doc_id"] = doc_ids[0]
-    if filters is not None:
-        if filters.condition not in (None, FilterCondition.AND) and len(filters.filters) > 1:
-            raise InvalidInputError(
-                f"filter condition {filters.condition!r}: a ctxemb store matches metadata "
-                "equality, every filter at once (AND)"
-            )
-        for one in filters.filters:
-            if not isinstance(one, MetadataFilter) or one.operator != FilterOperator.EQ:
-                shown = getattr(one, "operator", type(one).__name__)
-                raise InvalidInputError(
-                    f"filter {shown!r}: a ctxemb store matches metadata equality (operator "
-                    "'==') only"
-                )
-            where[one.key] = one.value
-    return where or None
