@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(command -v "${PYTHON:-python3}")  # a path: the environment, once activated, has its own python3
 VENV=${VENV:-.venv}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,pgvector,haystack,langchain,eval,ray,docs,serve}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,pgvector,haystack,langchain,llamaindex,eval,ray,docs,serve}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # The environment is made without pip (ensurepip's copy takes ~7 s, and uv installs a newer
 # one below in a fraction of that); uv is put into it by the pip of $PY (pip's --python), or,
@@ -108,7 +108,8 @@ if torch.version.cuda is not None:  # works, but gigabytes more than this projec
 import ctxemb_core.cli, onnxruntime, transformers
 for adapter, framework in (
     ("ctxemb_chroma", "chromadb"), ("ctxemb_pgvector", "psycopg"), ("ctxemb_haystack", "haystack"),
-    ("ctxemb_langchain", "langchain_core"), ("ctxemb_ray", "ray"),
+    ("ctxemb_langchain", "langchain_core"), ("ctxemb_llamaindex", "llama_index.core"),
+    ("ctxemb_ray", "ray"),
 ):
     if importlib.util.find_spec(framework):
         importlib.import_module(framework)

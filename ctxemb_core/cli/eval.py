@@ -82,6 +82,9 @@ _USES = {
     "pgvector": {"collection", "dsn", "schema", "sample", "exact", "ef_search"},
     "haystack-pgvector": {"collection", "dsn"},
     "langchain-pgvector": {"collection", "dsn"},
+    "llamaindex": {"collection"},
+    "llamaindex-chroma": {"collection", "path", "host", "port"},
+    "llamaindex-pgvector": {"collection", "dsn"},
 }
 assert set(_USES) == set(VIAS)
 
@@ -283,6 +286,7 @@ def _check_options(args: argparse.Namespace) -> None:
             "memory": "it keeps its index in this process",
             "haystack": "it uses Haystack's in-memory store (--via haystack-chroma: Chroma)",
             "langchain": "it uses LangChain's in-memory store (--via langchain-chroma: Chroma)",
+            "llamaindex": "it uses an in-memory store (--via llamaindex-chroma: Chroma)",
         }.get(
             args.via,
             "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "

@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 #: Every ``--via`` of ``ctxemb eval``: the core's exact search, Chroma embedded and as a server,
-#: PostgreSQL + pgvector, and Haystack and LangChain each over their in-memory store, over
-#: Chroma and over pgvector.
+#: PostgreSQL + pgvector, and Haystack, LangChain and LlamaIndex each over an in-memory store,
+#: over Chroma and over pgvector.
 VIAS = (
     "memory",
     "chroma",
@@ -49,6 +49,9 @@ VIAS = (
     "langchain",
     "langchain-chroma",
     "langchain-pgvector",
+    "llamaindex",
+    "llamaindex-chroma",
+    "llamaindex-pgvector",
 )
 
 

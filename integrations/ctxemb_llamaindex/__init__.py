@@ -1,0 +1,84 @@
+"""ctxemb for LlamaIndex: a contract-bound embedding model and vector stores that refuse another.
+
+Install with ``pip install 'ctxemb[llamaindex]'``. :class:`ContractEmbedding` is a
+``BaseEmbedding`` that embeds queries and texts each in its own role under one contract (it
+works as ``Settings.embed_model``); :class:`ContractChromaVectorStore` and
+:class:`ContractPGVectorStore` are vector stores on a stamped Chroma collection or PostgreSQL
+table (the stamp the CLI, Haystack and LangChain write: an index written by any of them opens
+here under the same contract), which refuse query vectors and nodes embedded under another
+contract, fields named; :func:`load_index` is a ``VectorStoreIndex`` on such a store with the
+embedding model its stamp names; :class:`ContractIngestionPipeline` is an ``IngestionPipeline``
+whose deduplication is kept per contract, so a new contract re-embeds everything;
+:class:`ContractRerank` is a node postprocessor reranking under a cross-encoder's reranker
+contract, and :class:`ContractHybridRetriever` fuses a store's dense ranking with BM25 under one
+stamped hybrid contract (``ctxemb[hybrid]``). Each name is imported when first used.
+
+Example:
+    >>> from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding, load_index
+    >>> embed = ContractEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2")
+    >>> store = ContractChromaVectorStore("docs", embed, persist_path="./db")  # doctest: +SKIP
+    >>> load_index(store).as_query_engine(llm=None)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+try:
+    import llama_index.core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from ctxemb_core.errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "ctxemb_llamaindex needs llama-index-core: pip install 'ctxemb[llamaindex]'"
+    ) from exc
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxemb_llamaindex._chroma import ContractChromaVectorStore
+    from ctxemb_llamaindex._embedding import ContractEmbedding
+    from ctxemb_llamaindex._eval import eval_path
+    from ctxemb_llamaindex._hybrid import ContractHybridRetriever
+    from ctxemb_llamaindex._ingestion import ContractIngestionPipeline
+    from ctxemb_llamaindex._pgvector import ContractPGVectorStore
+    from ctxemb_llamaindex._rerank import ContractRerank
+    from ctxemb_llamaindex._store import ContractVectorStore, load_index
+
+__all__ = [
+    "ContractChromaVectorStore",
+    "ContractEmbedding",
+    "ContractHybridRetriever",
+    "ContractIngestionPipeline",
+    "ContractPGVectorStore",
+    "ContractRerank",
+    "ContractVectorStore",
+    "eval_path",
+    "load_index",
+]
+
+#: The module of each name, imported when first asked for: the PostgreSQL store needs psycopg
+#: (ctxemb[pgvector]) and the Chroma store chromadb, which the embedding model works without.
+_HOMES = {
+    "ContractChromaVectorStore": "_chroma",
+    "ContractEmbedding": "_embedding",
+    "ContractHybridRetriever": "_hybrid",
+    "ContractIngestionPipeline": "_ingestion",
+    "ContractPGVectorStore": "_pgvector",
+    "ContractRerank": "_rerank",
+    "ContractVectorStore": "_store",
+    "eval_path": "_eval",
+    "load_index": "_store",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # asked once: later lookups find it here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

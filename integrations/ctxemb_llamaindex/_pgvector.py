@@ -1,0 +1,73 @@
+"""A LlamaIndex vector store on a stamped PostgreSQL + pgvector table:
+:class:`._store.ContractVectorStore` on ``ctxemb_pgvector``'s driver. What is PostgreSQL's own
+here: the connection, the schema and the search breadth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxemb_core import Embedder
+from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_llamaindex._embedding import ContractEmbedding
+from ctxemb_llamaindex._store import ContractVectorStore
+from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
+
+
+class ContractPGVectorStore(ContractVectorStore):
+    """LlamaIndex's vector store on a PostgreSQL + pgvector table stamped with the contract, in
+    place of ``PGVectorStore``.
+
+    The table is ``ctxemb_pgvector``'s (the columns Haystack's ``PgvectorDocumentStore`` and
+    ``ctxemb index --store pgvector`` use, not ``PGVectorStore``'s ``data_*`` table), so a
+    table written by the CLI, Haystack or LangChain opens here under the same contract and the
+    other way round; under another contract it is refused (fields named). Every write is one
+    transaction.
+
+    Args:
+        table_name: the table.
+        embed_model: a :class:`ContractEmbedding`; ``None``: the contract of the table's stamp.
+        connection: a DSN (``postgresql://user@host/db``) or a ``ctxemb_pgvector.connect``
+            connection.
+        sample, create, adopt: as :class:`~ctxemb_llamaindex.ContractChromaVectorStore`'s.
+        schema: the PostgreSQL schema.
+        ef_search: the HNSW search breadth (at least ``similarity_top_k``).
+
+    Example:
+        >>> store = ContractPGVectorStore("docs", embed, connection=dsn)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        embed_model: ContractEmbedding | None = None,
+        *,
+        connection: Any,
+        sample: int = OPEN_SAMPLE,
+        create: bool = True,
+        adopt: bool = False,
+        schema: str = "public",
+        ef_search: int = 200,
+    ) -> None:
+        super().__init__()
+        conn = connect(connection) if isinstance(connection, str) else connection
+
+        def driver(embedder: Embedder | None) -> PgvectorDriver:
+            return PgvectorDriver(
+                conn, table_name, embedder=embedder, schema=schema, ef_search=ef_search
+            )
+
+        options = {"sample": sample, "create": create, "adopt": adopt}
+        self._open(GuardedTable, driver, embed_model, **options)
+        self._hybrid = lambda **hybrid: open_hybrid(
+            conn,
+            table_name,
+            self.embed_model.embedder,
+            sample=sample,
+            schema=schema,
+            ef_search=ef_search,
+            **hybrid,
+        )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContractPGVectorStore"

@@ -1,0 +1,273 @@
+"""A LlamaIndex vector store on ctxemb's guarded index, whatever the store beneath.
+
+:class:`ContractVectorStore` is LlamaIndex's ``BasePydanticVectorStore`` over one
+:class:`~ctxemb_core.index.GuardedIndex` (opened through a store's index facade, as the CLI
+and the other frameworks open it): the stamp, the open-time checks, the all-or-nothing write,
+the query checks are core's. What is LlamaIndex's own is translated here: nodes to records (the
+text a node was embedded from, its metadata, and LlamaIndex's own node JSON, so a node comes
+back whole) and back, ``MetadataFilters`` to the stores' equality filter, and the vectors
+LlamaIndex passes without saying which model made them (:mod:`._origins`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from llama_index.core import VectorStoreIndex
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.documents import check_fingerprint
+from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.guard import check_count, check_query_vector
+from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver
+from ctxemb_core.index.guarded import stamped_contract
+from ctxemb_core.records import refuse_foreign
+from ctxemb_llamaindex import _origins
+from ctxemb_llamaindex._embedding import ContractEmbedding
+from ctxemb_llamaindex._nodes import node_record, stored_node, where_of
+
+
+class ContractVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store on a stamped index; a store's class opens it on its driver
+    (:class:`~ctxemb_llamaindex.ContractChromaVectorStore`,
+    :class:`~ctxemb_llamaindex.ContractPGVectorStore`).
+
+    Every query and write is checked before it runs. A query vector must have been made by a
+    :class:`ContractEmbedding` of the stamp's contract in the query role (one of another
+    contract is refused, fields named); a node's vector by one in the document role (or,
+    where this process did not make it, it must re-embed to the same vector under the
+    contract). Nodes without a vector are embedded here. A node is stored with the text it
+    was embedded from (``get_content(MetadataMode.EMBED)``, what the CLI and the other
+    frameworks re-embed to verify it) and comes back as it went in.
+    """
+
+    stores_text: bool = True
+    _facade: IndexFacade[Any, Any] = PrivateAttr()
+    _embed: ContractEmbedding = PrivateAttr()
+    _hybrid: Callable[..., Any] | None = PrivateAttr(default=None)
+
+    def _open(
+        self,
+        facade: type[IndexFacade[Any, Any]],
+        driver_for: Callable[[Embedder | None], StoreDriver],
+        embed_model: ContractEmbedding | None,
+        **options: Any,
+    ) -> None:
+        """Open (or create) the index of ``driver_for(embedder)`` under ``embed_model``'s
+        contract, or, without one, the contract its stamp holds; ``options``:
+        :class:`~ctxemb_core.index.OpenOptions`."""
+        if embed_model is None:
+            with _worded(facade):
+                contract = stamped_contract(driver_for(None))
+            embed_model = ContractEmbedding(contract)
+        elif not isinstance(embed_model, ContractEmbedding):
+            raise TypeError(
+                "a ctxemb vector store needs a ContractEmbedding (its contract is what the index "
+                f"is checked against), got {type(embed_model).__name__}; "
+                "use ContractEmbedding(model_name=...) or leave embed_model out to use the "
+                "contract the index's stamp holds"
+            )
+        embedder = embed_model.embedder
+        self._embed = embed_model
+        self._facade = facade.open(driver_for(embedder), embedder, **options)
+
+    def _open_hybrid(self, **options: Any) -> Any:
+        """The hybrid index beside this store's (for ContractHybridRetriever.from_store)."""
+        if self._hybrid is None:
+            raise TypeError(f"{type(self).__name__} has no hybrid index (Chroma and PostgreSQL do)")
+        return self._hybrid(**options)
+
+    @property
+    def index(self) -> GuardedIndex:
+        """The guarded index this store reads and writes through."""
+        return self._facade.index
+
+    @property
+    def embed_model(self) -> ContractEmbedding:
+        """The embedding model of the index's contract (what :func:`load_index` uses)."""
+        return self._embed
+
+    @property
+    def contract(self) -> EmbeddingContract:
+        return self.index.contract
+
+    @property
+    def client(self) -> Any:
+        """The store's own client (Chroma's client, PostgreSQL's connection)."""
+        driver = self._facade.driver
+        return getattr(driver, "client", None) or getattr(driver, "conn", None)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """Write nodes (an upsert by node id), all or nothing; nodes without a vector are
+        embedded here under the contract."""
+        nodes = list(nodes)
+        if not nodes:
+            return []
+        ids, texts, metas = zip(*(node_record(n) for n in nodes), strict=True)
+        vectors = [n.embedding for n in nodes]
+        with _worded(self._facade):
+            given = [(i, t, v) for i, t, v in zip(ids, texts, vectors, strict=True) if v]
+            self._check_documents(given)
+            if len(given) < len(nodes):
+                self.index.upsert(list(ids), list(texts), list(metas))
+            else:
+                fingerprint = self.contract.fingerprint
+                self.index.add_embedded(
+                    list(ids),
+                    vectors,
+                    list(texts),
+                    list(metas),
+                    fingerprint=fingerprint,
+                    upsert=True,
+                )
+        return list(ids)
+
+    def _check_documents(self, given: list[tuple[str, str, Any]]) -> None:
+        """Refuse node vectors of another contract (fields named) or role; those this process
+        did not make must re-embed to themselves under the contract."""
+        unknown = []
+        for node_id, text, vector in given:
+            found = _origins.origin(vector)
+            if found is None:
+                unknown.append((node_id, text, vector))
+                continue
+            check_fingerprint(found[0], self.contract)
+            if found[1] != "document":
+                raise InvalidInputError(
+                    f"node {node_id!r} carries a query vector; a node is embedded as a "
+                    "document (get_text_embedding), never as a query"
+                )
+        if unknown:
+            ids, texts, vectors = zip(*unknown, strict=True)
+            refuse_foreign(self.index.embedder, ids, texts, [list(v) for v in vectors])
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete the nodes of one source document."""
+        with _worded(self._facade):
+            self.index.delete(where={"ref_doc_id": _text(ref_doc_id, "ref_doc_id")})
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        with _worded(self._facade):
+            self.index.delete(node_ids, where=where_of(filters))
+
+    def clear(self) -> None:
+        """Delete every node (the index and its stamp stay)."""
+        with _worded(self._facade):
+            ids = self.index.ids()
+            if ids:
+                self.index.delete(ids)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        if node_ids is None or filters is not None:
+            raise InvalidInputError("get_nodes reads nodes by node_ids (no filters)")
+        with _worded(self._facade):
+            found = self.index.get(node_ids)
+        return [stored_node(r.id, r.text, r.metadata) for r in found]
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """The ``similarity_top_k`` nearest nodes, their similarity under the contract (higher
+        is nearer) and ids; the query vector checked first (present, finite, the contract's
+        width, made under the contract in the query role)."""
+        if query.mode != VectorStoreQueryMode.DEFAULT:
+            raise InvalidInputError(
+                f"query mode {query.mode.value!r}: a ctxemb store searches by its contract's "
+                "vectors (mode 'default'); for hybrid retrieval see ctxemb's hybrid index"
+            )
+        if query.node_ids:
+            raise InvalidInputError("query by node_ids is not supported; use get_nodes")
+        k = check_count(query.similarity_top_k, "similarity_top_k")
+        contract = self.contract
+        where = where_of(query.filters, query.doc_ids)
+        with _worded(self._facade):
+            fingerprint = _query_origin(query.query_embedding, contract)
+            vector = check_query_vector(query.query_embedding, contract.output_dim)
+            found = self.index.query_vector(vector, k, fingerprint=fingerprint, where=where)
+        return VectorStoreQueryResult(
+            nodes=[stored_node(m.id, m.text, m.metadata) for m in found],
+            similarities=[m.score for m in found],
+            ids=[m.id for m in found],
+        )
+
+
+def load_index(
+    store: ContractVectorStore, embed_model: Any = None, **kwargs: Any
+) -> VectorStoreIndex:
+    """A ``VectorStoreIndex`` on ``store`` with the embedding model of its stamp's contract:
+    LlamaIndex's ``VectorStoreIndex.from_vector_store(store, embed_model=...)``, with the model
+    read from the index instead of remembered by its user. An ``embed_model`` given must be a
+    :class:`ContractEmbedding` of that contract (another is refused, fields named).
+
+    Example:
+        >>> store = ContractChromaVectorStore("docs", persist_path="./db")  # doctest: +SKIP
+        >>> retriever = load_index(store).as_retriever(similarity_top_k=3)  # doctest: +SKIP
+    """
+    if not isinstance(store, ContractVectorStore):
+        raise TypeError(f"load_index opens a ctxemb vector store, got {type(store).__name__}")
+    if embed_model is None:
+        embed_model = store.embed_model
+    elif not isinstance(embed_model, ContractEmbedding):
+        raise TypeError(
+            f"load_index needs a ContractEmbedding (or none), got {type(embed_model).__name__}"
+        )
+    else:
+        with _worded(store._facade):
+            check_fingerprint(embed_model.fingerprint, store.contract)
+    return VectorStoreIndex.from_vector_store(store, embed_model=embed_model, **kwargs)
+
+
+@contextlib.contextmanager
+def _worded(facade: Any) -> Iterator[None]:
+    """Errors give their advice in the store's terms (its facade's)."""
+    try:
+        yield
+    except CtxembError as exc:
+        exc.in_terms_of(facade._terms)
+        raise
+
+
+def _query_origin(vector: Any, contract: EmbeddingContract) -> str:
+    """The fingerprint the query vector was made under, if a ContractEmbedding made it."""
+    found = _origins.origin(vector)
+    if found is not None:
+        check_fingerprint(found[0], contract)  # another contract's: the fields named
+    if found is None:
+        check_query_vector(vector, contract.output_dim, contract=contract)  # None, NaN, width
+        raise InvalidInputError(
+            "the query embedding was not made by a ContractEmbedding here, so nothing says "
+            f"which model made it; the index is {contract.describe()}: query through "
+            "load_index(store) (or embed_model=ContractEmbedding(contract=...) of that contract)"
+        )
+    if found[1] != "query":
+        raise InvalidInputError(
+            "the query embedding was made in the document role; queries are embedded with "
+            "get_query_embedding (the contract's query role)"
+        )
+    return found[0]
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
+    return value
