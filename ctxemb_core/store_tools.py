@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -179,8 +180,10 @@ class StoreTools(Generic[F]):
             where it has none), or with ``home`` ``None`` in the store itself; and the
             :class:`~ctxemb_core.hybrid.pair.LexicalPlace` of an opened index and its folder
             (``place_for(dense, folder)``). ``None``: the store has no hybrid index.
-        catalog: ``(client, **scope)`` -> the store's alias catalog (its adapter's ``catalog``),
-            so that what would change an index under an alias's readers (a restamp) sees it.
+        catalog: ``"module:function"``, the adapter's ``catalog(client, **scope)`` -> the
+            store's alias catalog, so that what would change an index under an alias's readers
+            (a restamp) sees it; named, not imported, since the catalog's module opens this
+            store's hybrid sides through these tools.
     """
 
     def __init__(
@@ -198,7 +201,7 @@ class StoreTools(Generic[F]):
         client_name: str = "client",
         check_name: Callable[[str], Any] | None = None,
         lexical: tuple[LexicalHome | None, Callable[[F, Any], LexicalPlace]] | None = None,
-        catalog: Callable[..., Any] | None = None,
+        catalog: str | None = None,
     ) -> None:
         self.terms = terms
         self._words = terms or facade._terms
@@ -462,7 +465,9 @@ class StoreTools(Generic[F]):
             if self._catalog is not None:
                 from ctxemb_core.aliases.book import refuse_alias_member
 
-                refuse_alias_member(self._catalog(client, **scope), name, "re-stamp")
+                module, function = self._catalog.split(":")
+                catalog = getattr(importlib.import_module(module), function)
+                refuse_alias_member(catalog(client, **scope), name, "re-stamp")
             try:
                 return restamp_index(driver, contract, embedder=embedder)
             except StampMovedError:

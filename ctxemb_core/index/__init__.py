@@ -22,7 +22,13 @@ from ctxemb_core.index.driver import (
     StoreDriver,
 )
 from ctxemb_core.index.facade import IndexFacade, OpenOptions
-from ctxemb_core.index.guarded import GuardedIndex, Match, restamp_index, verify_driver
+from ctxemb_core.index.guarded import (
+    GuardedIndex,
+    Match,
+    restamp_index,
+    stamped_contract,
+    verify_driver,
+)
 from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
 from ctxemb_core.index.migrate import Migration, migrate_index, migration
 
@@ -45,5 +51,6 @@ __all__ = [
     "migrate_index",
     "migration",
     "restamp_index",
+    "stamped_contract",
     "verify_driver",
 ]

@@ -103,7 +103,7 @@ TOOLS = StoreTools(
     query_options=("where_document",),
     check_name=check_name,
     lexical=(beside, place_for),
-    catalog=lambda client, **scope: _catalog(client, **scope),
+    catalog="ctxemb_chroma._aliases:catalog",  # by name: that module opens its hybrid sides here
 )
 
 
@@ -116,9 +116,3 @@ def restamp(
 ) -> RestampReport:
     """:meth:`ctxemb_core.store_tools.StoreTools.restamp`, under its parameter names of old."""
     return TOOLS.restamp(client, collection_name, contract, embedder=embedder)
-
-
-def _catalog(client: Any, **scope: Any) -> Any:
-    from ctxemb_chroma._aliases import catalog
-
-    return catalog(client, **scope)

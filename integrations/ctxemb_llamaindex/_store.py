@@ -30,8 +30,7 @@ from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.documents import check_fingerprint
 from ctxemb_core.errors import CtxembError, InvalidInputError
 from ctxemb_core.guard import check_count, check_query_vector
-from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver
-from ctxemb_core.index.guarded import stamped_contract
+from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver, stamped_contract
 from ctxemb_core.records import refuse_foreign
 from ctxemb_llamaindex import _origins
 from ctxemb_llamaindex._embedding import ContractEmbedding

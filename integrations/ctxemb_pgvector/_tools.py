@@ -67,16 +67,10 @@ TOOLS = StoreTools(
     check_name=check_name,
     lexical=(None, place_for),  # in the database: a lexical_path is an old folder to convert
     client_name="conn",
-    catalog=lambda client, **scope: _catalog(client, **scope),
+    catalog="ctxemb_pgvector._aliases:catalog",  # by name: that module opens its hybrid sides here
 )
 
 
 def stamped_contract(conn: Any, name: str, schema: str = "public") -> EmbeddingContract:
     """The contract a table's stamp holds (read, not verified: nothing is embedded)."""
     return TOOLS.stamped_contract(conn, name, schema=schema)
-
-
-def _catalog(client: Any, **scope: Any) -> Any:
-    from ctxemb_pgvector._aliases import catalog
-
-    return catalog(client, **scope)

@@ -108,6 +108,7 @@ ADAPTERS = (
     "ctxemb_pgvector",
     "ctxemb_haystack",
     "ctxemb_langchain",
+    "ctxemb_llamaindex",
     *OVER_CORE_ONLY,
 )
 

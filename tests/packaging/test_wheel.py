@@ -156,6 +156,7 @@ def test_wheel_holds_every_package_and_the_demo_data(dist: Dist, source_tree: Pa
         "ctxemb_pgvector",
         "ctxemb_haystack",
         "ctxemb_langchain",
+        "ctxemb_llamaindex",
     } <= packages
     missing = sorted(p for p in packages if f"{p}/__init__.py" not in names)
     assert not missing, f"packages missing from the wheel: {missing}"
