@@ -12,9 +12,11 @@ component or any other path: an :class:`~ctxemb_core.cache.EmbeddingCache` is sh
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.records import storable
 from ctxemb_core.validate import check_texts
 
-__all__ = ["LazyEmbedder"]
+__all__ = ["LazyEmbedder", "lazy_exports"]
 
 
 class LazyEmbedder:
@@ -193,3 +195,29 @@ def _cache(cache: Any) -> EmbeddingCache | None:
     raise InvalidInputError(
         f"cache must be True, False or an EmbeddingCache, got {type(cache).__name__}"
     )
+
+
+def lazy_exports(
+    package: str, homes: Mapping[str, str], names: Sequence[str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import each public name from
+    its module (``homes``: name -> module under ``package``) on first use, so that importing
+    an adapter does not import its framework until a name that needs it is asked for.
+
+    Example:
+        >>> __getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)  # doctest: +SKIP
+    """
+    module = sys.modules[package]
+
+    def __getattr__(name: str) -> object:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{home}"), name)
+        setattr(module, name, value)  # asked once: later lookups find it on the module
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(module), *names})
+
+    return __getattr__, __dir__

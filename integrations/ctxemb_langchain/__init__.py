@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+from ctxemb_core.lazy import lazy_exports
+
 try:
     import langchain_core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -31,7 +33,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_langchain needs langchain-core: pip install 'ctxemb[langchain]'"
     ) from exc
 
-import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -78,15 +79,4 @@ _HOMES = {
     "eval_path": "_eval",
 }
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # asked once: later lookups find it here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
