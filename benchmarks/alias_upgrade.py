@@ -50,7 +50,9 @@ TARGETS = {"int8": {"quantization": "int8-dynamic-pc-v1"}, "dim256": {"truncate_
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=writes(NAME))
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=writes(f"{NAME}_<store>_<to>")
+    )
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     p.add_argument(
         "--to",
@@ -274,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "command": command_line(),
     }
-    path = write_result(NAME, payload, args.out, quick=args.quick)
+    path = write_result(f"{NAME}_{args.store}_{args.to}", payload, args.out, quick=args.quick)
     print(
         f"alias upgrade of {len(ids)} SciFact documents to {args.to} on {args.store} "
         f"({cpu_label()}):"
