@@ -84,13 +84,14 @@ test:
 	$(MAKE) --no-print-directory -j 3 lint docs suite EVAL_SETS=$(CURDIR)/build/eval-sets DOCS_VENV=.venv
 
 suite: setup
-	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(PYTEST) -m "not bench_quick"
+	CTXEMB_TEST_EVAL_SETS=$(EVAL_SETS) $(PYTEST) -m "not bench_quick and not figures_extra"
 
 # Every benchmark script's --quick run (tests/benchmarks/test_benchmarks_run.py): the scripts'
 # own code paths on a tiny workload. ~200 CPU-s, so not part of make test (CI's 900 s); run it
-# when a benchmark or what it imports changes.
+# when a benchmark or what it imports changes. It also runs the figures_extra tests: the
+# published figures through LlamaIndex's PostgreSQL path (an HNSW build of SciFact, ~60 CPU-s).
 bench-check: setup
-	$(PYTEST) -m bench_quick tests/benchmarks/test_benchmarks_run.py
+	$(PYTEST) -m "bench_quick or figures_extra" tests/benchmarks/test_benchmarks_run.py tests/llamaindex/test_llamaindex_eval.py
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py

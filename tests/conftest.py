@@ -111,6 +111,8 @@ EVALUATION_SETS = (
     # Every STS-B sentence and a SciFact bi-encoder shortlist: the vectors are the cache's.
     "tests/eval/test_reference_sts.py::",
     "tests/rerank/test_rerank_late.py::test_maxsim_reranks_a_scifact_bi_encoder_shortlist",
+    # LlamaIndex's in-memory path, SciFact and STS-B (its PostgreSQL path is figures_extra).
+    "tests/llamaindex/test_llamaindex_eval.py::",
 )
 #: :data:`EVALUATION_SETS` by the time each takes (seconds in a clean-clone run on a 2-core
 #: EPYC, of one core but for pgvector's): the order of their units with EVAL_SETS. pgvector's
@@ -127,6 +129,7 @@ EVALUATION_LONGEST_FIRST = tuple(
         7,  # sentence-transformers on every STS-B sentence, 18
         4,  # three adapters, 11
         0,  # a Chroma server, 9
+        9,  # LlamaIndex, in memory
         8,  # MaxSim, 8
     )
 )
