@@ -761,7 +761,6 @@ class Gallery:
             self.client,
             self.stamped_name,
             self.vectors.embedder(self.right),
-            lexical_path=self.workdir / "lexical",
             sample=0,
         )
         entry.measures["hybrid_fingerprint"] = hybrid.contract.fingerprint
@@ -773,7 +772,6 @@ class Gallery:
                     self.stamped_name,
                     self.vectors.embedder(self.right),
                     lexical=unstemmed,
-                    lexical_path=self.workdir / "lexical",
                     sample=0,
                 ),
             )

@@ -168,10 +168,10 @@ def _serves(target: AliasTarget, dense: EmbeddingContract, hybrid: HybridContrac
         return False
     if target.hybrid is None or hybrid is None:
         return target.hybrid is None and hybrid is None
-    return (
-        target.hybrid.lexical.recipe() == hybrid.lexical.recipe()
-        and target.hybrid.fusion == hybrid.fusion
-    )
+    # The lexical recipe and the fusion, field by field, as the hybrid guard compares them
+    # (the dense side is same_contract's, above).
+    changed = target.hybrid.recipe().diff(hybrid.recipe()).fields
+    return not any(not f.startswith("dense.") for f in changed)
 
 
 def _upgrade_to(

@@ -18,6 +18,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
 
 from ctxemb_core import EmbeddingContract
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
@@ -43,7 +44,7 @@ class ContractIngestionPipeline(IngestionPipeline):
     def contract(self) -> EmbeddingContract:
         """The contract the pipeline embeds under (its ContractEmbedding's or its store's)."""
         embeds = [t for t in self.transformations if isinstance(t, ContractEmbedding)]
-        if len({e.fingerprint for e in embeds}) > 1:
+        if any(not same_contract(embeds[0].contract, e.contract) for e in embeds[1:]):
             raise InvalidInputError(
                 "the pipeline embeds under two contracts (two ContractEmbedding of different "
                 "contracts among its transformations); keep one"

@@ -141,10 +141,29 @@ def test_index_and_query_by_alias_follow_an_upgrade(store, corpus, capsys, tmp_p
     assert code == 0 and json.loads(out)["results"][0]["id"] == "late"
     code, _, err = run(capsys, "query", "oolong", *store)
     assert code == 2 and "--alias" in err
-    # An index restamped behind the alias (a query prefix: valid for its stored documents) no
-    # longer has the contract the alias records for it: a reader by alias is refused, naming it.
+    # ctxemb restamp refuses the alias's target (the change would move under its readers)...
     target = json.loads(run(capsys, "alias", "show", "docs", *store, "--json")[1])["target"]
     restamp = ("restamp", "--collection", target["index"], *store, "--query-prefix", "q: ")
-    assert run(capsys, *restamp)[0] == 0
+    code, _, err = run(capsys, *restamp)
+    assert code == 2 and "alias 'docs' (target) holds it" in err, err
+    # ...and an index restamped behind the alias all the same (core's restamp_index, no alias
+    # check) no longer has the contract the alias records: a reader by alias is refused.
+    _restamp_around(store, target["index"], "q: ")
     code, _, err = run(capsys, "query", "oolong", *store, "--alias", "docs")
     assert code == 2 and "ContractMismatchError" in err and "query_prefix" in err, err
+
+
+def _restamp_around(store: tuple[str, ...], index: str, prefix: str) -> None:
+    """Re-stamp ``index`` with a query prefix through core's driver-level call, around the
+    adapter's alias check (as a second tool or an older ctxemb would)."""
+    from ctxemb_core.index import restamp_index, stamped_contract
+
+    if "--path" in store:
+        import ctxemb_chroma
+
+        driver = ctxemb_chroma.ChromaDriver(ctxemb_chroma.connect(path=store[1]), index)
+    else:
+        import ctxemb_pgvector
+
+        driver = ctxemb_pgvector.PgvectorDriver(ctxemb_pgvector.connect(store[-1]), index)
+    restamp_index(driver, stamped_contract(driver).with_(query_prefix=prefix))
