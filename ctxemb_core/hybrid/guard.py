@@ -14,13 +14,15 @@ from ctxemb_core.errors import (
     OutOfStepError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
-from ctxemb_core.hybrid.lexical import Analyzer
+from ctxemb_core.hybrid.fusion import Fusion
+from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
 from ctxemb_core.hybrid.store import HybridStamp
 
 __all__ = [
     "check_analyzer",
     "check_caller",
     "check_in_step",
+    "check_recipe",
     "same_count",
     "step_differences",
 ]
@@ -45,6 +47,22 @@ def check_caller(
     if any(not f.startswith("dense.") for f in diff.fields):
         raise HybridMismatchError(stamp, caller, where=where)
     return stamp
+
+
+def check_recipe(
+    stamp: HybridContract,
+    lexical: LexicalContract | None = None,
+    fusion: Fusion | None = None,
+    *,
+    where: str = "the index",
+) -> HybridContract:
+    """:func:`check_caller` for a caller that states only a lexical recipe and a fusion (each
+    ``None``: the stamp's), as a framework's hybrid retriever does."""
+    caller = stamp.with_(
+        lexical=lexical if lexical is not None else stamp.lexical,
+        fusion=fusion if fusion is not None else stamp.fusion,
+    )
+    return check_caller(stamp, caller, where=where)
 
 
 def check_analyzer(stamp: HybridStamp, analyzer: Analyzer) -> None:

@@ -29,7 +29,7 @@ from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, model_validator
 
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
-from ctxemb_core.hybrid.guard import check_caller
+from ctxemb_core.hybrid.guard import check_recipe
 from ctxemb_core.hybrid.pair import HybridIndex
 from ctxemb_core.validate import check_ids, check_positive_int
 from ctxemb_langchain._results import hybrid_documents
@@ -76,12 +76,7 @@ class ContractHybridRetriever(TextWriter, BaseRetriever):
         return self
 
     def _caller(self, lexical: LexicalContract | None, fusion: Fusion | None) -> HybridContract:
-        stamp = self.index.contract
-        caller = stamp.with_(
-            lexical=lexical if lexical is not None else stamp.lexical,
-            fusion=fusion if fusion is not None else stamp.fusion,
-        )
-        return check_caller(stamp, caller, where=repr(self.index.name))
+        return check_recipe(self.index.contract, lexical, fusion, where=repr(self.index.name))
 
     @property
     def contract(self) -> HybridContract:

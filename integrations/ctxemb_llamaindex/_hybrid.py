@@ -18,7 +18,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
-from ctxemb_core.hybrid.guard import check_caller
+from ctxemb_core.hybrid.guard import check_recipe
 from ctxemb_core.hybrid.pair import HybridIndex
 from ctxemb_core.validate import check_ids, check_positive_int
 from ctxemb_llamaindex._nodes import node_record, stored_node
@@ -59,9 +59,7 @@ class ContractHybridRetriever(BaseRetriever):
         self.index = index
         self.similarity_top_k = check_positive_int(similarity_top_k, "similarity_top_k")
         self.lexical, self.fusion = lexical, fusion
-        stamp = index.contract
-        caller = stamp.with_(lexical=lexical or stamp.lexical, fusion=fusion or stamp.fusion)
-        check_caller(stamp, caller, where=repr(index.name))  # refused now, not at a query
+        check_recipe(index.contract, lexical, fusion, where=repr(index.name))  # now, not later
         self.hybrid_ranks: dict[str, dict[str, Any]] = {}
         super().__init__(**kwargs)
 
