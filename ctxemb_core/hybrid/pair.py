@@ -42,6 +42,7 @@ from ctxemb_core.hybrid.guard import (
     check_analyzer,
     check_caller,
     check_in_step,
+    check_recipe,
     same_count,
     step_differences,
 )
@@ -70,6 +71,9 @@ PAGE = 1000
 #: Documents per lexical write when a whole dense side is taken in (build, mend).
 BATCH = 512
 #: The advice for a side lost or replaced around ctxemb.
+#: How many times a query reads the lexical stamp and the dense count before it calls two
+#: differing counts out of step (a writer between the reads makes them differ for a moment).
+_READS = 3
 REBUILD = "ctxemb index --hybrid --rebuild-lexical (open_hybrid(..., rebuild=True))"
 
 
@@ -537,16 +541,32 @@ class HybridIndex:
     # -- querying --------------------------------------------------------------------------
 
     def lexical_search(
-        self, text: str, k: int, *, stated: HybridContract | None = None
+        self,
+        text: str,
+        k: int,
+        *,
+        lexical: LexicalContract | None = None,
+        fusion: Fusion | None = None,
     ) -> tuple[list[tuple[str, float]], HybridStamp]:
         """The lexical side's ``k`` best ``(id, score)`` for ``text`` and the stamp they were
-        scored under, after the stated contract (``None``: this index's) is checked against
-        it and the two sides are found to hold as many documents."""
-        hits, stamp = self.lexical.search(text, k, self.stamp)
-        self._follow(stamp)
-        if stated is not None:
-            check_caller(stamp.contract, stated, where=repr(self.name))
-        same_count(stamp.documents, self.count(), where=repr(self.name))
+        scored under, after the recipe stated (``lexical`` / ``fusion``; ``None``: the
+        stamp's) is checked against that stamp and the two sides are found to hold as many
+        documents.
+
+        The stamp and the dense side's count are read in one snapshot where both sides live
+        in one database (PostgreSQL). Elsewhere they are two reads, and a writer between them
+        (another thread or process, its write whole on both sides) makes them differ for a
+        moment, so they are read again before the sides are called out of step.
+        """
+        for attempt in range(_READS):
+            with self.lexical.db.reading():
+                hits, stamp = self.lexical.search(text, k, self.stamp)
+                dense = self.count()
+            self._follow(stamp)
+            check_recipe(stamp.contract, lexical, fusion, where=repr(self.name))
+            if stamp.documents == dense or attempt == _READS - 1:
+                break
+        same_count(stamp.documents, dense, where=repr(self.name))
         return hits, stamp
 
     def query(
@@ -571,14 +591,11 @@ class HybridIndex:
         check_positive_int(n_results, "n_results")
         if not isinstance(text, str):
             raise InvalidInputError(f"a query must be a string, got {type(text).__name__}")
-        contract = self.current().contract
-        caller = contract.with_(
-            lexical=lexical if lexical is not None else contract.lexical,
-            fusion=fusion if fusion is not None else contract.fusion,
-        )
-        check_caller(contract, caller, where=repr(self.name))
+        contract = check_recipe(self.current().contract, lexical, fusion, where=repr(self.name))
         depth = max(contract.fusion.depth, n_results)
-        lexical_hits, stamp = self.lexical_search(text, depth, stated=caller)
+        # Checked again against the stamp the lexical side is scored under: a writer may have
+        # refitted its statistics since (the recipe stated is what must still be the stamp's).
+        lexical_hits, stamp = self.lexical_search(text, depth, lexical=lexical, fusion=fusion)
         contract = stamp.contract
         found = self.dense.query([text], n_results=min(depth, max(1, stamp.documents)))
         dense = [

@@ -160,9 +160,8 @@ class LexicalSide:
         stamp = hybrid.current()
         self.caller(stamp.contract)
         remember(stamp.contract)
-        hits, stamp = hybrid.lexical_search(
-            query, k or stamp.contract.fusion.depth, stated=self.stated(stamp.contract)
-        )
+        depth = k or stamp.contract.fusion.depth
+        hits, stamp = hybrid.lexical_search(query, depth, lexical=self.lexical, fusion=self.fusion)
         remember(stamp.contract)
         return hits, stamp
 
