@@ -10,7 +10,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ctxemb_core.aliases import AliasRecord
-from ctxemb_pgvector._connect import check_connection, translated
+from ctxemb_pgvector._connect import check_connection, serialised, translated
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import advisory_lock, check_name, ident, relation_exists
 from ctxemb_pgvector._store import drop_table, stored_or_none
@@ -21,6 +21,7 @@ __all__ = ["ALIASES", "PgAliasBook", "PgCatalog", "catalog"]
 ALIASES = "ctxemb_aliases"
 
 
+@serialised
 class PgAliasBook:
     """The aliases of one schema (see the module's docstring)."""
 

@@ -57,7 +57,7 @@ from ctxemb_core.index.driver import (
 from ctxemb_core.index.driver_kit import check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
-from ctxemb_pgvector._connect import check_connection, connect, translated
+from ctxemb_pgvector._connect import check_connection, connect, serialised, translated
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,
@@ -126,6 +126,7 @@ LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding' AND N
 _NO_VECTOR = frozenset({"text", "metadata"})
 
 
+@serialised
 class PgvectorDriver:
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one table (see the module).
 

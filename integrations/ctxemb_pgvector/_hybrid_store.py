@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from ctxemb_core.hybrid.store import SIDES, TABLES
-from ctxemb_pgvector._connect import translated
+from ctxemb_pgvector._connect import exclusive, serialised, translated
 from ctxemb_pgvector._sql import advisory_lock, relation_exists
 
 _TABLES = """
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NU
 MARKS = "ctxemb_hybrid_marks"
 
 
+@serialised
 class PgLexical:
     """The lexical side of table ``name`` in ``schema`` (see the module docstring)."""
 
@@ -113,7 +114,9 @@ class PgLexical:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        with translated(f"the lexical side of {self.name!r}"), self.conn.transaction():
+        # Held for the whole transaction, which spans calls of the dense side's driver.
+        what = f"the lexical side of {self.name!r}"
+        with exclusive(self.conn), translated(what), self.conn.transaction():
             yield
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
@@ -128,6 +131,11 @@ class PgLexical:
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         # One snapshot for the statistics and the postings they score.
+        with exclusive(self.conn), self._snapshot():
+            yield
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
         if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             yield
             return
