@@ -237,7 +237,11 @@ def begin_upgrade(
 
 @dataclass(frozen=True)
 class BackfillReport:
-    """What one :func:`backfill` did: re-embedded, unchanged and deleted records, in seconds."""
+    """What one :func:`backfill` did: written, unchanged and deleted records, in seconds.
+
+    ``carried`` says how the records were written: re-embedded under the new contract (False),
+    or, where only a hybrid index's lexical recipe or fusion changed, their stored vectors
+    carried over as they are (True: nothing was embedded)."""
 
     source: str
     target: str
@@ -245,11 +249,24 @@ class BackfillReport:
     unchanged: int
     deleted: int
     seconds: float
+    carried: bool = False
 
     @property
     def rate(self) -> float:
-        """Records re-embedded per second."""
+        """Records written per second."""
         return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        """One line: what was written and how, what was there already, what was deleted."""
+        how = (
+            "carried over (the same dense contract: nothing embedded)"
+            if self.carried
+            else ("re-embedded")
+        )
+        return (
+            f"{self.written} {how} ({self.rate:.1f}/s), {self.unchanged} already there, "
+            f"{self.deleted} deleted"
+        )
 
 
 def text_digests(catalog: Catalog, index: str, contract: Embedder) -> dict[str, str | None]:
@@ -333,6 +350,7 @@ class BackfillPlan:
             self.unchanged,
             len(self.gone),
             time.perf_counter() - self.started,
+            carried=same_contract(self.source.stamp, self.dest.stamp, exact=True),
         )
 
 

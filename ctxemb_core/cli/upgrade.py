@@ -320,10 +320,7 @@ def run(args: argparse.Namespace) -> int:
                 batch=args.batch_size,
                 progress=sys.stderr.isatty(),
             )
-        print(
-            f"backfill: {report.written} re-embedded ({report.rate:.1f}/s), {report.unchanged} "
-            f"already there, {report.deleted} deleted"
-        )
+        print(f"backfill: {report.describe()}")
         sample = OPEN_SAMPLE if args.sample is None else args.sample
         if args.no_cutover:
             from ctxemb_core.aliases import check_gates

@@ -110,6 +110,7 @@ def test_a_lexical_recipe_alone_or_the_same_hybrid_contract(store, old, monkeypa
     )
     report = backfill(catalog, "docs", Encoders(old))
     assert report.written == len(DOCS) and embedded == []  # the dense vectors carried as stored
+    assert report.carried and "carried over" in report.describe()
     after = cutover(catalog, "docs", Encoders(old), sample=2)
     assert after.target.hybrid is not None and after.target.hybrid.fusion.k == 20
 
