@@ -58,9 +58,8 @@ class LlamaIndexPath(FrameworkPath):
     ``VectorStoreIndex`` retriever.
 
     Example:
-        >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
-        >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
-        1
+        >>> path = eval_path(embedder, "pgvector", dsn="postgresql:///rag")  # doctest: +SKIP
+        >>> path.pair_scores(["A man plays a guitar."], ["Someone plays music."])  # doctest: +SKIP
     """
 
     framework = "llamaindex"
