@@ -11,6 +11,8 @@ downtime over any store (issue 45).
   (:class:`HybridCatalog`, what a store's catalog adds for them);
 - :mod:`~ctxemb_core.aliases.frameworks`: :class:`AliasSource`, an alias as a framework
   component opens it (where its store is, its encoders);
+- :mod:`~ctxemb_core.aliases.options`: :class:`AliasStoreOptions`, the keywords a framework's
+  alias store hands on to :class:`AliasSource`;
 - :mod:`~ctxemb_core.aliases.upgrade`: begin, backfill, gates, cutover, rollback, retire.
 """
 
@@ -33,6 +35,7 @@ from ctxemb_core.aliases.book import (
 from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasSource
 from ctxemb_core.aliases.hybrid import HybridCatalog
+from ctxemb_core.aliases.options import AliasStoreOptions
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.aliases.upgrade import (
     BackfillPlan,
@@ -59,6 +62,7 @@ __all__ = [
     "AliasRecord",
     "AliasSource",
     "AliasState",
+    "AliasStoreOptions",
     "AliasTarget",
     "AliasedHybridQuery",
     "AliasedIndex",

@@ -6,37 +6,45 @@ over Chroma or over pgvector. What every framework's path does the same lives he
 - :func:`eval_path_of` makes an adapter's public ``eval_path`` (the one signature
   ``ctxemb eval --via`` calls), and :func:`store_where` checks in it which store is asked for
   and where it is, before anything opens;
-- :class:`FrameworkPath` opens the documents' store and the sentence pairs' stores on first use
-  (pairs in blocks of ``stores.pairs_per_store``, or all in one), scores each pair by searching
-  its first sentence under a metadata filter on its id (:data:`PAIR_KEY`, :func:`pair_ids`),
-  and closes what it opened once;
+- :class:`FrameworkPath` is the evaluation loop: it makes the framework's embedder from the core
+  ``Embedder`` (:func:`component_of`) and picks the stores (:meth:`FrameworkPath.over`), opens
+  the documents' store and the sentence pairs' stores on first use (pairs in blocks of
+  ``stores.pairs_per_store``, or all in one), embeds and writes only the ids a store lacks, in
+  chunks of :data:`WRITE_CHUNK`, collects each query's run, scores each pair by searching its
+  first sentence under a metadata filter on its id (:data:`PAIR_KEY`, :func:`pair_ids`), and
+  closes what it opened once;
 - :class:`PairedStores` is a store's side over one client of the path's own: the documents in
   ``collection``, the pairs in ``<collection>-pairs``; :func:`paired_stores` picks the side
   of the store asked for (imported only then) and names the path.
 
-The adapter says what is its framework's: which stores serve each store name (the function
-given to :func:`eval_path_of`), how a store is opened (:meth:`FrameworkPath.open`),
-how texts are added and searched, and how a store's score becomes the contract's similarity.
+The adapter says only what is its framework's: which stores serve each store name (a
+``SIDES`` table of ``_eval_<store>`` modules), how a store is opened
+(:meth:`FrameworkPath.open`), which ids it holds (:meth:`FrameworkPath.present`), how texts
+are written (:meth:`FrameworkPath.write`) and retrieved (:meth:`FrameworkPath.retrieve`), and
+how a store's score becomes the contract's similarity.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from ctxemb_core.errors import CtxembError, InvalidInputError
-from ctxemb_core.eval.paths import check_pairs
+from ctxemb_core.eval.paths import check_documents, check_pairs, check_queries
 
 __all__ = [
     "PAIR_KEY",
+    "WRITE_CHUNK",
     "FrameworkPath",
     "MemoryStores",
     "PairedStores",
+    "component_of",
     "eval_path_of",
     "pair_ids",
     "paired_stores",
@@ -59,7 +67,12 @@ SIGNATURE = (
 #: The metadata key that holds a sentence pair's id (what ``pair_scores`` filters on).
 PAIR_KEY = "ctxemb_pair"
 
+#: Texts embedded and written at once: a framework's embedder plans its batches within one
+#: call (LlamaIndex's largest embedding batch).
+WRITE_CHUNK = 2048
+
 P = TypeVar("P")
+F = TypeVar("F", bound="FrameworkPath")
 
 
 def eval_path_of(make: Callable[[Any, str, str, dict[str, Any]], P]) -> Callable[..., P]:
@@ -189,18 +202,45 @@ class MemoryStores:
 
     pairs_per_store: int | None = 64
 
+    def __init__(self, embedder: Any = None) -> None:
+        #: What the framework's stores embed with (as :attr:`PairedStores.embedder`).
+        self.embedder = embedder
+
     def close(self) -> None:
         """Nothing to close: the stores live in this process."""
 
 
+def component_of(embedder: Any, component: Callable[..., Any]) -> Any:
+    """A framework's embedding component (LangChain's ``ContractEmbeddings``, LlamaIndex's
+    ``ContractEmbedding``) that embeds exactly as the core ``embedder`` does: its contract,
+    model folder (or server) and run settings, its progress setting, and its cache (none:
+    ``False``), so vectors another path embedded are read back rather than embedded again."""
+    options = embedder.component_options()
+    cache = embedder.cache if embedder.cache is not None else False
+    return component(
+        options.pop("contract"), **options, show_progress=embedder.show_progress, cache=cache
+    )
+
+
 class FrameworkPath:
-    """A :class:`~ctxemb_core.eval.paths.SearchPath` skeleton over a framework's ``stores``.
+    """The evaluation loop (a :class:`~ctxemb_core.eval.paths.SearchPath`) over a framework's
+    ``stores``.
 
     ``embedder`` is what the framework's components embed with (a core ``Embedder``, a
-    LangChain ``ContractEmbeddings``): anything with the contract's ``fingerprint``. A subclass
-    gives :meth:`open`, :meth:`add_pairs` and :meth:`pair_search`, and ``index`` and
-    ``search`` in its framework's terms.
+    LangChain ``ContractEmbeddings``): anything with the contract's ``fingerprint``. The loop
+    is here: which ids are new, the write chunks, the runs, the pair blocks and their check.
+    A subclass names its framework (:attr:`framework`, :attr:`memory`, :attr:`component`) and
+    gives its framework's calls: :meth:`open`, :meth:`present`, :meth:`write`,
+    :meth:`retrieve` (and :meth:`release`).
     """
+
+    #: The framework's name: ``--via <framework>`` in memory, ``--via <framework>-<store>``.
+    framework: ClassVar[str]
+    #: The in-memory side, made with the framework's embedder.
+    memory: ClassVar[type[MemoryStores]] = MemoryStores
+    #: The framework's embedding component made from the core ``Embedder``
+    #: (:func:`component_of`); ``None``: the framework's components take the ``Embedder``.
+    component: ClassVar[type[Any] | None] = None
 
     def __init__(self, via: str, embedder: Any, stores: Any) -> None:
         self.via = via
@@ -208,6 +248,40 @@ class FrameworkPath:
         self.stores = stores
         self._opened: dict[tuple[bool, int], Any] = {}
         self._closed = False
+
+    @classmethod
+    def over(
+        cls: type[F],
+        embedder: Any,
+        store: str,
+        collection: str,
+        where: dict[str, Any],
+        sides: Mapping[str, str],
+    ) -> F:
+        """The path of the core ``embedder``'s contract over ``store`` (checked, with
+        ``where``, by :func:`store_where`): ``sides`` maps a store to its ``"module:Class"``
+        (:func:`paired_stores`)."""
+        if cls.component is not None:
+            embedder = component_of(embedder, cls.component)
+        memory = functools.partial(cls.memory, embedder)
+        via, stores = paired_stores(
+            cls.framework, store, memory, sides, embedder, collection, **where
+        )
+        return cls(via, embedder, stores)
+
+    @classmethod
+    def maker(
+        cls: type[F], sides: Mapping[str, str]
+    ) -> Callable[[Any, str, str, dict[str, Any]], F]:
+        """What :func:`eval_path_of` makes a framework's ``eval_path`` of: :meth:`over` with
+        the framework's ``sides``, in the subclass's module, with the subclass's docstring."""
+
+        def make(embedder: Any, store: str, collection: str, where: dict[str, Any]) -> F:
+            return cls.over(embedder, store, collection, where, sides)
+
+        make.__module__ = cls.__module__
+        make.__doc__ = cls.__doc__
+        return make
 
     @property
     def fingerprint(self) -> str:
@@ -224,20 +298,46 @@ class FrameworkPath:
             self._opened[key] = self.open(pairs)
         return self._opened[key]
 
+    # -- the framework's calls ---------------------------------------------------------------
+
     def open(self, pairs: bool) -> Any:
         """The framework's store of the documents (or of a block of pairs), newly opened."""
         raise NotImplementedError
 
-    def add_pairs(self, opened: Any, ids: list[str], texts: list[str]) -> None:
-        """Store the pairs' second sentences not stored yet, each with its id under PAIR_KEY."""
+    def present(self, opened: Any, ids: list[str]) -> set[str]:
+        """Which of ``ids`` the opened store holds already."""
         raise NotImplementedError
 
-    def pair_search(self, opened: Any, text: str, pair: str) -> list[float]:
-        """The similarities of what a search of ``text`` filtered on pair id ``pair`` found."""
+    def write(
+        self, opened: Any, ids: list[str], texts: list[str], metadatas: list[dict[str, str]] | None
+    ) -> int:
+        """Embed ``texts`` (document role) and write them as ``ids``, each with its metadata
+        (``None``: none); returns how many were written."""
+        raise NotImplementedError
+
+    def retrieve(
+        self, opened: Any, text: str, k: int, pair: str | None = None
+    ) -> list[tuple[str, float]]:
+        """The ids and contract similarities (best first) of the top ``k`` stored texts for
+        the query ``text``; ``pair``: only the record whose :data:`PAIR_KEY` is ``pair``."""
         raise NotImplementedError
 
     def release(self, opened: Any) -> None:
         """Release one opened store (on :meth:`close`); nothing by default."""
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def index(self, documents: Mapping[str, str]) -> int:
+        """Embed and write the documents whose ids the store lacks; returns how many."""
+        ids, texts = check_documents(documents)
+        return self.add(self.opened(), ids, texts)
+
+    def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
+        qids, texts, k = check_queries(queries, k)
+        opened = self.opened()
+        return {
+            qid: dict(self.retrieve(opened, text, k)) for qid, text in zip(qids, texts, strict=True)
+        }
 
     def pair_scores(self, first: Sequence[str], second: Sequence[str]) -> np.ndarray:
         first, second = check_pairs(first, second)
@@ -247,15 +347,28 @@ class FrameworkPath:
         for start in range(0, len(ids), size):
             opened = self.opened(pairs=True, block=start // size)
             block = range(start, min(start + size, len(ids)))
-            self.add_pairs(opened, [ids[n] for n in block], [second[n] for n in block])
+            self.add(opened, [ids[n] for n in block], [second[n] for n in block], pairs=True)
             for n in block:
-                found = self.pair_search(opened, first[n], ids[n])
+                found = self.retrieve(opened, first[n], 1, ids[n])
                 if len(found) != 1:
                     raise CtxembError(
                         f"pair {ids[n]!r}: the store returned {len(found)} documents, not 1"
                     )
-                scores[n] = found[0]
+                scores[n] = found[0][1]
         return scores
+
+    def add(self, opened: Any, ids: list[str], texts: list[str], pairs: bool = False) -> int:
+        """Write the texts whose ids ``opened`` lacks, :data:`WRITE_CHUNK` at a time (a pair's
+        record carries its id under :data:`PAIR_KEY`); returns how many were written."""
+        present = self.present(opened, ids)
+        new = [n for n, i in enumerate(ids) if i not in present]
+        written = 0
+        for start in range(0, len(new), WRITE_CHUNK):
+            chunk = new[start : start + WRITE_CHUNK]
+            names = [ids[n] for n in chunk]
+            metadatas = [{PAIR_KEY: i} for i in names] if pairs else None
+            written += self.write(opened, names, [texts[n] for n in chunk], metadatas)
+        return written
 
     def close(self) -> None:
         """Close the stores and the client this path opened (again: nothing happens)."""

@@ -6,6 +6,8 @@
 - :mod:`~ctxemb_core.index.facade`: :class:`IndexFacade`, the base of a store adapter's public
   index object (``GuardedCollection``, ``GuardedTable``): the guarded index in a store's shapes;
 - :mod:`~ctxemb_core.index.memory`: the reference driver, in memory;
+- :mod:`~ctxemb_core.index.store_options`: :class:`StoreOpenOptions`, what a framework's
+  vector store takes of the open options;
 - :mod:`~ctxemb_core.index.migrate`: a copy between any two drivers;
 - :mod:`ctxemb_core.testing.conformance`: the suite every driver passes.
 """
@@ -31,6 +33,7 @@ from ctxemb_core.index.guarded import (
 )
 from ctxemb_core.index.memory import MemoryDriver, MemoryStore, RawMemoryClient
 from ctxemb_core.index.migrate import Migration, migrate_index, migration
+from ctxemb_core.index.store_options import StoreOpenOptions, store_opening
 
 __all__ = [
     "Capabilities",
@@ -48,9 +51,11 @@ __all__ = [
     "StampMovedError",
     "StampRead",
     "StoreDriver",
+    "StoreOpenOptions",
     "migrate_index",
     "migration",
     "restamp_index",
     "stamped_contract",
+    "store_opening",
     "verify_driver",
 ]

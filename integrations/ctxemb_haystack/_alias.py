@@ -15,21 +15,23 @@ answers it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haystack import Document, default_from_dict, default_to_dict
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.filters import document_matches_filter
 
-from ctxemb_core.aliases import AliasedIndex, AliasSource, Encoders
+from ctxemb_core.aliases import AliasedIndex, AliasSource, AliasStoreOptions, Encoders
 from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.index import GuardedIndex
 from ctxemb_haystack._base import documents_of
 from ctxemb_haystack._search import stored_documents
 from ctxemb_haystack._writes import DuplicateDocumentsError, content_of, policy_of, unique
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ContractAliasDocumentStore:
@@ -67,30 +69,13 @@ class ContractAliasDocumentStore:
         alias: str,
         *,
         encoders: Encoders | Sequence[Any] = (),
-        store: str | None = None,
-        path: str | None = None,
-        host: str | None = None,
-        port: int | None = None,
         dsn: Secret | str | None = None,
-        schema: str | None = None,
-        catalog: Any = None,
-        find: bool = False,
-        sample: int = OPEN_SAMPLE,
+        **where: Unpack[AliasStoreOptions],
     ) -> None:
         self.dsn = Secret.from_token(dsn) if isinstance(dsn, str) else dsn
-        self.source = AliasSource(
-            alias,
-            encoders,
-            store=store,
-            path=path,
-            host=host,
-            port=port,
-            dsn=None if self.dsn is None else self.dsn.resolve_value,  # read when first used
-            schema=schema,
-            catalog=catalog,
-            find=find,
-            sample=sample,
-        )
+        # The connection string is read from the Secret when the store is first reached.
+        secret = None if self.dsn is None else self.dsn.resolve_value
+        self.source = AliasSource(alias, encoders, dsn=secret, **where)
 
     def to_dict(self) -> dict[str, Any]:
         dsn = {} if self.dsn is None else {"dsn": self.dsn.to_dict()}

@@ -14,9 +14,6 @@ apart from the documents (in memory: 64 pairs to a store; Chroma: the collection
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -28,9 +25,7 @@ from ctxemb_core.eval.frameworks import (
     FrameworkPath,
     MemoryStores,
     eval_path_of,
-    paired_stores,
 )
-from ctxemb_core.eval.paths import check_documents, check_queries
 from ctxemb_haystack._eval_pipelines import Pipelines
 
 __all__ = ["HaystackPath", "eval_path"]
@@ -41,30 +36,6 @@ SIDES = {
     "chroma": "ctxemb_haystack._eval_chroma:ChromaStores",
     "pgvector": "ctxemb_haystack._eval_pgvector:PgvectorStores",
 }
-
-
-def _haystack_path(
-    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
-) -> HaystackPath:
-    """The Haystack evaluation path of ``embedder``'s contract over one document store.
-
-    Args:
-        store: ``"memory"`` (``InMemoryDocumentStore``, exact search; ``--via haystack``) or
-            ``"chroma"`` (``ChromaDocumentStore``; ``--via haystack-chroma``) or ``"pgvector"``
-            (``PgvectorDocumentStore``; ``--via haystack-pgvector``).
-
-    Example:
-        >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")), "chroma", path="./db")
-        >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
-        1
-    """
-    via, stores = paired_stores(
-        "haystack", store, _MemoryStores, SIDES, embedder, collection, **where
-    )
-    return HaystackPath(via, embedder, stores)
-
-
-eval_path = eval_path_of(_haystack_path)
 
 
 class _MemoryStores(MemoryStores):
@@ -81,9 +52,23 @@ class _MemoryStores(MemoryStores):
 
 
 class HaystackPath(FrameworkPath):
-    """A :class:`~ctxemb_core.eval.paths.SearchPath` through Haystack pipelines (see
-    :func:`eval_path`); the stores and pipelines are made on first use."""
+    """Haystack's pipelines (:class:`ContractDocumentEmbedder` into :class:`ContractDocumentWriter`;
+    :class:`ContractTextEmbedder` into :class:`ContractRetriever`) built from ``embedder``, over
+    one document store, made on first use.
 
+    Args:
+        store: ``"memory"`` (``InMemoryDocumentStore``, exact search; ``--via haystack``) or
+            ``"chroma"`` (``ChromaDocumentStore``; ``--via haystack-chroma``) or ``"pgvector"``
+            (``PgvectorDocumentStore``; ``--via haystack-pgvector``).
+
+    Example:
+        >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")), "chroma", path="./db")
+        >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
+        1
+    """
+
+    framework = "haystack"
+    memory = _MemoryStores
     embedder: Embedder
 
     def part(self, pairs: bool = False, block: int = 0) -> Pipelines:
@@ -98,27 +83,30 @@ class HaystackPath(FrameworkPath):
     def release(self, opened: Pipelines) -> None:
         opened.close()
 
-    def index(self, documents: Mapping[str, str]) -> int:
-        ids, texts = check_documents(documents)
-        new = [Document(id=i, content=t) for i, t in zip(ids, texts, strict=True)]
-        return self.part().index(new)
+    def present(self, opened: Pipelines, ids: list[str]) -> set[str]:
+        return opened.present.intersection(ids)
 
-    def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
-        qids, texts, k = check_queries(queries, k)
-        part = self.part()
-        return {
-            qid: {d.id: _score(d) for d in part.ask(text, k)}
-            for qid, text in zip(qids, texts, strict=True)
-        }
+    def write(
+        self,
+        opened: Pipelines,
+        ids: list[str],
+        texts: list[str],
+        metadatas: list[dict[str, str]] | None,
+    ) -> int:
+        metas = metadatas or [{}] * len(ids)
+        zipped = zip(ids, texts, metas, strict=True)
+        return opened.index([Document(id=i, content=t, meta=dict(m)) for i, t, m in zipped])
 
-    def add_pairs(self, opened: Pipelines, ids: list[str], texts: list[str]) -> None:
-        opened.index(
-            [Document(id=i, content=t, meta={PAIR_KEY: i}) for i, t in zip(ids, texts, strict=True)]
-        )
+    def retrieve(
+        self, opened: Pipelines, text: str, k: int, pair: str | None = None
+    ) -> list[tuple[str, float]]:
+        where = None
+        if pair is not None:
+            where = {"field": f"meta.{PAIR_KEY}", "operator": "==", "value": pair}
+        return [(d.id, _score(d)) for d in opened.ask(text, k, where)]
 
-    def pair_search(self, opened: Pipelines, text: str, pair: str) -> list[float]:
-        where = {"field": f"meta.{PAIR_KEY}", "operator": "==", "value": pair}
-        return [_score(d) for d in opened.ask(text, 1, where)]
+
+eval_path = eval_path_of(HaystackPath.maker(SIDES))
 
 
 def _score(document: Document) -> float:

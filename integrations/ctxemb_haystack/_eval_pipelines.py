@@ -14,9 +14,6 @@ from ctxemb_core.errors import CtxembError
 from ctxemb_haystack._components import ContractDocumentWriter, ContractRetriever
 from ctxemb_haystack._embedders import ContractDocumentEmbedder, ContractTextEmbedder
 
-# Documents per indexing run: the embedder plans its batches within a run, the writer writes it.
-_CHUNK = 2048
-
 
 class Pipelines:
     """A store with its indexing pipeline (``ContractDocumentEmbedder`` →
@@ -50,14 +47,14 @@ class Pipelines:
         self.present: set[str] = stores.present(self.store, pairs)
 
     def index(self, documents: Sequence[Document]) -> int:
-        """Embed and write the documents whose ids the store lacks; returns how many."""
+        """Embed and write, in one run of the indexing pipeline, the documents whose ids the
+        store lacks; returns how many were written."""
         new = [d for d in documents if d.id not in self.present]
-        written = 0
-        for start in range(0, len(new), _CHUNK):
-            chunk = list(new[start : start + _CHUNK])
-            out = run(self.indexing, {"embedder": {"documents": chunk}})
-            written += out["writer"]["documents_written"]
-            self.present.update(d.id for d in chunk)
+        if not new:
+            return 0
+        out = run(self.indexing, {"embedder": {"documents": new}})
+        self.present.update(d.id for d in new)
+        written: int = out["writer"]["documents_written"]
         return written
 
     def ask(self, text: str, top_k: int, filters: dict[str, Any] | None = None) -> list[Document]:

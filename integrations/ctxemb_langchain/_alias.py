@@ -11,22 +11,31 @@ to every index the alias writes, each embedded under its own contract.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from ctxemb_core.aliases import AliasedIndex, AliasSource, Encoders, read_alias
+from ctxemb_core.aliases import (
+    AliasedIndex,
+    AliasSource,
+    AliasStoreOptions,
+    Encoders,
+    read_alias,
+)
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_count
+from ctxemb_core.guard import check_count
 from ctxemb_core.index import GuardedIndex
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._results import document, scored
 from ctxemb_langchain._retriever import GuardedStore
 from ctxemb_langchain._writer import BuiltFromTexts, TextWriter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
@@ -63,31 +72,12 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
         alias: str,
         encoders: Encoders | Sequence[Any] = (),
         *,
-        store: str | None = None,
-        path: str | None = None,
-        host: str | None = None,
-        port: int | None = None,
         dsn: str | None = None,
-        schema: str | None = None,
-        catalog: Any = None,
-        find: bool = False,
-        sample: int = OPEN_SAMPLE,
+        **where: Unpack[AliasStoreOptions],
     ) -> None:
         given = () if isinstance(encoders, (Encoders, str)) else encoders
         self._given = [e for e in given if isinstance(e, ContractEmbeddings)]
-        self.source = AliasSource(
-            alias,
-            encoders,
-            store=store,
-            path=path,
-            host=host,
-            port=port,
-            dsn=dsn,
-            schema=schema,
-            catalog=catalog,
-            find=find,
-            sample=sample,
-        )
+        self.source = AliasSource(alias, encoders, dsn=dsn, **where)
 
     @property
     def aliased(self) -> AliasedIndex:

@@ -4,14 +4,17 @@ search breadth, and the hybrid index beside the table."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
 #: not export), with this framework's way to adopt a table.
@@ -57,17 +60,16 @@ class ContractPGVector(IndexedStore):
         embedding: ContractEmbeddings,
         *,
         connection: Any,
-        sample: int = OPEN_SAMPLE,
-        create: bool = True,
-        adopt: bool = False,
         schema: str = "public",
         ef_search: int = 200,
+        **opening: Unpack[StoreOpenOptions],
     ) -> None:
+        options = store_opening(opening, "ContractPGVector")
         self._owned = isinstance(connection, str)
         conn = connect(connection) if isinstance(connection, str) else connection
         self._driver = PgvectorDriver(conn, table_name, schema=schema, ef_search=ef_search)
-        self._sample = sample
-        self._open(self._driver, embedding, TERMS, sample=sample, create=create, adopt=adopt)
+        self._sample = options["sample"]
+        self._open(self._driver, embedding, TERMS, **options)
 
     @property
     def table(self) -> GuardedTable:

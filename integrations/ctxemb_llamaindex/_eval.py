@@ -10,7 +10,6 @@ filter on that id.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -18,85 +17,28 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from ctxemb_chroma import connect as chroma_connect
-from ctxemb_core import Embedder
 from ctxemb_core.eval.frameworks import (
     PAIR_KEY,
     FrameworkPath,
     MemoryStores,
     PairedStores,
     eval_path_of,
-    paired_stores,
 )
-from ctxemb_core.eval.paths import check_documents, check_queries
 from ctxemb_core.index import IndexFacade, MemoryStore
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore, load_index
 
 __all__ = ["LlamaIndexPath", "eval_path"]
 
-# Nodes embedded and added at once (LlamaIndex's largest embedding batch).
-_CHUNK = 2048
-
-
-class LlamaIndexPath(FrameworkPath):
-    """A :class:`~ctxemb_core.eval.paths.SearchPath` through a guarded LlamaIndex vector store."""
-
-    embedder: ContractEmbedding
-
-    def open(self, pairs: bool) -> VectorStoreIndex:
-        return load_index(self.stores.make(pairs))
-
-    def index(self, documents: Mapping[str, str]) -> int:
-        ids, texts = check_documents(documents)
-        return self._add(self.opened(), dict(zip(ids, texts, strict=True)), None)
-
-    def search(self, queries: Mapping[str, str], k: int) -> dict[str, dict[str, float]]:
-        qids, texts, k = check_queries(queries, k)
-        retriever = self.opened().as_retriever(similarity_top_k=k)
-        return {
-            qid: {n.node.node_id: float(n.score or 0.0) for n in retriever.retrieve(text)}
-            for qid, text in zip(qids, texts, strict=True)
-        }
-
-    def add_pairs(self, opened: Any, ids: list[str], texts: list[str]) -> None:
-        self._add(opened, dict(zip(ids, texts, strict=True)), PAIR_KEY)
-
-    def pair_search(self, opened: Any, text: str, pair: str) -> list[float]:
-        only = MetadataFilters(filters=[MetadataFilter(key=PAIR_KEY, value=pair)])
-        found = opened.as_retriever(similarity_top_k=1, filters=only).retrieve(text)
-        return [float(n.score or 0.0) for n in found]
-
-    def _add(self, index: VectorStoreIndex, documents: dict[str, str], key: str | None) -> int:
-        store: ContractVectorStore = index.vector_store  # type: ignore[assignment]
-        present = {r.id for r in store.index.get(list(documents), include=())}
-        new = [i for i in documents if i not in present]
-        for start in range(0, len(new), _CHUNK):
-            chunk = new[start : start + _CHUNK]
-            vectors = self.embedder.get_text_embedding_batch([documents[i] for i in chunk])
-            store.add([_node(i, documents[i], key, v) for i, v in zip(chunk, vectors, strict=True)])
-        return len(new)
-
-
-def _node(node_id: str, text: str, key: str | None, vector: list[float]) -> TextNode:
-    meta = {key: node_id} if key else {}
-    # The pair id is a filter, not part of the text embedded (nor of an LLM's context).
-    hidden = list(meta)
-    return TextNode(
-        id_=node_id,
-        text=text,
-        metadata=meta,
-        embedding=vector,
-        excluded_embed_metadata_keys=hidden,
-        excluded_llm_metadata_keys=hidden,
-    )
-
 
 class _MemoryStores(MemoryStores):
     """A new in-memory guarded store (core's reference driver) for the documents and for each
     block of pairs."""
 
+    embedder: ContractEmbedding
+
     def __init__(self, embedder: ContractEmbedding) -> None:
-        self.embedder = embedder
+        super().__init__(embedder)
         self._memory = MemoryStore()
         self._made = 0
 
@@ -106,6 +48,66 @@ class _MemoryStores(MemoryStores):
         store = ContractVectorStore()
         store._open(IndexFacade, lambda _: driver, self.embedder, sample=0)
         return store
+
+
+class LlamaIndexPath(FrameworkPath):
+    """:class:`ContractEmbedding` made from ``embedder``, over one guarded vector store:
+    ``"memory"`` (``--via llamaindex``), ``"chroma"`` (``--via llamaindex-chroma``) or
+    ``"pgvector"`` (``--via llamaindex-pgvector``). Nodes are embedded by
+    ``get_text_embedding_batch`` and added to the store; queries go through the
+    ``VectorStoreIndex`` retriever.
+
+    Example:
+        >>> path = eval_path(embedder, "pgvector", dsn="postgresql:///rag")  # doctest: +SKIP
+        >>> path.pair_scores(["A man plays a guitar."], ["Someone plays music."])  # doctest: +SKIP
+    """
+
+    framework = "llamaindex"
+    memory = _MemoryStores
+    component = ContractEmbedding
+    embedder: ContractEmbedding
+
+    def open(self, pairs: bool) -> VectorStoreIndex:
+        return load_index(self.stores.make(pairs))
+
+    def present(self, opened: VectorStoreIndex, ids: list[str]) -> set[str]:
+        store: ContractVectorStore = opened.vector_store  # type: ignore[assignment]
+        return {r.id for r in store.index.get(ids, include=())}
+
+    def write(
+        self,
+        opened: VectorStoreIndex,
+        ids: list[str],
+        texts: list[str],
+        metadatas: list[dict[str, str]] | None,
+    ) -> int:
+        vectors = self.embedder.get_text_embedding_batch(texts)
+        metas = metadatas or [{}] * len(ids)
+        zipped = zip(ids, texts, metas, vectors, strict=True)
+        opened.vector_store.add([_node(*one) for one in zipped])
+        return len(ids)
+
+    def retrieve(
+        self, opened: VectorStoreIndex, text: str, k: int, pair: str | None = None
+    ) -> list[tuple[str, float]]:
+        only = None
+        if pair is not None:
+            only = MetadataFilters(filters=[MetadataFilter(key=PAIR_KEY, value=pair)])
+        found = opened.as_retriever(similarity_top_k=k, filters=only).retrieve(text)
+        return [(n.node.node_id, float(n.score or 0.0)) for n in found]
+
+
+def _node(node_id: str, text: str, meta: dict[str, str], vector: list[float]) -> TextNode:
+    # The pair id is a filter, not part of the text embedded (nor of an LLM's context).
+    hidden = list(meta)
+    return TextNode(
+        id_=node_id,
+        text=text,
+        metadata=dict(meta),
+        embedding=vector,
+        excluded_embed_metadata_keys=hidden,
+        excluded_llm_metadata_keys=hidden,
+    )
 
 
 class _ChromaStores(PairedStores):
@@ -136,28 +138,4 @@ SIDES = {
 }
 
 
-def _llamaindex_path(
-    embedder: Embedder, store: str, collection: str, where: dict[str, Any]
-) -> LlamaIndexPath:
-    """The LlamaIndex evaluation path of ``embedder``'s contract over one vector store:
-    ``"memory"`` (``--via llamaindex``), ``"chroma"`` (``--via llamaindex-chroma``) or
-    ``"pgvector"`` (``--via llamaindex-pgvector``).
-
-    Example:
-        >>> path = eval_path(Embedder(contract_for("all-MiniLM-L6-v2")))
-        >>> path.index({"d1": "Green tea is steamed."})  # doctest: +SKIP
-        1
-    """
-    options = embedder.component_options()  # the contract, folder (or server), run settings
-    embed = ContractEmbedding(
-        options.pop("contract"),
-        **options,
-        show_progress=embedder.show_progress,
-        cache=embedder.cache if embedder.cache is not None else False,
-    )
-    memory = lambda: _MemoryStores(embed)  # noqa: E731
-    via, stores = paired_stores("llamaindex", store, memory, SIDES, embed, collection, **where)
-    return LlamaIndexPath(via, embed, stores)
-
-
-eval_path = eval_path_of(_llamaindex_path)
+eval_path = eval_path_of(LlamaIndexPath.maker(SIDES))

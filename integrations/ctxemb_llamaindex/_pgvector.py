@@ -4,13 +4,16 @@ here: the connection, the schema and the search breadth."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core import Embedder
-from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
 from ctxemb_pgvector import GuardedTable, PgvectorDriver, connect, open_hybrid
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ContractPGVectorStore(ContractVectorStore):
@@ -42,12 +45,11 @@ class ContractPGVectorStore(ContractVectorStore):
         embed_model: ContractEmbedding | None = None,
         *,
         connection: Any,
-        sample: int = OPEN_SAMPLE,
-        create: bool = True,
-        adopt: bool = False,
         schema: str = "public",
         ef_search: int = 200,
+        **opening: Unpack[StoreOpenOptions],
     ) -> None:
+        options = store_opening(opening, "ContractPGVectorStore")
         super().__init__()
         conn = connect(connection) if isinstance(connection, str) else connection
 
@@ -56,13 +58,12 @@ class ContractPGVectorStore(ContractVectorStore):
                 conn, table_name, embedder=embedder, schema=schema, ef_search=ef_search
             )
 
-        options = {"sample": sample, "create": create, "adopt": adopt}
         self._open(GuardedTable, driver, embed_model, **options)
         self._hybrid = lambda **hybrid: open_hybrid(
             conn,
             table_name,
             self.embed_model.embedder,
-            sample=sample,
+            sample=options["sample"],
             schema=schema,
             ef_search=ef_search,
             **hybrid,
