@@ -35,7 +35,9 @@ protocol's promises are kept (head, stamp read and write, reads, writes and dele
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import threading
 import time
 import uuid
@@ -76,6 +78,8 @@ __all__ = ["IDENTITY_KEY", "QdrantDriver", "payload_of"]
 IDENTITY_KEY = "ctxemb_identity"
 #: Payload keys: the ctxemb id, the write sequence, the text and the metadata.
 ID_KEY, SEQ_KEY, TEXT_KEY, META_KEY = "ctxemb_id", "ctxemb_seq", "page_content", "metadata"
+#: The payload key of the check digest over the id, sequence, text and metadata.
+CHECK_KEY = "ctxemb_check"
 #: Qdrant's distances in the protocol's spaces.
 _SPACES = {qm.Distance.DOT: "ip", qm.Distance.COSINE: "cosine", qm.Distance.EUCLID: "l2"}
 #: Points per upsert, and per page read.
@@ -93,16 +97,37 @@ def _next_seqs(count: int) -> list[int]:
     return list(range(start, start + count))
 
 
+def _check(payload: Mapping[str, Any]) -> str:
+    parts = [payload.get(k) for k in (ID_KEY, SEQ_KEY, TEXT_KEY, META_KEY)]
+    return hashlib.blake2b(json.dumps(parts, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
 def payload_of(record: protocol.Record, seq: int | None) -> dict[str, Any]:
-    """A record's payload: its id, text, metadata and (``seq``) write sequence."""
+    """A record's payload: its id, text, metadata and (``seq``) write sequence with the check
+    of them all (``seq`` ``None``: as a plain client writes it, neither)."""
     payload: dict[str, Any] = {ID_KEY: record.id}
-    if seq is not None:
-        payload[SEQ_KEY] = seq
     if record.text is not None:
         payload[TEXT_KEY] = record.text
     if record.metadata is not None:
         payload[META_KEY] = dict(record.metadata)
+    if seq is not None:
+        payload[SEQ_KEY] = seq
+        payload[CHECK_KEY] = _check(payload)
     return payload
+
+
+def _order(point: Any) -> tuple[int, Any, str]:
+    """Where a point comes in the store's order: by write sequence when its check holds, else
+    (written or edited around ctxemb) after those, by point id."""
+    payload = point.payload or {}
+    seq = payload.get(SEQ_KEY)
+    if (
+        isinstance(seq, int)
+        and not isinstance(seq, bool)
+        and payload.get(CHECK_KEY) == _check(payload)
+    ):
+        return (0, seq, "")
+    return (1, 0, str(point.id))
 
 
 def _record(point: Any, include: frozenset[str]) -> protocol.Record:
@@ -253,7 +278,6 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         those without one (written around ctxemb) by point id."""
         found: list[Any] = []
         offset: Any = None
-        payload: Any = True if include & {"text", "metadata"} else [ID_KEY, SEQ_KEY]
         with self._call(f"reading collection {self._name!r}"):
             while True:
                 page, offset = self.client.scroll(
@@ -261,19 +285,13 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                     scroll_filter=where,
                     limit=_STEP * 4,
                     offset=offset,
-                    with_payload=payload,
+                    with_payload=True,
                     with_vectors="vector" in include,
                 )
                 found += page
                 if offset is None:
                     break
-
-        def key(point: Any) -> tuple[int, Any, str]:
-            seq = (point.payload or {}).get(SEQ_KEY)
-            ok = isinstance(seq, int) and not isinstance(seq, bool)
-            return (0, seq, "") if ok else (1, 0, str(point.id))
-
-        return sorted(found, key=key)
+        return sorted(found, key=_order)
 
     def count(self) -> int:
         with self._call("count"):

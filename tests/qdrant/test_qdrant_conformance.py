@@ -1,5 +1,6 @@
-"""The driver conformance suite against Qdrant's local mode: in memory, in a folder of this
-process, and in a persisted folder reopened by a new client (what a fresh process sees)."""
+"""The driver conformance suite against Qdrant's local mode: in a folder of this process, and
+with the index reloaded from its folder once written (what a new process reads). A process of
+its own writing and another opening, and ``":memory:"``: ``test_qdrant_store.py``."""
 
 from __future__ import annotations
 
@@ -8,13 +9,9 @@ from typing import ClassVar
 import pytest
 from conftest import fresh_name
 
-from ctxemb_core.testing.conformance import DriverConformance
+from ctxemb_core.index import GuardedIndex
+from ctxemb_core.testing.conformance import DOCS, DriverConformance
 from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
-
-
-@pytest.fixture(scope="module")
-def memory():
-    return connect(memory=True)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +45,23 @@ class TestQdrantLocal(DriverConformance):
         return RawQdrant(client, name)
 
 
-class TestQdrantMemory(TestQdrantLocal):
-    """The same in memory (``":memory:"``)."""
+def reload(client) -> None:
+    """Close local mode's engine behind ``client`` and load the folder again from disk: every
+    driver and raw client holding ``client`` then reads what the folder kept."""
+    from qdrant_client.local.qdrant_local import QdrantLocal
+
+    engine = client._client
+    engine.close()
+    client._client = QdrantLocal(engine.location, force_disable_check_same_thread=True)
+
+
+class TestQdrantReopened(TestQdrantLocal):
+    """The same with the index reloaded from its folder once written (what a new process
+    opening the folder reads: the stamp, the identity, payloads and vectors as persisted)."""
 
     @pytest.fixture
-    def client(self, memory):
-        return memory
+    def docs(self, driver, embedder, client):
+        index = GuardedIndex.open(driver, embedder)
+        index.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+        reload(client)
+        return index
