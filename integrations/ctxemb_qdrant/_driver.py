@@ -1,0 +1,318 @@
+"""Qdrant as a store driver: one collection, in local mode or on a server, under core's guard.
+
+:class:`QdrantDriver` gives :class:`~ctxemb_core.index.driver_kit.ObjectDriver` (head, stamp,
+reads, writes and deletes by id) what Qdrant's ``get_collection``, ``scroll``, ``retrieve``,
+``upsert``, ``delete`` and ``query_points`` do; ``docs/qdrant.md`` ("How a collection is laid
+out") gives the reasons. In short: the stamp is the collection's ``metadata``, written by
+``create_collection``; a nonce beside it (kept out of the metadata the driver reports) is the
+identity Qdrant does not give; the stamp version also digests the vector, quantization and
+HNSW configuration (what ``update_collection`` can change); the store's setting is the
+datatype and width; collections are ``Dot`` (vectors kept bit for bit); a record is the point
+``uuid5(POINT_NAMESPACE, id)``, the store's order core's :func:`write_order` of its payload.
+No transactions (the guard undoes), no write mark (the guard lists ids on open).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from ctxemb_core import IndexStamp
+from ctxemb_core.contract import Precision
+from ctxemb_core.errors import InvalidInputError, MissingStampError
+from ctxemb_core.index import driver as protocol
+from ctxemb_core.index.driver_kit import (
+    ObjectDriver,
+    check_json_batch,
+    check_values,
+    json_filter,
+    sealed,
+    unstamped_refusal,
+    write_order,
+)
+from ctxemb_core.index.embedded import missing_index
+from ctxemb_qdrant._store import (
+    calling,
+    check_name,
+    collections_in,
+    is_store,
+    local_engine,
+    point_id,
+    point_ids,
+    store_address,
+)
+
+__all__ = ["IDENTITY_KEY", "QdrantDriver", "payload_of"]
+
+#: The collection metadata key of the creation nonce (the collection's identity).
+IDENTITY_KEY = "ctxemb_identity"
+#: Payload keys: the ctxemb id, the text and the metadata (as ``langchain-qdrant`` names them).
+ID_KEY, TEXT_KEY, META_KEY = "ctxemb_id", "page_content", "metadata"
+#: Qdrant's distances in the protocol's spaces.
+_SPACES = {qm.Distance.DOT: "ip", qm.Distance.COSINE: "cosine", qm.Distance.EUCLID: "l2"}
+#: Points per upsert, and per scroll page.
+_STEP = 256
+
+
+def payload_of(record: protocol.Record) -> dict[str, Any]:
+    """A record's payload as a plain client writes it: id, text and metadata."""
+    payload: dict[str, Any] = {ID_KEY: record.id}
+    if record.text is not None:
+        payload[TEXT_KEY] = record.text
+    if record.metadata is not None:
+        payload[META_KEY] = dict(record.metadata)
+    return payload
+
+
+def _record(point: Any, include: frozenset[str]) -> protocol.Record:
+    payload = point.payload or {}
+    vector = point.vector if "vector" in include else None
+    if isinstance(vector, dict):  # a point without the collection's vector: {}
+        vector = vector.get("") or None
+    meta = payload.get(META_KEY) if "metadata" in include else None
+    return protocol.Record(
+        str(payload.get(ID_KEY, point.id)),
+        None if vector is None else np.asarray(vector, dtype=np.float32),
+        payload.get(TEXT_KEY) if "text" in include else None,
+        dict(meta) if isinstance(meta, Mapping) else None,
+    )
+
+
+class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
+    """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Qdrant collection.
+
+    Args:
+        client: a ``qdrant_client.QdrantClient`` (local mode, in memory, or a server's).
+        name: the collection's name (checked as Qdrant would).
+        embedder: taken as every store's driver takes it; Qdrant keeps no embedding setting.
+
+    Example:
+        >>> driver = QdrantDriver(connect("./qdrant"), "docs")  # doctest: +SKIP
+        >>> docs = GuardedIndex.open(driver, embedder)          # doctest: +SKIP
+    """
+
+    _kind = "collection"
+    _no_marks = "Qdrant keeps no write sequence of its own"
+
+    def __init__(self, client: QdrantClient, name: str, *, embedder: Any = None) -> None:
+        if not isinstance(client, QdrantClient):
+            raise InvalidInputError(
+                "client must be a qdrant_client.QdrantClient (or ctxemb_qdrant.connect()), "
+                f"got {type(client).__name__}"
+            )
+        self.client = client
+        self._name = check_name(name)
+        self.capabilities = protocol.Capabilities(filters=True, max_batch=4096)
+
+    def __repr__(self) -> str:
+        return f"QdrantDriver({self._name!r}, store={self.describe()!r})"
+
+    def describe(self) -> str:
+        return f"qdrant {store_address(self.client)}"
+
+    def unstamped_error(self) -> MissingStampError:
+        by = "around ctxemb (a plain qdrant-client, fastembed or langchain-qdrant, say)"
+        return unstamped_refusal("collection", self._name, by=by)
+
+    def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
+        half = stamp.contract.precision is Precision.FLOAT16
+        return {"datatype": "float16" if half else "float32", "size": stamp.contract.output_dim}
+
+    # -- the collection and its stamp, as :class:`ObjectDriver` reads and writes them --------
+
+    def _lookup(self) -> qm.CollectionInfo | None:
+        with calling(self.client, f"reading collection {self._name!r}"):
+            if not self.client.collection_exists(self._name):
+                return None
+            try:
+                return self.client.get_collection(self._name)
+            except ValueError:  # local mode: dropped between the two calls
+                return None
+
+    def _missing(self) -> Exception:
+        with calling(self.client, "listing collections"):
+            names = [c.name for c in self.client.get_collections().collections]
+        local = local_engine(self.client)
+        folder = Path(local.location) if local is not None and local.persistent else None
+        return missing_index("collection", self._name, names, folder, is_store, collections_in)
+
+    def _params(self, handle: qm.CollectionInfo) -> qm.VectorParams:
+        vectors = handle.config.params.vectors
+        if not isinstance(vectors, qm.VectorParams):
+            raise InvalidInputError(
+                f"collection {self._name!r} holds named vectors {sorted(vectors or {})}; "
+                "this driver reads a collection of one unnamed vector"
+            )
+        return vectors
+
+    def _identity(self, handle: qm.CollectionInfo) -> str:
+        # Without a nonce (made around ctxemb, not yet stamped through it) the name stands in.
+        nonce = (handle.config.metadata or {}).get(IDENTITY_KEY) or f"unidentified:{self._name}"
+        created = getattr(handle, "created_at", None)  # a server's, where it reports one
+        return str(nonce) if created is None else f"{nonce}@{created}"
+
+    def _metadata(self, handle: qm.CollectionInfo) -> Mapping[str, Any] | None:
+        meta = handle.config.metadata
+        return None if meta is None else {k: v for k, v in meta.items() if k != IDENTITY_KEY}
+
+    def _storage(self, handle: qm.CollectionInfo) -> Mapping[str, Any]:
+        params = self._params(handle)
+        datatype = params.datatype.value if params.datatype is not None else "float32"
+        return {"datatype": datatype, "size": params.size}
+
+    def _settings(self, handle: qm.CollectionInfo) -> Any:
+        config = handle.config
+        parts = (self._params(handle), config.quantization_config, config.hnsw_config)
+        return [None if p is None else p.model_dump(mode="json") for p in parts]
+
+    def _space(self, handle: qm.CollectionInfo) -> str:
+        distance = self._params(handle).distance
+        return _SPACES.get(distance, str(getattr(distance, "value", distance)).lower())
+
+    def _create(self, stamp: IndexStamp) -> None:
+        half = stamp.contract.precision is Precision.FLOAT16
+        params = qm.VectorParams(
+            size=stamp.contract.output_dim,
+            distance=qm.Distance.DOT,
+            datatype=qm.Datatype.FLOAT16 if half else qm.Datatype.FLOAT32,
+        )
+        metadata = {**stamp.to_metadata(), IDENTITY_KEY: uuid.uuid4().hex}
+        with calling(self.client, f"creating collection {self._name!r}"):
+            self.client.create_collection(self._name, vectors_config=params, metadata=metadata)
+
+    def _modify(self, handle: qm.CollectionInfo, metadata: dict[str, Any], stamp: Any) -> None:
+        # Qdrant merges metadata: a key to remove is sent as null.
+        gone: dict[str, Any] = {k: None for k in self._metadata(handle) or {} if k not in metadata}
+        if not (handle.config.metadata or {}).get(IDENTITY_KEY):  # adopted: an identity now
+            gone[IDENTITY_KEY] = uuid.uuid4().hex
+        with calling(self.client, f"stamping {self._name!r}"):
+            self.client.update_collection(self._name, metadata={**metadata, **gone})
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _points(self, where: qm.Filter | None = None) -> list[Any]:
+        """Every point (matching ``where``) with its payload, in the store's order."""
+        found: list[Any] = []
+        offset: Any = None
+        with calling(self.client, f"reading collection {self._name!r}"):
+            while True:
+                page, offset = self.client.scroll(
+                    self._name, scroll_filter=where, limit=_STEP * 4, offset=offset
+                )
+                found += page
+                if offset is None:
+                    break
+        return sorted(found, key=lambda p: write_order(p.payload or {}, str(p.id)))
+
+    def count(self) -> int:
+        with calling(self.client, "count"):
+            return int(self.client.count(self._name, exact=True).count)
+
+    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
+        chosen = self._points()[offset : None if limit is None else offset + limit]
+        return [_record(p, frozenset()).id for p in chosen]
+
+    def page(
+        self, offset: int, limit: int, include: frozenset[str] = protocol.INCLUDE
+    ) -> list[protocol.Record]:
+        chosen = [p.id for p in self._points()[offset : offset + limit]]
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, chosen, with_vectors="vector" in include)
+        by_id = {p.id: _record(p, include) for p in got}
+        return [by_id[i] for i in chosen if i in by_id]
+
+    def check_batch(
+        self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
+    ) -> None:
+        check_json_batch(ids, documents, metadatas, "Qdrant")
+        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metadatas or []]
+        check_values(ids, kept, "Qdrant")  # JSON holds null, not an integer beyond 64 bits
+
+    # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` writes through ---
+
+    def _fetch(
+        self, ids: list[str], include: frozenset[str], handle: Any = None
+    ) -> list[protocol.Record]:
+        asked = list(dict.fromkeys(p for i in ids for p in point_ids(i)))
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, asked, with_vectors="vector" in include)
+        wanted = set(ids)
+        return [r for r in (_record(p, include) for p in got) if r.id in wanted]
+
+    def _filter(self, where: protocol.Filter | None) -> qm.Filter | None:
+        if where is None:
+            return None
+        terms: list[Any] = []
+        for key, value in json_filter(where, "Qdrant").items():
+            field = f"{META_KEY}.{key}"
+            if isinstance(value, (bool, int, str)):
+                terms.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
+            elif isinstance(value, float):
+                terms.append(qm.FieldCondition(key=field, range=qm.Range(gte=value, lte=value)))
+            else:
+                raise InvalidInputError(
+                    f"where: {key!r} = {value!r}: Qdrant filters by a string, number or bool"
+                )
+        return qm.Filter(must=terms)
+
+    def _selected(
+        self, handle: Any, ids: list[str] | None, where: protocol.Filter | None
+    ) -> list[str]:
+        found = [_record(p, frozenset()).id for p in self._points(self._filter(where))]
+        return found if ids is None else [i for i in found if i in set(ids)]
+
+    def _remove(self, handle: Any, ids: list[str]) -> None:
+        points: list[Any] = [p for i in ids for p in point_ids(i)]
+        with calling(self.client, "delete"):
+            self.client.delete(self._name, points_selector=qm.PointIdsList(points=points))
+
+    def _put(
+        self,
+        handle: Any,
+        records: Sequence[protocol.Record],
+        held: Mapping[str, protocol.Record],
+        replace: bool,
+    ) -> None:
+        width = self._params(handle).size
+        wrong = [r.id for r in records if r.vector is not None and np.size(r.vector) != width]
+        if wrong:
+            raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
+        payloads = sealed([payload_of(r) for r in records])
+        points = [
+            qm.PointStruct(
+                id=point_id(r.id),
+                vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
+                payload=payload,
+            )
+            for r, payload in zip(records, payloads, strict=True)
+        ]
+        with calling(self.client, "writing"):
+            for start in range(0, len(points), _STEP):
+                self.client.upsert(self._name, points[start : start + _STEP], wait=True)
+
+    def search(
+        self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
+    ) -> list[protocol.Hit]:
+        space = self._space(self._collection())
+        query = np.asarray(vector, dtype=np.float32).ravel().tolist()
+        with calling(self.client, "query"):
+            found = self.client.query_points(
+                self._name,
+                query=query,
+                limit=k,
+                query_filter=self._filter(where),
+                with_vectors=True,
+            ).points
+        # Qdrant's score: a similarity (Dot, Cosine), or the Euclidean distance itself.
+        return [
+            protocol.Hit(
+                _record(p, protocol.INCLUDE), p.score**2 if space == "l2" else 1.0 - p.score
+            )
+            for p in found
+        ]
