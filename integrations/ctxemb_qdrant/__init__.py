@@ -36,6 +36,7 @@ from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
+from ctxemb_qdrant._aliases import catalog as _catalog
 from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._raw import RawQdrant
@@ -68,8 +69,8 @@ TOOLS = StoreTools(
 
 #: The driver of a collection: ``driver(client, name)``.
 driver = QdrantDriver
-#: Qdrant's native aliases are not wired yet: the CLI's alias commands say this store keeps none.
-catalog = None
+#: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
+catalog = _catalog
 detect = TOOLS.detect
 eval_path = TOOLS.eval_path
 lexical_folder = TOOLS.lexical_folder
