@@ -39,6 +39,8 @@ from ctxemb_core.store_tools import ADAPTER_API, StoreTools
 from ctxemb_qdrant._aliases import catalog as _catalog
 from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection
 from ctxemb_qdrant._driver import QdrantDriver
+from ctxemb_qdrant._hybrid import beside as _beside
+from ctxemb_qdrant._hybrid import place_for as _place_for
 from ctxemb_qdrant._raw import RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE, point_id, translated
 from ctxemb_qdrant._store import check_name as check_name
@@ -65,6 +67,8 @@ TOOLS = StoreTools(
     driver_of=_held,
     translated=translated,
     check_name=check_name,
+    lexical=(_beside, _place_for),  # core's lexical store beside the collection (_hybrid)
+    catalog="ctxemb_qdrant._aliases:catalog",  # by name: it opens its hybrid sides here
 )
 
 #: The driver of a collection: ``driver(client, name)``.

@@ -171,6 +171,30 @@ class QdrantCatalog:
 
         return store_address(self.client)
 
+    # A hybrid index (core's HybridCatalog): its lexical side where open_hybrid keeps it.
+    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+        from ctxemb_qdrant import TOOLS
+
+        return TOOLS.open_hybrid(self.client, name, contract, **options)
+
+    def lexical(self, name: str) -> Any:
+        from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
+        from ctxemb_qdrant._hybrid import beside
+        from ctxemb_qdrant._store import check_name
+
+        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller names
+            return LexicalStore(SQLiteLexical(beside(self.client, check_name(name)), name))
+        return None
+
+    def lexical_mark(self, name: str) -> str | None:
+        from ctxemb_qdrant._hybrid import MARK_KEY
+
+        if not self.exists(name):
+            return None
+        with _calling(self.client, f"reading collection {name!r}"):
+            value = (self.client.get_collection(name).config.metadata or {}).get(MARK_KEY)
+        return value if isinstance(value, str) else None
+
 
 def catalog(client: Any) -> QdrantCatalog:
     """The store ``client`` reaches, for aliases and upgrades."""

@@ -60,6 +60,13 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, qm.CollectionInfo]):
     def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
         return driver._missing()
 
+    def delete(
+        self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete points by id, by metadata filter, or both; returns how many were deleted (a
+        hybrid index deletes through it, both sides together)."""
+        return len(self.index.delete(ids, where=where))
+
     def _select(
         self,
         ids: list[str] | None,
