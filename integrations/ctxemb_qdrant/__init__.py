@@ -38,6 +38,8 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
 from ctxemb_qdrant._aliases import catalog as _catalog
 from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection
+from ctxemb_qdrant._detect import detect_or as _detect_or
+from ctxemb_qdrant._detect import open_or as _open_or
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._hybrid import beside as _beside
 from ctxemb_qdrant._hybrid import place_for as _place_for
@@ -75,11 +77,11 @@ TOOLS = StoreTools(
 driver = QdrantDriver
 #: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
 catalog = _catalog
-detect = TOOLS.detect
+detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
 eval_path = TOOLS.eval_path
 lexical_folder = TOOLS.lexical_folder
 migrate = TOOLS.migrate
-open_collection = TOOLS.open
+open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
 open_hybrid = TOOLS.open_hybrid
 restamp = TOOLS.restamp
 search = TOOLS.search

@@ -18,6 +18,7 @@ one recipe within tolerance, and no other recipe doing as well.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,10 @@ __all__ = [
     "FastembedFinding",
     "adopt_fastembed",
     "detect_fastembed",
+    "detect_or",
+    "fastembed_layout",
     "fastembed_vector_name",
+    "open_or",
 ]
 
 #: The payload key fastembed's helpers kept a point's text under.
@@ -146,3 +150,57 @@ def adopt_fastembed(
     if not view.write_stamp(stamp, stamp_version=read.head.stamp_version):
         raise StampError(f"collection {collection!r} changed while it was adopted; run it again")
     return finding
+
+
+def fastembed_layout(client: QdrantClient, collection: str) -> str | None:
+    """The fastembed vector's name when ``collection`` is in fastembed's layout (one
+    ``fast-<model>`` vector, no unnamed one), else ``None`` (also when there is no such
+    collection: the store's own calls then say so)."""
+    try:
+        info = _info(client, collection)
+    except InvalidInputError:
+        return None
+    if info is None:
+        return None
+    names = list(_vector_params(info))
+    fast = [n for n in names if n.startswith("fast-") and not n.startswith("fast-sparse-")]
+    return fast[0] if len(fast) == 1 and "" not in names else None
+
+
+def _view(client: QdrantClient, collection: str, vector: str) -> NamedVectorView:
+    return NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
+
+
+def detect_or(detect: Any) -> Any:
+    """The adapter's ``detect`` (``ctxemb detect``): a collection in fastembed's layout is read
+    through its fastembed vector (the candidates: the models named, else those its name can
+    be); any other through ``detect``."""
+
+    @functools.wraps(detect)
+    def detecting(client: Any, name: str, *models: Any, **options: Any) -> Any:
+        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
+        if vector is None:
+            return detect(client, name, *models, **options)
+        named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
+        return detect_driver(_view(client, name, vector), *(models or named), **options)
+
+    return detecting
+
+
+def open_or(open_collection: Any) -> Any:
+    """The adapter's ``open_collection``: a collection in fastembed's layout opens (and with
+    ``adopt=True`` is adopted: ``ctxemb detect --adopt``) as its fastembed vector through
+    core's guard, read-only; any other through ``open_collection``."""
+
+    @functools.wraps(open_collection)
+    def opening(client: Any, name: str, contract: Any, **options: Any) -> Any:
+        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
+        if vector is None:
+            return open_collection(client, name, contract, **options)
+        from ctxemb_core.index import GuardedIndex
+        from ctxemb_core.stamp_guard import as_embedder
+
+        options.pop("create", None)  # a fastembed collection exists: nothing is created
+        return GuardedIndex.open(_view(client, name, vector), as_embedder(contract), **options)
+
+    return opening

@@ -131,3 +131,16 @@ def test_fastembed_itself_agrees(tmp_path, vectors):
     )
     got = np.array(list(embedding.passage_embed(TEXTS)))
     assert np.abs(got - vectors).max() < 1e-6
+
+
+def test_the_adapters_detect_and_adopt_take_a_fastembed_collection(client, vectors, minilm):
+    """What ``ctxemb detect --store qdrant --collection faq [--adopt]`` calls: the adapter's
+    ``detect``, then its ``open_collection(..., create=False, adopt=True)``."""
+    import ctxemb_qdrant
+
+    fastembed_collection(client, "faq", vectors)
+    report = ctxemb_qdrant.detect(client, "faq", sample=8)
+    assert report.conclusive and report.stamped is None
+    opened = ctxemb_qdrant.open_collection(client, "faq", minilm, create=False, adopt=True)
+    assert opened.count() == len(TEXTS)
+    assert ctxemb_qdrant.detect(client, "faq", sample=8).stamp_match
