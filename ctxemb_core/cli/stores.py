@@ -49,15 +49,23 @@ _ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", defau
 
 #: The stores the CLI has adapters for: ``--store`` NAME -> the adapter's module of CLI options
 #: (a :class:`StoreOptions`), inside the import package ``ctxemb_<store>``.
-STORES = {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
+STORES = {
+    "chroma": "ctxemb_chroma.cli",
+    "pgvector": "ctxemb_pgvector.cli",
+    "qdrant": "ctxemb_qdrant.cli",
+}
 #: The store a command uses when nothing on its command line or in the environment names one.
 DEFAULT_STORE = "chroma"
 #: Each store in the words a summary line and an error use.
-LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
+LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL", "qdrant": "Qdrant"}
 #: The options each store's adapter adds (its ``add_arguments``; a test holds the two equal):
 #: known without importing the adapter, so that one given where the adapter is not installed
 #: is named as that store's, with the install it needs, not as a mistyped option.
-STORE_FLAGS = {"chroma": ("--path", "--host", "--port"), "pgvector": ("--dsn", "--schema")}
+STORE_FLAGS = {
+    "chroma": ("--path", "--host", "--port"),
+    "pgvector": ("--dsn", "--schema"),
+    "qdrant": ("--qdrant-path", "--qdrant-url"),
+}
 #: The namespace attribute where a parser keeps which of its options each store added.
 _OWNED = "_ctxemb_store_options"
 
@@ -169,8 +177,8 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
         default=None,
         choices=STORES,
         help="the store's adapter (default: the store whose options are given: pgvector for "
-        "--dsn or --schema, chroma for --path, --host or --port; without any, pgvector when "
-        "$CTXEMB_PG_DSN is set, else chroma)",
+        "--dsn or --schema, chroma for --path, --host or --port, qdrant for --qdrant-path or "
+        "--qdrant-url; without any, pgvector when $CTXEMB_PG_DSN is set, else chroma)",
     )
     _adapters_args(p)
     p.add_argument(

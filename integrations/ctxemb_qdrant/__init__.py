@@ -37,7 +37,7 @@ from typing import Any
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
 from ctxemb_qdrant._aliases import catalog as _catalog
-from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection
+from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection, StoredCollection
 from ctxemb_qdrant._detect import detect_or as _detect_or
 from ctxemb_qdrant._detect import open_or as _open_or
 from ctxemb_qdrant._driver import QdrantDriver
@@ -52,14 +52,17 @@ from ctxemb_qdrant._store import connect as connect
 def _held(collection: Any) -> QdrantDriver:
     if isinstance(collection, GuardedQdrantCollection):
         return collection.driver
+    if isinstance(collection, StoredCollection):
+        return QdrantDriver(collection.client, collection.name)
     raise InvalidInputError(
-        f"collection must be a GuardedQdrantCollection, got {type(collection).__name__}"
+        "collection must be a GuardedQdrantCollection or a StoredCollection, got "
+        f"{type(collection).__name__}"
     )
 
 
-def stored_or_none(client: Any, name: str) -> Any:
-    """The collection as Qdrant describes it now (``CollectionInfo``), unguarded, or ``None``."""
-    return QdrantDriver(client, name)._lookup()
+def stored_or_none(client: Any, name: str) -> StoredCollection | None:
+    """The collection as Qdrant describes it now, unguarded, or ``None``."""
+    return GuardedQdrantCollection._stored_in(QdrantDriver(client, name))
 
 
 TOOLS = StoreTools(
@@ -97,5 +100,6 @@ __all__ = [
     "GuardedQdrantCollection",
     "QdrantDriver",
     "RawQdrant",
+    "StoredCollection",
     "point_id",
 ]

@@ -187,7 +187,10 @@ def connect(
             malformed=(ValueError, TypeError),
             unreachable=(Exception,),
         ):
-            client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
+            # The first call below says whether a server answers: no version check before it.
+            client = QdrantClient(
+                url=url, api_key=api_key, timeout=timeout, check_compatibility=False
+            )
             client.get_collections()  # refused here when nothing answers, not at first use
         return client
     if path is not None and not isinstance(path, (str, os.PathLike)):

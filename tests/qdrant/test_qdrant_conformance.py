@@ -29,7 +29,7 @@ class TestQdrantLocal(DriverConformance):
     vector_tolerance: ClassVar[float] = 0.0
 
     @pytest.fixture
-    def client(self, folder):
+    def qclient(self, folder):
         return connect(folder)
 
     @pytest.fixture
@@ -37,12 +37,12 @@ class TestQdrantLocal(DriverConformance):
         return fresh_name()
 
     @pytest.fixture
-    def new_driver(self, client, name):
-        return lambda: QdrantDriver(client, name)
+    def new_driver(self, qclient, name):
+        return lambda: QdrantDriver(qclient, name)
 
     @pytest.fixture
-    def raw(self, client, name):
-        return RawQdrant(client, name)
+    def raw(self, qclient, name):
+        return RawQdrant(qclient, name)
 
 
 def reload(client) -> None:
@@ -60,8 +60,8 @@ class TestQdrantReopened(TestQdrantLocal):
     opening the folder reads: the stamp, the identity, payloads and vectors as persisted)."""
 
     @pytest.fixture
-    def docs(self, driver, embedder, client):
+    def docs(self, driver, embedder, qclient):
         index = GuardedIndex.open(driver, embedder)
         index.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
-        reload(client)
+        reload(qclient)
         return index
