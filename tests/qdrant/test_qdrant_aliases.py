@@ -56,3 +56,36 @@ def test_qdrants_own_alias_follows_every_switch():
         client.create_collection("docs", vectors_config=models.VectorParams(size=4, distance="Dot"))
     with pytest.raises(InvalidInputError):
         catalog(object())
+
+
+def test_the_cli_upgrades_an_alias_on_qdrant_end_to_end(tmp_path, capsys):
+    """``ctxemb index``, ``alias create``, ``upgrade`` (begin, backfill, gates, cutover),
+    ``query --alias`` and ``upgrade --rollback`` on a small corpus in a local-mode folder."""
+    import json
+
+    from conftest import DOCS, MINILM
+
+    from ctxemb_core.cli import main
+
+    def run(*args: str) -> str:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"_id": i, "text": t}) for i, t in DOCS.items()))
+    store = ("--store", "qdrant", "--qdrant-path", str(tmp_path / "qdrant"))
+    run("index", str(corpus), *store, "--collection", "docs-v1", "--model", MINILM)
+    run("alias", "create", "docs", "--collection", "docs-v1", *store)
+    out = run("upgrade", "docs", *store, "--truncate-dim", "128", "--sample", "2")
+    assert "gate pass  parity: 0 records differ" in out
+    record = json.loads(run("alias", "show", "docs", *store, "--json"))
+    assert record["previous"]["index"] == "docs-v1" and record["generation"] == 3
+    shadow = record["target"]["index"]
+    # Each command closes the folder's client when it ends: a new one reads what it left.
+    assert native_target(connect(tmp_path / "qdrant"), "docs") == shadow  # Qdrant's own too
+    found = json.loads(run("query", "how is green tea made", *store, "--alias", "docs", "--json"))
+    assert found["results"][0]["id"] == "tea"
+    run("upgrade", "docs", *store, "--rollback")
+    assert native_target(connect(tmp_path / "qdrant"), "docs") == "docs-v1"
