@@ -80,6 +80,7 @@ _USES = {
     "haystack-chroma": {"collection", "path", "host", "port"},
     "langchain-chroma": {"collection", "path", "host", "port"},
     "pgvector": {"collection", "dsn", "schema", "sample", "exact", "ef_search"},
+    "qdrant": {"collection", "qdrant_path", "qdrant_url", "sample"},
     "haystack-pgvector": {"collection", "dsn"},
     "langchain-pgvector": {"collection", "dsn"},
     "llamaindex": {"collection"},
@@ -118,8 +119,10 @@ def add_parser(sub: Any) -> None:
             "the search path: the core's exact search (memory), a Chroma collection "
             "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
             "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
-            "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
-            "is given, or %(pgvector.dsn)s is set and no Chroma option is; else chroma)",
+            "their in-memory store, Chroma or pgvector, a Qdrant collection (qdrant, at "
+            "--qdrant-path or --qdrant-url) (default: qdrant when a Qdrant option is given; "
+            "pgvector when --dsn or --schema is given, or %(pgvector.dsn)s is set and no Chroma "
+            "option is; else chroma)",
             "pgvector",
         ),
     )
@@ -184,6 +187,11 @@ def add_parser(sub: Any) -> None:
         help=AdapterDefaults(
             "--via pgvector: the table's schema (default: %(pgvector.schema)s)", "pgvector"
         ),
+    )
+    p.add_argument("--qdrant-path", help="--via qdrant: a local-mode folder (default ./qdrant)")
+    p.add_argument(
+        "--qdrant-url",
+        help="--via qdrant: a server's URL (its API key from $CTXEMB_QDRANT_API_KEY)",
     )
     p.add_argument(
         "--exact",
@@ -257,6 +265,9 @@ def _choose_via(args: argparse.Namespace) -> None:
     it selects the store of every other command."""
     if args.via is not None:
         return
+    if args.qdrant_path is not None or args.qdrant_url is not None:
+        args.via = "qdrant"  # and another store's options beside it are refused by name below
+        return
     postgres = args.dsn is not None or args.schema is not None
     chroma = any(getattr(args, o) is not None for o in ("path", "host", "port"))
     if not postgres and not chroma and _from_environment("pgvector"):
@@ -277,7 +288,8 @@ def _from_environment(store: str) -> str | None:
 
 def _check_options(args: argparse.Namespace) -> None:
     options = (
-        "collection", "path", "host", "port", "sample", "dsn", "schema", "exact", "ef_search"
+        "collection", "path", "host", "port", "sample", "dsn", "schema", "exact", "ef_search",
+        "qdrant_path", "qdrant_url",
     )  # fmt: skip
     given = {o for o in options if getattr(args, o) is not None}
     unused = sorted(given - _USES[args.via])
@@ -289,9 +301,9 @@ def _check_options(args: argparse.Namespace) -> None:
             "llamaindex": "it uses an in-memory store (--via llamaindex-chroma: Chroma)",
         }.get(
             args.via,
-            "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "
-            "paths; --schema, --exact and --ef-search for --via pgvector; --path, --host and "
-            "--port for Chroma",
+            "--sample is for --via chroma, chroma-server, pgvector and qdrant; --dsn for the "
+            "pgvector paths; --schema, --exact and --ef-search for --via pgvector; --path, --host "
+            "and --port for Chroma; --qdrant-path and --qdrant-url for --via qdrant",
         )
         shown = ", ".join("--" + o.replace("_", "-") for o in unused)
         raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
@@ -408,6 +420,8 @@ def _open_path(
     framework, _, store = via.partition("-")
     if framework == "chroma":
         return _chroma_path(args, embedder, name, stack)
+    if framework == "qdrant":
+        return _qdrant_path(args, embedder, name, stack)
     if "pgvector" in (framework, store):
         return _pgvector_path(args, embedder, name, stack, framework)
     module = _module(f"ctxemb_{framework}", framework, via)
@@ -465,6 +479,27 @@ def _pgvector_path(
         return adapter.eval_path(conn, name, embedder, progress=True, **search), where
     module = _module(f"ctxemb_{framework}", framework, args.via)
     return module.eval_path(embedder, store="pgvector", collection=name, dsn=dsn), where
+
+
+def _qdrant_path(
+    args: argparse.Namespace, embedder: Any, name: str, stack: contextlib.ExitStack
+) -> tuple[Any, dict[str, Any]]:
+    """A path over a Qdrant collection: local mode in a folder, or a server's URL."""
+    from ctxemb_core.redact import redact_dsn
+
+    adapter = _module("ctxemb_qdrant", "qdrant", args.via)
+    adapter.check_name(name)  # before connecting creates a folder
+    options = store_options("qdrant")
+    filled = store_filled("qdrant", qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url)
+    client = options.connect(filled, create=True)
+    stack.callback(client.close)
+    where: dict[str, Any] = (
+        {"kind": "server", "url": redact_dsn(filled.qdrant_url)}
+        if filled.qdrant_url
+        else {"kind": "local", "path": filled.qdrant_path}
+    )
+    sample = {} if args.sample is None else {"sample": args.sample}
+    return adapter.eval_path(client, name, embedder, progress=True, **sample), where
 
 
 def _chroma_path(

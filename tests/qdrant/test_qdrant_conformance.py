@@ -15,8 +15,11 @@ from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory):
-    return tmp_path_factory.mktemp("qdrant-conformance")
+def local(tmp_path_factory: pytest.TempPathFactory):
+    """The module's local-mode client of one folder (local mode locks it: one per process)."""
+    client = connect(tmp_path_factory.mktemp("qdrant-conformance"))
+    yield client
+    client.close()
 
 
 class TestQdrantLocal(DriverConformance):
@@ -29,8 +32,8 @@ class TestQdrantLocal(DriverConformance):
     vector_tolerance: ClassVar[float] = 0.0
 
     @pytest.fixture
-    def qclient(self, folder):
-        return connect(folder)
+    def qclient(self, local):
+        return local
 
     @pytest.fixture
     def name(self) -> str:
