@@ -34,9 +34,9 @@ MARK_KEY = "ctxemb_lexical"
 def beside(client: QdrantClient, name: str) -> Path:
     """Where a local-mode store keeps the lexical side of collection ``name``; a server's or an
     in-memory store's is refused (its folder is not this machine's, or there is none)."""
-    from ctxemb_qdrant._store import _local
+    from ctxemb_qdrant._store import local_engine
 
-    local = _local(client)
+    local = local_engine(client)
     if local is None or not local.persistent:
         raise InvalidInputError(
             "a hybrid index on a Qdrant server or in memory keeps its lexical side in a folder "
