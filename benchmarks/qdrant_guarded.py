@@ -7,7 +7,8 @@ metadata in the payload, a Dot vector), one through ctxemb (``open_collection`` 
 ``add_embedded``: every batch checked against the stamp, its ids' records read first so that a
 failed write is undone, the stamp re-read), in the same batches; then every query is asked of both
 (``query_points`` against the guarded ``query_vectors``, which reads the collection's head back on
-every call). Sides alternate in order across rounds; the ratios are of medians in one run.
+every call). The two sides take turns batch by batch and query by query in one store, the order
+alternating, so that a machine whose load drifts slows both alike; the ratios are of one run.
 
 Run:  .venv/bin/python benchmarks/qdrant_guarded.py                (2,000 documents, 3 rounds)
 """
@@ -20,6 +21,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import (
     DEFAULT_DATA,
@@ -59,7 +61,7 @@ def main() -> None:
     quiet_truncation()
 
     import numpy as np
-    from qdrant_client import QdrantClient, models
+    from qdrant_client import models
 
     import ctxemb_qdrant
     from ctxemb_core import Embedder, contract_for
@@ -76,70 +78,68 @@ def main() -> None:
     asked = embedder.embed_queries(queries)
     metadata = [{"ctxemb_text": "", "n": i} for i in range(len(texts))]
 
-    def raw_side(folder: str) -> tuple[float, list[float]]:
-        client = QdrantClient(path=folder)
-        start = time.perf_counter()
-        client.create_collection(
-            "raw", vectors_config=models.VectorParams(size=384, distance=models.Distance.DOT)
-        )
-        for i in range(0, len(texts), args.batch):
-            client.upsert(
-                "raw",
-                [
-                    models.PointStruct(
-                        id=ctxemb_qdrant.point_id(ids[k]),
-                        vector=vectors[k].tolist(),
-                        payload={"page_content": texts[k], "metadata": metadata[k]},
-                    )
-                    for k in range(i, min(i + args.batch, len(texts)))
-                ],
-            )
-        write = time.perf_counter() - start
-        times = []
-        for q in asked:
-            start = time.perf_counter()
-            client.query_points("raw", query=q.tolist(), limit=10, with_payload=True)
-            times.append(time.perf_counter() - start)
-        client.close()
-        return write, times
-
-    def guarded_side(folder: str) -> tuple[float, list[float]]:
-        client = ctxemb_qdrant.connect(folder)
-        start = time.perf_counter()
-        col = ctxemb_qdrant.open_collection(client, "ours", embedder)  # the stamp is part of it
-        for i in range(0, len(texts), args.batch):
-            col.add_embedded(
-                ids[i : i + args.batch],
-                vectors[i : i + args.batch],
-                texts[i : i + args.batch],
-                [{"n": k} for k in range(i, min(i + args.batch, len(texts)))],
-                fingerprint=contract.fingerprint,
-            )
-        write = time.perf_counter() - start
-        times = []
-        for q in asked:
-            start = time.perf_counter()
-            col.query_vectors(q, 10)
-            times.append(time.perf_counter() - start)
-        client.close()
-        return write, times
-
+    # Both sides live in one store and take turns batch by batch and query by query (the
+    # order alternating), so a machine whose load drifts slows both alike.
     raw_w, our_w, raw_q, our_q = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            sides = [("raw", raw_side), ("ours", guarded_side)]
-            for label, fn in sides if r % 2 == 0 else sides[::-1]:
-                write, times = fn(f"{tmp}/{label}-{r}")
-                if label == "raw":
-                    raw_w.append(write)
-                    raw_q += times
-                else:
-                    our_w.append(write)
-                    our_q += times
-                print(
-                    f"round {r + 1} {label:>4}: {len(texts) / write:8.1f} docs/s written, "
-                    f"query median {1000 * statistics.median(times):.3f} ms"
+            client = ctxemb_qdrant.connect(f"{tmp}/store-{r}")
+            start = time.perf_counter()
+            client.create_collection(
+                "raw", vectors_config=models.VectorParams(size=384, distance=models.Distance.DOT)
+            )
+            raw_w.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            col = ctxemb_qdrant.open_collection(client, "ours", embedder)  # the stamp counts
+            our_w.append(time.perf_counter() - start)
+
+            def raw_batch(i: int, client: Any = client) -> None:
+                client.upsert(
+                    "raw",
+                    [
+                        models.PointStruct(
+                            id=ctxemb_qdrant.point_id(ids[k]),
+                            vector=vectors[k].tolist(),
+                            payload={"page_content": texts[k], "metadata": metadata[k]},
+                        )
+                        for k in range(i, min(i + args.batch, len(texts)))
+                    ],
                 )
+
+            def our_batch(i: int, col: Any = col) -> None:
+                col.add_embedded(
+                    ids[i : i + args.batch],
+                    vectors[i : i + args.batch],
+                    texts[i : i + args.batch],
+                    [{"n": k} for k in range(i, min(i + args.batch, len(texts)))],
+                    fingerprint=contract.fingerprint,
+                )
+
+            for b, i in enumerate(range(0, len(texts), args.batch)):
+                pair = [(raw_w, raw_batch), (our_w, our_batch)]
+                for spent, fn in pair if (b + r) % 2 == 0 else pair[::-1]:
+                    start = time.perf_counter()
+                    fn(i)
+                    spent[-1] += time.perf_counter() - start
+            for j, q in enumerate(asked):
+                pair = [
+                    (
+                        raw_q,
+                        lambda q=q, client=client: client.query_points(
+                            "raw", query=q.tolist(), limit=10, with_payload=True
+                        ),
+                    ),
+                    (our_q, lambda q=q, col=col: col.query_vectors(q, 10)),
+                ]
+                for times, fn in pair if (j + r) % 2 == 0 else pair[::-1]:
+                    start = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - start)
+            print(
+                f"round {r + 1}: written raw {len(texts) / raw_w[-1]:8.1f} docs/s, guarded "
+                f"{len(texts) / our_w[-1]:8.1f} docs/s"
+            )
+            client.close()
 
     raw_rate = len(texts) / statistics.median(raw_w)
     our_rate = len(texts) / statistics.median(our_w)
