@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_qdrant needs qdrant-client: pip install 'ctxemb[qdrant]'"
     ) from exc
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +36,7 @@ from qdrant_client import models as qm
 
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.driver import Record
-from ctxemb_core.index.shaped import ShapedFacade
+from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
 from ctxemb_qdrant._aliases import catalog as _catalog
@@ -69,6 +69,13 @@ class StoredCollection:
     info: qm.CollectionInfo
 
 
+class Search(SearchOptions, total=False):
+    """A search's options besides every store's ``where`` and ``include``: ``ids``, among
+    these records only."""
+
+    ids: Sequence[str] | None
+
+
 class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     """A Qdrant collection bound to one contract; every call is checked before it runs
     (``get_collection`` read back: identity, stamp and vector configuration compared with
@@ -77,6 +84,7 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
 
     _driver_type = QdrantDriver
     _terms = TERMS
+    _search_options = Search
 
     @staticmethod
     def _translated(what: str) -> AbstractContextManager[None]:
@@ -101,6 +109,20 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
         """Delete points by id, by metadata filter, or both; returns how many were deleted (a
         hybrid index deletes through it, both sides together)."""
         return len(self.index.delete(ids, where=where))
+
+    def _search(
+        self,
+        vectors: Any,
+        k: int,
+        shown: tuple[str, ...],
+        search: Mapping[str, Any],
+        stamp_version: Any,
+    ) -> list[list[Any]]:
+        where = search.get("where")
+        self.index.check_filter(where)
+        self.index.current()
+        ids = search.get("ids")
+        return [self.driver.search(v, k, where=where, ids=ids) for v in vectors]
 
     def _select(
         self,

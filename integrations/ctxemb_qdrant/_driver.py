@@ -245,11 +245,16 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         wanted = set(ids)
         return [r for r in (_record(p, include) for p in got) if r.id in wanted]
 
-    def _filter(self, where: protocol.Filter | None) -> qm.Filter | None:
-        if where is None:
+    def _filter(
+        self, where: protocol.Filter | None, ids: Sequence[str] | None = None
+    ) -> qm.Filter | None:
+        """The neutral filter (and ``ids``: among these records only) as Qdrant's."""
+        if where is None and ids is None:
             return None
         terms: list[Any] = []
-        for key, value in json_filter(where, "Qdrant").items():
+        if ids is not None:
+            terms.append(qm.HasIdCondition(has_id=[p for i in ids for p in point_ids(i)]))
+        for key, value in json_filter(where, "Qdrant").items() if where is not None else ():
             field = f"{META_KEY}.{key}"
             if isinstance(value, (bool, int, str)):
                 terms.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
@@ -297,8 +302,14 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                 self.client.upsert(self._name, points[start : start + _STEP], wait=True)
 
     def search(
-        self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
+        self,
+        vector: np.ndarray,
+        k: int,
+        *,
+        where: protocol.Filter | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[protocol.Hit]:
+        """The protocol's search; ``ids``: among these records only (an evaluation's pair)."""
         space = self._space(self._collection())
         query = np.asarray(vector, dtype=np.float32).ravel().tolist()
         with calling(self.client, "query"):
@@ -306,7 +317,7 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                 self._name,
                 query=query,
                 limit=k,
-                query_filter=self._filter(where),
+                query_filter=self._filter(where, ids),
                 with_vectors=True,
             ).points
         # Qdrant's score: a similarity (Dot, Cosine), or the Euclidean distance itself.

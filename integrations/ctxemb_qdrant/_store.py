@@ -126,6 +126,24 @@ def collections_in(folder: Path) -> list[str]:
     return []
 
 
+def _not_held(folder: Path) -> None:
+    """Refuse a folder another process holds, before local mode reads it: it loads every
+    collection first and takes the folder's lock last (leaving that file open on refusal)."""
+    import portalocker
+
+    if (folder / ".lock").is_file():
+        with open(folder / ".lock", "r+") as fh:
+            try:
+                portalocker.lock(
+                    fh, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+                )
+            except portalocker.exceptions.LockException:
+                raise RuntimeError(
+                    f"Storage folder {folder} is already accessed by another instance"
+                ) from None
+            portalocker.unlock(fh)
+
+
 def connect(
     path: str | os.PathLike[str] | None = None,
     url: str | None = None,
@@ -171,6 +189,7 @@ def connect(
         if held is not None and not local_engine(held).closed:
             return held
         with translated(f"opening the Qdrant folder {str(folder)!r}"):
+            _not_held(folder)
             client = QdrantClient(path=str(folder), force_disable_check_same_thread=True)
         _OPEN[str(folder)] = client
         return client

@@ -26,7 +26,7 @@ class TestQdrantLocal(DriverConformance):
     """Every guarantee of the suite on local mode in a folder (one client per folder)."""
 
     #: A point of another width is refused by Qdrant itself; local mode keeps a point without
-    #: a vector (a server would refuse it), which the guard catches.
+    #: a vector (`vector={}`), which the guard catches (what a server does is untested here).
     unstorable: ClassVar[frozenset[str]] = frozenset({"another width"})
     #: ctxemb's collections are Dot: vectors are kept bit for bit.
     vector_tolerance: ClassVar[float] = 0.0

@@ -237,7 +237,7 @@ def test_a_process_killed_mid_index_leaves_each_id_once_after_a_re_run(tmp_path,
     while int(child.stdout.readline().strip() or 0) < 100:
         assert child.poll() is None
     os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
+    child.communicate(timeout=30)  # reaped, its pipes closed
     rerun = _child(tmp_path, "docs", 300)
     rerun.communicate("go\n", timeout=120)
     assert rerun.returncode == 0
@@ -247,3 +247,13 @@ def test_a_process_killed_mid_index_leaves_each_id_once_after_a_re_run(tmp_path,
     assert len(ids) == len(set(ids)) == 300 == driver.count()
     assert verify_driver(driver, embedder, all=True).ok
     client.close()
+
+
+def test_a_search_among_given_ids_only(qclient, embedder):
+    # What an evaluation's pair search asks: the one record's distance, whatever is nearer.
+    docs = ctxemb_qdrant.open_collection(qclient, fresh_name(), embedder)
+    docs.add(list(DOCS), list(DOCS.values()))
+    found = docs.query([QUERY], n_results=3, ids=["bike", "absent"], include=["distances"])
+    assert found["ids"] == [["bike"]] and len(found["distances"][0]) == 1
+    with pytest.raises(TypeError):
+        docs.query([QUERY], n_results=1, exact=True)  # another store's option
