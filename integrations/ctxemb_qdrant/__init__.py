@@ -39,7 +39,12 @@ from ctxemb_core.index.driver import Record
 from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
+from ctxemb_qdrant._aliases import catalog as _catalog
+from ctxemb_qdrant._detect import detect_or as _detect_or
+from ctxemb_qdrant._detect import open_or as _open_or
 from ctxemb_qdrant._driver import QdrantDriver
+from ctxemb_qdrant._hybrid import beside as _beside
+from ctxemb_qdrant._hybrid import place_for as _place_for
 from ctxemb_qdrant._raw import RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE, point_id, translated
 from ctxemb_qdrant._store import check_name as check_name
@@ -98,6 +103,13 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
         return driver._missing()
 
+    def delete(
+        self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete points by id, by metadata filter, or both; returns how many were deleted (a
+        hybrid index deletes through it, both sides together)."""
+        return len(self.index.delete(ids, where=where))
+
     def _search(
         self,
         vectors: Any,
@@ -150,17 +162,19 @@ TOOLS = StoreTools(
     driver_of=_held,
     translated=translated,
     check_name=check_name,
+    lexical=(_beside, _place_for),  # core's lexical store beside the collection (_hybrid)
+    catalog="ctxemb_qdrant._aliases:catalog",  # by name: it opens its hybrid sides here
 )
 
 #: The driver of a collection: ``driver(client, name)``.
 driver = QdrantDriver
-#: Qdrant's native aliases are not wired yet: the CLI's alias commands say this store keeps none.
-catalog = None
-detect = TOOLS.detect
+#: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
+catalog = _catalog
+detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
 eval_path = TOOLS.eval_path
 lexical_folder = TOOLS.lexical_folder
 migrate = TOOLS.migrate
-open_collection = TOOLS.open
+open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
 open_hybrid = TOOLS.open_hybrid
 restamp = TOOLS.restamp
 search = TOOLS.search

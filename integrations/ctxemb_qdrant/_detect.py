@@ -1,0 +1,206 @@
+"""What ``qdrant-client`` + fastembed wrote: found, its contract detected, and adopted only when
+the match is conclusive.
+
+``qdrant-client``'s fastembed helpers (``QdrantClient.add``, until 1.17) laid a collection out
+the same way every time: one named vector ``fast-{model}`` (the model's name after its last
+``/``, lower-cased: ``fast-all-minilm-l6-v2``; ``fast-sparse-{model}`` beside it for a sparse
+model) of the model's width under its distance, and each point's payload ``{"document": text,
+**metadata}`` under a random UUID. The vector's name is all it says about the model: no
+revision, no pooling, no normalisation, no prefix.
+
+:func:`detect_fastembed` recognises that layout, maps the name to the models it can be (those
+whose name gives it), and re-embeds a sample of the stored documents under each candidate recipe
+(core's :func:`~ctxemb_core.detect.detect_driver` over a :class:`~ctxemb_qdrant._named.
+NamedVectorView` of that vector). :func:`adopt_fastembed` writes the detected contract's stamp
+for that named vector only when the report is conclusive: every sampled record reproduced by
+one recipe within tolerance, and no other recipe doing as well.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import QdrantClient
+
+from ctxemb_core.detect import DEFAULT_MODEL, DetectReport, detect_driver
+from ctxemb_core.embedder import Embedder
+from ctxemb_core.errors import InvalidInputError, StampError
+from ctxemb_core.stamp import IndexStamp
+from ctxemb_qdrant._named import NamedVectorView, _info, _vector_params
+
+__all__ = [
+    "FASTEMBED_TEXT",
+    "FastembedFinding",
+    "adopt_fastembed",
+    "detect_fastembed",
+    "detect_or",
+    "fastembed_layout",
+    "fastembed_vector_name",
+    "open_or",
+]
+
+#: The payload key fastembed's helpers kept a point's text under.
+FASTEMBED_TEXT = "document"
+#: The models ctxemb can run whose fastembed vector name a collection may carry.
+KNOWN_MODELS = (DEFAULT_MODEL,)
+
+
+def fastembed_vector_name(model: str) -> str:
+    """The vector name ``qdrant-client``'s fastembed helpers gave model ``model``."""
+    return f"fast-{model.split('/')[-1].lower()}"
+
+
+@dataclass(frozen=True)
+class FastembedFinding:
+    """A collection in fastembed's layout and what its documents say.
+
+    Attributes:
+        collection: the collection.
+        vector: the fastembed vector's name (``fast-all-minilm-l6-v2``).
+        models: the models that name can be.
+        report: the detection over a sample of its documents.
+    """
+
+    collection: str
+    vector: str
+    models: tuple[str, ...]
+    report: DetectReport
+
+    @property
+    def conclusive(self) -> bool:
+        return bool(self.report.conclusive)
+
+    def describe(self) -> str:
+        head = (
+            f"collection {self.collection!r}: written by qdrant-client + fastembed (vector "
+            f"{self.vector!r}, payload {FASTEMBED_TEXT!r}); the name can be {list(self.models)}"
+        )
+        best = self.report.best
+        found = "no recipe" if best is None else best.label
+        verdict = "conclusive" if self.conclusive else "not conclusive"
+        return f"{head}; its documents: {found} ({verdict})"
+
+
+def _fastembed_vector(client: QdrantClient, collection: str) -> str:
+    info = _info(client, collection)
+    if info is None:
+        raise InvalidInputError(f"collection {collection!r} does not exist")
+    names = [n for n in _vector_params(info) if n.startswith("fast-")]
+    if len(names) != 1:
+        raise InvalidInputError(
+            f"collection {collection!r} is not in qdrant-client + fastembed's layout: it has "
+            f"vectors {sorted(_vector_params(info))}, not one named fast-<model>"
+        )
+    return names[0]
+
+
+def detect_fastembed(
+    client: QdrantClient, collection: str, *models: Any, sample: int = 16
+) -> FastembedFinding:
+    """Recognise ``collection`` as written by ``qdrant-client`` + fastembed and detect its
+    contract from a sample of its documents (``models``: the candidates; default: the models
+    ctxemb can run whose fastembed name the vector carries).
+
+    Raises:
+        InvalidInputError: no such collection, or not fastembed's layout; no candidate model.
+    """
+    vector = _fastembed_vector(client, collection)
+    named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
+    candidates = models or named
+    if not candidates:
+        raise InvalidInputError(
+            f"vector {vector!r} names no model ctxemb knows by that name; name the candidate "
+            "models (ctxemb detect --model ...)"
+        )
+    view = NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
+    report = detect_driver(view, *candidates, sample=sample)
+    return FastembedFinding(collection, vector, named, report)
+
+
+def adopt_fastembed(
+    client: QdrantClient, collection: str, *models: Any, sample: int = 16
+) -> FastembedFinding:
+    """:func:`detect_fastembed`, then stamp the fastembed vector with the detected contract,
+    only when the match is conclusive (nothing is written otherwise, and the finding says why).
+
+    Raises:
+        StampError: the vector is stamped already with another contract.
+    """
+    finding = detect_fastembed(client, collection, *models, sample=sample)
+    if not finding.conclusive:
+        return finding
+    view = NamedVectorView(
+        client, collection, finding.vector, text_key=FASTEMBED_TEXT, metadata_key=None
+    )
+    read = view.read_stamp()
+    assert read is not None  # detect_fastembed found the vector
+    embedder = Embedder(finding.report.best.contract)
+    stamp = IndexStamp.from_embedder(embedder)
+    held: Mapping[str, Any] | None = read.metadata
+    if held:
+        if IndexStamp.from_metadata(held).fingerprint != stamp.fingerprint:
+            raise StampError(
+                f"vector {finding.vector!r} of {collection!r} is stamped with another contract; "
+                "nothing was written"
+            )
+        return finding
+    if not view.write_stamp(stamp, stamp_version=read.head.stamp_version):
+        raise StampError(f"collection {collection!r} changed while it was adopted; run it again")
+    return finding
+
+
+def fastembed_layout(client: QdrantClient, collection: str) -> str | None:
+    """The fastembed vector's name when ``collection`` is in fastembed's layout (one
+    ``fast-<model>`` vector, no unnamed one), else ``None`` (also when there is no such
+    collection: the store's own calls then say so)."""
+    try:
+        info = _info(client, collection)
+    except InvalidInputError:
+        return None
+    if info is None:
+        return None
+    names = list(_vector_params(info))
+    fast = [n for n in names if n.startswith("fast-") and not n.startswith("fast-sparse-")]
+    return fast[0] if len(fast) == 1 and "" not in names else None
+
+
+def _view(client: QdrantClient, collection: str, vector: str) -> NamedVectorView:
+    return NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
+
+
+def detect_or(detect: Any) -> Any:
+    """The adapter's ``detect`` (``ctxemb detect``): a collection in fastembed's layout is read
+    through its fastembed vector (the candidates: the models named, else those its name can
+    be); any other through ``detect``."""
+
+    @functools.wraps(detect)
+    def detecting(client: Any, name: str, *models: Any, **options: Any) -> Any:
+        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
+        if vector is None:
+            return detect(client, name, *models, **options)
+        named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
+        return detect_driver(_view(client, name, vector), *(models or named), **options)
+
+    return detecting
+
+
+def open_or(open_collection: Any) -> Any:
+    """The adapter's ``open_collection``: a collection in fastembed's layout opens (and with
+    ``adopt=True`` is adopted: ``ctxemb detect --adopt``) as its fastembed vector through
+    core's guard, read-only; any other through ``open_collection``."""
+
+    @functools.wraps(open_collection)
+    def opening(client: Any, name: str, contract: Any, **options: Any) -> Any:
+        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
+        if vector is None:
+            return open_collection(client, name, contract, **options)
+        from ctxemb_core.index import GuardedIndex
+        from ctxemb_core.stamp_guard import as_embedder
+
+        options.pop("create", None)  # a fastembed collection exists: nothing is created
+        return GuardedIndex.open(_view(client, name, vector), as_embedder(contract), **options)
+
+    return opening
