@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(command -v "${PYTHON:-python3}")  # a path: the environment, once activated, has its own python3
 VENV=${VENV:-.venv}
-EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,pgvector,haystack,langchain,llamaindex,eval,ray,docs,serve}
+EXTRAS=${CTXEMB_EXTRAS:-test,torch,chroma,qdrant,pgvector,haystack,langchain,llamaindex,eval,ray,docs,serve}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # The environment is made without pip (ensurepip's copy takes ~7 s, and uv installs a newer
 # one below in a fraction of that); uv is put into it by the pip of $PY (pip's --python), or,

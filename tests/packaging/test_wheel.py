@@ -209,6 +209,7 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
         "sentence-transformers",
         "chroma",
         "pgvector",
+        "qdrant",
         "haystack",
         "langchain",
         "eval",
@@ -219,13 +220,14 @@ def test_wheel_metadata_keeps_torch_in_an_extra(dist: Dist) -> None:
     assert by_extra["serve"] == {"uvicorn"}  # the server adds uvicorn and nothing else
     # psycopg 3 and pgvector's Python package; the frameworks' Postgres stores with them.
     assert by_extra["pgvector"] == {"psycopg", "pgvector"}
+    assert by_extra["qdrant"] == {"qdrant-client"}  # local mode and a server's client in one
     assert {"pgvector-haystack"} <= by_extra["haystack"]
     assert {"langchain-postgres"} <= by_extra[
         "langchain"
     ]  # the server adds uvicorn and nothing else
     assert by_extra["all"] == {"ctxemb"}  # ctxemb[torch,...]: itself with every runtime extra
     assert by_extra["hybrid"] == {"bm25s", "pystemmer"}  # BM25 itself is ctxemb's (numpy)
-    everything = "chroma,eval,haystack,hybrid,langchain,llamaindex,pgvector,"
+    everything = "chroma,eval,haystack,hybrid,langchain,llamaindex,pgvector,qdrant,"
     everything += "sentence-transformers,serve,torch"
     assert f"ctxemb[{everything}]" in {
         str(Requirement(r)).split(";")[0].replace(" ", "")
