@@ -1,0 +1,131 @@
+"""Qdrant through the three frameworks, one stamp: LlamaIndex's ContractQdrantVectorStore, and a
+collection written by any of Haystack's ``QdrantDocumentStore``, LangChain's ContractQdrant and
+LlamaIndex opens through the two others and ``ctxemb_qdrant`` (the CLI's path) under the same
+contract, and is refused by each under another with the field named.
+
+A tiny static model built in code (no torch) stands for the contract: the stamp and its checks
+are the point, not the model. One file, one folder in Qdrant's local mode (one client per folder
+in a process: every framework here joins it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed")
+
+from haystack import Document as HaystackDocument
+from haystack_integrations.components.retrievers.qdrant import QdrantEmbeddingRetriever
+from haystack_integrations.document_stores.qdrant import QdrantDocumentStore
+from llama_index.core.schema import TextNode
+
+import ctxemb_qdrant
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.errors import ContractMismatchError, InvalidInputError
+from ctxemb_core.testing.conformance import tiny_embedder
+from ctxemb_haystack import (
+    ContractDocumentEmbedder,
+    ContractDocumentWriter,
+    ContractRetriever,
+    ContractTextEmbedder,
+)
+from ctxemb_langchain import ContractEmbeddings, ContractQdrant
+from ctxemb_llamaindex import ContractEmbedding, ContractQdrantVectorStore, load_index
+
+TEXTS = {
+    "tea": "green tea leaves are steamed",
+    "oil": "oil the bicycle chain",
+    "moon": "moon phases follow its orbit",
+}
+QUERY = "green tea"
+
+
+@pytest.fixture(scope="module")
+def contract() -> EmbeddingContract:
+    return tiny_embedder().contract
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("qdrant-frameworks"))
+
+
+# -- each framework writes, reads and is refused ------------------------------------------------
+
+
+def _haystack_store(folder: str, name: str) -> QdrantDocumentStore:
+    return QdrantDocumentStore(path=folder, index=name, embedding_dim=16, progress_bar=False)
+
+
+def haystack_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    documents = [HaystackDocument(id=i, content=t) for i, t in TEXTS.items()]
+    embedded = ContractDocumentEmbedder(contract=contract).run(documents)["documents"]
+    ContractDocumentWriter(_haystack_store(folder, name)).run(embedded)
+
+
+def haystack_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    query = ContractTextEmbedder(contract=contract).run(QUERY)
+    retriever = ContractRetriever(QdrantEmbeddingRetriever(_haystack_store(folder, name), top_k=1))
+    return retriever.run(query["embedding"], query["fingerprint"])["documents"][0].id
+
+
+def langchain_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    store = ContractQdrant(None, name, ContractEmbeddings(contract), path=folder)
+    store.add_texts(list(TEXTS.values()), ids=list(TEXTS))
+
+
+def langchain_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    store = ContractQdrant(None, name, ContractEmbeddings(contract), path=folder, create=False)
+    return str(store.similarity_search(QUERY, k=1)[0].id)
+
+
+def llamaindex_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    store = ContractQdrantVectorStore(name, ContractEmbedding(contract), path=folder)
+    load_index(store).insert_nodes([TextNode(id_=i, text=t) for i, t in TEXTS.items()])
+
+
+def llamaindex_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    store = ContractQdrantVectorStore(name, ContractEmbedding(contract), path=folder, create=False)
+    return str(load_index(store).as_retriever(similarity_top_k=1).retrieve(QUERY)[0].node.node_id)
+
+
+def core_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    client = ctxemb_qdrant.connect(folder)
+    opened = ctxemb_qdrant.open_collection(client, name, Embedder(contract), create=False)
+    return str(opened.query([QUERY], 1)["ids"][0][0])
+
+
+Read = Callable[[str, str, EmbeddingContract], str]
+WRITERS = {"haystack": haystack_write, "langchain": langchain_write, "llamaindex": llamaindex_write}
+READERS: dict[str, Read] = {
+    "haystack": haystack_first,
+    "langchain": langchain_first,
+    "llamaindex": llamaindex_first,
+    "ctxemb_qdrant": core_first,
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_collection_written_by_one_framework_opens_through_every_other(writer, folder, contract):
+    WRITERS[writer](folder, writer, contract)
+    other = contract.with_(pooling="cls")
+    for reader, first in READERS.items():
+        assert first(folder, writer, contract) == "tea", reader
+        with pytest.raises(ContractMismatchError) as refused:
+            first(folder, writer, other)
+        assert refused.value.fields == ("pooling",), reader
+    # The stamp is the collection's metadata, the same whoever wrote it.
+    read = ctxemb_qdrant.driver(ctxemb_qdrant.connect(folder), writer).read_stamp()
+    assert read is not None and read.metadata["ctxemb:fingerprint"] == contract.fingerprint
+
+
+def test_the_llamaindex_store_reads_its_stamp_and_refuses_bad_arguments(folder, contract):
+    llamaindex_write(folder, "stamped", contract)
+    store = ContractQdrantVectorStore("stamped", path=folder)  # the stamp's contract
+    assert store.contract.fingerprint == contract.fingerprint
+    assert store.client is ctxemb_qdrant.connect(folder)
+    assert store.get_nodes(["moon"])[0].get_content() == TEXTS["moon"]
+    with pytest.raises(InvalidInputError, match="one of path="):
+        ContractQdrantVectorStore("stamped", path=folder, url="http://127.0.0.1:6333")
