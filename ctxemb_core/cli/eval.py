@@ -85,6 +85,9 @@ _USES = {
     "llamaindex": {"collection"},
     "llamaindex-chroma": {"collection", "path", "host", "port"},
     "llamaindex-pgvector": {"collection", "dsn"},
+    "haystack-qdrant": {"collection", "qdrant_path", "qdrant_url"},
+    "langchain-qdrant": {"collection", "qdrant_path", "qdrant_url"},
+    "llamaindex-qdrant": {"collection", "qdrant_path", "qdrant_url"},
 }
 assert set(_USES) == set(VIAS)
 
@@ -198,6 +201,11 @@ def add_parser(sub: Any) -> None:
         help="--via pgvector: the HNSW index's search breadth (default 200, at least --k)",
     )
     p.add_argument(
+        "--qdrant-path",
+        help="--via *-qdrant: a Qdrant local-mode folder (default: ./qdrant, unless --qdrant-url)",
+    )
+    p.add_argument("--qdrant-url", help="--via *-qdrant: a Qdrant server's URL")
+    p.add_argument(
         "--sample",
         type=COUNT,
         default=None,
@@ -277,7 +285,8 @@ def _from_environment(store: str) -> str | None:
 
 def _check_options(args: argparse.Namespace) -> None:
     options = (
-        "collection", "path", "host", "port", "sample", "dsn", "schema", "exact", "ef_search"
+        "collection", "path", "host", "port", "sample", "dsn", "schema", "exact", "ef_search",
+        "qdrant_path", "qdrant_url",
     )  # fmt: skip
     given = {o for o in options if getattr(args, o) is not None}
     unused = sorted(given - _USES[args.via])
@@ -291,7 +300,7 @@ def _check_options(args: argparse.Namespace) -> None:
             args.via,
             "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "
             "paths; --schema, --exact and --ef-search for --via pgvector; --path, --host and "
-            "--port for Chroma",
+            "--port for Chroma; --qdrant-path and --qdrant-url for the Qdrant paths",
         )
         shown = ", ".join("--" + o.replace("_", "-") for o in unused)
         raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
@@ -410,6 +419,8 @@ def _open_path(
         return _chroma_path(args, embedder, name, stack)
     if "pgvector" in (framework, store):
         return _pgvector_path(args, embedder, name, stack, framework)
+    if store == "qdrant":
+        return _qdrant_framework_path(args, embedder, name, framework)
     module = _module(f"ctxemb_{framework}", framework, via)
     if not hasattr(module, "eval_path"):
         raise MissingDependencyError(
@@ -425,6 +436,24 @@ def _open_path(
     )
     path = module.eval_path(embedder, store=store, collection=name, **at)
     return path, {"kind": "server" if chroma.host else "embedded", **at}
+
+
+def _qdrant_framework_path(
+    args: argparse.Namespace, embedder: Any, name: str, framework: str
+) -> tuple[Any, dict[str, Any]]:
+    """A framework's path over a Qdrant collection: a local-mode folder or a server's URL."""
+    from ctxemb_core.redact import redact_dsn
+
+    _module("ctxemb_qdrant", "qdrant", args.via).check_name(name)
+    if args.qdrant_path is not None and args.qdrant_url is not None:
+        raise InvalidInputError("--qdrant-path and --qdrant-url name two stores: give one of them")
+    module = _module(f"ctxemb_{framework}", framework, args.via)
+    if args.qdrant_url is not None:
+        path = module.eval_path(embedder, store="qdrant", collection=name, url=args.qdrant_url)
+        return path, {"kind": "server", "url": redact_dsn(args.qdrant_url)}
+    folder = args.qdrant_path or "./qdrant"
+    path = module.eval_path(embedder, store="qdrant", collection=name, path=folder)
+    return path, {"kind": "embedded", "path": folder}
 
 
 def _pgvector_path(

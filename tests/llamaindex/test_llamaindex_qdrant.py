@@ -129,3 +129,33 @@ def test_the_llamaindex_store_reads_its_stamp_and_refuses_bad_arguments(folder, 
     assert store.get_nodes(["moon"])[0].get_content() == TEXTS["moon"]
     with pytest.raises(InvalidInputError, match="one of path="):
         ContractQdrantVectorStore("stamped", path=folder, url="http://127.0.0.1:6333")
+
+
+def test_the_qdrant_vias_share_one_collection_and_refuse_another_contract(tmp_path, capsys):
+    import json
+
+    from ctxemb_core.cli import main
+    from ctxemb_core.testing.conformance import _models
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": k, "text": v}) for k, v in TEXTS.items()]
+    (beir / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "green tea"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ttea\t1\n")
+    common = ["eval", "--data", str(beir), "--k", "3", "--model", str(_models()[0]), "--no-cache"]
+    where = ["--qdrant-path", str(tmp_path / "qdrant"), "--collection", "shared"]
+    runs = {}
+    for via in ("memory", "haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert main([*common, "--via", via, *(where if via != "memory" else [])]) == 0
+        runs[via] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # Haystack indexed the collection; LangChain and LlamaIndex found it whole, scored alike.
+    assert [runs[v]["indexed_now"] for v in runs] == [3, 3, 0, 0]
+    for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert runs[via]["unrounded"] == pytest.approx(runs["memory"]["unrounded"]), via
+        assert runs[via]["store"] == {"kind": "embedded", "path": where[1]}
+    for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert main([*common, "--via", via, *where, "--pooling", "cls"]) != 0
+        assert "pooling" in capsys.readouterr().err
+    assert main([*common, "--via", "langchain-qdrant", "--path", "./db"]) == 2
+    assert "--via langchain-qdrant does not use --path" in capsys.readouterr().err
