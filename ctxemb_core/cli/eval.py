@@ -80,6 +80,7 @@ _USES = {
     "haystack-chroma": {"collection", "path", "host", "port"},
     "langchain-chroma": {"collection", "path", "host", "port"},
     "pgvector": {"collection", "dsn", "schema", "sample", "exact", "ef_search"},
+    "qdrant": {"collection", "qdrant_path", "qdrant_url", "sample"},
     "haystack-pgvector": {"collection", "dsn"},
     "langchain-pgvector": {"collection", "dsn"},
     "llamaindex": {"collection"},
@@ -121,8 +122,10 @@ def add_parser(sub: Any) -> None:
             "the search path: the core's exact search (memory), a Chroma collection "
             "(chroma: embedded, or the server --host names; chroma-server: a temporary server "
             "unless --host), a PostgreSQL table (pgvector, at --dsn), Haystack or LangChain over "
-            "their in-memory store, Chroma or pgvector (default: pgvector when --dsn or --schema "
-            "is given, or %(pgvector.dsn)s is set and no Chroma option is; else chroma)",
+            "their in-memory store, Chroma or pgvector, a Qdrant collection (qdrant, at "
+            "--qdrant-path or --qdrant-url) (default: qdrant when a Qdrant option is given; "
+            "pgvector when --dsn or --schema is given, or %(pgvector.dsn)s is set and no Chroma "
+            "option is; else chroma)",
             "pgvector",
         ),
     )
@@ -188,6 +191,12 @@ def add_parser(sub: Any) -> None:
             "--via pgvector: the table's schema (default: %(pgvector.schema)s)", "pgvector"
         ),
     )
+    p.add_argument("--qdrant-path", help="--via *qdrant: a local-mode folder (default ./qdrant)")
+    p.add_argument(
+        "--qdrant-url",
+        help="--via *qdrant: a server's URL (--via qdrant: its API key from "
+        "$CTXEMB_QDRANT_API_KEY)",
+    )
     p.add_argument(
         "--exact",
         action="store_true",
@@ -200,11 +209,6 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="--via pgvector: the HNSW index's search breadth (default 200, at least --k)",
     )
-    p.add_argument(
-        "--qdrant-path",
-        help="--via *-qdrant: a Qdrant local-mode folder (default: ./qdrant, unless --qdrant-url)",
-    )
-    p.add_argument("--qdrant-url", help="--via *-qdrant: a Qdrant server's URL")
     p.add_argument(
         "--sample",
         type=COUNT,
@@ -265,6 +269,9 @@ def _choose_via(args: argparse.Namespace) -> None:
     it selects the store of every other command."""
     if args.via is not None:
         return
+    if args.qdrant_path is not None or args.qdrant_url is not None:
+        args.via = "qdrant"  # and another store's options beside it are refused by name below
+        return
     postgres = args.dsn is not None or args.schema is not None
     chroma = any(getattr(args, o) is not None for o in ("path", "host", "port"))
     if not postgres and not chroma and _from_environment("pgvector"):
@@ -298,9 +305,9 @@ def _check_options(args: argparse.Namespace) -> None:
             "llamaindex": "it uses an in-memory store (--via llamaindex-chroma: Chroma)",
         }.get(
             args.via,
-            "--sample is for --via chroma, chroma-server and pgvector; --dsn for the pgvector "
-            "paths; --schema, --exact and --ef-search for --via pgvector; --path, --host and "
-            "--port for Chroma; --qdrant-path and --qdrant-url for the Qdrant paths",
+            "--sample is for --via chroma, chroma-server, pgvector and qdrant; --dsn for the "
+            "pgvector paths; --schema, --exact and --ef-search for --via pgvector; --path, --host "
+            "and --port for Chroma; --qdrant-path and --qdrant-url for the Qdrant paths",
         )
         shown = ", ".join("--" + o.replace("_", "-") for o in unused)
         raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
@@ -417,10 +424,10 @@ def _open_path(
     framework, _, store = via.partition("-")
     if framework == "chroma":
         return _chroma_path(args, embedder, name, stack)
+    if "qdrant" in (framework, store):
+        return _qdrant_path(args, embedder, name, stack, framework)
     if "pgvector" in (framework, store):
         return _pgvector_path(args, embedder, name, stack, framework)
-    if store == "qdrant":
-        return _qdrant_framework_path(args, embedder, name, framework)
     module = _module(f"ctxemb_{framework}", framework, via)
     if not hasattr(module, "eval_path"):
         raise MissingDependencyError(
@@ -436,24 +443,6 @@ def _open_path(
     )
     path = module.eval_path(embedder, store=store, collection=name, **at)
     return path, {"kind": "server" if chroma.host else "embedded", **at}
-
-
-def _qdrant_framework_path(
-    args: argparse.Namespace, embedder: Any, name: str, framework: str
-) -> tuple[Any, dict[str, Any]]:
-    """A framework's path over a Qdrant collection: a local-mode folder or a server's URL."""
-    from ctxemb_core.redact import redact_dsn
-
-    _module("ctxemb_qdrant", "qdrant", args.via).check_name(name)
-    if args.qdrant_path is not None and args.qdrant_url is not None:
-        raise InvalidInputError("--qdrant-path and --qdrant-url name two stores: give one of them")
-    module = _module(f"ctxemb_{framework}", framework, args.via)
-    if args.qdrant_url is not None:
-        path = module.eval_path(embedder, store="qdrant", collection=name, url=args.qdrant_url)
-        return path, {"kind": "server", "url": redact_dsn(args.qdrant_url)}
-    folder = args.qdrant_path or "./qdrant"
-    path = module.eval_path(embedder, store="qdrant", collection=name, path=folder)
-    return path, {"kind": "embedded", "path": folder}
 
 
 def _pgvector_path(
@@ -494,6 +483,38 @@ def _pgvector_path(
         return adapter.eval_path(conn, name, embedder, progress=True, **search), where
     module = _module(f"ctxemb_{framework}", framework, args.via)
     return module.eval_path(embedder, store="pgvector", collection=name, dsn=dsn), where
+
+
+def _qdrant_path(
+    args: argparse.Namespace,
+    embedder: Any,
+    name: str,
+    stack: contextlib.ExitStack,
+    framework: str = "qdrant",
+) -> tuple[Any, dict[str, Any]]:
+    """A path over a Qdrant collection, ctxemb_qdrant's own or a framework's over it: local
+    mode in a folder, or a server's URL."""
+    from ctxemb_core.redact import redact_dsn
+
+    adapter = _module("ctxemb_qdrant", "qdrant", args.via)
+    adapter.check_name(name)  # before connecting creates a folder
+    options = store_options("qdrant")
+    filled = store_filled("qdrant", qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url)
+    if framework != "qdrant":  # the framework's store reaches it (a folder's client is joined)
+        module = _module(f"ctxemb_{framework}", framework, args.via)
+        at = {"url": filled.qdrant_url} if filled.qdrant_url else {"path": filled.qdrant_path}
+        path = module.eval_path(embedder, store="qdrant", collection=name, **at)
+        kind = {"kind": "server", "url": redact_dsn(filled.qdrant_url)} if "url" in at else None
+        return path, kind or {"kind": "local", "path": filled.qdrant_path}
+    client = options.connect(filled, create=True)
+    stack.callback(client.close)
+    where: dict[str, Any] = (
+        {"kind": "server", "url": redact_dsn(filled.qdrant_url)}
+        if filled.qdrant_url
+        else {"kind": "local", "path": filled.qdrant_path}
+    )
+    sample = {} if args.sample is None else {"sample": args.sample}
+    return adapter.eval_path(client, name, embedder, progress=True, **sample), where
 
 
 def _chroma_path(

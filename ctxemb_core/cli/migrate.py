@@ -64,6 +64,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--to-path", help="with --to-store chroma: an embedded folder")
     p.add_argument("--to-host", help="with --to-store chroma: a server's host")
     p.add_argument("--to-port", type=PORT, help="with --to-store chroma and --to-host: its port")
+    p.add_argument("--to-qdrant-path", help="with --to-store qdrant: a local-mode folder")
+    p.add_argument("--to-qdrant-url", help="with --to-store qdrant: a server's URL")
     p.add_argument(
         "--reembed",
         action="store_true",
@@ -80,6 +82,7 @@ def add_parser(sub: Any) -> None:
 _TARGET_OPTIONS = {
     "pgvector": ("to_dsn", "to_schema"),
     "chroma": ("to_path", "to_host", "to_port"),
+    "qdrant": ("to_qdrant_path", "to_qdrant_url"),
 }
 
 
@@ -113,6 +116,8 @@ def _target(args: argparse.Namespace) -> tuple[Any, argparse.Namespace] | None:
         port=args.to_port,
         dsn=args.to_dsn,
         schema=args.to_schema,
+        qdrant_path=args.to_qdrant_path,
+        qdrant_url=args.to_qdrant_url,
         store=args.to_store,
     )
     options = store_options(args.to_store)

@@ -32,6 +32,7 @@ __all__ = [
     "AdapterDefaults",
     "ConnectionString",
     "FolderOrServer",
+    "FolderOrUrl",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -49,15 +50,23 @@ _ONLY: ContextVar[str | None] = ContextVar("ctxemb_cli_store_options_for", defau
 
 #: The stores the CLI has adapters for: ``--store`` NAME -> the adapter's module of CLI options
 #: (a :class:`StoreOptions`), inside the import package ``ctxemb_<store>``.
-STORES = {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
+STORES = {
+    "chroma": "ctxemb_chroma.cli",
+    "pgvector": "ctxemb_pgvector.cli",
+    "qdrant": "ctxemb_qdrant.cli",
+}
 #: The store a command uses when nothing on its command line or in the environment names one.
 DEFAULT_STORE = "chroma"
 #: Each store in the words a summary line and an error use.
-LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL"}
+LABELS = {"chroma": "Chroma", "pgvector": "PostgreSQL", "qdrant": "Qdrant"}
 #: The options each store's adapter adds (its ``add_arguments``; a test holds the two equal):
 #: known without importing the adapter, so that one given where the adapter is not installed
 #: is named as that store's, with the install it needs, not as a mistyped option.
-STORE_FLAGS = {"chroma": ("--path", "--host", "--port"), "pgvector": ("--dsn", "--schema")}
+STORE_FLAGS = {
+    "chroma": ("--path", "--host", "--port"),
+    "pgvector": ("--dsn", "--schema"),
+    "qdrant": ("--qdrant-path", "--qdrant-url"),
+}
 #: The namespace attribute where a parser keeps which of its options each store added.
 _OWNED = "_ctxemb_store_options"
 
@@ -169,8 +178,8 @@ def store_args(p: argparse.ArgumentParser, *, collection_required: bool = True) 
         default=None,
         choices=STORES,
         help="the store's adapter (default: the store whose options are given: pgvector for "
-        "--dsn or --schema, chroma for --path, --host or --port; without any, pgvector when "
-        "$CTXEMB_PG_DSN is set, else chroma)",
+        "--dsn or --schema, chroma for --path, --host or --port, qdrant for --qdrant-path or "
+        "--qdrant-url; without any, pgvector when $CTXEMB_PG_DSN is set, else chroma)",
     )
     _adapters_args(p)
     p.add_argument(
@@ -503,3 +512,82 @@ class ConnectionString:
     def location(self, args: argparse.Namespace) -> str:
         """The connection string, its password masked."""
         return redact_dsn(getattr(args, self.flag))
+
+
+@dataclass(frozen=True)
+class FolderOrUrl:
+    """The options of a store that is either a folder on this machine or a server reached by
+    URL (Qdrant's ``--qdrant-path`` / ``--qdrant-url``; a store such as LanceDB has the same
+    pair): named after the store (``--{store}-path``, ``--{store}-url``, so they never collide
+    with another store's ``--path``), checked together, the folder's default filled in, said
+    back with a URL's password masked. A server's key is read from ``$key_env`` only, never
+    from the command line (seen by every user of the machine, kept in shell histories), and is
+    never shown. ``label``: the store in words.
+
+    Example:
+        >>> FolderOrUrl("qdrant", "Qdrant", "./qdrant", "CTXEMB_QDRANT_API_KEY").defaults()
+        {'qdrant_path': './qdrant'}
+    """
+
+    store: str
+    label: str
+    path: str
+    key_env: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
+        """``--{store}-path`` and ``--{store}-url`` (the demo runs on the default store)."""
+        if demo:
+            return
+        parser.add_argument(
+            f"--{self.store}-path",
+            help=f"a {self.label} folder (default with --store {self.store}: {self.path}); "
+            f"selects --store {self.store}",
+        )
+        parser.add_argument(
+            f"--{self.store}-url",
+            help=f"a {self.label} server's URL (its key from ${self.key_env}); selects --store "
+            f"{self.store}",
+        )
+
+    def _given(self, args: argparse.Namespace) -> tuple[str | None, str | None]:
+        return getattr(args, f"{self.store}_path", None), getattr(args, f"{self.store}_url", None)
+
+    def check_arguments(self, args: argparse.Namespace, *, demo: bool = False) -> None:
+        """One of the two; without either, the folder's default."""
+        if demo:
+            raise InvalidInputError(
+                f"the demo runs on {LABELS[DEFAULT_STORE]}: leave out --store {self.store}"
+            )
+        path, url = self._given(args)
+        if path is not None and url is not None:
+            raise InvalidInputError(
+                f"--{self.store}-path and --{self.store}-url name two stores: give "
+                f"--{self.store}-url for a server, or --{self.store}-path for a folder"
+            )
+        setattr(args, f"{self.store}_path", self.path if url is None and path is None else path)
+        setattr(args, f"{self.store}_url", url)
+
+    def defaults(self) -> dict[str, str]:
+        return {f"{self.store}_path": self.path}
+
+    def absent(self, args: argparse.Namespace) -> bool:
+        """Whether the folder named does not exist (and no URL is given)."""
+        path, url = self._given(args)
+        return bool(not url and path and not Path(path).exists())
+
+    def flags(self, args: argparse.Namespace) -> str:
+        path, url = self._given(args)
+        kind, value = ("url", redact_dsn(url)) if url is not None else ("path", str(path))
+        return f"--store {self.store} --{self.store}-{kind} {shlex.quote(value)}"
+
+    def location(self, args: argparse.Namespace) -> str:
+        """The folder, or the server's URL (a password in it masked)."""
+        path, url = self._given(args)
+        return redact_dsn(url) if url else str(path)
+
+    def where(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The checked options as a ``connect(path=..., url=..., api_key=...)``'s keywords."""
+        path, url = self._given(args)
+        if url is not None:
+            return {"url": url, "api_key": os.environ.get(self.key_env) or None}
+        return {"path": path}

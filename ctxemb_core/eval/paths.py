@@ -43,6 +43,7 @@ VIAS = (
     "chroma",
     "chroma-server",
     "pgvector",
+    "qdrant",
     "haystack",
     "haystack-chroma",
     "haystack-pgvector",

@@ -30,6 +30,9 @@ driver would otherwise write again in its own words:
   message than in the type, by its words;
 - :func:`unstamped_refusal`: the refusal of an unstamped index, a driver adding only who
   writes around ctxemb in its store (its ``unstamped_error``);
+- :func:`sealed` and :func:`write_order`: the store's order, oldest write first, for a store
+  that keeps none (a sequence and a check in each record's payload), a record written or edited
+  around the driver last;
 - :func:`chunks` and :func:`version_digest`.
 
 Example:
@@ -44,6 +47,7 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -81,10 +85,12 @@ __all__ = [
     "json_filter",
     "records_of",
     "restamped",
+    "sealed",
     "translator",
     "unstamped_refusal",
     "unstorable",
     "version_digest",
+    "write_order",
 ]
 
 _METADATA = frozenset({"metadata"})
@@ -130,6 +136,39 @@ def translator(*rules: Rule) -> Callable[[str], contextlib.AbstractContextManage
             raise
 
     return translated
+
+
+#: The payload keys of :func:`sealed`: a record's write sequence and the check of its fields.
+SEQ_KEY, CHECK_KEY = "ctxemb_seq", "ctxemb_check"
+_SEQ_LOCK = threading.Lock()
+_last_seq = [0]
+
+
+def _seal(fields: Mapping[str, Any], seq: Any) -> str:
+    body = json.dumps([dict(fields), seq], sort_keys=True, default=str)
+    return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+
+
+def sealed(batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For a store that keeps no write order of its own (Qdrant's points): each record's
+    fields (its JSON payload) with a write sequence, a nanosecond clock strictly increasing in
+    this process, and a check of the fields and the sequence together."""
+    with _SEQ_LOCK:
+        start = max(time.time_ns(), _last_seq[0] + 1)
+        _last_seq[0] = start + len(batch) - 1
+    return [{**f, SEQ_KEY: start + k, CHECK_KEY: _seal(f, start + k)} for k, f in enumerate(batch)]
+
+
+def write_order(payload: Mapping[str, Any], tiebreak: str) -> tuple[int, int, str]:
+    """Where a record :func:`sealed` comes in the store's order (oldest write first): by its
+    sequence while its check holds; after every such record (by ``tiebreak``) when it has none
+    or its fields changed since: written or edited around the driver, the newest the guard
+    should see, which the open-time sample draws and an open's id list sees move."""
+    fields = {k: v for k, v in payload.items() if k not in (SEQ_KEY, CHECK_KEY)}
+    seq = payload.get(SEQ_KEY)
+    if isinstance(seq, int) and payload.get(CHECK_KEY) == _seal(fields, seq):
+        return (0, seq, "")
+    return (1, 0, tiebreak)
 
 
 def version_digest(value: Any) -> str:
@@ -509,11 +548,19 @@ class ObjectDriver(KeyedDriver[H]):
     def _handle(self, stamp_version: Version | None) -> H:
         return self._collection(fresh=stamp_version is not None)
 
+    def _settings(self, handle: H) -> Any:
+        """The index's settings beyond :meth:`_storage` that a client can change around the
+        guard and that need not be the stamp's (a search index's, a quantization): the stamp
+        version moves with them, so the guard verifies again (default ``None``: none)."""
+        return None
+
     def _version(self, handle: H) -> Version:
         from ctxemb_core.stamp import IndexStamp
 
         seen = IndexStamp.metadata_items(self._metadata(handle))
-        return version_digest((self._identity(handle), seen, self._storage(handle)))
+        state: tuple[Any, ...] = (self._identity(handle), seen, self._storage(handle))
+        settings = self._settings(handle)
+        return version_digest(state if settings is None else (*state, settings))
 
     def _head(self, handle: H) -> Head:
         mark = self._mark(handle)

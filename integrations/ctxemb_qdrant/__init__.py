@@ -36,7 +36,7 @@ from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
-from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection
+from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection, StoredCollection
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._raw import RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE, point_id, translated
@@ -47,14 +47,17 @@ from ctxemb_qdrant._store import connect as connect
 def _held(collection: Any) -> QdrantDriver:
     if isinstance(collection, GuardedQdrantCollection):
         return collection.driver
+    if isinstance(collection, StoredCollection):
+        return QdrantDriver(collection.client, collection.name)
     raise InvalidInputError(
-        f"collection must be a GuardedQdrantCollection, got {type(collection).__name__}"
+        "collection must be a GuardedQdrantCollection or a StoredCollection, got "
+        f"{type(collection).__name__}"
     )
 
 
-def stored_or_none(client: Any, name: str) -> Any:
-    """The collection as Qdrant describes it now (``CollectionInfo``), unguarded, or ``None``."""
-    return QdrantDriver(client, name)._lookup()
+def stored_or_none(client: Any, name: str) -> StoredCollection | None:
+    """The collection as Qdrant describes it now, unguarded, or ``None``."""
+    return GuardedQdrantCollection._stored_in(QdrantDriver(client, name))
 
 
 TOOLS = StoreTools(
@@ -90,5 +93,6 @@ __all__ = [
     "GuardedQdrantCollection",
     "QdrantDriver",
     "RawQdrant",
+    "StoredCollection",
     "point_id",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -20,7 +21,7 @@ from ctxemb_core.remedy import StoreTerms
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._store import translated
 
-__all__ = ["TERMS", "GuardedQdrantCollection"]
+__all__ = ["TERMS", "GuardedQdrantCollection", "StoredCollection"]
 
 #: The adapter's words, in which its errors' advice names its calls and options.
 TERMS = StoreTerms(
@@ -32,7 +33,16 @@ TERMS = StoreTerms(
 )
 
 
-class GuardedQdrantCollection(ShapedFacade[QdrantDriver, qm.CollectionInfo]):
+@dataclass(frozen=True)
+class StoredCollection:
+    """A collection as Qdrant describes it (``info``), unguarded, with where it is."""
+
+    client: QdrantClient
+    name: str
+    info: qm.CollectionInfo
+
+
+class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     """A Qdrant collection bound to one contract; every call is checked before it runs.
 
     ``index`` is its :class:`~ctxemb_core.index.GuardedIndex`; each call first reads the
@@ -53,8 +63,9 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, qm.CollectionInfo]):
         return self.driver.client
 
     @classmethod
-    def _stored_in(cls, driver: QdrantDriver) -> qm.CollectionInfo | None:
-        return driver._lookup()
+    def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:
+        info = driver._lookup()
+        return None if info is None else StoredCollection(driver.client, driver.name, info)
 
     @classmethod
     def _missing(cls, driver: QdrantDriver, why: str) -> Exception:

@@ -1,47 +1,22 @@
 """Qdrant as a store driver: one collection, in local mode or on a server, under core's guard.
 
-:class:`QdrantDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Qdrant
-collection; :class:`~ctxemb_core.index.GuardedIndex` conducts the guard over it. How the
-protocol's promises are kept (head, stamp read and write, reads, writes and deletes by id are
-:class:`~ctxemb_core.index.driver_kit.ObjectDriver`'s over ``get_collection``):
-
-- **the stamp** is the collection's ``metadata``, written by ``create_collection`` itself (no
-  unstamped window); a re-stamp is one ``update_collection(metadata=...)``, which merges (a key
-  the new stamp lacks is sent as ``null``, Qdrant's "remove"), then read back;
-- **identity**: Qdrant gives a collection no id, so the create call writes a nonce beside the
-  stamp (``ctxemb_identity``; with a server's ``created_at`` where it reports one). The driver
-  keeps it out of the metadata it reports, so a stamp copied onto a collection made again
-  carries none: another identity. A client that copies the nonce too is not told apart until
-  its records are checked (the id list, then the sample);
-- **the stamp version** digests the identity, the stamp and the whole vector configuration
-  (size, distance, datatype, quantization, HNSW): what ``update_collection`` can change around
-  ctxemb (metadata, quantization, HNSW, on-disk) moves it, and the guard verifies again;
-- **the store's setting** (``storage``) is the datatype and width: ``float16`` for a float16
-  contract (its vectors are float16 values: kept exactly), ``float32`` for every other
-  (``int8`` and ``binary`` contracts are stored in core's float32 form, integers and ±1, exact;
-  Qdrant's ``uint8`` datatype would clamp negative values and is never used; quantization is a
-  search index over the kept originals, not what ctxemb reads back, and local mode drops it);
-- **distance**: ctxemb creates ``Dot`` collections: a contract's space is cosine over unit
-  vectors or inner product (``default_space``), and Dot computes both while keeping each
-  vector bit for bit (Qdrant's ``Cosine`` re-normalises vectors on write). A collection made
-  elsewhere is searched in its own distance (``Cosine``: cosine; ``Euclid``: l2);
-- **order**: oldest write first by ``ctxemb_seq`` (a nanosecond clock, strictly increasing in
-  this process), then the points written around ctxemb without one, which are the newest the
-  guard should see (last). A raw upsert drops the sequence, so the record moves to the end
-  and the next open checks it; ``order_by`` is not used since it leaves out points without
-  the key. No write mark (``marks=False``): the guard lists ids on open;
-- no transactions: the guard reads a batch's records first and puts them back on failure.
+:class:`QdrantDriver` gives :class:`~ctxemb_core.index.driver_kit.ObjectDriver` (head, stamp,
+reads, writes and deletes by id) what Qdrant's ``get_collection``, ``scroll``, ``retrieve``,
+``upsert``, ``delete`` and ``query_points`` do; ``docs/qdrant.md`` ("How a collection is laid
+out") gives the reasons. In short: the stamp is the collection's ``metadata``, written by
+``create_collection``; a nonce beside it (kept out of the metadata the driver reports) is the
+identity Qdrant does not give; the stamp version also digests the vector, quantization and
+HNSW configuration (what ``update_collection`` can change); the store's setting is the
+datatype and width; collections are ``Dot`` (vectors kept bit for bit); a record is the point
+``uuid5(POINT_NAMESPACE, id)``, the store's order core's :func:`write_order` of its payload.
+No transactions (the guard undoes), no write mark (the guard lists ids on open).
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-import threading
-import time
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,17 +31,18 @@ from ctxemb_core.index.driver_kit import (
     ObjectDriver,
     check_json_batch,
     json_filter,
+    sealed,
     unstamped_refusal,
     unstorable,
-    version_digest,
+    write_order,
 )
 from ctxemb_core.index.embedded import missing_index
 from ctxemb_qdrant._store import (
-    _local,
     calling,
     check_name,
     collections_in,
     is_store,
+    local_engine,
     point_id,
     point_ids,
     store_address,
@@ -76,58 +52,22 @@ __all__ = ["IDENTITY_KEY", "QdrantDriver", "payload_of"]
 
 #: The collection metadata key of the creation nonce (the collection's identity).
 IDENTITY_KEY = "ctxemb_identity"
-#: Payload keys: the ctxemb id, the write sequence, the text and the metadata.
-ID_KEY, SEQ_KEY, TEXT_KEY, META_KEY = "ctxemb_id", "ctxemb_seq", "page_content", "metadata"
-#: The payload key of the check digest over the id, sequence, text and metadata.
-CHECK_KEY = "ctxemb_check"
+#: Payload keys: the ctxemb id, the text and the metadata (as ``langchain-qdrant`` names them).
+ID_KEY, TEXT_KEY, META_KEY = "ctxemb_id", "page_content", "metadata"
 #: Qdrant's distances in the protocol's spaces.
 _SPACES = {qm.Distance.DOT: "ip", qm.Distance.COSINE: "cosine", qm.Distance.EUCLID: "l2"}
-#: Points per upsert, and per page read.
+#: Points per upsert, and per scroll page.
 _STEP = 256
 
-_SEQ_LOCK = threading.Lock()
-_last_seq = [0]
 
-
-def _next_seqs(count: int) -> list[int]:
-    """``count`` write sequence numbers: a nanosecond clock, strictly increasing here."""
-    with _SEQ_LOCK:
-        start = max(time.time_ns(), _last_seq[0] + 1)
-        _last_seq[0] = start + count - 1
-    return list(range(start, start + count))
-
-
-def _check(payload: Mapping[str, Any]) -> str:
-    parts = [payload.get(k) for k in (ID_KEY, SEQ_KEY, TEXT_KEY, META_KEY)]
-    return hashlib.blake2b(json.dumps(parts, sort_keys=True).encode(), digest_size=8).hexdigest()
-
-
-def payload_of(record: protocol.Record, seq: int | None) -> dict[str, Any]:
-    """A record's payload: its id, text, metadata and (``seq``) write sequence with the check
-    of them all (``seq`` ``None``: as a plain client writes it, neither)."""
+def payload_of(record: protocol.Record) -> dict[str, Any]:
+    """A record's payload as a plain client writes it: id, text and metadata."""
     payload: dict[str, Any] = {ID_KEY: record.id}
     if record.text is not None:
         payload[TEXT_KEY] = record.text
     if record.metadata is not None:
         payload[META_KEY] = dict(record.metadata)
-    if seq is not None:
-        payload[SEQ_KEY] = seq
-        payload[CHECK_KEY] = _check(payload)
     return payload
-
-
-def _order(point: Any) -> tuple[int, Any, str]:
-    """Where a point comes in the store's order: by write sequence when its check holds, else
-    (written or edited around ctxemb) after those, by point id."""
-    payload = point.payload or {}
-    seq = payload.get(SEQ_KEY)
-    if (
-        isinstance(seq, int)
-        and not isinstance(seq, bool)
-        and payload.get(CHECK_KEY) == _check(payload)
-    ):
-        return (0, seq, "")
-    return (1, 0, str(point.id))
 
 
 def _record(point: Any, include: frozenset[str]) -> protocol.Record:
@@ -150,10 +90,9 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     Args:
         client: a ``qdrant_client.QdrantClient`` (local mode, in memory, or a server's).
         name: the collection's name (checked as Qdrant would).
-        embedder: accepted as every store's driver takes it; Qdrant keeps no embedding setting.
+        embedder: taken as every store's driver takes it; Qdrant keeps no embedding setting.
 
     Example:
-        >>> from ctxemb_core.index import GuardedIndex
         >>> driver = QdrantDriver(connect("./qdrant"), "docs")  # doctest: +SKIP
         >>> docs = GuardedIndex.open(driver, embedder)          # doctest: +SKIP
     """
@@ -177,15 +116,9 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     def describe(self) -> str:
         return f"qdrant {store_address(self.client)}"
 
-    def _call(self, what: str) -> Any:
-        return calling(self.client, what)
-
     def unstamped_error(self) -> MissingStampError:
-        return unstamped_refusal(
-            "collection",
-            self._name,
-            by="around ctxemb (a plain qdrant-client, fastembed or langchain-qdrant, say)",
-        )
+        by = "around ctxemb (a plain qdrant-client, fastembed or langchain-qdrant, say)"
+        return unstamped_refusal("collection", self._name, by=by)
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
         half = stamp.contract.precision is Precision.FLOAT16
@@ -194,7 +127,7 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     # -- the collection and its stamp, as :class:`ObjectDriver` reads and writes them --------
 
     def _lookup(self) -> qm.CollectionInfo | None:
-        with self._call(f"reading collection {self._name!r}"):
+        with calling(self.client, f"reading collection {self._name!r}"):
             if not self.client.collection_exists(self._name):
                 return None
             try:
@@ -203,19 +136,15 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                 return None
 
     def _missing(self) -> Exception:
-        with self._call("listing collections"):
+        with calling(self.client, "listing collections"):
             names = [c.name for c in self.client.get_collections().collections]
-        local = _local(self.client)
-        folder = None
-        if local is not None and local.persistent:
-            from pathlib import Path
-
-            folder = Path(local.location)
+        local = local_engine(self.client)
+        folder = Path(local.location) if local is not None and local.persistent else None
         return missing_index("collection", self._name, names, folder, is_store, collections_in)
 
     def _params(self, handle: qm.CollectionInfo) -> qm.VectorParams:
         vectors = handle.config.params.vectors
-        if not isinstance(vectors, qm.VectorParams):  # named vectors: not one ctxemb made
+        if not isinstance(vectors, qm.VectorParams):
             raise InvalidInputError(
                 f"collection {self._name!r} holds named vectors {sorted(vectors or {})}; "
                 "this driver reads a collection of one unnamed vector"
@@ -223,11 +152,10 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         return vectors
 
     def _identity(self, handle: qm.CollectionInfo) -> str:
-        # A collection made around ctxemb has no nonce until it is stamped through ctxemb: its
-        # name stands in (a verified-open record of it is then one of that name in the store).
+        # Without a nonce (made around ctxemb, not yet stamped through it) the name stands in.
         nonce = (handle.config.metadata or {}).get(IDENTITY_KEY) or f"unidentified:{self._name}"
-        created = getattr(handle, "created_at", None)
-        return f"{nonce}@{created}" if created is not None else str(nonce)
+        created = getattr(handle, "created_at", None)  # a server's, where it reports one
+        return str(nonce) if created is None else f"{nonce}@{created}"
 
     def _metadata(self, handle: qm.CollectionInfo) -> Mapping[str, Any] | None:
         meta = handle.config.metadata
@@ -238,20 +166,14 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         datatype = params.datatype.value if params.datatype is not None else "float32"
         return {"datatype": datatype, "size": params.size}
 
+    def _settings(self, handle: qm.CollectionInfo) -> Any:
+        config = handle.config
+        parts = (self._params(handle), config.quantization_config, config.hnsw_config)
+        return [None if p is None else p.model_dump(mode="json") for p in parts]
+
     def _space(self, handle: qm.CollectionInfo) -> str:
         distance = self._params(handle).distance
         return _SPACES.get(distance, str(getattr(distance, "value", distance)).lower())
-
-    def _version(self, handle: qm.CollectionInfo) -> protocol.Version:
-        setting = (
-            self._params(handle).model_dump(mode="json"),
-            None
-            if handle.config.quantization_config is None
-            else handle.config.quantization_config.model_dump(mode="json"),
-            handle.config.hnsw_config.model_dump(mode="json"),
-        )
-        stamp = IndexStamp.metadata_items(self._metadata(handle))
-        return version_digest((self._identity(handle), stamp, setting))
 
     def _create(self, stamp: IndexStamp) -> None:
         half = stamp.contract.precision is Precision.FLOAT16
@@ -261,54 +183,47 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
             datatype=qm.Datatype.FLOAT16 if half else qm.Datatype.FLOAT32,
         )
         metadata = {**stamp.to_metadata(), IDENTITY_KEY: uuid.uuid4().hex}
-        with self._call(f"creating collection {self._name!r}"):
+        with calling(self.client, f"creating collection {self._name!r}"):
             self.client.create_collection(self._name, vectors_config=params, metadata=metadata)
 
     def _modify(self, handle: qm.CollectionInfo, metadata: dict[str, Any], stamp: Any) -> None:
+        # Qdrant merges metadata: a key to remove is sent as null.
         gone: dict[str, Any] = {k: None for k in self._metadata(handle) or {} if k not in metadata}
         if not (handle.config.metadata or {}).get(IDENTITY_KEY):  # adopted: an identity now
             gone[IDENTITY_KEY] = uuid.uuid4().hex
-        with self._call(f"stamping {self._name!r}"):
+        with calling(self.client, f"stamping {self._name!r}"):
             self.client.update_collection(self._name, metadata={**metadata, **gone})
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _points(self, include: frozenset[str], where: Any = None) -> list[Any]:
-        """Every point (matching ``where``), in the store's order: by write sequence, then
-        those without one (written around ctxemb) by point id."""
+    def _points(self, where: qm.Filter | None = None) -> list[Any]:
+        """Every point (matching ``where``) with its payload, in the store's order."""
         found: list[Any] = []
         offset: Any = None
-        with self._call(f"reading collection {self._name!r}"):
+        with calling(self.client, f"reading collection {self._name!r}"):
             while True:
                 page, offset = self.client.scroll(
-                    self._name,
-                    scroll_filter=where,
-                    limit=_STEP * 4,
-                    offset=offset,
-                    with_payload=True,
-                    with_vectors="vector" in include,
+                    self._name, scroll_filter=where, limit=_STEP * 4, offset=offset
                 )
                 found += page
                 if offset is None:
                     break
-        return sorted(found, key=_order)
+        return sorted(found, key=lambda p: write_order(p.payload or {}, str(p.id)))
 
     def count(self) -> int:
-        with self._call("count"):
+        with calling(self.client, "count"):
             return int(self.client.count(self._name, exact=True).count)
 
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
-        chosen = self._points(frozenset())[offset : None if limit is None else offset + limit]
+        chosen = self._points()[offset : None if limit is None else offset + limit]
         return [_record(p, frozenset()).id for p in chosen]
 
     def page(
         self, offset: int, limit: int, include: frozenset[str] = protocol.INCLUDE
     ) -> list[protocol.Record]:
-        chosen = [p.id for p in self._points(frozenset())[offset : offset + limit]]
-        with self._call("reading records"):
-            got = self.client.retrieve(
-                self._name, chosen, with_payload=True, with_vectors="vector" in include
-            )
+        chosen = [p.id for p in self._points()[offset : offset + limit]]
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, chosen, with_vectors="vector" in include)
         by_id = {p.id: _record(p, include) for p in got}
         return [by_id[i] for i in chosen if i in by_id]
 
@@ -318,7 +233,7 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         check_json_batch(ids, documents, metadatas, "Qdrant")
         for k, m in enumerate(metadatas or []):
             for key, value in (m or {}).items():
-                if value is not None and unstorable(value):
+                if value is not None and unstorable(value):  # JSON holds it; Qdrant does not
                     raise InvalidInputError(
                         f"metadatas[{k}] (id {ids[k]!r}): {key!r} = {value!r} cannot be stored "
                         "by Qdrant (an integer beyond 64 bits); leave it out or store a string"
@@ -329,14 +244,11 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     def _fetch(
         self, ids: list[str], include: frozenset[str], handle: Any = None
     ) -> list[protocol.Record]:
-        wanted = set(ids)
         asked = list(dict.fromkeys(p for i in ids for p in point_ids(i)))
-        with self._call("reading records"):
-            got = self.client.retrieve(
-                self._name, asked, with_payload=True, with_vectors="vector" in include
-            )
-        records = [_record(p, include) for p in got]
-        return [r for r in records if r.id in wanted]
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, asked, with_vectors="vector" in include)
+        wanted = set(ids)
+        return [r for r in (_record(p, include) for p in got) if r.id in wanted]
 
     def _filter(self, where: protocol.Filter | None) -> qm.Filter | None:
         if where is None:
@@ -357,15 +269,12 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     def _selected(
         self, handle: Any, ids: list[str] | None, where: protocol.Filter | None
     ) -> list[str]:
-        found = [_record(p, frozenset()).id for p in self._points(frozenset(), self._filter(where))]
-        if ids is None:
-            return found
-        wanted = set(ids)
-        return [i for i in found if i in wanted]
+        found = [_record(p, frozenset()).id for p in self._points(self._filter(where))]
+        return found if ids is None else [i for i in found if i in set(ids)]
 
     def _remove(self, handle: Any, ids: list[str]) -> None:
-        points: list[Any] = list(itertools.chain.from_iterable(point_ids(i) for i in ids))
-        with self._call("delete"):
+        points: list[Any] = [p for i in ids for p in point_ids(i)]
+        with calling(self.client, "delete"):
             self.client.delete(self._name, points_selector=qm.PointIdsList(points=points))
 
     def _put(
@@ -376,43 +285,39 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         replace: bool,
     ) -> None:
         width = self._params(handle).size
-        points = []
-        for record, seq in zip(records, _next_seqs(len(records)), strict=True):
-            vector: Any = {}
-            if record.vector is not None:
-                vector = np.asarray(record.vector, dtype=np.float32).tolist()
-                if len(vector) != width:
-                    raise InvalidInputError(
-                        f"id {record.id!r}: a vector of {len(vector)} values; collection "
-                        f"{self._name!r} holds {width}"
-                    )
-            points.append(
-                qm.PointStruct(
-                    id=point_id(record.id), vector=vector, payload=payload_of(record, seq)
-                )
+        wrong = [r.id for r in records if r.vector is not None and np.size(r.vector) != width]
+        if wrong:
+            raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
+        payloads = sealed([payload_of(r) for r in records])
+        points = [
+            qm.PointStruct(
+                id=point_id(r.id),
+                vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
+                payload=payload,
             )
-        with self._call("writing"):
+            for r, payload in zip(records, payloads, strict=True)
+        ]
+        with calling(self.client, "writing"):
             for start in range(0, len(points), _STEP):
                 self.client.upsert(self._name, points[start : start + _STEP], wait=True)
 
     def search(
         self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
     ) -> list[protocol.Hit]:
-        raw = self._collection()
-        space = self._space(raw)
+        space = self._space(self._collection())
         query = np.asarray(vector, dtype=np.float32).ravel().tolist()
-        with self._call("query"):
+        with calling(self.client, "query"):
             found = self.client.query_points(
                 self._name,
                 query=query,
                 limit=k,
                 query_filter=self._filter(where),
-                with_payload=True,
                 with_vectors=True,
             ).points
-        hits = []
-        for point in found:
-            score = float(point.score)
-            distance = score**2 if space == "l2" else 1.0 - score
-            hits.append(protocol.Hit(_record(point, protocol.INCLUDE), distance))
-        return hits
+        # Qdrant's score: a similarity (Dot, Cosine), or the Euclidean distance itself.
+        return [
+            protocol.Hit(
+                _record(p, protocol.INCLUDE), p.score**2 if space == "l2" else 1.0 - p.score
+            )
+            for p in found
+        ]

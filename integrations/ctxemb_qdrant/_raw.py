@@ -2,8 +2,9 @@
 suite's :class:`~ctxemb_core.testing.conformance.RawAccess`, and what the tests tamper through.
 
 Records are written as the driver lays them out (:func:`~ctxemb_qdrant._store.point_id`, the
-payload of :func:`~ctxemb_qdrant._driver.payload_of`) but without a write sequence, as a
-plain client writes them; metadata is edited with ``update_collection``.
+payload of :func:`~ctxemb_qdrant._driver.payload_of`) but without the write sequence and check
+of :func:`~ctxemb_core.index.driver_kit.sealed`, as a plain client writes them; metadata is
+edited with ``update_collection``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class RawQdrant:
             qm.PointStruct(
                 id=point_id(r.id),
                 vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
-                payload=payload_of(r, None),
+                payload=payload_of(r),
             )
             for r in records
         ]

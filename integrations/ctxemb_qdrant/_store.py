@@ -1,25 +1,16 @@
-"""Qdrant's clients, names, points and errors: what every part of the adapter speaks through.
+"""Qdrant's clients, names, point ids and errors, as every part of the adapter speaks them.
 
-- **clients**: local mode in a folder (``QdrantClient(path=...)``, the embedded default), in
-  memory (``":memory:"``), or a server's URL (:func:`connect`). Local mode holds a lock on its
-  folder for the life of the client, so one client per folder serves this process (joined by
-  every later :func:`connect` of the folder); its calls are serialised (:func:`calling`), as
-  local mode keeps its points in Python structures and one SQLite connection;
-- **ids**: a ctxemb id is any string, a Qdrant point id an unsigned integer or a UUID. A record
-  is the point ``uuid5(POINT_NAMESPACE, id)``, its id kept in the payload (``ctxemb_id``): the
-  same id is the same point in every process and every client that knows the rule. A point
-  written around ctxemb without ``ctxemb_id`` (another tool's) reads as ``str(point id)``;
-- **payload**: ``page_content`` (the text) and ``metadata`` (the record's metadata, the text
-  digest ``ctxemb_text`` among it), as ``langchain-qdrant`` lays out its points, with
-  ``ctxemb_id`` and ``ctxemb_seq`` (the write sequence that orders records, oldest first);
-- **errors**: Qdrant's refusals as ``InvalidInputError``, a server that cannot be reached or a
-  folder another process holds as ``StoreUnavailableError`` (:data:`translated`), never with
-  the API key.
+Local mode (``QdrantClient(path=...)``) locks its folder for the life of the client: one client
+per folder serves this process (:func:`connect` joins it), and its calls are serialised
+(:func:`calling`: local mode keeps points in Python structures and one SQLite connection). A
+ctxemb id becomes the point ``uuid5(POINT_NAMESPACE, id)`` (:func:`point_id`): the same id is
+the same point in every process; a point another tool wrote reads as ``str(point id)``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import uuid
@@ -36,25 +27,14 @@ from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import require_store
 
-__all__ = [
-    "DEFAULT_PATH",
-    "POINT_NAMESPACE",
-    "calling",
-    "check_name",
-    "connect",
-    "point_id",
-    "point_ids",
-    "store_address",
-    "translated",
-]
+__all__ = ["DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect", "point_id"]
 
 #: Where a store is kept without ``path`` or ``url`` (the embedded default).
 DEFAULT_PATH = "./qdrant"
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")
-#: What Qdrant refuses in a collection name (server and local mode), and its longest name.
+#: What Qdrant refuses in a collection name (server and local mode).
 _BAD_CHARS = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
-_MAX_NAME = 255
 
 translated = translator(
     (
@@ -78,11 +58,10 @@ def check_name(name: Any) -> str:
     """``name`` if Qdrant takes it as a collection name, else ``InvalidInputError`` saying why
     (checked before anything connects or is created)."""
     bad = isinstance(name, str) and next((c for c in _BAD_CHARS if c in name), None)
-    if not isinstance(name, str) or name in ("", ".", "..") or len(name) > _MAX_NAME or bad:
-        why = f"it holds {bad!r}" if bad else "1-255 characters, not '.' or '..'"
+    if not isinstance(name, str) or name in ("", ".", "..") or len(name) > 255 or bad:
         raise InvalidInputError(
-            f"collection name {name!r} is not one Qdrant accepts ({why}; none of "
-            f"{' '.join(repr(c) for c in _BAD_CHARS)})"
+            f"collection name {name!r} is not one Qdrant accepts: 1-255 characters, not '.' or "
+            f"'..', none of {' '.join(repr(c) for c in _BAD_CHARS)}"
         )
     return name
 
@@ -92,29 +71,24 @@ def point_id(record_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, record_id))
 
 
-def point_ids(record_id: str) -> list[str | int]:
-    """The points an id may name: its uuid5, and the id itself where it is a Qdrant point id
-    (a point another tool wrote, read back as ``str(point id)``)."""
-    found: list[str | int] = [point_id(record_id)]
+def point_ids(record_id: str) -> list[Any]:
+    """The points an id may name: its uuid5, and the id itself where it is a point id."""
+    found: list[Any] = [point_id(record_id)]
     if record_id.isdigit() and int(record_id) < 2**64:
         found.append(int(record_id))
-    else:
-        with contextlib.suppress(ValueError):
-            if str(uuid.UUID(record_id)) == record_id:
-                found.append(record_id)
+    with contextlib.suppress(ValueError):
+        if str(uuid.UUID(record_id)) == record_id:
+            found.append(record_id)
     return found
 
 
-# -- clients ---------------------------------------------------------------------------------
-
-#: One local-mode client per folder in this process (its lock is the folder's), and one lock
-#: per local client around every call.
+#: One local-mode client per folder in this process, and one lock per local client.
 _OPEN: dict[str, QdrantClient] = {}
 _LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
 
 
-def _local(client: QdrantClient) -> Any:
+def local_engine(client: QdrantClient) -> Any:
     """The local-mode engine behind ``client`` (``None``: a server's client)."""
     inner = getattr(client, "_client", None)
     return inner if type(inner).__name__ == "QdrantLocal" else None
@@ -124,7 +98,7 @@ def _local(client: QdrantClient) -> Any:
 def calling(client: QdrantClient, what: str) -> Iterator[None]:
     """A block of calls on ``client``: serialised for local mode, errors translated."""
     lock = None
-    if _local(client) is not None:
+    if local_engine(client) is not None:
         with _GUARD:
             lock = _LOCKS.setdefault(client, threading.RLock())
     with lock or contextlib.nullcontext(), translated(what):
@@ -133,13 +107,12 @@ def calling(client: QdrantClient, what: str) -> Iterator[None]:
 
 def store_address(client: QdrantClient) -> str:
     """Which store ``client`` reaches: a folder (resolved), memory, or a server's URL (no key)."""
-    local = _local(client)
+    local = local_engine(client)
     if local is None:
-        remote = getattr(client, "_client", None)
-        return f"server:{getattr(remote, 'rest_uri', '?')}"
-    if not local.persistent:
-        return f"memory:{id(local):x}"
-    return f"local:{Path(local.location).resolve()}"
+        return f"server:{getattr(getattr(client, '_client', None), 'rest_uri', '?')}"
+    return (
+        f"local:{Path(local.location).resolve()}" if local.persistent else f"memory:{id(local):x}"
+    )
 
 
 def is_store(folder: Path) -> bool:
@@ -147,9 +120,7 @@ def is_store(folder: Path) -> bool:
 
 
 def collections_in(folder: Path) -> list[str]:
-    import json
-
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, KeyError):
         return sorted(json.loads((folder / "meta.json").read_text())["collections"])
     return []
 
@@ -163,13 +134,10 @@ def connect(
     create: bool = True,
     timeout: int = 10,
 ) -> QdrantClient:
-    """A client of a Qdrant store: local mode in ``path`` (default ``./qdrant``), in memory
-    (``memory=True``), or the server at ``url`` (``api_key``: its key, never shown).
-
-    A folder already open in this process is joined (local mode locks its folder: a second
-    client of it would be refused). ``create=False`` opens a folder only if it holds a store.
-    The server is asked for its collections once, so an address that does not answer is
-    refused here.
+    """A client of local mode in ``path`` (default ``./qdrant``; a folder already open in this
+    process is joined), of memory (``memory=True``), or of the server at ``url`` (``api_key``:
+    its key, never shown; asked once for its collections, so a URL where nothing answers is
+    refused here). ``create=False`` opens a folder only if it holds a store.
 
     Raises:
         StoreUnavailableError: the server does not answer; another process holds the folder.
@@ -180,15 +148,18 @@ def connect(
             return QdrantClient(location=":memory:")
     if url is not None:
         check_address(url, "url", "a Qdrant server's URL (http://host:6333)")
+        unreachable = (Exception,)
         with connecting(
             url,
             "a Qdrant server",
             "url",
             malformed=(ValueError, TypeError),
-            unreachable=(Exception,),
+            unreachable=unreachable,
         ):
-            client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
-            client.get_collections()  # refused here when nothing answers, not at first use
+            client = QdrantClient(
+                url=url, api_key=api_key, timeout=timeout, check_compatibility=False
+            )
+            client.get_collections()
         return client
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path must be a folder path, got {path!r}")
@@ -199,7 +170,7 @@ def connect(
         require_store(folder, is_store, collections_in, "Qdrant", "collections")
     with _GUARD:
         held = _OPEN.get(str(folder))
-        if held is not None and not _local(held).closed:
+        if held is not None and not local_engine(held).closed:
             return held
         with translated(f"opening the Qdrant folder {str(folder)!r}"):
             client = QdrantClient(path=str(folder), force_disable_check_same_thread=True)

@@ -10,6 +10,7 @@ in a process: every framework here joins it).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -23,8 +24,9 @@ from llama_index.core.schema import TextNode
 
 import ctxemb_qdrant
 from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.cli import main
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError
-from ctxemb_core.testing.conformance import tiny_embedder
+from ctxemb_core.testing.conformance import _models, tiny_embedder
 from ctxemb_haystack import (
     ContractDocumentEmbedder,
     ContractDocumentWriter,
@@ -108,7 +110,9 @@ READERS: dict[str, Read] = {
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_a_collection_written_by_one_framework_opens_through_every_other(writer, folder, contract):
+def test_a_collection_written_by_one_framework_opens_through_every_other(
+    writer, folder, contract, capsys
+):
     WRITERS[writer](folder, writer, contract)
     other = contract.with_(pooling="cls")
     for reader, first in READERS.items():
@@ -116,6 +120,13 @@ def test_a_collection_written_by_one_framework_opens_through_every_other(writer,
         with pytest.raises(ContractMismatchError) as refused:
             first(folder, writer, other)
         assert refused.value.fields == ("pooling",), reader
+    # ... and through the command line (`ctxemb query --store qdrant --qdrant-path`).
+    query = ["query", "--store", "qdrant", "--qdrant-path", folder, "--collection", writer]
+    model = ["--model", str(_models()[0]), "--name", contract.model, "--json", "-k", "1"]
+    assert main([*query, *model, QUERY]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["id"] == "tea"
+    assert main([*query, *model, "--pooling", "cls", QUERY]) != 0
+    assert "pooling: index='mean', caller='cls'" in capsys.readouterr().err
     # The stamp is the collection's metadata, the same whoever wrote it.
     read = ctxemb_qdrant.driver(ctxemb_qdrant.connect(folder), writer).read_stamp()
     assert read is not None and read.metadata["ctxemb:fingerprint"] == contract.fingerprint
@@ -132,11 +143,6 @@ def test_the_llamaindex_store_reads_its_stamp_and_refuses_bad_arguments(folder, 
 
 
 def test_the_qdrant_vias_share_one_collection_and_refuse_another_contract(tmp_path, capsys):
-    import json
-
-    from ctxemb_core.cli import main
-    from ctxemb_core.testing.conformance import _models
-
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
     lines = [json.dumps({"_id": k, "text": v}) for k, v in TEXTS.items()]
@@ -153,7 +159,7 @@ def test_the_qdrant_vias_share_one_collection_and_refuse_another_contract(tmp_pa
     assert [runs[v]["indexed_now"] for v in runs] == [3, 3, 0, 0]
     for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
         assert runs[via]["unrounded"] == pytest.approx(runs["memory"]["unrounded"]), via
-        assert runs[via]["store"] == {"kind": "embedded", "path": where[1]}
+        assert runs[via]["store"] == {"kind": "local", "path": where[1]}
     for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
         assert main([*common, "--via", via, *where, "--pooling", "cls"]) != 0
         assert "pooling" in capsys.readouterr().err

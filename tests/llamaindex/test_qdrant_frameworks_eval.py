@@ -36,7 +36,7 @@ def test_each_framework_over_qdrant_reproduces_the_published_figures(
 ):
     folder = ("--qdrant-path", str(tmp_path / "qdrant"))
     scifact = _eval(capsys, "--via", via, *folder, "--data", str(data_dir / "scifact"))
-    assert scifact["indexed_now"] == 5183 and scifact["store"]["kind"] == "embedded"
+    assert scifact["indexed_now"] == 5183 and scifact["store"]["kind"] == "local"
     assert abs(scifact["unrounded"]["ndcg@10"] - SCIFACT_NDCG10) <= 0.0005, scifact
     sts = ("--task", "sts", "--data", str(data_dir / "stsbenchmark"))
     pairs = _eval(capsys, "--via", via, *folder, *sts)

@@ -15,8 +15,11 @@ from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory):
-    return tmp_path_factory.mktemp("qdrant-conformance")
+def local(tmp_path_factory: pytest.TempPathFactory):
+    """The module's local-mode client of one folder (local mode locks it: one per process)."""
+    client = connect(tmp_path_factory.mktemp("qdrant-conformance"))
+    yield client
+    client.close()
 
 
 class TestQdrantLocal(DriverConformance):
@@ -29,20 +32,20 @@ class TestQdrantLocal(DriverConformance):
     vector_tolerance: ClassVar[float] = 0.0
 
     @pytest.fixture
-    def client(self, folder):
-        return connect(folder)
+    def qclient(self, local):
+        return local
 
     @pytest.fixture
     def name(self) -> str:
         return fresh_name()
 
     @pytest.fixture
-    def new_driver(self, client, name):
-        return lambda: QdrantDriver(client, name)
+    def new_driver(self, qclient, name):
+        return lambda: QdrantDriver(qclient, name)
 
     @pytest.fixture
-    def raw(self, client, name):
-        return RawQdrant(client, name)
+    def raw(self, qclient, name):
+        return RawQdrant(qclient, name)
 
 
 def reload(client) -> None:
@@ -60,8 +63,8 @@ class TestQdrantReopened(TestQdrantLocal):
     opening the folder reads: the stamp, the identity, payloads and vectors as persisted)."""
 
     @pytest.fixture
-    def docs(self, driver, embedder, client):
+    def docs(self, driver, embedder, qclient):
         index = GuardedIndex.open(driver, embedder)
         index.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
-        reload(client)
+        reload(qclient)
         return index
