@@ -30,7 +30,8 @@ TERMS = StoreTerms(
 )
 
 
-class ContractQdrant(IndexedStore, QdrantVectorStore):
+# The guarded methods take ctxemb's filter (metadata equality), not Qdrant's models.Filter.
+class ContractQdrant(IndexedStore, QdrantVectorStore):  # type: ignore[misc]
     """``langchain_qdrant.QdrantVectorStore`` on a Qdrant collection stamped with the contract.
 
     The collection is ``ctxemb_qdrant``'s (points laid out as ``QdrantVectorStore`` lays them
@@ -101,7 +102,7 @@ class ContractQdrant(IndexedStore, QdrantVectorStore):
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:  # type: ignore[override]
         return IndexedStore.get_by_ids(self, [str(i) for i in ids])
 
-    def similarity_search_with_score_by_vector(
+    def similarity_search_with_score_by_vector(  # type: ignore[override]
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """The ``k`` records nearest a vector and their distance, through the guard."""
