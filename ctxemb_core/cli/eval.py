@@ -191,7 +191,12 @@ def add_parser(sub: Any) -> None:
             "--via pgvector: the table's schema (default: %(pgvector.schema)s)", "pgvector"
         ),
     )
-    p.add_argument("--qdrant-path", help="--via *qdrant: a local-mode folder (default ./qdrant)")
+    p.add_argument(
+        "--qdrant-path",
+        help=AdapterDefaults(
+            "--via *qdrant: a local-mode folder (default %(qdrant.qdrant_path)s)", "qdrant"
+        ),
+    )
     p.add_argument(
         "--qdrant-url",
         help="--via *qdrant: a server's URL (--via qdrant: its API key from "

@@ -148,7 +148,7 @@ class AdapterDefaults(str):
             shown = getattr(store_options(self.store), "defaults", dict)()
         words = {
             f"{self.store}.{dest}": shown.get(dest, f"the {label} adapter's")
-            for dest in (flag.removeprefix("--") for flag in STORE_FLAGS[self.store])
+            for dest in (flag[2:].replace("-", "_") for flag in STORE_FLAGS[self.store])
         }
         return str(self).__mod__({**dict(params), **words})
 

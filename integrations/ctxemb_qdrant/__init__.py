@@ -1,17 +1,11 @@
 """ctxemb for Qdrant: collections that remember their whole embedding contract.
 
-Install with ``pip install ctxemb[qdrant]`` (``qdrant-client``: local mode in a folder or in
-memory, and a server's client).
-
-The adapter offers what every store adapter does (``ctxemb_core.store_tools.ADAPTER_API``,
-whose checks are core's :class:`~ctxemb_core.index.GuardedIndex`'s) and Qdrant's own:
-
-- :func:`connect`: a client of a folder (local mode; one per folder in a process, joined),
-  of memory, or of a server's URL (its API key never shown);
-- :func:`open_collection`, giving a :class:`GuardedQdrantCollection` (``client``: Qdrant's);
-  :func:`stored_or_none`: the collection unguarded, or ``None``;
-- :class:`QdrantDriver` (:func:`driver`), :class:`RawQdrant` (a user's own client around the
-  guard, for the conformance suite), :func:`point_id` (how a ctxemb id becomes a point id).
+Install with ``pip install ctxemb[qdrant]`` (``qdrant-client``). Besides what every store
+adapter offers (``ctxemb_core.store_tools.ADAPTER_API``, whose checks are core's
+:class:`~ctxemb_core.index.GuardedIndex`'s): :func:`connect` (local mode in a folder, joined
+within a process; memory; a server's URL), :class:`GuardedQdrantCollection` (what
+:func:`open_collection` gives), :class:`StoredCollection` (unguarded), :class:`QdrantDriver`,
+:class:`RawQdrant` (a user's own client around the guard, for tests) and :func:`point_id`.
 
 Example:
     >>> import ctxemb_qdrant
@@ -32,16 +26,83 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ctxemb_qdrant needs qdrant-client: pip install 'ctxemb[qdrant]'"
     ) from exc
 
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.index.driver import Record
+from ctxemb_core.index.shaped import ShapedFacade
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import ADAPTER_API, StoreTools
-from ctxemb_qdrant._collection import TERMS, GuardedQdrantCollection, StoredCollection
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._raw import RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE, point_id, translated
 from ctxemb_qdrant._store import check_name as check_name
 from ctxemb_qdrant._store import connect as connect
+
+#: The adapter's words, in which its errors' advice names its calls and options.
+TERMS = StoreTerms(
+    module="ctxemb_qdrant",
+    open="open_collection",
+    kind="collection",
+    records="points",
+    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
+)
+
+
+@dataclass(frozen=True)
+class StoredCollection:
+    """A collection as Qdrant describes it (``info``), unguarded, with where it is."""
+
+    client: QdrantClient
+    name: str
+    info: qm.CollectionInfo
+
+
+class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
+    """A Qdrant collection bound to one contract; every call is checked before it runs
+    (``get_collection`` read back: identity, stamp and vector configuration compared with
+    what was verified). ``query``, ``query_vectors`` and ``get`` answer in the shapes of every
+    ctxemb index object; ``client`` is Qdrant's own."""
+
+    _driver_type = QdrantDriver
+    _terms = TERMS
+
+    @staticmethod
+    def _translated(what: str) -> AbstractContextManager[None]:
+        return translated(what)
+
+    @property
+    def client(self) -> QdrantClient:
+        return self.driver.client
+
+    @classmethod
+    def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:
+        info = driver._lookup()
+        return None if info is None else StoredCollection(driver.client, driver.name, info)
+
+    @classmethod
+    def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
+        return driver._missing()
+
+    def _select(
+        self,
+        ids: list[str] | None,
+        where: Mapping[str, Any] | None,
+        limit: int | None,
+        offset: int,
+        parts: frozenset[str],
+    ) -> list[Record]:
+        if where is None:
+            return super()._select(ids, where, limit, offset, parts)
+        self.index.check_filter(where)
+        chosen = self.driver._selected(None, ids, where)
+        return self.driver.read(chosen[offset:][:limit], parts)
 
 
 def _held(collection: Any) -> QdrantDriver:

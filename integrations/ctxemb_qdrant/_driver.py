@@ -30,10 +30,10 @@ from ctxemb_core.index import driver as protocol
 from ctxemb_core.index.driver_kit import (
     ObjectDriver,
     check_json_batch,
+    check_values,
     json_filter,
     sealed,
     unstamped_refusal,
-    unstorable,
     write_order,
 )
 from ctxemb_core.index.embedded import missing_index
@@ -231,13 +231,8 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
     ) -> None:
         check_json_batch(ids, documents, metadatas, "Qdrant")
-        for k, m in enumerate(metadatas or []):
-            for key, value in (m or {}).items():
-                if value is not None and unstorable(value):  # JSON holds it; Qdrant does not
-                    raise InvalidInputError(
-                        f"metadatas[{k}] (id {ids[k]!r}): {key!r} = {value!r} cannot be stored "
-                        "by Qdrant (an integer beyond 64 bits); leave it out or store a string"
-                    )
+        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metadatas or []]
+        check_values(ids, kept, "Qdrant")  # JSON holds null, not an integer beyond 64 bits
 
     # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` writes through ---
 

@@ -26,6 +26,7 @@ from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import require_store
+from ctxemb_core.redact import scrub
 
 __all__ = ["DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect", "point_id"]
 
@@ -125,6 +126,24 @@ def collections_in(folder: Path) -> list[str]:
     return []
 
 
+def _not_held(folder: Path) -> None:
+    """Refuse a folder another process holds, before local mode reads it: it loads every
+    collection first and takes the folder's lock last (leaving that file open on refusal)."""
+    import portalocker
+
+    if (folder / ".lock").is_file():
+        with open(folder / ".lock", "r+") as fh:
+            try:
+                portalocker.lock(
+                    fh, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+                )
+            except portalocker.exceptions.LockException:
+                raise RuntimeError(
+                    f"Storage folder {folder} is already accessed by another instance"
+                ) from None
+            portalocker.unlock(fh)
+
+
 def connect(
     path: str | os.PathLike[str] | None = None,
     url: str | None = None,
@@ -148,18 +167,15 @@ def connect(
             return QdrantClient(location=":memory:")
     if url is not None:
         check_address(url, "url", "a Qdrant server's URL (http://host:6333)")
-        unreachable = (Exception,)
-        with connecting(
-            url,
-            "a Qdrant server",
-            "url",
-            malformed=(ValueError, TypeError),
-            unreachable=unreachable,
-        ):
-            client = QdrantClient(
-                url=url, api_key=api_key, timeout=timeout, check_compatibility=False
-            )
-            client.get_collections()
+        bad = (ValueError, TypeError)
+        try:
+            with connecting(url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,)):
+                client = QdrantClient(
+                    url=url, api_key=api_key, timeout=timeout, check_compatibility=False
+                )
+                client.get_collections()  # refused here when nothing answers
+        except (InvalidInputError, StoreUnavailableError) as exc:  # the key in no message
+            raise type(exc)(scrub(str(exc), [api_key or ""])) from None
         return client
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path must be a folder path, got {path!r}")
@@ -173,6 +189,7 @@ def connect(
         if held is not None and not local_engine(held).closed:
             return held
         with translated(f"opening the Qdrant folder {str(folder)!r}"):
+            _not_held(folder)
             client = QdrantClient(path=str(folder), force_disable_check_same_thread=True)
         _OPEN[str(folder)] = client
         return client

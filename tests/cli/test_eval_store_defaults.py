@@ -41,14 +41,19 @@ def test_evals_help_shows_the_adapters_defaults(capsys, monkeypatch):
             embedded = stores.store_filled(store, path=None, host=None, port=None)
             server = stores.store_filled(store, path=None, host="127.0.0.1", port=None)
             assert (embedded.path, str(server.port)) == (shown["path"], shown["port"])
+        elif store == "qdrant":
+            filled = stores.store_filled(store, qdrant_path=None, qdrant_url=None)
+            assert filled.qdrant_path == shown["qdrant_path"]
         else:
             filled = stores.store_filled(store, dsn="postgresql://someone@/db", schema=None)
             assert filled.schema == shown["schema"]
     # ... and eval's help shows them, whatever they are.
     import ctxemb_chroma.cli
     import ctxemb_pgvector.cli
+    import ctxemb_qdrant.cli
 
     monkeypatch.setattr(ctxemb_chroma.cli, "DEFAULT_PATH", "./elsewhere")
+    monkeypatch.setattr(ctxemb_qdrant.cli, "DEFAULT_PATH", "./qdrant-elsewhere")
     monkeypatch.setattr(ctxemb_chroma.cli, "DEFAULT_PORT", 8123)
     monkeypatch.setattr(ctxemb_pgvector.cli, "DSN_ENV", "CTXEMB_TEST_OTHER_DSN")
     monkeypatch.setattr(ctxemb_pgvector.cli, "DEFAULT_SCHEMA", "tenants")
@@ -61,6 +66,7 @@ def test_evals_help_shows_the_adapters_defaults(capsys, monkeypatch):
         "(default: $CTXEMB_TEST_OTHER_DSN)",
         "schema (default: tenants)",
         "or $CTXEMB_TEST_OTHER_DSN is set",
+        "local-mode folder (default ./qdrant-elsewhere)",
     ):
         assert words in text, words
     assert "./chroma)" not in text and "8000" not in text and "public" not in text

@@ -53,7 +53,6 @@ def test_index_query_verify_and_restamp(tmp_path, corpus, model, capsys, monkeyp
     assert code == 0 and "query_prefix: '' -> 'q: '" in out
 
 
-@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 def test_options_refused_and_an_api_key_never_shown(tmp_path, corpus, model, capsys, monkeypatch):
     code, _, err = run(
         capsys, "index", str(corpus), "--store", "chroma", "--qdrant-path", "x", "--collection", "d"
@@ -79,7 +78,7 @@ def test_options_refused_and_an_api_key_never_shown(tmp_path, corpus, model, cap
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("CTXEMB_QDRANT_API_KEY", "s3cret-api-key")
-    url = f"http://127.0.0.1:{port}"
+    url = f"https://127.0.0.1:{port}"
     code, out, err = run(capsys, "query", "--qdrant-url", url, "--collection", "d", "tea")
     assert code != 0 and "cannot be reached" in err and "s3cret" not in out + err
 

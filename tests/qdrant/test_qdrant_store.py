@@ -237,7 +237,7 @@ def test_a_process_killed_mid_index_leaves_each_id_once_after_a_re_run(tmp_path,
     while int(child.stdout.readline().strip() or 0) < 100:
         assert child.poll() is None
     os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
+    child.communicate(timeout=30)  # reaped, its pipes closed
     rerun = _child(tmp_path, "docs", 300)
     rerun.communicate("go\n", timeout=120)
     assert rerun.returncode == 0
