@@ -86,6 +86,9 @@ _USES = {
     "llamaindex": {"collection"},
     "llamaindex-chroma": {"collection", "path", "host", "port"},
     "llamaindex-pgvector": {"collection", "dsn"},
+    "haystack-qdrant": {"collection", "qdrant_path", "qdrant_url"},
+    "langchain-qdrant": {"collection", "qdrant_path", "qdrant_url"},
+    "llamaindex-qdrant": {"collection", "qdrant_path", "qdrant_url"},
 }
 assert set(_USES) == set(VIAS)
 
@@ -191,12 +194,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--qdrant-path",
         help=AdapterDefaults(
-            "--via qdrant: a local-mode folder (default %(qdrant.qdrant_path)s)", "qdrant"
+            "--via *qdrant: a local-mode folder (default %(qdrant.qdrant_path)s)", "qdrant"
         ),
     )
     p.add_argument(
         "--qdrant-url",
-        help="--via qdrant: a server's URL (its API key from $CTXEMB_QDRANT_API_KEY)",
+        help="--via *qdrant: a server's URL (--via qdrant: its API key from "
+        "$CTXEMB_QDRANT_API_KEY)",
     )
     p.add_argument(
         "--exact",
@@ -308,7 +312,7 @@ def _check_options(args: argparse.Namespace) -> None:
             args.via,
             "--sample is for --via chroma, chroma-server, pgvector and qdrant; --dsn for the "
             "pgvector paths; --schema, --exact and --ef-search for --via pgvector; --path, --host "
-            "and --port for Chroma; --qdrant-path and --qdrant-url for --via qdrant",
+            "and --port for Chroma; --qdrant-path and --qdrant-url for the Qdrant paths",
         )
         shown = ", ".join("--" + o.replace("_", "-") for o in unused)
         raise InvalidInputError(f"--via {args.via} does not use {shown}: {why}")
@@ -425,8 +429,8 @@ def _open_path(
     framework, _, store = via.partition("-")
     if framework == "chroma":
         return _chroma_path(args, embedder, name, stack)
-    if framework == "qdrant":
-        return _qdrant_path(args, embedder, name, stack)
+    if "qdrant" in (framework, store):
+        return _qdrant_path(args, embedder, name, stack, framework)
     if "pgvector" in (framework, store):
         return _pgvector_path(args, embedder, name, stack, framework)
     module = _module(f"ctxemb_{framework}", framework, via)
@@ -487,15 +491,26 @@ def _pgvector_path(
 
 
 def _qdrant_path(
-    args: argparse.Namespace, embedder: Any, name: str, stack: contextlib.ExitStack
+    args: argparse.Namespace,
+    embedder: Any,
+    name: str,
+    stack: contextlib.ExitStack,
+    framework: str = "qdrant",
 ) -> tuple[Any, dict[str, Any]]:
-    """A path over a Qdrant collection: local mode in a folder, or a server's URL."""
+    """A path over a Qdrant collection, ctxemb_qdrant's own or a framework's over it: local
+    mode in a folder, or a server's URL."""
     from ctxemb_core.redact import redact_dsn
 
     adapter = _module("ctxemb_qdrant", "qdrant", args.via)
     adapter.check_name(name)  # before connecting creates a folder
     options = store_options("qdrant")
     filled = store_filled("qdrant", qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url)
+    if framework != "qdrant":  # the framework's store reaches it (a folder's client is joined)
+        module = _module(f"ctxemb_{framework}", framework, args.via)
+        at = {"url": filled.qdrant_url} if filled.qdrant_url else {"path": filled.qdrant_path}
+        path = module.eval_path(embedder, store="qdrant", collection=name, **at)
+        kind = {"kind": "server", "url": redact_dsn(filled.qdrant_url)} if "url" in at else None
+        return path, kind or {"kind": "local", "path": filled.qdrant_path}
     client = options.connect(filled, create=True)
     stack.callback(client.close)
     where: dict[str, Any] = (

@@ -54,14 +54,14 @@ __all__ = [
 #: What every framework adapter's ``eval_path`` takes (:func:`eval_path_of`), in its docstring.
 SIGNATURE = (
     '``eval_path(embedder, store="memory", *, collection="ctxemb-eval", path=None, host=None, '
-    "port=8000, dsn=None)`` (the signature and the checks of ``store`` and where it is are "
-    "core's: :func:`~ctxemb_core.eval.frameworks.eval_path_of`; ``embedder``: the core "
+    "port=8000, dsn=None, url=None)`` (the signature and the checks of ``store`` and where it "
+    "is are core's: :func:`~ctxemb_core.eval.frameworks.eval_path_of`; ``embedder``: the core "
     "Embedder, whose contract, model folder and run settings make the framework's embedders, "
     "its cache (if any) theirs, so vectors embedded by another path are read back; "
     "``collection``: the Chroma "
     "collection or PostgreSQL table, the sentence pairs in ``<collection>-pairs``; ``path``, "
     "``host``, ``port``: Chroma's embedded folder or server; ``dsn``: PostgreSQL's connection "
-    "string)"
+    "string; ``path`` or ``url``: Qdrant's local folder or server)"
 )
 
 #: The metadata key that holds a sentence pair's id (what ``pair_scores`` filters on).
@@ -92,8 +92,9 @@ def eval_path_of(make: Callable[[Any, str, str, dict[str, Any]], P]) -> Callable
         host: str | None = None,
         port: int = 8000,
         dsn: str | None = None,
+        url: str | None = None,
     ) -> P:
-        where = store_where(store, path=path, host=host, port=port, dsn=dsn)
+        where = store_where(store, path=path, host=host, port=port, dsn=dsn, url=url)
         return make(embedder, store, collection, where)
 
     eval_path.__module__ = make.__module__
@@ -102,18 +103,34 @@ def eval_path_of(make: Callable[[Any, str, str, dict[str, Any]], P]) -> Callable
 
 
 def store_where(
-    store: str, *, path: Any = None, host: str | None = None, port: int = 8000, dsn: Any = None
+    store: str,
+    *,
+    path: Any = None,
+    host: str | None = None,
+    port: int = 8000,
+    dsn: Any = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
     """The checked keywords that say where a framework path's ``store`` is.
 
     Returns:
         ``{}`` for ``"memory"``; ``{"path": ...}`` or ``{"host": ..., "port": ...}`` for
-        ``"chroma"`` (a folder or a server); ``{"dsn": ...}`` for ``"pgvector"``.
+        ``"chroma"`` (a folder or a server); ``{"dsn": ...}`` for ``"pgvector"``;
+        ``{"path": ...}`` or ``{"url": ...}`` for ``"qdrant"`` (local mode's folder or a
+        server: ``ctxemb_qdrant.connect``'s keywords).
 
     Raises:
-        InvalidInputError: another store; Chroma given both or neither of a folder and a
-            server; pgvector without a connection string.
+        InvalidInputError: another store; Chroma or Qdrant given both or neither of a folder
+            and a server; pgvector without a connection string.
     """
+    if url is not None and store != "qdrant":
+        raise InvalidInputError(f"url is a Qdrant server's address; store {store!r} takes none")
+    if store == "qdrant":
+        if (path is None) == (url is None):
+            raise InvalidInputError(
+                "a Qdrant evaluation path needs either a folder (path) or a server (url)"
+            )
+        return {"path": str(path)} if path is not None else {"url": url}
     if store == "memory":
         return {}
     if store == "chroma":
@@ -128,7 +145,9 @@ def store_where(
                 "a pgvector evaluation path needs dsn (a PostgreSQL connection string)"
             )
         return {"dsn": dsn}
-    raise InvalidInputError(f"store must be 'memory' or 'chroma', or 'pgvector', got {store!r}")
+    raise InvalidInputError(
+        f"store must be 'memory', 'chroma', 'pgvector' or 'qdrant', got {store!r}"
+    )
 
 
 def paired_stores(

@@ -37,7 +37,7 @@ __all__ = [
 
 #: Every ``--via`` of ``ctxemb eval``: the core's exact search, Chroma embedded and as a server,
 #: PostgreSQL + pgvector, and Haystack, LangChain and LlamaIndex each over an in-memory store,
-#: over Chroma and over pgvector.
+#: over Chroma, over pgvector and over Qdrant.
 VIAS = (
     "memory",
     "chroma",
@@ -47,12 +47,15 @@ VIAS = (
     "haystack",
     "haystack-chroma",
     "haystack-pgvector",
+    "haystack-qdrant",
     "langchain",
     "langchain-chroma",
     "langchain-pgvector",
+    "langchain-qdrant",
     "llamaindex",
     "llamaindex-chroma",
     "llamaindex-pgvector",
+    "llamaindex-qdrant",
 )
 
 

@@ -4,8 +4,9 @@ Install with ``pip install 'ctxemb[haystack]'``. An indexing pipeline embeds wit
 :class:`ContractDocumentEmbedder` and writes with :class:`ContractDocumentWriter`; a query
 pipeline embeds with :class:`ContractTextEmbedder` and retrieves through
 :class:`ContractRetriever`, which refuses a store written under another contract before any
-document leaves it. Works with ``InMemoryDocumentStore``, ``ChromaDocumentStore`` and
-``PgvectorDocumentStore`` (through ``ctxemb_pgvector``, the shared pgvector guard).
+document leaves it. Works with ``InMemoryDocumentStore``, ``ChromaDocumentStore``,
+``PgvectorDocumentStore`` (through ``ctxemb_pgvector``, the shared pgvector guard) and
+``QdrantDocumentStore`` (through ``ctxemb_qdrant``).
 
 Hybrid retrieval (Chroma and pgvector): the writer's ``hybrid=True`` keeps a stamped BM25 side
 beside the store, :class:`ContractLexicalRetriever` reads it and :class:`ContractFusionJoiner`

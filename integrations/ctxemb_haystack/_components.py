@@ -129,7 +129,8 @@ class ContractRetriever(Serialised):
 
     Connect :class:`ContractTextEmbedder`'s ``embedding`` and ``fingerprint`` outputs to this
     component's inputs. The store must have been written under the fingerprint's contract:
-    a ``ChromaDocumentStore`` collection or a ``PgvectorDocumentStore`` table by its stamp
+    a ``ChromaDocumentStore`` or ``QdrantDocumentStore`` collection or a
+    ``PgvectorDocumentStore`` table by its stamp
     (checked, with its canary and a sample of records, when first read, and re-read on every
     call; the collection or table is searched through ctxemb's guarded index in the contract's
     distance, whatever a pgvector store's ``vector_function``), an ``InMemoryDocumentStore`` by the
@@ -141,11 +142,12 @@ class ContractRetriever(Serialised):
     ``ip``, pgvector's ``<#>``).
 
     Args:
-        retriever: an ``InMemoryEmbeddingRetriever``, a ``ChromaEmbeddingRetriever`` or a
-            ``PgvectorEmbeddingRetriever``; its ``top_k``, ``filters`` and ``filter_policy``
-            apply as usual (Chroma and pgvector: a filter of ``meta.<key> ==`` tests is the
-            store's own search filter; any other selects its ids with the store's
-            ``filter_documents`` first, and those are ranked exactly).
+        retriever: an ``InMemoryEmbeddingRetriever``, a ``ChromaEmbeddingRetriever``, a
+            ``PgvectorEmbeddingRetriever`` or a ``QdrantEmbeddingRetriever``; its ``top_k``,
+            ``filters`` and ``filter_policy`` apply as usual (Chroma, pgvector and Qdrant: a
+            filter of ``meta.<key> ==`` tests is the store's own search filter; any other
+            selects its ids with the store's ``filter_documents`` first (Qdrant: tested on each
+            record here), and those are ranked exactly).
         sample: stored Chroma records re-embedded when the collection is first read.
         adopt: stamp an unstamped Chroma collection on the first read once a sample of its
             records re-embeds to their stored vectors under the query's contract (the one
@@ -153,12 +155,12 @@ class ContractRetriever(Serialised):
     """
 
     def __init__(self, retriever: Any, *, sample: int = OPEN_SAMPLE, adopt: bool = False) -> None:
-        store = getattr(retriever, "document_store", None)
+        store = getattr(retriever, "document_store", getattr(retriever, "_document_store", None))
         if store is None or not callable(getattr(retriever, "run", None)):
             raise TypeError(
                 "ContractRetriever wraps an embedding retriever (InMemoryEmbeddingRetriever, "
-                f"ChromaEmbeddingRetriever or PgvectorEmbeddingRetriever), got "
-                f"{type(retriever).__name__}"
+                "ChromaEmbeddingRetriever, PgvectorEmbeddingRetriever or "
+                f"QdrantEmbeddingRetriever), got {type(retriever).__name__}"
             )
         self.retriever = retriever
         self.sample = check_sample_size(sample)

@@ -35,6 +35,7 @@ __all__ = ["HaystackPath", "eval_path"]
 SIDES = {
     "chroma": "ctxemb_haystack._eval_chroma:ChromaStores",
     "pgvector": "ctxemb_haystack._eval_pgvector:PgvectorStores",
+    "qdrant": "ctxemb_haystack._eval_qdrant:QdrantStores",
 }
 
 

@@ -36,6 +36,13 @@ from ctxemb_haystack._writes import (
 )
 
 
+def setting(retriever: Any, name: str) -> Any:
+    """A retriever's ``document_store``, ``top_k``, ``filters`` or ``filter_policy``: a public
+    attribute of Haystack's own retrievers and Chroma's and pgvector's, a private one of
+    ``QdrantEmbeddingRetriever``'s."""
+    return getattr(retriever, name) if hasattr(retriever, name) else getattr(retriever, f"_{name}")
+
+
 class IndexGuard:
     """The index behind a Haystack document store, under ctxemb's guard whatever the store.
 
@@ -162,6 +169,9 @@ class IndexGuard:
             if contract.fingerprint not in self._opened and self.driver().head() is None:
                 return []  # nothing indexed yet: nothing to return, and nothing is created
             index = self.opened(contract, create=False)
-            filters = apply_filter_policy(retriever.filter_policy, retriever.filters, filters)
-            store = retriever.document_store
-            return search(index, store, vector, fingerprint, top_k or retriever.top_k, filters)
+            policy, given = setting(retriever, "filter_policy"), setting(retriever, "filters")
+            filters = apply_filter_policy(policy, given, filters)
+            store = setting(retriever, "document_store")
+            k = top_k or setting(retriever, "top_k")
+            select = getattr(self.binding, "select", None)
+            return search(index, store, vector, fingerprint, k, filters, select)

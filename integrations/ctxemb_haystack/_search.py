@@ -10,6 +10,7 @@ in the contract's distance. Scores are the contract's similarities
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,12 +54,18 @@ def search(
     fingerprint: str,
     top_k: int,
     filters: dict[str, Any] | None,
+    select: Callable[[GuardedIndex, dict[str, Any]], list[str]] | None = None,
 ) -> list[Document]:
-    """The ``top_k`` documents of ``index`` nearest ``vector`` under ``filters``."""
+    """The ``top_k`` documents of ``index`` nearest ``vector`` under ``filters``; ``select``:
+    the ids a filter beyond metadata equality selects, where the store's own
+    ``filter_documents`` cannot read what ctxemb writes (Qdrant's payload)."""
     where = where_of(filters)
     if filters and where is None:
         # Beyond metadata equality: the ids Haystack's own filter finds, ranked here.
-        ids = [d.id for d in store.filter_documents(filters)]
+        if select is not None:
+            ids = select(index, filters)
+        else:
+            ids = [d.id for d in store.filter_documents(filters)]
         return _ranked(index, vector, ids, top_k) if ids else []
     found = index.query_vector(vector, top_k, fingerprint=fingerprint, where=where)
     return _found(index, found)

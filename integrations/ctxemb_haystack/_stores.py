@@ -5,7 +5,8 @@ fingerprint (``meta["ctxemb_fingerprint"]``) and every result is checked on its 
 Every other store is a driver under core's guarded index (:class:`._index.IndexGuard`), reached
 through its binding (:data:`BINDINGS`): ``ChromaDocumentStore`` keeps the collection stamp
 ``ctxemb_chroma`` writes, ``PgvectorDocumentStore`` the stamp row ``ctxemb_pgvector`` writes beside
-its table, so an index written through any adapter is read by the others under the same contract.
+its table, ``QdrantDocumentStore`` the collection metadata ``ctxemb_qdrant`` writes, so an index
+written through any adapter is read by the others under the same contract.
 What is checked and how comes from ``ctxemb_core``; this module translates Haystack's documents
 and calls.
 """
@@ -40,6 +41,7 @@ __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for",
 BINDINGS = (
     ("chroma", "ChromaDocumentStore", "ctxemb_haystack._chroma", "ChromaBinding"),
     ("pgvector", "PgvectorDocumentStore", "ctxemb_haystack._pgvector", "PgvectorBinding"),
+    ("qdrant", "QdrantDocumentStore", "ctxemb_haystack._qdrant", "QdrantBinding"),
 )
 
 
@@ -48,7 +50,7 @@ def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | Ind
     if isinstance(store, InMemoryDocumentStore):
         if adopt:
             raise InvalidInputError(
-                "adopt=True stamps an unstamped Chroma collection or pgvector table; an "
+                "adopt=True stamps an unstamped Chroma or Qdrant collection or pgvector table; an "
                 "InMemoryDocumentStore "
                 "has no collection stamp (each document carries its fingerprint): write its "
                 "documents again through ContractDocumentEmbedder and ContractDocumentWriter"
@@ -62,8 +64,9 @@ def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | Ind
                 getattr(importlib.import_module(module), binding)(store), sample, adopt
             )
     raise TypeError(
-        "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack), and "
-        f"PgvectorDocumentStore (pgvector-haystack); got {type(store).__name__}"
+        "ctxemb guards InMemoryDocumentStore, ChromaDocumentStore (chroma-haystack), "
+        "PgvectorDocumentStore (pgvector-haystack) and QdrantDocumentStore (qdrant-haystack); "
+        f"got {type(store).__name__}"
     )
 
 

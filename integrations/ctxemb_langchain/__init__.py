@@ -6,6 +6,8 @@ queries each in its own role under one contract; :class:`ContractChroma` is a
 adapter write); :class:`ContractVectorStore` guards any other ``VectorStore`` (e.g.
 ``InMemoryVectorStore``) by a fingerprint on each document; :class:`ContractPGVector` is a
 vector store on a stamped PostgreSQL + pgvector table (``ctxemb[pgvector]``);
+:class:`ContractQdrant` is a ``langchain_qdrant.QdrantVectorStore`` on a stamped Qdrant
+collection;
 :class:`ContractRetriever` is the retriever of each, and :class:`ContractHybridRetriever` fuses
 a store's dense ranking with BM25 under one stamped hybrid contract (``ctxemb[hybrid]``);
 :class:`ContractAliasVectorStore` is a vector store opened by alias, in any store: index and
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from ctxemb_langchain._eval import eval_path
     from ctxemb_langchain._hybrid import ContractHybridRetriever
     from ctxemb_langchain._pgvector import ContractPGVector
+    from ctxemb_langchain._qdrant import ContractQdrant
     from ctxemb_langchain._retriever import ContractRetriever
     from ctxemb_langchain._store import ContractVectorStore
 
@@ -57,6 +60,7 @@ __all__ = [
     "ContractHybridRetriever",
     "ContractLateInteractionReranker",
     "ContractPGVector",
+    "ContractQdrant",
     "ContractRetriever",
     "ContractVectorStore",
     "eval_path",
@@ -74,6 +78,7 @@ _HOMES = {
     "ContractHybridRetriever": "_hybrid",
     "ContractLateInteractionReranker": "_compressors",
     "ContractPGVector": "_pgvector",
+    "ContractQdrant": "_qdrant",
     "ContractRetriever": "_retriever",
     "ContractVectorStore": "_store",
     "eval_path": "_eval",

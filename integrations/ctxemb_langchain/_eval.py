@@ -21,6 +21,7 @@ __all__ = ["LangChainPath", "eval_path"]
 SIDES = {
     "chroma": "ctxemb_langchain._eval_chroma:ChromaStores",
     "pgvector": "ctxemb_langchain._eval_pgvector:PgvectorStores",
+    "qdrant": "ctxemb_langchain._eval_qdrant:QdrantStores",
 }
 
 

@@ -2,9 +2,10 @@
 
 Install with ``pip install 'ctxemb[llamaindex]'``. :class:`ContractEmbedding` is a
 ``BaseEmbedding`` that embeds queries and texts each in its own role under one contract (it
-works as ``Settings.embed_model``); :class:`ContractChromaVectorStore` and
-:class:`ContractPGVectorStore` are vector stores on a stamped Chroma collection or PostgreSQL
-table (the stamp the CLI, Haystack and LangChain write: an index written by any of them opens
+works as ``Settings.embed_model``); :class:`ContractChromaVectorStore`,
+:class:`ContractPGVectorStore` and :class:`ContractQdrantVectorStore` are vector stores on a
+stamped Chroma collection, PostgreSQL table or Qdrant collection (the stamp the CLI,
+Haystack and LangChain write: an index written by any of them opens
 here under the same contract), which refuse query vectors and nodes embedded under another
 contract, fields named; :func:`load_index` is a ``VectorStoreIndex`` on such a store with the
 embedding model its stamp names; :class:`ContractIngestionPipeline` is an ``IngestionPipeline``
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ctxemb_llamaindex._hybrid import ContractHybridRetriever
     from ctxemb_llamaindex._ingestion import ContractIngestionPipeline
     from ctxemb_llamaindex._pgvector import ContractPGVectorStore
+    from ctxemb_llamaindex._qdrant import ContractQdrantVectorStore
     from ctxemb_llamaindex._rerank import ContractRerank
     from ctxemb_llamaindex._store import ContractVectorStore, load_index
 
@@ -51,6 +53,7 @@ __all__ = [
     "ContractHybridRetriever",
     "ContractIngestionPipeline",
     "ContractPGVectorStore",
+    "ContractQdrantVectorStore",
     "ContractRerank",
     "ContractVectorStore",
     "eval_path",
@@ -65,6 +68,7 @@ _HOMES = {
     "ContractHybridRetriever": "_hybrid",
     "ContractIngestionPipeline": "_ingestion",
     "ContractPGVectorStore": "_pgvector",
+    "ContractQdrantVectorStore": "_qdrant",
     "ContractRerank": "_rerank",
     "ContractVectorStore": "_store",
     "eval_path": "_eval",

@@ -135,6 +135,7 @@ class _PgvectorStores(PairedStores):
 SIDES = {
     "chroma": "ctxemb_llamaindex._eval:_ChromaStores",
     "pgvector": "ctxemb_llamaindex._eval:_PgvectorStores",
+    "qdrant": "ctxemb_llamaindex._eval_qdrant:QdrantStores",
 }
 
 

@@ -1,0 +1,167 @@
+"""Qdrant through the three frameworks, one stamp: LlamaIndex's ContractQdrantVectorStore, and a
+collection written by any of Haystack's ``QdrantDocumentStore``, LangChain's ContractQdrant and
+LlamaIndex opens through the two others and ``ctxemb_qdrant`` (the CLI's path) under the same
+contract, and is refused by each under another with the field named.
+
+A tiny static model built in code (no torch) stands for the contract: the stamp and its checks
+are the point, not the model. One file, one folder in Qdrant's local mode (one client per folder
+in a process: every framework here joins it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed")
+
+from haystack import Document as HaystackDocument
+from haystack_integrations.components.retrievers.qdrant import QdrantEmbeddingRetriever
+from haystack_integrations.document_stores.qdrant import QdrantDocumentStore
+from llama_index.core.schema import TextNode
+
+import ctxemb_qdrant
+from ctxemb_core import Embedder, EmbeddingContract
+from ctxemb_core.cli import main
+from ctxemb_core.errors import ContractMismatchError, InvalidInputError
+from ctxemb_core.testing.conformance import _models, tiny_embedder
+from ctxemb_haystack import (
+    ContractDocumentEmbedder,
+    ContractDocumentWriter,
+    ContractRetriever,
+    ContractTextEmbedder,
+)
+from ctxemb_langchain import ContractEmbeddings, ContractQdrant
+from ctxemb_llamaindex import ContractEmbedding, ContractQdrantVectorStore, load_index
+
+TEXTS = {
+    "tea": "green tea leaves are steamed",
+    "oil": "oil the bicycle chain",
+    "moon": "moon phases follow its orbit",
+}
+QUERY = "green tea"
+
+
+@pytest.fixture(scope="module")
+def contract() -> EmbeddingContract:
+    return tiny_embedder().contract
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("qdrant-frameworks"))
+
+
+# -- each framework writes, reads and is refused ------------------------------------------------
+
+
+def _haystack_store(folder: str, name: str) -> QdrantDocumentStore:
+    return QdrantDocumentStore(path=folder, index=name, embedding_dim=16, progress_bar=False)
+
+
+def haystack_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    documents = [HaystackDocument(id=i, content=t) for i, t in TEXTS.items()]
+    embedded = ContractDocumentEmbedder(contract=contract).run(documents)["documents"]
+    ContractDocumentWriter(_haystack_store(folder, name)).run(embedded)
+
+
+def haystack_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    query = ContractTextEmbedder(contract=contract).run(QUERY)
+    retriever = ContractRetriever(QdrantEmbeddingRetriever(_haystack_store(folder, name), top_k=1))
+    return retriever.run(query["embedding"], query["fingerprint"])["documents"][0].id
+
+
+def langchain_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    store = ContractQdrant(None, name, ContractEmbeddings(contract), path=folder)
+    store.add_texts(list(TEXTS.values()), ids=list(TEXTS))
+
+
+def langchain_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    store = ContractQdrant(None, name, ContractEmbeddings(contract), path=folder, create=False)
+    return str(store.similarity_search(QUERY, k=1)[0].id)
+
+
+def llamaindex_write(folder: str, name: str, contract: EmbeddingContract) -> None:
+    store = ContractQdrantVectorStore(name, ContractEmbedding(contract), path=folder)
+    load_index(store).insert_nodes([TextNode(id_=i, text=t) for i, t in TEXTS.items()])
+
+
+def llamaindex_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    store = ContractQdrantVectorStore(name, ContractEmbedding(contract), path=folder, create=False)
+    return str(load_index(store).as_retriever(similarity_top_k=1).retrieve(QUERY)[0].node.node_id)
+
+
+def core_first(folder: str, name: str, contract: EmbeddingContract) -> str:
+    client = ctxemb_qdrant.connect(folder)
+    opened = ctxemb_qdrant.open_collection(client, name, Embedder(contract), create=False)
+    return str(opened.query([QUERY], 1)["ids"][0][0])
+
+
+Read = Callable[[str, str, EmbeddingContract], str]
+WRITERS = {"haystack": haystack_write, "langchain": langchain_write, "llamaindex": llamaindex_write}
+READERS: dict[str, Read] = {
+    "haystack": haystack_first,
+    "langchain": langchain_first,
+    "llamaindex": llamaindex_first,
+    "ctxemb_qdrant": core_first,
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_collection_written_by_one_framework_opens_through_every_other(
+    writer, folder, contract, capsys
+):
+    WRITERS[writer](folder, writer, contract)
+    other = contract.with_(pooling="cls")
+    for reader, first in READERS.items():
+        assert first(folder, writer, contract) == "tea", reader
+        with pytest.raises(ContractMismatchError) as refused:
+            first(folder, writer, other)
+        assert refused.value.fields == ("pooling",), reader
+    # ... and through the command line (`ctxemb query --store qdrant --qdrant-path`).
+    query = ["query", "--store", "qdrant", "--qdrant-path", folder, "--collection", writer]
+    model = ["--model", str(_models()[0]), "--name", contract.model, "--json", "-k", "1"]
+    assert main([*query, *model, QUERY]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["id"] == "tea"
+    assert main([*query, *model, "--pooling", "cls", QUERY]) != 0
+    assert "pooling: index='mean', caller='cls'" in capsys.readouterr().err
+    # The stamp is the collection's metadata, the same whoever wrote it.
+    read = ctxemb_qdrant.driver(ctxemb_qdrant.connect(folder), writer).read_stamp()
+    assert read is not None and read.metadata["ctxemb:fingerprint"] == contract.fingerprint
+
+
+def test_the_llamaindex_store_reads_its_stamp_and_refuses_bad_arguments(folder, contract):
+    llamaindex_write(folder, "stamped", contract)
+    store = ContractQdrantVectorStore("stamped", path=folder)  # the stamp's contract
+    assert store.contract.fingerprint == contract.fingerprint
+    assert store.client is ctxemb_qdrant.connect(folder)
+    assert store.get_nodes(["moon"])[0].get_content() == TEXTS["moon"]
+    with pytest.raises(InvalidInputError, match="one of path="):
+        ContractQdrantVectorStore("stamped", path=folder, url="http://127.0.0.1:6333")
+
+
+def test_the_qdrant_vias_share_one_collection_and_refuse_another_contract(tmp_path, capsys):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": k, "text": v}) for k, v in TEXTS.items()]
+    (beir / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "green tea"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ttea\t1\n")
+    common = ["eval", "--data", str(beir), "--k", "3", "--model", str(_models()[0]), "--no-cache"]
+    where = ["--qdrant-path", str(tmp_path / "qdrant"), "--collection", "shared"]
+    runs = {}
+    for via in ("memory", "haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert main([*common, "--via", via, *(where if via != "memory" else [])]) == 0
+        runs[via] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # Haystack indexed the collection; LangChain and LlamaIndex found it whole, scored alike.
+    assert [runs[v]["indexed_now"] for v in runs] == [3, 3, 0, 0]
+    for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert runs[via]["unrounded"] == pytest.approx(runs["memory"]["unrounded"]), via
+        assert runs[via]["store"] == {"kind": "local", "path": where[1]}
+    for via in ("haystack-qdrant", "langchain-qdrant", "llamaindex-qdrant"):
+        assert main([*common, "--via", via, *where, "--pooling", "cls"]) != 0
+        assert "pooling" in capsys.readouterr().err
+    assert main([*common, "--via", "langchain-qdrant", "--path", "./db"]) == 2
+    assert "--via langchain-qdrant does not use --path" in capsys.readouterr().err
