@@ -28,6 +28,7 @@ from ctxemb_core.errors import (
 pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed")
 
 from llama_index.core import Settings, StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline
 from llama_index.core.ingestion.pipeline import get_transformation_hash
 from llama_index.core.llms import MockLLM
@@ -179,7 +180,24 @@ def test_another_contract_is_refused_at_every_entry_point(client, chroma):
         ContractChromaVectorStore(name, other(), client=client)
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         load_index(chroma, embed_model=other())
-    index = VectorStoreIndex.from_vector_store(chroma, embed_model=other())
+    # LlamaIndex's own from_vector_store: refused before it returns an index, given or in
+    # Settings; another kind of model (it makes vectors the store would refuse) too.
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        VectorStoreIndex.from_vector_store(chroma, embed_model=other())
+    before = Settings._embed_model
+    try:
+        Settings.embed_model = other()
+        with pytest.raises(ContractMismatchError, match="query_prefix"):
+            VectorStoreIndex.from_vector_store(chroma)
+        Settings.embed_model = embed()
+        assert VectorStoreIndex.from_vector_store(chroma).as_retriever().retrieve("tea")
+    finally:
+        Settings._embed_model = before
+    with pytest.raises(InvalidArgumentsError, match="needs a ContractEmbedding"):
+        VectorStoreIndex.from_vector_store(chroma, embed_model=MockEmbedding(embed_dim=384))
+    # An index built around that check (its model swapped in) is refused at every query.
+    index = VectorStoreIndex.from_vector_store(chroma, embed_model=embed())
+    index._embed_model = other()
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         index.as_retriever().retrieve("green tea")
     with pytest.raises(ContractMismatchError, match="query_prefix"):
@@ -239,7 +257,10 @@ def test_pgvector_store_shares_the_table_and_refuses_another_contract(pg, minilm
     index = load_index(ContractPGVectorStore("docs", connection=pg))  # contract from the stamp
     engine = index.as_query_engine(llm=MockLLM())
     assert engine.query("how is green tea made").source_nodes[0].node.ref_doc_id == "tea"
-    wrong = VectorStoreIndex.from_vector_store(store, embed_model=other())
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        VectorStoreIndex.from_vector_store(store, embed_model=other())
+    wrong = VectorStoreIndex.from_vector_store(store, embed_model=embed())
+    wrong._embed_model = other()  # swapped in after the check: refused at every entry point
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         wrong.as_query_engine(llm=MockLLM()).query("green tea")
     with pytest.raises(ContractMismatchError, match="query_prefix"):
