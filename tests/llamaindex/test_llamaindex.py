@@ -360,6 +360,62 @@ def test_ingestion_into_a_guarded_store(chroma):
     assert chroma.index.count() == len(DOCS)
 
 
+def test_ingestion_through_an_alias_re_embeds_everything_after_a_cutover():
+    """ContractIngestionPipeline into a store opened by alias: its docstore namespace is the
+    contract the alias serves, so after an upgrade's cutover a run embeds every document again
+    into the new index (stock IngestionPipeline would skip them all), replacing the nodes the
+    backfill copied rather than adding beside them. Tiny static models, a few documents."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from ctxemb_core.aliases import (
+        Encoders,
+        MemoryCatalog,
+        backfill,
+        begin_upgrade,
+        create_alias,
+        cutover,
+    )
+    from ctxemb_core.index import GuardedIndex, MemoryStore
+    from ctxemb_core.testing.conformance import tiny_embedder
+    from ctxemb_llamaindex import ContractAliasVectorStore
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    v1 = GuardedIndex.open(catalog.driver("docs-v1"), old)
+    create_alias(catalog, "docs", "docs-v1")
+    store = ContractAliasVectorStore("docs", [old, new], catalog=catalog)
+    docstore = SimpleDocumentStore()
+
+    def run() -> int:
+        # A splitter, as ingestion has: its node ids are new on every run.
+        steps = [SentenceSplitter(chunk_size=64, chunk_overlap=0)]
+        ran = ContractIngestionPipeline(
+            transformations=steps, docstore=docstore, vector_store=store
+        )
+        return len(ran.run(documents=documents()))
+
+    assert run() == len(DOCS) and run() == 0 and v1.count() == len(DOCS)
+    assert store.contract == old.contract
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    backfill(catalog, "docs", Encoders(old, new))
+    assert run() == 0  # before the cutover: the alias still serves the old contract
+    cutover(catalog, "docs", Encoders(old, new))
+    assert store.contract == new.contract
+    assert run() == len(DOCS) and run() == 0  # ctxemb: the new contract embeds everything
+    v2 = GuardedIndex.open(catalog.driver(shadow), new, create=False)
+    assert v2.count() == len(DOCS)  # the backfilled copies replaced, not doubled
+    found = store.query(VectorStoreQuery(query_str=DOCS["tea"], similarity_top_k=1))
+    assert found.nodes[0].ref_doc_id == "tea"
+    with pytest.raises(InvalidInputError, match="searches by text"):
+        store.query(VectorStoreQuery(query_embedding=[0.1] * 8, similarity_top_k=1))
+    embedding = ContractIngestionPipeline(
+        transformations=[embed()], docstore=docstore, vector_store=store
+    )
+    with pytest.raises(InvalidInputError, match="leave the ContractEmbedding out"):
+        embedding.run(documents=documents())
+
+
 # -- ctxemb eval --via llamaindex* ---------------------------------------------------------------
 
 
