@@ -958,9 +958,10 @@ class Gallery:
         so that the derived vectors never enter a cache the Embedder's vectors live in."""
         if not hasattr(self, "_llama_cache"):
             cache = EmbeddingCache(self.workdir / "llamaindex-documents.sqlite3")
-            new = self.right.with_(pooling="cls")
-            cache.put_many(self.right.fingerprint, "document", self.data.texts, self.docs["right"])
-            cache.put_many(new.fingerprint, "document", self.data.texts, self.docs["cls"])
+            for contract, name in ((self.right, "right"), (self.right.with_(pooling="cls"), "cls")):
+                # Under the key the contract's Embedder reads its cache by (its source's).
+                key = self.vectors.embedder(contract).source.cache_key
+                cache.put_many(key, "document", self.data.texts, self.docs[name])
             self._llama_cache = cache
         return self._llama_cache
 
