@@ -20,6 +20,7 @@ from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
 
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.contract import same_contract
+from ctxemb_core.documents import check_fingerprint
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
@@ -72,12 +73,23 @@ class ContractIngestionPipeline(IngestionPipeline):
         )
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_store()
         with self._per_contract():
             return self._unembedded(super().run(*args, **kwargs))
 
     async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_store()
         with self._per_contract():
             return self._unembedded(await super().arun(*args, **kwargs))
+
+    def _check_store(self) -> None:
+        """A ContractEmbedding of another contract than a ctxemb store's is refused (fields
+        named) before the run deletes or writes anything."""
+        store = self.vector_store
+        if isinstance(store, ContractVectorStore):
+            for model in self.transformations:
+                if isinstance(model, ContractEmbedding):
+                    check_fingerprint(model.fingerprint, store.contract)
 
     def _unembedded(self, nodes: Sequence[BaseNode]) -> Sequence[BaseNode]:
         """Write the nodes without a vector to a ctxemb store, which embeds them itself under

@@ -358,6 +358,13 @@ def test_ingestion_into_a_guarded_store(chroma):
     assert len(pipeline.run(documents=documents())) == len(DOCS)
     assert pipeline.run(documents=documents()) == []  # unchanged: skipped, as stock
     assert chroma.index.count() == len(DOCS)
+    # Another contract's model into the store: refused before anything is deleted or written.
+    wrong = ContractIngestionPipeline(
+        transformations=[other()], docstore=SimpleDocumentStore(), vector_store=chroma
+    )
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        wrong.run(documents=documents())
+    assert chroma.index.count() == len(DOCS)
 
 
 def test_ingestion_through_an_alias_re_embeds_everything_after_a_cutover():
