@@ -290,50 +290,6 @@ def test_rerank_postprocessor_scores_as_the_core_reranker(chroma, tmp_path):
         ContractRerank(model_name=folder, activation="sigmoid", top_n=0)
 
 
-def test_llamaindex_and_langchain_indexes_rank_scifact_alike(client, data_dir):
-    """An index written by LlamaIndex and one written by LangChain under the same contract give
-    the same top 10 for 50 SciFact queries: every document judged for them and 100 others.
-
-    Both embed through ctxemb's contract-keyed cache (the run's): the corpus is embedded once,
-    by whichever side comes first or by the run's evaluation sets, so what is compared is each
-    framework's way of writing, storing and querying the index."""
-    import warnings
-
-    from ctxemb_core.errors import TruncationWarning
-    from ctxemb_core.eval import document_text, load_beir
-    from ctxemb_langchain import ContractChroma, ContractEmbeddings
-
-    data = load_beir(data_dir / "scifact", "test")
-    qids = list(data.queries)[:50]
-    judged = {d for q in qids for d in data.qrels.get(q, {})}
-    others = [d for d in data.corpus if d not in judged][:100]
-    ids = sorted(judged) + others
-    texts = [document_text(data.corpus[i]) for i in ids]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TruncationWarning)  # abstracts cut at 256 tokens
-        model = ContractEmbedding(model_name=MINILM, cache=True)
-        store = ContractChromaVectorStore(fresh_name(), model, client=client)
-        nodes = [TextNode(id_=i, text=t) for i, t in zip(ids, texts, strict=True)]
-        context = StorageContext.from_defaults(vector_store=store)
-        index = VectorStoreIndex(nodes, storage_context=context, embed_model=model)
-        embeddings = ContractEmbeddings(contract_for(MINILM), cache=True)
-        lc = ContractChroma(fresh_name(), embeddings, client=client)
-        lc.add_texts(texts, ids=ids)
-    retriever = index.as_retriever(similarity_top_k=10)
-    both = [
-        (
-            [n.node.node_id for n in retriever.retrieve(data.queries[q])],
-            [d.id for d in lc.similarity_search(data.queries[q], k=10)],
-        )
-        for q in qids
-    ]
-    assert len(ids) == len(judged) + 100 and store.index.count() == len(ids)
-    assert all(len(li) == 10 for li, _ in both)
-    assert [li for li, _ in both] == [lc_ for _, lc_ in both]
-    found = [bool(set(li) & set(data.qrels[q])) for (li, _), q in zip(both, qids, strict=True)]
-    assert sum(found) >= 35  # a real ranking: most queries find a judged document
-
-
 # -- ingestion ----------------------------------------------------------------------------------
 
 
