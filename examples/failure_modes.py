@@ -17,10 +17,11 @@ error ctxemb raises *instead* (entry 9's row is this gallery's addition to the s
 6. Matryoshka truncation to 128 of 384 dimensions, with and without re-normalisation.
 7. A LangChain ``Chroma`` store opened with the wrong embeddings.
 8. BM25 queried with another analyzer than the index's.
-9. Stock deduplication after a model change: LangChain's ``index()`` with a record manager and
-   Haystack's ``DuplicatePolicy.SKIP`` key on the text, skip every document and leave the old
-   vectors to the new queries; ctxemb refuses the re-index, and an upgrade (``plan_upgrade``,
-   ``begin_upgrade`` + ``backfill``) re-embeds every text.
+9. Stock deduplication after a model change: LangChain's ``index()`` with a record manager,
+   Haystack's ``DuplicatePolicy.SKIP`` and LlamaIndex's ``IngestionPipeline`` key on the text,
+   skip every document and leave the old vectors to the new queries; ctxemb refuses the
+   re-index, its LlamaIndex pipeline re-embeds under a new contract, and an upgrade
+   (``plan_upgrade``, ``begin_upgrade`` + ``backfill``) re-embeds every text.
 
 It prints one block per entry (the seed's row, the measured damage, the error and the first
 line of its message), a summary table, and saves a chart of SciFact nDCG@10 per wrong contract
@@ -33,7 +34,7 @@ Run (from the repository root)::
     .venv/bin/python examples/failure_modes.py --docs 600           # judged docs + corpus head
     .venv/bin/python examples/failure_modes.py --json gallery.json  # every figure as JSON
 
-Needs the ``chroma``, ``langchain``, ``haystack`` and ``eval`` extras and
+Needs the ``chroma``, ``langchain``, ``haystack``, ``llamaindex`` and ``eval`` extras and
 ``../shared/data/scifact``.
 """
 
@@ -849,11 +850,17 @@ class Gallery:
         written, damage = self._haystack_skip(q_new)
         entry.measures["haystack_documents_written"] = written
         entry.ndcg["Haystack DocumentWriter(SKIP) after the change"] = damage
+        # LlamaIndex: IngestionPipeline's docstore keys a document on its id and content hash;
+        # run again under the new model it embeds nothing and the store keeps the old vectors.
+        llama, llama_damage = self._llamaindex_skip(new)
+        entry.measures["llamaindex_ingestion"] = llama
+        entry.ndcg["LlamaIndex IngestionPipeline after the change"] = llama_damage
         entry.notes.append(
-            "neither framework errs: LangChain reports every document skipped, Haystack writes 0 "
+            "no framework errs: LangChain reports every document skipped, Haystack writes 0 "
             'and logs "ID … already exists" per document, as it does for an unchanged re-run '
-            "(the id hashes content and metadata); the old vectors stay, searched by the new "
-            "query encoder: the figure is entry 1's CLS queries on mean documents"
+            "(the id hashes content and metadata), LlamaIndex's IngestionPipeline returns no "
+            "node; the old vectors stay, searched by the new query encoder: the figure is "
+            "entry 1's CLS queries on mean documents"
         )
 
         # ctxemb: the same re-index is refused, and an upgrade re-embeds every text.
@@ -871,6 +878,7 @@ class Gallery:
             )
         )
         entry.refusals.append(self._haystack_guarded(new))
+        entry.refusals.append(self._llamaindex_guarded(new))
         entry.measures.update(self._upgrade(new, docs, new_embeddings))
         return entry
 
@@ -941,6 +949,81 @@ class Gallery:
         return refused(
             "ContractDocumentWriter(policy=SKIP).run(documents embedded under cls)",
             lambda: writer.run(embed(new)),
+        )
+
+    def _primed(self) -> EmbeddingCache:
+        """A cache of the documents' vectors under the right contract and under CLS pooling
+        (entry 1's, derived from one token pass), for LlamaIndex's ``ContractEmbedding``: its
+        pipelines read the corpus from it rather than embed it again. A file of the run's own,
+        so that the derived vectors never enter a cache the Embedder's vectors live in."""
+        if not hasattr(self, "_llama_cache"):
+            cache = EmbeddingCache(self.workdir / "llamaindex-documents.sqlite3")
+            for contract, name in ((self.right, "right"), (self.right.with_(pooling="cls"), "cls")):
+                # Under the key the contract's Embedder reads its cache by (its source's).
+                key = self.vectors.embedder(contract).source.cache_key
+                cache.put_many(key, "document", self.data.texts, self.docs[name])
+            self._llama_cache = cache
+        return self._llama_cache
+
+    def _llamaindex_skip(self, new: EmbeddingContract) -> tuple[dict[str, Any], float]:
+        """Stock ``IngestionPipeline`` (a docstore and a vector store, LlamaIndex's in-memory
+        ones) run under the old model, then under the new one; then ctxemb's pipeline, whose
+        docstore keeps a namespace per contract. Each store's vectors are searched exactly
+        with the new model's queries (as the gallery's numpy rows)."""
+        from llama_index.core import Document
+        from llama_index.core.ingestion import IngestionPipeline
+        from llama_index.core.storage.docstore import SimpleDocumentStore
+        from llama_index.core.vector_stores import SimpleVectorStore
+
+        from ctxemb_llamaindex import ContractEmbedding, ContractIngestionPipeline
+
+        data, cache = self.data, self._primed()
+        q_new = self.vectors.queries(new, data.queries)
+        models = [ContractEmbedding(c, cache=cache) for c in (self.right, new)]
+        pairs = list(zip(data.ids, data.texts, strict=True))
+        found: dict[str, Any] = {}
+        for name, pipeline in (("stock", IngestionPipeline), ("ctxemb", ContractIngestionPipeline)):
+            docstore, store = SimpleDocumentStore(), SimpleVectorStore()
+            runs = []
+            for model in models:  # the old model, then the new one, over the same docstore
+                run = pipeline(transformations=[model], docstore=docstore, vector_store=store)
+                runs.append(len(run.run(documents=[Document(id_=i, text=t) for i, t in pairs])))
+            held = store.data.embedding_dict
+            vectors = np.asarray([held[i] for i in data.ids], dtype=np.float32)
+            found[name] = {"nodes_embedded": runs, "ndcg": search(data, q_new, vectors).ndcg}
+        measures = {
+            "stock_nodes_embedded_before_and_after": found["stock"]["nodes_embedded"],
+            "contract_pipeline_nodes_embedded_before_and_after": found["ctxemb"]["nodes_embedded"],
+            "contract_pipeline_ndcg": found["ctxemb"]["ndcg"],
+        }
+        return measures, found["stock"]["ndcg"]
+
+    def _llamaindex_guarded(self, new: EmbeddingContract) -> Refusal:
+        """ctxemb's pipeline into the gallery's stamped collection (through LlamaIndex's store
+        on it), the new model among its transformations: the nodes are refused, not skipped."""
+        from llama_index.core import Document
+        from llama_index.core.storage.docstore import SimpleDocumentStore
+
+        from ctxemb_llamaindex import (
+            ContractChromaVectorStore,
+            ContractEmbedding,
+            ContractIngestionPipeline,
+        )
+
+        cache = self._primed()
+        store = ContractChromaVectorStore(
+            self.stamped_name, ContractEmbedding(self.right, cache=cache), client=self.client
+        )
+        pipeline = ContractIngestionPipeline(
+            transformations=[ContractEmbedding(new, cache=cache)],
+            docstore=SimpleDocumentStore(),
+            vector_store=store,
+        )
+        pairs = zip(self.data.ids[:2], self.data.texts[:2], strict=True)
+        head = [Document(id_=i, text=t) for i, t in pairs]
+        return refused(
+            "ContractIngestionPipeline([cls ContractEmbedding], store on the index).run(docs)",
+            lambda: pipeline.run(documents=head),
         )
 
     def _upgrade(

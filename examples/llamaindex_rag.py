@@ -9,9 +9,9 @@ What this shows:
 2. ``load_index`` opens the store again with the embedding model its stamp names, and a query
    engine answers the demo queries. The LLM is LlamaIndex's ``MockLLM`` (no model hub here);
    each answer's source nodes show what reached the prompt.
-3. The same store queried through ``VectorStoreIndex.from_vector_store`` with the embedding
+3. The same store opened through ``VectorStoreIndex.from_vector_store`` with the embedding
    model of another contract (the same model with a ``"query: "`` prefix; LlamaIndex itself
-   checks nothing) is refused with ``ContractMismatchError`` naming the field, before any node
+   checks nothing) is refused with ``ContractMismatchError`` naming the field, before the index
    is returned.
 
 Run (from the repository root)::
@@ -85,8 +85,8 @@ def run(path: Path) -> None:
 
     other = ContractEmbedding(contract.with_(query_prefix="query: "))
     print(f"\nthe same store under another contract ({other.contract.describe()}):")
-    wrong = VectorStoreIndex.from_vector_store(index.vector_store, embed_model=other)
     try:
+        wrong = VectorStoreIndex.from_vector_store(index.vector_store, embed_model=other)
         wrong.as_query_engine(llm=MockLLM()).query("how do I keep slugs off lettuce")
     except ContractMismatchError as err:
         print(f"  refused: ContractMismatchError, fields {err.fields}")

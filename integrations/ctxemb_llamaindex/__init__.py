@@ -12,7 +12,8 @@ embedding model its stamp names; :class:`ContractIngestionPipeline` is an ``Inge
 whose deduplication is kept per contract, so a new contract re-embeds everything;
 :class:`ContractRerank` is a node postprocessor reranking under a cross-encoder's reranker
 contract, and :class:`ContractHybridRetriever` fuses a store's dense ranking with BM25 under one
-stamped hybrid contract (``ctxemb[hybrid]``). Each name is imported when first used.
+stamped hybrid contract (``ctxemb[hybrid]``); :class:`ContractAliasVectorStore` is a store on
+the index a ctxemb alias serves. Each name is imported when first used.
 
 Example:
     >>> from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding, load_index
@@ -37,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ctxemb_llamaindex._alias import ContractAliasVectorStore
     from ctxemb_llamaindex._chroma import ContractChromaVectorStore
     from ctxemb_llamaindex._embedding import ContractEmbedding
     from ctxemb_llamaindex._eval import eval_path
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from ctxemb_llamaindex._store import ContractVectorStore, load_index
 
 __all__ = [
+    "ContractAliasVectorStore",
     "ContractChromaVectorStore",
     "ContractEmbedding",
     "ContractHybridRetriever",
@@ -63,6 +66,7 @@ __all__ = [
 #: The module of each name, imported when first asked for: the PostgreSQL store needs psycopg
 #: (ctxemb[pgvector]) and the Chroma store chromadb, which the embedding model works without.
 _HOMES = {
+    "ContractAliasVectorStore": "_alias",
     "ContractChromaVectorStore": "_chroma",
     "ContractEmbedding": "_embedding",
     "ContractHybridRetriever": "_hybrid",

@@ -12,10 +12,12 @@ LlamaIndex passes without saying which model made them (:mod:`._origins`).
 from __future__ import annotations
 
 import contextlib
+import inspect
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from llama_index.core import VectorStoreIndex
+from llama_index.core import Settings, VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
@@ -28,7 +30,7 @@ from llama_index.core.vector_stores.types import (
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.documents import check_fingerprint
-from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.errors import CtxembError, InvalidArgumentsError, InvalidInputError
 from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver, stamped_contract
 from ctxemb_core.records import refuse_foreign
@@ -51,7 +53,7 @@ class ContractVectorStore(BasePydanticVectorStore):
     frameworks re-embed to verify it) and comes back as it went in.
     """
 
-    stores_text: bool = True
+    stores_text: bool = True  # read through the property set below the class
     _facade: IndexFacade[Any, Any] = PrivateAttr()
     _embed: ContractEmbedding = PrivateAttr()
     _hybrid: Callable[..., Any] | None = PrivateAttr(default=None)
@@ -210,6 +212,49 @@ class ContractVectorStore(BasePydanticVectorStore):
         )
 
 
+#: LlamaIndex's ``VectorStoreIndex.from_vector_store``, whose frame is looked for (below).
+_BUILDER: Any = VectorStoreIndex.from_vector_store
+_FROM_VECTOR_STORE = inspect.unwrap(_BUILDER.__func__).__code__
+
+
+def _stores_text(self: ContractVectorStore) -> bool:
+    """``stores_text`` (always true), read by LlamaIndex where it matters: when
+    ``VectorStoreIndex.from_vector_store`` reads it, the ``embed_model`` given there (or
+    ``Settings``') is checked against the stamp, before any index is returned.
+
+    LlamaIndex hands a store nothing of the index being built on it; this read is the one call
+    ``from_vector_store`` makes on the store, and its ``embed_model`` argument is in the calling
+    frame. Nothing of LlamaIndex is replaced: the caller's argument is read, not changed. If a
+    later LlamaIndex stops reading ``stores_text`` there, nothing is checked here and the first
+    retrieve, query or ``insert_nodes`` still refuses the model (a test pins this read).
+    """
+    caller = sys._getframe(1)
+    if caller.f_code is _FROM_VECTOR_STORE:
+        given = caller.f_locals.get("embed_model")
+        if given is None:
+            given = Settings._embed_model  # what LlamaIndex falls back on (None: unset)
+        if given is not None:
+            _check_model(self, given, "VectorStoreIndex.from_vector_store")
+    return True
+
+
+# A property set after the class is made: pydantic would take one in the class body for the
+# default of its ``stores_text`` field.
+ContractVectorStore.stores_text = property(_stores_text)  # type: ignore[assignment]
+
+
+def _check_model(store: ContractVectorStore, embed_model: Any, where: str) -> None:
+    """Refuse an embedding model other than a ContractEmbedding of the store's contract."""
+    if not isinstance(embed_model, ContractEmbedding):
+        raise InvalidArgumentsError(
+            f"{where} on a ctxemb vector store needs a ContractEmbedding of its contract (the "
+            f"store refuses vectors any other model makes), got {type(embed_model).__name__}; "
+            "use load_index(store), which takes the model from the index's stamp"
+        )
+    with _worded(store._facade):
+        check_fingerprint(embed_model.fingerprint, store.contract)
+
+
 def load_index(
     store: ContractVectorStore, embed_model: Any = None, **kwargs: Any
 ) -> VectorStoreIndex:
@@ -226,13 +271,7 @@ def load_index(
         raise TypeError(f"load_index opens a ctxemb vector store, got {type(store).__name__}")
     if embed_model is None:
         embed_model = store.embed_model
-    elif not isinstance(embed_model, ContractEmbedding):
-        raise TypeError(
-            f"load_index needs a ContractEmbedding (or none), got {type(embed_model).__name__}"
-        )
-    else:
-        with _worded(store._facade):
-            check_fingerprint(embed_model.fingerprint, store.contract)
+    _check_model(store, embed_model, "load_index")
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model, **kwargs)
 
 

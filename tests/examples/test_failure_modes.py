@@ -77,7 +77,7 @@ def test_each_wrong_recipe_scores_below_the_right_contract(gallery) -> None:
     right = result["right"]["ndcg@10"]
     assert 0.5 < right <= 1.0
     charted = {label for e in result["entries"] for label in e["ndcg@10"]}
-    assert len(charted) == 12 and PREFIX in charted
+    assert len(charted) == 13 and PREFIX in charted
     for entry in result["entries"]:
         if entry["compare"] is not None:  # BM25's rows: against BM25's own (test below)
             continue
@@ -176,6 +176,7 @@ def test_stock_deduplication_skips_every_document_after_a_model_change(gallery) 
     assert set(ndcg) == {
         "LangChain index() after the change: all skipped",
         "Haystack DocumentWriter(SKIP) after the change",
+        "LlamaIndex IngestionPipeline after the change",
     }
     for value in ndcg.values():
         assert value < own < right
@@ -183,6 +184,15 @@ def test_stock_deduplication_skips_every_document_after_a_model_change(gallery) 
     assert ndcg["Haystack DocumentWriter(SKIP) after the change"] == pytest.approx(
         one_side, abs=1e-3
     )
+    # LlamaIndex's IngestionPipeline embeds nothing under the new model; ctxemb's, whose docstore
+    # keeps a namespace per contract, embeds every document again and scores as the new contract.
+    llama = measures["llamaindex_ingestion"]
+    assert llama["stock_nodes_embedded_before_and_after"] == [DOCS, 0]
+    assert ndcg["LlamaIndex IngestionPipeline after the change"] == pytest.approx(
+        one_side, abs=1e-4
+    )
+    assert llama["contract_pipeline_nodes_embedded_before_and_after"] == [DOCS, DOCS]
+    assert llama["contract_pipeline_ndcg"] == pytest.approx(own, abs=1e-4)
 
 
 def test_an_upgrade_through_ctxemb_reembeds_every_document(gallery) -> None:

@@ -28,6 +28,7 @@ from ctxemb_core.errors import (
 pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed")
 
 from llama_index.core import Settings, StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline
 from llama_index.core.ingestion.pipeline import get_transformation_hash
 from llama_index.core.llms import MockLLM
@@ -179,7 +180,24 @@ def test_another_contract_is_refused_at_every_entry_point(client, chroma):
         ContractChromaVectorStore(name, other(), client=client)
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         load_index(chroma, embed_model=other())
-    index = VectorStoreIndex.from_vector_store(chroma, embed_model=other())
+    # LlamaIndex's own from_vector_store: refused before it returns an index, given or in
+    # Settings; another kind of model (it makes vectors the store would refuse) too.
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        VectorStoreIndex.from_vector_store(chroma, embed_model=other())
+    before = Settings._embed_model
+    try:
+        Settings.embed_model = other()
+        with pytest.raises(ContractMismatchError, match="query_prefix"):
+            VectorStoreIndex.from_vector_store(chroma)
+        Settings.embed_model = embed()
+        assert VectorStoreIndex.from_vector_store(chroma).as_retriever().retrieve("tea")
+    finally:
+        Settings._embed_model = before
+    with pytest.raises(InvalidArgumentsError, match="needs a ContractEmbedding"):
+        VectorStoreIndex.from_vector_store(chroma, embed_model=MockEmbedding(embed_dim=384))
+    # An index built around that check (its model swapped in) is refused at every query.
+    index = VectorStoreIndex.from_vector_store(chroma, embed_model=embed())
+    index._embed_model = other()
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         index.as_retriever().retrieve("green tea")
     with pytest.raises(ContractMismatchError, match="query_prefix"):
@@ -239,7 +257,10 @@ def test_pgvector_store_shares_the_table_and_refuses_another_contract(pg, minilm
     index = load_index(ContractPGVectorStore("docs", connection=pg))  # contract from the stamp
     engine = index.as_query_engine(llm=MockLLM())
     assert engine.query("how is green tea made").source_nodes[0].node.ref_doc_id == "tea"
-    wrong = VectorStoreIndex.from_vector_store(store, embed_model=other())
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        VectorStoreIndex.from_vector_store(store, embed_model=other())
+    wrong = VectorStoreIndex.from_vector_store(store, embed_model=embed())
+    wrong._embed_model = other()  # swapped in after the check: refused at every entry point
     with pytest.raises(ContractMismatchError, match="query_prefix"):
         wrong.as_query_engine(llm=MockLLM()).query("green tea")
     with pytest.raises(ContractMismatchError, match="query_prefix"):
@@ -293,6 +314,69 @@ def test_ingestion_into_a_guarded_store(chroma):
     assert len(pipeline.run(documents=documents())) == len(DOCS)
     assert pipeline.run(documents=documents()) == []  # unchanged: skipped, as stock
     assert chroma.index.count() == len(DOCS)
+    # Another contract's model into the store: refused before anything is deleted or written.
+    wrong = ContractIngestionPipeline(
+        transformations=[other()], docstore=SimpleDocumentStore(), vector_store=chroma
+    )
+    with pytest.raises(ContractMismatchError, match="query_prefix"):
+        wrong.run(documents=documents())
+    assert chroma.index.count() == len(DOCS)
+
+
+def test_ingestion_through_an_alias_re_embeds_everything_after_a_cutover():
+    """ContractIngestionPipeline into a store opened by alias: its docstore namespace is the
+    contract the alias serves, so after an upgrade's cutover a run embeds every document again
+    into the new index (stock IngestionPipeline would skip them all), replacing the nodes the
+    backfill copied rather than adding beside them. Tiny static models, a few documents."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from ctxemb_core.aliases import (
+        Encoders,
+        MemoryCatalog,
+        backfill,
+        begin_upgrade,
+        create_alias,
+        cutover,
+    )
+    from ctxemb_core.index import GuardedIndex, MemoryStore
+    from ctxemb_core.testing.conformance import tiny_embedder
+    from ctxemb_llamaindex import ContractAliasVectorStore
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    v1 = GuardedIndex.open(catalog.driver("docs-v1"), old)
+    create_alias(catalog, "docs", "docs-v1")
+    store = ContractAliasVectorStore("docs", [old, new], catalog=catalog)
+    docstore = SimpleDocumentStore()
+
+    def run() -> int:
+        # A splitter, as ingestion has: its node ids are new on every run.
+        steps = [SentenceSplitter(chunk_size=64, chunk_overlap=0)]
+        ran = ContractIngestionPipeline(
+            transformations=steps, docstore=docstore, vector_store=store
+        )
+        return len(ran.run(documents=documents()))
+
+    assert run() == len(DOCS) and run() == 0 and v1.count() == len(DOCS)
+    assert store.contract == old.contract
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    backfill(catalog, "docs", Encoders(old, new))
+    assert run() == 0  # before the cutover: the alias still serves the old contract
+    cutover(catalog, "docs", Encoders(old, new))
+    assert store.contract == new.contract
+    assert run() == len(DOCS) and run() == 0  # ctxemb: the new contract embeds everything
+    v2 = GuardedIndex.open(catalog.driver(shadow), new, create=False)
+    assert v2.count() == len(DOCS)  # the backfilled copies replaced, not doubled
+    found = store.query(VectorStoreQuery(query_str=DOCS["tea"], similarity_top_k=1))
+    assert found.nodes[0].ref_doc_id == "tea"
+    with pytest.raises(InvalidInputError, match="searches by text"):
+        store.query(VectorStoreQuery(query_embedding=[0.1] * 8, similarity_top_k=1))
+    embedding = ContractIngestionPipeline(
+        transformations=[embed()], docstore=docstore, vector_store=store
+    )
+    with pytest.raises(InvalidInputError, match="leave the ContractEmbedding out"):
+        embedding.run(documents=documents())
 
 
 # -- ctxemb eval --via llamaindex* ---------------------------------------------------------------
