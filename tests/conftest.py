@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,29 @@ def _scope(nodeid: str) -> str:
     if _evaluation_set(nodeid) is None:
         return file
     return f"{EVALUATION_GROUP}:{file}" if EVAL_SETS else EVALUATION_GROUP
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Under ``make test`` the workers collect one after the other, not side by side.
+
+    Collecting imports every test module, and with it every framework. On the clean clone CI
+    runs, the environment holds no bytecode yet (scripts/setup.sh installs without compiling;
+    its check compiles what it imports, a fifth of it), and the first process to import a
+    module compiles it: two workers collecting at once each compiled the same ~30 CPU-s of
+    modules (measured, two cold collections side by side: 54 CPU-s each; one after the other:
+    54, then 22). The second worker's wait leaves no core idle: the evaluation-set job, lint
+    and the docs build run meanwhile, and xdist sends no test before every worker collected.
+    Elsewhere (``make check``: an environment already compiled) they collect side by side.
+    """
+    if not (EVAL_SETS and os.environ.get("PYTEST_XDIST_WORKER")):
+        yield
+        return
+    from filelock import FileLock
+
+    base = session.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    with FileLock(str(base / "ctxemb-collection.lock")):
+        yield
 
 
 @pytest.hookimpl(optionalhook=True)
