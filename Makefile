@@ -91,7 +91,8 @@ suite: setup
 # when a benchmark or what it imports changes. It also runs the figures_extra tests: the
 # published figures through LlamaIndex's PostgreSQL path (an HNSW build of SciFact, ~60 CPU-s).
 bench-check: setup
-	$(PYTEST) -m "bench_quick or figures_extra" tests/benchmarks/test_benchmarks_run.py tests/llamaindex/test_llamaindex_eval.py
+	$(PYTEST) -m "bench_quick or figures_extra" tests/benchmarks/test_benchmarks_run.py tests/llamaindex/test_llamaindex_eval.py \
+		tests/qdrant/test_qdrant_eval.py tests/llamaindex/test_qdrant_frameworks_eval.py
 
 bench: setup
 	.venv/bin/python benchmarks/embed_overhead.py

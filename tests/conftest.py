@@ -114,6 +114,9 @@ EVALUATION_SETS = (
     "tests/rerank/test_rerank_late.py::test_maxsim_reranks_a_scifact_bi_encoder_shortlist",
     # LlamaIndex's in-memory path, SciFact and STS-B (its PostgreSQL path is figures_extra).
     "tests/llamaindex/test_llamaindex_eval.py::",
+    # Qdrant's figures, through ctxemb and the three frameworks (figures_extra: make bench-check).
+    "tests/qdrant/test_qdrant_eval.py::",
+    "tests/llamaindex/test_qdrant_frameworks_eval.py::",
 )
 #: :data:`EVALUATION_SETS` by the time each takes (seconds in a clean-clone run on a 2-core
 #: EPYC, of one core but for pgvector's): the order of their units with EVAL_SETS. pgvector's
@@ -132,6 +135,8 @@ EVALUATION_LONGEST_FIRST = tuple(
         0,  # a Chroma server, 9
         9,  # LlamaIndex, in memory
         8,  # MaxSim, 8
+        10,  # Qdrant (figures_extra: not in make test)
+        11,  # the frameworks on Qdrant (figures_extra: not in make test)
     )
 )
 assert sorted(EVALUATION_LONGEST_FIRST) == sorted(EVALUATION_SETS)
