@@ -122,7 +122,8 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
         self.index.check_filter(where)
         self.index.current()
         ids = search.get("ids")
-        return [self.driver.search(v, k, where=where, ids=ids) for v in vectors]
+        read = "embeddings" in shown
+        return [self.driver.search(v, k, where=where, ids=ids, vectors=read) for v in vectors]
 
     def _select(
         self,
