@@ -25,6 +25,7 @@ from typing import Any
 
 from qdrant_client import QdrantClient
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.detect import DEFAULT_MODEL, DetectReport, detect_driver
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
@@ -137,11 +138,13 @@ def adopt_fastembed(
     )
     read = view.read_stamp()
     assert read is not None  # detect_fastembed found the vector
-    embedder = Embedder(finding.report.best.contract)
+    best = finding.report.best
+    assert best is not None  # a conclusive finding names its contract
+    embedder = Embedder(best.contract)
     stamp = IndexStamp.from_embedder(embedder)
     held: Mapping[str, Any] | None = read.metadata
     if held:
-        if IndexStamp.from_metadata(held).fingerprint != stamp.fingerprint:
+        if not same_contract(IndexStamp.from_metadata(held).contract, stamp.contract):
             raise StampError(
                 f"vector {finding.vector!r} of {collection!r} is stamped with another contract; "
                 "nothing was written"

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient, models
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import text_digest
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, MissingStampError
@@ -314,7 +315,9 @@ def add_named_vector(
     stamp = IndexStamp.from_embedder(embedder)
     stamps = vector_stamps(client, collection)
     held = stamps.get(name)
-    if held is not None and IndexStamp.from_metadata(held).fingerprint != stamp.fingerprint:
+    if held is not None and not same_contract(
+        IndexStamp.from_metadata(held).contract, stamp.contract
+    ):
         raise InvalidInputError(
             f"vector {name!r} of {collection!r} is stamped with another contract; name the new "
             "contract's vector otherwise"
