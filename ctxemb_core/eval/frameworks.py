@@ -146,7 +146,7 @@ def store_where(
             )
         return {"dsn": dsn}
     raise InvalidInputError(
-        f"store must be 'memory', 'chroma', 'pgvector' or 'qdrant', got {store!r}"
+        f"store must be 'memory' or 'chroma', or 'pgvector' or 'qdrant', got {store!r}"
     )
 
 

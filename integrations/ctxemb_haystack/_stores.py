@@ -64,7 +64,7 @@ def guard_for(store: Any, sample: int, adopt: bool = False) -> MemoryGuard | Ind
                 getattr(importlib.import_module(module), binding)(store), sample, adopt
             )
     raise TypeError(
-        "ctxemb guards InMemoryDocumentStore, ChromaDocumentStore (chroma-haystack), "
+        "ctxemb guards InMemoryDocumentStore and ChromaDocumentStore (chroma-haystack), and "
         "PgvectorDocumentStore (pgvector-haystack) and QdrantDocumentStore (qdrant-haystack); "
         f"got {type(store).__name__}"
     )

@@ -173,7 +173,7 @@ class QdrantCatalog:
 
     # A hybrid index (core's HybridCatalog): its lexical side where open_hybrid keeps it.
     def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
-        from ctxemb_qdrant import TOOLS
+        from ctxemb_qdrant._tools import TOOLS
 
         return TOOLS.open_hybrid(self.client, name, contract, **options)
 

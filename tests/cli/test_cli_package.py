@@ -88,7 +88,11 @@ def test_the_store_table_names_each_adapters_options_module():
     import ctxemb_chroma.cli as chroma_options
     import ctxemb_pgvector.cli as pg_options
 
-    assert STORES == {"chroma": "ctxemb_chroma.cli", "pgvector": "ctxemb_pgvector.cli"}
+    assert STORES == {
+        "chroma": "ctxemb_chroma.cli",
+        "pgvector": "ctxemb_pgvector.cli",
+        "qdrant": "ctxemb_qdrant.cli",
+    }
     protocol = {n for n in vars(StoreOptions) if not n.startswith("_")}
     assert protocol == {
         "add_arguments",
@@ -169,7 +173,7 @@ import importlib.abc, io, json, sys, contextlib
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         # every store's client library: with none, the store commands cannot be built
-        if name.split(".")[0] in ("chromadb", "psycopg", "pgvector"):
+        if name.split(".")[0] in ("chromadb", "psycopg", "pgvector", "qdrant_client"):
             raise ImportError(f"{name} is blocked in this test")
         return None
 

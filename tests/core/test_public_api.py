@@ -83,6 +83,7 @@ def test_the_framework_adapters_export_their_components():
         "ContractHybridRetriever",
         "ContractLateInteractionReranker",
         "ContractPGVector",
+        "ContractQdrant",
         "ContractRetriever",
         "ContractVectorStore",
         "eval_path",

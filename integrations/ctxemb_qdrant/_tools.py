@@ -1,0 +1,143 @@
+"""The adapter's index object and tools: :class:`GuardedQdrantCollection` (what
+``open_collection`` gives), :class:`StoredCollection` and :data:`TOOLS`, core's
+:class:`~ctxemb_core.store_tools.StoreTools` over the Qdrant driver (a module of its own, so
+that the alias book and the hybrid side reach them without importing the package)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.index.driver import Record
+from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
+from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.store_tools import StoreTools
+from ctxemb_qdrant._driver import QdrantDriver
+from ctxemb_qdrant._hybrid import beside as _beside
+from ctxemb_qdrant._hybrid import place_for as _place_for
+from ctxemb_qdrant._store import check_name, translated
+
+__all__ = ["TERMS", "TOOLS", "GuardedQdrantCollection", "StoredCollection", "stored_or_none"]
+
+#: The adapter's words, in which its errors' advice names its calls and options.
+TERMS = StoreTerms(
+    module="ctxemb_qdrant",
+    open="open_collection",
+    kind="collection",
+    records="points",
+    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
+)
+
+
+@dataclass(frozen=True)
+class StoredCollection:
+    """A collection as Qdrant describes it (``info``), unguarded, with where it is."""
+
+    client: QdrantClient
+    name: str
+    info: qm.CollectionInfo
+
+
+class Search(SearchOptions, total=False):
+    """A search's options besides every store's ``where`` and ``include``: ``ids``, among
+    these records only."""
+
+    ids: Sequence[str] | None
+
+
+class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
+    """A Qdrant collection bound to one contract; every call is checked before it runs
+    (``get_collection`` read back: identity, stamp and vector configuration compared with
+    what was verified). ``query``, ``query_vectors`` and ``get`` answer in the shapes of every
+    ctxemb index object; ``client`` is Qdrant's own."""
+
+    _driver_type = QdrantDriver
+    _terms = TERMS
+    _search_options = Search
+
+    @staticmethod
+    def _translated(what: str) -> AbstractContextManager[None]:
+        return translated(what)
+
+    @property
+    def client(self) -> QdrantClient:
+        return self.driver.client
+
+    @classmethod
+    def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:
+        info = driver._lookup()
+        return None if info is None else StoredCollection(driver.client, driver.name, info)
+
+    @classmethod
+    def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
+        return driver._missing()
+
+    def delete(
+        self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete points by id, by metadata filter, or both; returns how many were deleted (a
+        hybrid index deletes through it, both sides together)."""
+        return len(self.index.delete(ids, where=where))
+
+    def _search(
+        self,
+        vectors: Any,
+        k: int,
+        shown: tuple[str, ...],
+        search: Mapping[str, Any],
+        stamp_version: Any,
+    ) -> list[list[Any]]:
+        where = search.get("where")
+        self.index.check_filter(where)
+        self.index.current()
+        ids = search.get("ids")
+        read = "embeddings" in shown
+        return [self.driver.search(v, k, where=where, ids=ids, vectors=read) for v in vectors]
+
+    def _select(
+        self,
+        ids: list[str] | None,
+        where: Mapping[str, Any] | None,
+        limit: int | None,
+        offset: int,
+        parts: frozenset[str],
+    ) -> list[Record]:
+        if where is None:
+            return super()._select(ids, where, limit, offset, parts)
+        self.index.check_filter(where)
+        chosen = self.driver._selected(None, ids, where)
+        return self.driver.read(chosen[offset:][:limit], parts)
+
+
+def _held(collection: Any) -> QdrantDriver:
+    if isinstance(collection, GuardedQdrantCollection):
+        return collection.driver
+    if isinstance(collection, StoredCollection):
+        return QdrantDriver(collection.client, collection.name)
+    raise InvalidInputError(
+        "collection must be a GuardedQdrantCollection or a StoredCollection, got "
+        f"{type(collection).__name__}"
+    )
+
+
+def stored_or_none(client: Any, name: str) -> StoredCollection | None:
+    """The collection as Qdrant describes it now, unguarded, or ``None``."""
+    return GuardedQdrantCollection._stored_in(QdrantDriver(client, name))
+
+
+TOOLS = StoreTools(
+    TERMS,
+    facade=GuardedQdrantCollection,
+    new_driver=QdrantDriver,
+    driver_of=_held,
+    translated=translated,
+    check_name=check_name,
+    lexical=(_beside, _place_for),  # core's lexical store beside the collection (_hybrid)
+    catalog="ctxemb_qdrant._aliases:catalog",  # by name: it opens its hybrid sides here
+)
