@@ -110,6 +110,7 @@ def test_migrate_killed_midway_resumes_to_exactly_the_source(server, tmp_path, c
 
 
 @pytest.mark.slow
+@pytest.mark.figures_extra  # the same path as test_eval_agreement's --via chroma-server
 def test_scifact_eval_on_a_running_server_reproduces_the_published_ndcg(server, data_dir, capsys):
     # On a server named by --host/--port; an embedded store and a temporary server (--via
     # chroma, chroma-server) are tests/eval/test_eval_agreement.py's.
