@@ -40,8 +40,10 @@ into and out of another driver (the reference in-memory one) bit for bit, resuma
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -155,8 +157,10 @@ def _static_model(folder: Path, seed: int) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _models() -> tuple[Path, Path, Path]:
-    # Built once per process in a temporary folder (milliseconds; static models need no torch).
+    # Built once per process in a temporary folder (milliseconds; static models need no torch),
+    # removed when the process ends: a suite run in many processes left one folder each in /tmp.
     base = Path(tempfile.mkdtemp(prefix="ctxemb-conformance-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
     return _static_model(base / "a", 0), _static_model(base / "b", 1), _static_model(base / "c", 2)
 
 
