@@ -73,10 +73,11 @@ if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
     from ctxemb_core.eval.guarded import GuardedPath
     from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
+    from ctxemb_core.hybrid.store import LexicalStore
     from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
     from ctxemb_core.stamp_guard import RestampReport, VerifyReport
 
-__all__ = ["ADAPTER_API", "StoreTools", "Translated", "translator", "worded_in"]
+__all__ = ["ADAPTER_API", "FolderHybrids", "StoreTools", "Translated", "translator", "worded_in"]
 
 #: The names every store adapter module offers (in its ``__all__``), whatever it calls its
 #: indexes: what the ``ctxemb`` command calls on the adapter its ``--store`` names
@@ -730,3 +731,47 @@ class StoreTools(Generic[F]):
                 return Path(os.fspath(lexical_path))
             home = self._lexical[0]
             return None if home is None else home(client, name)
+
+    def lexical_side(self, client: Any, name: str) -> LexicalStore | None:
+        """Index ``name``'s lexical side in the store's own folder for it (an alias catalog's
+        ``lexical``), read without opening the dense side; ``None`` where the store has no
+        folder of its own (a server's side lives where its caller names it) or keeps the side
+        in its own tables."""
+        from ctxemb_core.hybrid.store import LexicalStore, SQLiteLexical
+
+        with contextlib.suppress(InvalidInputError):
+            folder = self.lexical_folder(client, name)
+            return None if folder is None else LexicalStore(SQLiteLexical(folder, name))
+        return None
+
+
+class FolderHybrids:
+    """The hybrid methods of a store's alias catalog (:class:`~ctxemb_core.aliases.hybrid.
+    HybridCatalog`) where the store keeps each lexical side in a folder beside it: the same for
+    every such store. ``open_hybrid`` and ``lexical`` are its tools' (:meth:`_tools`),
+    ``lexical_mark`` the token the index's metadata records (:meth:`_metadata`). The catalog
+    holds ``client``.
+    """
+
+    client: Any
+
+    def _tools(self) -> StoreTools[Any]:
+        """The store adapter's tools (imported at the call: they name the catalog)."""
+        raise NotImplementedError
+
+    def _metadata(self, name: str) -> Mapping[str, Any] | None:
+        """Index ``name``'s metadata as the store keeps it, or ``None`` for no such index."""
+        raise NotImplementedError
+
+    def open_hybrid(
+        self, name: str, contract: EmbeddingContract | Embedder, **options: Any
+    ) -> HybridIndex:
+        return self._tools().open_hybrid(self.client, name, contract, **options)
+
+    def lexical(self, name: str) -> LexicalStore | None:
+        return self._tools().lexical_side(self.client, name)
+
+    def lexical_mark(self, name: str) -> str | None:
+        from ctxemb_core.hybrid.pair import recorded_mark
+
+        return recorded_mark(self._metadata(name))
