@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 #: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
 #: not export), with this framework's way to adopt a table.
 _ADOPT = "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
-_WORDS = {"module": "ctxemb_pgvector", "open": "open_table", "kind": "table", "records": "rows"}
-TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", frameworks=_ADOPT)
+_WORDS = {"open": "open_table", "kind": "table", "records": "rows"}
+TERMS = StoreTerms.of("pgvector", "--dsn", **_WORDS, frameworks=_ADOPT)
 
 
 class PgvectorBinding:

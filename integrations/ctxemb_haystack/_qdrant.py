@@ -32,12 +32,8 @@ logger = logging.getLogger(__name__)
 
 #: ``ctxemb_qdrant``'s words for an error's advice, with this framework's way to adopt.
 _ADOPT = "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
-_WORDS = {"module": "ctxemb_qdrant", "open": "open_collection", "kind": "collection"}
-TERMS = StoreTerms(
-    **_WORDS,
-    records="points",
-    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
-    frameworks=_ADOPT,
+TERMS = StoreTerms.of(
+    "qdrant", "--qdrant-path or --qdrant-url", records="points", frameworks=_ADOPT
 )
 
 # Records read at once when a filter beyond metadata equality is tested here.

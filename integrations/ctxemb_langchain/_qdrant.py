@@ -21,11 +21,10 @@ from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_langchain._results import scored
 
 #: ``ctxemb_qdrant``'s words for an error's advice, with this framework's way to adopt.
-_WORDS = {"module": "ctxemb_qdrant", "open": "open_collection", "kind": "collection"}
-TERMS = StoreTerms(
-    **_WORDS,
+TERMS = StoreTerms.of(
+    "qdrant",
+    "--qdrant-path or --qdrant-url",
     records="points",
-    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
     frameworks="in LangChain ContractQdrant(..., adopt=True)",
 )
 

@@ -32,13 +32,7 @@ __all__ = [
 ]
 
 #: This adapter's words, for the advice of the errors its calls raise.
-TERMS = StoreTerms(
-    module="ctxemb_pgvector",
-    open="open_table",
-    kind="table",
-    records="rows",
-    cli_where="--store pgvector and the same --dsn",
-)
+TERMS = StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows")
 
 
 def advised(target: Any) -> Any:
