@@ -29,14 +29,9 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import chromadb  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
-    ) from exc
+MissingDependencyError.require("ctxemb_chroma", "chroma", {"chromadb": "chromadb"})
 
 # The names of ADAPTER_API are re-exported as such (``name as name``): __all__ lists them
 # through it.

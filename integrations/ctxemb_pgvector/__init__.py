@@ -32,15 +32,11 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import pgvector  # noqa: F401
-    import psycopg  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
-    ) from exc
+MissingDependencyError.require(
+    "ctxemb_pgvector", "pgvector", {"psycopg": "psycopg", "pgvector": "pgvector"}
+)
 
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.

@@ -17,14 +17,9 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import qdrant_client  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_qdrant needs qdrant-client: pip install 'ctxemb[qdrant]'"
-    ) from exc
+MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdrant-client"})
 
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_qdrant._aliases import catalog as _catalog
