@@ -45,6 +45,7 @@ import functools
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
@@ -77,7 +78,15 @@ if TYPE_CHECKING:
     from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
     from ctxemb_core.stamp_guard import RestampReport, VerifyReport
 
-__all__ = ["ADAPTER_API", "FolderHybrids", "StoreTools", "Translated", "translator", "worded_in"]
+__all__ = [
+    "ADAPTER_API",
+    "TOOL_NAMES",
+    "FolderHybrids",
+    "StoreTools",
+    "Translated",
+    "translator",
+    "worded_in",
+]
 
 #: The names every store adapter module offers (in its ``__all__``), whatever it calls its
 #: indexes: what the ``ctxemb`` command calls on the adapter its ``--store`` names
@@ -101,6 +110,23 @@ ADAPTER_API = (
     "stored_or_none",
     "verify",
 )
+
+#: The names of :data:`ADAPTER_API` that are a :class:`StoreTools` tool, and the tool: what
+#: :meth:`StoreTools.exported` answers for an adapter module that does not define the name.
+TOOL_NAMES = {
+    "detect": "detect",
+    "eval_path": "eval_path",
+    "lexical_folder": "lexical_folder",
+    "migrate": "migrate",
+    "open_collection": "open",
+    "open_hybrid": "open_hybrid",
+    "restamp": "restamp",
+    "search": "search",
+    "shortlist": "shortlist",
+    "stamped_contract": "stamped_contract",
+    "stored_collection": "stored",
+    "verify": "verify",
+}
 
 #: ``translated(what)``: a block whose store errors are raised as ctxemb's, ``what`` first.
 Translated = Callable[[str], AbstractContextManager[None]]
@@ -255,6 +281,27 @@ class StoreTools(Generic[F]):
                 f"{type(index).__name__}: a raw {self._words.kind}'s stamp is not checked"
             )
         return index
+
+    def exported(self, module: str) -> Callable[[str], Any]:
+        """Adapter package ``module``'s ``__getattr__`` (PEP 562): each name of
+        :data:`ADAPTER_API` that is one of these tools (:data:`TOOL_NAMES`: ``open_collection``
+        is :meth:`open`, ``stored_collection`` :meth:`stored`, ...) and that the module does not
+        define itself, so that every store adapter offers the same tools under the same names.
+        A module defines its own where it differs (a tool wrapped, an old signature kept).
+
+        Example:
+            >>> __getattr__ = TOOLS.exported(__name__)  # an adapter's __init__  # doctest: +SKIP
+        """
+
+        def tool(name: str) -> Any:
+            method = TOOL_NAMES.get(name)
+            if method is None:
+                raise AttributeError(f"module {module!r} has no attribute {name!r}")
+            found = getattr(self, method)
+            vars(sys.modules[module])[name] = found  # looked up once
+            return found
+
+        return tool
 
     def _existing(
         self, client: Any, name: str, *, embedder: Embedder | None = None, **options: Any

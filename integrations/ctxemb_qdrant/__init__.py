@@ -40,17 +40,9 @@ driver = QdrantDriver
 #: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
 catalog = _catalog
 detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
-eval_path = TOOLS.eval_path
-lexical_folder = TOOLS.lexical_folder
-migrate = TOOLS.migrate
 open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
-open_hybrid = TOOLS.open_hybrid
-restamp = TOOLS.restamp
-search = TOOLS.search
-shortlist = TOOLS.shortlist
-stamped_contract = TOOLS.stamped_contract
-stored_collection = TOOLS.stored
-verify = TOOLS.verify
+# Core's other tools over a collection, under every adapter's names (store_tools.TOOL_NAMES).
+__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
