@@ -10,7 +10,7 @@ to every index the alias writes, each embedded under its own contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,9 +28,9 @@ from ctxemb_core.aliases import (
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_count
-from ctxemb_core.index import GuardedIndex
+from ctxemb_core.index import GuardedIndex, Match
 from ctxemb_langchain._embeddings import ContractEmbeddings
-from ctxemb_langchain._results import document, scored
+from ctxemb_langchain._results import GuardedReads, document
 from ctxemb_langchain._retriever import GuardedStore
 from ctxemb_langchain._writer import BuiltFromTexts, TextWriter
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
+class ContractAliasVectorStore(GuardedReads, BuiltFromTexts, TextWriter, GuardedStore):
     """A LangChain vector store on the index a ctxemb alias serves (see the module).
 
     ``add_texts``/``add_documents`` (upserts) and ``delete`` reach every index the alias
@@ -126,23 +126,9 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        if not list(ids):
-            return []
-        found = self.index.get(list(ids))
-        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
-
-    def similarity_search(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[Document]:
-        return [d for d, _ in self.similarity_search_with_score(query, k, filter=filter)]
-
-    def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """The ``k`` nearest records of the index the alias serves now, and their distance."""
-        check_count(k, "k")
-        return scored(self.aliased.search([query], k, where=filter).matches[0])
+    def _nearest(self, query: str, k: int, where: dict | None) -> Sequence[Match]:
+        # The index the alias serves now, searched with its contract's encoder.
+        return self.aliased.search([query], k, where=where).matches[0]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, **kwargs: Any
@@ -179,7 +165,3 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
             query_vector, list(vectors), lambda_mult=lambda_mult, k=k
         )
         return [document(found[i].id, found[i].text, found[i].metadata) for i in picked]
-
-    def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # The distance given is 1 - the contract's similarity (cosine or inner product).
-        return lambda distance: 1.0 - distance

@@ -14,7 +14,8 @@ shares; ``from_texts`` builds a store's class through its ``_for_texts``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -27,11 +28,11 @@ from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, Match, StoreDriver
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-from ctxemb_langchain._results import document, scored
+from ctxemb_langchain._results import GuardedReads, document, scored
 from ctxemb_langchain._writer import BuiltFromTexts, IndexWriter
 
 
-class IndexedStore(BuiltFromTexts, IndexWriter):
+class IndexedStore(GuardedReads, BuiltFromTexts, IndexWriter):
     """A LangChain vector store on one guarded index (see the module); a store's class opens
     it with :meth:`_open` on its driver.
 
@@ -70,26 +71,12 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        if not list(ids):
-            return []
-        with self._worded():
-            found = self.index.get(list(ids))
-        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
+    def _reading(self) -> AbstractContextManager[None]:
+        return self._worded()
 
-    def similarity_search(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[Document]:
-        return [d for d, _ in self.similarity_search_with_score(query, k, filter=filter)]
-
-    def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """The ``k`` nearest records and their distance (lower is nearer)."""
-        check_count(k, "k")
+    def _nearest(self, query: str, k: int, where: dict | None) -> Sequence[Match]:
         with self._worded():
-            found = self.index.query([query], k, embedder=self._embeddings.embedder, where=filter)
-        return scored(found[0])
+            return self.index.query([query], k, embedder=self._embeddings.embedder, where=where)[0]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -143,7 +130,3 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
         return self.index.query_vector(
             vector, k, fingerprint=self._embeddings.fingerprint, where=filter
         )
-
-    def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # The distance given is 1 - the contract's similarity (cosine or inner product).
-        return lambda distance: 1.0 - distance

@@ -5,12 +5,15 @@ ranks and scores for ``ContractHybridRetriever`` (:func:`hybrid_documents`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
 from ctxemb_core.documents import TEXT_KEY
+from ctxemb_core.validate import check_count
 from ctxemb_langchain._checks import unstamped
 
 if TYPE_CHECKING:
@@ -54,3 +57,42 @@ def hybrid_documents(index: HybridIndex, hits: list[HybridHit]) -> list[Document
         meta = found.metadata | dict(zip(RESULT_KEYS, (*values, fingerprint), strict=True))
         out.append(Document(page_content=found.page_content, metadata=meta, id=h.id))
     return out
+
+
+class GuardedReads:
+    """The reads every guarded LangChain store answers the same way (one index's, an alias's):
+    ``get_by_ids``, ``similarity_search`` and its scores, and the relevance of a distance. A
+    store says how it reads (:attr:`index`, :meth:`_reading`: a block its errors are worded in)
+    and searches (:meth:`_nearest`)."""
+
+    index: Any
+
+    def _reading(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def _nearest(self, query: str, k: int, where: dict | None) -> Sequence[Match]:
+        """The ``k`` nearest records of ``query`` (checked), nearest first."""
+        raise NotImplementedError
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        if not list(ids):
+            return []
+        with self._reading():
+            found = self.index.get(list(ids))
+        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score(query, k, filter=filter)]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` nearest records and their distance (lower is nearer)."""
+        check_count(k, "k")
+        return scored(self._nearest(query, k, filter))
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        # The distance given is 1 - the contract's similarity (cosine or inner product).
+        return lambda distance: 1.0 - distance
