@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ctxemb_core.aliases import (
     AliasedIndex,
@@ -27,10 +25,9 @@ from ctxemb_core.aliases import (
 )
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import check_count
 from ctxemb_core.index import GuardedIndex, Match
 from ctxemb_langchain._embeddings import ContractEmbeddings
-from ctxemb_langchain._results import GuardedReads, document
+from ctxemb_langchain._results import GuardedReads
 from ctxemb_langchain._retriever import GuardedStore
 from ctxemb_langchain._writer import BuiltFromTexts, TextWriter
 
@@ -139,29 +136,11 @@ class ContractAliasVectorStore(GuardedReads, BuiltFromTexts, TextWriter, Guarded
             "index that answers it)"
         )
 
-    def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: dict | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        check_count(k, "k")
-        check_count(fetch_k, "fetch_k")
+    def _candidates(self, query: str, k: int, where: dict | None) -> tuple[Any, Any, list[Match]]:
         index = self.index  # one index and its encoder for the whole search
         vector = index.query_vectors([query])[0]
-        found = index.query_vector(
-            vector, fetch_k, fingerprint=index.stamp.fingerprint, where=filter
+        return (
+            index,
+            vector,
+            index.query_vector(vector, k, fingerprint=index.stamp.fingerprint, where=where),
         )
-        stored = {r.id: r.vector for r in index.get([m.id for m in found], ("vector",))}
-        found = [m for m in found if stored.get(m.id) is not None]
-        if not found:
-            return []
-        query_vector = np.asarray(vector, dtype=np.float32)
-        vectors: Any = np.stack([np.asarray(stored[m.id], dtype=np.float32) for m in found])
-        picked = maximal_marginal_relevance(
-            query_vector, list(vectors), lambda_mult=lambda_mult, k=k
-        )
-        return [document(found[i].id, found[i].text, found[i].metadata) for i in picked]

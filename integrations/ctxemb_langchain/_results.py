@@ -10,7 +10,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from langchain_core.documents import Document
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ctxemb_core.documents import TEXT_KEY
 from ctxemb_core.validate import check_count
@@ -93,6 +95,42 @@ class GuardedReads:
         check_count(k, "k")
         return scored(self._nearest(query, k, filter))
 
+    def _candidates(self, query: str, k: int, where: dict | None) -> tuple[Any, Any, list[Match]]:
+        """The index searched, the query's vector and its ``k`` nearest records."""
+        raise NotImplementedError
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        check_count(k, "k")
+        check_count(fetch_k, "fetch_k")
+        with self._reading():
+            index, vector, found = self._candidates(query, fetch_k, filter)
+            return diverse(index, vector, found, k, lambda_mult)
+
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # The distance given is 1 - the contract's similarity (cosine or inner product).
         return lambda distance: 1.0 - distance
+
+
+def diverse(
+    index: Any, vector: Any, found: Sequence[Match], k: int, lambda_mult: float
+) -> list[Document]:
+    """The ``k`` documents maximal marginal relevance picks among ``found`` (their vectors as
+    ``index`` stores them; a record stored without one is left out)."""
+    if not found:
+        return []
+    stored = {r.id: r.vector for r in index.get([m.id for m in found], ("vector",))}
+    kept = [m for m in found if stored.get(m.id) is not None]
+    if not kept:
+        return []
+    query = np.asarray(vector, dtype=np.float32)
+    vectors: Any = np.stack([np.asarray(stored[m.id], dtype=np.float32) for m in kept])
+    picked = maximal_marginal_relevance(query, list(vectors), lambda_mult=lambda_mult, k=k)
+    return [document(kept[i].id, kept[i].text, kept[i].metadata) for i in picked]
