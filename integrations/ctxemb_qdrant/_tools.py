@@ -59,10 +59,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     def _translated(what: str) -> AbstractContextManager[None]:
         return translated(what)
 
-    @property
-    def client(self) -> QdrantClient:
-        return self.driver.client
-
     @classmethod
     def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:
         info = driver._lookup()
