@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from ctxemb_core.aliases import (
-    AliasedIndex,
+    AliasReader,
     AliasSource,
     AliasStoreOptions,
     Encoders,
@@ -25,7 +25,7 @@ from ctxemb_core.aliases import (
 )
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.index import GuardedIndex, Match
+from ctxemb_core.index import Match
 from ctxemb_langchain._embeddings import ContractEmbeddings
 from ctxemb_langchain._results import GuardedReads
 from ctxemb_langchain._retriever import GuardedStore
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class ContractAliasVectorStore(GuardedReads, BuiltFromTexts, TextWriter, GuardedStore):
+class ContractAliasVectorStore(AliasReader, GuardedReads, BuiltFromTexts, TextWriter, GuardedStore):
     """A LangChain vector store on the index a ctxemb alias serves (see the module).
 
     ``add_texts``/``add_documents`` (upserts) and ``delete`` reach every index the alias
@@ -76,15 +76,8 @@ class ContractAliasVectorStore(GuardedReads, BuiltFromTexts, TextWriter, Guarded
         self._given = [e for e in given if isinstance(e, ContractEmbeddings)]
         self.source = AliasSource(alias, encoders, dsn=dsn, **where)
 
-    @property
-    def aliased(self) -> AliasedIndex:
-        """The alias opened (on first use)."""
-        return self.source.aliased()
-
-    @property
-    def index(self) -> GuardedIndex:
-        """The index the alias serves now (read on this call), with its contract's encoder."""
-        return self.aliased.index
+    def _alias_source(self) -> AliasSource:
+        return self.source
 
     @property
     def embeddings(self) -> Embeddings | None:
