@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxemb_core.remedy import (
@@ -288,6 +288,24 @@ class PickledWeightsError(UnsupportedModelError):
 
 class MissingDependencyError(CtxembError, ImportError):
     """An optional dependency is missing; the message says which ``pip install`` fixes it."""
+
+    @classmethod
+    def require(cls, adapter: str, extra: str, modules: Mapping[str, str]) -> None:
+        """Import what adapter ``adapter`` needs (``modules``: import name -> the package that
+        gives it), or raise this error naming the packages and the extra that installs them:
+        the first step of every adapter package, worded once.
+
+        Example:
+            >>> MissingDependencyError.require("ctxemb_x", "x", {"json": "json"})
+        """
+        import importlib
+
+        try:
+            for name in modules:
+                importlib.import_module(name)
+        except ImportError as exc:
+            needs = " and ".join(modules.values())
+            raise cls(f"{adapter} needs {needs}: pip install 'ctxemb[{extra}]'") from exc
 
 
 class StoreUnavailableError(CtxembError, ConnectionError):

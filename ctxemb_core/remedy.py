@@ -139,6 +139,28 @@ class StoreTerms:
     cli_where: str
     frameworks: str = ""
 
+    @classmethod
+    def of(
+        cls,
+        store: str,
+        options: str,
+        *,
+        open: str = "open_collection",
+        kind: str = "collection",
+        records: str = "records",
+        frameworks: str = "",
+    ) -> StoreTerms:
+        """The terms of the adapter ``ctxemb_<store>``, whose store the command line reaches
+        with ``--store <store>`` and ``options`` (``"--dsn"``): every adapter's words built
+        the same way.
+
+        Example:
+            >>> StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table").cli_where
+            '--store pgvector and the same --dsn'
+        """
+        where = f"--store {store} and the same {options}"
+        return cls(f"ctxemb_{store}", open, kind, records, where, frameworks)
+
 
 #: The default store's terms (Chroma's, the store the ``ctxemb`` command uses by default): an
 #: error that came through no adapter (built directly, or raised by core) is worded in them.

@@ -45,6 +45,7 @@ import functools
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
@@ -73,10 +74,19 @@ if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
     from ctxemb_core.eval.guarded import GuardedPath
     from ctxemb_core.hybrid.pair import HybridIndex, LexicalPlace
+    from ctxemb_core.hybrid.store import LexicalStore
     from ctxemb_core.rerank import Reranker, ScoreThreshold, Shortlist, TwoStageResult
     from ctxemb_core.stamp_guard import RestampReport, VerifyReport
 
-__all__ = ["ADAPTER_API", "StoreTools", "Translated", "translator", "worded_in"]
+__all__ = [
+    "ADAPTER_API",
+    "TOOL_NAMES",
+    "FolderHybrids",
+    "StoreTools",
+    "Translated",
+    "translator",
+    "worded_in",
+]
 
 #: The names every store adapter module offers (in its ``__all__``), whatever it calls its
 #: indexes: what the ``ctxemb`` command calls on the adapter its ``--store`` names
@@ -100,6 +110,23 @@ ADAPTER_API = (
     "stored_or_none",
     "verify",
 )
+
+#: The names of :data:`ADAPTER_API` that are a :class:`StoreTools` tool, and the tool: what
+#: :meth:`StoreTools.exported` answers for an adapter module that does not define the name.
+TOOL_NAMES = {
+    "detect": "detect",
+    "eval_path": "eval_path",
+    "lexical_folder": "lexical_folder",
+    "migrate": "migrate",
+    "open_collection": "open",
+    "open_hybrid": "open_hybrid",
+    "restamp": "restamp",
+    "search": "search",
+    "shortlist": "shortlist",
+    "stamped_contract": "stamped_contract",
+    "stored_collection": "stored",
+    "verify": "verify",
+}
 
 #: ``translated(what)``: a block whose store errors are raised as ctxemb's, ``what`` first.
 Translated = Callable[[str], AbstractContextManager[None]]
@@ -254,6 +281,27 @@ class StoreTools(Generic[F]):
                 f"{type(index).__name__}: a raw {self._words.kind}'s stamp is not checked"
             )
         return index
+
+    def exported(self, module: str) -> Callable[[str], Any]:
+        """Adapter package ``module``'s ``__getattr__`` (PEP 562): each name of
+        :data:`ADAPTER_API` that is one of these tools (:data:`TOOL_NAMES`: ``open_collection``
+        is :meth:`open`, ``stored_collection`` :meth:`stored`, ...) and that the module does not
+        define itself, so that every store adapter offers the same tools under the same names.
+        A module defines its own where it differs (a tool wrapped, an old signature kept).
+
+        Example:
+            >>> __getattr__ = TOOLS.exported(__name__)  # an adapter's __init__  # doctest: +SKIP
+        """
+
+        def tool(name: str) -> Any:
+            method = TOOL_NAMES.get(name)
+            if method is None:
+                raise AttributeError(f"module {module!r} has no attribute {name!r}")
+            found = getattr(self, method)
+            vars(sys.modules[module])[name] = found  # looked up once
+            return found
+
+        return tool
 
     def _existing(
         self, client: Any, name: str, *, embedder: Embedder | None = None, **options: Any
@@ -730,3 +778,47 @@ class StoreTools(Generic[F]):
                 return Path(os.fspath(lexical_path))
             home = self._lexical[0]
             return None if home is None else home(client, name)
+
+    def lexical_side(self, client: Any, name: str) -> LexicalStore | None:
+        """Index ``name``'s lexical side in the store's own folder for it (an alias catalog's
+        ``lexical``), read without opening the dense side; ``None`` where the store has no
+        folder of its own (a server's side lives where its caller names it) or keeps the side
+        in its own tables."""
+        from ctxemb_core.hybrid.store import LexicalStore, SQLiteLexical
+
+        with contextlib.suppress(InvalidInputError):
+            folder = self.lexical_folder(client, name)
+            return None if folder is None else LexicalStore(SQLiteLexical(folder, name))
+        return None
+
+
+class FolderHybrids:
+    """The hybrid methods of a store's alias catalog (:class:`~ctxemb_core.aliases.hybrid.
+    HybridCatalog`) where the store keeps each lexical side in a folder beside it: the same for
+    every such store. ``open_hybrid`` and ``lexical`` are its tools' (:meth:`_tools`),
+    ``lexical_mark`` the token the index's metadata records (:meth:`_metadata`). The catalog
+    holds ``client``.
+    """
+
+    client: Any
+
+    def _tools(self) -> StoreTools[Any]:
+        """The store adapter's tools (imported at the call: they name the catalog)."""
+        raise NotImplementedError
+
+    def _metadata(self, name: str) -> Mapping[str, Any] | None:
+        """Index ``name``'s metadata as the store keeps it, or ``None`` for no such index."""
+        raise NotImplementedError
+
+    def open_hybrid(
+        self, name: str, contract: EmbeddingContract | Embedder, **options: Any
+    ) -> HybridIndex:
+        return self._tools().open_hybrid(self.client, name, contract, **options)
+
+    def lexical(self, name: str) -> LexicalStore | None:
+        return self._tools().lexical_side(self.client, name)
+
+    def lexical_mark(self, name: str) -> str | None:
+        from ctxemb_core.hybrid.pair import recorded_mark
+
+        return recorded_mark(self._metadata(name))

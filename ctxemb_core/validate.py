@@ -49,6 +49,7 @@ __all__ = [
     "check_embedded",
     "check_flag",
     "check_ids",
+    "check_json_metadata",
     "check_paging",
     "check_positive_int",
     "check_query_vector",
@@ -203,6 +204,28 @@ def check_paging(arguments: Mapping[str, Any], what: str) -> None:
 def check_sample_size(sample: Any) -> int:
     """How many stored records to re-embed: an int >= 0 (0 checks the stamp and canary only)."""
     return check_count(sample, "sample", 0)
+
+
+def check_json_metadata(
+    ids: Iterable[str], metadatas: Iterable[Any], stored: str = "as JSON", *, what: str = "record"
+) -> None:
+    """Each metadata must be JSON (no NaN or infinity, no objects JSON cannot hold): a store that
+    keeps metadata as JSON (PostgreSQL's ``jsonb``, a Qdrant payload) would refuse it only in
+    the middle of a write. ``stored``: how the store keeps it, ``what``: a record in the
+    caller's words (Haystack's ``document``).
+
+    Example:
+        >>> check_json_metadata(["d1"], [{"score": 0.5}], "in a Qdrant payload")
+    """
+    import json
+
+    for i, meta in zip(ids, metadatas, strict=True):
+        try:
+            json.dumps(meta, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"{what} {i!r}: meta cannot be stored {stored}: {exc}"
+            ) from None
 
 
 def check_ids(ids: Any) -> list[str]:

@@ -33,7 +33,7 @@ from ctxemb_core.aliases.book import (
     MemoryCatalog,
 )
 from ctxemb_core.aliases.encoders import Encoders
-from ctxemb_core.aliases.frameworks import AliasSource
+from ctxemb_core.aliases.frameworks import AliasReader, AliasSource
 from ctxemb_core.aliases.hybrid import HybridCatalog
 from ctxemb_core.aliases.options import AliasStoreOptions
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
@@ -59,6 +59,7 @@ from ctxemb_core.aliases.upgrade import (
 
 __all__ = [
     "AliasBook",
+    "AliasReader",
     "AliasRecord",
     "AliasSource",
     "AliasState",

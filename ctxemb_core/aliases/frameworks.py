@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_core.aliases.aliased import AliasedIndex
 from ctxemb_core.aliases.book import Catalog
@@ -39,7 +39,10 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.guarded import OPEN_SAMPLE
 from ctxemb_core.validate import check_flag, check_sample_size
 
-__all__ = ["ALIAS_STORES", "AliasSource"]
+if TYPE_CHECKING:
+    from ctxemb_core.index.guarded import GuardedIndex
+
+__all__ = ["ALIAS_STORES", "AliasReader", "AliasSource"]
 
 #: The stores an alias is opened in by options: name -> the options it takes.
 ALIAS_STORES = {"chroma": ("path", "host", "port"), "pgvector": ("dsn", "schema")}
@@ -243,3 +246,22 @@ class AliasSource:
                 self._client.close()
             self._client, self._aliased = None, None
             self._catalog = self._given_catalog
+
+
+class AliasReader:
+    """What a framework's store opened by alias reads through its :class:`AliasSource`
+    (:meth:`_alias_source`), the same in every framework: the alias opened, and the index it
+    serves now with its contract's encoder."""
+
+    def _alias_source(self) -> AliasSource:
+        raise NotImplementedError
+
+    @property
+    def aliased(self) -> AliasedIndex:
+        """The alias opened (on first use)."""
+        return self._alias_source().aliased()
+
+    @property
+    def index(self) -> GuardedIndex:
+        """The index the alias serves now (read on this call), with its contract's encoder."""
+        return self.aliased.index

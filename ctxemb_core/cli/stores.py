@@ -16,7 +16,7 @@ import importlib
 import inspect
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ __all__ = [
     "choose_store",
     "demo_store_args",
     "open_store",
+    "options_of",
     "options_only_for",
     "scoped",
     "store_args",
@@ -389,6 +390,48 @@ def resolve_alias(args: argparse.Namespace, adapter: Any, client: Any) -> Any:
     record = read_alias(catalog_of(adapter, client), args.alias)
     args.collection = record.target.index
     return record
+
+
+#: What a store's options module may leave to the shared options object it builds
+#: (:class:`FolderOrServer`, :class:`FolderOrUrl`, :class:`ConnectionString`): the
+#: :class:`StoreOptions` methods about the options themselves, and the optional ``defaults``
+#: and ``from_environment``. ``connect`` and ``adapter`` are always the module's own.
+SHARED_OPTIONS = (
+    "absent",
+    "add_arguments",
+    "check_arguments",
+    "defaults",
+    "flags",
+    "from_environment",
+    "location",
+)
+
+
+def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
+    """A store options module's ``__getattr__`` (PEP 562): each of :data:`SHARED_OPTIONS` it
+    does not define itself is the options object's that ``options()`` builds at the call.
+
+    Built at the call, the object holds the module's defaults as they are then (a default
+    changed there is the one every command fills in and shows); a method the object lacks is
+    the module's ``AttributeError``, as a function it never had (so ``getattr(module,
+    "from_environment", None)`` is ``None`` for a store no environment selects).
+
+    Example:
+        >>> __getattr__ = options_of(__name__, lambda: FolderOrServer("Chroma", DEFAULT_PATH,
+        ...                                         DEFAULT_PORT, DEMO_PATH))  # doctest: +SKIP
+    """
+
+    def shared(name: str) -> Any:
+        if name in SHARED_OPTIONS and hasattr(options(), name):
+
+            @functools.wraps(getattr(options(), name))
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return getattr(options(), name)(*args, **kwargs)
+
+            return call
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return shared
 
 
 @dataclass(frozen=True)

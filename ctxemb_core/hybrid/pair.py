@@ -22,7 +22,8 @@ OutOfStepError`, naming the ids) on the next open or query, and mended by the ne
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from ctxemb_core.hybrid.store import (
     HybridStamp,
     LexicalStore,
     NoLexicalSideError,
+    SQLiteLexical,
     has_file_set,
     read_file_set,
 )
@@ -58,11 +60,16 @@ from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
 __all__ = [
+    "LEXICAL_FOLDER",
+    "MARK_KEY",
     "HybridHit",
     "HybridIndex",
     "LexicalPlace",
+    "folder_place",
+    "lexical_home",
     "open_hybrid",
     "open_paired",
+    "recorded_mark",
     "stored_records",
 ]
 
@@ -100,6 +107,56 @@ class LexicalPlace:
     joint: bool = False
     mark: Callable[[], str | None] | None = None
     set_mark: Callable[[str], None] | None = None
+
+
+#: The folder of an embedded store that holds the lexical sides, one subfolder per index.
+LEXICAL_FOLDER = "ctxemb-lexical"
+#: The index metadata key that records its lexical side's token (not a stamp key: a restamp
+#: keeps it, and it does not change the index's identity).
+MARK_KEY = "ctxemb_lexical"
+
+
+def lexical_home(store_folder: str | os.PathLike[str] | None, name: str, where: str) -> Path:
+    """Where an embedded store in ``store_folder`` keeps the lexical side of index ``name``:
+    ``<store_folder>/ctxemb-lexical/<name>``, the same for every store that keeps it in SQLite
+    beside itself. ``None``: the store has no folder on this machine (``where``: what it is
+    instead, ``"a Chroma server"``), whose side lives where its caller names it: refused."""
+    if not store_folder:
+        raise InvalidInputError(
+            f"a hybrid index on {where} keeps its lexical side in a folder of this machine: "
+            "give lexical_path (--lexical-path)"
+        )
+    return Path(store_folder) / LEXICAL_FOLDER / name
+
+
+def recorded_mark(metadata: Mapping[str, Any] | None) -> str | None:
+    """The lexical side's token that an index's metadata records (:data:`MARK_KEY`), if any."""
+    value = (metadata or {}).get(MARK_KEY)
+    return value if isinstance(value, str) else None
+
+
+def folder_place(
+    folder: Path,
+    name: str,
+    owner: str,
+    metadata: Callable[[], Mapping[str, Any] | None],
+    record: Callable[[str], None],
+    *,
+    kind: str = "collection",
+) -> LexicalPlace:
+    """The lexical side of an opened index ``name`` (a ``kind``) kept in SQLite in ``folder``,
+    owned by ``owner`` (its name and identity), its token recorded in the index's metadata:
+    ``metadata()`` reads that metadata, ``record(token)`` writes the token as :data:`MARK_KEY`.
+    """
+    return LexicalPlace(
+        LexicalStore(SQLiteLexical(folder, name)),
+        owner=owner,
+        remedy=f"Give {kind} {name!r} a lexical folder of its own (lexical_path, "
+        f"--lexical-path); if the {kind} it belongs to is gone, remove {folder} first.",
+        folder=folder,
+        mark=lambda: recorded_mark(metadata()),
+        set_mark=record,
+    )
 
 
 @dataclass(frozen=True)

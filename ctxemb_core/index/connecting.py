@@ -15,13 +15,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.redact import redact_dsn, scrub, secrets_in
 
-__all__ = ["check_address", "check_server", "connecting", "reason"]
+__all__ = ["check_address", "check_server", "connecting", "exclusive", "reason", "serialised"]
 
 
 def check_server(host: Any, port: Any) -> tuple[str, int]:
@@ -74,3 +78,47 @@ def connecting(
         why = scrub(str(exc).strip(), secrets_in(address))
         shown = redact_dsn(address)
         raise StoreUnavailableError(f"{store} at {shown!r} cannot be reached: {why}") from None
+
+
+#: One lock per connection (see :func:`exclusive`), forgotten with the connection.
+_locks: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def exclusive(conn: Any) -> threading.RLock:
+    """The lock every guarded use of connection ``conn`` holds, so that threads sharing one
+    connection take turns: the same for every store whose connection runs one transaction at
+    a time (PostgreSQL's).
+
+    Two threads each opening a transaction on such a connection would nest one inside the
+    other (psycopg makes the second a savepoint), and the first to finish commits or rolls back
+    the other's work with its own; a plain read of one thread would run inside the other's open
+    transaction and see what may yet be rolled back. Held around each call of a driver, an
+    alias book and a lexical side, and around each transaction, the lock makes the calls of
+    threads sharing a connection run one after another, each whole. It is re-entrant: a call
+    made inside another's transaction by the same thread goes on. For calls that should run at
+    the same time, give each thread its own connection (or a pool).
+    """
+    with _locks_lock:
+        lock = _locks.get(conn)
+        if lock is None:
+            lock = _locks[conn] = threading.RLock()
+        return lock
+
+
+def serialised(cls: type) -> type:
+    """``cls`` with each public method holding :func:`exclusive` of ``self.conn`` while it
+    runs."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _holding(member))
+    return cls
+
+
+def _holding(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def holding(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with exclusive(self.conn):
+            return method(self, *args, **kwargs)
+
+    return holding

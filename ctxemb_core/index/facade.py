@@ -116,6 +116,12 @@ class IndexFacade(Generic[DriverT, StoredT]):
         #: (empty: nothing; a store's tools set it: ``StoreTools(repair=...)``).
         self.repaired: list[str] = []
 
+    @property
+    def client(self) -> Any:
+        """The store's client the index is reached through: its driver's ``client`` (a store
+        whose driver names it otherwise says so: a PostgreSQL table's ``conn``)."""
+        return getattr(self.driver, "client", None)
+
     # -- the store's own (a subclass's hooks) ---------------------------------------------
 
     @classmethod

@@ -150,11 +150,29 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
         stamp_version: Version,
     ) -> list[list[Hit]]:
         """The hits of each query vector, nearest first, while the stamp version is
-        ``stamp_version`` (else :class:`StampMovedError`, nothing returned)."""
+        ``stamp_version`` (else :class:`StampMovedError`, nothing returned).
+
+        A driver with ``search_many(vectors, k, *, stamp_version, with_vectors, **options)``
+        searches every vector itself, with the search's own options (the facade's defaults,
+        :meth:`_search_defaults`, where a search gives none) and the stamp's version read in
+        the search's own snapshot; any other is searched vector by vector after the head is
+        checked."""
+        many = getattr(self.driver, "search_many", None)
+        if callable(many):
+            options = {k: v for k, v in search.items() if k != "include"}
+            defaults = self._search_defaults().items()
+            options.update({k: v for k, v in defaults if options.get(k) is None})
+            read = "embeddings" in shown
+            return list(many(vectors, k, stamp_version=stamp_version, with_vectors=read, **options))
         where = search.get("where")
         self.index.check_filter(where)
         self.index.current()
         return [self.driver.search(v, k, where=where) for v in vectors]
+
+    def _search_defaults(self) -> dict[str, Any]:
+        """The options a driver's ``search_many`` gets where a search gives none (a table's
+        ``ef_search``, set when it was opened)."""
+        return {}
 
     def _select(
         self,
@@ -164,7 +182,12 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
         offset: int,
         parts: frozenset[str],
     ) -> list[Record]:
-        """Stored records by id and/or filter, in the store's order (the head is checked)."""
+        """Stored records by id and/or filter, in the store's order (the head is checked): a
+        driver's ``select(ids, where, limit, offset, parts)`` where it has one (a store that
+        filters itself), else its ``read`` or ``page``, without a filter."""
+        select = getattr(self.driver, "select", None)
+        if callable(select):
+            return list(select(ids, where, limit, offset, parts))
         if where is not None:
             raise InvalidInputError(f"{self._terms.kind} {self.name!r}: get takes no where here")
         if ids is not None:

@@ -29,14 +29,9 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import chromadb  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_chroma needs chromadb: pip install 'ctxemb[chroma]'"
-    ) from exc
+MissingDependencyError.require("ctxemb_chroma", "chroma", {"chromadb": "chromadb"})
 
 # The names of ADAPTER_API are re-exported as such (``name as name``): __all__ lists them
 # through it.
@@ -55,18 +50,9 @@ from ctxemb_ray import IndexSummary
 
 #: The driver of a collection: ``driver(client, name, *, embedder=None)``.
 driver = ChromaDriver
-# Core's tools over a collection (their arguments and errors: StoreTools'), in API order.
-detect = TOOLS.detect
-eval_path = TOOLS.eval_path
-lexical_folder = TOOLS.lexical_folder
-migrate = TOOLS.migrate
-open_collection = TOOLS.open
-open_hybrid = TOOLS.open_hybrid
-search = TOOLS.search
-shortlist = TOOLS.shortlist
-stamped_contract = TOOLS.stamped_contract
-stored_collection = TOOLS.stored
-verify = TOOLS.verify
+# Core's tools over a collection (their arguments and errors: StoreTools'): open_collection,
+# verify, detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES).
+__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

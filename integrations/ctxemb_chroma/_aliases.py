@@ -18,6 +18,7 @@ from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_client, check_name, store_address, stored_or_none, translated
 from ctxemb_core.aliases import ClaimBook
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.store_tools import FolderHybrids
 
 __all__ = ["ChromaCatalog", "ChromaClaims", "catalog"]
 
@@ -55,7 +56,7 @@ class ChromaClaims:
             self.client.delete_collection(key)
 
 
-class ChromaCatalog:
+class ChromaCatalog(FolderHybrids):
     """A Chroma store as an upgrade sees it: its collections by name and its aliases."""
 
     def __init__(self, client: ClientAPI) -> None:
@@ -81,26 +82,15 @@ class ChromaCatalog:
     def describe(self) -> str:
         return store_address(self.client)
 
-    # A hybrid index (core's HybridCatalog): its lexical side where open_hybrid keeps it.
-    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+    # A hybrid index (core's HybridCatalog, FolderHybrids): the lexical side beside the store.
+    def _tools(self) -> Any:
         from ctxemb_chroma._tools import TOOLS
 
-        return TOOLS.open_hybrid(self.client, name, contract, **options)
+        return TOOLS
 
-    def lexical(self, name: str) -> Any:
-        from ctxemb_chroma._tools import beside
-        from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
-
-        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller names
-            return LexicalStore(SQLiteLexical(beside(self.client, check_name(name)), name))
-        return None
-
-    def lexical_mark(self, name: str) -> str | None:
-        from ctxemb_chroma._tools import MARK_KEY
-
+    def _metadata(self, name: str) -> Any:
         found = stored_or_none(self.client, check_name(name))
-        value = (found.metadata or {}).get(MARK_KEY) if found is not None else None
-        return value if isinstance(value, str) else None
+        return found.metadata if found is not None else None
 
 
 def catalog(client: Any) -> ChromaCatalog:

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._driver import ChromaDriver
@@ -42,10 +41,6 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     @staticmethod
     def _translated(what: str) -> AbstractContextManager[None]:
         return translated(what)
-
-    @property
-    def client(self) -> ClientAPI:
-        return self.driver.client
 
     @property
     def raw(self) -> Collection:

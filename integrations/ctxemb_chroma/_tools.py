@@ -1,7 +1,7 @@
 """What is Chroma's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
 ``search``, ``migrate``, ``verify``, ``eval_path``, ... run over :class:`GuardedCollection`):
 a search's ``where_document`` filter, ``verify`` of a raw collection too, and a hybrid index's
-lexical side in SQLite in a folder beside an embedded store (:func:`beside`).
+lexical side in SQLite in a folder beside an embedded store (:func:`beside`, core's layout).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_name, kept_metadata, translated
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
-from ctxemb_core.hybrid.pair import LexicalPlace
+from ctxemb_core.hybrid.pair import MARK_KEY, LexicalPlace, folder_place, lexical_home
 from ctxemb_core.index import Capabilities
 from ctxemb_core.stamp_guard import RestampReport
 from ctxemb_core.store_tools import StoreTools
@@ -50,48 +49,27 @@ def _held(collection: Any) -> ChromaDriver:
     )
 
 
-#: The folder of an embedded store that holds the lexical sides, one subfolder per collection.
-LEXICAL_FOLDER = "ctxemb-lexical"
-#: The collection metadata key that records its lexical side's token (not a stamp key: a
-#: restamp keeps it, and it does not change the collection's identity).
-MARK_KEY = "ctxemb_lexical"
-
-
 def beside(client: ClientAPI, name: str) -> Path:
-    """Where an embedded store keeps the lexical side of collection ``name``:
-    ``<its path>/ctxemb-lexical/<name>`` (a server's folder is not this machine's to write in:
-    refused)."""
+    """Where an embedded store keeps the lexical side of collection ``name`` (core's
+    :func:`~ctxemb_core.hybrid.pair.lexical_home`: ``<its path>/ctxemb-lexical/<name>``; a
+    server's folder is not this machine's to write in: refused)."""
     settings = client.get_settings()
-    if not settings.is_persistent or not settings.persist_directory:
-        raise InvalidInputError(
-            "a hybrid index on a Chroma server keeps its lexical side in a folder of this "
-            "machine: give lexical_path (--lexical-path)"
-        )
-    return Path(settings.persist_directory) / LEXICAL_FOLDER / name
+    folder = settings.persist_directory if settings.is_persistent else None
+    return lexical_home(folder, name, "a Chroma server")
 
 
 def place_for(dense: Any, folder: Path) -> LexicalPlace:
     """The lexical side of an opened collection: SQLite in ``folder``, owned by the collection's
-    id, its token recorded in the collection's metadata."""
+    id, its token recorded in the collection's metadata (core's
+    :func:`~ctxemb_core.hybrid.pair.folder_place`)."""
 
-    def mark() -> str | None:
-        value = (dense.stored().metadata or {}).get(MARK_KEY)
-        return value if isinstance(value, str) else None
-
-    def set_mark(token: str) -> None:
+    def record(token: str) -> None:
         raw = dense.stored()
         with translated(f"recording the lexical side of {dense.name!r}"):
             raw.modify(metadata={**kept_metadata(raw.metadata), MARK_KEY: token})
 
-    return LexicalPlace(
-        LexicalStore(SQLiteLexical(folder, dense.name)),
-        owner=f"Chroma collection {dense.name!r} (id {dense.stored().id})",
-        remedy=f"Give collection {dense.name!r} a lexical folder of its own (lexical_path, "
-        f"--lexical-path); if the collection it belongs to is gone, remove {folder} first.",
-        folder=folder,
-        mark=mark,
-        set_mark=set_mark,
-    )
+    owner = f"Chroma collection {dense.name!r} (id {dense.stored().id})"
+    return folder_place(folder, dense.name, owner, lambda: dense.stored().metadata, record)
 
 
 #: Chroma's words are the default ones: the errors are left for an outer adapter to word.

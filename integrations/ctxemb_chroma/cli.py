@@ -1,9 +1,10 @@
 """Chroma's options on the ``ctxemb`` command line: ``--path``, or ``--host`` and ``--port``.
 
 The module the CLI's store table names for ``--store chroma``; it follows the protocol
-:class:`ctxemb_core.cli.stores.StoreOptions`: it adds the options to a command's parser (their
-checks are core's :class:`~ctxemb_core.cli.stores.FolderOrServer`'s) and connects to
-the store they name.
+:class:`ctxemb_core.cli.stores.StoreOptions`: the options it declares are checked and said
+back by core's :class:`~ctxemb_core.cli.stores.FolderOrServer`'s with this module's defaults
+(``__getattr__``: :func:`~ctxemb_core.cli.stores.options_of`); connecting to the store they
+name is this module's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 from typing import Any
 
 from ctxemb_chroma._connect import connect as _connect
-from ctxemb_core.cli.stores import PORT, FolderOrServer
+from ctxemb_core.cli.stores import PORT, FolderOrServer, options_of
 from ctxemb_core.errors import InvalidInputError
 
 #: Where a store command looks without --path or --host, and the port of a --host without one.
@@ -20,6 +21,16 @@ DEFAULT_PATH = "./chroma"
 DEFAULT_PORT = 8000
 #: The demo's own store, apart from ./chroma so that it never mixes with the user's.
 DEMO_PATH = "./ctxemb-demo-chroma"
+
+
+def _options() -> FolderOrServer:
+    """Those of every store that is a folder or a server, with this module's defaults as they
+    are at the call (so a default changed here is the one every command fills in and shows)."""
+    return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
+
+
+# check_arguments, defaults, absent, flags, location: _options()'s.
+__getattr__ = options_of(__name__, _options)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -35,32 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
     parser.add_argument(
         "--port", type=PORT, help=f"the server's port, with --host (default: {DEFAULT_PORT})"
     )
-
-
-def _options() -> FolderOrServer:
-    """Those of every store that is a folder or a server, with this module's defaults as they
-    are at the call (so a default changed here is the one every command fills in and shows)."""
-    return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
-
-
-def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
-    _options().check_arguments(args, demo=demo)
-
-
-def defaults() -> dict[str, str]:
-    return _options().defaults()
-
-
-def absent(args: argparse.Namespace) -> bool:
-    return _options().absent(args)
-
-
-def flags(args: argparse.Namespace) -> str:
-    return _options().flags(args)
-
-
-def location(args: argparse.Namespace) -> str:
-    return _options().location(args)
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:

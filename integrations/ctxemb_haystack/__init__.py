@@ -40,14 +40,9 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import haystack  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_haystack needs haystack-ai: pip install 'ctxemb[haystack]'"
-    ) from exc
+MissingDependencyError.require("ctxemb_haystack", "haystack", {"haystack": "haystack-ai"})
 
 from haystack.core.serialization import allow_deserialization_module
 

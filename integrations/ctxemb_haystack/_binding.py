@@ -50,3 +50,13 @@ class Binding(Protocol):
     def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
         """The hybrid index of the store's adapter (``open_hybrid``) over this index."""
         ...
+
+
+def made_empty(kind: str, store: str, remedy: str) -> str:
+    """:meth:`Binding.made_empty` in every store's words: the ``kind`` the Haystack ``store``
+    made empty by itself, and how to remove it (``remedy``)."""
+    return (
+        f"The {kind} is empty: the {store} created it before the first ContractDocumentWriter "
+        f"write (any store call does). {remedy}, and let ContractDocumentWriter create it "
+        "stamped."
+    )

@@ -16,6 +16,7 @@ from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 from ctxemb_chroma import ChromaDriver, check_metadatas, connect, open_hybrid
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.remedy import DEFAULT_TERMS
+from ctxemb_haystack._binding import made_empty
 from ctxemb_haystack._writes import Row
 
 logger = logging.getLogger(__name__)
@@ -102,12 +103,8 @@ class ChromaBinding:
         check_metadatas([i for i, _, _ in rows], [m for _, _, m in rows])
 
     def made_empty(self) -> str:
-        return (
-            "The collection is empty: the ChromaDocumentStore created it before the first "
-            "ContractDocumentWriter write (any store call does). Delete it with chromadb's "
-            f"client.delete_collection({self.name!r}) or use another collection_name, and let "
-            "ContractDocumentWriter create it stamped."
-        )
+        how = f"chromadb's client.delete_collection({self.name!r}) or use another collection_name"
+        return made_empty("collection", "ChromaDocumentStore", f"Delete it with {how}")
 
     def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
         return open_hybrid(self.client(), self.name, contract, **options)

@@ -11,7 +11,6 @@ orders by the contract's distance (the table's layout), whatever the store's
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -21,6 +20,8 @@ from haystack_integrations.document_stores.pgvector import PgvectorDocumentStore
 from ctxemb_core import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.validate import check_json_metadata
+from ctxemb_haystack._binding import made_empty
 from ctxemb_haystack._writes import Row
 from ctxemb_pgvector import PgvectorDriver, check_name, connect, open_hybrid
 
@@ -29,8 +30,8 @@ logger = logging.getLogger(__name__)
 #: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
 #: not export), with this framework's way to adopt a table.
 _ADOPT = "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
-_WORDS = {"module": "ctxemb_pgvector", "open": "open_table", "kind": "table", "records": "rows"}
-TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", frameworks=_ADOPT)
+_WORDS = {"open": "open_table", "kind": "table", "records": "rows"}
+TERMS = StoreTerms.of("pgvector", "--dsn", **_WORDS, frameworks=_ADOPT)
 
 
 class PgvectorBinding:
@@ -78,25 +79,16 @@ class PgvectorBinding:
                 f"({contract.describe()}): build the store with "
                 f"embedding_dimension={contract.output_dim}"
             )
-        for i, text, meta in rows:
+        for i, text, _ in rows:
             if "\x00" in text:
                 raise InvalidInputError(
                     f"document {i!r} holds a NUL character, which PostgreSQL text cannot store"
                 )
-            try:
-                json.dumps(meta, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise InvalidInputError(
-                    f"document {i!r}: meta cannot be stored as JSON: {exc}"
-                ) from None
+        check_json_metadata([i for i, _, _ in rows], [m for _, _, m in rows], what="document")
 
     def made_empty(self) -> str:
-        return (
-            "The table is empty: the PgvectorDocumentStore created it before the first "
-            "ContractDocumentWriter write (any store call does). Drop it with "
-            "store.delete_table() or use another table_name, and let ContractDocumentWriter "
-            "create it stamped."
-        )
+        drop = "Drop it with store.delete_table() or use another table_name"
+        return made_empty("table", "PgvectorDocumentStore", drop)
 
     def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
         driver = self.driver()

@@ -13,7 +13,6 @@ second client on one folder is refused by Qdrant's folder lock.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from typing import Any
 
@@ -26,18 +25,16 @@ from ctxemb_core import EmbeddingContract
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index import GuardedIndex
 from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.validate import check_json_metadata
+from ctxemb_haystack._binding import made_empty
 from ctxemb_haystack._writes import Row
 
 logger = logging.getLogger(__name__)
 
 #: ``ctxemb_qdrant``'s words for an error's advice, with this framework's way to adopt.
 _ADOPT = "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
-_WORDS = {"module": "ctxemb_qdrant", "open": "open_collection", "kind": "collection"}
-TERMS = StoreTerms(
-    **_WORDS,
-    records="points",
-    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
-    frameworks=_ADOPT,
+TERMS = StoreTerms.of(
+    "qdrant", "--qdrant-path or --qdrant-url", records="points", frameworks=_ADOPT
 )
 
 # Records read at once when a filter beyond metadata equality is tested here.
@@ -104,13 +101,8 @@ class QdrantBinding:
                 f"vectors are {contract.output_dim} wide ({contract.describe()}): build the "
                 f"store with embedding_dim={contract.output_dim}"
             )
-        for i, _, meta in rows:
-            try:
-                json.dumps(meta, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise InvalidInputError(
-                    f"document {i!r}: meta cannot be stored in a Qdrant payload: {exc}"
-                ) from None
+        ids, metas = [i for i, _, _ in rows], [m for _, _, m in rows]
+        check_json_metadata(ids, metas, "in a Qdrant payload", what="document")
         check = getattr(self.driver(), "check_batch", None)
         if check is not None:
             check([i for i, _, _ in rows], [t for _, t, _ in rows], [m for _, _, m in rows])
@@ -132,12 +124,8 @@ class QdrantBinding:
             offset += _PAGE
 
     def made_empty(self) -> str:
-        return (
-            "The collection is empty: the QdrantDocumentStore created it before the first "
-            "ContractDocumentWriter write (any store call does). Delete it with qdrant-client's "
-            f"client.delete_collection({self.name!r}) or use another index name, and let "
-            "ContractDocumentWriter create it stamped."
-        )
+        how = f"qdrant-client's client.delete_collection({self.name!r}) or use another index name"
+        return made_empty("collection", "QdrantDocumentStore", f"Delete it with {how}")
 
     def open_hybrid(self, contract: EmbeddingContract, **options: Any) -> Any:
         return ctxemb_qdrant.open_hybrid(self.client(), self.name, contract, **options)

@@ -24,16 +24,12 @@ Example:
 
 from __future__ import annotations
 
+from ctxemb_core.errors import MissingDependencyError
 from ctxemb_core.lazy import lazy_exports
 
-try:
-    import langchain_core  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
-
-    raise MissingDependencyError(
-        "ctxemb_langchain needs langchain-core: pip install 'ctxemb[langchain]'"
-    ) from exc
+MissingDependencyError.require(
+    "ctxemb_langchain", "langchain", {"langchain_core": "langchain-core"}
+)
 
 from typing import TYPE_CHECKING
 

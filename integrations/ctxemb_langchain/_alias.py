@@ -10,16 +10,14 @@ to every index the alias writes, each embedded under its own contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ctxemb_core.aliases import (
-    AliasedIndex,
+    AliasReader,
     AliasSource,
     AliasStoreOptions,
     Encoders,
@@ -27,10 +25,9 @@ from ctxemb_core.aliases import (
 )
 from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import check_count
-from ctxemb_core.index import GuardedIndex
+from ctxemb_core.index import Match
 from ctxemb_langchain._embeddings import ContractEmbeddings
-from ctxemb_langchain._results import document, scored
+from ctxemb_langchain._results import GuardedReads
 from ctxemb_langchain._retriever import GuardedStore
 from ctxemb_langchain._writer import BuiltFromTexts, TextWriter
 
@@ -38,7 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
+class ContractAliasVectorStore(AliasReader, GuardedReads, BuiltFromTexts, TextWriter, GuardedStore):
     """A LangChain vector store on the index a ctxemb alias serves (see the module).
 
     ``add_texts``/``add_documents`` (upserts) and ``delete`` reach every index the alias
@@ -79,15 +76,8 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
         self._given = [e for e in given if isinstance(e, ContractEmbeddings)]
         self.source = AliasSource(alias, encoders, dsn=dsn, **where)
 
-    @property
-    def aliased(self) -> AliasedIndex:
-        """The alias opened (on first use)."""
-        return self.source.aliased()
-
-    @property
-    def index(self) -> GuardedIndex:
-        """The index the alias serves now (read on this call), with its contract's encoder."""
-        return self.aliased.index
+    def _alias_source(self) -> AliasSource:
+        return self.source
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -126,23 +116,9 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        if not list(ids):
-            return []
-        found = self.index.get(list(ids))
-        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
-
-    def similarity_search(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[Document]:
-        return [d for d, _ in self.similarity_search_with_score(query, k, filter=filter)]
-
-    def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """The ``k`` nearest records of the index the alias serves now, and their distance."""
-        check_count(k, "k")
-        return scored(self.aliased.search([query], k, where=filter).matches[0])
+    def _nearest(self, query: str, k: int, where: dict | None) -> Sequence[Match]:
+        # The index the alias serves now, searched with its contract's encoder.
+        return self.aliased.search([query], k, where=where).matches[0]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, **kwargs: Any
@@ -153,33 +129,11 @@ class ContractAliasVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
             "index that answers it)"
         )
 
-    def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: dict | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        check_count(k, "k")
-        check_count(fetch_k, "fetch_k")
+    def _candidates(self, query: str, k: int, where: dict | None) -> tuple[Any, Any, list[Match]]:
         index = self.index  # one index and its encoder for the whole search
         vector = index.query_vectors([query])[0]
-        found = index.query_vector(
-            vector, fetch_k, fingerprint=index.stamp.fingerprint, where=filter
+        return (
+            index,
+            vector,
+            index.query_vector(vector, k, fingerprint=index.stamp.fingerprint, where=where),
         )
-        stored = {r.id: r.vector for r in index.get([m.id for m in found], ("vector",))}
-        found = [m for m in found if stored.get(m.id) is not None]
-        if not found:
-            return []
-        query_vector = np.asarray(vector, dtype=np.float32)
-        vectors: Any = np.stack([np.asarray(stored[m.id], dtype=np.float32) for m in found])
-        picked = maximal_marginal_relevance(
-            query_vector, list(vectors), lambda_mult=lambda_mult, k=k
-        )
-        return [document(found[i].id, found[i].text, found[i].metadata) for i in picked]
-
-    def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # The distance given is 1 - the contract's similarity (cosine or inner product).
-        return lambda distance: 1.0 - distance

@@ -14,24 +14,23 @@ shares; ``from_texts`` builds a store's class through its ``_for_texts``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
-import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, Match, StoreDriver
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
-from ctxemb_langchain._results import document, scored
+from ctxemb_langchain._results import GuardedReads, diverse, scored
 from ctxemb_langchain._writer import BuiltFromTexts, IndexWriter
 
 
-class IndexedStore(BuiltFromTexts, IndexWriter):
+class IndexedStore(GuardedReads, BuiltFromTexts, IndexWriter):
     """A LangChain vector store on one guarded index (see the module); a store's class opens
     it with :meth:`_open` on its driver.
 
@@ -70,26 +69,12 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        if not list(ids):
-            return []
-        with self._worded():
-            found = self.index.get(list(ids))
-        return [document(r.id, r.text, r.metadata) for r in found if r.text is not None]
+    def _reading(self) -> AbstractContextManager[None]:
+        return self._worded()
 
-    def similarity_search(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[Document]:
-        return [d for d, _ in self.similarity_search_with_score(query, k, filter=filter)]
-
-    def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """The ``k`` nearest records and their distance (lower is nearer)."""
-        check_count(k, "k")
+    def _nearest(self, query: str, k: int, where: dict | None) -> Sequence[Match]:
         with self._worded():
-            found = self.index.query([query], k, embedder=self._embeddings.embedder, where=filter)
-        return scored(found[0])
+            return self.index.query([query], k, embedder=self._embeddings.embedder, where=where)[0]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -99,19 +84,9 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
             found = self._by_vector(embedding, k, filter)
         return [d for d, _ in scored(found)]
 
-    def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: dict | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
+    def _candidates(self, query: str, k: int, where: dict | None) -> tuple[Any, Any, list[Match]]:
         vector = self._embeddings.embed_query(query)
-        return self.max_marginal_relevance_search_by_vector(
-            vector, k, fetch_k, lambda_mult, filter=filter
-        )
+        return self.index, vector, self._by_vector(vector, k, where)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -126,16 +101,7 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
         check_count(fetch_k, "fetch_k")
         with self._worded():
             found = self._by_vector(embedding, fetch_k, filter)
-            if not found:
-                return []
-            stored = {r.id: r.vector for r in self.index.get([m.id for m in found], ("vector",))}
-        found = [m for m in found if stored.get(m.id) is not None]
-        if not found:
-            return []
-        query = np.asarray(embedding, dtype=np.float32)
-        vectors: Any = np.stack([np.asarray(stored[m.id], dtype=np.float32) for m in found])
-        picked = maximal_marginal_relevance(query, list(vectors), lambda_mult=lambda_mult, k=k)
-        return [document(found[i].id, found[i].text, found[i].metadata) for i in picked]
+            return diverse(self.index, embedding, found, k, lambda_mult)
 
     def _by_vector(self, embedding: Any, k: int, filter: dict | None) -> list[Match]:
         contract = self.index.contract
@@ -143,7 +109,3 @@ class IndexedStore(BuiltFromTexts, IndexWriter):
         return self.index.query_vector(
             vector, k, fingerprint=self._embeddings.fingerprint, where=filter
         )
-
-    def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # The distance given is 1 - the contract's similarity (cosine or inner product).
-        return lambda distance: 1.0 - distance

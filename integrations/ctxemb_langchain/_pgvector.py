@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 #: ``ctxemb_pgvector``'s words for an error's advice (its own ``TERMS``, which the package does
 #: not export), with this framework's way to adopt a table.
 _ADOPT = "in LangChain ContractPGVector(..., adopt=True)"
-_WORDS = {"module": "ctxemb_pgvector", "open": "open_table", "kind": "table", "records": "rows"}
-TERMS = StoreTerms(**_WORDS, cli_where="--store pgvector and the same --dsn", frameworks=_ADOPT)
+_WORDS = {"open": "open_table", "kind": "table", "records": "rows"}
+TERMS = StoreTerms.of("pgvector", "--dsn", **_WORDS, frameworks=_ADOPT)
 
 
 class ContractPGVector(IndexedStore):

@@ -5,7 +5,7 @@ a server's URL, or one given), the collection's name, and the hybrid index besid
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 from langchain_qdrant import QdrantVectorStore
@@ -14,18 +14,22 @@ from qdrant_client import models as qm
 
 import ctxemb_qdrant
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE, check_count, check_flag
+from ctxemb_core.guard import check_count
+from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._indexed import IndexedStore
 from ctxemb_langchain._results import scored
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
 #: ``ctxemb_qdrant``'s words for an error's advice, with this framework's way to adopt.
-_WORDS = {"module": "ctxemb_qdrant", "open": "open_collection", "kind": "collection"}
-TERMS = StoreTerms(
-    **_WORDS,
+TERMS = StoreTerms.of(
+    "qdrant",
+    "--qdrant-path or --qdrant-url",
     records="points",
-    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
     frameworks="in LangChain ContractQdrant(..., adopt=True)",
 )
 
@@ -72,10 +76,9 @@ class ContractQdrant(IndexedStore, QdrantVectorStore):  # type: ignore[misc]
         location: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
-        sample: int = OPEN_SAMPLE,
-        create: bool = True,
-        adopt: bool = False,
+        **opening: Unpack[StoreOpenOptions],
     ) -> None:
+        options = store_opening(opening, "ContractQdrant")
         embeddings = contract_embeddings(embedding)
         client = _client(client, path, location, url, api_key)
         driver = ctxemb_qdrant.QdrantDriver(client, collection_name)
@@ -89,9 +92,8 @@ class ContractQdrant(IndexedStore, QdrantVectorStore):  # type: ignore[misc]
             distance=qm.Distance.DOT,
             validate_collection_config=False,
         )
-        self._sample = sample
-        options = {"create": check_flag(create, "create"), "adopt": check_flag(adopt, "adopt")}
-        self._open(driver, embeddings, TERMS, sample=sample, **options)
+        self._sample = options["sample"]
+        self._open(driver, embeddings, TERMS, **options)
 
     @property
     def collection(self) -> ctxemb_qdrant.GuardedQdrantCollection:

@@ -24,16 +24,12 @@ Example:
 
 from __future__ import annotations
 
+from ctxemb_core.errors import MissingDependencyError
 from ctxemb_core.lazy import lazy_exports
 
-try:
-    import llama_index.core  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
-
-    raise MissingDependencyError(
-        "ctxemb_llamaindex needs llama-index-core: pip install 'ctxemb[llamaindex]'"
-    ) from exc
+MissingDependencyError.require(
+    "ctxemb_llamaindex", "llamaindex", {"llama_index.core": "llama-index-core"}
+)
 
 from typing import TYPE_CHECKING
 

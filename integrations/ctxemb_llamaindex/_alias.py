@@ -26,14 +26,13 @@ from llama_index.core.vector_stores.types import (
 )
 
 from ctxemb_core import EmbeddingContract
-from ctxemb_core.aliases import AliasedIndex, AliasSource, Encoders, read_alias
+from ctxemb_core.aliases import AliasReader, AliasSource, Encoders, read_alias
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import OPEN_SAMPLE, check_count
-from ctxemb_core.index import GuardedIndex
 from ctxemb_llamaindex._nodes import node_record, stored_node, where_of
 
 
-class ContractAliasVectorStore(BasePydanticVectorStore):
+class ContractAliasVectorStore(AliasReader, BasePydanticVectorStore):
     """A LlamaIndex vector store on the index a ctxemb alias serves (see the module).
 
     ``add`` (an upsert by node id) and ``delete`` reach every index the alias writes: during an
@@ -100,15 +99,8 @@ class ContractAliasVectorStore(BasePydanticVectorStore):
         """The alias's store (its catalog)."""
         return self._source.catalog()
 
-    @property
-    def aliased(self) -> AliasedIndex:
-        """The alias opened (on first use)."""
-        return self._source.aliased()
-
-    @property
-    def index(self) -> GuardedIndex:
-        """The index the alias serves now (read on this call), with its contract's encoder."""
-        return self.aliased.index
+    def _alias_source(self) -> AliasSource:
+        return self._source
 
     @property
     def contract(self) -> EmbeddingContract:

@@ -4,13 +4,15 @@ given) and the collection's name."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxemb_chroma import ChromaDriver, GuardedCollection, connect, open_hybrid
-from ctxemb_core import Embedder
-from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ContractChromaVectorStore(ContractVectorStore):
@@ -40,6 +42,8 @@ class ContractChromaVectorStore(ContractVectorStore):
         >>> index = load_index(store)  # doctest: +SKIP
     """
 
+    _adapter = (GuardedCollection, ChromaDriver, open_hybrid)
+
     def __init__(
         self,
         collection_name: str,
@@ -49,22 +53,12 @@ class ContractChromaVectorStore(ContractVectorStore):
         host: str | None = None,
         port: int = 8000,
         client: Any = None,
-        sample: int = OPEN_SAMPLE,
-        create: bool = True,
-        adopt: bool = False,
+        **opening: Unpack[StoreOpenOptions],
     ) -> None:
+        options = store_opening(opening, "ContractChromaVectorStore")
         super().__init__()
-        if client is None:
-            client = connect(persist_path, host, port)
-
-        def driver(embedder: Embedder | None) -> ChromaDriver:
-            return ChromaDriver(client, collection_name, embedder=embedder)
-
-        options = {"sample": sample, "create": create, "adopt": adopt}
-        self._open(GuardedCollection, driver, embed_model, **options)
-        self._hybrid = lambda **hybrid: open_hybrid(
-            client, collection_name, self.embed_model.embedder, sample=sample, **hybrid
-        )
+        client = connect(persist_path, host, port) if client is None else client
+        self._open_store(client, collection_name, embed_model, options)
 
     @classmethod
     def class_name(cls) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ctxemb_core import Embedder
 from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
@@ -39,6 +38,8 @@ class ContractPGVectorStore(ContractVectorStore):
         >>> store = ContractPGVectorStore("docs", embed, connection=dsn)  # doctest: +SKIP
     """
 
+    _adapter = (GuardedTable, PgvectorDriver, open_hybrid)
+
     def __init__(
         self,
         table_name: str,
@@ -52,22 +53,8 @@ class ContractPGVectorStore(ContractVectorStore):
         options = store_opening(opening, "ContractPGVectorStore")
         super().__init__()
         conn = connect(connection) if isinstance(connection, str) else connection
-
-        def driver(embedder: Embedder | None) -> PgvectorDriver:
-            return PgvectorDriver(
-                conn, table_name, embedder=embedder, schema=schema, ef_search=ef_search
-            )
-
-        self._open(GuardedTable, driver, embed_model, **options)
-        self._hybrid = lambda **hybrid: open_hybrid(
-            conn,
-            table_name,
-            self.embed_model.embedder,
-            sample=options["sample"],
-            schema=schema,
-            ef_search=ef_search,
-            **hybrid,
-        )
+        scope = {"schema": schema, "ef_search": ef_search}
+        self._open_store(conn, table_name, embed_model, options, scope)
 
     @classmethod
     def class_name(cls) -> str:

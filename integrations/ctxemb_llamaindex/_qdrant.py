@@ -4,14 +4,16 @@ memory, a server's URL, or one given) and the collection's name."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ctxemb_qdrant
-from ctxemb_core import Embedder
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.guard import OPEN_SAMPLE
+from ctxemb_core.index import StoreOpenOptions, store_opening
 from ctxemb_llamaindex._embedding import ContractEmbedding
 from ctxemb_llamaindex._store import ContractVectorStore
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ContractQdrantVectorStore(ContractVectorStore):
@@ -43,6 +45,12 @@ class ContractQdrantVectorStore(ContractVectorStore):
         >>> index = load_index(store)  # doctest: +SKIP
     """
 
+    _adapter = (
+        ctxemb_qdrant.GuardedQdrantCollection,
+        ctxemb_qdrant.QdrantDriver,
+        ctxemb_qdrant.open_hybrid,
+    )
+
     def __init__(
         self,
         collection_name: str,
@@ -52,10 +60,9 @@ class ContractQdrantVectorStore(ContractVectorStore):
         url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        sample: int = OPEN_SAMPLE,
-        create: bool = True,
-        adopt: bool = False,
+        **opening: Unpack[StoreOpenOptions],
     ) -> None:
+        options = store_opening(opening, "ContractQdrantVectorStore")
         super().__init__()
         if sum(v is not None for v in (path, url, client)) > 1:
             raise InvalidInputError(
@@ -64,15 +71,7 @@ class ContractQdrantVectorStore(ContractVectorStore):
             )
         if client is None:
             client = ctxemb_qdrant.connect(path, url, api_key=api_key)
-
-        def driver(embedder: Embedder | None) -> ctxemb_qdrant.QdrantDriver:
-            return ctxemb_qdrant.QdrantDriver(client, collection_name, embedder=embedder)
-
-        options = {"sample": sample, "create": create, "adopt": adopt}
-        self._open(ctxemb_qdrant.GuardedQdrantCollection, driver, embed_model, **options)
-        self._hybrid = lambda **hybrid: ctxemb_qdrant.open_hybrid(
-            client, collection_name, self.embed_model.embedder, sample=sample, **hybrid
-        )
+        self._open_store(client, collection_name, embed_model, options)
 
     @classmethod
     def class_name(cls) -> str:

@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core import Settings, VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -54,6 +54,8 @@ class ContractVectorStore(BasePydanticVectorStore):
     """
 
     stores_text: bool = True  # read through the property set below the class
+    #: A store's class: its adapter's index object, driver class and ``open_hybrid``.
+    _adapter: ClassVar[tuple[type[IndexFacade[Any, Any]], Callable[..., Any], Callable[..., Any]]]
     _facade: IndexFacade[Any, Any] = PrivateAttr()
     _embed: ContractEmbedding = PrivateAttr()
     _hybrid: Callable[..., Any] | None = PrivateAttr(default=None)
@@ -82,6 +84,31 @@ class ContractVectorStore(BasePydanticVectorStore):
         embedder = embed_model.embedder
         self._embed = embed_model
         self._facade = facade.open(driver_for(embedder), embedder, **options)
+
+    def _open_store(
+        self,
+        client: Any,
+        name: str,
+        embed_model: ContractEmbedding | None,
+        options: dict[str, Any],
+        scope: dict[str, Any] | None = None,
+    ) -> None:
+        """:meth:`_open` over index ``name`` of the store adapter the class names
+        (:attr:`_adapter`: its index object, its driver ``(client, name, *, embedder,
+        **scope)`` and its ``open_hybrid``, which opens the hybrid index beside it with the
+        same ``scope``, a PostgreSQL ``schema``, and ``sample``): every store the same way.
+        ``options``: :func:`~ctxemb_core.index.store_opening`'s, checked before connecting."""
+        facade, driver_type, open_hybrid = self._adapter
+        scope = dict(scope or {})
+
+        def driver(embedder: Embedder | None) -> StoreDriver:
+            return driver_type(client, name, embedder=embedder, **scope)
+
+        self._open(facade, driver, embed_model, **options)
+        sample = options["sample"]
+        self._hybrid = lambda **hybrid: open_hybrid(
+            client, name, self.embed_model.embedder, sample=sample, **scope, **hybrid
+        )
 
     def _open_hybrid(self, **options: Any) -> Any:
         """The hybrid index beside this store's (for ContractHybridRetriever.from_store)."""

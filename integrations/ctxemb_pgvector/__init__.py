@@ -32,15 +32,11 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import pgvector  # noqa: F401
-    import psycopg  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_pgvector needs psycopg and pgvector: pip install 'ctxemb[pgvector]'"
-    ) from exc
+MissingDependencyError.require(
+    "ctxemb_pgvector", "pgvector", {"psycopg": "psycopg", "pgvector": "pgvector"}
+)
 
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.
@@ -66,20 +62,12 @@ from ctxemb_ray import IndexSummary
 advised(GuardedTable)
 index_with_ray = advised(_ray.index_with_ray)
 
-# Core's tools over a table (their arguments: StoreTools'; errors worded so too), in API order,
-# with the names every store adapter's opener and stored index have for the CLI's shared code.
-detect = TOOLS.detect
-eval_path = TOOLS.eval_path
-lexical_folder = TOOLS.lexical_folder
-migrate = TOOLS.migrate
-open_table = TOOLS.open
-open_collection = open_table
-open_hybrid = TOOLS.open_hybrid
-restamp = TOOLS.restamp
-search = TOOLS.search
-shortlist = TOOLS.shortlist
+# Core's tools over a table (their arguments: StoreTools'; errors worded so too): verify,
+# detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener
+# and the stored table under PostgreSQL's names too, for the CLI's shared code.
+open_table = open_collection = TOOLS.open
 stored_collection = stored_table
-verify = TOOLS.verify
+__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

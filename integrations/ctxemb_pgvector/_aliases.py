@@ -10,7 +10,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ctxemb_core.aliases import AliasRecord
-from ctxemb_pgvector._connect import check_connection, serialised, translated
+from ctxemb_core.index.connecting import serialised
+from ctxemb_pgvector._connect import check_connection, translated
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import advisory_lock, check_name, ident, relation_exists
 from ctxemb_pgvector._store import drop_table, stored_or_none

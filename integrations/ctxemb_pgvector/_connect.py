@@ -4,11 +4,6 @@ local server for trying things out."""
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import threading
-import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +20,12 @@ __all__ = [
     "advised",
     "check_connection",
     "connect",
-    "exclusive",
     "local_server",
-    "serialised",
     "translated",
 ]
 
 #: This adapter's words, for the advice of the errors its calls raise.
-TERMS = StoreTerms(
-    module="ctxemb_pgvector",
-    open="open_table",
-    kind="table",
-    records="rows",
-    cli_where="--store pgvector and the same --dsn",
-)
+TERMS = StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows")
 
 
 def advised(target: Any) -> Any:
@@ -121,50 +108,6 @@ def check_connection(conn: Any) -> psycopg.Connection[Any]:
         with translated("registering pgvector's types"):
             _register_types(conn)
     return conn
-
-
-#: One lock per connection (see :func:`exclusive`), forgotten with the connection.
-_locks: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
-_locks_lock = threading.Lock()
-
-
-def exclusive(conn: Any) -> threading.RLock:
-    """The lock every guarded use of ``conn`` holds, so that threads sharing one connection take
-    turns.
-
-    A psycopg connection runs one transaction at a time. Two threads each opening a transaction
-    on it would nest one inside the other (psycopg makes the second a savepoint), and the first
-    to finish commits or rolls back the other's work with its own, or fails with
-    ``OutOfOrderTransactionNesting``; a plain read of one thread would run inside the other's
-    open transaction and see what may yet be rolled back. Held around each call of the driver,
-    the alias book and the lexical side, and around each transaction, the lock makes the calls
-    of threads sharing a connection run one after another, each whole. It is re-entrant: a call
-    made inside another's transaction by the same thread goes on. For calls that should run at
-    the same time, give each thread its own connection (or a pool).
-    """
-    with _locks_lock:
-        lock = _locks.get(conn)
-        if lock is None:
-            lock = _locks[conn] = threading.RLock()
-        return lock
-
-
-def serialised(cls: type) -> type:
-    """``cls`` with each public method holding :func:`exclusive` of ``self.conn`` while it
-    runs."""
-    for name, member in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(member):
-            setattr(cls, name, _holding(member))
-    return cls
-
-
-def _holding(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def holding(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with exclusive(self.conn):
-            return method(self, *args, **kwargs)
-
-    return holding
 
 
 #: PostgreSQL's refusals of bad input as ``InvalidInputError``, a lost server as

@@ -43,6 +43,7 @@ from psycopg.types.json import Jsonb
 
 from ctxemb_core.errors import ExistingIdsError, InvalidInputError
 from ctxemb_core.index.armed import sent
+from ctxemb_core.index.connecting import serialised
 from ctxemb_core.index.driver import (
     INCLUDE,
     Capabilities,
@@ -57,7 +58,7 @@ from ctxemb_core.index.driver import (
 from ctxemb_core.index.driver_kit import check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
-from ctxemb_pgvector._connect import check_connection, connect, serialised, translated
+from ctxemb_pgvector._connect import check_connection, connect, translated
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,

@@ -16,7 +16,8 @@ import psycopg
 from psycopg import sql
 
 from ctxemb_core.hybrid.store import SIDES, TABLES
-from ctxemb_pgvector._connect import exclusive, serialised, translated
+from ctxemb_core.index.connecting import exclusive, serialised
+from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import advisory_lock, relation_exists
 
 _TABLES = """

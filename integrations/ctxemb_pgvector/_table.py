@@ -12,13 +12,11 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
 from ctxemb_core.guard import check_count
 from ctxemb_core.index import GuardedIndex
-from ctxemb_core.index.driver import Hit, Record, Version
 from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_pgvector._connect import TERMS, translated
 from ctxemb_pgvector._driver import PgvectorDriver
@@ -115,32 +113,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
         returns how many were deleted. An empty filter is refused, never read as "everything"."""
         return len(self.index.delete(ids, where=where))
 
-    def _search(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        shown: tuple[str, ...],
-        search: Mapping[str, Any],
-        stamp_version: Version,
-    ) -> list[list[Hit]]:
-        given = search.get("ef_search")
-        return self.driver.search_many(
-            vectors,
-            k,
-            where=search.get("where"),
-            ids=search.get("ids"),
-            exact=search.get("exact", False),
-            ef_search=self.ef_search if given is None else given,
-            stamp_version=stamp_version,
-            with_vectors="embeddings" in shown,
-        )
-
-    def _select(
-        self,
-        ids: list[str] | None,
-        where: Mapping[str, Any] | None,
-        limit: int | None,
-        offset: int,
-        parts: frozenset[str],
-    ) -> list[Record]:
-        return self.driver.select(ids, where, limit, offset, parts)
+    def _search_defaults(self) -> dict[str, Any]:
+        # The search breadth this table was opened with; a search's own ef_search wins.
+        return {"ef_search": self.ef_search}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ctxemb_core.cli.stores import ConnectionString
+from ctxemb_core.cli.stores import ConnectionString, options_of
 from ctxemb_pgvector._connect import connect as _connect
 from ctxemb_pgvector._sql import check_name
 
@@ -26,6 +26,10 @@ def _options() -> ConnectionString:
     return ConnectionString(
         "pgvector", "PostgreSQL", DSN_ENV, "postgresql://user@localhost:5432/rag"
     )
+
+
+# absent, from_environment: _options()'s.
+__getattr__ = options_of(__name__, _options)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -52,17 +56,9 @@ def defaults() -> dict[str, str]:
     return {**_options().defaults(), "schema": DEFAULT_SCHEMA}
 
 
-def from_environment() -> str | None:
-    return _options().from_environment()
-
-
 def scope(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of the adapter's calls that the checked options set: the schema."""
     return {"schema": args.schema}
-
-
-def absent(args: argparse.Namespace) -> bool:
-    return _options().absent(args)
 
 
 def flags(args: argparse.Namespace) -> str:

@@ -17,14 +17,9 @@ Example:
 
 from __future__ import annotations
 
-try:
-    import qdrant_client  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.errors import MissingDependencyError
 
-    raise MissingDependencyError(
-        "ctxemb_qdrant needs qdrant-client: pip install 'ctxemb[qdrant]'"
-    ) from exc
+MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdrant-client"})
 
 from ctxemb_core.store_tools import ADAPTER_API
 from ctxemb_qdrant._aliases import catalog as _catalog
@@ -45,17 +40,9 @@ driver = QdrantDriver
 #: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
 catalog = _catalog
 detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
-eval_path = TOOLS.eval_path
-lexical_folder = TOOLS.lexical_folder
-migrate = TOOLS.migrate
 open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
-open_hybrid = TOOLS.open_hybrid
-restamp = TOOLS.restamp
-search = TOOLS.search
-shortlist = TOOLS.shortlist
-stamped_contract = TOOLS.stamped_contract
-stored_collection = TOOLS.stored
-verify = TOOLS.verify
+# Core's other tools over a collection, under every adapter's names (store_tools.TOOL_NAMES).
+__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [

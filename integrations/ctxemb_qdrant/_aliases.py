@@ -33,6 +33,7 @@ from qdrant_client import QdrantClient, models
 
 from ctxemb_core.aliases import AliasRecord, ClaimBook
 from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.store_tools import FolderHybrids
 
 __all__ = ["KEY", "QdrantAliasBook", "QdrantCatalog", "QdrantClaims", "catalog", "native_target"]
 
@@ -137,7 +138,7 @@ class QdrantAliasBook(ClaimBook):
         return native_target(self.client, name)
 
 
-class QdrantCatalog:
+class QdrantCatalog(FolderHybrids):
     """A Qdrant store as an upgrade sees it: its collections by name and its aliases."""
 
     def __init__(self, client: QdrantClient) -> None:
@@ -171,29 +172,17 @@ class QdrantCatalog:
 
         return store_address(self.client)
 
-    # A hybrid index (core's HybridCatalog): its lexical side where open_hybrid keeps it.
-    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+    # A hybrid index (core's HybridCatalog, FolderHybrids): the lexical side beside the store.
+    def _tools(self) -> Any:
         from ctxemb_qdrant._tools import TOOLS
 
-        return TOOLS.open_hybrid(self.client, name, contract, **options)
+        return TOOLS
 
-    def lexical(self, name: str) -> Any:
-        from ctxemb_core.hybrid import LexicalStore, SQLiteLexical
-        from ctxemb_qdrant._hybrid import beside
-        from ctxemb_qdrant._store import check_name
-
-        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller names
-            return LexicalStore(SQLiteLexical(beside(self.client, check_name(name)), name))
-        return None
-
-    def lexical_mark(self, name: str) -> str | None:
-        from ctxemb_qdrant._hybrid import MARK_KEY
-
+    def _metadata(self, name: str) -> Any:
         if not self.exists(name):
             return None
         with _calling(self.client, f"reading collection {name!r}"):
-            value = (self.client.get_collection(name).config.metadata or {}).get(MARK_KEY)
-        return value if isinstance(value, str) else None
+            return self.client.get_collection(name).config.metadata
 
 
 def catalog(client: Any) -> QdrantCatalog:

@@ -26,13 +26,7 @@ from ctxemb_qdrant._store import check_name, translated
 __all__ = ["TERMS", "TOOLS", "GuardedQdrantCollection", "StoredCollection", "stored_or_none"]
 
 #: The adapter's words, in which its errors' advice names its calls and options.
-TERMS = StoreTerms(
-    module="ctxemb_qdrant",
-    open="open_collection",
-    kind="collection",
-    records="points",
-    cli_where="--store qdrant and the same --qdrant-path or --qdrant-url",
-)
+TERMS = StoreTerms.of("qdrant", "--qdrant-path or --qdrant-url", records="points")
 
 
 @dataclass(frozen=True)
@@ -64,10 +58,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     @staticmethod
     def _translated(what: str) -> AbstractContextManager[None]:
         return translated(what)
-
-    @property
-    def client(self) -> QdrantClient:
-        return self.driver.client
 
     @classmethod
     def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ctxemb_core.cli.stores import FolderOrUrl
+from ctxemb_core.cli.stores import FolderOrUrl, options_of
 from ctxemb_qdrant import _store
 from ctxemb_qdrant._store import connect as _connect
 
@@ -24,28 +24,8 @@ def _options() -> FolderOrUrl:
     return FolderOrUrl("qdrant", "Qdrant", DEFAULT_PATH, API_KEY_ENV)
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    _options().add_arguments(parser, demo=demo)
-
-
-def check_arguments(args: argparse.Namespace, *, demo: bool = False) -> None:
-    _options().check_arguments(args, demo=demo)
-
-
-def defaults() -> dict[str, str]:
-    return _options().defaults()
-
-
-def absent(args: argparse.Namespace) -> bool:
-    return _options().absent(args)
-
-
-def flags(args: argparse.Namespace) -> str:
-    return _options().flags(args)
-
-
-def location(args: argparse.Namespace) -> str:
-    return _options().location(args)
+# add_arguments, check_arguments, defaults, absent, flags, location: _options()'s.
+__getattr__ = options_of(__name__, _options)
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:
