@@ -291,21 +291,28 @@ class MissingDependencyError(CtxembError, ImportError):
 
     @classmethod
     def require(cls, adapter: str, extra: str, modules: Mapping[str, str]) -> None:
-        """Import what adapter ``adapter`` needs (``modules``: import name -> the package that
-        gives it), or raise this error naming the packages and the extra that installs them:
-        the first step of every adapter package, worded once.
+        """Check that what adapter ``adapter`` needs is installed (``modules``: import name ->
+        the package that gives it), or raise this error naming the packages and the extra that
+        installs them: the first step of every adapter package, worded once. Nothing is
+        imported (``importlib.util.find_spec``): a store adapter imports its client library on
+        first use (:func:`ctxemb_core.lazy.lazy_package`).
 
         Example:
             >>> MissingDependencyError.require("ctxemb_x", "x", {"json": "json"})
         """
-        import importlib
+        import importlib.util
 
-        try:
-            for name in modules:
-                importlib.import_module(name)
-        except ImportError as exc:
-            needs = " and ".join(modules.values())
-            raise cls(f"{adapter} needs {needs}: pip install 'ctxemb[{extra}]'") from exc
+        for name in modules:
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError) as exc:
+                raise cls(
+                    f"{adapter} needs {' and '.join(modules.values())}: pip install "
+                    f"'ctxemb[{extra}]'"
+                ) from exc
+            if not found:
+                needs = " and ".join(modules.values())
+                raise cls(f"{adapter} needs {needs}: pip install 'ctxemb[{extra}]'")
 
 
 class StoreUnavailableError(CtxembError, ConnectionError):

@@ -30,7 +30,7 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.records import storable
 from ctxemb_core.validate import check_texts
 
-__all__ = ["LazyEmbedder", "lazy_exports"]
+__all__ = ["LazyEmbedder", "lazy_exports", "lazy_package"]
 
 
 class LazyEmbedder:
@@ -221,3 +221,31 @@ def lazy_exports(
         return sorted({*vars(module), *names})
 
     return __getattr__, __dir__
+
+
+def lazy_package(package: str, home: str) -> Callable[[str], Any]:
+    """A store adapter package's ``__getattr__`` (PEP 562): every public name lives in module
+    ``home`` under ``package``, imported on first use of any of them.
+
+    The ``ctxemb`` command builds each store command's parser from every store's options module
+    (``ctxemb_chroma.cli``, ...), which imports its package: a package that imported its client
+    library there made every command pay for every store's (chromadb ~1 CPU-s, qdrant-client
+    ~1.5) before it opened one. The package checks that the library is installed
+    (:meth:`~ctxemb_core.errors.MissingDependencyError.require`) and imports it with ``home``.
+
+    Example:
+        >>> __getattr__ = lazy_package(__name__, "_api")  # doctest: +SKIP
+    """
+    module = sys.modules[package]
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        api = importlib.import_module(f"{package}.{home}")
+        if name in vars(module):  # a submodule that importing ``home`` imported
+            return vars(module)[name]
+        value = getattr(api, name)  # ``home``'s own names, then its __getattr__'s
+        setattr(module, name, value)  # asked once: later lookups find it on the package
+        return value
+
+    return __getattr__

@@ -30,29 +30,10 @@ Example:
 from __future__ import annotations
 
 from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.lazy import lazy_package
+from ctxemb_core.store_tools import ADAPTER_API
 
 MissingDependencyError.require("ctxemb_chroma", "chroma", {"chromadb": "chromadb"})
-
-# The names of ADAPTER_API are re-exported as such (``name as name``): __all__ lists them
-# through it.
-from ctxemb_chroma._aliases import catalog as catalog
-from ctxemb_chroma._collection import GuardedCollection
-from ctxemb_chroma._connect import connect as connect
-from ctxemb_chroma._driver import ChromaDriver, check_metadatas
-from ctxemb_chroma._function import ContractEmbeddingFunction
-from ctxemb_chroma._ray import index_with_ray
-from ctxemb_chroma._store import check_name as check_name
-from ctxemb_chroma._store import stored_or_none as stored_or_none
-from ctxemb_chroma._tools import TOOLS
-from ctxemb_chroma._tools import restamp as restamp
-from ctxemb_core.store_tools import ADAPTER_API
-from ctxemb_ray import IndexSummary
-
-#: The driver of a collection: ``driver(client, name, *, embedder=None)``.
-driver = ChromaDriver
-# Core's tools over a collection (their arguments and errors: StoreTools'): open_collection,
-# verify, detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES).
-__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
@@ -64,3 +45,6 @@ __all__ = [
     "check_metadatas",
     "index_with_ray",
 ]
+
+# Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
+__getattr__ = lazy_package(__name__, "_api")

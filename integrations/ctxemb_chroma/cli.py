@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ctxemb_chroma._connect import connect as _connect
 from ctxemb_core.cli.stores import PORT, FolderOrServer, options_of
 from ctxemb_core.errors import InvalidInputError
 
@@ -50,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:
     """A client of the store the checked options name (see :func:`ctxemb_chroma.connect`)."""
+    from ctxemb_chroma._connect import connect as _connect  # chromadb: only now
+
     return _connect(path=args.path, host=args.host, port=args.port, create=create)
 
 

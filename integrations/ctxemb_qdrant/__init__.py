@@ -18,31 +18,10 @@ Example:
 from __future__ import annotations
 
 from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.lazy import lazy_package
+from ctxemb_core.store_tools import ADAPTER_API
 
 MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdrant-client"})
-
-from ctxemb_core.store_tools import ADAPTER_API
-from ctxemb_qdrant._aliases import catalog as _catalog
-from ctxemb_qdrant._detect import detect_or as _detect_or
-from ctxemb_qdrant._detect import open_or as _open_or
-from ctxemb_qdrant._driver import QdrantDriver
-from ctxemb_qdrant._raw import RawQdrant
-from ctxemb_qdrant._store import POINT_NAMESPACE, point_id
-from ctxemb_qdrant._store import check_name as check_name
-from ctxemb_qdrant._store import connect as connect
-from ctxemb_qdrant._tools import TERMS as TERMS
-from ctxemb_qdrant._tools import TOOLS as TOOLS
-from ctxemb_qdrant._tools import GuardedQdrantCollection, StoredCollection
-from ctxemb_qdrant._tools import stored_or_none as stored_or_none
-
-#: The driver of a collection: ``driver(client, name)``.
-driver = QdrantDriver
-#: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
-catalog = _catalog
-detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
-open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
-# Core's other tools over a collection, under every adapter's names (store_tools.TOOL_NAMES).
-__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
@@ -54,3 +33,6 @@ __all__ = [
     "StoredCollection",
     "point_id",
 ]
+
+# Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
+__getattr__ = lazy_package(__name__, "_api")

@@ -10,11 +10,9 @@ import argparse
 from typing import Any
 
 from ctxemb_core.cli.stores import FolderOrUrl, options_of
-from ctxemb_qdrant import _store
-from ctxemb_qdrant._store import connect as _connect
 
 #: Where a store command looks without --qdrant-path or --qdrant-url (``connect``'s default).
-DEFAULT_PATH = _store.DEFAULT_PATH
+DEFAULT_PATH = "./qdrant"  # _store.DEFAULT_PATH, spelled here: a parser imports no qdrant-client
 #: The environment variable a server's API key is read from.
 API_KEY_ENV = "CTXEMB_QDRANT_API_KEY"
 
@@ -30,6 +28,8 @@ __getattr__ = options_of(__name__, _options)
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:
     """A client of the store the checked options name (see :func:`ctxemb_qdrant.connect`)."""
+    from ctxemb_qdrant._store import connect as _connect  # qdrant-client: only now
+
     where = _options().where(args)
     return _connect(**where) if "url" in where else _connect(**where, create=create)
 

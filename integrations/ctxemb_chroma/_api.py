@@ -1,0 +1,27 @@
+"""What ``ctxemb_chroma`` exports, imported on first use of any of its names
+(:func:`ctxemb_core.lazy.lazy_package`): the package itself imports no chromadb, so a
+``ctxemb`` command that builds its parser with this store's options, or runs on another
+store, never pays for it.
+"""
+
+from __future__ import annotations
+
+# Every name is re-exported as such (``name as name``): the package's __all__ lists them.
+from ctxemb_chroma._aliases import catalog as catalog
+from ctxemb_chroma._collection import GuardedCollection as GuardedCollection
+from ctxemb_chroma._connect import connect as connect
+from ctxemb_chroma._driver import ChromaDriver as ChromaDriver
+from ctxemb_chroma._driver import check_metadatas as check_metadatas
+from ctxemb_chroma._function import ContractEmbeddingFunction as ContractEmbeddingFunction
+from ctxemb_chroma._ray import index_with_ray as index_with_ray
+from ctxemb_chroma._store import check_name as check_name
+from ctxemb_chroma._store import stored_or_none as stored_or_none
+from ctxemb_chroma._tools import TOOLS
+from ctxemb_chroma._tools import restamp as restamp
+from ctxemb_ray import IndexSummary as IndexSummary
+
+#: The driver of a collection: ``driver(client, name, *, embedder=None)``.
+driver = ChromaDriver
+# Core's tools over a collection (their arguments and errors: StoreTools'): open_collection,
+# verify, detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES).
+__getattr__ = TOOLS.exported("ctxemb_chroma")
