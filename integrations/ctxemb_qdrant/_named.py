@@ -76,10 +76,10 @@ def _calling(client: QdrantClient, what: str) -> Any:
 
 
 def _info(client: QdrantClient, collection: str) -> Any:
+    from ctxemb_qdrant._store import collection_info
+
     with _calling(client, f"reading collection {collection!r}"):
-        if not client.collection_exists(collection):
-            return None
-        return client.get_collection(collection)
+        return collection_info(client, collection)
 
 
 def _metadata(info: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ the same point in every process; a point another tool wrote reads as ``str(point
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from qdrant_client import QdrantClient
+from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
@@ -28,7 +30,14 @@ from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import require_store
 from ctxemb_core.redact import scrub
 
-__all__ = ["DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect", "point_id"]
+__all__ = [
+    "DEFAULT_PATH",
+    "POINT_NAMESPACE",
+    "calling",
+    "check_name",
+    "connect",
+    "point_id",
+]
 
 #: Where a store is kept without ``path`` or ``url`` (the embedded default).
 DEFAULT_PATH = "./qdrant"
@@ -100,10 +109,76 @@ def calling(client: QdrantClient, what: str) -> Iterator[None]:
     """A block of calls on ``client``: serialised for local mode, errors translated."""
     lock = None
     if local_engine(client) is not None:
-        with _GUARD:
-            lock = _LOCKS.setdefault(client, threading.RLock())
+        lock = _LOCKS.get(client)
+        if lock is None:
+            with _GUARD:
+                lock = _LOCKS.setdefault(client, threading.RLock())
     with lock or contextlib.nullcontext(), translated(what):
         yield
+
+
+def collection_info(client: QdrantClient, name: str) -> qm.CollectionInfo | None:
+    """Collection (or alias) ``name`` as Qdrant describes it, or ``None``: there is none. One
+    call (a server: one request; a missing collection answers 404), made inside :func:`calling`.
+    """
+    try:
+        return client.get_collection(name)
+    except ValueError:  # local mode: "Collection ... not found"
+        return None
+    except UnexpectedResponse as exc:
+        if exc.status_code == 404:
+            return None
+        raise
+
+
+def _local_collection(client: QdrantClient, name: str) -> Any:
+    """Local mode's own object of collection (or alias) ``name``, or ``None`` (a server's
+    client, a closed one, no such collection, another version's layout)."""
+    local = local_engine(client)
+    if local is None or getattr(local, "closed", True):
+        return None
+    found = getattr(local, "collections", {})
+    held = found.get(name)
+    if held is None and name in getattr(local, "aliases", {}):
+        held = found.get(local.aliases[name])
+    return held if hasattr(held, "config") else None
+
+
+def local_state(client: QdrantClient, name: str) -> tuple[Any, ...] | None:
+    """What local mode holds of collection (or alias) ``name`` that its description is made
+    from, copied: the collection object (weakly: one deleted and made again is another object),
+    its metadata and its vector configuration; ``None`` where :func:`unchanged` cannot tell
+    (a server's client, a closed one, no such collection).
+
+    Local mode keeps a collection's configuration in this process's memory (one process holds
+    a folder), and every change to it (``update_collection``, ``delete_collection`` then
+    ``create_collection``, an alias moved) leaves another state; ``get_collection``, by
+    contrast, counts every point."""
+    held = _local_collection(client, name)
+    if held is None:
+        return None
+    config = held.config
+    return (weakref.ref(held), copy.deepcopy(config.metadata), copy.deepcopy(config.vectors))
+
+
+def unchanged(client: QdrantClient, name: str, state: tuple[Any, ...] | None) -> bool:
+    """Whether collection ``name`` is still the one of :func:`local_state` ``state``, with its
+    metadata (value and type: ``True`` is not ``1`` here) and vector configuration as then, in
+    microseconds: the strings compared are mostly the very objects copied."""
+    held = _local_collection(client, name)
+    if held is None or state is None or state[0]() is not held:
+        return False
+    return _same(held.config.metadata, state[1]) and held.config.vectors == state[2]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
 
 
 def store_address(client: QdrantClient) -> str:
