@@ -31,18 +31,22 @@ from ctxemb_core.index.embedded import require_store
 from ctxemb_core.redact import scrub
 
 __all__ = [
+    "API_KEY_ENV",
     "DEFAULT_PATH",
     "POINT_NAMESPACE",
     "calling",
     "check_name",
     "connect",
     "point_id",
+    "server_key",
 ]
 
 #: Where a store is kept without ``path`` or ``url`` (the embedded default).
 DEFAULT_PATH = "./qdrant"
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")
+#: The environment variable a server's API key is read from when none is given (never shown).
+API_KEY_ENV = "CTXEMB_QDRANT_API_KEY"
 #: What Qdrant refuses in a collection name (server and local mode).
 _BAD_CHARS = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
 
@@ -74,6 +78,15 @@ def check_name(name: Any) -> str:
             f"'..', none of {' '.join(repr(c) for c in _BAD_CHARS)}"
         )
     return name
+
+
+def server_key(api_key: str | None = None) -> str | None:
+    """The API key a Qdrant server is sent: ``api_key`` if given, else ``$CTXEMB_QDRANT_API_KEY``
+    (:data:`API_KEY_ENV`), else none. The one rule every path to a server follows (``connect``,
+    so the CLI and every framework's Qdrant store), never written into a message."""
+    if api_key is not None:
+        return api_key
+    return os.environ.get(API_KEY_ENV) or None
 
 
 def point_id(record_id: str) -> str:
@@ -230,8 +243,9 @@ def connect(
 ) -> QdrantClient:
     """A client of local mode in ``path`` (default ``./qdrant``; a folder already open in this
     process is joined), of memory (``memory=True``), or of the server at ``url`` (``api_key``:
-    its key, never shown; asked once for its collections, so a URL where nothing answers is
-    refused here). ``create=False`` opens a folder only if it holds a store.
+    its key, by default ``$CTXEMB_QDRANT_API_KEY`` (:func:`server_key`), never shown; asked
+    once for its collections, so a URL where nothing answers is refused here).
+    ``create=False`` opens a folder only if it holds a store.
 
     Raises:
         StoreUnavailableError: the server does not answer; another process holds the folder.
@@ -242,6 +256,7 @@ def connect(
             return QdrantClient(location=":memory:")
     if url is not None:
         check_address(url, "url", "a Qdrant server's URL (http://host:6333)")
+        api_key = server_key(api_key)
         bad = (ValueError, TypeError)
         try:
             with connecting(url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,)):
