@@ -5,11 +5,12 @@ bundled all-MiniLM-L6-v2, then written into two collections of one local-mode st
 qdrant-client's ``upsert`` (points laid out as the driver lays them: a uuid5 id, the text and
 metadata in the payload, a Dot vector), one through ctxemb (``open_collection`` stamping it, then
 ``add_embedded``: every batch checked against the stamp, its ids' records read first so that a
-failed write is undone, the stamp re-read), in the same batches; then every query is asked of both
-with the same query vector (``query_points`` with the payload against the guarded ``query_vectors``,
-which checks the collection's head before it searches and returns the same hits in its columns;
-local mode's head is read again only when the collection changed). The two sides take turns batch by batch and query by query in one store, the order
-alternating, so that a machine whose load drifts slows both alike; the ratios are of one run.
+failed write is undone, the stamp re-read), in the same batches; then every query is asked of
+both with the same query vector (``query_points`` with the payload against the guarded
+``query_vectors``, which checks the collection's head before it searches and returns the same
+hits in its columns; local mode's head is read again only when the collection changed). The two
+sides take turns batch by batch and query by query in one store, the order alternating, so that
+a machine whose load drifts slows both alike; the ratios are of one run.
 
 Run:  .venv/bin/python benchmarks/qdrant_guarded.py                (2,000 documents, 3 rounds)
 """

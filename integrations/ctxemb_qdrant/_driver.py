@@ -145,9 +145,9 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                 return self._held[1]
             state = local_state(self.client, self._name)
             head = super().head()
-            seen = self._seen
-            fresh = state is not None and head is not None and seen is not None
-            self._held = (state, head, seen) if fresh else None
+            seen, self._held = self._seen, None
+            if state is not None and head is not None and seen is not None:
+                self._held = (state, head, seen)
             return head
 
     def _lookup(self) -> qm.CollectionInfo | None:
