@@ -105,3 +105,35 @@ def test_the_state_sees_nested_edits_and_a_new_object(qclient, docs):
     qclient.update_collection(docs.name, metadata={"deep": {"a": [1, 2.0]}})
     assert not unchanged(qclient, docs.name, state)
     assert local_state(connect(memory=True), docs.name) is None
+
+
+def test_a_named_vector_s_collection_made_again_is_another(embedder):
+    from qdrant_client import QdrantClient, models
+
+    from ctxemb_core.index import GuardedIndex
+    from ctxemb_qdrant._named import NamedVectorView, add_named_vector, backfill_named
+
+    client = QdrantClient(location=":memory:")
+    payloads = [{"page_content": t, "metadata": {"n": k}} for k, t in enumerate(DOCS.values())]
+    client.create_collection("docs", vectors_config={})
+    client.upsert(
+        "docs", [models.PointStruct(id=k, vector={}, payload=p) for k, p in enumerate(payloads)]
+    )
+    add_named_vector(client, "docs", "v1", embedder)
+    backfill_named(client, "docs", "v1", embedder)
+    index = GuardedIndex.open(NamedVectorView(client, "docs", "v1"), embedder)
+    assert index.query([QUERY], 1)[0][0].text == DOCS["tea"]
+    metadata = dict(client.get_collection("docs").config.metadata)
+    metadata.pop("ctxemb_identity")  # a plain client copies the stamps, not ctxemb's nonce
+    client.delete_collection("docs")
+    width = embedder.contract.output_dim
+    params = models.VectorParams(size=width, distance=models.Distance.DOT)
+    client.create_collection("docs", vectors_config={"v1": params}, metadata=metadata)
+    rng = np.random.default_rng(5)
+    foreign = [
+        models.PointStruct(id=k, vector={"v1": rng.normal(size=width).tolist()}, payload=p)
+        for k, p in enumerate(payloads)
+    ]
+    client.upsert("docs", foreign)
+    with pytest.raises(ForeignVectorsError):
+        index.query([QUERY], 1)
