@@ -116,3 +116,11 @@ def test_haystack_s_document_store_is_given_the_same_key(listener, monkeypatch):
         store.count_documents()
     assert KEY not in str(err.value)
     assert listener.keys() == {KEY}
+
+
+def test_a_server_s_head_is_one_request(listener, monkeypatch):
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    client = ctxemb_qdrant.connect(url=listener.url)
+    listener.seen.clear()
+    assert ctxemb_qdrant.QdrantDriver(client, "docs").head() is None  # 404: no collection
+    assert [(method, path) for method, path, _ in listener.seen] == [("GET", "/collections/docs")]
