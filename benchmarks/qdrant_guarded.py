@@ -5,10 +5,12 @@ bundled all-MiniLM-L6-v2, then written into two collections of one local-mode st
 qdrant-client's ``upsert`` (points laid out as the driver lays them: a uuid5 id, the text and
 metadata in the payload, a Dot vector), one through ctxemb (``open_collection`` stamping it, then
 ``add_embedded``: every batch checked against the stamp, its ids' records read first so that a
-failed write is undone, the stamp re-read), in the same batches; then every query is asked of both
-(``query_points`` against the guarded ``query_vectors``, which reads the collection's head back on
-every call). The two sides take turns batch by batch and query by query in one store, the order
-alternating, so that a machine whose load drifts slows both alike; the ratios are of one run.
+failed write is undone, the stamp re-read), in the same batches; then every query is asked of
+both with the same query vector (``query_points`` with the payload against the guarded
+``query_vectors``, which checks the collection's head before it searches and returns the same
+hits in its columns; local mode's head is read again only when the collection changed). The two
+sides take turns batch by batch and query by query in one store, the order alternating, so that
+a machine whose load drifts slows both alike; the ratios are of one run.
 
 Run:  .venv/bin/python benchmarks/qdrant_guarded.py                (2,000 documents, 3 rounds)
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -49,6 +52,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256, help="documents per write")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="OpenBLAS threads for local mode's brute-force search (default: OpenBLAS's own; "
+        "1 keeps threads contending for a loaded machine's cores out of both medians)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="result file (default: results/)")
     add_quick(
         parser,
@@ -57,6 +67,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.n, args.batch, args.queries, args.rounds = 24, 8, 5, 1
+    if args.blas_threads is not None:  # read when numpy loads, which is below
+        os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
     offline()
     quiet_truncation()
 
@@ -151,6 +163,7 @@ def main() -> None:
         "queries": len(queries),
         "rounds": args.rounds,
         "store": "qdrant-client local mode (a folder)",
+        "blas_threads": args.blas_threads,
         "raw_docs_per_s": round(raw_rate, 2),
         "guarded_docs_per_s": round(our_rate, 2),
         "insert_ratio": round(our_rate / raw_rate, 3),

@@ -3,7 +3,8 @@
 
 Both sides index the same documents with the same model (the bundled all-MiniLM-L6-v2,
 normalised) into local-mode collections (a folder each), in the same batches, in the same run;
-the sides alternate in order across rounds. langchain-qdrant embeds with a LangChain
+the sides take turns batch by batch and query by query, the order alternating, so that a shared
+machine whose load drifts slows both alike. langchain-qdrant embeds with a LangChain
 ``Embeddings`` over ``sentence_transformers.SentenceTransformer`` (what ``HuggingFaceEmbeddings``
 does, without the extra package); ctxemb with its ``Embedder`` (ONNX where it can), stamping
 the collection and checking every batch. Then queries are asked one at a time on both sides.
@@ -15,11 +16,13 @@ Needs langchain-qdrant (pip install langchain-qdrant): the reference side only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import (
     DEFAULT_DATA,
@@ -93,48 +96,60 @@ def main() -> None:
     embedder.embed_documents(warm)  # warm both sides up
     st.embed_documents(warm)
 
-    def index_reference(folder: str) -> tuple[float, list[float]]:
-        client = QdrantClient(path=folder)
-        start = time.perf_counter()
-        client.create_collection(
-            "ref", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE)
-        )
-        store = QdrantVectorStore(client, "ref", embedding=st)
-        for i in range(0, len(texts), args.batch):
-            store.add_texts(texts[i : i + args.batch], ids=None)
-        seconds = time.perf_counter() - start
-        times = []
-        for q in queries:
-            begin = time.perf_counter()
-            store.similarity_search(q, k=10)
-            times.append(time.perf_counter() - begin)
-        client.close()
-        return seconds, times
-
-    def index_ctxemb(folder: str) -> tuple[float, list[float]]:
-        client = ctxemb_qdrant.connect(folder)
-        start = time.perf_counter()
-        col = ctxemb_qdrant.open_collection(client, "ours", embedder)  # stamping is part of it
-        for i in range(0, len(texts), args.batch):
-            col.add(ids[i : i + args.batch], texts[i : i + args.batch])
-        seconds = time.perf_counter() - start
-        times = []
-        for q in queries:
-            begin = time.perf_counter()
-            col.query([q], n_results=10)
-            times.append(time.perf_counter() - begin)
-        client.close()
-        return seconds, times
-
+    # Both sides index in the same run and take turns batch by batch, then query by query (the
+    # order alternating), so that a machine whose load drifts (it is shared) slows both alike.
     ref_times, our_times, ref_q, our_q = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            sides = [("ref", index_reference), ("ours", index_ctxemb)]
-            for label, fn in sides if r % 2 == 0 else sides[::-1]:
-                seconds, times = fn(f"{tmp}/{label}-{r}")
-                (ref_times if label == "ref" else our_times).append(seconds)
-                (ref_q if label == "ref" else our_q).extend(times)
-                print(f"round {r + 1} {label:>4}: {len(texts) / seconds:7.1f} docs/s")
+            ref_client = QdrantClient(path=f"{tmp}/ref-{r}")
+            our_client = ctxemb_qdrant.connect(f"{tmp}/ours-{r}")
+            held: dict[str, Any] = {}
+
+            def ref_open(client: Any = ref_client, held: Any = held) -> None:
+                client.create_collection(
+                    "ref",
+                    vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE),
+                )
+                held["ref"] = QdrantVectorStore(client, "ref", embedding=st)
+
+            # ctxemb's open stamps the collection: part of its time.
+            def our_open(client: Any = our_client, held: Any = held) -> None:
+                held["ours"] = ctxemb_qdrant.open_collection(client, "ours", embedder)
+
+            def ref_batch(i: int, held: Any = held) -> None:
+                held["ref"].add_texts(texts[i : i + args.batch], ids=None)
+
+            def our_batch(i: int, held: Any = held) -> None:
+                held["ours"].add(ids[i : i + args.batch], texts[i : i + args.batch])
+
+            spent = {"ref": 0.0, "ours": 0.0}
+            steps = [(ref_open, our_open)] + [
+                (functools.partial(ref_batch, i), functools.partial(our_batch, i))
+                for i in range(0, len(texts), args.batch)
+            ]
+            for b, (ref_fn, our_fn) in enumerate(steps):
+                pair = [("ref", ref_fn), ("ours", our_fn)]
+                for label, fn in pair if (b + r) % 2 == 0 else pair[::-1]:
+                    start = time.perf_counter()
+                    fn()
+                    spent[label] += time.perf_counter() - start
+            ref_times.append(spent["ref"])
+            our_times.append(spent["ours"])
+            for j, q in enumerate(queries):
+                pair = [
+                    (ref_q, lambda q=q, held=held: held["ref"].similarity_search(q, k=10)),
+                    (our_q, lambda q=q, held=held: held["ours"].query([q], n_results=10)),
+                ]
+                for times, fn in pair if (j + r) % 2 == 0 else pair[::-1]:
+                    begin = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - begin)
+            ref_client.close()
+            our_client.close()
+            print(
+                f"round {r + 1}: reference {len(texts) / spent['ref']:7.1f} docs/s, "
+                f"ctxemb {len(texts) / spent['ours']:7.1f} docs/s"
+            )
 
     ref_rate = len(texts) / statistics.median(ref_times)
     our_rate = len(texts) / statistics.median(our_times)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from haystack.utils import Secret
 from haystack_integrations.components.retrievers.qdrant import QdrantEmbeddingRetriever
 from haystack_integrations.document_stores.qdrant import QdrantDocumentStore
 
 import ctxemb_qdrant
 from ctxemb_core import Embedder
 from ctxemb_core.eval.frameworks import PairedStores
+from ctxemb_qdrant.cli import API_KEY_ENV
 
 
 class QdrantStores(PairedStores):
@@ -22,7 +24,10 @@ class QdrantStores(PairedStores):
         # where: ctxemb_qdrant.connect's path= or url= (core's store_where), which
         # QdrantDocumentStore takes under the same names.
         super().__init__(collection, ctxemb_qdrant.connect(**where), embedder)
-        self.where = where
+        # A server's key as ctxemb_qdrant.connect takes it (its own variable, not Haystack's
+        # QDRANT_API_KEY), as a Secret that names the variable and holds no key.
+        key = {"api_key": Secret.from_env_var(API_KEY_ENV, strict=False)} if "url" in where else {}
+        self.where = {**where, **key}
 
     def make(self, pairs: bool) -> QdrantDocumentStore:
         contract = self.embedder.contract

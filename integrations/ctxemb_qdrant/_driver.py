@@ -40,12 +40,15 @@ from ctxemb_core.index.embedded import missing_index
 from ctxemb_qdrant._store import (
     calling,
     check_name,
+    collection_info,
     collections_in,
     is_store,
     local_engine,
+    local_state,
     point_id,
     point_ids,
     store_address,
+    unchanged,
 )
 
 __all__ = ["IDENTITY_KEY", "QdrantDriver", "payload_of"]
@@ -99,6 +102,9 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
 
     _kind = "collection"
     _no_marks = "Qdrant keeps no write sequence of its own"
+    #: Local mode: the state the last head was read in, that head and the description it was
+    #: read from (see :meth:`head`).
+    _held: tuple[Any, protocol.Head, qm.CollectionInfo] | None = None
 
     def __init__(self, client: QdrantClient, name: str, *, embedder: Any = None) -> None:
         if not isinstance(client, QdrantClient):
@@ -126,14 +132,27 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
 
     # -- the collection and its stamp, as :class:`ObjectDriver` reads and writes them --------
 
+    def head(self) -> protocol.Head | None:
+        """The head the guard compares before every call. A server's: read with one request.
+        Local mode's: read again only when the collection's :func:`local_state` has changed
+        since the last (``get_collection`` counts every point, a tenth of a local search):
+        the state is taken before the read, so a change racing it is seen on the next call."""
+        if local_engine(self.client) is None:
+            return super().head()
+        with calling(self.client, f"reading collection {self._name!r}"):
+            if self._held is not None and unchanged(self.client, self._name, self._held[0]):
+                self._seen = self._held[2]
+                return self._held[1]
+            state = local_state(self.client, self._name)
+            head = super().head()
+            seen, self._held = self._seen, None
+            if state is not None and head is not None and seen is not None:
+                self._held = (state, head, seen)
+            return head
+
     def _lookup(self) -> qm.CollectionInfo | None:
         with calling(self.client, f"reading collection {self._name!r}"):
-            if not self.client.collection_exists(self._name):
-                return None
-            try:
-                return self.client.get_collection(self._name)
-            except ValueError:  # local mode: dropped between the two calls
-                return None
+            return collection_info(self.client, self._name)
 
     def _missing(self) -> Exception:
         with calling(self.client, "listing collections"):

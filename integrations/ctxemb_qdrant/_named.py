@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.index.driver import INCLUDE, Capabilities, Head, Hit, Record, StampRead
 from ctxemb_core.stamp import IndexStamp
+from ctxemb_qdrant._driver import IDENTITY_KEY
 
 __all__ = [
     "SERVING_KEY",
@@ -76,10 +78,10 @@ def _calling(client: QdrantClient, what: str) -> Any:
 
 
 def _info(client: QdrantClient, collection: str) -> Any:
+    from ctxemb_qdrant._store import collection_info
+
     with _calling(client, f"reading collection {collection!r}"):
-        if not client.collection_exists(collection):
-            return None
-        return client.get_collection(collection)
+        return collection_info(client, collection)
 
 
 def _metadata(info: Any) -> dict[str, Any]:
@@ -162,8 +164,11 @@ class NamedVectorView:
             return None
         stamp = self._stamp_of(_metadata(info))
         seen = json.dumps([stamp, params.size, str(params.distance)], sort_keys=True, default=str)
+        # The collection's creation nonce where it has one (given by add_named_vector): a
+        # collection made again under the name, its stamps copied, is another index.
+        nonce = _metadata(info).get(IDENTITY_KEY)
         head = Head(
-            identity=f"{self.collection}#{self.vector}",
+            identity=f"{self.collection}#{self.vector}" + (f"@{nonce}" if nonce else ""),
             stamp_version=hashlib.sha256(seen.encode()).hexdigest()[:16],
             space=_SPACES.get(params.distance, "cosine"),
         )
@@ -335,7 +340,8 @@ def add_named_vector(
     with _calling(client, f"adding vector {name!r} to {collection!r}"):
         if held is None:
             stamps[name] = stamp.to_metadata()
-            client.update_collection(collection, metadata={VECTORS_KEY: stamps})
+            nonce = {} if _metadata(info).get(IDENTITY_KEY) else {IDENTITY_KEY: uuid.uuid4().hex}
+            client.update_collection(collection, metadata={VECTORS_KEY: stamps, **nonce})
         if params is None:
             config = models.DenseVectorNameConfig(
                 dense=models.DenseVectorConfig(size=embedder.contract.output_dim, distance=distance)

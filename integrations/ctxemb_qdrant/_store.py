@@ -10,6 +10,7 @@ the same point in every process; a point another tool wrote reads as ``str(point
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from qdrant_client import QdrantClient
+from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
@@ -28,12 +30,23 @@ from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import require_store
 from ctxemb_core.redact import scrub
 
-__all__ = ["DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect", "point_id"]
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_PATH",
+    "POINT_NAMESPACE",
+    "calling",
+    "check_name",
+    "connect",
+    "point_id",
+    "server_key",
+]
 
 #: Where a store is kept without ``path`` or ``url`` (the embedded default).
 DEFAULT_PATH = "./qdrant"
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")
+#: The environment variable a server's API key is read from when none is given (never shown).
+API_KEY_ENV = "CTXEMB_QDRANT_API_KEY"
 #: What Qdrant refuses in a collection name (server and local mode).
 _BAD_CHARS = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
 
@@ -65,6 +78,15 @@ def check_name(name: Any) -> str:
             f"'..', none of {' '.join(repr(c) for c in _BAD_CHARS)}"
         )
     return name
+
+
+def server_key(api_key: str | None = None) -> str | None:
+    """The API key a Qdrant server is sent: ``api_key`` if given, else ``$CTXEMB_QDRANT_API_KEY``
+    (:data:`API_KEY_ENV`), else none. The one rule every path to a server follows (``connect``,
+    so the CLI and every framework's Qdrant store), never written into a message."""
+    if api_key is not None:
+        return api_key
+    return os.environ.get(API_KEY_ENV) or None
 
 
 def point_id(record_id: str) -> str:
@@ -100,10 +122,76 @@ def calling(client: QdrantClient, what: str) -> Iterator[None]:
     """A block of calls on ``client``: serialised for local mode, errors translated."""
     lock = None
     if local_engine(client) is not None:
-        with _GUARD:
-            lock = _LOCKS.setdefault(client, threading.RLock())
+        lock = _LOCKS.get(client)
+        if lock is None:
+            with _GUARD:
+                lock = _LOCKS.setdefault(client, threading.RLock())
     with lock or contextlib.nullcontext(), translated(what):
         yield
+
+
+def collection_info(client: QdrantClient, name: str) -> qm.CollectionInfo | None:
+    """Collection (or alias) ``name`` as Qdrant describes it, or ``None``: there is none. One
+    call (a server: one request; a missing collection answers 404), made inside :func:`calling`.
+    """
+    try:
+        return client.get_collection(name)
+    except ValueError:  # local mode: "Collection ... not found"
+        return None
+    except UnexpectedResponse as exc:
+        if exc.status_code == 404:
+            return None
+        raise
+
+
+def _local_collection(client: QdrantClient, name: str) -> Any:
+    """Local mode's own object of collection (or alias) ``name``, or ``None`` (a server's
+    client, a closed one, no such collection, another version's layout)."""
+    local = local_engine(client)
+    if local is None or getattr(local, "closed", True):
+        return None
+    found = getattr(local, "collections", {})
+    held = found.get(name)
+    if held is None and name in getattr(local, "aliases", {}):
+        held = found.get(local.aliases[name])
+    return held if hasattr(held, "config") else None
+
+
+def local_state(client: QdrantClient, name: str) -> tuple[Any, ...] | None:
+    """What local mode holds of collection (or alias) ``name`` that its description is made
+    from, copied: the collection object (weakly: one deleted and made again is another object),
+    its metadata and its vector configuration; ``None`` where :func:`unchanged` cannot tell
+    (a server's client, a closed one, no such collection).
+
+    Local mode keeps a collection's configuration in this process's memory (one process holds
+    a folder), and every change to it (``update_collection``, ``delete_collection`` then
+    ``create_collection``, an alias moved) leaves another state; ``get_collection``, by
+    contrast, counts every point."""
+    held = _local_collection(client, name)
+    if held is None:
+        return None
+    config = held.config
+    return (weakref.ref(held), copy.deepcopy(config.metadata), copy.deepcopy(config.vectors))
+
+
+def unchanged(client: QdrantClient, name: str, state: tuple[Any, ...] | None) -> bool:
+    """Whether collection ``name`` is still the one of :func:`local_state` ``state``, with its
+    metadata (value and type: ``True`` is not ``1`` here) and vector configuration as then, in
+    microseconds: the strings compared are mostly the very objects copied."""
+    held = _local_collection(client, name)
+    if held is None or state is None or state[0]() is not held:
+        return False
+    return _same(held.config.metadata, state[1]) and held.config.vectors == state[2]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
 
 
 def store_address(client: QdrantClient) -> str:
@@ -155,8 +243,9 @@ def connect(
 ) -> QdrantClient:
     """A client of local mode in ``path`` (default ``./qdrant``; a folder already open in this
     process is joined), of memory (``memory=True``), or of the server at ``url`` (``api_key``:
-    its key, never shown; asked once for its collections, so a URL where nothing answers is
-    refused here). ``create=False`` opens a folder only if it holds a store.
+    its key, by default ``$CTXEMB_QDRANT_API_KEY`` (:func:`server_key`), never shown; asked
+    once for its collections, so a URL where nothing answers is refused here).
+    ``create=False`` opens a folder only if it holds a store.
 
     Raises:
         StoreUnavailableError: the server does not answer; another process holds the folder.
@@ -167,6 +256,7 @@ def connect(
             return QdrantClient(location=":memory:")
     if url is not None:
         check_address(url, "url", "a Qdrant server's URL (http://host:6333)")
+        api_key = server_key(api_key)
         bad = (ValueError, TypeError)
         try:
             with connecting(url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,)):
