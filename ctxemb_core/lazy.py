@@ -13,6 +13,7 @@ component or any other path: an :class:`~ctxemb_core.cache.EmbeddingCache` is sh
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -239,7 +240,9 @@ def lazy_package(package: str, home: str) -> Callable[[str], Any]:
     module = sys.modules[package]
 
     def __getattr__(name: str) -> Any:
-        if name.startswith("__"):
+        # ``from package import submodule`` asks for the attribute first: a submodule not yet
+        # imported is left to the import system, which then imports it alone.
+        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         api = importlib.import_module(f"{package}.{home}")
         if name in vars(module):  # a submodule that importing ``home`` imported

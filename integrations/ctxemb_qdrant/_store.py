@@ -29,6 +29,7 @@ from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import require_store
 from ctxemb_core.redact import scrub
+from ctxemb_qdrant._names import API_KEY_ENV, DEFAULT_PATH
 
 __all__ = [
     "API_KEY_ENV",
@@ -41,12 +42,8 @@ __all__ = [
     "server_key",
 ]
 
-#: Where a store is kept without ``path`` or ``url`` (the embedded default).
-DEFAULT_PATH = "./qdrant"
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")
-#: The environment variable a server's API key is read from when none is given (never shown).
-API_KEY_ENV = "CTXEMB_QDRANT_API_KEY"
 #: What Qdrant refuses in a collection name (server and local mode).
 _BAD_CHARS = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
 

@@ -10,11 +10,12 @@ import argparse
 from typing import Any
 
 from ctxemb_core.cli.stores import FolderOrUrl, options_of
+from ctxemb_qdrant import _names
 
 #: Where a store command looks without --qdrant-path or --qdrant-url (``connect``'s default).
-DEFAULT_PATH = "./qdrant"  # _store.DEFAULT_PATH, spelled here: a parser imports no qdrant-client
+DEFAULT_PATH = _names.DEFAULT_PATH
 #: The environment variable a server's API key is read from.
-API_KEY_ENV = "CTXEMB_QDRANT_API_KEY"
+API_KEY_ENV = _names.API_KEY_ENV
 
 
 def _options() -> FolderOrUrl:
