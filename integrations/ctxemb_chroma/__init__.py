@@ -35,16 +35,10 @@ from ctxemb_core.store_tools import ADAPTER_API
 
 MissingDependencyError.require("ctxemb_chroma", "chroma", {"chromadb": "chromadb"})
 
-#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
-__all__ = [
-    *ADAPTER_API,
-    "ChromaDriver",
-    "ContractEmbeddingFunction",
-    "GuardedCollection",
-    "IndexSummary",
-    "check_metadatas",
-    "index_with_ray",
-]
+#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own: its
+#: driver and index objects, then Chroma's embedding function and the Ray job.
+__all__ = [*ADAPTER_API, "ChromaDriver", "GuardedCollection", "check_metadatas"]
+__all__ += ["ContractEmbeddingFunction", "IndexSummary", "index_with_ray"]
 
 # Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
 __getattr__ = lazy_package(__name__, "_api")

@@ -23,16 +23,10 @@ from ctxemb_core.store_tools import ADAPTER_API
 
 MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdrant-client"})
 
-#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
-__all__ = [
-    *ADAPTER_API,
-    "POINT_NAMESPACE",
-    "GuardedQdrantCollection",
-    "QdrantDriver",
-    "RawQdrant",
-    "StoredCollection",
-    "point_id",
-]
+#: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own: its
+#: driver and index objects, then the point ids and a raw client for tests.
+__all__ = [*ADAPTER_API, "QdrantDriver", "GuardedQdrantCollection", "StoredCollection"]
+__all__ += ["POINT_NAMESPACE", "RawQdrant", "point_id"]
 
 # Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
 __getattr__ = lazy_package(__name__, "_api")
