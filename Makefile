@@ -92,7 +92,7 @@ suite: setup
 # published figures through LlamaIndex's PostgreSQL path (an HNSW build of SciFact, ~60 CPU-s).
 bench-check: setup
 	$(PYTEST) -m "bench_quick or figures_extra" tests/benchmarks/test_benchmarks_run.py tests/llamaindex/test_llamaindex_eval.py \
-		tests/eval/test_eval_adapters.py tests/cli/test_chroma_cli.py \
+		tests/eval/test_eval_adapters.py tests/eval/test_eval_agreement.py tests/cli/test_chroma_cli.py \
 		tests/qdrant/test_qdrant_eval.py tests/llamaindex/test_qdrant_frameworks_eval.py
 
 bench: setup
