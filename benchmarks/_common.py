@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import gzip
 import importlib.metadata
+import itertools
 import json
 import os
 import platform
@@ -13,7 +14,9 @@ import re
 import shlex
 import sys
 import tempfile
+import time
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -236,6 +239,49 @@ def add_quick(parser: argparse.ArgumentParser, cuts: str) -> None:
     import or a renamed function fails it); its figures are not comparable with a full run's.
     """
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP.format(cuts=cuts))
+
+
+def chunks(n: int, size: int) -> list[slice]:
+    """``n`` items cut into slices of ``size`` (the last one shorter)."""
+    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def paired_turns(
+    sides: Mapping[str, Callable[[Any], Any]],
+    inputs: Mapping[str, Sequence[Any]],
+    chunk: int,
+    turn: int,
+) -> tuple[dict[str, float], list[dict[str, float]], dict[str, list[Any]], dict[str, float]]:
+    """One round of contenders taking turns chunk by chunk, so load drifts hit all alike.
+
+    Each side is called on its own ``inputs`` (same length for all), ``chunk`` at a time; the
+    order of the sides cycles through their permutations, ``turn`` picking where this round
+    starts so rounds do not repeat it. Returns the seconds per side, the seconds of each chunk
+    per side (for paired ratios), each side's output per chunk, and the process's CPU seconds
+    per side (less moved than wall time by other processes' load).
+    """
+    orders = list(itertools.permutations(sides))
+    n = len(next(iter(inputs.values())))
+    spent = dict.fromkeys(sides, 0.0)
+    cpu = dict.fromkeys(sides, 0.0)
+    per_chunk: list[dict[str, float]] = []
+    outputs: dict[str, list[Any]] = {name: [] for name in sides}
+    for i, part in enumerate(chunks(n, chunk)):
+        took = {}
+        for name in orders[(turn + i) % len(orders)]:
+            batch = inputs[name][part]
+            began, began_cpu = time.perf_counter(), time.process_time()
+            outputs[name].append(sides[name](batch))
+            took[name] = time.perf_counter() - began
+            cpu[name] += time.process_time() - began_cpu
+            spent[name] += took[name]
+        per_chunk.append(took)
+    return spent, per_chunk, outputs, cpu
+
+
+def flattened(parts: list[list[Any]]) -> list[Any]:
+    """A side's per-chunk outputs (lists) as one list."""
+    return [item for part in parts for item in part]
 
 
 def writes(name: str) -> str:

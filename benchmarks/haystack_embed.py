@@ -49,6 +49,7 @@ from _common import (
     command_line,
     machine_info,
     offline,
+    paired_turns,
     quick_texts,
     quiet_truncation,
     scifact_texts,
@@ -65,34 +66,6 @@ TARGET_ADAPTER_CORE = 0.95  # documents/s of the adapter over the core: the adap
 TARGET_MIN_COSINE = 0.99999  # the adapter's vectors against Haystack's sentence-transformers
 
 Side = Callable[[Any], Any]
-
-
-def _chunks(n: int, size: int) -> list[slice]:
-    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
-
-
-def _documents_round(
-    sides: dict[str, Side], inputs: dict[str, list[Any]], chunk: int, turn: int
-) -> tuple[dict[str, float], list[dict[str, float]], dict[str, list[Any]]]:
-    """One pass over the documents: seconds per side, per-chunk seconds, and each side's output.
-
-    ``turn`` picks where in the cycle of orders this round starts, so rounds do not repeat it.
-    """
-    orders = list(itertools.permutations(sides))
-    n = len(next(iter(inputs.values())))
-    spent = dict.fromkeys(sides, 0.0)
-    per_chunk: list[dict[str, float]] = []
-    outputs: dict[str, list[Any]] = {name: [] for name in sides}
-    for i, part in enumerate(_chunks(n, chunk)):
-        took = {}
-        for name in orders[(turn + i) % len(orders)]:
-            batch = inputs[name][part]
-            start = time.perf_counter()
-            outputs[name].append(sides[name](batch))
-            took[name] = time.perf_counter() - start
-            spent[name] += took[name]
-        per_chunk.append(took)
-    return spent, per_chunk, outputs
 
 
 def _latency_round(sides: dict[str, Side], queries: list[str], turn: int) -> dict[str, list[float]]:
@@ -200,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         HAYSTACK: st_query.run,
     }
     warm = {name: inputs[:warm_n] for name, inputs in doc_inputs.items()}
-    _documents_round(doc_sides, warm, warm_n, 0)
+    paired_turns(doc_sides, warm, warm_n, 0)
     _latency_round(query_sides, queries[:warm_queries], 0)
 
     # -- the rounds --------------------------------------------------------------------------
@@ -214,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     latency_round_ms: dict[str, list[float]] = {name: [] for name in query_sides}
     outputs: dict[str, list[Any]] = {}
     for r in range(args.rounds):
-        spent, chunks, outputs = _documents_round(doc_sides, doc_inputs, args.chunk, r)
+        spent, chunks, outputs, _ = paired_turns(doc_sides, doc_inputs, args.chunk, r)
         per_chunk += chunks
         took = _latency_round(query_sides, queries, r)
         for name in doc_sides:

@@ -33,10 +33,8 @@ Writes ``benchmarks/results/langchain_embed.json``.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,8 +45,10 @@ from _common import (
     QUICK_WORDS,
     add_quick,
     command_line,
+    flattened,
     machine_info,
     offline,
+    paired_turns,
     quick_texts,
     quiet_truncation,
     scifact_texts,
@@ -65,32 +65,6 @@ TARGET_ADAPTER_CORE = 0.95  # documents/s of the adapter over the core: the adap
 TARGET_MIN_COSINE = 0.99999  # the adapter's vectors against HuggingFaceEmbeddings' call
 
 Side = Callable[[list[str]], list[list[float]]]
-
-
-def _chunks(n: int, size: int) -> list[slice]:
-    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
-
-
-def _round(
-    sides: dict[str, Side], texts: list[str], chunk: int, turn: int
-) -> tuple[dict[str, float], list[dict[str, float]], dict[str, list[list[float]]]]:
-    """One pass over the texts: seconds per side, per-chunk seconds, and each side's vectors.
-
-    ``turn`` picks where in the cycle of orders this round starts, so rounds do not repeat it.
-    """
-    orders = list(itertools.permutations(sides))
-    spent = dict.fromkeys(sides, 0.0)
-    per_chunk: list[dict[str, float]] = []
-    vectors: dict[str, list[list[float]]] = {name: [] for name in sides}
-    for i, part in enumerate(_chunks(len(texts), chunk)):
-        took = {}
-        for name in orders[(turn + i) % len(orders)]:
-            start = time.perf_counter()
-            vectors[name] += sides[name](texts[part])
-            took[name] = time.perf_counter() - start
-            spent[name] += took[name]
-        per_chunk.append(took)
-    return spent, per_chunk, vectors
 
 
 def _pass(ok: bool) -> str:
@@ -166,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         CORE: lambda batch: core.embed_documents(batch).tolist(),
         LANGCHAIN_HF: langchain_hf,
     }
-    _round(sides, texts[:warm_n], warm_n, 0)  # warm-up: sessions, graphs, allocator
+    shared = dict.fromkeys(sides, texts)
+    paired_turns(sides, dict.fromkeys(sides, texts[:warm_n]), warm_n, 0)  # warm-up
 
     # -- the rounds --------------------------------------------------------------------------
     print(f"{args.rounds} round(s): {len(texts)} documents in chunks of {args.chunk}")
@@ -174,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     per_chunk: list[dict[str, float]] = []
     vectors: dict[str, list[list[float]]] = {}
     for r in range(args.rounds):
-        spent, chunks, vectors = _round(sides, texts, args.chunk, r)
+        spent, chunks, outputs, _ = paired_turns(sides, shared, args.chunk, r)
+        vectors = {name: flattened(parts) for name, parts in outputs.items()}
         per_chunk += chunks
         for name in sides:
             seconds[name].append(spent[name])

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,8 +43,10 @@ from _common import (
     QUICK_WORDS,
     add_quick,
     command_line,
+    flattened,
     machine_info,
     offline,
+    paired_turns,
     quick_texts,
     quiet_truncation,
     scifact_texts,
@@ -59,31 +60,6 @@ CORE = "ctxemb core"
 TARGET_ADAPTER_CORE = 0.95  # documents/s of the adapter over the core: the adapter adds no cost
 
 Side = Callable[[list[str]], list[list[float]]]
-
-
-def _round(
-    sides: dict[str, Side], texts: list[str], chunk: int, turn: int
-) -> tuple[
-    dict[str, float], list[dict[str, float]], dict[str, list[list[float]]], dict[str, float]
-]:
-    """One pass over the texts: seconds per side, per-chunk seconds, each side's vectors, and
-    the process's CPU seconds per side (less moved than wall time by other processes' load)."""
-    names = list(sides)
-    spent = dict.fromkeys(names, 0.0)
-    cpu = dict.fromkeys(names, 0.0)
-    per_chunk: list[dict[str, float]] = []
-    vectors: dict[str, list[list[float]]] = {name: [] for name in names}
-    for i, start in enumerate(range(0, len(texts), chunk)):
-        part = texts[start : start + chunk]
-        took = {}
-        for name in names if (turn + i) % 2 == 0 else names[::-1]:
-            began, began_cpu = time.perf_counter(), time.process_time()
-            vectors[name] += sides[name](part)
-            took[name] = time.perf_counter() - began
-            cpu[name] += time.process_time() - began_cpu
-            spent[name] += took[name]
-        per_chunk.append(took)
-    return spent, per_chunk, vectors, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         ADAPTER: adapter.get_text_embedding_batch,
         CORE: lambda batch: core.embed_documents(batch).tolist(),
     }
-    _round(sides, texts[:warm_n], warm_n, 0)  # warm-up: sessions, graphs, allocator
+    shared = dict.fromkeys(sides, texts)
+    paired_turns(sides, dict.fromkeys(sides, texts[:warm_n]), warm_n, 0)  # warm-up
 
     print(f"{args.rounds} round(s): {len(texts)} documents in chunks of {args.chunk}")
     seconds: dict[str, list[float]] = {name: [] for name in sides}
@@ -140,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     per_chunk: list[dict[str, float]] = []
     vectors: dict[str, list[list[float]]] = {}
     for r in range(args.rounds):
-        spent, chunks, vectors, cpu = _round(sides, texts, args.chunk, r)
+        spent, chunks, outputs, cpu = paired_turns(sides, shared, args.chunk, r)
+        vectors = {name: flattened(parts) for name, parts in outputs.items()}
         per_chunk += chunks
         for name in sides:
             seconds[name].append(spent[name])

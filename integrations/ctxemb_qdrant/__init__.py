@@ -7,12 +7,12 @@ within a process; memory; a server's URL), :class:`GuardedQdrantCollection` (wha
 :func:`open_collection` gives), :class:`StoredCollection` (unguarded), :class:`QdrantDriver`,
 :class:`RawQdrant` (a user's own client around the guard, for tests) and :func:`point_id`.
 
-Example:
-    >>> import ctxemb_qdrant
+Example (local mode in ``./qdrant``; ``connect(url=...)`` for a server):
     >>> from ctxemb_core import contract_for
-    >>> client = ctxemb_qdrant.connect("./qdrant")                        # doctest: +SKIP
-    >>> contract = contract_for("all-MiniLM-L6-v2")
-    >>> docs = ctxemb_qdrant.open_collection(client, "docs", contract)    # doctest: +SKIP
+    >>> from ctxemb_qdrant import connect, open_collection
+    >>> docs = open_collection(connect("./qdrant"), "docs", contract_for("all-MiniLM-L6-v2"))
+    ... # doctest: +SKIP
+    >>> docs.upsert(["tea"], ["Green tea is steamed."])                      # doctest: +SKIP
 """
 
 from __future__ import annotations
