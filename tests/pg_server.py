@@ -65,9 +65,30 @@ class RestartableServer:
         # pgserver starts a server only when a handle is made; a handle of this process exists
         # (pgserver keeps one per folder), so its own start step is asked again, under its lock
         # as pgserver does.
+        # pgserver gives ``pg_ctl start -w`` 10 s; replaying the log after an immediate stop can
+        # take longer on a loaded machine, and the server goes on starting after pg_ctl is
+        # given up on: then it is waited for (until it takes a connection, a minute at most).
         with self._server._lock:
-            self._server.ensure_postgres_running()
+            try:
+                self._server.ensure_postgres_running()
+            except Exception:
+                if not self._wait_running(60.0):
+                    raise
         assert str(self._server.get_uri()) == self.dsn
+
+    def _wait_running(self, seconds: float) -> bool:
+        import time
+
+        import psycopg
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                psycopg.connect(str(self._server.get_uri()), connect_timeout=5).close()
+                return True
+            except psycopg.Error:
+                time.sleep(0.5)
+        return False
 
     def close(self) -> None:
         self._server.cleanup()
