@@ -33,7 +33,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError, StampMovedError
 from ctxemb_core.index.driver import Hit, Record, Version
 from ctxemb_core.index.driver_kit import records_of
-from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT
+from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT, _worded
 from ctxemb_core.records import refuse_vectorless
 from ctxemb_core.validate import check_count, check_ids
 
@@ -250,6 +250,7 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
                 out[part].append(values)
         return out
 
+    @_worded
     def delete(
         self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
     ) -> int:
