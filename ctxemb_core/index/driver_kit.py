@@ -503,6 +503,10 @@ class TransactionalDriver(Generic[H]):
     #: The store's error for an id written twice (a writer racing this one).
     _duplicate: tuple[type[BaseException], ...] = ()
 
+    @property
+    def name(self) -> str:
+        return self._name
+
     def _transaction(self, what: str) -> contextlib.AbstractContextManager[Any]:
         """One transaction, its errors translated into ctxemb's while ``what`` runs."""
         raise NotImplementedError

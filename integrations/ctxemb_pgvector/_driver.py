@@ -177,10 +177,6 @@ class PgvectorDriver(TransactionalDriver[str]):
     def __repr__(self) -> str:
         return f"PgvectorDriver({self.schema}.{self._name})"
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     def close(self) -> None:
         """Close the connection (the driver's own, made by :func:`driver` from a DSN)."""
         self.conn.close()
