@@ -117,6 +117,24 @@ class LazyEmbedder:
         remember(self.contract)
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> LazyEmbedder:
+        """One from an Embedder's config (:attr:`config`, ``Embedder.config()``), to build on
+        first use: its contract read and a server's settings checked now, nothing loaded and no
+        server asked (as a store rebuilding a saved embedding configuration wants)."""
+        remote = config.get("remote")
+        if isinstance(remote, Mapping):
+            remote_config(
+                remote.get("url"),
+                remote.get("api", "ctxemb"),
+                remote.get("api_key_env"),
+                served_model=remote.get("served_model"),
+            )
+        lazy = cls.__new__(cls)
+        contract = EmbeddingContract.from_dict(config["contract"])
+        lazy.__setstate__({"contract": contract, "config": dict(config), "show_progress": None})
+        return lazy
+
     @property
     def fingerprint(self) -> str:
         return self.contract.fingerprint

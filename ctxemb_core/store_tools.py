@@ -15,8 +15,9 @@ what is its store's:
   or not, its client and name checked (``embedder``: whose settings a store that persists its
   embedding configuration writes; ``options``: the store's own keywords, such as a PostgreSQL
   schema, refused with a ``TypeError`` when it has no such keyword);
-- ``driver_of(index)``: the driver of an index object a caller holds (an opened index, or one
-  held unguarded), or the store's refusal of anything else;
+- ``held``: the store's unguarded index object and how to reach its driver, so that a caller
+  may verify what it holds unguarded as well as an opened index (or ``driver_of(index)``: the
+  driver of any index object a caller holds, or the store's refusal of anything else);
 - ``translated(what)``: its client library's errors in ctxemb's tree (:func:`translator`
   builds one from a table);
 - ``terms``: its words, in which the advice of every error the tools raise is given
@@ -187,7 +188,10 @@ class StoreTools(Generic[F]):
             embedding configuration writes with a new stamp; ``options``: the store's own
             keywords, such as a PostgreSQL schema, each a keyword-only parameter).
         driver_of: an index object a caller holds -> its driver (``InvalidInputError`` for
-            what is not one of the store's).
+            what is not one of the store's); default: an opened index's own driver, and for
+            an object of ``held``'s type (the store's unguarded index) ``held``'s driver.
+        held: ``(type, to_driver)``: the store's unguarded index object (a Chroma collection,
+            a PostgreSQL ``StoredTable``) and its driver, for the default ``driver_of``.
         driver: like ``new_driver``, for an index that must exist; default: ``new_driver``'s
             driver, a missing index refused in the facade's words (with the store's hints).
         translated: the store's errors in ctxemb's tree, around the reads of verify, detect
@@ -219,7 +223,8 @@ class StoreTools(Generic[F]):
         *,
         facade: type[F],
         new_driver: Callable[..., StoreDriver],
-        driver_of: Callable[[Any], StoreDriver],
+        driver_of: Callable[[Any], StoreDriver] | None = None,
+        held: tuple[type, Callable[[Any], StoreDriver]] | None = None,
         driver: Callable[..., StoreDriver] | None = None,
         translated: Translated | None = None,
         query_options: Collection[str] = (),
@@ -235,7 +240,8 @@ class StoreTools(Generic[F]):
         self._facade = facade
         self._new_driver = new_driver
         self._driver = driver or self._existing
-        self._driver_of = driver_of
+        self._driver_of = driver_of or self._held
+        self._held_type = held
         self._translated = translated or (lambda what: contextlib.nullcontext())
         self._query_options = frozenset(query_options)
         self._pair_query = dict(pair_query or {})
@@ -302,6 +308,22 @@ class StoreTools(Generic[F]):
             return found
 
         return tool
+
+    def _held(self, index: Any) -> StoreDriver:
+        """The driver of an index object the caller holds: an opened index's, or (``held``)
+        the store's unguarded one's; anything else refused in the store's words."""
+        if isinstance(index, self._facade):
+            return index.driver
+        kinds = [self._facade]
+        if self._held_type is not None:
+            kind, to_driver = self._held_type
+            if isinstance(index, kind):
+                return to_driver(index)
+            kinds.append(kind)
+        raise InvalidInputError(
+            f"{self._words.kind} must be a {' or a '.join(k.__name__ for k in kinds)}, got "
+            f"{type(index).__name__}"
+        )
 
     def _existing(
         self, client: Any, name: str, *, embedder: Embedder | None = None, **options: Any

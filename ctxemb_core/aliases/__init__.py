@@ -3,8 +3,9 @@ downtime over any store (issue 45).
 
 - :mod:`~ctxemb_core.aliases.record`: :class:`AliasRecord`, what a store keeps per alias;
 - :mod:`~ctxemb_core.aliases.book`: the :class:`AliasBook` and :class:`Catalog` protocols a
-  store adapter implements, the in-memory reference, and :class:`ClaimBook`, a book for a store
-  without transactions over its :class:`Claims`;
+  store adapter implements, the in-memory reference, :class:`RowBook`, a book as rows of a
+  table of a database, and :class:`ClaimBook`, a book for a store without transactions over
+  its :class:`Claims`;
 - :mod:`~ctxemb_core.aliases.encoders`: :class:`Encoders`, found by contract;
 - :mod:`~ctxemb_core.aliases.aliased`: :class:`AliasedIndex`, readers and writers by alias;
 - :mod:`~ctxemb_core.aliases.hybrid`: an alias over a hybrid index, both sides followed
@@ -31,6 +32,7 @@ from ctxemb_core.aliases.book import (
     Claims,
     MemoryAliasBook,
     MemoryCatalog,
+    RowBook,
 )
 from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.frameworks import AliasReader, AliasSource
@@ -79,6 +81,7 @@ __all__ = [
     "MemoryAliasBook",
     "MemoryCatalog",
     "QualityGate",
+    "RowBook",
     "UpgradePlan",
     "backfill",
     "begin_upgrade",

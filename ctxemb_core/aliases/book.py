@@ -10,7 +10,9 @@ things more for aliases:
 - a :class:`Catalog`: the store's indexes by name (a driver for any of them, whether one
   exists, dropping one) and its book.
 
-A store without transactions or conditional updates gives a book through :class:`ClaimBook`:
+A store with transactions gives a book through :class:`RowBook`: one row per alias, which it
+says only how to run a statement on and how to make (PostgreSQL). A store without
+transactions or conditional updates gives a book through :class:`ClaimBook`:
 it needs only :class:`Claims`, records of unique names whose creation is atomic (of two clients
 creating one name, one gets it), which it can list by prefix, read and delete (Chroma: a
 collection holding the record in its metadata).
@@ -25,15 +27,24 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ctxemb_core.aliases.record import AliasRecord
 from ctxemb_core.errors import AliasMovedError, InvalidInputError
 from ctxemb_core.index.driver import StoreDriver
 from ctxemb_core.index.memory import MemoryStore
 
-__all__ = ["AliasBook", "Catalog", "ClaimBook", "Claims", "MemoryAliasBook", "MemoryCatalog"]
+__all__ = [
+    "AliasBook",
+    "Catalog",
+    "ClaimBook",
+    "Claims",
+    "MemoryAliasBook",
+    "MemoryCatalog",
+    "RowBook",
+]
 
 
 @runtime_checkable
@@ -171,6 +182,78 @@ class ClaimBook:
 
     def names(self) -> list[str]:
         return sorted(self._generations())
+
+
+class RowBook:
+    """An :class:`AliasBook` as one row per alias in a table, for a store with transactions (a
+    SQL database): ``(name, generation, record)``, the record as JSON.
+
+    A swap is one statement: an ``UPDATE`` that holds only while the row's generation is the
+    one the change was decided on, or an ``INSERT`` that holds only while there is no row; of
+    two clients deciding on one generation, the database lets one change a row. A subclass
+    gives its database's words: :meth:`_run` (a statement with ``?`` placeholders and
+    ``{table}`` for the table's name), :meth:`_exists` and :meth:`_create` (the table made
+    once, by one of several first writers), what holds around each call (:meth:`_running`), and
+    where its column types differ, how the record is written (:meth:`_value`) and read back as
+    text (:attr:`RECORD`).
+    """
+
+    #: The expression that reads the record column as JSON text.
+    RECORD = "record"
+
+    def _run(self, query: str, params: tuple[Any, ...] = ()) -> tuple[list[tuple[Any, ...]], int]:
+        """Run ``query`` (its own transaction): the rows it returned, and how many it changed."""
+        raise NotImplementedError
+
+    def _exists(self) -> bool:
+        """Whether the table is there."""
+        raise NotImplementedError
+
+    def _create(self) -> None:
+        """Make the table unless it is there (two first writers at once make one)."""
+        raise NotImplementedError
+
+    def _value(self, record: AliasRecord) -> Any:
+        """The record as the table's column takes it (default: its JSON text)."""
+        return record.to_json()
+
+    def _running(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """Held around each call while ``what`` runs: the database's errors as ctxemb's, a
+        connection shared by threads taken in turn (a store's; nothing here)."""
+        return contextlib.nullcontext()
+
+    def read(self, name: str) -> AliasRecord | None:
+        with self._running(f"reading alias {name!r}"):
+            if not self._exists():
+                return None
+            rows, _ = self._run(f"SELECT {self.RECORD} FROM {{table}} WHERE name = ?", (name,))
+        return AliasRecord.from_json(rows[0][0], name) if rows else None
+
+    def swap(self, record: AliasRecord, *, expected: int | None) -> bool:
+        with self._running(f"writing alias {record.name!r}"):
+            if not self._exists():
+                self._create()
+            value = self._value(record)
+            if expected is None:
+                query = (
+                    "INSERT INTO {table} (name, generation, record) VALUES (?, ?, ?) "
+                    "ON CONFLICT (name) DO NOTHING"
+                )
+                _, changed = self._run(query, (record.name, record.generation, value))
+            else:
+                query = (
+                    "UPDATE {table} SET generation = ?, record = ?, changed = CURRENT_TIMESTAMP "
+                    "WHERE name = ? AND generation = ?"
+                )
+                _, changed = self._run(query, (record.generation, value, record.name, expected))
+        return changed == 1
+
+    def names(self) -> list[str]:
+        with self._running("listing aliases"):
+            if not self._exists():
+                return []
+            rows, _ = self._run("SELECT name FROM {table} ORDER BY name")
+        return [r[0] for r in rows]
 
 
 class MemoryAliasBook:

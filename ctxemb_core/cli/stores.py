@@ -33,6 +33,7 @@ __all__ = [
     "ConnectionString",
     "FolderOrServer",
     "FolderOrUrl",
+    "Scope",
     "StoreOptions",
     "choose_store",
     "demo_store_args",
@@ -394,8 +395,8 @@ def resolve_alias(args: argparse.Namespace, adapter: Any, client: Any) -> Any:
 
 #: What a store's options module may leave to the shared options object it builds
 #: (:class:`FolderOrServer`, :class:`FolderOrUrl`, :class:`ConnectionString`): the
-#: :class:`StoreOptions` methods about the options themselves, and the optional ``defaults``
-#: and ``from_environment``. ``connect`` and ``adapter`` are always the module's own.
+#: :class:`StoreOptions` methods about the options themselves, and the optional ``defaults``,
+#: ``from_environment`` and ``scope``. ``connect`` and ``adapter`` are always the module's own.
 SHARED_OPTIONS = (
     "absent",
     "add_arguments",
@@ -404,6 +405,7 @@ SHARED_OPTIONS = (
     "flags",
     "from_environment",
     "location",
+    "scope",
 )
 
 
@@ -496,11 +498,45 @@ class FolderOrServer:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """A store's option that scopes the names of its indexes (PostgreSQL's ``--schema``; a
+    database or namespace elsewhere): its default filled in, checked by the store's ``check``
+    (``check(value, "--flag")``), given to every adapter call that takes the keyword
+    (``scope(args)``, :func:`scoped`) and said back only where it is not the default.
+
+    Example:
+        >>> Scope("schema", "public", "PostgreSQL: the tables' schema")  # doctest: +SKIP
+    """
+
+    name: str
+    default: str
+    help: str
+    check: Callable[[str, str], Any] | None = None
+
+    def add_argument(self, parser: argparse.ArgumentParser) -> None:
+        # No argparse default: check_arguments fills it in (a help shows the module's own).
+        parser.add_argument(
+            f"--{self.name}", default=None, help=f"{self.help} (default: {self.default})"
+        )
+
+    def fill(self, args: argparse.Namespace) -> None:
+        if getattr(args, self.name, None) is None:
+            setattr(args, self.name, self.default)
+        if self.check is not None:
+            self.check(getattr(args, self.name), f"--{self.name}")
+
+    def flags(self, args: argparse.Namespace) -> str:
+        value = getattr(args, self.name, None)
+        return "" if value in (None, self.default) else f" --{self.name} {shlex.quote(value)}"
+
+
+@dataclass(frozen=True)
 class ConnectionString:
     """The option of a store reached by one connection string (PostgreSQL's ``--dsn``; a
     server's URL): given, or taken from the environment variable ``env``, required, and said
     back with its password masked (``flags``, ``location``), the same for every such store.
-    ``store``: its ``--store`` name; ``label`` its name in words; ``example``: a string to show.
+    ``store``: its ``--store`` name; ``label`` its name in words; ``example``: a string to show;
+    ``within``: the store's :class:`Scope` option, if it has one (PostgreSQL's ``--schema``).
 
     Example:
         >>> ConnectionString("pgvector", "PostgreSQL", "CTXEMB_PG_DSN", "postgresql://h/db").defaults()
@@ -512,6 +548,7 @@ class ConnectionString:
     env: str
     example: str
     flag: str = "dsn"
+    within: Scope | None = None
 
     def add_argument(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -519,6 +556,18 @@ class ConnectionString:
             help=f"the {self.label} connection string (default: ${self.env}); selects "
             f"--store {self.store}",
         )
+
+    def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
+        """The string's option and the scope's (the demo runs on the default store: none)."""
+        if demo:
+            return
+        self.add_argument(parser)
+        if self.within is not None:
+            self.within.add_argument(parser)
+
+    def scope(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The keywords of the adapter's calls that the checked options set (the scope's)."""
+        return {} if self.within is None else {self.within.name: getattr(args, self.within.name)}
 
     def check_arguments(self, args: argparse.Namespace, *, demo: bool = False) -> None:
         """The string given, or taken from ``$env`` (another store's options beside it are
@@ -534,10 +583,13 @@ class ConnectionString:
                 f"--store {self.store} needs --{self.flag} (a {self.label} connection string, "
                 f"e.g. {self.example}) or ${self.env}"
             )
+        if self.within is not None:
+            self.within.fill(args)
 
     def defaults(self) -> dict[str, str]:
-        """The default :meth:`check_arguments` fills in, as a help text shows it."""
-        return {self.flag: f"${self.env}"}
+        """The defaults :meth:`check_arguments` fills in, as a help text shows them."""
+        scope = {} if self.within is None else {self.within.name: self.within.default}
+        return {self.flag: f"${self.env}", **scope}
 
     def from_environment(self) -> str | None:
         """What selects this store when no store option is given: ``$env``, if set."""
@@ -550,11 +602,14 @@ class ConnectionString:
     def flags(self, args: argparse.Namespace) -> str:
         """The options, the password masked (a command line to show, not to hold secrets)."""
         shown = shlex.quote(redact_dsn(getattr(args, self.flag)))
-        return f"--store {self.store} --{self.flag} {shown}"
+        scope = "" if self.within is None else self.within.flags(args)
+        return f"--store {self.store} --{self.flag} {shown}{scope}"
 
     def location(self, args: argparse.Namespace) -> str:
-        """The connection string, its password masked."""
-        return redact_dsn(getattr(args, self.flag))
+        """The connection string, its password masked (and the scope)."""
+        within = self.within
+        scope = "" if within is None else f" {within.name} {getattr(args, within.name)}"
+        return redact_dsn(getattr(args, self.flag)) + scope
 
 
 @dataclass(frozen=True)

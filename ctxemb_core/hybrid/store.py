@@ -73,6 +73,7 @@ from ctxemb_core.hybrid.index import (
 from ctxemb_core.hybrid.lexical import Analyzer
 
 __all__ = [
+    "SQL_TABLES",
     "ForeignLexicalError",
     "HybridStamp",
     "LexicalStore",
@@ -98,6 +99,27 @@ PENDING = "ctxemb_lexical_pending"
 #: The tables as queries name them (``{sides}``...): a dialect's :meth:`Dialect.sql` gives
 #: each key its table's name in its database (quoted, in a schema).
 TABLES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS, "pending": PENDING}
+#: The tables in standard SQL, named as queries name them (:meth:`Dialect.sql`), for a database
+#: server's dialect (PostgreSQL's); SQLite keeps its own form (:class:`SQLiteLexical`).
+SQL_TABLES = """
+CREATE TABLE IF NOT EXISTS {sides} (
+  side integer PRIMARY KEY, name text NOT NULL UNIQUE, schema integer NOT NULL,
+  owner text NOT NULL, token text NOT NULL, contract text NOT NULL, canary text NOT NULL,
+  documents bigint NOT NULL, length bigint NOT NULL, total text NOT NULL,
+  version bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS {docs} (
+  side integer NOT NULL, num bigint NOT NULL, id text NOT NULL, digest text NOT NULL,
+  length integer NOT NULL, PRIMARY KEY (side, num), UNIQUE (side, id));
+CREATE TABLE IF NOT EXISTS {postings} (
+  side integer NOT NULL, term text NOT NULL, num bigint NOT NULL, tf integer NOT NULL,
+  PRIMARY KEY (side, term, num));
+CREATE INDEX IF NOT EXISTS ctxemb_lexical_postings_num ON {postings} (side, num);
+CREATE TABLE IF NOT EXISTS {terms} (
+  side integer NOT NULL, term text NOT NULL, df integer NOT NULL, cf bigint NOT NULL,
+  PRIMARY KEY (side, term));
+CREATE TABLE IF NOT EXISTS {pending} (
+  side integer NOT NULL, id text NOT NULL, PRIMARY KEY (side, id));
+"""
 
 
 class NoLexicalSideError(MissingStampError):

@@ -107,9 +107,11 @@ def exclusive(conn: Any) -> threading.RLock:
 
 
 def serialised(cls: type) -> type:
-    """``cls`` with each public method holding :func:`exclusive` of ``self.conn`` while it
-    runs."""
-    for name, member in list(vars(cls).items()):
+    """``cls`` with each public method (its own and those it inherits, such as
+    :class:`~ctxemb_core.index.driver_kit.TransactionalDriver`'s ``write``) holding
+    :func:`exclusive` of ``self.conn`` while it runs."""
+    for name in dir(cls):
+        member = inspect.getattr_static(cls, name)
         if not name.startswith("_") and inspect.isfunction(member):
             setattr(cls, name, _holding(member))
     return cls

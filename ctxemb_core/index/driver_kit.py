@@ -14,6 +14,9 @@ driver would otherwise write again in its own words:
   read by name (a client's collection): ``head``, ``read_stamp`` and ``write_stamp`` over how
   the object shows its identity, metadata, setting and space, every read of a call made on the
   object the last head was read from;
+- :class:`TransactionalDriver`: ``write`` and ``delete`` for a store that runs each in one
+  transaction (PostgreSQL's): the stamp held and compared, stored ids refused, and a hybrid
+  index's lexical side written in the same transaction;
 - :func:`restamped` and :func:`check_kept`: an index's metadata under a new stamp, and the
   read-back after a stamp write on a store without transactions;
 - :func:`records_of` and :func:`columns_of`: records to and from the parallel lists (ids,
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KeyedDriver",
     "ObjectDriver",
+    "TransactionalDriver",
     "check_json_batch",
     "check_kept",
     "check_values",
@@ -477,6 +481,90 @@ class KeyedDriver(Generic[H]):
             for part in chunks(len(found), self.capabilities.max_batch or len(found)):
                 self._remove(handle, found[part])
         return found
+
+
+class TransactionalDriver(Generic[H]):
+    """``write`` and ``delete`` of the protocol for a driver whose store runs each in one
+    transaction (a SQL database), and the joint lexical side written inside it.
+
+    In the transaction, in this order: the index and its stamp are held against a re-stamp
+    until it ends and the stamp version is compared (:meth:`_hold`); for ``replace=False``
+    stored ids are refused (:class:`~ctxemb_core.errors.ExistingIdsError`, also when another
+    writer adds one between the check and the write: the store's ``_duplicate`` error); the
+    ``companion`` (a hybrid index's lexical side in the same database, which
+    :func:`~ctxemb_core.hybrid.pair.open_paired` sets) is held before any row, so writers of
+    the two sides take turns and never wait on each other's rows in a circle, and is told
+    what was written or deleted before the commit. A subclass gives the primitives below.
+    """
+
+    _name: str
+    #: A hybrid index's lexical side written in this driver's transactions (``None``: none).
+    companion: Any = None
+    #: The store's error for an id written twice (a writer racing this one).
+    _duplicate: tuple[type[BaseException], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _transaction(self, what: str) -> contextlib.AbstractContextManager[Any]:
+        """One transaction, its errors translated into ctxemb's while ``what`` runs."""
+        raise NotImplementedError
+
+    def _hold(self, stamp_version: Version | None = None) -> H:
+        """In the transaction: the index and its stamp held until it ends, the stamp version
+        compared (:class:`StampMovedError`); returns what :meth:`_put` needs (a column type)."""
+        raise NotImplementedError
+
+    def _present(self, ids: list[str]) -> set[str]:
+        """The stored ones of ``ids``."""
+        raise NotImplementedError
+
+    def _put(self, held: H, records: Sequence[Record], replace: bool) -> None:
+        """Write ``records`` whole (``replace``: a stored id's record replaced)."""
+        raise NotImplementedError
+
+    def _remove(self, ids: Sequence[str] | None, where: Filter | None) -> list[str]:
+        """Delete the records of ``ids`` that match ``where`` (each if given); the ids deleted."""
+        raise NotImplementedError
+
+    def write(
+        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
+    ) -> None:
+        ids = [r.id for r in records]
+        try:
+            with self._transaction(f"writing to {self._name!r}"):
+                held = self._hold(stamp_version)
+                if not replace:
+                    present = self._present(ids)
+                    if present:
+                        raise ExistingIdsError(tuple(i for i in ids if i in present))
+                if self.companion is not None:
+                    self.companion.lock()
+                self._put(held, records, replace)
+                if self.companion is not None:
+                    texts = [r.text or "" for r in records]
+                    metas = [dict(r.metadata or {}) for r in records]
+                    self.companion.written(ids, texts, metas)
+        except self._duplicate:
+            # Another writer added some of these ids between the check and the write.
+            raise ExistingIdsError(tuple(i for i in ids if i in self._present(ids))) from None
+
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Filter | None = None,
+        stamp_version: Version | None = None,
+    ) -> list[str]:
+        with self._transaction(f"deleting from {self._name!r}"):
+            self._hold(stamp_version)
+            if self.companion is not None:
+                self.companion.lock()
+            gone = self._remove(ids, where)
+            if self.companion is not None:
+                self.companion.deleted(gone)
+            return gone
 
 
 class ObjectDriver(KeyedDriver[H]):

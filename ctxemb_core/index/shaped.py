@@ -1,4 +1,5 @@
-"""Chroma's result shapes over any guarded index: ``query``, ``query_vectors`` and ``get``.
+"""Chroma's result shapes over any guarded index: ``query``, ``query_vectors``, ``get`` (and
+``delete`` by id and filter).
 
 Chroma's collection API is the shape callers of a store's index object know: ``ids``,
 ``documents``, ``metadatas``, ``distances`` (and ``embeddings`` if included), one list per
@@ -32,7 +33,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError, StampMovedError
 from ctxemb_core.index.driver import Hit, Record, Version
 from ctxemb_core.index.driver_kit import records_of
-from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT
+from ctxemb_core.index.facade import DriverT, IndexFacade, StoredT, _worded
 from ctxemb_core.records import refuse_vectorless
 from ctxemb_core.validate import check_count, check_ids
 
@@ -248,6 +249,15 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
             for part, values in columns(hits, shown, self.contract.output_dim).items():
                 out[part].append(values)
         return out
+
+    @_worded
+    def delete(
+        self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete records by id, by metadata filter, or both (a record must match all that are
+        given); returns how many were deleted. An empty filter is refused, never read as
+        "everything"; a hybrid index deletes through it, both sides together."""
+        return len(self.index.delete(ids, where=where))
 
     def get(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, cast, overload
@@ -20,7 +19,7 @@ from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
 from ctxemb_core.index.driver import default_space
-from ctxemb_core.lazy import LazyEmbedder, remote_config
+from ctxemb_core.lazy import LazyEmbedder
 
 NAME = "ctxemb"
 # The options a function for a server may be given and still be built on first use.
@@ -127,27 +126,21 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     name = _Name()
 
     def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
-        self._embedder: Embedder | None = None
-        self._pending: dict[str, Any] | None = None  # the config of an embedder not built yet
+        self._source: Embedder | LazyEmbedder
         if isinstance(contract, Embedder):
-            self._embedder = contract
+            self._source = contract
         elif embedder_options.get("url") is not None and set(embedder_options) <= _LAZY:
             # A server is asked nothing until the first text (its options are checked now).
-            self._pending = LazyEmbedder(contract, **embedder_options).config
+            self._source = LazyEmbedder(contract, **embedder_options)
         else:
-            self._embedder = Embedder(contract, **embedder_options)
-        self.contract = contract.contract if isinstance(contract, Embedder) else contract
-        self._building = threading.Lock()
+            self._source = Embedder(contract, **embedder_options)
+        self.contract = self._source.contract
 
     @property
     def embedder(self) -> Embedder:
         """The contract's Embedder (for ``url=``: built, and the server checked, on first use)."""
-        if self._embedder is None:
-            with self._building:
-                if self._embedder is None:
-                    assert self._pending is not None
-                    self._embedder = Embedder.from_config(self._pending)
-        return self._embedder
+        source = self._source
+        return source.get() if isinstance(source, LazyEmbedder) else source
 
     def __call__(self, input: Documents) -> Embeddings:
         self._check_serving()
@@ -193,27 +186,20 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     def get_config(self) -> dict[str, Any]:
         # The embedder's own config (its path hints decide nothing: the digest does) and the
         # fingerprint, which validate_config checks against the contract.
-        config = self._pending if self._embedder is None else self._embedder.config()
-        assert config is not None
+        source = self._source
+        config = source.config if isinstance(source, LazyEmbedder) else source.config()
         return {**config, "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:
         settings = {k: v for k, v in config.items() if k != "fingerprint"}
-        remote = settings.get("remote")
-        if not isinstance(remote, dict):
+        if not isinstance(settings.get("remote"), dict):
             return ContractEmbeddingFunction(Embedder.from_config(settings))
         # A function for a server (Chroma rebuilds it on every reopen) asks it nothing until
         # its first text either; its contract and URL are checked now.
-        remote_config(
-            remote.get("url"),
-            remote.get("api", "ctxemb"),
-            remote.get("api_key_env"),
-            served_model=remote.get("served_model"),
-        )
         ef = ContractEmbeddingFunction.__new__(ContractEmbeddingFunction)
-        ef.contract = EmbeddingContract.from_dict(settings["contract"])
-        ef._embedder, ef._pending, ef._building = None, settings, threading.Lock()
+        ef._source = LazyEmbedder.from_config(settings)
+        ef.contract = ef._source.contract
         return ef
 
     @staticmethod

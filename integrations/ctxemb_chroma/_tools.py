@@ -16,7 +16,6 @@ from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_name, kept_metadata, translated
 from ctxemb_core import Embedder, EmbeddingContract
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid.pair import MARK_KEY, LexicalPlace, folder_place, lexical_home
 from ctxemb_core.index import Capabilities
 from ctxemb_core.stamp_guard import RestampReport
@@ -37,16 +36,6 @@ class _Given(ChromaDriver):
 
     def _lookup(self) -> Collection:
         return self._raw
-
-
-def _held(collection: Any) -> ChromaDriver:
-    if isinstance(collection, GuardedCollection):
-        return ChromaDriver(collection.client, collection.name)
-    if isinstance(collection, Collection):
-        return _Given(collection)
-    raise InvalidInputError(
-        f"collection must be a Chroma collection, got {type(collection).__name__}"
-    )
 
 
 def beside(client: ClientAPI, name: str) -> Path:
@@ -76,7 +65,7 @@ def place_for(dense: Any, folder: Path) -> LexicalPlace:
 TOOLS = StoreTools(
     facade=GuardedCollection,
     new_driver=ChromaDriver,  # whose function Chroma keeps
-    driver_of=_held,
+    held=(Collection, _Given),  # a raw collection, verified as it is
     translated=translated,
     query_options=("where_document",),
     check_name=check_name,

@@ -40,10 +40,10 @@ MissingDependencyError.require(
 
 # The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
 # __all__ lists them through it.
-from ctxemb_core.store_tools import ADAPTER_API
+from ctxemb_core.store_tools import ADAPTER_API, worded_in
 from ctxemb_pgvector import _ray
 from ctxemb_pgvector._aliases import catalog as catalog
-from ctxemb_pgvector._connect import advised, local_server
+from ctxemb_pgvector._connect import TERMS, local_server
 from ctxemb_pgvector._connect import connect as connect
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._driver import driver as driver
@@ -57,10 +57,10 @@ from ctxemb_pgvector._tools import TOOLS
 from ctxemb_pgvector._tools import stamped_contract as stamped_contract
 from ctxemb_ray import IndexSummary
 
-# The errors of these calls name this adapter's calls and options in their advice (the
-# remedies are data; ctxemb_core.remedy words them in the adapter's terms).
-advised(GuardedTable)
-index_with_ray = advised(_ray.index_with_ray)
+# The errors of the Ray job name this adapter's calls and options in their advice (the
+# remedies are data; ctxemb_core.remedy words them in the adapter's terms; GuardedTable's
+# calls and the tools word theirs so already).
+index_with_ray = worded_in(TERMS, _ray.index_with_ray)
 
 # Core's tools over a table (their arguments: StoreTools'; errors worded so too): verify,
 # detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener

@@ -1,16 +1,17 @@
-"""PostgreSQL's aliases: one row per alias in the schema's ``ctxemb_aliases`` table, switched in
-one transaction (an ``UPDATE`` that holds only while the row's generation is the one the change
-was decided on; an ``INSERT`` that holds only while there is no row)."""
+"""PostgreSQL's aliases: one row per alias in the schema's ``ctxemb_aliases`` table (core's
+:class:`~ctxemb_core.aliases.RowBook`: each switch one statement, in its own transaction)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ctxemb_core.aliases import AliasRecord
-from ctxemb_core.index.connecting import serialised
+from ctxemb_core.aliases import AliasRecord, RowBook
+from ctxemb_core.index.connecting import exclusive
 from ctxemb_pgvector._connect import check_connection, translated
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import advisory_lock, check_name, ident, relation_exists
@@ -22,21 +23,34 @@ __all__ = ["ALIASES", "PgAliasBook", "PgCatalog", "catalog"]
 ALIASES = "ctxemb_aliases"
 
 
-@serialised
-class PgAliasBook:
-    """The aliases of one schema (see the module's docstring)."""
+class PgAliasBook(RowBook):
+    """The aliases of one schema: core's :class:`~ctxemb_core.aliases.RowBook` in PostgreSQL's
+    words (a ``jsonb`` record; the table made under the schema's advisory lock)."""
+
+    RECORD = "record::text"
 
     def __init__(self, conn: Any, schema: str = "public") -> None:
         self.conn = check_connection(conn)
         self.schema = check_name(schema, "schema name")
         self.table = ident(self.schema, ALIASES)
 
+    @contextlib.contextmanager
+    def _running(self, what: str) -> Iterator[None]:
+        with exclusive(self.conn), translated(what):  # threads sharing conn take turns
+            yield
+
+    def _run(self, query: str, params: tuple[Any, ...] = ()) -> tuple[list[tuple[Any, ...]], int]:
+        statement = sql.SQL(query.replace("?", "%s")).format(table=self.table)
+        cur = self.conn.execute(statement, params)
+        return (cur.fetchall() if cur.description is not None else []), cur.rowcount
+
+    def _value(self, record: AliasRecord) -> Jsonb:
+        return Jsonb(record.to_dict())
+
     def _exists(self) -> bool:
         return relation_exists(self.conn, self.schema, ALIASES)
 
-    def _ensure(self) -> None:
-        if self._exists():
-            return
+    def _create(self) -> None:
         with self.conn.transaction():
             advisory_lock(self.conn, f"ctxemb:{self.schema}:aliases")  # two first aliases
             self.conn.execute(
@@ -45,41 +59,6 @@ class PgAliasBook:
                     "NOT NULL, record jsonb NOT NULL, changed timestamptz NOT NULL DEFAULT now())"
                 ).format(self.table)
             )
-
-    def read(self, name: str) -> AliasRecord | None:
-        with translated(f"reading alias {name!r}"):
-            if not self._exists():
-                return None
-            row = self.conn.execute(
-                sql.SQL("SELECT record::text FROM {} WHERE name = %s").format(self.table), (name,)
-            ).fetchone()
-        return None if row is None else AliasRecord.from_json(row[0], name)
-
-    def swap(self, record: AliasRecord, *, expected: int | None) -> bool:
-        with translated(f"writing alias {record.name!r}"):
-            self._ensure()
-            if expected is None:
-                statement = sql.SQL(
-                    "INSERT INTO {} (name, generation, record) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (name) DO NOTHING"
-                ).format(self.table)
-                values: tuple[Any, ...] = (record.name, record.generation, Jsonb(record.to_dict()))
-            else:
-                statement = sql.SQL(
-                    "UPDATE {} SET generation = %s, record = %s, changed = now() "
-                    "WHERE name = %s AND generation = %s"
-                ).format(self.table)
-                values = (record.generation, Jsonb(record.to_dict()), record.name, expected)
-            return self.conn.execute(statement, values).rowcount == 1
-
-    def names(self) -> list[str]:
-        with translated("listing aliases"):
-            if not self._exists():
-                return []
-            rows = self.conn.execute(
-                sql.SQL("SELECT name FROM {} ORDER BY name").format(self.table)
-            ).fetchall()
-        return [r[0] for r in rows]
 
 
 class PgCatalog:

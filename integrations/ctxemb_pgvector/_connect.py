@@ -13,11 +13,10 @@ from psycopg import errors as pg_errors
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.remedy import StoreTerms
-from ctxemb_core.store_tools import translator, worded_in
+from ctxemb_core.store_tools import translator
 
 __all__ = [
     "TERMS",
-    "advised",
     "check_connection",
     "connect",
     "local_server",
@@ -26,12 +25,6 @@ __all__ = [
 
 #: This adapter's words, for the advice of the errors its calls raise.
 TERMS = StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows")
-
-
-def advised(target: Any) -> Any:
-    """A function (or every public method of a class) whose errors give their advice in this
-    adapter's terms (:data:`TERMS`): ``ctxemb_pgvector.restamp(...)``, ``--store pgvector``."""
-    return worded_in(TERMS, target)
 
 
 def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:

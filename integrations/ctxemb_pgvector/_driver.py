@@ -33,6 +33,7 @@ snapshot; a filtered or exact one runs in one read-only snapshot
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ctxemb_core.errors import ExistingIdsError, InvalidInputError
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.armed import sent
 from ctxemb_core.index.connecting import serialised
 from ctxemb_core.index.driver import (
@@ -55,7 +56,7 @@ from ctxemb_core.index.driver import (
     StampRead,
     Version,
 )
-from ctxemb_core.index.driver_kit import check_json_batch, json_filter
+from ctxemb_core.index.driver_kit import TransactionalDriver, check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
 from ctxemb_pgvector._connect import check_connection, connect, translated
@@ -128,7 +129,7 @@ _NO_VECTOR = frozenset({"text", "metadata"})
 
 
 @serialised
-class PgvectorDriver:
+class PgvectorDriver(TransactionalDriver[str]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one table (see the module).
 
     Args:
@@ -148,6 +149,7 @@ class PgvectorDriver:
     """
 
     capabilities = Capabilities(transactions=True, marks=True, filters=True)
+    _duplicate = (psycopg.errors.UniqueViolation,)
 
     def __init__(
         self,
@@ -171,16 +173,9 @@ class PgvectorDriver:
         self._seq: bool | None = None
         #: Each plain search's statement, composed, by layout and whether it reads vectors.
         self._plain_sql: dict[tuple[Layout, bool], str] = {}
-        #: A hybrid index's lexical side (``lock()``, ``written(ids, documents, metas)``,
-        #: ``deleted(ids)``), written in the transactions that write this table's rows.
-        self.companion: Any = None
 
     def __repr__(self) -> str:
         return f"PgvectorDriver({self.schema}.{self._name})"
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def close(self) -> None:
         """Close the connection (the driver's own, made by :func:`driver` from a DSN)."""
@@ -328,51 +323,24 @@ class PgvectorDriver:
             self._check_state(row, stamp_version)
         return str(row[3])
 
-    def write(
-        self, records: Sequence[Record], *, replace: bool, stamp_version: Version | None = None
-    ) -> None:
-        ids = [r.id for r in records]
-        try:
-            with translated(f"writing to {self._name!r}"), self.conn.transaction():
-                column = self._hold(stamp_version)
-                kind = column.split("(")[0]
-                if not replace:
-                    present = self._present(ids)
-                    if present:
-                        raise ExistingIdsError(tuple(i for i in ids if i in present))
-                if self.companion is not None:
-                    self.companion.lock()  # writers of both sides take turns from here
-                rows = rows_of(sent(self._key(), records), kind)
-                copy_rows(self.conn, self.table, kind, rows, replace)
-                if self.companion is not None:
-                    texts = [r.text or "" for r in records]
-                    metas = [dict(r.metadata or {}) for r in records]
-                    self.companion.written(ids, texts, metas)
-        except psycopg.errors.UniqueViolation:
-            # Another writer added some of these ids between the check and the write.
-            raise ExistingIdsError(tuple(i for i in ids if i in self._present(ids))) from None
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[None]:
+        with translated(what), self.conn.transaction():
+            yield
+
+    def _put(self, column: str, records: Sequence[Record], replace: bool) -> None:
+        kind = column.split("(")[0]
+        rows = rows_of(sent(self._key(), records), kind)
+        copy_rows(self.conn, self.table, kind, rows, replace)
 
     def _present(self, ids: list[str]) -> set[str]:
         query = sql.SQL("SELECT id FROM {} WHERE id = ANY(%s)").format(self.table)
         return {r[0] for r in self.conn.execute(query, (ids,))}
 
-    def delete(
-        self,
-        ids: Sequence[str] | None = None,
-        *,
-        where: Filter | None = None,
-        stamp_version: Version | None = None,
-    ) -> list[str]:
+    def _remove(self, ids: Sequence[str] | None, where: Filter | None) -> list[str]:
         filt, params = self._filter(ids, where)
         query = sql.SQL("DELETE FROM {} {} RETURNING id").format(self.table, filt)
-        with translated(f"deleting from {self._name!r}"), self.conn.transaction():
-            self._hold(stamp_version)
-            if self.companion is not None:
-                self.companion.lock()
-            gone = [r[0] for r in self.conn.execute(query, params)]
-            if self.companion is not None:
-                self.companion.deleted(gone)
-            return gone
+        return [r[0] for r in self.conn.execute(query, params)]
 
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None

@@ -15,31 +15,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.hybrid.store import SIDES, TABLES
+from ctxemb_core.hybrid.store import SIDES, SQL_TABLES, TABLES
 from ctxemb_core.index.connecting import exclusive, serialised
 from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import advisory_lock, relation_exists
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS {sides} (
-  side integer PRIMARY KEY, name text NOT NULL UNIQUE, schema integer NOT NULL,
-  owner text NOT NULL, token text NOT NULL, contract text NOT NULL, canary text NOT NULL,
-  documents bigint NOT NULL, length bigint NOT NULL, total text NOT NULL,
-  version bigint NOT NULL);
-CREATE TABLE IF NOT EXISTS {docs} (
-  side integer NOT NULL, num bigint NOT NULL, id text NOT NULL, digest text NOT NULL,
-  length integer NOT NULL, PRIMARY KEY (side, num), UNIQUE (side, id));
-CREATE TABLE IF NOT EXISTS {postings} (
-  side integer NOT NULL, term text NOT NULL, num bigint NOT NULL, tf integer NOT NULL,
-  PRIMARY KEY (side, term, num));
-CREATE INDEX IF NOT EXISTS ctxemb_lexical_postings_num ON {postings} (side, num);
-CREATE TABLE IF NOT EXISTS {terms} (
-  side integer NOT NULL, term text NOT NULL, df integer NOT NULL, cf bigint NOT NULL,
-  PRIMARY KEY (side, term));
-CREATE TABLE IF NOT EXISTS {pending} (
-  side integer NOT NULL, id text NOT NULL, PRIMARY KEY (side, id));
-CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);
-"""
+# Core's tables, and PostgreSQL's own: which tables were given a side (by oid).
+_TABLES = SQL_TABLES + (
+    "CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);"
+)
 #: Which tables were given a lexical side (by oid, with the side's token): a side whose rows are
 #: deleted is then found lost, never taken for "none yet" and rebuilt under a default recipe.
 MARKS = "ctxemb_hybrid_marks"

@@ -30,8 +30,7 @@ from ctxemb_core.index.driver import default_space
 
 #: The table of stamps, in the guarded table's schema.
 STAMPS = "ctxemb_stamps"
-#: The guarded table's columns (Haystack's layout) and ctxemb's own.
-COLUMNS = ("id", "embedding", "content", "blob_data", "blob_meta", "blob_mime_type", "meta")
+#: ctxemb's own column beside Haystack's: the row's write number.
 SEQ = "ctxemb_seq"
 #: The longest id the ``id VARCHAR(128)`` column holds.
 MAX_ID = 128

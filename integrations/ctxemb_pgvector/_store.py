@@ -18,7 +18,6 @@ from ctxemb_core.guard import check_storage
 from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import (
-    SEQ,
     STAMPS,
     Layout,
     advisory_lock,
@@ -77,11 +76,6 @@ class StoredTable:
         with translated(f"counting {self.name!r}"):
             row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
             return int(row.fetchone()[0])  # type: ignore[index]
-
-    def order(self) -> sql.Composable:
-        """The order records are read in: oldest write first (ids for a table without ctxemb's
-        sequence, which a plain framework store created)."""
-        return sql.SQL(f"{SEQ}, id" if self.seq else "id")
 
 
 def version_of(oid: Any, attnum: Any, column: Any, stamp_row: Any) -> str:

@@ -8,7 +8,7 @@ and the connection and names of the table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -105,13 +105,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     @classmethod
     def _missing(cls, driver: PgvectorDriver, why: str) -> Exception:
         return missing_table(driver.conn, driver.name, driver.schema, why)
-
-    def delete(
-        self, ids: Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None
-    ) -> int:
-        """Delete rows by id, by metadata filter, or both (a row must match all that are given);
-        returns how many were deleted. An empty filter is refused, never read as "everything"."""
-        return len(self.index.delete(ids, where=where))
 
     def _search_defaults(self) -> dict[str, Any]:
         # The search breadth this table was opened with; a search's own ef_search wins.

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.hybrid import LexicalStore
 from ctxemb_core.hybrid.pair import LexicalPlace
 from ctxemb_core.store_tools import StoreTools
@@ -22,16 +21,6 @@ from ctxemb_pgvector._store import StoredTable, repair, stored_table
 from ctxemb_pgvector._table import GuardedTable
 
 __all__ = ["TOOLS", "stamped_contract"]
-
-
-def _held(table: Any) -> PgvectorDriver:
-    if isinstance(table, GuardedTable):
-        return table.driver
-    if isinstance(table, StoredTable):
-        return PgvectorDriver(table.conn, table.name, schema=table.schema)
-    raise InvalidInputError(
-        f"table must be a GuardedTable or a StoredTable, got {type(table).__name__}"
-    )
 
 
 def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
@@ -57,7 +46,7 @@ TOOLS = StoreTools(
     TERMS,
     facade=GuardedTable,
     new_driver=PgvectorDriver,  # its keywords: schema, hnsw, ef_search
-    driver_of=_held,
+    held=(StoredTable, lambda table: PgvectorDriver(table.conn, table.name, schema=table.schema)),
     query_options=("exact",),
     pair_query={"exact": True},  # a pair's search is among one row: a scan, never the index
     # repair=True: the column layout and an HNSW index written back (see _store.repair).
