@@ -33,41 +33,12 @@ Example:
 from __future__ import annotations
 
 from ctxemb_core.errors import MissingDependencyError
+from ctxemb_core.lazy import lazy_package
+from ctxemb_core.store_tools import ADAPTER_API
 
 MissingDependencyError.require(
     "ctxemb_pgvector", "pgvector", {"psycopg": "psycopg", "pgvector": "pgvector"}
 )
-
-# The names of ADAPTER_API are re-exported as such (``name as name``, or assigned below):
-# __all__ lists them through it.
-from ctxemb_core.store_tools import ADAPTER_API, worded_in
-from ctxemb_pgvector import _ray
-from ctxemb_pgvector._aliases import catalog as catalog
-from ctxemb_pgvector._connect import TERMS, local_server
-from ctxemb_pgvector._connect import connect as connect
-from ctxemb_pgvector._driver import PgvectorDriver
-from ctxemb_pgvector._driver import driver as driver
-from ctxemb_pgvector._raw import RawTable
-from ctxemb_pgvector._sql import Layout, layout_for
-from ctxemb_pgvector._sql import check_name as check_name
-from ctxemb_pgvector._store import StoredTable, stored_table
-from ctxemb_pgvector._store import stored_or_none as stored_or_none
-from ctxemb_pgvector._table import GuardedTable
-from ctxemb_pgvector._tools import TOOLS
-from ctxemb_pgvector._tools import stamped_contract as stamped_contract
-from ctxemb_ray import IndexSummary
-
-# The errors of the Ray job name this adapter's calls and options in their advice (the
-# remedies are data; ctxemb_core.remedy words them in the adapter's terms; GuardedTable's
-# calls and the tools word theirs so already).
-index_with_ray = worded_in(TERMS, _ray.index_with_ray)
-
-# Core's tools over a table (their arguments: StoreTools'; errors worded so too): verify,
-# detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener
-# and the stored table under PostgreSQL's names too, for the CLI's shared code.
-open_table = open_collection = TOOLS.open
-stored_collection = stored_table
-__getattr__ = TOOLS.exported(__name__)
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own.
 __all__ = [
@@ -84,3 +55,6 @@ __all__ = [
     "open_table",
     "stored_table",
 ]
+
+# Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
+__getattr__ = lazy_package(__name__, "_api")

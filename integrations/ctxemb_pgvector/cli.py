@@ -11,8 +11,6 @@ import argparse
 from typing import Any
 
 from ctxemb_core.cli.stores import ConnectionString, Scope, options_of
-from ctxemb_pgvector._connect import connect as _connect
-from ctxemb_pgvector._sql import check_name
 
 #: The environment variable ``--dsn`` defaults to.
 DSN_ENV = "CTXEMB_PG_DSN"
@@ -20,11 +18,17 @@ DSN_ENV = "CTXEMB_PG_DSN"
 DEFAULT_SCHEMA = "public"
 
 
+def _check_schema(name: str, what: str) -> str:
+    from ctxemb_pgvector._sql import check_name  # psycopg: only for a pgvector command
+
+    return check_name(name, what)
+
+
 def _options() -> ConnectionString:
     """Those of every store reached by a connection string, with a scope (``--schema``), with
     this module's defaults as they are at the call (so a default changed here is the one every
     command fills in and shows)."""
-    schema = Scope("schema", DEFAULT_SCHEMA, "PostgreSQL: the tables' schema", check_name)
+    schema = Scope("schema", DEFAULT_SCHEMA, "PostgreSQL: the tables' schema", _check_schema)
     return ConnectionString(
         "pgvector", "PostgreSQL", DSN_ENV, "postgresql://user@localhost:5432/rag", within=schema
     )
@@ -37,6 +41,8 @@ __getattr__ = options_of(__name__, _options)
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:
     """A connection to the database (pgvector enabled only when the command may create)."""
+    from ctxemb_pgvector._connect import connect as _connect  # psycopg: only now
+
     return _connect(args.dsn, create_extension=create)
 
 

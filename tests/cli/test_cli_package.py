@@ -191,6 +191,7 @@ for argv in (["--help"], ["inspect", "--help"], ["export", "--help"], ["index", 
     out[argv[0] + " loaded chromadb"] = "chromadb" in sys.modules
     out[argv[0] + " loaded the options"] = "ctxemb_chroma.cli" in sys.modules
     out[argv[0] + " loaded qdrant-client"] = "qdrant_client" in sys.modules
+    out[argv[0] + " loaded psycopg"] = "psycopg" in sys.modules
 print(json.dumps(out))
 """
 
@@ -228,6 +229,7 @@ def test_only_the_command_that_is_run_loads_a_stores_adapter():
     assert code == 0 and "--path PATH" in stdout
     # The store commands' parsers hold every store's options, read from each adapter's options
     # module; no client library is imported until a store is opened (each costs ~1-1.5 CPU-s
-    # of a command's start).
+    # of a command's start; psycopg ~0.2).
     assert out["index loaded the options"] and not out["inspect loaded the options"]
     assert not out["index loaded chromadb"] and not out["index loaded qdrant-client"]
+    assert not out["index loaded psycopg"]

@@ -1,0 +1,41 @@
+"""What ``ctxemb_pgvector`` exports, imported on first use of any of its names
+(:func:`ctxemb_core.lazy.lazy_package`): the package itself imports no psycopg, so a ``ctxemb``
+command that builds its parser with this store's options, or runs on another store, never pays
+for it.
+"""
+
+from __future__ import annotations
+
+# Every name is re-exported as such (``name as name``, or assigned below): the package's
+# __all__ lists them.
+from ctxemb_core.store_tools import worded_in
+from ctxemb_pgvector import _ray
+from ctxemb_pgvector._aliases import catalog as catalog
+from ctxemb_pgvector._connect import TERMS
+from ctxemb_pgvector._connect import connect as connect
+from ctxemb_pgvector._connect import local_server as local_server
+from ctxemb_pgvector._driver import PgvectorDriver as PgvectorDriver
+from ctxemb_pgvector._driver import driver as driver
+from ctxemb_pgvector._raw import RawTable as RawTable
+from ctxemb_pgvector._sql import Layout as Layout
+from ctxemb_pgvector._sql import check_name as check_name
+from ctxemb_pgvector._sql import layout_for as layout_for
+from ctxemb_pgvector._store import StoredTable as StoredTable
+from ctxemb_pgvector._store import stored_or_none as stored_or_none
+from ctxemb_pgvector._store import stored_table
+from ctxemb_pgvector._table import GuardedTable as GuardedTable
+from ctxemb_pgvector._tools import TOOLS
+from ctxemb_pgvector._tools import stamped_contract as stamped_contract
+from ctxemb_ray import IndexSummary as IndexSummary
+
+# The errors of the Ray job name this adapter's calls and options in their advice (the
+# remedies are data; ctxemb_core.remedy words them in the adapter's terms; GuardedTable's
+# calls and the tools word theirs so already).
+index_with_ray = worded_in(TERMS, _ray.index_with_ray)
+
+# Core's tools over a table (their arguments: StoreTools'; errors worded so too): verify,
+# detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener
+# and the stored table under PostgreSQL's names too, for the CLI's shared code.
+open_table = open_collection = TOOLS.open
+stored_collection = stored_table
+__getattr__ = TOOLS.exported("ctxemb_pgvector")
