@@ -4,8 +4,10 @@
 the store's next write fails once ``after`` of its records reached the store, inside the write
 (so a transaction rolls back, and a store without one is left half-written for the guard to
 undo). A driver passes the records it sends through :func:`sent`, under a key naming its index
-(the store and the index, never a password); a raw client arms a failure under the same key
-with :func:`armed`. An armed failure fires once.
+(the store and the index, never a password), or through :func:`sent_in_parts` where it sends
+them in calls of a few (a store without transactions: the parts before the failure are
+written); a raw client arms a failure under the same key with :func:`armed`. An armed failure
+fires once.
 
 Example:
     >>> with armed(("memory", "docs"), after=2):                       # doctest: +SKIP
@@ -21,7 +23,7 @@ from typing import Any, TypeVar
 
 from ctxemb_core.errors import StoreUnavailableError
 
-__all__ = ["armed", "sent"]
+__all__ = ["armed", "sent", "sent_in_parts"]
 
 _T = TypeVar("_T")
 #: Armed failures by key: ``[records still let through, the error]``.
@@ -58,3 +60,25 @@ def sent(key: Hashable, records: Iterable[_T]) -> Iterator[_T]:
                     raise slot[1]
                 slot[0] -= 1
         yield record
+
+
+def sent_in_parts(key: Hashable, records: Iterable[_T], step: int) -> Iterator[list[_T]]:
+    """``records`` in parts of at most ``step``, one store call each, as :func:`sent` sends
+    them: when a failure armed for ``key`` fires, the records before it are given as a last
+    part (they reach the store, as a failing call's first records do), then it is raised."""
+    part: list[_T] = []
+    each = sent(key, records)
+    while True:
+        try:
+            part.append(next(each))
+        except StopIteration:
+            break
+        except BaseException:
+            if part:
+                yield part
+            raise
+        if len(part) >= step:
+            yield part
+            part = []
+    if part:
+        yield part

@@ -5,7 +5,9 @@ PostgreSQL is reached by a connection string, a Chroma server by host and port, 
 by a URL that may hold an API key. What a caller gives is checked before anything is asked of the
 network, and a refusal shows the address with its password masked
 (:func:`ctxemb_core.redact.redact_dsn`) and the client library's reason scrubbed of every secret
-the address holds (:func:`ctxemb_core.redact.scrub`), its innermost cause as the system said it.
+the address holds or the caller gives beside it (:func:`ctxemb_core.redact.scrub`), its
+innermost cause as the system said it. A server's key, where the store takes one, is the one
+given, else its environment variable's (:func:`server_key`).
 
 Example:
     >>> check_server("127.0.0.1", 8000)
@@ -17,15 +19,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.redact import redact_dsn, scrub, secrets_in
 
-__all__ = ["check_address", "check_server", "connecting", "exclusive", "reason", "serialised"]
+__all__ = [
+    "check_address",
+    "check_server",
+    "connecting",
+    "exclusive",
+    "reason",
+    "serialised",
+    "server_key",
+]
 
 
 def check_server(host: Any, port: Any) -> tuple[str, int]:
@@ -47,6 +58,15 @@ def check_address(address: Any, name: str, what: str) -> str:
     return address
 
 
+def server_key(given: str | None, env: str) -> str | None:
+    """The key a store's server is sent: ``given`` if given, else ``$env`` (empty: none). The
+    one rule every path to the server follows; the key is never written into a message (give
+    it to :func:`connecting` as a secret)."""
+    if given is not None:
+        return given
+    return os.environ.get(env) or None
+
+
 def reason(exc: BaseException) -> str:
     """The innermost cause of a failed connection, as the operating system said it."""
     while (inner := exc.__cause__ or exc.__context__) is not None:
@@ -63,19 +83,22 @@ def connecting(
     *,
     malformed: tuple[type[BaseException], ...] = (),
     unreachable: tuple[type[BaseException], ...] = (),
+    secrets: Sequence[str | None] = (),
 ) -> Iterator[None]:
     """A block that connects to ``store`` at ``address``: the client's refusal of the address
     (``malformed``) raised as ``InvalidInputError``, a server that cannot be reached
     (``unreachable``) as ``StoreUnavailableError``, each naming ``address`` masked and the
-    client's words scrubbed of its secrets (``$PGPASSWORD``-style ones included)."""
+    client's words scrubbed of its secrets (``$PGPASSWORD``-style ones included) and of
+    ``secrets`` (those given beside the address: an API key)."""
+    hidden = [*secrets_in(address), *(s for s in secrets if s)]
     try:
         yield
     except malformed as exc:
-        why = scrub(str(exc).strip(), secrets_in(address))
+        why = scrub(str(exc).strip(), hidden)
         shown = redact_dsn(address)
         raise InvalidInputError(f"{name} {shown!r} is not a {store} address: {why}") from None
     except unreachable as exc:
-        why = scrub(str(exc).strip(), secrets_in(address))
+        why = scrub(str(exc).strip(), hidden)
         shown = redact_dsn(address)
         raise StoreUnavailableError(f"{store} at {shown!r} cannot be reached: {why}") from None
 

@@ -13,7 +13,9 @@ driver would otherwise write again in its own words:
 - :class:`ObjectDriver`: a :class:`KeyedDriver` whose store hands out an index as an object
   read by name (a client's collection): ``head``, ``read_stamp`` and ``write_stamp`` over how
   the object shows its identity, metadata, setting and space, every read of a call made on the
-  object the last head was read from;
+  object the last head was read from; for a store whose engine lives in this process, the head
+  held until the index's live state changes (:meth:`ObjectDriver._live`, compared by
+  :func:`same`: equality that tells ``True`` from ``1``);
 - :class:`TransactionalDriver`: ``write`` and ``delete`` for a store that runs each in one
   transaction (PostgreSQL's): the stamp held and compared, stored ids refused, and a hybrid
   index's lexical side written in the same transaction;
@@ -46,11 +48,13 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -89,6 +93,7 @@ __all__ = [
     "json_filter",
     "records_of",
     "restamped",
+    "same",
     "sealed",
     "translator",
     "unstamped_refusal",
@@ -182,6 +187,19 @@ def version_digest(value: Any) -> str:
     return hashlib.sha256(seen.encode()).hexdigest()
 
 
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON-like values are equal type for type: ``True`` is not ``1`` and ``1.0``
+    is not ``1`` here (a stamp that tells them apart must see them change); dicts, lists and
+    tuples item by item, anything else by ``==``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
+
+
 def unstorable(value: Any) -> bool:
     """Whether a metadata value has no form on a store's wire: ``None``, a non-finite float,
     an integer beyond 64 bits (``bool`` is not an integer here)."""
@@ -236,11 +254,13 @@ def check_json_batch(
     *,
     max_id: int | None = None,
     nul: bool = True,
+    ints64: bool = False,
 ) -> None:
     """Refuse a batch ``store`` would refuse only while writing it: an id longer than
     ``max_id``, a NUL character where ``nul`` is ``False`` (in an id, a text or the metadata),
     metadata that is not JSON (a non-finite float, a key that is not a string, a value JSON
-    has no form for)."""
+    has no form for), and where ``ints64`` (a store that reads JSON integers as 64-bit ones,
+    as Qdrant's payload does) a metadata value beyond 64 bits (:func:`check_values`)."""
     for k, i in enumerate(ids):
         if max_id is not None and len(i) > max_id:
             raise InvalidInputError(
@@ -267,6 +287,9 @@ def check_json_batch(
         bad = [key for key in m if not isinstance(key, str)]
         if bad:
             raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
+    if ints64:  # JSON holds null: only the integers are checked
+        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metadatas or []]
+        check_values(ids, kept, store)
 
 
 def unstamped_refusal(kind: str, name: str, *, where: str = "", by: str = "") -> MissingStampError:
@@ -357,12 +380,21 @@ class KeyedDriver(Generic[H]):
     def describe(self) -> str:
         raise NotImplementedError
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r}, store={self.describe()!r})"
+
+    def _key(self) -> tuple[str, str]:
+        """This index in this process: the store (:meth:`describe`) and the name; the key of
+        its lock here and of a test's failure armed for its writes
+        (:mod:`~ctxemb_core.index.armed`)."""
+        return (self.describe(), self._name)
+
     def _exclusive(self) -> contextlib.AbstractContextManager[Any]:
         """Held around a write's check and write, and around a delete: by default one lock per
         index in this process, so that on a store without transactions two threads indexing
         one corpus add nothing twice (a store's own lock may replace it)."""
         with _EXCLUSIVE_LOCK:
-            return _EXCLUSIVE.setdefault((self.describe(), self._name), threading.Lock())
+            return _EXCLUSIVE.setdefault(self._key(), threading.Lock())
 
     def _handle(self, stamp_version: Version | None) -> H:
         """The index to write to, read afresh when a ``stamp_version`` is to be compared."""
@@ -580,6 +612,9 @@ class ObjectDriver(KeyedDriver[H]):
     """
 
     _seen: H | None = None
+    #: The last head read of an index the store keeps live in this process: the state it was
+    #: read in (see :meth:`_live`), the head and the object it was read from.
+    _held: tuple[tuple[Any, Any], Head, H] | None = None
 
     # -- what the store gives ----------------------------------------------------------------
 
@@ -606,6 +641,18 @@ class ObjectDriver(KeyedDriver[H]):
 
     def _mark(self, handle: H) -> int | None:
         """The index's write mark (default: none kept)."""
+        return None
+
+    def _live(self) -> tuple[object, Any] | None:
+        """For a store whose engine keeps the index in this process's memory (an embedded
+        store): the engine's own object of the index and the parts of it the store's
+        description is made from (its metadata, its configuration), as they are, not copied;
+        ``None`` where it cannot tell (the default: a server's, whose head is one request).
+
+        Where it can, :meth:`head` reads the description again only when that object (by
+        identity: an index dropped and made again is another object) or those parts (by
+        :func:`same`, against a copy taken before the last read) changed since: a look where
+        the store's description costs more (local Qdrant's counts every point)."""
         return None
 
     def _modify(self, handle: H, metadata: dict[str, Any], stamp: IndexStamp) -> None:
@@ -655,8 +702,22 @@ class ObjectDriver(KeyedDriver[H]):
         return Head(self._identity(handle), self._version(handle), mark, self._space(handle))
 
     def head(self) -> Head | None:
+        live = self._live()
+        if self._held is not None and live is not None:
+            (was, parts), held, seen = self._held
+            if was() is live[0] and same(live[1], parts):
+                self._seen = seen
+                return held
+        # The state is taken before the read: a change racing the read is seen on the next call.
+        state = None if live is None else (weakref.ref(live[0]), copy.deepcopy(live[1]))
+        self._held = None
         raw = self._stored()
-        return None if raw is None else self._head(raw)
+        if raw is None:
+            return None
+        head = self._head(raw)
+        if state is not None:
+            self._held = (state, head, raw)
+        return head
 
     def read_stamp(self) -> StampRead | None:
         raw = self._stored()

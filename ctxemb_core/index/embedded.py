@@ -6,12 +6,17 @@ needs that is no store's own:
 - :func:`opening_folder`: a folder made for a store safely: missing parents created, checked
   writable, held under an advisory lock while the store opens (processes opening a new store
   at once race on its schema), and what this call created removed if opening fails;
+- :func:`store_folder`: the folder a caller names, checked (a path, not a file; with
+  ``create=False``, one that holds a store);
 - :func:`folders_near`: the store folders beside or inside a mistyped one, for an error's hint,
   :func:`require_store`, the refusal of a folder that holds no store, naming them, and
   :func:`missing_index`, the refusal of an index the store lacks, naming a near name or a
   store near it that holds one of that name;
 - :func:`read_only`: a store's SQLite file opened read-only (ctxemb never writes a store's own
   tables);
+- :class:`FolderClients` and :func:`held_elsewhere`: for a store whose client locks its folder
+  for its life (Qdrant's local mode), one client per folder in this process, joined by every
+  opener, and a folder another process holds refused before the store reads it;
 - :class:`SqliteMarks`: a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`)
   read from the sequence numbers a store's SQLite file gives its writes.
 
@@ -32,19 +37,25 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
+
+#: A store's client.
+C = TypeVar("C")
 
 __all__ = [
+    "FolderClients",
     "SqliteMarks",
     "first_missing",
     "folders_near",
+    "held_elsewhere",
     "locked",
     "missing_index",
     "opening_folder",
     "read_only",
     "require_store",
+    "store_folder",
 ]
 
 
@@ -94,6 +105,30 @@ def require_store(
         f"no {store} store at {str(folder)!r}: {why}, and nothing was created{hint} (a store "
         "is created by indexing into it)"
     )
+
+
+def store_folder(
+    path: Any,
+    default: str,
+    store: str,
+    is_store: Callable[[Path], bool],
+    held: Callable[[Path], list[str]],
+    *,
+    create: bool,
+    indexes: str = "indexes",
+) -> Path:
+    """The folder of an embedded ``store`` that ``path`` names (``None``: ``default``; ``~``
+    expanded, the spelling kept otherwise), or refused: not a path (``InvalidInputError``), a
+    file (``StoreUnavailableError``), and with ``create=False`` a folder that holds no store
+    (:func:`require_store`, which ``is_store`` and ``held`` serve)."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InvalidInputError(f"path must be a folder path, got {path!r}")
+    folder = Path(os.path.expanduser(os.fspath(path or default)))
+    if folder.exists() and not folder.is_dir():
+        raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
+    if not create:
+        require_store(folder, is_store, held, store, indexes)
+    return folder
 
 
 def missing_index(
@@ -150,6 +185,53 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def held_elsewhere(lock_file: Path) -> bool:
+    """Whether another process holds the exclusive lock on ``lock_file``, the one a store's
+    client takes on its folder for its life: asked before the store opens, where its client
+    would read every index first and take the lock last (and keep the file open when
+    refused)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks (the store refuses)
+        return False
+    if not lock_file.is_file():
+        return False
+    with open(lock_file, "r+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+class FolderClients(Generic[C]):
+    """One client per store folder in this process, for a store whose client locks its folder
+    for its life (Qdrant's local mode): a second client of the folder would be refused by the
+    first, so every opener of the folder joins the one open.
+
+    Example:
+        >>> clients = FolderClients[object]()
+        >>> one = clients.joined(Path("/tmp/x"), object, lambda client: False)
+        >>> clients.joined(Path("/tmp/x"), object, lambda client: False) is one
+        True
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[Path, C] = {}
+        self._lock = threading.Lock()
+
+    def joined(self, folder: Path, opened: Callable[[], C], closed: Callable[[C], bool]) -> C:
+        """The client of ``folder`` open in this process (one not ``closed``), else the one
+        ``opened`` makes now, kept for the next opener (two threads at once share one)."""
+        with self._lock:
+            held = self._open.get(folder)
+            if held is not None and not closed(held):
+                return held
+            client = self._open[folder] = opened()
+            return client
 
 
 @contextlib.contextmanager

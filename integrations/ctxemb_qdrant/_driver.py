@@ -8,8 +8,10 @@ out") gives the reasons. In short: the stamp is the collection's ``metadata``, w
 identity Qdrant does not give; the stamp version also digests the vector, quantization and
 HNSW configuration (what ``update_collection`` can change); the store's setting is the
 datatype and width; collections are ``Dot`` (vectors kept bit for bit); a record is the point
-``uuid5(POINT_NAMESPACE, id)``, the store's order core's :func:`write_order` of its payload.
-No transactions (the guard undoes), no write mark (the guard lists ids on open).
+``uuid5(POINT_NAMESPACE, id)``, its payload core's :class:`PayloadLayout`, the store's order
+core's :class:`SealedOrder` of the payloads. No transactions (the guard undoes), no write mark
+(the guard lists ids on open). Local mode's head is read again only when the collection's live
+state changed (:meth:`QdrantDriver._live`).
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ from ctxemb_core import IndexStamp
 from ctxemb_core.contract import Precision
 from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.index import driver as protocol
+from ctxemb_core.index.armed import sent_in_parts
 from ctxemb_core.index.driver_kit import (
     ObjectDriver,
     check_json_batch,
-    check_values,
     json_filter,
     sealed,
     unstamped_refusal,
-    write_order,
 )
 from ctxemb_core.index.embedded import missing_index
+from ctxemb_core.index.payloads import PayloadLayout, SealedOrder
 from ctxemb_qdrant._store import (
     calling,
     check_name,
@@ -44,50 +46,46 @@ from ctxemb_qdrant._store import (
     collections_in,
     is_store,
     local_engine,
-    local_state,
     point_id,
     point_ids,
     store_address,
-    unchanged,
 )
 
-__all__ = ["IDENTITY_KEY", "QdrantDriver", "payload_of"]
+__all__ = ["IDENTITY_KEY", "LAYOUT", "QdrantDriver", "points_of"]
 
 #: The collection metadata key of the creation nonce (the collection's identity).
 IDENTITY_KEY = "ctxemb_identity"
 #: Payload keys: the ctxemb id, the text and the metadata (as ``langchain-qdrant`` names them).
-ID_KEY, TEXT_KEY, META_KEY = "ctxemb_id", "page_content", "metadata"
+LAYOUT = PayloadLayout(text="page_content", metadata="metadata", id="ctxemb_id")
 #: Qdrant's distances in the protocol's spaces.
 _SPACES = {qm.Distance.DOT: "ip", qm.Distance.COSINE: "cosine", qm.Distance.EUCLID: "l2"}
 #: Points per upsert, and per scroll page.
 _STEP = 256
 
 
-def payload_of(record: protocol.Record) -> dict[str, Any]:
-    """A record's payload as a plain client writes it: id, text and metadata."""
-    payload: dict[str, Any] = {ID_KEY: record.id}
-    if record.text is not None:
-        payload[TEXT_KEY] = record.text
-    if record.metadata is not None:
-        payload[META_KEY] = dict(record.metadata)
-    return payload
+def points_of(
+    records: Sequence[protocol.Record], payloads: Sequence[dict[str, Any]]
+) -> list[qm.PointStruct]:
+    """Records as Qdrant's points: each id's :func:`point_id`, its vector (``{}``: none) and
+    its payload of ``payloads``."""
+    return [
+        qm.PointStruct(
+            id=point_id(r.id),
+            vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
+            payload=payload,
+        )
+        for r, payload in zip(records, payloads, strict=True)
+    ]
 
 
 def _record(point: Any, include: frozenset[str]) -> protocol.Record:
-    payload = point.payload or {}
     vector = point.vector if "vector" in include else None
     if isinstance(vector, dict):  # a point without the collection's vector: {}
         vector = vector.get("") or None
-    meta = payload.get(META_KEY) if "metadata" in include else None
-    return protocol.Record(
-        str(payload.get(ID_KEY, point.id)),
-        None if vector is None else np.asarray(vector, dtype=np.float32),
-        payload.get(TEXT_KEY) if "text" in include else None,
-        dict(meta) if isinstance(meta, Mapping) else None,
-    )
+    return LAYOUT.record(point.payload, point.id, vector, include)
 
 
-class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
+class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
     """The :class:`~ctxemb_core.index.driver.StoreDriver` of one Qdrant collection.
 
     Args:
@@ -102,9 +100,6 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
 
     _kind = "collection"
     _no_marks = "Qdrant keeps no write sequence of its own"
-    #: Local mode: the state the last head was read in, that head and the description it was
-    #: read from (see :meth:`head`).
-    _held: tuple[Any, protocol.Head, qm.CollectionInfo] | None = None
 
     def __init__(self, client: QdrantClient, name: str, *, embedder: Any = None) -> None:
         if not isinstance(client, QdrantClient):
@@ -115,9 +110,6 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         self.client = client
         self._name = check_name(name)
         self.capabilities = protocol.Capabilities(filters=True, max_batch=4096)
-
-    def __repr__(self) -> str:
-        return f"QdrantDriver({self._name!r}, store={self.describe()!r})"
 
     def describe(self) -> str:
         return f"qdrant {store_address(self.client)}"
@@ -134,21 +126,25 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
 
     def head(self) -> protocol.Head | None:
         """The head the guard compares before every call. A server's: read with one request.
-        Local mode's: read again only when the collection's :func:`local_state` has changed
-        since the last (``get_collection`` counts every point, a tenth of a local search):
-        the state is taken before the read, so a change racing it is seen on the next call."""
-        if local_engine(self.client) is None:
-            return super().head()
+        Local mode's: read again only when :meth:`_live` changed since the last read
+        (``get_collection`` counts every point, a tenth of a local search)."""
         with calling(self.client, f"reading collection {self._name!r}"):
-            if self._held is not None and unchanged(self.client, self._name, self._held[0]):
-                self._seen = self._held[2]
-                return self._held[1]
-            state = local_state(self.client, self._name)
-            head = super().head()
-            seen, self._held = self._seen, None
-            if state is not None and head is not None and seen is not None:
-                self._held = (state, head, seen)
-            return head
+            return super().head()
+
+    def _live(self) -> tuple[object, Any] | None:
+        """Local mode's own object of the collection (or of an alias's target), with its
+        metadata and vector configuration: every change to them (``update_collection``, the
+        collection made again, an alias moved) leaves another; ``None``: a server's client, a
+        closed one, no such collection, another version's layout."""
+        local = local_engine(self.client)
+        if local is None or getattr(local, "closed", True):
+            return None
+        found = getattr(local, "collections", {})
+        held = found.get(self._name)
+        if held is None and self._name in getattr(local, "aliases", {}):
+            held = found.get(local.aliases[self._name])
+        config = getattr(held, "config", None)
+        return None if config is None else (held, (config.metadata, config.vectors))
 
     def _lookup(self) -> qm.CollectionInfo | None:
         with calling(self.client, f"reading collection {self._name!r}"):
@@ -215,8 +211,9 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _points(self, where: qm.Filter | None = None) -> list[Any]:
-        """Every point (matching ``where``) with its payload, in the store's order."""
+    def _payloads(self, where: qm.Filter | None = None) -> list[tuple[str, Any, Any]]:
+        """Every point (matching ``where``) as its record's id, its point id and its payload
+        (what :class:`SealedOrder` orders)."""
         found: list[Any] = []
         offset: Any = None
         with calling(self.client, f"reading collection {self._name!r}"):
@@ -227,31 +224,22 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
                 found += page
                 if offset is None:
                     break
-        return sorted(found, key=lambda p: write_order(p.payload or {}, str(p.id)))
+        return [(_record(p, frozenset()).id, p.id, p.payload or {}) for p in found]
+
+    def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[protocol.Record]:
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, keys, with_vectors="vector" in include)
+        by_id = {p.id: _record(p, include) for p in got}
+        return [by_id[i] for i in keys if i in by_id]
 
     def count(self) -> int:
         with calling(self.client, "count"):
             return int(self.client.count(self._name, exact=True).count)
 
-    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
-        chosen = self._points()[offset : None if limit is None else offset + limit]
-        return [_record(p, frozenset()).id for p in chosen]
-
-    def page(
-        self, offset: int, limit: int, include: frozenset[str] = protocol.INCLUDE
-    ) -> list[protocol.Record]:
-        chosen = [p.id for p in self._points()[offset : offset + limit]]
-        with calling(self.client, "reading records"):
-            got = self.client.retrieve(self._name, chosen, with_vectors="vector" in include)
-        by_id = {p.id: _record(p, include) for p in got}
-        return [by_id[i] for i in chosen if i in by_id]
-
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
     ) -> None:
-        check_json_batch(ids, documents, metadatas, "Qdrant")
-        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metadatas or []]
-        check_values(ids, kept, "Qdrant")  # JSON holds null, not an integer beyond 64 bits
+        check_json_batch(ids, documents, metadatas, "Qdrant", ints64=True)
 
     # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` writes through ---
 
@@ -274,7 +262,7 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         if ids is not None:
             terms.append(qm.HasIdCondition(has_id=[p for i in ids for p in point_ids(i)]))
         for key, value in json_filter(where, "Qdrant").items() if where is not None else ():
-            field = f"{META_KEY}.{key}"
+            field = f"{LAYOUT.metadata}.{key}"
             if isinstance(value, (bool, int, str)):
                 terms.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             elif isinstance(value, float):
@@ -288,7 +276,7 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
     def _selected(
         self, handle: Any, ids: list[str] | None, where: protocol.Filter | None
     ) -> list[str]:
-        found = [_record(p, frozenset()).id for p in self._points(self._filter(where))]
+        found = [i for i, _ in self._in_order(self._filter(where))]
         return found if ids is None else [i for i in found if i in set(ids)]
 
     def _remove(self, handle: Any, ids: list[str]) -> None:
@@ -307,18 +295,10 @@ class QdrantDriver(ObjectDriver[qm.CollectionInfo]):
         wrong = [r.id for r in records if r.vector is not None and np.size(r.vector) != width]
         if wrong:
             raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
-        payloads = sealed([payload_of(r) for r in records])
-        points = [
-            qm.PointStruct(
-                id=point_id(r.id),
-                vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
-                payload=payload,
-            )
-            for r, payload in zip(records, payloads, strict=True)
-        ]
+        points = points_of(records, sealed([LAYOUT.payload(r) for r in records]))
         with calling(self.client, "writing"):
-            for start in range(0, len(points), _STEP):
-                self.client.upsert(self._name, points[start : start + _STEP], wait=True)
+            for part in sent_in_parts(self._key(), points, _STEP):  # a test may arm a failure
+                self.client.upsert(self._name, part, wait=True)
 
     def search(
         self,

@@ -42,8 +42,9 @@ from ctxemb_core.documents import text_digest
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.index.driver import INCLUDE, Capabilities, Head, Hit, Record, StampRead
+from ctxemb_core.index.payloads import PayloadLayout
 from ctxemb_core.stamp import IndexStamp
-from ctxemb_qdrant._driver import IDENTITY_KEY
+from ctxemb_qdrant._driver import _SPACES, IDENTITY_KEY
 
 __all__ = [
     "SERVING_KEY",
@@ -63,11 +64,6 @@ SERVING_KEY = "ctxemb_serving"
 #: The distance of a named vector ctxemb adds: Dot, as the driver's collections (Qdrant keeps a
 #: Cosine vector normalised on write, a Dot one bit for bit; a normalised contract ranks alike).
 DISTANCE = models.Distance.DOT
-_SPACES = {
-    models.Distance.COSINE: "cosine",
-    models.Distance.DOT: "ip",
-    models.Distance.EUCLID: "l2",
-}
 _PAGE = 256
 
 
@@ -140,6 +136,7 @@ class NamedVectorView:
         self.vector = vector
         self.text_key = text_key
         self.metadata_key = metadata_key
+        self.layout = PayloadLayout(text=text_key, metadata=metadata_key)
 
     @property
     def name(self) -> str:
@@ -213,26 +210,12 @@ class NamedVectorView:
         return models.Filter(must=[models.HasVectorCondition(has_vector=self.vector)])
 
     def _record(self, point: Any, include: frozenset[str]) -> Record:
-        payload = dict(point.payload or {})
         vector = None
         if "vector" in include:
-            stored = point.vector.get(self.vector) if isinstance(point.vector, dict) else None
+            vector = point.vector.get(self.vector) if isinstance(point.vector, dict) else None
             if self.vector == "" and not isinstance(point.vector, dict):
-                stored = point.vector
-            vector = None if stored is None else np.asarray(stored, dtype=np.float32)
-        text = payload.get(self.text_key)
-        if self.metadata_key is None:
-            metadata = {k: v for k, v in payload.items() if k != self.text_key}
-        else:
-            found = payload.get(self.metadata_key)
-            metadata = dict(found) if isinstance(found, Mapping) else {}
-        record_id = payload.get("ctxemb_id", str(point.id))
-        return Record(
-            id=str(record_id),
-            vector=vector,
-            text=text if "text" in include and isinstance(text, str) else None,
-            metadata=metadata if "metadata" in include else None,
-        )
+                vector = point.vector
+        return self.layout.record(point.payload, point.id, vector, include)
 
     def _scroll(self, limit: int, include: frozenset[str]) -> list[Any]:
         with _calling(self.client, f"reading {self.name}"):

@@ -1,26 +1,25 @@
 """A user's own ``qdrant-client`` calls on one collection, around the guard: the conformance
 suite's :class:`~ctxemb_core.testing.conformance.RawAccess`, and what the tests tamper through.
 
-Records are written as the driver lays them out (:func:`~ctxemb_qdrant._store.point_id`, the
-payload of :func:`~ctxemb_qdrant._driver.payload_of`) but without the write sequence and check
-of :func:`~ctxemb_core.index.driver_kit.sealed`, as a plain client writes them; metadata is
-edited with ``update_collection``.
+Records are written as the driver lays them out (:func:`~ctxemb_qdrant._driver.points_of`, the
+payload of :data:`~ctxemb_qdrant._driver.LAYOUT`) but without the write sequence and check of
+:func:`~ctxemb_core.index.driver_kit.sealed`, as a plain client writes them; metadata is edited
+with ``update_collection``; a failing write is armed in core (:mod:`ctxemb_core.index.armed`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from ctxemb_core.errors import StoreUnavailableError
+from ctxemb_core.index.armed import armed
 from ctxemb_core.index.driver import Record
-from ctxemb_qdrant._driver import payload_of
-from ctxemb_qdrant._store import calling, point_id
+from ctxemb_qdrant._driver import LAYOUT, QdrantDriver, points_of
+from ctxemb_qdrant._store import calling
 
 __all__ = ["RawQdrant"]
 
@@ -42,14 +41,7 @@ class RawQdrant:
             )
 
     def write(self, records: Sequence[Record]) -> None:
-        points = [
-            qm.PointStruct(
-                id=point_id(r.id),
-                vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
-                payload=payload_of(r),
-            )
-            for r in records
-        ]
+        points = points_of(records, [LAYOUT.payload(r) for r in records])
         with calling(self.client, "raw write"):
             self.client.upsert(self.name, points, wait=True)
 
@@ -64,27 +56,11 @@ class RawQdrant:
         with calling(self.client, "raw drop"):
             self.client.delete_collection(self.name)
 
-    @contextlib.contextmanager
-    def failing_writes(self, after: int, error: BaseException | None = None) -> Iterator[None]:
-        """The client's upserts fail once ``after`` points of them reached the store: the
-        first points of the failing call are written, then ``error`` is raised."""
-        error = error or StoreUnavailableError("qdrant: the write failed (armed by a test)")
-        real = self.client.upsert
-        left: list[int | None] = [after]
-
-        def upsert(collection_name: str, points: Any, **kwargs: Any) -> Any:
-            if left[0] is None:
-                return real(collection_name, points, **kwargs)
-            if len(points) <= left[0]:
-                left[0] -= len(points)
-                return real(collection_name, points, **kwargs)
-            part, left[0] = list(points)[: left[0]], None
-            if part:
-                real(collection_name, part, **kwargs)
-            raise error
-
-        self.client.upsert = upsert  # type: ignore[method-assign,assignment]
-        try:
-            yield
-        finally:
-            del self.client.upsert
+    def failing_writes(
+        self, after: int, error: BaseException | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """The driver's next write to the collection fails (``error``, default
+        ``StoreUnavailableError``) once ``after`` of its points reached the store: the points
+        of its calls before the failure are written, as a plain failing upsert leaves them."""
+        key = QdrantDriver(self.client, self.name)._key()
+        return armed(key, after, error, store="Qdrant")

@@ -1,7 +1,8 @@
 """Qdrant's clients, names, point ids and errors, as every part of the adapter speaks them.
 
 Local mode (``QdrantClient(path=...)``) locks its folder for the life of the client: one client
-per folder serves this process (:func:`connect` joins it), and its calls are serialised
+per folder serves this process (:func:`connect` joins it: core's
+:class:`~ctxemb_core.index.embedded.FolderClients`), and its calls are serialised
 (:func:`calling`: local mode keeps points in Python structures and one SQLite connection). A
 ctxemb id becomes the point ``uuid5(POINT_NAMESPACE, id)`` (:func:`point_id`): the same id is
 the same point in every process; a point another tool wrote reads as ``str(point id)``.
@@ -10,12 +11,9 @@ the same point in every process; a point another tool wrote reads as ``str(point
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
-import threading
 import uuid
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +23,9 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
-from ctxemb_core.index.connecting import check_address, connecting
+from ctxemb_core.index.connecting import check_address, connecting, exclusive, server_key
 from ctxemb_core.index.driver_kit import translator
-from ctxemb_core.index.embedded import require_store
-from ctxemb_core.redact import scrub
+from ctxemb_core.index.embedded import FolderClients, held_elsewhere, store_folder
 from ctxemb_qdrant._names import API_KEY_ENV, DEFAULT_PATH
 
 __all__ = [
@@ -39,7 +36,6 @@ __all__ = [
     "check_name",
     "connect",
     "point_id",
-    "server_key",
 ]
 
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
@@ -77,15 +73,6 @@ def check_name(name: Any) -> str:
     return name
 
 
-def server_key(api_key: str | None = None) -> str | None:
-    """The API key a Qdrant server is sent: ``api_key`` if given, else ``$CTXEMB_QDRANT_API_KEY``
-    (:data:`API_KEY_ENV`), else none. The one rule every path to a server follows (``connect``,
-    so the CLI and every framework's Qdrant store), never written into a message."""
-    if api_key is not None:
-        return api_key
-    return os.environ.get(API_KEY_ENV) or None
-
-
 def point_id(record_id: str) -> str:
     """The Qdrant point of ctxemb id ``record_id``: ``uuid5(POINT_NAMESPACE, record_id)``."""
     return str(uuid.uuid5(POINT_NAMESPACE, record_id))
@@ -102,10 +89,8 @@ def point_ids(record_id: str) -> list[Any]:
     return found
 
 
-#: One local-mode client per folder in this process, and one lock per local client.
-_OPEN: dict[str, QdrantClient] = {}
-_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
-_GUARD = threading.Lock()
+#: One local-mode client per folder in this process.
+_FOLDERS: FolderClients[QdrantClient] = FolderClients()
 
 
 def local_engine(client: QdrantClient) -> Any:
@@ -116,13 +101,9 @@ def local_engine(client: QdrantClient) -> Any:
 
 @contextlib.contextmanager
 def calling(client: QdrantClient, what: str) -> Iterator[None]:
-    """A block of calls on ``client``: serialised for local mode, errors translated."""
-    lock = None
-    if local_engine(client) is not None:
-        lock = _LOCKS.get(client)
-        if lock is None:
-            with _GUARD:
-                lock = _LOCKS.setdefault(client, threading.RLock())
+    """A block of calls on ``client``: serialised for local mode (one lock per client, core's
+    :func:`~ctxemb_core.index.connecting.exclusive`), errors translated."""
+    lock = exclusive(client) if local_engine(client) is not None else None
     with lock or contextlib.nullcontext(), translated(what):
         yield
 
@@ -139,56 +120,6 @@ def collection_info(client: QdrantClient, name: str) -> qm.CollectionInfo | None
         if exc.status_code == 404:
             return None
         raise
-
-
-def _local_collection(client: QdrantClient, name: str) -> Any:
-    """Local mode's own object of collection (or alias) ``name``, or ``None`` (a server's
-    client, a closed one, no such collection, another version's layout)."""
-    local = local_engine(client)
-    if local is None or getattr(local, "closed", True):
-        return None
-    found = getattr(local, "collections", {})
-    held = found.get(name)
-    if held is None and name in getattr(local, "aliases", {}):
-        held = found.get(local.aliases[name])
-    return held if hasattr(held, "config") else None
-
-
-def local_state(client: QdrantClient, name: str) -> tuple[Any, ...] | None:
-    """What local mode holds of collection (or alias) ``name`` that its description is made
-    from, copied: the collection object (weakly: one deleted and made again is another object),
-    its metadata and its vector configuration; ``None`` where :func:`unchanged` cannot tell
-    (a server's client, a closed one, no such collection).
-
-    Local mode keeps a collection's configuration in this process's memory (one process holds
-    a folder), and every change to it (``update_collection``, ``delete_collection`` then
-    ``create_collection``, an alias moved) leaves another state; ``get_collection``, by
-    contrast, counts every point."""
-    held = _local_collection(client, name)
-    if held is None:
-        return None
-    config = held.config
-    return (weakref.ref(held), copy.deepcopy(config.metadata), copy.deepcopy(config.vectors))
-
-
-def unchanged(client: QdrantClient, name: str, state: tuple[Any, ...] | None) -> bool:
-    """Whether collection ``name`` is still the one of :func:`local_state` ``state``, with its
-    metadata (value and type: ``True`` is not ``1`` here) and vector configuration as then, in
-    microseconds: the strings compared are mostly the very objects copied."""
-    held = _local_collection(client, name)
-    if held is None or state is None or state[0]() is not held:
-        return False
-    return _same(held.config.metadata, state[1]) and held.config.vectors == state[2]
-
-
-def _same(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return bool(a == b)
 
 
 def store_address(client: QdrantClient) -> str:
@@ -211,24 +142,6 @@ def collections_in(folder: Path) -> list[str]:
     return []
 
 
-def _not_held(folder: Path) -> None:
-    """Refuse a folder another process holds, before local mode reads it: it loads every
-    collection first and takes the folder's lock last (leaving that file open on refusal)."""
-    import portalocker
-
-    if (folder / ".lock").is_file():
-        with open(folder / ".lock", "r+") as fh:
-            try:
-                portalocker.lock(
-                    fh, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-                )
-            except portalocker.exceptions.LockException:
-                raise RuntimeError(
-                    f"Storage folder {folder} is already accessed by another instance"
-                ) from None
-            portalocker.unlock(fh)
-
-
 def connect(
     path: str | os.PathLike[str] | None = None,
     url: str | None = None,
@@ -240,7 +153,8 @@ def connect(
 ) -> QdrantClient:
     """A client of local mode in ``path`` (default ``./qdrant``; a folder already open in this
     process is joined), of memory (``memory=True``), or of the server at ``url`` (``api_key``:
-    its key, by default ``$CTXEMB_QDRANT_API_KEY`` (:func:`server_key`), never shown; asked
+    its key, by default ``$CTXEMB_QDRANT_API_KEY`` (core's
+    :func:`~ctxemb_core.index.connecting.server_key`), never shown; asked
     once for its collections, so a URL where nothing answers is refused here).
     ``create=False`` opens a folder only if it holds a store.
 
@@ -253,30 +167,26 @@ def connect(
             return QdrantClient(location=":memory:")
     if url is not None:
         check_address(url, "url", "a Qdrant server's URL (http://host:6333)")
-        api_key = server_key(api_key)
+        key = server_key(api_key, API_KEY_ENV)
         bad = (ValueError, TypeError)
-        try:
-            with connecting(url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,)):
-                client = QdrantClient(
-                    url=url, api_key=api_key, timeout=timeout, check_compatibility=False
-                )
-                client.get_collections()  # refused here when nothing answers
-        except (InvalidInputError, StoreUnavailableError) as exc:  # the key in no message
-            raise type(exc)(scrub(str(exc), [api_key or ""])) from None
+        with connecting(
+            url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,), secrets=[key]
+        ):
+            client = QdrantClient(url=url, api_key=key, timeout=timeout, check_compatibility=False)
+            client.get_collections()  # refused here when nothing answers
         return client
-    if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"path must be a folder path, got {path!r}")
-    folder = Path(os.path.expanduser(os.fspath(path or DEFAULT_PATH))).resolve()
-    if folder.exists() and not folder.is_dir():
-        raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
-    if not create:
-        require_store(folder, is_store, collections_in, "Qdrant", "collections")
-    with _GUARD:
-        held = _OPEN.get(str(folder))
-        if held is not None and not local_engine(held).closed:
-            return held
+    checked = store_folder(
+        path, DEFAULT_PATH, "Qdrant", is_store, collections_in, create=create, indexes="collections"
+    )
+    folder = checked.resolve()
+
+    def opened() -> QdrantClient:
+        # Refused before local mode reads the folder: it loads every collection first and
+        # takes the folder's lock last (leaving that file open on refusal).
         with translated(f"opening the Qdrant folder {str(folder)!r}"):
-            _not_held(folder)
-            client = QdrantClient(path=str(folder), force_disable_check_same_thread=True)
-        _OPEN[str(folder)] = client
-        return client
+            if held_elsewhere(folder / ".lock"):
+                held = f"Storage folder {folder} is already accessed by another instance"
+                raise RuntimeError(held)
+            return QdrantClient(path=str(folder), force_disable_check_same_thread=True)
+
+    return _FOLDERS.joined(folder, opened, lambda client: local_engine(client).closed)

@@ -67,6 +67,7 @@ CORE_SURFACE = {
     "ctxemb_core.index.connecting": "a store reached over the network: its address, checked",
     "ctxemb_core.index.embedded": "an embedded store's folder; the write mark in its SQLite file",
     "ctxemb_core.index.armed": "failures a raw client arms for a driver's next write (tests)",
+    "ctxemb_core.index.payloads": "a record kept as a JSON payload: its layout, the store's order",
     "ctxemb_core.index.shaped": "Chroma's result shapes (query, get) over any guarded index",
 }
 

@@ -12,8 +12,7 @@ import ctxemb_qdrant
 from ctxemb_core.errors import DamagedStampError, ForeignVectorsError, InvalidInputError
 from ctxemb_core.index.driver import Record
 from ctxemb_core.testing.conformance import DOCS, QUERY, tiny_embedder
-from ctxemb_qdrant import RawQdrant, connect
-from ctxemb_qdrant._store import local_state, unchanged
+from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +96,19 @@ def test_a_collection_made_again_between_two_queries_is_another(docs, qclient, e
         docs.query_vectors(_vector(docs), 1)
 
 
-def test_the_state_sees_nested_edits_and_a_new_object(qclient, docs):
-    state = local_state(qclient, docs.name)
-    assert unchanged(qclient, docs.name, state)
+def test_the_live_state_sees_nested_edits_and_is_none_without_a_local_collection(
+    qclient, docs, reads
+):
+    driver = docs.driver
     qclient.update_collection(docs.name, metadata={"deep": {"a": [1, 2]}})
-    state = local_state(qclient, docs.name)
-    qclient.update_collection(docs.name, metadata={"deep": {"a": [1, 2.0]}})
-    assert not unchanged(qclient, docs.name, state)
-    assert local_state(connect(memory=True), docs.name) is None
+    driver.head()
+    reads.clear()
+    driver.head()
+    assert reads == []  # held: the live state (core's ObjectDriver._live) is unchanged
+    qclient.update_collection(docs.name, metadata={"deep": {"a": [1, 2.0]}})  # 2 == 2.0
+    driver.head()
+    assert reads == [docs.name]
+    assert QdrantDriver(connect(memory=True), docs.name)._live() is None
 
 
 def test_a_named_vector_s_collection_made_again_is_another(embedder):

@@ -1,5 +1,5 @@
 """A Qdrant server's API key reaches the server on every path, and no message shows it: the key
-given, else ``$CTXEMB_QDRANT_API_KEY`` (``ctxemb_qdrant._store.server_key``), through
+given, else ``$CTXEMB_QDRANT_API_KEY`` (core's ``connecting.server_key``), through
 ``connect``, ``ctxemb eval --via qdrant`` and each framework's Qdrant store.
 
 The server is a small HTTP listener on 127.0.0.1 that records each request's ``api-key`` header
@@ -19,8 +19,9 @@ import pytest
 
 import ctxemb_qdrant
 from ctxemb_core.cli import main
+from ctxemb_core.index.connecting import server_key
 from ctxemb_qdrant import cli as qdrant_cli
-from ctxemb_qdrant._store import API_KEY_ENV, server_key
+from ctxemb_qdrant._store import API_KEY_ENV
 
 KEY = "s3cret-qdrant-key-47"
 
@@ -75,9 +76,10 @@ def listener() -> Iterator[Listener]:
 
 def test_the_key_given_else_the_environment_s(monkeypatch):
     monkeypatch.delenv(API_KEY_ENV, raising=False)
-    assert server_key() is None and server_key("given") == "given"
+    assert server_key(None, API_KEY_ENV) is None
+    assert server_key("given", API_KEY_ENV) == "given"
     monkeypatch.setenv(API_KEY_ENV, KEY)
-    assert server_key() == KEY and server_key("given") == "given"
+    assert server_key(None, API_KEY_ENV) == KEY and server_key("given", API_KEY_ENV) == "given"
     assert qdrant_cli.API_KEY_ENV == API_KEY_ENV  # the CLI names the same variable
 
 

@@ -8,17 +8,28 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
+from ctxemb_core.index.armed import armed, sent_in_parts
 from ctxemb_core.index.driver import Record
 from ctxemb_core.index.driver_kit import (
     check_values,
     chunks,
     columns_of,
     records_of,
+    same,
     unstorable,
     version_digest,
 )
-from ctxemb_core.index.embedded import SqliteMarks, folders_near, opening_folder, require_store
+from ctxemb_core.index.embedded import (
+    FolderClients,
+    SqliteMarks,
+    folders_near,
+    held_elsewhere,
+    opening_folder,
+    require_store,
+    store_folder,
+)
+from ctxemb_core.index.payloads import PayloadLayout
 
 
 def test_values_a_wire_cannot_hold_are_named_before_anything_is_written():
@@ -103,3 +114,44 @@ def test_a_folder_is_made_safely_and_a_missing_store_names_a_near_one(tmp_path):
     with pytest.raises(InvalidInputError, match=r"no Kind store .* did you mean .*\(tables: 'x'\)"):
         require_store(target.parent / "stor", is_store, lambda p: ["x"], "Kind", "tables")
     require_store(target, is_store, lambda p: [], "Kind")
+
+
+def test_same_tells_true_from_one_at_any_depth():
+    assert same({"a": [1, {"b": (2, "x")}]}, {"a": [1, {"b": (2, "x")}]})
+    assert not same({"a": 1}, {"a": True}) and not same((1, [2]), (1, [2.0]))
+    assert not same({"a": 1}, {"a": 1, "b": 2}) and not same([1], (1,))
+
+
+def test_parts_sent_before_an_armed_failure_reach_the_store():
+    written: list[list[int]] = []
+    with armed(("s", "i"), after=5), pytest.raises(StoreUnavailableError):
+        for part in sent_in_parts(("s", "i"), range(9), 2):
+            written.append(part)
+    assert written == [[0, 1], [2, 3], [4]]
+    assert list(sent_in_parts(("s", "i"), range(3), 2)) == [[0, 1], [2]]  # fired once
+
+
+def test_one_client_per_folder_and_a_held_lock_file(tmp_path):
+    clients: FolderClients[object] = FolderClients()
+    one = clients.joined(tmp_path, object, lambda c: False)
+    assert clients.joined(tmp_path, object, lambda c: False) is one
+    assert clients.joined(tmp_path, object, lambda c: True) is not one  # closed: opened again
+    assert not held_elsewhere(tmp_path / ".lock")  # no such file
+    (tmp_path / ".lock").touch()
+    assert not held_elsewhere(tmp_path / ".lock")
+    (tmp_path / "file").touch()
+    with pytest.raises(StoreUnavailableError, match="is a file"):
+        store_folder(tmp_path / "file", "x", "S", lambda p: True, lambda p: [], create=True)
+    with pytest.raises(InvalidInputError, match="no S store"):
+        store_folder(tmp_path / "none", "x", "S", lambda p: False, lambda p: [], create=False)
+
+
+def test_a_payload_layout_round_trips_a_record():
+    record = Record("d1", None, "Green tea.", {"n": 1})
+    for layout in (PayloadLayout(), PayloadLayout(text="document", metadata=None)):
+        back = layout.record(
+            layout.payload(record), "key", [1.0, 2.0], frozenset({"text", "metadata"})
+        )
+        assert (back.id, back.text, back.metadata) == ("d1", "Green tea.", {"n": 1})
+        assert back.vector is not None and back.vector.dtype == np.float32
+    assert PayloadLayout(id=None).record({}, 7, None, frozenset()).id == "7"

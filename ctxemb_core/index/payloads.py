@@ -1,0 +1,108 @@
+"""A record kept as a JSON payload beside its vector: where its parts are, and the store's order.
+
+Qdrant keeps a point as a vector and a payload; a store of that kind (Weaviate's objects,
+Milvus's entities and Elasticsearch's documents are alike) gives a driver two things to decide
+that are no store's own:
+
+- :class:`PayloadLayout`: which payload keys hold a record's id, text and metadata, both ways
+  (ctxemb's and ``langchain-qdrant``'s ``page_content`` and ``metadata``; fastembed's
+  ``document`` with the metadata spread beside it), for a driver and for a read-only view over
+  a layout someone else wrote;
+- :class:`SealedOrder`: ``ids`` and ``page`` in the store's order for a store that keeps none,
+  from the write sequence :func:`~ctxemb_core.index.driver_kit.sealed` puts in each payload
+  (:func:`~ctxemb_core.index.driver_kit.write_order`: oldest write first, a record written or
+  edited around the driver last).
+
+Example:
+    >>> from ctxemb_core.index.driver import Record
+    >>> PayloadLayout().payload(Record("d1", None, "Green tea is steamed.", {"n": 1}))
+    {'ctxemb_id': 'd1', 'page_content': 'Green tea is steamed.', 'metadata': {'n': 1}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctxemb_core.index.driver import INCLUDE, Record
+from ctxemb_core.index.driver_kit import write_order
+
+__all__ = ["PayloadLayout", "SealedOrder"]
+
+
+@dataclass(frozen=True)
+class PayloadLayout:
+    """Which payload keys hold a record's parts.
+
+    Args:
+        text: the key of the text (``page_content``; fastembed's ``document``).
+        metadata: the key of the metadata mapping; ``None``: every key but the text's and the
+            id's is metadata (as fastembed wrote it).
+        id: the key of the ctxemb id; ``None``: none kept (the store's own key is the id).
+    """
+
+    text: str = "page_content"
+    metadata: str | None = "metadata"
+    id: str | None = "ctxemb_id"
+
+    def payload(self, record: Record) -> dict[str, Any]:
+        """``record``'s payload as a plain client writes it: id, text and metadata."""
+        payload: dict[str, Any] = {} if self.id is None else {self.id: record.id}
+        if record.text is not None:
+            payload[self.text] = record.text
+        if record.metadata is not None and self.metadata is None:
+            payload.update(record.metadata)
+        elif record.metadata is not None:
+            payload[self.metadata] = dict(record.metadata)  # type: ignore[index]
+        return payload
+
+    def record(
+        self, payload: Mapping[str, Any] | None, key: Any, vector: Any, include: frozenset[str]
+    ) -> Record:
+        """The record of a stored ``payload`` with the parts ``include`` names (``key``: the
+        store's own, the id where the payload holds none; ``vector``: as read, ``None`` where
+        none was read or none is stored)."""
+        payload = payload or {}
+        found = payload.get(self.id) if self.id is not None else None
+        meta: Any = None
+        if "metadata" in include and self.metadata is None:
+            meta = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
+        elif "metadata" in include:
+            meta = payload.get(self.metadata)  # type: ignore[arg-type]
+        return Record(
+            str(key if found is None else found),
+            None if vector is None else np.asarray(vector, dtype=np.float32),
+            payload.get(self.text) if "text" in include else None,
+            dict(meta) if isinstance(meta, Mapping) else None,
+        )
+
+
+class SealedOrder:
+    """``ids`` and ``page`` of a driver (a :class:`~ctxemb_core.index.driver_kit.KeyedDriver`)
+    whose store keeps no order of its own and whose payloads are
+    :func:`~ctxemb_core.index.driver_kit.sealed`: every record's payload read
+    (:meth:`_payloads`), put in :func:`~ctxemb_core.index.driver_kit.write_order`, sliced.
+    """
+
+    def _payloads(self, where: Any = None) -> list[tuple[str, Any, Mapping[str, Any]]]:
+        """Every record (matching ``where``, in the store's own filter language) as its id,
+        its key in the store and its payload, in any order."""
+        raise NotImplementedError
+
+    def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[Record]:
+        """The records stored under ``keys``, in the order given."""
+        raise NotImplementedError
+
+    def _in_order(self, where: Any = None) -> list[tuple[str, Any]]:
+        """The ids and keys of :meth:`_payloads`, oldest write first."""
+        found = sorted(self._payloads(where), key=lambda f: write_order(f[2], str(f[1])))
+        return [(i, key) for i, key, _ in found]
+
+    def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
+        return [i for i, _ in self._in_order()[offset : None if limit is None else offset + limit]]
+
+    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+        return self._at([key for _, key in self._in_order()[offset : offset + limit]], include)
