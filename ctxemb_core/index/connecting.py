@@ -122,6 +122,9 @@ def exclusive(conn: Any) -> threading.RLock:
     made inside another's transaction by the same thread goes on. For calls that should run at
     the same time, give each thread its own connection (or a pool).
     """
+    lock = _locks.get(conn)  # made once: a store's every call asks for it again
+    if lock is not None:
+        return lock
     with _locks_lock:
         lock = _locks.get(conn)
         if lock is None:

@@ -121,30 +121,46 @@ def chunks(count: int, step: int) -> Iterator[slice]:
 Rule = tuple[Any, type[CtxembError], str]
 
 
-def translator(*rules: Rule) -> Callable[[str], contextlib.AbstractContextManager[None]]:
-    """A store's ``translated(what)`` from a table of its client library's exceptions.
+def translator(*rules: Rule) -> Callable[..., contextlib.AbstractContextManager[None]]:
+    """A store's ``translated(what, lock=None)`` from a table of its client library's
+    exceptions.
 
     The first rule that matches the exception raised in the block decides (as ``except``
     clauses would; a rule ``((types, text), ...)`` only when the message holds ``text``); the
     error raised says ``what``, then the rule's message (``{exc}``: the store's own words).
-    ctxemb's own errors, and anything no rule names, pass unchanged.
+    ctxemb's own errors, and anything no rule names, pass unchanged. ``lock``: held while the
+    block runs (a client whose calls are serialised), taken in the same step: a store's every
+    call enters it, a query twice.
     """
 
-    @contextlib.contextmanager
-    def translated(what: str) -> Iterator[None]:
-        try:
-            yield
-        except CtxembError:
-            raise
-        except Exception as exc:
-            for match, error, message in rules:
-                worded = isinstance(match, tuple) and isinstance(match[-1], str)
-                types, text = match if worded else (match, "")
-                if isinstance(exc, types) and text in str(exc):
-                    raise error(f"{what}: " + message.format(exc=exc)) from exc
-            raise
+    def translated(what: str, lock: Any = None) -> contextlib.AbstractContextManager[None]:
+        return _Translated(rules, what, lock)
 
     return translated
+
+
+class _Translated(contextlib.AbstractContextManager[None]):
+    """One block of :func:`translator` (a plain object: entered on every store call)."""
+
+    __slots__ = ("lock", "rules", "what")
+
+    def __init__(self, rules: tuple[Rule, ...], what: str, lock: Any) -> None:
+        self.rules, self.what, self.lock = rules, what, lock
+
+    def __enter__(self) -> None:
+        if self.lock is not None:
+            self.lock.acquire()
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.lock is not None:
+            self.lock.release()
+        if not isinstance(exc, Exception) or isinstance(exc, CtxembError):
+            return
+        for match, error, message in self.rules:
+            worded = isinstance(match, tuple) and isinstance(match[-1], str)
+            types, text = match if worded else (match, "")
+            if isinstance(exc, types) and text in str(exc):
+                raise error(f"{self.what}: " + message.format(exc=exc)) from exc
 
 
 #: The payload keys of :func:`sealed`: a record's write sequence and the check of its fields.
@@ -191,6 +207,8 @@ def same(a: Any, b: Any) -> bool:
     """Whether two JSON-like values are equal type for type: ``True`` is not ``1`` and ``1.0``
     is not ``1`` here (a stamp that tells them apart must see them change); dicts, lists and
     tuples item by item, anything else by ``==``."""
+    if a is b:  # a copy keeps its strings and numbers: most of a stamp is seen here at once
+        return True
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
@@ -718,6 +736,21 @@ class ObjectDriver(KeyedDriver[H]):
         if state is not None:
             self._held = (state, head, raw)
         return head
+
+    def _unmoved(self, stamp_version: Version | None) -> None:
+        """For a search that compares the stamp version in its own hold of the store (a
+        ``search_many``, :meth:`~ctxemb_core.index.shaped.ShapedFacade._search`): refused
+        (:class:`~ctxemb_core.errors.StampMovedError`, nothing searched) when the head is not
+        at ``stamp_version`` now or the index is gone (``None``: nothing compared). The head
+        is this class's: the caller holds the store already, which a driver's own ``head`` may
+        take again."""
+        if stamp_version is None:
+            return
+        head = ObjectDriver.head(self)
+        if head is None or head.stamp_version != stamp_version:
+            raise StampMovedError(
+                f"the stamp of {self._kind} {self._name!r} changed since it was checked"
+            )
 
     def read_stamp(self) -> StampRead | None:
         raw = self._stored()

@@ -157,6 +157,8 @@ class IndexFacade(Generic[DriverT, StoredT]):
     def _check_options(given: Mapping[str, Any], options: Any) -> None:
         """Keywords gathered as ``**given`` must be the ``options`` TypedDict's, as named
         parameters would be (a ``TypeError`` naming the stray one otherwise)."""
+        if not given:  # most calls give none (a query's every call passes here)
+            return
         unknown = sorted(set(given) - set(options.__annotations__))
         if unknown:
             raise TypeError(

@@ -8,7 +8,8 @@ that are no store's own:
   (ctxemb's and ``langchain-qdrant``'s ``page_content`` and ``metadata``; fastembed's
   ``document`` with the metadata spread beside it), for a driver and for a read-only view over
   a layout someone else wrote;
-- :class:`SealedOrder`: ``ids`` and ``page`` in the store's order for a store that keeps none,
+- :class:`SealedOrder`: ``ids``, ``page`` and the ids a filter selects, in the store's order,
+  for a store that keeps none,
   from the write sequence :func:`~ctxemb_core.index.driver_kit.sealed` puts in each payload
   (:func:`~ctxemb_core.index.driver_kit.write_order`: oldest write first, a record written or
   edited around the driver last).
@@ -68,28 +69,32 @@ class PayloadLayout:
         payload = payload or {}
         found = payload.get(self.id) if self.id is not None else None
         meta: Any = None
-        if "metadata" in include and self.metadata is None:
-            meta = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
+        if "metadata" in include and self.metadata is not None:
+            meta = payload.get(self.metadata)
         elif "metadata" in include:
-            meta = payload.get(self.metadata)  # type: ignore[arg-type]
+            meta = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
+        # A payload's metadata is a dict (JSON): the exact type is tested first, a search's
+        # hits pass here one by one.
+        plain = type(meta) is dict or isinstance(meta, Mapping)
         return Record(
-            str(key if found is None else found),
+            found if type(found) is str else str(key if found is None else found),
             None if vector is None else np.asarray(vector, dtype=np.float32),
             payload.get(self.text) if "text" in include else None,
-            dict(meta) if isinstance(meta, Mapping) else None,
+            dict(meta) if plain else None,
         )
 
 
 class SealedOrder:
-    """``ids`` and ``page`` of a driver (a :class:`~ctxemb_core.index.driver_kit.KeyedDriver`)
+    """``ids``, ``page`` and ``_selected`` of a driver (a
+    :class:`~ctxemb_core.index.driver_kit.KeyedDriver`)
     whose store keeps no order of its own and whose payloads are
     :func:`~ctxemb_core.index.driver_kit.sealed`: every record's payload read
     (:meth:`_payloads`), put in :func:`~ctxemb_core.index.driver_kit.write_order`, sliced.
     """
 
     def _payloads(self, where: Any = None) -> list[tuple[str, Any, Mapping[str, Any]]]:
-        """Every record (matching ``where``, in the store's own filter language) as its id,
-        its key in the store and its payload, in any order."""
+        """Every record (matching the neutral filter ``where``) as its id, its key in the store
+        and its payload, in any order."""
         raise NotImplementedError
 
     def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[Record]:
@@ -103,6 +108,12 @@ class SealedOrder:
 
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
         return [i for i, _ in self._in_order()[offset : None if limit is None else offset + limit]]
+
+    def _selected(self, handle: Any, ids: list[str] | None, where: Any) -> list[str]:
+        """The stored ids among ``ids`` (``None``: all) that match ``where``, in the store's
+        order (what a :class:`~ctxemb_core.index.driver_kit.KeyedDriver` deletes)."""
+        wanted = None if ids is None else set(ids)
+        return [i for i, _ in self._in_order(where) if wanted is None or i in wanted]
 
     def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
         return self._at([key for _, key in self._in_order()[offset : offset + limit]], include)

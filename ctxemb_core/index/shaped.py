@@ -78,6 +78,8 @@ class SearchOptions(TypedDict, total=False):
 
 def check_include(include: Any, *, get: bool = False) -> tuple[str, ...]:
     """``include`` as the parts to return (``distances`` only for a search), else named."""
+    if include is (GOT if get else SHOWN):  # the default, as given: nothing to check
+        return include
     if isinstance(include, str) or not isinstance(include, Sequence):
         raise InvalidInputError(f"include must be a list of {INCLUDE}, got {include!r}")
     allowed = INCLUDE[:3] if get else INCLUDE
@@ -89,16 +91,17 @@ def check_include(include: Any, *, get: bool = False) -> tuple[str, ...]:
 
 def columns(hits: Sequence[Hit], shown: Sequence[str], width: int) -> dict[str, Any]:
     """One result's hits as Chroma's columns (a missing vector as zeros in ``embeddings``)."""
-    out: dict[str, Any] = {"ids": [h.id for h in hits]}
+    records = [h.record for h in hits]
+    out: dict[str, Any] = {"ids": [r.id for r in records]}
     if "documents" in shown:
-        out["documents"] = [h.record.text for h in hits]
+        out["documents"] = [r.text for r in records]
     if "metadatas" in shown:
-        out["metadatas"] = [h.record.metadata for h in hits]
+        out["metadatas"] = [r.metadata for r in records]
     if "distances" in shown:
         out["distances"] = [float(h.distance) for h in hits if h.distance is not None]
     if "embeddings" in shown:
         zero = np.zeros(width, np.float32)
-        rows = [zero if h.record.vector is None else h.record.vector for h in hits]
+        rows = [zero if r.vector is None else r.vector for r in records]
         out["embeddings"] = np.stack(rows) if rows else np.zeros((0, width), np.float32)
     return out
 

@@ -78,7 +78,7 @@ def points_of(
     ]
 
 
-def _record(point: Any, include: frozenset[str]) -> protocol.Record:
+def _record(point: Any, include: frozenset[str] = protocol.INCLUDE) -> protocol.Record:
     vector = point.vector if "vector" in include else None
     if isinstance(vector, dict):  # a point without the collection's vector: {}
         vector = vector.get("") or None
@@ -118,7 +118,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         by = "around ctxemb (a plain qdrant-client, fastembed or langchain-qdrant, say)"
         return unstamped_refusal("collection", self._name, by=by)
 
-    def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
+    def storage_for(self, stamp: IndexStamp) -> dict[str, Any]:
         half = stamp.contract.precision is Precision.FLOAT16
         return {"datatype": "float16" if half else "float32", "size": stamp.contract.output_dim}
 
@@ -191,12 +191,9 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         return _SPACES.get(distance, str(getattr(distance, "value", distance)).lower())
 
     def _create(self, stamp: IndexStamp) -> None:
-        half = stamp.contract.precision is Precision.FLOAT16
-        params = qm.VectorParams(
-            size=stamp.contract.output_dim,
-            distance=qm.Distance.DOT,
-            datatype=qm.Datatype.FLOAT16 if half else qm.Datatype.FLOAT32,
-        )
+        storage = self.storage_for(stamp)  # the datatype and width, as the stamp says
+        datatype = qm.Datatype(storage["datatype"])
+        params = qm.VectorParams(size=storage["size"], distance=qm.Distance.DOT, datatype=datatype)
         metadata = {**stamp.to_metadata(), IDENTITY_KEY: uuid.uuid4().hex}
         with calling(self.client, f"creating collection {self._name!r}"):
             self.client.create_collection(self._name, vectors_config=params, metadata=metadata)
@@ -211,15 +208,16 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _payloads(self, where: qm.Filter | None = None) -> list[tuple[str, Any, Any]]:
-        """Every point (matching ``where``) as its record's id, its point id and its payload
-        (what :class:`SealedOrder` orders)."""
+    def _payloads(self, where: protocol.Filter | None = None) -> list[tuple[str, Any, Any]]:
+        """Every point (matching the neutral filter ``where``) as its record's id, its point id
+        and its payload (what :class:`SealedOrder` orders)."""
         found: list[Any] = []
         offset: Any = None
+        query_filter = self._filter(where)
         with calling(self.client, f"reading collection {self._name!r}"):
             while True:
                 page, offset = self.client.scroll(
-                    self._name, scroll_filter=where, limit=_STEP * 4, offset=offset
+                    self._name, scroll_filter=query_filter, limit=_STEP * 4, offset=offset
                 )
                 found += page
                 if offset is None:
@@ -247,10 +245,8 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         self, ids: list[str], include: frozenset[str], handle: Any = None
     ) -> list[protocol.Record]:
         asked = list(dict.fromkeys(p for i in ids for p in point_ids(i)))
-        with calling(self.client, "reading records"):
-            got = self.client.retrieve(self._name, asked, with_vectors="vector" in include)
         wanted = set(ids)
-        return [r for r in (_record(p, include) for p in got) if r.id in wanted]
+        return [r for r in self._at(asked, include) if r.id in wanted]
 
     def _filter(
         self, where: protocol.Filter | None, ids: Sequence[str] | None = None
@@ -272,12 +268,6 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
                     f"where: {key!r} = {value!r}: Qdrant filters by a string, number or bool"
                 )
         return qm.Filter(must=terms)
-
-    def _selected(
-        self, handle: Any, ids: list[str] | None, where: protocol.Filter | None
-    ) -> list[str]:
-        found = [i for i, _ in self._in_order(self._filter(where))]
-        return found if ids is None else [i for i in found if i in set(ids)]
 
     def _remove(self, handle: Any, ids: list[str]) -> None:
         points: list[Any] = [p for i in ids for p in point_ids(i)]
@@ -301,31 +291,43 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
                 self.client.upsert(self._name, part, wait=True)
 
     def search(
+        self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
+    ) -> list[protocol.Hit]:
+        """The protocol's search: :meth:`search_many` of one vector."""
+        return self.search_many(np.atleast_2d(vector), k, where=where)[0]
+
+    def search_many(
         self,
-        vector: np.ndarray,
+        vectors: np.ndarray,
         k: int,
         *,
+        stamp_version: protocol.Version | None = None,
+        with_vectors: bool = False,
         where: protocol.Filter | None = None,
         ids: Sequence[str] | None = None,
-        vectors: bool = False,
-    ) -> list[protocol.Hit]:
-        """The protocol's search; ``ids``: among these records only (an evaluation's pair);
-        ``vectors``: read each hit's vector too (a result shown with its embeddings; the guard
-        needs none, and reading them back costs a third of a local search at 384 dimensions)."""
-        space = self._space(self._collection())
-        query = np.asarray(vector, dtype=np.float32).ravel().tolist()
+    ) -> list[list[protocol.Hit]]:
+        """The hits of each row of ``vectors`` (how core's ``ShapedFacade`` searches), the head
+        compared with ``stamp_version`` in the same hold of the client (local mode: one lock,
+        so no thread of this process changes the collection in between). ``ids``: among these
+        records only (an evaluation's pair); ``with_vectors``: read each hit's vector too (a
+        result shown with its embeddings; the guard needs none, and reading them back costs a
+        third of a local search at 384 dimensions)."""
+        query_filter = self._filter(where, ids)
         with calling(self.client, "query"):
-            found = self.client.query_points(
-                self._name,
-                query=query,
-                limit=k,
-                query_filter=self._filter(where, ids),
-                with_vectors=vectors,
-            ).points
+            self._unmoved(stamp_version)
+            l2 = self._space(self._collection()) == "l2"
+            found = [
+                self.client.query_points(
+                    self._name,
+                    query=np.asarray(v, dtype=np.float32).ravel().tolist(),
+                    limit=k,
+                    query_filter=query_filter,
+                    with_vectors=with_vectors,
+                ).points
+                for v in vectors
+            ]
         # Qdrant's score: a similarity (Dot, Cosine), or the Euclidean distance itself.
         return [
-            protocol.Hit(
-                _record(p, protocol.INCLUDE), p.score**2 if space == "l2" else 1.0 - p.score
-            )
-            for p in found
+            [protocol.Hit(_record(p), p.score**2 if l2 else 1.0 - p.score) for p in at]
+            for at in found
         ]

@@ -11,10 +11,10 @@ the same point in every process; a point another tool wrote reads as ``str(point
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ def check_name(name: Any) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a write reads its ids' points three times first
 def point_id(record_id: str) -> str:
     """The Qdrant point of ctxemb id ``record_id``: ``uuid5(POINT_NAMESPACE, record_id)``."""
     return str(uuid.uuid5(POINT_NAMESPACE, record_id))
@@ -84,7 +85,7 @@ def point_ids(record_id: str) -> list[Any]:
     if record_id.isdigit() and int(record_id) < 2**64:
         found.append(int(record_id))
     with contextlib.suppress(ValueError):
-        if str(uuid.UUID(record_id)) == record_id:
+        if len(record_id) == 36 and str(uuid.UUID(record_id)) == record_id:  # no parse: cheap
             found.append(record_id)
     return found
 
@@ -99,13 +100,10 @@ def local_engine(client: QdrantClient) -> Any:
     return inner if type(inner).__name__ == "QdrantLocal" else None
 
 
-@contextlib.contextmanager
-def calling(client: QdrantClient, what: str) -> Iterator[None]:
+def calling(client: QdrantClient, what: str) -> contextlib.AbstractContextManager[None]:
     """A block of calls on ``client``: serialised for local mode (one lock per client, core's
     :func:`~ctxemb_core.index.connecting.exclusive`), errors translated."""
-    lock = exclusive(client) if local_engine(client) is not None else None
-    with lock or contextlib.nullcontext(), translated(what):
-        yield
+    return translated(what, exclusive(client) if local_engine(client) is not None else None)
 
 
 def collection_info(client: QdrantClient, name: str) -> qm.CollectionInfo | None:

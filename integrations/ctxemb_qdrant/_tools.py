@@ -48,12 +48,15 @@ class Search(SearchOptions, total=False):
 class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     """A Qdrant collection bound to one contract; every call is checked before it runs
     (``get_collection`` read back: identity, stamp and vector configuration compared with
-    what was verified). ``query``, ``query_vectors`` and ``get`` answer in the shapes of every
-    ctxemb index object; ``client`` is Qdrant's own."""
+    what was verified; a search compares them in the same hold of the client as it searches:
+    :meth:`QdrantDriver.search_many`). ``query``, ``query_vectors`` and ``get`` answer in the
+    shapes of every ctxemb index object; ``client`` is Qdrant's own."""
 
     _driver_type = QdrantDriver
     _terms = TERMS
     _search_options = Search
+    #: The driver's ``search_many`` compares the stamp version under the client's hold.
+    _head_before_search = False
 
     @staticmethod
     def _translated(what: str) -> AbstractContextManager[None]:
@@ -74,21 +77,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
         """Delete points by id, by metadata filter, or both; returns how many were deleted (a
         hybrid index deletes through it, both sides together)."""
         return len(self.index.delete(ids, where=where))
-
-    def _search(
-        self,
-        vectors: Any,
-        k: int,
-        shown: tuple[str, ...],
-        search: Mapping[str, Any],
-        stamp_version: Any,
-    ) -> list[list[Any]]:
-        where = search.get("where")
-        self.index.check_filter(where)
-        self.index.current()
-        ids = search.get("ids")
-        read = "embeddings" in shown
-        return [self.driver.search(v, k, where=where, ids=ids, vectors=read) for v in vectors]
 
     def _select(
         self,
