@@ -13,7 +13,6 @@ from typing import Any
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.driver import Record
 from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_core.remedy import StoreTerms
@@ -71,13 +70,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
         return driver._missing()
 
-    def delete(
-        self, ids: list[str] | None = None, *, where: Mapping[str, Any] | None = None
-    ) -> int:
-        """Delete points by id, by metadata filter, or both; returns how many were deleted (a
-        hybrid index deletes through it, both sides together)."""
-        return len(self.index.delete(ids, where=where))
-
     def _select(
         self,
         ids: list[str] | None,
@@ -93,17 +85,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
         return self.driver.read(chosen[offset:][:limit], parts)
 
 
-def _held(collection: Any) -> QdrantDriver:
-    if isinstance(collection, GuardedQdrantCollection):
-        return collection.driver
-    if isinstance(collection, StoredCollection):
-        return QdrantDriver(collection.client, collection.name)
-    raise InvalidInputError(
-        "collection must be a GuardedQdrantCollection or a StoredCollection, got "
-        f"{type(collection).__name__}"
-    )
-
-
 def stored_or_none(client: Any, name: str) -> StoredCollection | None:
     """The collection as Qdrant describes it now, unguarded, or ``None``."""
     return GuardedQdrantCollection._stored_in(QdrantDriver(client, name))
@@ -113,7 +94,7 @@ TOOLS = StoreTools(
     TERMS,
     facade=GuardedQdrantCollection,
     new_driver=QdrantDriver,
-    driver_of=_held,
+    held=(StoredCollection, lambda stored: QdrantDriver(stored.client, stored.name)),
     translated=translated,
     check_name=check_name,
     lexical=(_beside, _place_for),  # core's lexical store beside the collection (_hybrid)
