@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from chromadb.api import ClientAPI
@@ -16,7 +15,7 @@ from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
 from ctxemb_core.index.connecting import check_server, reason
-from ctxemb_core.index.embedded import opening_folder, require_store
+from ctxemb_core.index.embedded import opening_folder, store_folder
 
 
 def connect(
@@ -75,17 +74,13 @@ def connect(
                 f"{what} (or connect(path=DIR) to an embedded store instead)",
                 cli=f"{what} (or give --path DIR for an embedded store instead)",
             ) from None
-    if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"path must be a folder path, got {path!r}")
+    check_flag(create, "create")
+    folder = store_folder(
+        path, "./chroma", "Chroma", is_store, collections_in, create=create, indexes="collections"
+    )
     # The spelling is kept as given (``~`` expanded): Chroma keys its systems by that string,
     # so a store another library opens later with the same string shares this client's.
     spelling = os.path.expanduser(os.fspath(path or "./chroma"))
-    folder = Path(spelling)
-    if folder.exists() and not folder.is_dir():
-        raise StoreUnavailableError(f"{str(folder)!r} is a file, not a folder")
-    check_flag(create, "create")
-    if not create:
-        require_store(folder, is_store, collections_in, "Chroma", "collections")
     try:
         # Processes opening a new store at once race on Chroma's schema migrations ("table
         # collections already exists"): the first to hold the lock creates it, the others open it.
