@@ -101,13 +101,8 @@ def connect(
 
 
 def _closing_its_session(client: ClientAPI) -> ClientAPI:
-    """``client``, whose ``close()`` also closes its HTTP connections.
-
-    Chroma's ``close()`` stops the systems of the client and of its internal admin client, but
-    their HTTP components keep their ``httpx`` sessions, and so their sockets, open until
-    garbage collection (a ``ResourceWarning`` per connection). Each session is closed here once
-    the last client of its system has let it go.
-    """
+    """``client``, whose ``close()`` also closes the ``httpx`` sessions Chroma's leaves open
+    (its own and its admin client's), once the last client of their system lets go."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     chroma_close = client.close  # type: ignore[attr-defined]

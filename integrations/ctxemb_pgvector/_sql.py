@@ -1,16 +1,5 @@
-"""What a guarded table is in PostgreSQL: its columns, its stamp row, the SQL that reads both.
-
-The table has the layout of Haystack's ``PgvectorDocumentStore`` (``id``, ``embedding``,
-``content``, ``blob_*``, ``meta``), so Haystack's store and LangChain's ``PGVectorStore``
-(pointed at these column names) read and write the same rows, plus ``ctxemb_seq``: a number
-every insert and every update of a row takes afresh from one sequence (a trigger, whoever
-writes), so the rows written or changed last are found first, by ctxemb or around it.
-
-The stamp lives beside the table in ``ctxemb_stamps``, one row per table, written in the
-transaction that creates the table. Its ``version`` is set from a sequence by a trigger on
-every insert and update of the row, so a stamp edited by any client is seen by the next call of
-every other one (one indexed read per call).
-"""
+"""What a guarded table is in PostgreSQL: its columns, its stamp row, the SQL that reads both
+(why each is so: ``docs/pgvector.md``, "How the table keeps the protocol")."""
 
 from __future__ import annotations
 
