@@ -195,9 +195,6 @@ class ChromaDriver(ObjectDriver[Collection]):
         assert self._marks is not None
         return self._marks.changes(str(self._collection().id), since)
 
-    def _handle(self, stamp_version: protocol.Version | None) -> Collection:
-        return self._collection(fresh=stamp_version is not None)
-
     def _put(
         self,
         handle: Collection,

@@ -249,29 +249,24 @@ class PgvectorDriver(TransactionalDriver[str]):
         return StampRead(self._stored_head(stored), stored.metadata, {"column": column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+        conn, metadata, layout = self.conn, stamp.to_metadata(), layout_for(stamp.contract)
         try:
-            return self._write_stamp(stamp, stamp_version)
+            with translated(f"stamping {self._name!r}"), conn.transaction():
+                ensure_stamps(conn, self.schema)
+                lock(conn, self.schema, self._name)
+                self._hold()
+                stored = self._stored()
+                if stored is None or stamp_version != stored.stamp_version:
+                    return False
+                if not stored.seq:  # a table made without ctxemb gains its write mark
+                    add_seq(conn, self.schema, self._name)
+                    self._seq = None
+                write_stamp(conn, self.schema, self._name, metadata, layout)
+                stored = self._stored()
+                assert stored is not None
+                repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         except StampMovedError:  # the table was dropped meanwhile: nothing written
             return False
-
-    def _write_stamp(self, stamp: IndexStamp, stamp_version: Version) -> bool:
-        conn = self.conn
-        with translated(f"stamping {self._name!r}"), conn.transaction():
-            ensure_stamps(conn, self.schema)
-            lock(conn, self.schema, self._name)
-            self._hold()
-            stored = self._stored()
-            if stored is None or stamp_version != stored.stamp_version:
-                return False
-            if not stored.seq:  # a table made without ctxemb gains its write mark
-                add_seq(conn, self.schema, self._name)
-                self._seq = None
-            write_stamp(
-                conn, self.schema, self._name, stamp.to_metadata(), layout_for(stamp.contract)
-            )
-            stored = self._stored()
-            assert stored is not None
-            repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         return True
 
     # -- writing ----------------------------------------------------------------------------
