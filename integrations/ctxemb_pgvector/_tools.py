@@ -1,8 +1,6 @@
-"""What is PostgreSQL's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
-``open_table``, ``search``, ``migrate``, ``verify``, ... run over :class:`GuardedTable`): a
-table's keywords, the ``exact`` scan, what ``repair`` writes back, ``verify`` of a
-:class:`StoredTable`, and a hybrid index's lexical side in tables of the same database.
-"""
+"""What is PostgreSQL's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: a table's
+keywords, the ``exact`` scan, ``repair``, ``verify`` of a :class:`StoredTable`, the lexical
+side in tables of the same database."""
 
 from __future__ import annotations
 
