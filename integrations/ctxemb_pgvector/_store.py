@@ -148,14 +148,6 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
     )
 
 
-def stored_table(conn: Any, name: str, schema: str = "public") -> StoredTable:
-    """The table, unguarded (for :func:`verify`); ``InvalidInputError`` if there is none."""
-    found = stored_or_none(conn, name, schema)
-    if found is None:
-        raise missing_table(conn, name, schema)
-    return found
-
-
 def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -> InvalidInputError:
     with translated("listing tables"):
         schemas = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
