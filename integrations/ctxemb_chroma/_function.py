@@ -29,7 +29,8 @@ _LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 Fetched = CollectionModel | CollectionCommon[Any]
 
 # Where Chroma calls ``name()`` on a fetch, its fetched collection in a local ``model``: the one
-# moment the function sees a collection before Chroma hands it out (docs/chroma.md, "How").
+# moment the function sees a collection before Chroma hands it out (docs/chroma.md, "Chroma's
+# own calls with ContractEmbeddingFunction").
 _FETCH_CHECK = "validate_embedding_function_conflict_on_get"
 # Frames between the function and the Chroma collection method that embeds through it.
 _DEPTH = 8
