@@ -42,17 +42,10 @@ def check_name(name: Any, what: str = "table name") -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a contract's vectors are stored and searched: the column's type, the operator, the
-    index's operator class and the distance it reports (as Chroma's spaces: lower is nearer).
-
-    Attributes:
-        column: the embedding column's SQL type, as ``format_type`` prints it.
-        operator: the distance operator the search orders by.
-        opclass: the HNSW index's operator class.
-        space: ``cosine`` (1 - cos), ``ip`` (1 - dot) or ``hamming`` (bits that differ).
-        kind: ``vector``, ``halfvec`` or ``bit``.
-        dim: the column's width.
-    """
+    """How a contract's vectors are stored and searched: the ``column``'s SQL type (as
+    ``format_type`` prints it; its ``kind`` and width ``dim``), the ``operator`` a search orders
+    by, the HNSW ``opclass`` and the distance's ``space`` (``cosine``: 1 - cos, ``ip``: 1 - dot,
+    ``hamming``; lower is nearer, as in Chroma's spaces)."""
 
     column: str
     operator: str
@@ -81,13 +74,9 @@ class Layout:
 
 
 def layout_for(contract: EmbeddingContract) -> Layout:
-    """The column type, operator and index a contract's vectors get.
-
-    float32 → ``vector(d)``, float16 → ``halfvec(d)`` (what the contract emits, half the size),
-    binary → ``bit(d)`` searched by Hamming distance, int8 → ``vector(d)`` holding the integers
-    exactly (pgvector has no 8-bit type). A normalised contract is searched by cosine distance,
-    any other by inner product (:func:`ctxemb_core.index.driver.default_space`, as on Chroma).
-    """
+    """The column type, operator and index a contract's vectors get (the table in
+    ``docs/pgvector.md``, "What is stored, and how": int8 in ``vector(d)``, pgvector having no
+    8-bit type; the space is core's :func:`~ctxemb_core.index.driver.default_space`)."""
     dim = contract.output_dim
     if contract.precision is Precision.BINARY:
         return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)
