@@ -441,9 +441,9 @@ class FolderOrServer:
     """The options of a store that is either a folder on this machine or a server: ``--path``,
     or ``--host`` and ``--port`` (Chroma's; a store such as Qdrant or LanceDB has the same
     pair), checked together, their defaults filled in, and said back (``flags``, ``location``,
-    ``absent``), the same for every such store, and declared (``add_arguments``) with these
-    defaults (``path``, ``port``; the demo's own folder: ``demo_path``) in their help;
-    ``store``: its name in messages.
+    ``absent``), the same for every such store. The adapter's module declares the options
+    (``add_arguments``) with these defaults (``path``, ``port``; the demo's own folder:
+    ``demo_path``) in their help; ``store``: its name in messages.
 
     Example:
         >>> FolderOrServer("Chroma", path="./chroma", port=8000, demo_path="./demo").defaults()
@@ -454,20 +454,6 @@ class FolderOrServer:
     path: str
     port: int
     demo_path: str
-
-    def add_arguments(self, parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
-        """``--path``, ``--host`` and ``--port`` (the demo's: its own folder, no server shown),
-        with no argparse default: :meth:`check_arguments` must see which were given."""
-        path = self.demo_path if demo else self.path
-        parser.add_argument("--path", help=f"embedded store folder (default: {path})")
-        if demo:
-            parser.add_argument("--host", help=argparse.SUPPRESS)
-            parser.add_argument("--port", type=PORT, help=argparse.SUPPRESS)
-            return
-        parser.add_argument("--host", help="a store server's host (instead of --path)")
-        parser.add_argument(
-            "--port", type=PORT, help=f"the server's port, with --host (default: {self.port})"
-        )
 
     def check_arguments(self, args: argparse.Namespace, *, demo: bool = False) -> None:
         """``--path``, ``--host`` and ``--port`` checked together, their defaults filled in.

@@ -1,13 +1,18 @@
-"""Chroma's options on the ``ctxemb`` command line: ``--path``, or ``--host`` and ``--port``
-(core's :class:`~ctxemb_core.cli.stores.FolderOrServer` with this module's defaults), for
-``--store chroma`` (the protocol :class:`ctxemb_core.cli.stores.StoreOptions`)."""
+"""Chroma's options on the ``ctxemb`` command line: ``--path``, or ``--host`` and ``--port``.
+
+The module the CLI's store table names for ``--store chroma``; it follows the protocol
+:class:`ctxemb_core.cli.stores.StoreOptions`: the options it declares are checked and said
+back by core's :class:`~ctxemb_core.cli.stores.FolderOrServer`'s with this module's defaults
+(``__getattr__``: :func:`~ctxemb_core.cli.stores.options_of`); connecting to the store they
+name is this module's.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ctxemb_core.cli.stores import FolderOrServer, options_of
+from ctxemb_core.cli.stores import PORT, FolderOrServer, options_of
 from ctxemb_core.errors import InvalidInputError
 
 #: Where a store command looks without --path or --host, and the port of a --host without one.
@@ -23,8 +28,23 @@ def _options() -> FolderOrServer:
     return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
 
 
-# add_arguments, check_arguments, defaults, absent, flags, location: _options()'s.
+# check_arguments, defaults, absent, flags, location: _options()'s.
 __getattr__ = options_of(__name__, _options)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
+    """``--path``, ``--host`` and ``--port`` (the demo's: its own folder, no server shown)."""
+    # --path and --port have no argparse default: check_arguments must see which were given.
+    if demo:
+        parser.add_argument("--path", help=f"embedded store folder (default: {DEMO_PATH})")
+        parser.add_argument("--host", help=argparse.SUPPRESS)
+        parser.add_argument("--port", type=PORT, help=argparse.SUPPRESS)
+        return
+    parser.add_argument("--path", help=f"embedded store folder (default: {DEFAULT_PATH})")
+    parser.add_argument("--host", help="a store server's host (instead of --path)")
+    parser.add_argument(
+        "--port", type=PORT, help=f"the server's port, with --host (default: {DEFAULT_PORT})"
+    )
 
 
 def connect(args: argparse.Namespace, *, create: bool) -> Any:
