@@ -1,10 +1,6 @@
-"""Chroma's aliases: records ctxemb keeps in the same store, embedded or server.
-
-Chroma has no transaction and no conditional update, but creating a collection is atomic and
-its name unique: of two clients creating one name, one gets it. A claim of core's
-:class:`~ctxemb_core.aliases.ClaimBook` is therefore a collection, holding the alias
-record in its metadata.
-"""
+"""Chroma's aliases, in the same store: with no transaction nor conditional update, a claim of
+core's :class:`~ctxemb_core.aliases.ClaimBook` is a collection (creating a name is atomic: of
+two clients, one gets it), holding the alias record in its metadata."""
 
 from __future__ import annotations
 

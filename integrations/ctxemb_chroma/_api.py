@@ -17,7 +17,6 @@ from ctxemb_chroma._ray import index_with_ray as index_with_ray
 from ctxemb_chroma._store import check_name as check_name
 from ctxemb_chroma._store import stored_or_none as stored_or_none
 from ctxemb_chroma._tools import TOOLS
-from ctxemb_chroma._tools import restamp as restamp
 from ctxemb_ray import IndexSummary as IndexSummary
 
 #: The driver of a collection: ``driver(client, name, *, embedder=None)``.

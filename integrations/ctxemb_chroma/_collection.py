@@ -1,10 +1,5 @@
-"""A stamped Chroma collection bound to one contract: core's guarded index in Chroma's shapes.
-
-Every decision (open, verify, adopt, repair, the sample, writes undone on failure, sync, the
-query checks) is :class:`ctxemb_core.index.GuardedIndex`'s over a :class:`ChromaDriver`;
-:class:`GuardedCollection` takes and returns what Chroma's own collection does (``get`` and
-``query`` keyword arguments and results, Chroma's ``where`` / ``where_document`` filters).
-"""
+"""A stamped Chroma collection bound to one contract: core's guarded index (every decision) in
+Chroma's shapes (``get`` and ``query`` arguments and results, ``where`` / ``where_document``)."""
 
 from __future__ import annotations
 
@@ -27,14 +22,9 @@ from ctxemb_core.index import IndexFacade
 
 
 class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
-    """A Chroma collection bound to one contract; every call is checked before it runs.
-
-    Its guard is :attr:`index` (a :class:`~ctxemb_core.index.GuardedIndex` over a
-    :class:`ChromaDriver`); every call first reads the collection back (one ``get_collection``:
-    0.3-0.5 ms embedded) to compare its id, stamp and persisted embedding function with what was
-    verified. Its own: Chroma's shapes (``get`` and ``query`` arguments and results, ``where`` /
-    ``where_document``) and ``raw``.
-    """
+    """A Chroma collection bound to one contract; every call is checked before it runs (the
+    collection read back, one ``get_collection``, and compared with what :attr:`index` verified).
+    Its own: Chroma's shapes and ``raw``."""
 
     _driver_type = ChromaDriver
 

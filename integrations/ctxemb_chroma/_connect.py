@@ -27,27 +27,15 @@ def connect(
     memory: bool = False,
     create: bool = True,
 ) -> ClientAPI:
-    """An embedded client on ``path`` (the default ``./chroma``), or a client of a Chroma server.
-
-    An embedded folder already open in this process (by the user's ``PersistentClient``,
-    Haystack's ``ChromaDocumentStore``, LangChain's ``Chroma``, or an earlier ``connect``) is
-    joined, whatever the spelling of its path (``./x``, ``x``, absolute, ``~``, a trailing
-    slash, a symlink): one Chroma system per folder, so every client sees every write.
-    ``settings`` are Chroma's client settings (``chromadb.config.Settings`` or its fields), for
-    opening a store another library opened with them (joining an open folder, none means that
-    client's; other ones are refused); ``memory=True`` is the process's
-    in-memory store instead of a folder. ``create=False`` opens an embedded store only if one
-    is there: a mistyped path is refused instead of becoming a new, empty store (what a
-    command that only reads wants). Close the client when done (``client.close()``, or
-    ``with connect(...) as client:``): a server's client holds sockets open until then.
+    """An embedded client on ``path`` (the default ``./chroma``; a folder already open in this
+    process is joined, however its path is spelled), a client of a Chroma server, or
+    (``memory=True``) the in-memory store; ``settings``: Chroma's client settings;
+    ``create=False``: no new store. Close it when done. See ``docs/chroma.md``, "Connecting".
 
     Raises:
-        StoreUnavailableError: the server does not answer, or the folder cannot be used (a file
-            stands there, it cannot be created); nothing is left behind.
-        InvalidInputError: ``create=False`` and no store at ``path`` (the message names the
-            path tried and a neighbouring store's folder, if there is one); a port outside
-            1..65535, a host or path that is not a string; ``settings`` other than those of the
-            client already open on the folder.
+        StoreUnavailableError: the server does not answer, or the folder cannot be used.
+        InvalidInputError: ``create=False`` and no store at ``path``, a bad port, host or path,
+            or ``settings`` other than those of the client already open on the folder.
     """
     import chromadb
 
@@ -101,13 +89,8 @@ def connect(
 
 
 def _closing_its_session(client: ClientAPI) -> ClientAPI:
-    """``client``, whose ``close()`` also closes its HTTP connections.
-
-    Chroma's ``close()`` stops the systems of the client and of its internal admin client, but
-    their HTTP components keep their ``httpx`` sessions, and so their sockets, open until
-    garbage collection (a ``ResourceWarning`` per connection). Each session is closed here once
-    the last client of its system has let it go.
-    """
+    """``client``, whose ``close()`` also closes the ``httpx`` sessions Chroma's leaves open
+    (its own and its admin client's), once the last client of their system lets go."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     chroma_close = client.close  # type: ignore[attr-defined]

@@ -1,30 +1,7 @@
-"""Chroma as a store driver: one collection, embedded or on a server, under core's guard.
-
-:class:`ChromaDriver` is the :class:`~ctxemb_core.index.driver.StoreDriver` of one Chroma
-collection (``ctxemb_chroma.driver``); :class:`~ctxemb_core.index.GuardedIndex` conducts the
-guard over it, and :func:`~ctxemb_chroma.open_collection` is this driver under that guard.
-
-How the protocol's promises (:mod:`ctxemb_core.index.driver`) are kept on a store with
-neither transactions nor, on a server, a write mark; the head, the stamp and reads, writes
-and deletes by id are :class:`~ctxemb_core.index.driver_kit.ObjectDriver`'s over Chroma's
-collection object and its ``get``, ``upsert``, ``add``, ``delete`` and ``modify``:
-
-- **identity** is the collection's id; the **stamp version** a digest of the id, the stamp and
-  the persisted embedding function; the **store's setting** (``storage``) is that function,
-  ``{"embedding_function": name, "contract": ...}``, which the guard compares with the stamp's
-  contract (``repair=True`` writes it back; an adoption writes it with the stamp);
-- ``marks``: an embedded store's own sequence numbers (:mod:`._marks`); a server's client has
-  none; ``filters``: ``{k: v}`` as Chroma's ``$eq``/``$and``; ``max_batch``: the store's
-  ``get_max_batch_size()``;
-- a **write replaces records whole**: Chroma's upsert merges metadata and cannot take a document
-  away, so keys the stored record had and the new one lacks are removed, and a record without
-  text is deleted and added again (:func:`._records.write_whole`); a write checks and writes
-  under one lock per collection in this process (Chroma's ``add`` keeps a stored id silently:
-  two threads indexing one corpus add nothing twice);
-- **records** come in Chroma's own order (as first written; an update keeps its place), read
-  through :func:`._store.read_settled` (an embedded store another process wrote is read afresh
-  when this process's view of it is stale); every call's errors are translated into ctxemb's
-  tree (:func:`._store.translated`).
+"""Chroma as a store driver: one collection, embedded or on a server, under core's guard
+(:class:`~ctxemb_core.index.driver_kit.ObjectDriver` over Chroma's collection object). How each
+promise of the protocol is kept on a store without transactions is in ``docs/chroma.md``, "How
+the driver keeps the protocol".
 
 Example:
     >>> from ctxemb_core.index import GuardedIndex
@@ -217,9 +194,6 @@ class ChromaDriver(ObjectDriver[Collection]):
     def _changes(self, since: int) -> list[str]:
         assert self._marks is not None
         return self._marks.changes(str(self._collection().id), since)
-
-    def _handle(self, stamp_version: protocol.Version | None) -> Collection:
-        return self._collection(fresh=stamp_version is not None)
 
     def _put(
         self,

@@ -6,7 +6,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, cast, overload
+from typing import Any, cast
 
 from chromadb.api.models.CollectionCommon import CollectionCommon
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -28,14 +28,11 @@ _LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 #: What the function is shown of a collection: the model Chroma fetched, or its collection.
 Fetched = CollectionModel | CollectionCommon[Any]
 
-# Chroma's client compares a function's name with the persisted one in this function, right
-# after fetching the collection (into a local ``model``): the one moment the function is shown
-# a collection before Chroma hands it out. Measured on chromadb 1.5 (embedded and HTTP clients,
-# sync and async): get_collection, get_collection_by_id and get_or_create_collection call only
-# ``name()`` there; nothing else of the function runs until it embeds.
+# Where Chroma calls ``name()`` on a fetch, its fetched collection in a local ``model``: the one
+# moment the function sees a collection before Chroma hands it out (docs/chroma.md, "Chroma's
+# own calls with ContractEmbeddingFunction").
 _FETCH_CHECK = "validate_embedding_function_conflict_on_get"
-# Frames between the function and the Chroma collection method that calls it (the wrapper
-# Chroma puts around __call__, _embed, _embed_record_set, the request preparation, add/query).
+# Frames between the function and the Chroma collection method that embeds through it.
 _DEPTH = 8
 _ADVICE = (
     "Create collections with ctxemb_chroma.open_collection(client, name, contract) or with "
@@ -46,19 +43,9 @@ _ADVICE = (
 
 
 class _Name:
-    """``name``: the registry name on the class; on a function, also the check on fetch.
+    """``name``: the registry name on the class; on a function, also the check on fetch (a
+    stamp of another contract refused before Chroma builds its collection object)."""
 
-    Chroma calls ``name()`` on the class to register it and on a function to compare it with
-    the persisted one; the descriptor lets the latter refuse a stamped collection of another
-    contract before Chroma builds the collection object around the function.
-    """
-
-    @overload
-    def __get__(self, ef: None, owner: type | None = None) -> Callable[[], str]: ...
-    @overload
-    def __get__(
-        self, ef: ContractEmbeddingFunction, owner: type | None = None
-    ) -> Callable[[], str]: ...
     def __get__(
         self, ef: ContractEmbeddingFunction | None, owner: type | None = None
     ) -> Callable[[], str]:
@@ -100,22 +87,11 @@ def _serving(frame: FrameType | None) -> CollectionCommon[Any] | None:
 
 @register_embedding_function
 class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
-    """A Chroma ``EmbeddingFunction`` that embeds exactly as one contract says.
-
-    Chroma persists ``get_config()`` (the whole contract) with the collection and calls
-    ``build_from_config`` on reopen, so a raw ``client.get_collection(name)`` in a process that
-    imported ``ctxemb_chroma`` embeds queries under the collection's own contract.
-
-    Chroma itself compares only the name ("ctxemb"); the function checks the rest. When Chroma
-    fetches a stamped collection for it (``get_collection``, ``get_collection_by_id``,
-    ``get_or_create_collection``) a stamp of another contract is refused
-    (:class:`~ctxemb_core.errors.ContractMismatchError` naming the fields) before Chroma returns
-    the collection; and whenever a Chroma collection embeds through it (``add``, ``upsert``,
-    ``update``, ``query``), it embeds nothing for a collection without a stamp or of another
-    contract. A plain ``create_collection`` cannot stamp: pass ``metadata=ef.stamp_metadata()``.
-    ``validate_config_update`` raises on any change of the contract, but Chroma has already
-    saved the change by then: :func:`~ctxemb_chroma.open_collection` compares the saved
-    configuration with the stamp and refuses (or, with ``repair=True``, restores) it.
+    """A Chroma ``EmbeddingFunction`` that embeds exactly as one contract says, persisted with
+    the collection (``get_config``: the whole contract) and rebuilt on reopen. It refuses a
+    stamp of another contract when Chroma fetches a collection for it, and embeds nothing for a
+    collection without a stamp or of another one; what Chroma lets through is in
+    ``docs/chroma.md``, "Chroma's own calls with ``ContractEmbeddingFunction``".
 
     Example:
         >>> ef = ContractEmbeddingFunction(contract_for("sentence-transformers/all-MiniLM-L6-v2"))

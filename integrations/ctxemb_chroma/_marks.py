@@ -1,24 +1,5 @@
-"""Embedded Chroma's write mark: the sequence numbers its own SQLite file already keeps.
-
-Every write to a Chroma collection (add, upsert, update, delete) goes through the store's
-write-ahead log, where it takes the next number of one sequence (``embeddings_queue.seq_id``,
-one SQLite writer at a time, so the numbers are in commit order). The collection's metadata
-segment applies each and keeps, per record, the number of its last write
-(``embeddings.seq_id``) and, per segment, the highest number applied (``max_seq_id``). A raw
-client's write is numbered like ctxemb's: this is the store's mark, not one ctxemb keeps.
-
-So the collection's mark is its metadata segment's ``max_seq_id`` (one lookup by primary key),
-and the records written after mark ``m`` are those whose ``seq_id`` is above ``m``
-(:class:`ctxemb_core.index.embedded.SqliteMarks` reads them). ``changes`` scans the segment's
-rows inside SQLite (Chroma's table has no index on ``seq_id``): it returns only the changed
-ids, and no Python object is made per unchanged record, unlike listing every id through
-Chroma's API.
-
-Only an embedded store has the file: a server's client (``HttpClient``), an in-memory client,
-or a Chroma whose file lacks these tables (another schema version) keeps no mark, and its
-driver declares ``marks=False`` (every id listed on open, as before). The file is opened
-read-only: ctxemb never writes Chroma's own tables.
-"""
+"""Embedded Chroma's write mark: the sequence numbers its own SQLite file already keeps (read
+only; why they are a sound mark: ``docs/chroma.md``, "How the driver keeps the protocol")."""
 
 from __future__ import annotations
 

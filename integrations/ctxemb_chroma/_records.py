@@ -1,9 +1,5 @@
-"""Chroma's records: its rules for metadata, its columns, its ``where``, and writing whole.
-
-What :class:`~ctxemb_chroma.ChromaDriver` sends to and reads from Chroma's ``get``, ``add``,
-``upsert`` and ``delete``; records to and from columns are core's
-(:mod:`ctxemb_core.index.driver_kit`, :mod:`ctxemb_core.index.shaped`: Chroma's shapes).
-"""
+"""Chroma's records: its rules for metadata, its columns, its ``where``, and writing whole (the
+columns themselves are core's: :mod:`ctxemb_core.index.driver_kit`, :mod:`~.shaped`)."""
 
 from __future__ import annotations
 

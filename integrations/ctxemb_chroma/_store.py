@@ -65,16 +65,10 @@ def check_name(name: Any) -> str:
 
 T = TypeVar("T")
 
-#: What an embedded store says when this process read a collection's vector segment before
-#: another process wrote its files: the process keeps saying it after the files exist.
+#: What an embedded store says when this process's view of a segment, or of a record's vector,
+#: is older than the folder (``read_settled``).
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
-
-
-#: What it says when a record is listed (its metadata is in SQLite, which every process reads
-#: afresh) and its vector is not in this process's copy of the vector segment.
 UNWRITTEN_RECORD = "Error finding id"
-
-#: Both: this process's view of an embedded store's vectors is older than the folder.
 _STALE_VIEW = (_UNWRITTEN_SEGMENT, UNWRITTEN_RECORD)
 
 
@@ -100,21 +94,10 @@ def _folder_bindings(owner: Any) -> Any:
 
 
 def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
-    """``read(**kwargs)`` of an embedded store that another process may be writing. Only for
-    reads: nothing that changes the store is repeated.
-
-    Chroma's embedded mode loads a collection's vector segment into each process once and never
-    reloads what another process wrote to the folder afterwards. A process that read the segment
-    before the other process wrote its files says :data:`_UNWRITTEN_SEGMENT` for as long as it
-    lives; one that loaded it before a record was added lists the record (SQLite is read afresh)
-    and says :data:`UNWRITTEN_RECORD` when its vector is read, while a query silently misses it.
-    Waiting helps only while the writer's files are half-written, so the read is tried again
-    briefly, then Chroma's embedded API object (``read``'s collection's) builds its store
-    bindings again from the folder and the read is tried again over about 6 s. Calls already
-    under way keep the old bindings; every later call (the caller's client and collections
-    included, which hold the same object) reads what is on disk, other processes' writes
-    included. A server's client or an in-memory store has nothing to reload: the error is the
-    store's, and is raised. ``also`` names more of Chroma's messages to wait out."""
+    """``read(**kwargs)`` (a read only: it may be repeated) of an embedded store that another
+    process may be writing: tried again briefly, then again over the folder's bindings built
+    afresh when this process's view is stale (``docs/chroma.md``, "Several processes on one
+    folder"). ``also`` names more of Chroma's messages to wait out."""
     bindings = _folder_bindings(getattr(read, "__self__", None))
     try:
         return _tried(read, (_UNWRITTEN_SEGMENT, *also), 3 if bindings else 8, kwargs)
@@ -194,12 +177,6 @@ def missing_collection(client: ClientAPI, name: str, python: str = "") -> Invali
 
 
 def kept_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys.
-
-    ``modify(metadata=...)`` replaces the whole metadata, and Chroma refuses any that names
-    ``hnsw:space`` ("Changing the distance function … is not supported"), even unchanged: a
-    collection created with ``metadata={"hnsw:space": "cosine"}`` (as LangChain and tutorials
-    make them) could never be stamped. The space lives on in the collection's configuration,
-    which is what Chroma searches by and what ctxemb reads.
-    """
+    """A collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys
+    (``modify`` refuses ``hnsw:space`` even unchanged; the space is in the configuration)."""
     return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("hnsw:")}

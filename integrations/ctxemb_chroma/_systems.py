@@ -17,16 +17,9 @@ _EMBEDDED = ("chromadb.api.segment.SegmentAPI", "chromadb.api.rust.RustBindingsA
 
 
 def shared_system(path: str) -> tuple[str, Any]:
-    """The spelling of ``path`` to open it with, so it shares the Chroma system already open on
-    that folder in this process, and that system's settings (``None`` if there is none).
-
-    Chroma keeps one system per ``persist_directory`` *string*
-    (``SharedSystemClient._get_identifier_from_settings``), so ``./x``, ``x``, ``x/``, an
-    absolute path or a symlink to the folder are different systems on one folder. Each caches
-    its own vector segments, and a query through one misses what another wrote after its
-    first query. Opening the folder under the name of the system already on it (whoever made
-    it: the user, Haystack's ``ChromaDocumentStore``, LangChain's ``Chroma``) shares it instead.
-    """
+    """The spelling of ``path`` that shares the Chroma system already open on that folder in
+    this process, and its settings (``None``: none); Chroma keys systems by the path *string*
+    (``docs/chroma.md``, "Several processes on one folder")."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     real = os.path.realpath(os.path.expanduser(path))

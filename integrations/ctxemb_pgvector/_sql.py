@@ -1,16 +1,5 @@
-"""What a guarded table is in PostgreSQL: its columns, its stamp row, the SQL that reads both.
-
-The table has the layout of Haystack's ``PgvectorDocumentStore`` (``id``, ``embedding``,
-``content``, ``blob_*``, ``meta``), so Haystack's store and LangChain's ``PGVectorStore``
-(pointed at these column names) read and write the same rows, plus ``ctxemb_seq``: a number
-every insert and every update of a row takes afresh from one sequence (a trigger, whoever
-writes), so the rows written or changed last are found first, by ctxemb or around it.
-
-The stamp lives beside the table in ``ctxemb_stamps``, one row per table, written in the
-transaction that creates the table. Its ``version`` is set from a sequence by a trigger on
-every insert and update of the row, so a stamp edited by any client is seen by the next call of
-every other one (one indexed read per call).
-"""
+"""What a guarded table is in PostgreSQL: its columns, its stamp row, the SQL that reads both
+(why each is so: ``docs/pgvector.md``, "How the table keeps the protocol")."""
 
 from __future__ import annotations
 
@@ -53,17 +42,10 @@ def check_name(name: Any, what: str = "table name") -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a contract's vectors are stored and searched: the column's type, the operator, the
-    index's operator class and the distance it reports (as Chroma's spaces: lower is nearer).
-
-    Attributes:
-        column: the embedding column's SQL type, as ``format_type`` prints it.
-        operator: the distance operator the search orders by.
-        opclass: the HNSW index's operator class.
-        space: ``cosine`` (1 - cos), ``ip`` (1 - dot) or ``hamming`` (bits that differ).
-        kind: ``vector``, ``halfvec`` or ``bit``.
-        dim: the column's width.
-    """
+    """How a contract's vectors are stored and searched: the ``column``'s SQL type (as
+    ``format_type`` prints it; its ``kind`` and width ``dim``), the ``operator`` a search orders
+    by, the HNSW ``opclass`` and the distance's ``space`` (``cosine``: 1 - cos, ``ip``: 1 - dot,
+    ``hamming``; lower is nearer, as in Chroma's spaces)."""
 
     column: str
     operator: str
@@ -92,13 +74,9 @@ class Layout:
 
 
 def layout_for(contract: EmbeddingContract) -> Layout:
-    """The column type, operator and index a contract's vectors get.
-
-    float32 → ``vector(d)``, float16 → ``halfvec(d)`` (what the contract emits, half the size),
-    binary → ``bit(d)`` searched by Hamming distance, int8 → ``vector(d)`` holding the integers
-    exactly (pgvector has no 8-bit type). A normalised contract is searched by cosine distance,
-    any other by inner product (:func:`ctxemb_core.index.driver.default_space`, as on Chroma).
-    """
+    """The column type, operator and index a contract's vectors get (the table in
+    ``docs/pgvector.md``, "What is stored, and how": int8 in ``vector(d)``, pgvector having no
+    8-bit type; the space is core's :func:`~ctxemb_core.index.driver.default_space`)."""
     dim = contract.output_dim
     if contract.precision is Precision.BINARY:
         return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)

@@ -1,6 +1,5 @@
-"""A table as the database has it now, unguarded (whether it exists, its stamp row, its
-column), the SQL that makes the table and writes its stamp row, and the repair that puts back
-what the guard records about its storage (the layout beside the stamp, the HNSW index)."""
+"""A table as the database has it now, unguarded; the SQL that makes it and its stamp row; the
+repair of what the guard records about its storage (the layout record, the HNSW index)."""
 
 from __future__ import annotations
 
@@ -32,21 +31,10 @@ from ctxemb_pgvector._sql import (
 
 @dataclass(frozen=True)
 class StoredTable:
-    """What the database holds for one table name, read in one transaction.
-
-    Attributes:
-        conn: the connection it was read through.
-        schema, name: where the table is.
-        column: the embedding column's type as PostgreSQL prints it (``vector(384)``), or
-            ``None`` when the table has no ``embedding`` column.
-        seq: whether the table has ctxemb's ``ctxemb_seq`` column (tables ctxemb created do).
-        version: the stamp row's version, or ``None`` without a stamp row.
-        metadata: the stamp (:meth:`IndexStamp.to_metadata`), or ``None``.
-        layout: what the stamp row says the column is (``column``, ``operator``, ``opclass``).
-        oid: the table's identity in the database (a table dropped and made again under its
-            name, stamp row copied, is another oid: what was verified of the old one is not its).
-        attnum: the embedding column's number (a column dropped and added again is another).
-    """
+    """What the database holds for one table name, read in one transaction: the embedding
+    ``column``'s type (``vector(384)``; ``None``: none), whether it has ``ctxemb_seq``, the
+    stamp row's ``version``, stamp (``metadata``) and ``layout`` record (each ``None`` without
+    one), and the table's ``oid`` and column's ``attnum`` (made again: another identity)."""
 
     conn: psycopg.Connection[Any]
     schema: str
@@ -158,14 +146,6 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
         found[2],
         found[3],
     )
-
-
-def stored_table(conn: Any, name: str, schema: str = "public") -> StoredTable:
-    """The table, unguarded (for :func:`verify`); ``InvalidInputError`` if there is none."""
-    found = stored_or_none(conn, name, schema)
-    if found is None:
-        raise missing_table(conn, name, schema)
-    return found
 
 
 def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -> InvalidInputError:
@@ -319,18 +299,9 @@ def hnsw_opclasses(stored: StoredTable) -> list[str]:
 
 
 def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
-    """Write back what was changed around ctxemb; returns what was repaired, in words.
-
-    Only after the stamp and canary passed (the caller's job): the column itself must be of the
-    contract's type (a column holding other vectors is not repaired: its rows would be
-    rounded or cut; migrate instead), then the layout recorded beside the stamp is rewritten if
-    it differs, and an HNSW index of the contract's operator class is made if there is none
-    (queries order by the contract's operator; an index of another class is never used).
-
-    Raises:
-        ctxemb_core.errors.StorageMismatchError: the column is of another type than the
-            contract stores.
-    """
+    """Write back, once the stamp and canary passed, the layout record and an HNSW index of
+    the contract's operator class (the only one its queries use); returns what, in words. A
+    column of another type is refused (``StorageMismatchError``: migrate, never round)."""
     layout = layout_for(stamp.contract)
     check_storage(f"table {stored.name!r}", {"column": stored.column}, {"column": layout.column})
     done: list[str] = []

@@ -1,10 +1,5 @@
-"""A stamped PostgreSQL table bound to one contract: core's guarded index in PostgreSQL's words.
-
-Every decision is :class:`~ctxemb_core.index.GuardedIndex`'s, and what every store's index
-object shares (writes, sync, the open path, the Chroma-shaped results) is
-:class:`~ctxemb_core.index.shaped.ShapedFacade`'s; this module keeps PostgreSQL's search options
-and the connection and names of the table.
-"""
+"""A stamped PostgreSQL table bound to one contract: core's guarded index (every decision) and
+its :class:`~ctxemb_core.index.shaped.ShapedFacade`, with PostgreSQL's search options."""
 
 from __future__ import annotations
 
@@ -40,13 +35,9 @@ class Search(SearchOptions, total=False):
 
 
 class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
-    """A pgvector table bound to one contract; every call is checked before it runs.
-
-    Its guard is :attr:`index` over :attr:`driver`, which compares the stamp row's version, the
-    table's oid and its embedding column on every call; a write is one transaction, so a batch
-    that fails or is interrupted leaves nothing behind. Its own: the options of ``query`` and
-    ``query_vectors`` (:class:`Search`), each search read in one statement with the stamp it is
-    checked against (:meth:`PgvectorDriver.search_many`).
+    """A pgvector table bound to one contract; every call is checked before it runs (the stamp
+    row's version, the table's oid and column), every write one transaction. Its own: the
+    options of ``query`` and ``query_vectors`` (:class:`Search`).
 
     Args:
         index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.

@@ -1,8 +1,6 @@
-"""What is PostgreSQL's own in core's tools (:class:`ctxemb_core.store_tools.StoreTools`, whose
-``open_table``, ``search``, ``migrate``, ``verify``, ... run over :class:`GuardedTable`): a
-table's keywords, the ``exact`` scan, what ``repair`` writes back, ``verify`` of a
-:class:`StoredTable`, and a hybrid index's lexical side in tables of the same database.
-"""
+"""What is PostgreSQL's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: a table's
+keywords, the ``exact`` scan, ``repair``, ``verify`` of a :class:`StoredTable`, the lexical
+side in tables of the same database."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from ctxemb_pgvector._connect import TERMS
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._hybrid_store import PgLexical
 from ctxemb_pgvector._sql import check_name
-from ctxemb_pgvector._store import StoredTable, repair, stored_table
+from ctxemb_pgvector._store import StoredTable, repair
 from ctxemb_pgvector._table import GuardedTable
 
 __all__ = ["TOOLS", "stamped_contract"]
@@ -42,7 +40,7 @@ def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
     )
 
 
-TOOLS = StoreTools(
+TOOLS: StoreTools[GuardedTable] = StoreTools(
     TERMS,
     facade=GuardedTable,
     new_driver=PgvectorDriver,  # its keywords: schema, hnsw, ef_search
@@ -51,7 +49,7 @@ TOOLS = StoreTools(
     pair_query={"exact": True},  # a pair's search is among one row: a scan, never the index
     # repair=True: the column layout and an HNSW index written back (see _store.repair).
     repair=lambda driver, stamp: repair(
-        stored_table(driver.conn, driver.name, driver.schema), stamp
+        TOOLS.stored(driver.conn, driver.name, schema=driver.schema), stamp
     ),
     check_name=check_name,
     lexical=(None, place_for),  # in the database: a lexical_path is an old folder to convert

@@ -1,9 +1,5 @@
-"""pgvector's options on the ``ctxemb`` command line: ``--dsn`` (and ``--schema``).
-
-The module the CLI's store table names for ``--store pgvector``; it follows the protocol
-:class:`ctxemb_core.cli.stores.StoreOptions`. ``--dsn`` defaults to ``$CTXEMB_PG_DSN``, then to
-libpq's own defaults (``PGHOST``, ``PGDATABASE``, ...).
-"""
+"""pgvector's options on the ``ctxemb`` command line, ``--dsn`` (default ``$CTXEMB_PG_DSN``)
+and ``--schema``, for ``--store pgvector`` (the protocol ``cli.stores.StoreOptions``)."""
 
 from __future__ import annotations
 

