@@ -387,6 +387,16 @@ def check_embedded(vectors: Any, contract: EmbeddingContract, ids: Sequence[str]
     if vectors is None or len(vectors) != len(ids):
         given = "none" if vectors is None else str(len(vectors))
         raise InvalidInputError(f"{len(ids)} records to write and {given} vectors")
+    if (
+        isinstance(vectors, np.ndarray)
+        and vectors.dtype.kind in "fiu"
+        and vectors.shape == (len(ids), width)
+    ):
+        # One array of numbers of the right shape (an embedder's batch): checked whole, as a
+        # copy; only one that fails is looked at row by row, to name the record refused.
+        block = np.array(vectors, dtype=np.float32, order="C")
+        if np.isfinite(block).all():
+            return block
     rows = []
     for i, vector in zip(ids, vectors, strict=True):
         if vector is None:

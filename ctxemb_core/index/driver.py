@@ -168,6 +168,22 @@ class Record:
     text: str | None = None
     metadata: Mapping[str, Any] | None = None
 
+    def __init__(
+        self,
+        id: str,
+        vector: np.ndarray | None = None,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        # The fields written straight into the instance: what the frozen dataclass's own
+        # __init__ does through object.__setattr__ once a field, at half the cost (a search
+        # builds a record per hit). Still frozen: assigning a field raises as before.
+        fields = self.__dict__
+        fields["id"] = id
+        fields["vector"] = vector
+        fields["text"] = text
+        fields["metadata"] = metadata
+
 
 @dataclass(frozen=True)
 class Hit:

@@ -52,6 +52,7 @@ import copy
 import hashlib
 import json
 import math
+import operator
 import threading
 import time
 import weakref
@@ -169,8 +170,13 @@ _SEQ_LOCK = threading.Lock()
 _last_seq = [0]
 
 
+#: What :func:`json.dumps` builds for ``sort_keys=True, default=str`` on every call, made once
+#: (the same text: every record written and every one read in order passes here).
+_SEAL_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _seal(fields: Mapping[str, Any], seq: Any) -> str:
-    body = json.dumps([dict(fields), seq], sort_keys=True, default=str)
+    body = _SEAL_JSON.encode([dict(fields), seq])
     return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
 
 
@@ -211,10 +217,16 @@ def same(a: Any, b: Any) -> bool:
         return True
     if type(a) is not type(b):
         return False
+    # A copy keeps its keys' order and its items (strings, numbers) as they were: a check of
+    # every key and value by identity, in C, settles the usual case (a query compares these).
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+        if a.keys() != b.keys():
+            return False
+        if all(map(operator.is_, a, b)) and all(map(operator.is_, a.values(), b.values())):
+            return True
+        return all(same(v, b[k]) for k, v in a.items())
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(map(same, a, b))
+        return len(a) == len(b) and (all(map(operator.is_, a, b)) or all(map(same, a, b)))
     return bool(a == b)
 
 
@@ -292,21 +304,32 @@ def check_json_batch(
                 f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which {store} text "
                 "cannot store; remove it"
             )
-    for k, m in enumerate(metadatas or []):
+    metas = list(metadatas or [])
+    # The whole batch in one call first (a write's every batch passes here, usually twice);
+    # only a batch that fails is looked at record by record, to name the one refused.
+    try:
+        whole: str | None = json.dumps(metas, allow_nan=False)
+    except (TypeError, ValueError):
+        whole = None
+    checked = whole is not None and (nul or "\\u0000" not in whole)
+    for k, m in enumerate(metas):
         if m is None:
             continue
         where = f"metadatas[{k}] (id {ids[k]!r})"
-        try:
-            text = json.dumps(m, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
-        if not nul and "\\u0000" in text:
-            raise InvalidInputError(f"{where} holds a NUL character, which {store} cannot store")
+        if not checked:
+            try:
+                text = json.dumps(m, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise InvalidInputError(f"{where} cannot be stored as JSON: {exc}") from None
+            if not nul and "\\u0000" in text:
+                raise InvalidInputError(
+                    f"{where} holds a NUL character, which {store} cannot store"
+                )
         bad = [key for key in m if not isinstance(key, str)]
         if bad:
             raise InvalidInputError(f"{where}: key {bad[0]!r} is not a string")
     if ints64:  # JSON holds null: only the integers are checked
-        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metadatas or []]
+        kept = [{k: v for k, v in (m or {}).items() if v is not None} for m in metas]
         check_values(ids, kept, store)
 
 

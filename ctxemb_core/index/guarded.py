@@ -627,7 +627,9 @@ class GuardedIndex:
             self.driver.write(records, replace=replace, stamp_version=version)
             return
         ids = [r.id for r in records]
-        before = self.driver.read(ids, INCLUDE)
+        # An add needs no read to be undone: the driver writes a part only when it holds none
+        # of its ids (ExistingIdsError otherwise), so undoing it is deleting what was written.
+        before = self.driver.read(ids, INCLUDE) if replace else []
         # The ids a failed write may have changed: the parts written, and the part that failed
         # unless the driver refused it whole (ids stored meanwhile, the stamp moved). Only those
         # are put back: an id another writer stored meanwhile in a later part stays its.

@@ -67,20 +67,21 @@ class PayloadLayout:
         store's own, the id where the payload holds none; ``vector``: as read, ``None`` where
         none was read or none is stored)."""
         payload = payload or {}
-        found = payload.get(self.id) if self.id is not None else None
+        found = None if self.id is None else payload.get(self.id)
         meta: Any = None
-        if "metadata" in include and self.metadata is not None:
-            meta = payload.get(self.metadata)
-        elif "metadata" in include:
-            meta = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
-        # A payload's metadata is a dict (JSON): the exact type is tested first, a search's
-        # hits pass here one by one.
-        plain = type(meta) is dict or isinstance(meta, Mapping)
+        if "metadata" in include:
+            if self.metadata is None:
+                meta = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
+            else:
+                meta = payload.get(self.metadata)
+            # A payload's metadata is a dict (JSON): the exact type is tested first, a
+            # search's hits pass here one by one.
+            meta = dict(meta) if type(meta) is dict or isinstance(meta, Mapping) else None
         return Record(
             found if type(found) is str else str(key if found is None else found),
             None if vector is None else np.asarray(vector, dtype=np.float32),
             payload.get(self.text) if "text" in include else None,
-            dict(meta) if plain else None,
+            meta,
         )
 
 

@@ -67,9 +67,9 @@ def points_of(
     records: Sequence[protocol.Record], payloads: Sequence[dict[str, Any]]
 ) -> list[qm.PointStruct]:
     """Records as Qdrant's points: each id's :func:`point_id`, its vector (``{}``: none) and
-    its payload of ``payloads``."""
+    its payload of ``payloads``; unvalidated, all known valid (as local mode builds its own)."""
     return [
-        qm.PointStruct(
+        qm.PointStruct.model_construct(
             id=point_id(r.id),
             vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
             payload=payload,
@@ -144,7 +144,10 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         if held is None and self._name in getattr(local, "aliases", {}):
             held = found.get(local.aliases[self._name])
         config = getattr(held, "config", None)
-        return None if config is None else (held, (config.metadata, config.vectors))
+        if config is None:
+            return None
+        vectors = getattr(config.vectors, "__dict__", config.vectors)  # no pydantic == a query
+        return (held, (config.metadata, vectors))
 
     def _lookup(self) -> qm.CollectionInfo | None:
         with calling(self.client, f"reading collection {self._name!r}"):
