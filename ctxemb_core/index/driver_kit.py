@@ -760,20 +760,21 @@ class ObjectDriver(KeyedDriver[H]):
             self._held = (state, head, raw)
         return head
 
-    def _unmoved(self, stamp_version: Version | None) -> None:
+    def _unmoved(self, stamp_version: Version | None) -> Head:
         """For a search that compares the stamp version in its own hold of the store (a
-        ``search_many``, :meth:`~ctxemb_core.index.shaped.ShapedFacade._search`): refused
-        (:class:`~ctxemb_core.errors.StampMovedError`, nothing searched) when the head is not
-        at ``stamp_version`` now or the index is gone (``None``: nothing compared). The head
-        is this class's: the caller holds the store already, which a driver's own ``head`` may
-        take again."""
-        if stamp_version is None:
-            return
+        ``search_columns``, :meth:`~ctxemb_core.index.shaped.ShapedFacade._search`): the head
+        now (its ``space`` is the search's), refused (:class:`~ctxemb_core.errors.StampMovedError`,
+        nothing searched) when it is not at ``stamp_version`` (``None``: nothing compared) or
+        the index is gone. The head is this class's: the caller holds the store already, which
+        a driver's own ``head`` may take again."""
         head = ObjectDriver.head(self)
-        if head is None or head.stamp_version != stamp_version:
+        if head is None and stamp_version is None:
+            raise self._missing()
+        if head is None or (stamp_version is not None and head.stamp_version != stamp_version):
             raise StampMovedError(
                 f"the stamp of {self._kind} {self._name!r} changed since it was checked"
             )
+        return head
 
     def read_stamp(self) -> StampRead | None:
         raw = self._stored()

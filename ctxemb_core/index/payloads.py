@@ -84,6 +84,29 @@ class PayloadLayout:
             meta,
         )
 
+    def columns(
+        self, payloads: Sequence[Mapping[str, Any] | None], keys: Sequence[Any]
+    ) -> tuple[list[str], list[Any], list[Any]]:
+        """The ids, texts and metadata of stored ``payloads`` (``keys``: the store's own), as
+        :meth:`record` reads them, without a record each (a search's hits): a metadata mapping
+        is the payload's own dict, not copied (a client's payloads are its fresh copies)."""
+        ids: list[str] = []
+        texts: list[Any] = []
+        metas: list[Any] = []
+        for payload, key in zip(payloads, keys, strict=True):
+            payload = payload or {}
+            found = None if self.id is None else payload.get(self.id)
+            ids.append(found if type(found) is str else str(key if found is None else found))
+            texts.append(payload.get(self.text))
+            if self.metadata is None:
+                meta: Any = {k: v for k, v in payload.items() if k not in (self.text, self.id)}
+            else:
+                meta = payload.get(self.metadata)
+            if type(meta) is not dict:
+                meta = dict(meta) if isinstance(meta, Mapping) else None
+            metas.append(meta)
+        return ids, texts, metas
+
 
 class SealedOrder:
     """``ids``, ``page`` and ``_selected`` of a driver (a

@@ -4,7 +4,8 @@
 Chroma's collection API is the shape callers of a store's index object know: ``ids``,
 ``documents``, ``metadatas``, ``distances`` (and ``embeddings`` if included), one list per
 query. :class:`ShapedFacade` builds it once, from a driver's :class:`~ctxemb_core.index.Hit` and
-:class:`~ctxemb_core.index.Record` lists, so a store without such a shape of its own
+:class:`~ctxemb_core.index.Record` lists or its :class:`Found` columns (a driver's
+``search_columns``: no object per hit), so a store without such a shape of its own
 (PostgreSQL's ``GuardedTable``, the next store) gets it by subclassing and says only how it
 searches and reads (:meth:`ShapedFacade._search`, :meth:`ShapedFacade._select`). A store
 whose client answers in these shapes (Chroma's) reads them back into records and hits with
@@ -25,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -44,11 +45,14 @@ __all__ = [
     "INCLUDE",
     "NAMES",
     "SHOWN",
+    "Found",
     "SearchOptions",
     "ShapedFacade",
     "check_include",
     "columns",
+    "found_of",
     "hits_in",
+    "hits_of",
     "named",
     "records_in",
 ]
@@ -89,19 +93,52 @@ def check_include(include: Any, *, get: bool = False) -> tuple[str, ...]:
     return tuple(include)
 
 
-def columns(hits: Sequence[Hit], shown: Sequence[str], width: int) -> dict[str, Any]:
-    """One result's hits as Chroma's columns (a missing vector as zeros in ``embeddings``)."""
+class Found(NamedTuple):
+    """One query's results as columns, nearest first: what a driver's ``search_columns``
+    returns (a search answered without a :class:`~ctxemb_core.index.Hit` and a
+    :class:`~ctxemb_core.index.Record` per hit). A distance is ``None`` for a record stored
+    without a vector; ``vectors`` is ``None`` when none were read."""
+
+    ids: list[str]
+    distances: list[float | None]
+    texts: list[str | None]
+    metadatas: list[Mapping[str, Any] | None]
+    vectors: list[np.ndarray | None] | None = None
+
+
+def found_of(hits: Sequence[Hit]) -> Found:
+    """The columns of a driver's hits."""
     records = [h.record for h in hits]
-    out: dict[str, Any] = {"ids": [r.id for r in records]}
+    return Found(
+        [r.id for r in records],
+        [h.distance for h in hits],
+        [r.text for r in records],
+        [r.metadata for r in records],
+        [r.vector for r in records],
+    )
+
+
+def hits_of(found: Found) -> list[Hit]:
+    """The hits of a driver's columns (its protocol ``search`` over its ``search_columns``)."""
+    vectors = found.vectors or [None] * len(found.ids)
+    rows = zip(found.ids, vectors, found.texts, found.metadatas, found.distances, strict=True)
+    return [Hit(Record(i, v, t, m), d) for i, v, t, m, d in rows]
+
+
+def columns(hits: Sequence[Hit] | Found, shown: Sequence[str], width: int) -> dict[str, Any]:
+    """One result's hits (or their columns) as Chroma's columns (a missing vector as zeros in
+    ``embeddings``)."""
+    found = hits if isinstance(hits, Found) else found_of(hits)
+    out: dict[str, Any] = {"ids": found.ids}
     if "documents" in shown:
-        out["documents"] = [r.text for r in records]
+        out["documents"] = found.texts
     if "metadatas" in shown:
-        out["metadatas"] = [r.metadata for r in records]
+        out["metadatas"] = found.metadatas
     if "distances" in shown:
-        out["distances"] = [float(h.distance) for h in hits if h.distance is not None]
+        out["distances"] = [float(d) for d in found.distances if d is not None]
     if "embeddings" in shown:
         zero = np.zeros(width, np.float32)
-        rows = [zero if r.vector is None else r.vector for r in records]
+        rows = [zero if v is None else v for v in found.vectors or [None] * len(found.ids)]
         out["embeddings"] = np.stack(rows) if rows else np.zeros((0, width), np.float32)
     return out
 
@@ -152,26 +189,32 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
         shown: tuple[str, ...],
         search: Mapping[str, Any],
         stamp_version: Version,
-    ) -> list[list[Hit]]:
-        """The hits of each query vector, nearest first, while the stamp version is
-        ``stamp_version`` (else :class:`StampMovedError`, nothing returned).
+    ) -> list[Found]:
+        """The results of each query vector as columns, nearest first, while the stamp version
+        is ``stamp_version`` (else :class:`StampMovedError`, nothing returned).
 
-        A driver with ``search_many(vectors, k, *, stamp_version, with_vectors, **options)``
-        searches every vector itself, with the search's own options (the facade's defaults,
+        A driver with ``search_columns(vectors, k, *, stamp_version, with_vectors, **options)``
+        (answering in :class:`Found` columns) or ``search_many`` (the same, in hits) searches
+        every vector itself, with the search's own options (the facade's defaults,
         :meth:`_search_defaults`, where a search gives none) and the stamp's version read in
         the search's own snapshot; any other is searched vector by vector after the head is
         checked."""
-        many = getattr(self.driver, "search_many", None)
+        many = getattr(self.driver, "search_columns", None)
+        hits = not callable(many)
+        if hits:
+            many = getattr(self.driver, "search_many", None)
         if callable(many):
-            options = {k: v for k, v in search.items() if k != "include"}
-            defaults = self._search_defaults().items()
-            options.update({k: v for k, v in defaults if options.get(k) is None})
+            options = {k: v for k, v in search.items() if k != "include"} if search else {}
+            for key, value in self._search_defaults().items():
+                if options.get(key) is None:
+                    options[key] = value
             read = "embeddings" in shown
-            return list(many(vectors, k, stamp_version=stamp_version, with_vectors=read, **options))
+            found = many(vectors, k, stamp_version=stamp_version, with_vectors=read, **options)
+            return [found_of(f) for f in found] if hits else list(found)
         where = search.get("where")
         self.index.check_filter(where)
         self.index.current()
-        return [self.driver.search(v, k, where=where) for v in vectors]
+        return [found_of(self.driver.search(v, k, where=where)) for v in vectors]
 
     def _search_defaults(self) -> dict[str, Any]:
         """The options a driver's ``search_many`` gets where a search gives none (a table's
@@ -245,11 +288,15 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
         else:
             raise StampError(f"the stamp of {self.name!r} keeps changing while it is queried")
         out: dict[str, list[Any]] = {k: [] for k in ("ids", *shown)}
-        for hits in found:
+        for at in found:
             # A record without a vector (written around ctxemb, or emptied since the open) has
             # no distance: foreign, refused as an open refuses it.
-            refuse_vectorless([h.id for h in hits if h.distance is None], len(hits))
-            for part, values in columns(hits, shown, self.contract.output_dim).items():
+            if None in at.distances:
+                refuse_vectorless(
+                    [i for i, d in zip(at.ids, at.distances, strict=True) if d is None],
+                    len(at.ids),
+                )
+            for part, values in columns(at, shown, self.contract.output_dim).items():
                 out[part].append(values)
         return out
 

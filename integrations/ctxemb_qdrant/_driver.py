@@ -39,6 +39,7 @@ from ctxemb_core.index.driver_kit import (
 )
 from ctxemb_core.index.embedded import missing_index
 from ctxemb_core.index.payloads import PayloadLayout, SealedOrder
+from ctxemb_core.index.shaped import Found, hits_of
 from ctxemb_qdrant._store import (
     calling,
     check_name,
@@ -78,11 +79,9 @@ def points_of(
     ]
 
 
-def _record(point: Any, include: frozenset[str] = protocol.INCLUDE) -> protocol.Record:
-    vector = point.vector if "vector" in include else None
-    if isinstance(vector, dict):  # a point without the collection's vector: {}
-        vector = vector.get("") or None
-    return LAYOUT.record(point.payload, point.id, vector, include)
+def _vector(point: Any) -> np.ndarray | None:
+    vector = point.vector.get("") or None if isinstance(point.vector, dict) else point.vector
+    return None if vector is None else np.asarray(vector, dtype=np.float32)  # {}: none held
 
 
 class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
@@ -225,12 +224,15 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
                 found += page
                 if offset is None:
                     break
-        return [(_record(p, frozenset()).id, p.id, p.payload or {}) for p in found]
+        return [
+            (LAYOUT.record(p.payload, p.id, None, frozenset()).id, p.id, p.payload or {})
+            for p in found
+        ]
 
     def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[protocol.Record]:
         with calling(self.client, "reading records"):
             got = self.client.retrieve(self._name, keys, with_vectors="vector" in include)
-        by_id = {p.id: _record(p, include) for p in got}
+        by_id = {p.id: LAYOUT.record(p.payload, p.id, _vector(p), include) for p in got}
         return [by_id[i] for i in keys if i in by_id]
 
     def count(self) -> int:
@@ -296,10 +298,10 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
     def search(
         self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None
     ) -> list[protocol.Hit]:
-        """The protocol's search: :meth:`search_many` of one vector."""
-        return self.search_many(np.atleast_2d(vector), k, where=where)[0]
+        """The protocol's search: :meth:`search_columns` of one vector, as hits."""
+        return hits_of(self.search_columns(np.atleast_2d(vector), k, where=where)[0])
 
-    def search_many(
+    def search_columns(
         self,
         vectors: np.ndarray,
         k: int,
@@ -308,17 +310,13 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         with_vectors: bool = False,
         where: protocol.Filter | None = None,
         ids: Sequence[str] | None = None,
-    ) -> list[list[protocol.Hit]]:
-        """The hits of each row of ``vectors`` (how core's ``ShapedFacade`` searches), the head
-        compared with ``stamp_version`` in the same hold of the client (local mode: one lock,
-        so no thread of this process changes the collection in between). ``ids``: among these
-        records only (an evaluation's pair); ``with_vectors``: read each hit's vector too (a
-        result shown with its embeddings; the guard needs none, and reading them back costs a
-        third of a local search at 384 dimensions)."""
+    ) -> list[Found]:
+        """Each row's results in columns (core's ``ShapedFacade`` reads them), the head compared
+        with ``stamp_version`` in the same hold of the client (local mode: one lock). ``ids``:
+        among these only; ``with_vectors``: read vectors too (a third of a local search)."""
         query_filter = self._filter(where, ids)
         with calling(self.client, "query"):
-            self._unmoved(stamp_version)
-            l2 = self._space(self._collection()) == "l2"
+            l2 = self._unmoved(stamp_version).space == "l2"
             found = [
                 self.client.query_points(
                     self._name,
@@ -329,8 +327,10 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
                 ).points
                 for v in vectors
             ]
-        # Qdrant's score: a similarity (Dot, Cosine), or the Euclidean distance itself.
-        return [
-            [protocol.Hit(_record(p), p.score**2 if l2 else 1.0 - p.score) for p in at]
-            for at in found
-        ]
+        out = []
+        for at in found:  # Qdrant's score: a similarity (Dot, Cosine), or Euclid's distance
+            ids_, texts, metas = LAYOUT.columns([p.payload for p in at], [p.id for p in at])
+            distances = [p.score**2 if l2 else 1.0 - p.score for p in at]
+            shown = [_vector(p) for p in at] if with_vectors else None
+            out.append(Found(ids_, distances, texts, metas, shown))  # type: ignore[arg-type]
+        return out
