@@ -276,6 +276,18 @@ def json_filter(where: Any, store: str) -> dict[str, Any]:
         raise InvalidInputError(f"where is not JSON: {exc}") from None
 
 
+def _plain(metas: Sequence[Any], ints64: bool) -> bool:
+    """Whether every metadata key is a string (JSON would make one of any other) and, where
+    ``ints64``, no value is a list or an integer beyond 64 bits: one pass over the batch."""
+    for m in metas:
+        for key, value in (m or {}).items():
+            if type(key) is not str or (ints64 and type(value) is list):
+                return False
+            if ints64 and isinstance(value, int) and not -(2**63) <= value < 2**63:
+                return False
+    return True
+
+
 def check_json_batch(
     ids: Sequence[str],
     documents: Sequence[str | None],
@@ -291,15 +303,15 @@ def check_json_batch(
     metadata that is not JSON (a non-finite float, a key that is not a string, a value JSON
     has no form for), and where ``ints64`` (a store that reads JSON integers as 64-bit ones,
     as Qdrant's payload does) a metadata value beyond 64 bits (:func:`check_values`)."""
-    for k, i in enumerate(ids):
+    for k, i in enumerate(ids if max_id is not None or not nul else ()):
         if max_id is not None and len(i) > max_id:
             raise InvalidInputError(
                 f"ids[{k}] is {len(i)} characters; the id column holds {max_id}"
             )
         if not nul and "\x00" in i:
             raise InvalidInputError(f"ids[{k}] holds a NUL character, which {store} cannot store")
-    for k, d in enumerate(documents):
-        if not nul and d is not None and "\x00" in d:
+    for k, d in enumerate(documents if not nul else ()):
+        if d is not None and "\x00" in d:
             raise InvalidInputError(
                 f"documents[{k}] (id {ids[k]!r}) holds a NUL character, which {store} text "
                 "cannot store; remove it"
@@ -312,6 +324,8 @@ def check_json_batch(
     except (TypeError, ValueError):
         whole = None
     checked = whole is not None and (nul or "\\u0000" not in whole)
+    if checked and _plain(metas, ints64):  # the usual batch: nothing to name
+        return
     for k, m in enumerate(metas):
         if m is None:
             continue

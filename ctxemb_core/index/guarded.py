@@ -589,7 +589,10 @@ class GuardedIndex:
         if embedded is not None:
             check_fingerprint(embedded[1], self.stamp.contract)
             vectors = check_embedded(embedded[0], self.contract, ids)
-        if not replace:  # refused before anything is embedded
+        # Refused before anything is embedded; vectors given and written in one part, the
+        # driver's write refuses them itself before writing anything (the protocol's add).
+        one_part = len(ids) <= (self.driver.capabilities.max_batch or len(ids))
+        if not replace and (vectors is None or not one_part):
             present = {r.id for r in self.driver.read(ids, _ID_ONLY)}
             if present:
                 raise ExistingIdsError(tuple(i for i in ids if i in present))
