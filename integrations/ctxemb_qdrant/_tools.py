@@ -48,13 +48,13 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     """A Qdrant collection bound to one contract; every call is checked before it runs
     (``get_collection`` read back: identity, stamp and vector configuration compared with
     what was verified; a search compares them in the same hold of the client as it searches:
-    :meth:`QdrantDriver.search_many`). ``query``, ``query_vectors`` and ``get`` answer in the
+    :meth:`QdrantDriver.search_columns`). ``query``, ``query_vectors`` and ``get`` answer in the
     shapes of every ctxemb index object; ``client`` is Qdrant's own."""
 
     _driver_type = QdrantDriver
     _terms = TERMS
     _search_options = Search
-    #: The driver's ``search_many`` compares the stamp version under the client's hold.
+    #: The driver's ``search_columns`` compares the stamp version under the client's hold.
     _head_before_search = False
 
     @staticmethod
