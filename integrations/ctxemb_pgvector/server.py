@@ -15,8 +15,7 @@ from ctxemb_pgvector._connect import _adopt_orphan, _alive, connect, local_serve
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM and SIGHUP end Python without running its exit handlers, and pgserver stops the
-    # server in one: as Ctrl-C, they unwind instead, and the server is stopped.
+    # As Ctrl-C: pgserver stops the server in an exit handler (docs/pgvector.md, "Trying it out").
     raise KeyboardInterrupt
 
 
@@ -33,8 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         orphan = _postmaster(folder) if dead else None
         dsn = local_server(folder)
         connect(dsn).close()  # pgvector enabled in the default database
-        # What is said on stderr comes before the DSN on stdout: a caller that acts on the DSN
-        # (stops the helper at once) has been told everything by then.
+        # Everything said on stderr before the DSN on stdout, which a caller may act on at once.
         if orphan is not None:
             print(
                 f"adopted the server (pid {orphan}) in {argv[0]} that a process now gone "
