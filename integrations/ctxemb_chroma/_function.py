@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -19,11 +18,9 @@ from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
 from ctxemb_core.index.driver import default_space
-from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.lazy import Source, built, config_of, embedder_for, embedder_from_config
 
 NAME = "ctxemb"
-# The options a function for a server may be given and still be built on first use.
-_LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 
 #: What the function is shown of a collection: the model Chroma fetched, or its collection.
 Fetched = CollectionModel | CollectionCommon[Any]
@@ -96,21 +93,14 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
 
     name = _Name()
 
-    def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
-        self._source: Embedder | LazyEmbedder
-        if isinstance(contract, Embedder):
-            self._source = contract
-        elif embedder_options.get("url") is not None and set(embedder_options) <= _LAZY:
-            self._source = LazyEmbedder(contract, **embedder_options)
-        else:
-            self._source = Embedder(contract, **embedder_options)
+    def __init__(self, contract: EmbeddingContract | Source, **embedder_options: Any) -> None:
+        self._source = embedder_for(contract, **embedder_options)  # url=: built on first use
         self.contract = self._source.contract
 
     @property
     def embedder(self) -> Embedder:
         """The contract's Embedder (for ``url=``: built, and the server checked, on first use)."""
-        source = self._source
-        return source.get() if isinstance(source, LazyEmbedder) else source
+        return built(self._source)
 
     def __call__(self, input: Documents) -> Embeddings:
         self._check_serving()
@@ -153,20 +143,12 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def get_config(self) -> dict[str, Any]:
         # The embedder's config and the fingerprint validate_config checks.
-        source = self._source
-        config = source.config if isinstance(source, LazyEmbedder) else source.config()
-        return {**config, "fingerprint": self.contract.fingerprint}
+        return {**config_of(self._source), "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:
         settings = {k: v for k, v in config.items() if k != "fingerprint"}
-        if not isinstance(settings.get("remote"), dict):
-            return ContractEmbeddingFunction(Embedder.from_config(settings))
-        # A server's function asks it nothing until its first text (docs/chroma.md).
-        ef = ContractEmbeddingFunction.__new__(ContractEmbeddingFunction)
-        ef._source = LazyEmbedder.from_config(settings)
-        ef.contract = ef._source.contract
-        return ef
+        return ContractEmbeddingFunction(embedder_from_config(settings))
 
     @staticmethod
     def validate_config(config: dict[str, Any]) -> None:

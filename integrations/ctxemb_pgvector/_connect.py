@@ -11,6 +11,7 @@ from psycopg import errors as pg_errors
 
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting
+from ctxemb_core.index.embedded import alive
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import translator
 
@@ -163,19 +164,7 @@ def _adopt_orphan(pgdata: Path) -> list[int]:
             pids = [int(pid) for pid in json.loads(handles.read_text())]
         except (OSError, ValueError, TypeError):
             return []
-        dead = [pid for pid in pids if not _alive(pid)]
+        dead = [pid for pid in pids if not alive(pid)]
         if dead:
             handles.write_text(json.dumps([pid for pid in pids if pid not in dead]))
     return dead
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
