@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import threading
@@ -31,7 +32,15 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.records import storable
 from ctxemb_core.validate import check_texts
 
-__all__ = ["LazyEmbedder", "lazy_exports", "lazy_package"]
+__all__ = [
+    "LazyEmbedder",
+    "built",
+    "config_of",
+    "embedder_for",
+    "embedder_from_config",
+    "lazy_exports",
+    "lazy_package",
+]
 
 
 class LazyEmbedder:
@@ -177,6 +186,41 @@ class LazyEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """One query embedded under the contract, as the float32 vector a store searches with."""
         return storable(self.get().embed_query(text), self.contract.precision)
+
+
+#: What a store keeps to embed with: an Embedder, or one built on first use.
+Source = Embedder | LazyEmbedder
+#: The options a :class:`LazyEmbedder` takes besides its contract.
+_LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
+
+
+def embedder_for(given: EmbeddingContract | Source, **options: Any) -> Source:
+    """What a store's embedding function holds for ``given``: an embedder as it is; for a server
+    (``url=``, with only options a :class:`LazyEmbedder` takes) one built on first use, its
+    options checked now and the server asked nothing; else an :class:`Embedder` now."""
+    if isinstance(given, (Embedder, LazyEmbedder)):
+        return given
+    if options.get("url") is not None and set(options) <= _LAZY:
+        return LazyEmbedder(given, **options)
+    return Embedder(given, **options)
+
+
+def built(source: Source) -> Embedder:
+    """The :class:`Embedder` of ``source`` (a lazy one built, and its server checked, now)."""
+    return source.get() if isinstance(source, LazyEmbedder) else source
+
+
+def config_of(source: Source) -> dict[str, Any]:
+    """``source``'s configuration (``Embedder.config()``), without building a lazy one."""
+    return dict(source.config) if isinstance(source, LazyEmbedder) else source.config()
+
+
+def embedder_from_config(config: Mapping[str, Any]) -> Source:
+    """The embedder a saved configuration describes, as :func:`embedder_for` holds it: a
+    server's built on first use (a store rebuilds it on every reopen), a local one now."""
+    if isinstance(config.get("remote"), Mapping):
+        return LazyEmbedder.from_config(config)
+    return Embedder.from_config(config)
 
 
 def remote_config(

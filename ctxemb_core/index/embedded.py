@@ -33,8 +33,11 @@ import difflib
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -47,6 +50,7 @@ C = TypeVar("C")
 __all__ = [
     "FolderClients",
     "SqliteMarks",
+    "alive",
     "first_missing",
     "folders_near",
     "held_elsewhere",
@@ -55,6 +59,7 @@ __all__ = [
     "opening_folder",
     "read_only",
     "require_store",
+    "run_helper",
     "store_folder",
 ]
 
@@ -339,3 +344,38 @@ class SqliteMarks:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (another user's counts): a folder's holder gone?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def run_helper(start: Callable[[], tuple[str, list[str]]]) -> int:
+    """Run a local server helper (``python -m <adapter>.server DIR``) until Ctrl-C, SIGTERM or
+    SIGHUP; returns its exit status. ``start()`` starts or joins the server and returns its
+    address and what to say first: said on stderr, then the address alone on stdout, so a
+    caller that acts on the address at once has been told everything. SIGTERM and SIGHUP would
+    end Python without its exit handlers (where a helper library stops its server): as Ctrl-C,
+    they unwind instead."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+    try:
+        address, said = start()
+        for line in said:
+            print(line, file=sys.stderr, flush=True)
+        print(address, flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0

@@ -3,21 +3,13 @@
 Install with ``pip install ctxemb[chroma]``.
 
 This package is also **the shared Chroma guard**: the Haystack and LangChain adapters and the
-CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``,
-whose checks are core's :class:`~ctxemb_core.index.GuardedIndex`'s), and Chroma's own:
-
-- :func:`connect`: a client of a folder (joining one already open in this process, however its
-  path is spelled) or of a server;
-- :func:`open_collection` (``repair=True`` also writes Chroma's persisted embedding function
-  back from the stamp), giving a :class:`GuardedCollection` (``raw``: Chroma's collection);
-  :func:`stored_or_none`: the collection unguarded, or ``None``;
-- :func:`check_metadatas`: Chroma's checks of a batch's metadata, before anything is written;
-- :class:`ChromaDriver` (:func:`driver`) and :class:`ContractEmbeddingFunction` (the contract
-  in Chroma's embedding-function registry);
-- :func:`open_hybrid` and :func:`lexical_folder`: the lexical side in a folder beside an
-  embedded store.
-
-It imports neither framework adapter (``tests/core/test_adapter_surface.py``).
+CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``)
+and Chroma's own: :func:`connect` (a folder, joined however its path is spelled, or a server);
+:func:`open_collection`, giving a :class:`GuardedCollection`; :func:`stored_or_none`;
+:func:`check_metadatas`; :class:`ChromaDriver` (:func:`driver`); :class:`ContractEmbeddingFunction`
+(the contract in Chroma's embedding-function registry); :func:`open_hybrid` and
+:func:`lexical_folder` (the lexical side beside an embedded store). It imports neither framework
+adapter.
 
 Example:
     >>> import chromadb

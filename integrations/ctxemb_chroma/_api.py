@@ -1,12 +1,9 @@
-"""What ``ctxemb_chroma`` exports, imported on first use of any of its names
-(:func:`ctxemb_core.lazy.lazy_package`): the package itself imports no chromadb, so a
-``ctxemb`` command that builds its parser with this store's options, or runs on another
-store, never pays for it.
-"""
+"""What ``ctxemb_chroma`` exports, imported on first use (:func:`ctxemb_core.lazy.lazy_package`:
+a command on another store never imports chromadb)."""
 
 from __future__ import annotations
 
-# Every name is re-exported as such (``name as name``): the package's __all__ lists them.
+# Re-exported as such (``name as name``): the package's __all__ lists them.
 from ctxemb_chroma._aliases import catalog as catalog
 from ctxemb_chroma._collection import GuardedCollection as GuardedCollection
 from ctxemb_chroma._connect import connect as connect
@@ -21,6 +18,5 @@ from ctxemb_ray import IndexSummary as IndexSummary
 
 #: The driver of a collection: ``driver(client, name, *, embedder=None)``.
 driver = ChromaDriver
-# Core's tools over a collection (their arguments and errors: StoreTools'): open_collection,
-# verify, detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES).
+# Core's tools over a collection, under every adapter's names (store_tools.TOOL_NAMES).
 __getattr__ = TOOLS.exported("ctxemb_chroma")

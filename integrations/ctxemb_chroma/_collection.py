@@ -1,5 +1,4 @@
-"""A stamped Chroma collection bound to one contract: core's guarded index (every decision) in
-Chroma's shapes (``get`` and ``query`` arguments and results, ``where`` / ``where_document``)."""
+"""A stamped Chroma collection bound to one contract: core's guarded index in Chroma's shapes."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ from ctxemb_core.index import IndexFacade
 
 
 class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
-    """A Chroma collection bound to one contract; every call is checked before it runs (the
-    collection read back, one ``get_collection``, and compared with what :attr:`index` verified).
-    Its own: Chroma's shapes and ``raw``."""
+    """A Chroma collection bound to one contract; every call is checked before it runs. Its
+    own: Chroma's shapes and ``raw``."""
 
     _driver_type = ChromaDriver
 
@@ -43,7 +41,7 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
 
     @classmethod
     def _missing(cls, driver: ChromaDriver, why: str) -> Exception:
-        return missing_collection(driver.client, driver.name, why)  # with a hint at a near one
+        return missing_collection(driver.client, driver.name, why)
 
     def _seen(self) -> Collection:
         return self.raw
@@ -56,12 +54,8 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
         embedder: Embedder | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Embed queries under the contract (query role) and search; checked before it runs.
-
-        ``embedder`` lets a caller query with its own embedder; its contract must be the
-        collection's, or :class:`~ctxemb_core.errors.ContractMismatchError` is raised and nothing
-        is returned. Other keyword arguments are Chroma's ``query``'s (``where``, ``include``).
-        """
+        """Embed queries (query role) and search, checked first; ``embedder``: the caller's own,
+        of the collection's contract; other keywords are Chroma's ``query``'s."""
         check_count(n_results, "n_results")
         with translated(f"verifying {self.name!r}"):
             vectors = self.index.query_vectors(query_texts, embedder=embedder)
@@ -84,9 +78,8 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
     ) -> None:
-        """Delete records by id, by Chroma ``where`` / ``where_document`` filter, or both
-        (a record must match all that are given). An empty filter is refused, never read as
-        "everything"."""
+        """Delete records by id and/or Chroma ``where`` / ``where_document`` (all must match;
+        an empty filter is refused, never read as "everything")."""
         ids, given = check_delete(ids, {"where": where, "where_document": where_document})
         raw = self.current()
         if given:  # Chroma's own filter language: the records it matches, deleted by id

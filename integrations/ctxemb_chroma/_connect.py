@@ -27,10 +27,8 @@ def connect(
     memory: bool = False,
     create: bool = True,
 ) -> ClientAPI:
-    """An embedded client on ``path`` (the default ``./chroma``; a folder already open in this
-    process is joined, however its path is spelled), a client of a Chroma server, or
-    (``memory=True``) the in-memory store; ``settings``: Chroma's client settings;
-    ``create=False``: no new store. Close it when done. See ``docs/chroma.md``, "Connecting".
+    """An embedded client on ``path`` (default ``./chroma``), a server's, or (``memory=True``)
+    the in-memory store; ``create=False``: no new store (``docs/chroma.md``, "Connecting").
 
     Raises:
         StoreUnavailableError: the server does not answer, or the folder cannot be used.
@@ -66,12 +64,10 @@ def connect(
     folder = store_folder(
         path, "./chroma", "Chroma", is_store, collections_in, create=create, indexes="collections"
     )
-    # The spelling is kept as given (``~`` expanded): Chroma keys its systems by that string,
-    # so a store another library opens later with the same string shares this client's.
+    # The spelling as given: Chroma keys systems by it (docs/chroma.md, "Several processes").
     spelling = os.path.expanduser(os.fspath(path or "./chroma"))
     try:
-        # Processes opening a new store at once race on Chroma's schema migrations ("table
-        # collections already exists"): the first to hold the lock creates it, the others open it.
+        # New-store migrations race between processes: the lock's holder creates (docs).
         with opening_folder(folder):
             name, shared = shared_system(spelling)
             if shared is not None:
@@ -89,8 +85,7 @@ def connect(
 
 
 def _closing_its_session(client: ClientAPI) -> ClientAPI:
-    """``client``, whose ``close()`` also closes the ``httpx`` sessions Chroma's leaves open
-    (its own and its admin client's), once the last client of their system lets go."""
+    """``client``, whose ``close()`` also closes the ``httpx`` sessions Chroma's leaves open."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     chroma_close = client.close  # type: ignore[attr-defined]

@@ -1,7 +1,5 @@
-"""Chroma as a store driver: one collection, embedded or on a server, under core's guard
-(:class:`~ctxemb_core.index.driver_kit.ObjectDriver` over Chroma's collection object). How each
-promise of the protocol is kept on a store without transactions is in ``docs/chroma.md``, "How
-the driver keeps the protocol".
+"""Chroma as a store driver: one collection under core's guard (how each promise is kept:
+``docs/chroma.md``, "How the driver keeps the protocol").
 
 Example:
     >>> from ctxemb_core.index import GuardedIndex
@@ -48,10 +46,8 @@ class ChromaDriver(ObjectDriver[Collection]):
     Args:
         client: a ``chromadb`` client (embedded ``PersistentClient`` or ``HttpClient``).
         name: the collection's name (checked as Chroma would).
-        embedder: the embedder whose configuration Chroma persists with a collection this
-            driver creates or re-stamps under its contract (as ``open_collection`` persists its
-            caller's); for another contract, or without one, an ``Embedder`` of the stamp's
-            contract with default settings. Nothing is embedded through it here.
+        embedder: whose configuration Chroma persists with a collection this driver creates
+            or re-stamps under its contract (else the stamp's contract's defaults).
 
     Raises:
         InvalidInputError: not a chromadb client, or a name Chroma refuses.
@@ -69,8 +65,7 @@ class ChromaDriver(ObjectDriver[Collection]):
         self.capabilities = self._capabilities()
 
     def _capabilities(self) -> protocol.Capabilities:
-        """No transactions; an embedded store's write mark; filters; the store's batch limit
-        now (read again with every head: the guard reads one before every call)."""
+        """No transactions; an embedded store's mark; filters; the batch limit, read per head."""
         with translated("reading the store's batch limit"):
             step = int(self.client.get_max_batch_size())
         return protocol.Capabilities(
@@ -86,7 +81,7 @@ class ChromaDriver(ObjectDriver[Collection]):
         return f"chroma {store_address(self.client)} (tenant {tenant}, database {database})"
 
     def unstamped_error(self) -> MissingStampError:
-        """The refusal of the collection unstamped, in Chroma's terms: who likely wrote it."""
+        """The refusal of the collection unstamped: who likely wrote it."""
         raw = self._stored()
         function = None if raw is None else configured_function(raw)[0]
         by = (
@@ -131,10 +126,8 @@ class ChromaDriver(ObjectDriver[Collection]):
         )
 
     def _create(self, stamp: IndexStamp) -> None:
-        """Create the collection as every stamped collection ctxemb makes is made: ``stamp`` in
-        its metadata in the create call itself (no unstamped collection exists), ctxemb's
-        function of the stamp's contract as Chroma's persisted embedding function, searched in
-        the space the contract's vectors are for."""
+        """Create the collection with ``stamp`` in the create call, ctxemb's function persisted,
+        in the contract's space (``docs/chroma.md``, "How the driver keeps the protocol")."""
         function = self._function(stamp.contract)
         with translated(f"creating collection {self._name!r}"):
             self.client.create_collection(
@@ -145,8 +138,7 @@ class ChromaDriver(ObjectDriver[Collection]):
             )
 
     def _modify(self, handle: Collection, metadata: dict[str, Any], stamp: IndexStamp) -> None:
-        # As restamp writes it: one modify; Chroma saves the configuration, then asks the old
-        # function to validate the change, which ours refuses (after the save): read back.
+        # One modify; the old function's refusal comes after Chroma's save (docs/chroma.md).
         with translated(f"stamping {self._name!r}"), suppress(ValueError, StampError):
             handle.modify(
                 metadata=kept_metadata(metadata),

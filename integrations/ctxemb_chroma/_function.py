@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -19,18 +18,14 @@ from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import ContractMismatchError
 from ctxemb_core.guard import check_binding, storable
 from ctxemb_core.index.driver import default_space
-from ctxemb_core.lazy import LazyEmbedder
+from ctxemb_core.lazy import Source, built, config_of, embedder_for, embedder_from_config
 
 NAME = "ctxemb"
-# The options a function for a server may be given and still be built on first use.
-_LAZY = frozenset(inspect.signature(LazyEmbedder).parameters) - {"contract"}
 
 #: What the function is shown of a collection: the model Chroma fetched, or its collection.
 Fetched = CollectionModel | CollectionCommon[Any]
 
-# Where Chroma calls ``name()`` on a fetch, its fetched collection in a local ``model``: the one
-# moment the function sees a collection before Chroma hands it out (docs/chroma.md, "Chroma's
-# own calls with ContractEmbeddingFunction").
+# Where Chroma calls ``name()`` on a fetch (docs/chroma.md, "Chroma's own calls with ...").
 _FETCH_CHECK = "validate_embedding_function_conflict_on_get"
 # Frames between the function and the Chroma collection method that embeds through it.
 _DEPTH = 8
@@ -43,8 +38,7 @@ _ADVICE = (
 
 
 class _Name:
-    """``name``: the registry name on the class; on a function, also the check on fetch (a
-    stamp of another contract refused before Chroma builds its collection object)."""
+    """``name``: the registry name on the class; on a function, also the check on fetch."""
 
     def __get__(
         self, ef: ContractEmbeddingFunction | None, owner: type | None = None
@@ -88,10 +82,8 @@ def _serving(frame: FrameType | None) -> CollectionCommon[Any] | None:
 @register_embedding_function
 class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
     """A Chroma ``EmbeddingFunction`` that embeds exactly as one contract says, persisted with
-    the collection (``get_config``: the whole contract) and rebuilt on reopen. It refuses a
-    stamp of another contract when Chroma fetches a collection for it, and embeds nothing for a
-    collection without a stamp or of another one; what Chroma lets through is in
-    ``docs/chroma.md``, "Chroma's own calls with ``ContractEmbeddingFunction``".
+    the collection and rebuilt on reopen; it refuses another contract's stamp on fetch and
+    before it embeds (``docs/chroma.md``, "Chroma's own calls with ``ContractEmbeddingFunction``").
 
     Example:
         >>> ef = ContractEmbeddingFunction(contract_for("sentence-transformers/all-MiniLM-L6-v2"))
@@ -101,22 +93,14 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
 
     name = _Name()
 
-    def __init__(self, contract: EmbeddingContract | Embedder, **embedder_options: Any) -> None:
-        self._source: Embedder | LazyEmbedder
-        if isinstance(contract, Embedder):
-            self._source = contract
-        elif embedder_options.get("url") is not None and set(embedder_options) <= _LAZY:
-            # A server is asked nothing until the first text (its options are checked now).
-            self._source = LazyEmbedder(contract, **embedder_options)
-        else:
-            self._source = Embedder(contract, **embedder_options)
+    def __init__(self, contract: EmbeddingContract | Source, **embedder_options: Any) -> None:
+        self._source = embedder_for(contract, **embedder_options)  # url=: built on first use
         self.contract = self._source.contract
 
     @property
     def embedder(self) -> Embedder:
         """The contract's Embedder (for ``url=``: built, and the server checked, on first use)."""
-        source = self._source
-        return source.get() if isinstance(source, LazyEmbedder) else source
+        return built(self._source)
 
     def __call__(self, input: Documents) -> Embeddings:
         self._check_serving()
@@ -129,15 +113,13 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         return list(storable(vectors, self.contract.precision))
 
     def stamp_metadata(self) -> dict[str, str | int]:
-        """The contract's stamp as collection metadata, for ``create_collection(metadata=...)``:
-        a collection created with it is stamped in the create call, as ``open_collection``
-        creates one (merge other metadata into it as you like)."""
+        """The contract's stamp as collection metadata, for ``create_collection(metadata=...)``
+        (stamped in the create call; merge other metadata into it as you like)."""
         return IndexStamp.from_embedder(self.embedder).to_metadata()
 
     def check(self, collection: Fetched, *, embedding: bool = True) -> None:
-        """Refuse a Chroma collection of another contract (its stamp, or without one the
-        function Chroma persisted for it), or, when about to embed for it, one without a stamp.
-        """
+        """Refuse a collection of another contract (stamp, or persisted function), or, when
+        about to embed for it, one without a stamp."""
         name, configured = configured_function(collection)
         check_binding(
             collection.metadata,
@@ -160,23 +142,13 @@ class ContractEmbeddingFunction(EmbeddingFunction[Documents]):
         return ["cosine", "ip", "l2"] if self.contract.normalize else ["ip", "l2"]
 
     def get_config(self) -> dict[str, Any]:
-        # The embedder's own config (its path hints decide nothing: the digest does) and the
-        # fingerprint, which validate_config checks against the contract.
-        source = self._source
-        config = source.config if isinstance(source, LazyEmbedder) else source.config()
-        return {**config, "fingerprint": self.contract.fingerprint}
+        # The embedder's config and the fingerprint validate_config checks.
+        return {**config_of(self._source), "fingerprint": self.contract.fingerprint}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> ContractEmbeddingFunction:
         settings = {k: v for k, v in config.items() if k != "fingerprint"}
-        if not isinstance(settings.get("remote"), dict):
-            return ContractEmbeddingFunction(Embedder.from_config(settings))
-        # A function for a server (Chroma rebuilds it on every reopen) asks it nothing until
-        # its first text either; its contract and URL are checked now.
-        ef = ContractEmbeddingFunction.__new__(ContractEmbeddingFunction)
-        ef._source = LazyEmbedder.from_config(settings)
-        ef.contract = ef._source.contract
-        return ef
+        return ContractEmbeddingFunction(embedder_from_config(settings))
 
     @staticmethod
     def validate_config(config: dict[str, Any]) -> None:

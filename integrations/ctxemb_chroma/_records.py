@@ -1,5 +1,4 @@
-"""Chroma's records: its rules for metadata, its columns, its ``where``, and writing whole (the
-columns themselves are core's: :mod:`ctxemb_core.index.driver_kit`, :mod:`~.shaped`)."""
+"""Chroma's records: its rules for metadata, its columns, its ``where``, writing whole."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ _COLUMNS = ("ids", "embeddings", "documents", "metadatas")
 
 
 def check_metadatas(ids: list[str], metadatas: list[Any] | None) -> None:
-    """Chroma's checks of each metadata entry, and the ones its store makes only while writing
-    (a later chunk would fail after earlier ones were written), before anything is written."""
+    """Chroma's checks of each metadata entry, its store's too, before anything is written."""
     for k, m in enumerate(metadatas or []):
         if m is None:
             continue
@@ -44,11 +42,8 @@ def write_whole(
     held: Mapping[str, Record],
     replace: bool = True,
 ) -> None:
-    """Write records whole though Chroma's upsert merges a record's metadata and cannot take a
-    document away: the keys a stored record has (``held``: its metadata by id) and the new one
-    lacks are sent as ``None`` (Chroma's "remove this key"), and a record without text is
-    deleted and added. New records only (``replace=False``) are added. Every call is chunked
-    to the store's max batch size."""
+    """Write records whole, in chunks of ``step`` (``held``: the stored ones; ``docs/chroma.md``,
+    "How the driver keeps the protocol"); ``replace=False`` adds new records only."""
     columns = dict(zip(_COLUMNS, columns_of(records, "Chroma"), strict=True))
     if not replace:
         with translated("writing"):
@@ -64,7 +59,6 @@ def write_whole(
             target = texted
             stored = held[i].metadata if i in held else None
             stale = {key: None for key in stored or {} if key not in (meta or {})}
-            # Removing every key leaves no metadata; Chroma refuses an empty dict.
             meta = {**(meta or {}), **stale} or None
         for key in columns:
             target[key].append(meta if key == "metadatas" else columns[key][k])

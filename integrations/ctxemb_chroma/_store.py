@@ -54,7 +54,7 @@ def check_client(client: Any) -> ClientAPI:
 
 
 def check_name(name: Any) -> str:
-    """``name`` if Chroma accepts it as a collection name, else ``InvalidInputError`` saying why."""
+    """``name`` if Chroma accepts it as a collection name, else ``InvalidInputError``."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise InvalidInputError(
             f"collection name {name!r} is not one Chroma accepts: 3-512 characters of "
@@ -65,8 +65,7 @@ def check_name(name: Any) -> str:
 
 T = TypeVar("T")
 
-#: What an embedded store says when this process's view of a segment, or of a record's vector,
-#: is older than the folder (``read_settled``).
+#: An embedded store's words for a view older than the folder (``read_settled``).
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
 UNWRITTEN_RECORD = "Error finding id"
 _STALE_VIEW = (_UNWRITTEN_SEGMENT, UNWRITTEN_RECORD)
@@ -84,8 +83,7 @@ def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs
 
 
 def _folder_bindings(owner: Any) -> Any:
-    """The embedded API object behind a client or collection of a store kept in a folder, or
-    ``None`` (a server's client, an in-memory store: nothing to read again from disk)."""
+    """The embedded API behind a folder store's client or collection (else ``None``)."""
     api = getattr(owner, "_server", None) or getattr(owner, "_client", None)
     if type(api).__name__ != "RustBindingsAPI":
         return None
@@ -94,22 +92,19 @@ def _folder_bindings(owner: Any) -> Any:
 
 
 def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
-    """``read(**kwargs)`` (a read only: it may be repeated) of an embedded store that another
-    process may be writing: tried again briefly, then again over the folder's bindings built
-    afresh when this process's view is stale (``docs/chroma.md``, "Several processes on one
-    folder"). ``also`` names more of Chroma's messages to wait out."""
+    """``read(**kwargs)``, a read, tried again while this process's view of the folder is
+    stale (``docs/chroma.md``, "Several processes on one folder"); ``also``: more messages."""
     bindings = _folder_bindings(getattr(read, "__self__", None))
     try:
         return _tried(read, (_UNWRITTEN_SEGMENT, *also), 3 if bindings else 8, kwargs)
     except InternalError as exc:
         if bindings is None or not any(m in str(exc) for m in _STALE_VIEW):
             raise
-    bindings.start()  # new bindings from the folder; the old ones go when their last call ends
+    bindings.start()  # new bindings from the folder
     return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
 
 
-#: Chroma's refusals of bad arguments as ``InvalidInputError``, a lost server as
-#: ``StoreUnavailableError``; ctxemb's own errors and anything unexpected pass unchanged.
+#: Chroma's errors in ctxemb's tree; anything else passes unchanged.
 translated = translator(
     ((_REFUSED, "Could not connect"), StoreUnavailableError, "the Chroma server is gone ({exc})"),
     (_REFUSED, InvalidInputError, "Chroma refused it: {exc}"),
@@ -166,9 +161,7 @@ def configured_function(
 
 
 def missing_collection(client: ClientAPI, name: str, python: str = "") -> InvalidInputError:
-    """The error for a collection that is not in the store, naming a similar one if any, or a
-    store near an embedded one that holds it (:func:`~ctxemb_core.index.embedded.missing_index`).
-    """
+    """The error for a missing collection, with core's ``missing_index`` hints."""
     names: list[str] = []
     with contextlib.suppress(Exception):  # only a hint: a store that cannot list gets none
         names = [str(getattr(c, "name", c)) for c in client.list_collections()]
@@ -177,6 +170,5 @@ def missing_collection(client: ClientAPI, name: str, python: str = "") -> Invali
 
 
 def kept_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A collection's metadata to write back beside a stamp, without Chroma's ``hnsw:`` keys
-    (``modify`` refuses ``hnsw:space`` even unchanged; the space is in the configuration)."""
+    """A collection's metadata to write back beside a stamp, without ``hnsw:`` keys (docs)."""
     return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("hnsw:")}

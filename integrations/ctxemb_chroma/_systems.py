@@ -8,8 +8,7 @@ from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
 
-#: The real folder each embedded system was opened on, recorded when ctxemb opens or joins
-#: it: a system opened on a relative path still has that path as its name after a ``chdir``.
+#: The real folder each embedded system was opened on (its name may be relative: a ``chdir``).
 _OPENED_ON: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 #: Chroma's embedded implementations (its systems of any other kind are servers' clients).
@@ -17,9 +16,8 @@ _EMBEDDED = ("chromadb.api.segment.SegmentAPI", "chromadb.api.rust.RustBindingsA
 
 
 def shared_system(path: str) -> tuple[str, Any]:
-    """The spelling of ``path`` that shares the Chroma system already open on that folder in
-    this process, and its settings (``None``: none); Chroma keys systems by the path *string*
-    (``docs/chroma.md``, "Several processes on one folder")."""
+    """The spelling of ``path`` whose system is open on its folder, and its settings (``None``:
+    none; ``docs/chroma.md``, "Several processes on one folder")."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     real = os.path.realpath(os.path.expanduser(path))
@@ -29,8 +27,7 @@ def shared_system(path: str) -> tuple[str, Any]:
         embedded = settings.is_persistent and settings.chroma_api_impl in _EMBEDDED
         if embedded and _OPENED_ON.get(system, os.path.realpath(identifier)) == real:
             return identifier, settings
-    # A system of this very name on another folder (a relative path opened before a chdir):
-    # Chroma would hand out that one, so the folder is named absolutely instead.
+    # This name is another folder's system (opened before a chdir): named absolutely instead.
     return (real if path in systems else path), None
 
 

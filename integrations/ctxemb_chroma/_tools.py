@@ -1,5 +1,5 @@
-"""What is Chroma's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: the
-``where_document`` filter, ``verify`` of a raw collection, the lexical side beside the store."""
+"""Chroma's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: ``where_document``,
+``verify`` of a raw collection, the lexical side beside the store."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ __all__ = ["TOOLS"]
 
 
 class _Given(ChromaDriver):
-    """The driver of one raw collection object, as the caller holds it (its client is the
-    collection's own: a raw collection does not hold the ``ClientAPI`` it came from)."""
+    """The driver of a raw collection as the caller holds it (through its own ``_client``)."""
 
     def __init__(self, raw: Collection) -> None:
         self.client = raw._client  # type: ignore[assignment]  # the collection's ServerAPI
@@ -34,18 +33,15 @@ class _Given(ChromaDriver):
 
 
 def beside(client: ClientAPI, name: str) -> Path:
-    """Where an embedded store keeps the lexical side of collection ``name`` (core's
-    :func:`~ctxemb_core.hybrid.pair.lexical_home`: ``<its path>/ctxemb-lexical/<name>``; a
-    server's folder is not this machine's to write in: refused)."""
+    """Where an embedded store keeps collection ``name``'s lexical side (core's ``lexical_home``;
+    a server's: refused)."""
     settings = client.get_settings()
     folder = settings.persist_directory if settings.is_persistent else None
     return lexical_home(folder, name, "a Chroma server")
 
 
 def place_for(dense: Any, folder: Path) -> LexicalPlace:
-    """The lexical side of an opened collection: SQLite in ``folder``, owned by the collection's
-    id, its token recorded in the collection's metadata (core's
-    :func:`~ctxemb_core.hybrid.pair.folder_place`)."""
+    """An opened collection's lexical side in ``folder`` (core's ``folder_place``)."""
 
     def record(token: str) -> None:
         raw = dense.stored()

@@ -18,8 +18,7 @@ DEMO_PATH = "./ctxemb-demo-chroma"
 
 
 def _options() -> FolderOrServer:
-    """Those of every store that is a folder or a server, with this module's defaults as they
-    are at the call (so a default changed here is the one every command fills in and shows)."""
+    """A folder-or-server store's options, from this module's defaults at the call."""
     return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
 
 
@@ -50,8 +49,7 @@ def connect(args: argparse.Namespace, *, create: bool) -> Any:
 
 
 def ray_session(args: argparse.Namespace, name: str) -> Any:
-    """Collection ``name`` on the server, as every Ray actor reaches it (``ctxemb index
-    --ray``); an embedded folder is one process's, so ``--ray`` needs ``--host``."""
+    """Collection ``name`` on the server, as every Ray actor reaches it (``--ray``)."""
     if args.host is None:
         raise InvalidInputError(
             "--ray writes to a Chroma server every actor can reach: give --host and --port "

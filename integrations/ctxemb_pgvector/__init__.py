@@ -4,23 +4,13 @@ Install with ``pip install ctxemb[pgvector]`` (psycopg 3 and pgvector's Python p
 server needs the ``vector`` extension).
 
 This package is also **the shared pgvector guard**: the Haystack and LangChain adapters and the
-CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``,
-whose checks are core's :class:`~ctxemb_core.index.GuardedIndex`'s), and PostgreSQL's own:
-
-- :func:`connect`: a psycopg connection with pgvector's types (:func:`local_server` starts a
-  throwaway server for trying things out);
-- :func:`open_table` (also ``open_collection``): the table, its trigger, HNSW index and stamp
-  row made in one transaction, giving a :class:`GuardedTable`; :func:`stored_or_none`: the
-  table unguarded, or ``None``; :func:`check_name`, checked before connecting;
-- :func:`open_hybrid`: the lexical side in tables of the same database;
-- :func:`driver` / :class:`PgvectorDriver`: the same table and stamp row (made through either,
-  it opens through the other); :class:`RawTable`: a user's SQL around the guard, for the
-  conformance suite; :func:`index_with_ray`; :func:`migrate` also copies from Chroma.
-
-It imports neither framework adapter nor the Chroma guard (``tests/core/test_adapter_surface.py``).
-
-The table has Haystack's ``PgvectorDocumentStore`` columns, so a table written through any
-of the three (the CLI, Haystack, LangChain) opens through the others under the same contract.
+CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.ADAPTER_API``)
+and PostgreSQL's own: :func:`connect` (:func:`local_server`: a throwaway server);
+:func:`open_table` (also ``open_collection``), giving a :class:`GuardedTable`;
+:func:`stored_or_none`; :func:`check_name`; :func:`open_hybrid` (the lexical side in the same
+database); :func:`driver` / :class:`PgvectorDriver`; :class:`RawTable` (a user's SQL, for the
+conformance suite); :func:`index_with_ray`. It imports neither framework adapter nor the Chroma
+guard. The table has Haystack's ``PgvectorDocumentStore`` columns (``docs/pgvector.md``).
 
 Example:
     >>> import ctxemb_pgvector

@@ -1,13 +1,9 @@
-"""What ``ctxemb_pgvector`` exports, imported on first use of any of its names
-(:func:`ctxemb_core.lazy.lazy_package`): the package itself imports no psycopg, so a ``ctxemb``
-command that builds its parser with this store's options, or runs on another store, never pays
-for it.
-"""
+"""What ``ctxemb_pgvector`` exports, imported on first use (:func:`ctxemb_core.lazy.lazy_package`:
+a command on another store never imports psycopg)."""
 
 from __future__ import annotations
 
-# Every name is re-exported as such (``name as name``, or assigned below): the package's
-# __all__ lists them.
+# Re-exported as such (``name as name``): the package's __all__ lists them.
 from ctxemb_core.store_tools import worded_in
 from ctxemb_pgvector import _ray
 from ctxemb_pgvector._aliases import catalog as catalog
@@ -27,14 +23,10 @@ from ctxemb_pgvector._tools import TOOLS
 from ctxemb_pgvector._tools import stamped_contract as stamped_contract
 from ctxemb_ray import IndexSummary as IndexSummary
 
-# The errors of the Ray job name this adapter's calls and options in their advice (the
-# remedies are data; ctxemb_core.remedy words them in the adapter's terms; GuardedTable's
-# calls and the tools word theirs so already).
+# The Ray job's errors worded in this adapter's terms (as GuardedTable's and the tools' are).
 index_with_ray = worded_in(TERMS, _ray.index_with_ray)
 
-# Core's tools over a table (their arguments: StoreTools'; errors worded so too): verify,
-# detect, migrate, search, ... under every adapter's names (store_tools.TOOL_NAMES); the opener
-# and the stored table under PostgreSQL's names too, for the CLI's shared code.
+# Core's tools (store_tools.TOOL_NAMES); the opener and stored table under PostgreSQL's names.
 open_table = open_collection = TOOLS.open
 stored_table = stored_collection = TOOLS.stored
 __getattr__ = TOOLS.exported("ctxemb_pgvector")

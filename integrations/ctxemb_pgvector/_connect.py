@@ -1,5 +1,4 @@
-"""Reaching PostgreSQL: a connection with pgvector's types, errors in ctxemb's terms, a local
-server."""
+"""Reaching PostgreSQL: a connection with pgvector's types, its errors, a local server."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from psycopg import errors as pg_errors
 
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting
+from ctxemb_core.index.embedded import alive
 from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import translator
 
@@ -47,8 +47,7 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
                 "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
             if installed is None and create_extension:
-                # Another session may create it at the same moment: IF NOT EXISTS is checked
-                # before the catalog row is written, so two first connections can both try.
+                # Two first connections can both try (IF NOT EXISTS is not atomic).
                 with contextlib.suppress(pg_errors.UniqueViolation):
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             _register_types(conn)
@@ -72,8 +71,7 @@ def _register_types(conn: psycopg.Connection[Any]) -> None:
 
 
 def check_connection(conn: Any) -> psycopg.Connection[Any]:
-    """``conn`` if the guard can work through it (in autocommit: each guarded call is its own
-    transaction), with pgvector's types registered on it (``docs/pgvector.md``)."""
+    """``conn`` if the guard can work through it (autocommit, pgvector's types registered)."""
     if not isinstance(conn, psycopg.Connection):
         raise InvalidInputError(
             "conn must be a psycopg connection (ctxemb_pgvector.connect(dsn)), got "
@@ -132,8 +130,7 @@ def local_server(folder: str | Path) -> str:
 
     try:
         with warnings.catch_warnings():
-            # platformdirs warns where XDG_RUNTIME_DIR is unset (containers), falling back to
-            # /tmp; pgserver asks it when imported and when it starts a server.
+            # platformdirs' warning where XDG_RUNTIME_DIR is unset (docs/pgvector.md).
             warnings.simplefilter("ignore")
             import pgserver
     except ImportError:
@@ -156,8 +153,7 @@ _servers: list[Any] = []
 
 
 def _adopt_orphan(pgdata: Path) -> list[int]:
-    """Forget the holders of the server of ``pgdata`` that are gone (returns their pids), so
-    the one joining becomes its holder: an orphan is adopted (``docs/pgvector.md``)."""
+    """Forget the gone holders of ``pgdata``'s server (their pids): an orphan is adopted."""
     import json
 
     from pgserver.postgres_server import PostgresServer
@@ -168,19 +164,7 @@ def _adopt_orphan(pgdata: Path) -> list[int]:
             pids = [int(pid) for pid in json.loads(handles.read_text())]
         except (OSError, ValueError, TypeError):
             return []
-        dead = [pid for pid in pids if not _alive(pid)]
+        dead = [pid for pid in pids if not alive(pid)]
         if dead:
             handles.write_text(json.dumps([pid for pid in pids if pid not in dead]))
     return dead
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

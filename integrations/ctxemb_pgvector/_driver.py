@@ -1,8 +1,5 @@
-"""A PostgreSQL table as a :class:`~ctxemb_core.index.driver.StoreDriver`: the guard in core
-over this adapter's SQL, table and stamp row. How each promise of the protocol is kept (the
-oid as identity, the stamp row's version, the write mark read before the table's lock holders)
-is in ``docs/pgvector.md``, "How the table keeps the protocol".
-"""
+"""A PostgreSQL table as a :class:`~ctxemb_core.index.driver.StoreDriver` under core's guard
+(how each promise is kept: ``docs/pgvector.md``, "How the table keeps the protocol")."""
 
 from __future__ import annotations
 
@@ -68,9 +65,7 @@ __all__ = ["PgvectorDriver", "driver"]
 #: The locks a session writing a table's rows holds on it until it ends.
 _WRITING = ("RowExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
 
-# The head in one statement, on the same catalog read as ``stored_or_none`` (its ``_TABLE``):
-# the table, the stamp row's version(s) and the mark; the lock holders are read in a subquery
-# of the sequence's row, so after it.
+# The head in one statement: ``_TABLE``, the stamp row's version(s), the mark (docs/pgvector.md).
 _HEAD = """
 SELECT t.col, t.seq, t.oid, t.attnum,
        (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy
@@ -87,9 +82,7 @@ LEFT JOIN LATERAL (
 """
 
 
-# The parts of the stamp version (:func:`version_of`), read in the statement (or snapshot) of a
-# search: the stamp row's version (``NULL`` unless exactly one row), the table's oid, the
-# embedding column's number and type.
+# The parts of :func:`version_of`, read in a search's own statement or snapshot.
 _STATE = """
 SELECT s.version, t.oid::bigint, a.attnum, format_type(a.atttypid, a.atttypmod)
 FROM (SELECT CASE WHEN count(*) = 1 THEN max(version) END AS version
@@ -109,11 +102,8 @@ class PgvectorDriver(TransactionalDriver[str]):
         conn: a psycopg 3 connection in autocommit mode (:func:`ctxemb_pgvector.connect`).
         name: the table's name (1-48 characters of ``A-Za-z0-9_-``); ``schema``: its schema
             (and its stamp row's).
-        embedder: not needed: a table keeps no embedding configuration beside its stamp
-            (taken, as every store's driver takes it, and unused).
-        hnsw: give a table this driver creates an HNSW index (as ``open_table`` does; its
-            operator class follows the contract: cosine for a normalised contract, inner
-            product otherwise, Hamming for binary).
+        embedder: taken, as every driver takes it, and unused (a table keeps no embedder).
+        hnsw: give a table this driver creates an HNSW index of the contract's operator class.
         ef_search: the HNSW search breadth of queries (at least a search's ``k``).
 
     Example:
@@ -166,8 +156,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return self._described
 
     def unstamped_error(self) -> Exception:
-        """The refusal of the table unstamped, in PostgreSQL's terms (what writes around
-        ctxemb here, how to adopt it)."""
+        """The refusal of the table unstamped, in PostgreSQL's terms."""
         return unstamped(self._name, self.schema)
 
     def storage_for(self, stamp: IndexStamp) -> Mapping[str, Any] | None:
@@ -182,8 +171,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return stored_or_none(self.conn, self._name, self.schema)
 
     def _layout_of(self, version: Version, stored: StoredTable) -> Layout | None:
-        """The stamped contract's layout (how vectors are written and searched), kept per
-        stamp version (``None``: no readable stamp)."""
+        """The stamped contract's layout, kept per stamp version (``None``: no readable stamp)."""
         if self._layout is not None and self._layout[0] == version:
             return self._layout[1]
         if not stored.stamped:
@@ -196,8 +184,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return self._layout[1]
 
     def _head_row(self) -> Sequence[Any] | None:
-        """The head's statement (``None``: no such table; ``()``: the schema has no stamps
-        table or sequence yet)."""
+        """The head's row (``None``: no such table; ``()``: no stamps table or sequence yet)."""
         query = sql.SQL(_HEAD).format(
             stamps=ident(self.schema, STAMPS),
             table=sql.SQL(_TABLE),
@@ -214,8 +201,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         self._seq = seq
         layout = self._layout[1] if self._layout and self._layout[0] == version else None
         space = layout.space_for_similarity if layout is not None else "cosine"
-        # No session writing the table after the sequence was read: every number up to it
-        # belongs to a transaction that has ended (else 0: sound, only not cheap).
+        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md).
         mark = None if not seq or not row else (0 if row[6] else int(row[5]))
         return Head(str(oid), version, mark, space)
 
@@ -241,8 +227,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         stored = self._stored()
         if stored is None:
             return None
-        # The column's type, and the one recorded beside the stamp when they differ (changed
-        # around ctxemb: refused as a column of another type is, until repaired).
+        # The column's type, with the recorded one when they differ (refused until repaired).
         column, recorded = stored.column, (stored.layout or {}).get("column")
         if recorded is not None and recorded != column:
             column = f"{column} (recorded as {recorded})"
@@ -272,9 +257,8 @@ class PgvectorDriver(TransactionalDriver[str]):
     # -- writing ----------------------------------------------------------------------------
 
     def _hold(self, stamp_version: Version | None = None) -> str:
-        """In a transaction: the table held against DDL and its stamp row against re-stamps
-        until it ends (:class:`StampMovedError` if the stamp version is no longer
-        ``stamp_version``); returns the column's type."""
+        """In a transaction: hold the table and its stamp row until it ends (``StampMovedError``
+        if the version is no longer ``stamp_version``); returns the column's type."""
         try:
             self.conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(self.table))
         except psycopg.errors.UndefinedTable:
@@ -313,8 +297,7 @@ class PgvectorDriver(TransactionalDriver[str]):
     def check_batch(
         self, ids: list[str], documents: Sequence[str | None], metadatas: list[Any] | None
     ) -> None:
-        """What PostgreSQL refuses only while writing: an id longer than its column, a NUL
-        character (its text and jsonb cannot hold one), metadata that is not JSON."""
+        """What PostgreSQL refuses only while writing: a long id, a NUL, metadata not JSON."""
         check_json_batch(ids, documents, metadatas, "PostgreSQL", max_id=MAX_ID, nul=False)
 
     def _key(self) -> tuple[str, str, str]:
@@ -338,8 +321,7 @@ class PgvectorDriver(TransactionalDriver[str]):
             return int(row.fetchone()[0])  # type: ignore[index]
 
     def order(self) -> sql.Composable:
-        """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw
-        it: the guard reads the head before every call)."""
+        """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw)."""
         if self._seq is None:
             stored = self._stored()
             if stored is None:
@@ -357,8 +339,7 @@ class PgvectorDriver(TransactionalDriver[str]):
     def _select(
         self, include: frozenset[str], distance: sql.Composable | None = None
     ) -> sql.Composed:
-        """``SELECT id, embedding, content, meta`` (each part not in ``include`` as ``NULL``)
-        and, for a search, the ``distance``."""
+        """``SELECT id, embedding, content, meta`` (``NULL`` where not included), ``distance``."""
         parts = [
             sql.SQL("embedding" if "vector" in include else "NULL"),
             sql.SQL("content" if "text" in include else "NULL"),
@@ -409,9 +390,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return [found[i] for i in ids if i in found]
 
     def changes(self, since: int) -> list[str]:
-        # With them, the rows without a vector, wherever they are (emptied in place with the
-        # row trigger off, a column dropped and added again): foreign, never skipped.
-        # Two index reads, not one scan: an OR of the two would read every row.
+        # And the rows without a vector, wherever they are; two index reads (docs/pgvector.md).
         query = sql.SQL(
             "SELECT id FROM (SELECT id, ctxemb_seq FROM {t} WHERE ctxemb_seq > %s "
             "UNION SELECT id, ctxemb_seq FROM {t} WHERE embedding IS NULL) c ORDER BY ctxemb_seq"
@@ -434,12 +413,9 @@ class PgvectorDriver(TransactionalDriver[str]):
         stamp_version: Version | None = None,
         with_vectors: bool = True,
     ) -> list[list[Hit]]:
-        """:meth:`search` for each row of ``vectors``, with PostgreSQL's options (checked here):
-        among ``ids`` only, ``exact`` (a scan of every row, not the HNSW index), the HNSW
-        breadth ``ef_search`` (default the driver's; at least ``k``), ``with_vectors=False`` to
-        read no vector. With ``stamp_version``, the stamp's version is read in the search's own
-        snapshot, and a version that moved raises :class:`StampMovedError` (nothing returned).
-        """
+        """:meth:`search` per row of ``vectors`` with PostgreSQL's options (``ids``, ``exact``,
+        ``ef_search``, ``with_vectors``; ``GuardedTable``'s ``Search``); a ``stamp_version`` that
+        moved in the search's own snapshot raises :class:`StampMovedError`."""
         ids = None if ids is None else check_ids(ids)
         exact = check_flag(exact, "exact")
         ef_search = check_count(self.ef_search if ef_search is None else ef_search, "ef_search")
@@ -465,9 +441,7 @@ class PgvectorDriver(TransactionalDriver[str]):
             if exact:
                 settings.append(sql.SQL("SET LOCAL enable_indexscan = off"))
             query = select + filt + sql.SQL(" ") + order
-            # One snapshot for the stamp's version and the searches, read-only and without a
-            # row lock (which would make every query a writing transaction, waiting for its
-            # commit record to reach the disk).
+            # One read-only snapshot, no row lock (docs/pgvector.md, "How the table keeps ...").
             with translated(f"searching {self._name!r}"), self.conn.transaction():
                 self.conn.execute(sql.SQL("; ").join(settings))
                 if stamp_version is not None:
@@ -499,10 +473,8 @@ class PgvectorDriver(TransactionalDriver[str]):
     def _plain(
         self, key: tuple[Layout, bool], value: Any, k: int, ef: int, stamp_version: Version | None
     ) -> list[Any]:
-        """A search without filters in one statement (no transaction), which reads the stamp's
-        version and the search breadth in its own snapshot: the breadth is the connection's
-        ``hnsw.ef_search``, set here when it is not ``ef`` (and seen to be, in the same
-        statement)."""
+        """A search without filters in one statement, reading the stamp's version and the
+        connection's ``hnsw.ef_search`` (set here when it is not ``ef``) in its own snapshot."""
         query = self._plain_sql.get(key)
         if query is None:  # composing costs more than the statement's round trip
             select, order = self._searching(*key)
@@ -521,8 +493,7 @@ class PgvectorDriver(TransactionalDriver[str]):
                 try:
                     rows = self.conn.execute(query, args).fetchall()
                 except psycopg.Error:
-                    # A statement that no longer fits the table (dropped, its column dropped
-                    # or altered) is a change the head names; any other error stands.
+                    # A statement that no longer fits the table: a change the head names.
                     head = None if stamp_version is None else self.head()
                     if stamp_version is None or (head and head.stamp_version == stamp_version):
                         raise

@@ -1,6 +1,5 @@
-"""The lexical side of a pgvector table in the schema's ``ctxemb_lexical_*`` tables: PostgreSQL's
-words for core's :class:`~ctxemb_core.hybrid.LexicalStore`. A write holds its side's row (``FOR
-UPDATE``) in the transaction it is part of: the dense rows' own, from the table's write path."""
+"""The lexical side of a pgvector table in the schema's ``ctxemb_lexical_*`` tables, for core's
+:class:`~ctxemb_core.hybrid.LexicalStore`, written in the dense rows' own transaction."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from ctxemb_pgvector._sql import advisory_lock, relation_exists
 _TABLES = SQL_TABLES + (
     "CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);"
 )
-#: Which tables were given a lexical side (by oid, with the side's token): a side whose rows are
-#: deleted is then found lost, never taken for "none yet" and rebuilt under a default recipe.
+#: Which tables were given a lexical side (by oid, with its token): a side deleted is lost.
 MARKS = "ctxemb_hybrid_marks"
 
 

@@ -21,12 +21,8 @@ __all__ = ["RawTable"]
 
 
 class RawTable:
-    """A user's own SQL on one table, around the guard (the conformance suite's ``raw``).
-
-    ``layout`` is the table's column as its user made it (:func:`ctxemb_pgvector.layout_for`
-    of their model's contract). Rows written here take ``ctxemb_seq`` from the trigger, as any
-    client's do.
-    """
+    """A user's own SQL on one table, around the guard (the conformance suite's ``raw``);
+    ``layout``: the column as its user made it (:func:`ctxemb_pgvector.layout_for`)."""
 
     def __init__(self, conn: Any, name: str, layout: Layout, *, schema: str = "public") -> None:
         self.conn = check_connection(conn)
@@ -39,8 +35,7 @@ class RawTable:
         return ident(self.schema, self.name)
 
     def create(self, metadata: Mapping[str, Any] | None = None) -> None:
-        """A table of Haystack's layout, made without ctxemb (a stamp row only if
-        ``metadata`` holds one: a stamp copied from another table)."""
+        """A table of Haystack's layout, made without ctxemb (a stamp row if ``metadata``)."""
         with translated(f"creating {self.name!r}"), self.conn.transaction():
             made = table_statement(self.schema, self.name, self.layout.column, seq=False)
             self.conn.execute(made)
@@ -71,7 +66,6 @@ class RawTable:
     def failing_writes(
         self, after: int, error: BaseException | None = None
     ) -> contextlib.AbstractContextManager[None]:
-        """The next write to the table fails (``error``, default ``StoreUnavailableError``)
-        when its row after the first ``after`` is sent, inside its transaction."""
+        """The next write fails (``error``) once ``after`` rows are sent, in its transaction."""
         key = PgvectorDriver(self.conn, self.name, schema=self.schema)._key()
         return armed(key, after, error, store="PostgreSQL")

@@ -42,10 +42,8 @@ def check_name(name: Any, what: str = "table name") -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a contract's vectors are stored and searched: the ``column``'s SQL type (as
-    ``format_type`` prints it; its ``kind`` and width ``dim``), the ``operator`` a search orders
-    by, the HNSW ``opclass`` and the distance's ``space`` (``cosine``: 1 - cos, ``ip``: 1 - dot,
-    ``hamming``; lower is nearer, as in Chroma's spaces)."""
+    """How a contract's vectors are stored and searched: ``column`` type (``kind``, ``dim``),
+    search ``operator``, HNSW ``opclass``, ``space`` (``docs/pgvector.md``, "What is stored")."""
 
     column: str
     operator: str
@@ -56,8 +54,7 @@ class Layout:
 
     @property
     def space_for_similarity(self) -> str:
-        """The space :func:`ctxemb_core.guard.similarity` reads :meth:`distance` in (a Hamming
-        distance is reported as the ±1 vectors' cosine distance)."""
+        """The space :meth:`distance` is read in (Hamming as the ±1 vectors' cosine distance)."""
         return "cosine" if self.space == "hamming" else self.space
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,9 +71,8 @@ class Layout:
 
 
 def layout_for(contract: EmbeddingContract) -> Layout:
-    """The column type, operator and index a contract's vectors get (the table in
-    ``docs/pgvector.md``, "What is stored, and how": int8 in ``vector(d)``, pgvector having no
-    8-bit type; the space is core's :func:`~ctxemb_core.index.driver.default_space`)."""
+    """The column type, operator and index a contract's vectors get (``docs/pgvector.md``,
+    "What is stored, and how")."""
     dim = contract.output_dim
     if contract.precision is Precision.BINARY:
         return Layout(f"bit({dim})", "<~>", "bit_hamming_ops", "hamming", "bit", dim)
@@ -91,8 +87,7 @@ def ident(schema: str, name: str) -> sql.Composed:
 
 
 def advisory_lock(conn: Any, key: str) -> None:
-    """Hold the advisory lock of ``key`` until the caller's transaction ends (two sessions
-    making one schema's tables at once would collide in PostgreSQL's catalog: one waits)."""
+    """Hold the advisory lock of ``key`` until the caller's transaction ends."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
 
@@ -133,8 +128,7 @@ def setup_statements(schema: str) -> list[sql.Composed]:
 
 
 def table_statement(schema: str, name: str, column: str, *, seq: bool = True) -> sql.Composed:
-    """``CREATE TABLE`` of Haystack's layout, with the ``embedding`` column of type ``column``
-    and (``seq``) ctxemb's ``ctxemb_seq`` (a table made without ctxemb has none)."""
+    """``CREATE TABLE`` of Haystack's layout with an ``embedding`` ``column`` (and ``seq``)."""
     return sql.SQL(
         "CREATE TABLE {} (id VARCHAR(128) PRIMARY KEY, embedding {}, content TEXT, "
         "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB{})"
@@ -157,8 +151,7 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
             sql.Identifier(f"{name}_ctxemb_seq"), table
         ),
-        # The rows without a vector, which an open always re-reads: found through this
-        # (nearly always empty) index instead of a scan of every row.
+        # The rows without a vector, which an open always re-reads, without a scan.
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq) WHERE embedding IS NULL").format(
             sql.Identifier(f"{name}_ctxemb_novec"), table
         ),
@@ -187,9 +180,8 @@ def copy_rows(
     rows: Iterable[tuple[str, str | None, Any, Any]],
     upsert: bool,
 ) -> None:
-    """Write ``(id, content, meta, embedding)`` rows by binary COPY, in the caller's
-    transaction; ``upsert`` replaces the rows of existing ids whole (blobs cleared). ``kind``
-    is the embedding column's type (``vector``, ``halfvec``, ``bit``)."""
+    """Write ``(id, content, meta, embedding)`` rows by binary COPY in the caller's transaction
+    (``upsert``: existing rows replaced whole; ``kind``: the column's type)."""
     columns = sql.SQL("(id, content, meta, embedding)")
     target: sql.Composable = table
     if upsert:

@@ -1,5 +1,4 @@
-"""A table as the database has it now, unguarded; the SQL that makes it and its stamp row; the
-repair of what the guard records about its storage (the layout record, the HNSW index)."""
+"""A table as the database has it now, unguarded; the SQL that makes, stamps and repairs it."""
 
 from __future__ import annotations
 
@@ -31,10 +30,8 @@ from ctxemb_pgvector._sql import (
 
 @dataclass(frozen=True)
 class StoredTable:
-    """What the database holds for one table name, read in one transaction: the embedding
-    ``column``'s type (``vector(384)``; ``None``: none), whether it has ``ctxemb_seq``, the
-    stamp row's ``version``, stamp (``metadata``) and ``layout`` record (each ``None`` without
-    one), and the table's ``oid`` and column's ``attnum`` (made again: another identity)."""
+    """What the database holds for one table name, read in one transaction: the ``column``'s
+    type, ``seq``, the stamp row's ``version``, ``metadata`` and ``layout`` (``None``: none)."""
 
     conn: psycopg.Connection[Any]
     schema: str
@@ -67,8 +64,7 @@ class StoredTable:
 
 
 def version_of(oid: Any, attnum: Any, column: Any, stamp_row: Any) -> str:
-    """The driver's stamp version: the table's oid, the embedding column's number and type, the
-    stamp row's version."""
+    """The driver's stamp version (``docs/pgvector.md``, "How the table keeps the protocol")."""
     return f"{oid}:{attnum}:{column}:{stamp_row}"
 
 
@@ -187,14 +183,12 @@ def unstamped(name: str, schema: str = "public") -> MissingStampError:
 
 
 def lock(conn: Any, schema: str, name: str) -> None:
-    """Hold the advisory lock that creating, re-stamping or repairing ``name`` takes, until the
-    caller's transaction ends."""
+    """Hold the lock of creating, re-stamping or repairing ``name`` until the transaction ends."""
     advisory_lock(conn, f"ctxemb:{schema}.{name}")
 
 
 def ensure_stamps(conn: Any, schema: str) -> None:
-    """The stamps table and the triggers' functions, made once per schema (under a lock: two
-    processes making them at once would collide in PostgreSQL's catalog)."""
+    """The stamps table and the triggers' functions, made once per schema, under its lock."""
     if relation_exists(conn, schema, STAMPS):
         return
     advisory_lock(conn, f"ctxemb:{schema}")
@@ -211,9 +205,7 @@ def write_stamp(
     *,
     keep_layout: bool = False,
 ) -> None:
-    """Insert or replace the stamp row of ``name`` (its version is set by the trigger);
-    ``keep_layout``: a replaced row keeps its layout record, as a user's own SQL editing the
-    stamp would."""
+    """Insert or replace the stamp row of ``name`` (``keep_layout``: as a user's SQL would)."""
     update = "stamp = EXCLUDED.stamp" + ("" if keep_layout else ", layout = EXCLUDED.layout")
     try:
         conn.execute(
@@ -224,14 +216,12 @@ def write_stamp(
             (name, Jsonb(dict(metadata)), Jsonb(layout.to_dict())),
         )
     except psycopg.errors.InvalidColumnReference:
-        # No unique key for ON CONFLICT: the stamps table's key was dropped (in the caller's
-        # transaction, which rolls back whatever it made).
+        # The stamps table's key was dropped (the caller's transaction rolls back).
         raise keyless_stamps(schema) from None
 
 
 def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: bool) -> bool:
-    """Create the table, its trigger, (``hnsw``) its HNSW index and its stamp row in one
-    transaction, under the table's advisory lock; ``False`` (nothing made) when it exists."""
+    """Create the table and its stamp row in one transaction; ``False`` when it exists."""
     with translated(f"creating table {name!r}"), conn.transaction():
         ensure_stamps(conn, schema)
         lock(conn, schema, name)
@@ -245,8 +235,7 @@ def create_table(conn: Any, schema: str, name: str, stamp: IndexStamp, hnsw: boo
 
 
 def drop_table(conn: Any, schema: str, name: str) -> None:
-    """Drop table ``name`` and its stamp row in one transaction (a lexical side left behind is
-    owned by the dropped table's oid: never taken for another table's)."""
+    """Drop table ``name`` and its stamp row in one transaction (its lexical side: by oid)."""
     with translated(f"dropping table {name!r}"), conn.transaction():
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(schema, name)))
         if relation_exists(conn, schema, STAMPS):
@@ -257,9 +246,7 @@ def drop_table(conn: Any, schema: str, name: str) -> None:
 
 
 def add_seq(conn: Any, schema: str, name: str) -> None:
-    """Give a table made without ctxemb the ``ctxemb_seq`` column and trigger (in the caller's
-    transaction, under the table's lock): its rows numbered now, later writes by any client
-    numbered afresh."""
+    """Give a table made without ctxemb ``ctxemb_seq`` and its trigger (caller's transaction)."""
     table = ident(schema, name)
     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
     conn.execute(
@@ -299,9 +286,8 @@ def hnsw_opclasses(stored: StoredTable) -> list[str]:
 
 
 def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
-    """Write back, once the stamp and canary passed, the layout record and an HNSW index of
-    the contract's operator class (the only one its queries use); returns what, in words. A
-    column of another type is refused (``StorageMismatchError``: migrate, never round)."""
+    """Write back the layout record and an HNSW index of the contract's operator class once
+    the stamp and canary passed; a column of another type is refused (migrate, never round)."""
     layout = layout_for(stamp.contract)
     check_storage(f"table {stored.name!r}", {"column": stored.column}, {"column": layout.column})
     done: list[str] = []

@@ -20,14 +20,8 @@ from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
 
 
 class Search(SearchOptions, total=False):
-    """A search's PostgreSQL options (:meth:`GuardedTable.query`, ``query_vectors``), besides
-    every store's ``where`` and ``include``.
-
-    - ``exact``: scan every row instead of the HNSW index.
-    - ``ef_search``: the HNSW index's search breadth (default the table's; at least
-      ``n_results``).
-    - ``ids``: search among these rows only.
-    """
+    """A search's PostgreSQL options besides ``where`` and ``include``: ``exact`` (scan every
+    row), ``ef_search`` (HNSW breadth, at least ``n_results``), ``ids`` (among these only)."""
 
     exact: bool
     ef_search: int | None
@@ -35,9 +29,8 @@ class Search(SearchOptions, total=False):
 
 
 class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
-    """A pgvector table bound to one contract; every call is checked before it runs (the stamp
-    row's version, the table's oid and column), every write one transaction. Its own: the
-    options of ``query`` and ``query_vectors`` (:class:`Search`).
+    """A pgvector table bound to one contract; every call is checked before it runs, every
+    write one transaction. Its own: ``query``'s and ``query_vectors``' options (:class:`Search`).
 
     Args:
         index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.
@@ -52,7 +45,7 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
 
     @staticmethod
     def _translated(what: str) -> AbstractContextManager[None]:
-        return translated(what)  # the connection's errors, as the facade's calls raise them
+        return translated(what)
 
     def __init__(
         self,
@@ -98,5 +91,4 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
         return missing_table(driver.conn, driver.name, driver.schema, why)
 
     def _search_defaults(self) -> dict[str, Any]:
-        # The search breadth this table was opened with; a search's own ef_search wins.
         return {"ef_search": self.ef_search}

@@ -1,6 +1,5 @@
-"""What is PostgreSQL's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: a table's
-keywords, the ``exact`` scan, ``repair``, ``verify`` of a :class:`StoredTable`, the lexical
-side in tables of the same database."""
+"""PostgreSQL's own in core's :class:`~ctxemb_core.store_tools.StoreTools`: a table's keywords,
+``exact``, ``repair``, ``verify`` of a :class:`StoredTable`, the lexical side's tables."""
 
 from __future__ import annotations
 
@@ -22,9 +21,7 @@ __all__ = ["TOOLS", "stamped_contract"]
 
 
 def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
-    """The lexical side of an opened table: its schema's ``ctxemb_lexical_*`` tables, owned by
-    the table's oid (a table dropped and created again is another table); ``folder``: an old
-    lexical folder to convert."""
+    """The lexical side of an opened table, owned by its oid (``folder``: an old one to convert)."""
     oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
     db = PgLexical(dense.conn, dense.schema, dense.name)
     return LexicalPlace(
@@ -47,7 +44,6 @@ TOOLS: StoreTools[GuardedTable] = StoreTools(
     held=(StoredTable, lambda table: PgvectorDriver(table.conn, table.name, schema=table.schema)),
     query_options=("exact",),
     pair_query={"exact": True},  # a pair's search is among one row: a scan, never the index
-    # repair=True: the column layout and an HNSW index written back (see _store.repair).
     repair=lambda driver, stamp: repair(
         TOOLS.stored(driver.conn, driver.name, schema=driver.schema), stamp
     ),

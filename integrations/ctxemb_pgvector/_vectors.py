@@ -1,5 +1,4 @@
-"""A contract's stored vectors (float32 rows, :func:`ctxemb_core.guard.storable`) to and from
-the embedding column's type: ``vector``, ``halfvec`` or ``bit``."""
+"""Stored vectors (float32 rows) to and from the column's type: ``vector``, ``halfvec``, ``bit``."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from pgvector.psycopg import Bit, HalfVector
 
 
 def to_column(vectors: np.ndarray, kind: str) -> list[Any]:
-    """One value per row for a column of type ``kind`` (``vector``, ``halfvec``, ``bit``):
-    float32 arrays, ``HalfVector``s or ``Bit``s (±1 → 1/0)."""
+    """One value per row for a column of type ``kind`` (``bit``: ±1 → 1/0)."""
     rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
     if kind == "bit":
         return [Bit(row > 0) for row in rows]
@@ -22,11 +20,8 @@ def to_column(vectors: np.ndarray, kind: str) -> list[Any]:
 
 
 def from_column(values: Sequence[Any]) -> list[np.ndarray | None]:
-    """The stored values as float32 rows again (``bit`` as ±1), ``None`` where none is stored.
-
-    Read by the column's own type, whatever the stamp says: a column altered around ctxemb
-    gives its values as they are, for the checks to judge.
-    """
+    """The stored values as float32 rows (``bit`` as ±1; ``None``: none), by the column's own
+    type whatever the stamp says: an altered column's values are given for the checks to judge."""
     out: list[np.ndarray | None] = []
     for value in values:
         if value is None:

@@ -21,17 +21,14 @@ def _check_schema(name: str, what: str) -> str:
 
 
 def _options() -> ConnectionString:
-    """Those of every store reached by a connection string, with a scope (``--schema``), with
-    this module's defaults as they are at the call (so a default changed here is the one every
-    command fills in and shows)."""
+    """A connection string's options with ``--schema``, from this module's defaults at the call."""
     schema = Scope("schema", DEFAULT_SCHEMA, "PostgreSQL: the tables' schema", _check_schema)
     return ConnectionString(
         "pgvector", "PostgreSQL", DSN_ENV, "postgresql://user@localhost:5432/rag", within=schema
     )
 
 
-# add_arguments, check_arguments, defaults, scope, flags, location, absent, from_environment:
-# _options()'s (the demo has no PostgreSQL: nothing is added for it).
+# add_arguments, check_arguments, defaults, ...: _options()'s (nothing for the demo).
 __getattr__ = options_of(__name__, _options)
 
 

@@ -1,23 +1,15 @@
-"""``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out:
-its DSN printed, kept running until Ctrl-C, SIGTERM or SIGHUP (``docs/pgvector.md``, "Trying it
-out: a local server")."""
+"""``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out,
+its DSN printed and kept running by core's :func:`~ctxemb_core.index.embedded.run_helper`
+(``docs/pgvector.md``, "Trying it out: a local server")."""
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import time
 from pathlib import Path
-from types import FrameType
 
-from ctxemb_pgvector._connect import _adopt_orphan, _alive, connect, local_server
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM and SIGHUP end Python without running its exit handlers, and pgserver stops the
-    # server in one: as Ctrl-C, they unwind instead, and the server is stopped.
-    raise KeyboardInterrupt
+from ctxemb_core.index.embedded import alive, run_helper
+from ctxemb_pgvector._connect import _adopt_orphan, connect, local_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,34 +17,27 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: python -m ctxemb_pgvector.server DIR", file=sys.stderr)
         return 2
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
-    try:
-        folder = Path(argv[0])
-        dead = _adopt_orphan(folder.resolve()) if folder.is_dir() else []
-        orphan = _postmaster(folder) if dead else None
-        dsn = local_server(folder)
-        connect(dsn).close()  # pgvector enabled in the default database
-        # What is said on stderr comes before the DSN on stdout: a caller that acts on the DSN
-        # (stops the helper at once) has been told everything by then.
-        if orphan is not None:
-            print(
-                f"adopted the server (pid {orphan}) in {argv[0]} that a process now gone "
-                f"(pid {', '.join(map(str, dead))}) left running: this helper now owns it",
-                file=sys.stderr,
-                flush=True,
-            )
-        print(
-            f"PostgreSQL with pgvector is running in {argv[0]}; e.g. ctxemb index --store pgvector "
-            f"--dsn '{dsn}' ...  (Ctrl-C or kill {os.getpid()} stops it)",
-            file=sys.stderr,
-            flush=True,
+    return run_helper(lambda: _start(argv[0]))
+
+
+def _start(given: str) -> tuple[str, list[str]]:
+    """Start (or join) the server in folder ``given``: its DSN, and what to say first."""
+    folder = Path(given)
+    dead = _adopt_orphan(folder.resolve()) if folder.is_dir() else []
+    orphan = _postmaster(folder) if dead else None
+    dsn = local_server(folder)
+    connect(dsn).close()  # pgvector enabled in the default database
+    said = [
+        f"PostgreSQL with pgvector is running in {given}; e.g. ctxemb index --store pgvector "
+        f"--dsn '{dsn}' ...  (Ctrl-C or kill {os.getpid()} stops it)"
+    ]
+    if orphan is not None:
+        said.insert(
+            0,
+            f"adopted the server (pid {orphan}) in {given} that a process now gone "
+            f"(pid {', '.join(map(str, dead))}) left running: this helper now owns it",
         )
-        print(dsn, flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        return 0
+    return dsn, said
 
 
 def _postmaster(folder: Path) -> int | None:
@@ -61,7 +46,7 @@ def _postmaster(folder: Path) -> int | None:
         pid = int((folder / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return pid if _alive(pid) else None
+    return pid if alive(pid) else None
 
 
 if __name__ == "__main__":
