@@ -12,6 +12,7 @@ orders by the contract's distance (the table's layout), whatever the store's
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from haystack import Document
@@ -55,6 +56,9 @@ class PgvectorBinding:
             if self.store.hnsw_ef_search is not None:
                 options["ef_search"] = self.store.hnsw_ef_search
             self._driver = PgvectorDriver(conn, self.name, schema=self.schema, **options)
+            # A component dropped without close() (a pipeline that goes out of scope) closes
+            # the guard's connection with it, rather than leaving it to psycopg's warning.
+            weakref.finalize(self, conn.close)
         return self._driver
 
     def close(self) -> None:

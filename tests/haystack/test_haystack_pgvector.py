@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -118,6 +120,20 @@ def test_the_writer_creates_a_stamped_table_and_the_retriever_scores_by_cosine(
         assert d.score == pytest.approx(float(np.dot(query, vector)), abs=1e-4)
         assert len(d.embedding) == 384
     assert [d.score for d in found] == sorted((d.score for d in found), reverse=True)
+
+
+def test_a_pipeline_dropped_without_closing_closes_the_guards_connection(pg, dsn, minilm_contract):
+    # The guard's own connection to the store's database (made on the first write) goes with
+    # the pipeline that holds it: closed, not left to psycopg's "deleted while still open".
+    store = store_for(dsn)
+    pipe = indexing(minilm_contract, store)
+    pipe.run({"embedder": {"documents": documents()}})
+    store.close()  # Haystack's own connection is the store's to close
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        del pipe
+        gc.collect()
+    assert not [w for w in caught if "psycopg" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_another_contract_is_refused_by_writer_and_retriever_naming_the_field(
