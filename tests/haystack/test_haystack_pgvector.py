@@ -129,6 +129,7 @@ def test_a_pipeline_dropped_without_closing_closes_the_guards_connection(pg, dsn
     pipe = indexing(minilm_contract, store)
     pipe.run({"embedder": {"documents": documents()}})
     store.close()  # Haystack's own connection is the store's to close
+    gc.collect()  # what earlier tests of this process left behind is collected unwatched
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         del pipe
