@@ -9,9 +9,8 @@ from typing import Any
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 
-from ctxemb_chroma._neighbours import collections_in, is_store
+from ctxemb_chroma._embedded import collections_in, is_store, joinable, opened_on, shared_system
 from ctxemb_chroma._store import translated
-from ctxemb_chroma._systems import joinable, opened_on, shared_system
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
 from ctxemb_core.index.connecting import check_server, reason

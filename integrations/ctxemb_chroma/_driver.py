@@ -16,8 +16,8 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
+from ctxemb_chroma._embedded import SequenceMarks
 from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
-from ctxemb_chroma._marks import SequenceMarks
 from ctxemb_chroma._records import check_metadatas, chroma_where, space_of, write_whole
 from ctxemb_chroma._store import (
     check_client,

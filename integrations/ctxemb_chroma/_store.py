@@ -23,7 +23,7 @@ from chromadb.errors import (
 )
 from chromadb.types import Collection as CollectionModel
 
-from ctxemb_chroma._neighbours import collections_in, embedded_folder, is_store
+from ctxemb_chroma._embedded import collections_in, embedded_folder, is_store
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import missing_index

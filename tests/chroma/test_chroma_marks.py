@@ -1,4 +1,4 @@
-"""Embedded Chroma's write mark (``ctxemb_chroma._marks``): the store's own sequence numbers,
+"""Embedded Chroma's write mark (``ctxemb_chroma._embedded``): the store's own sequence numbers,
 raised by every write, ctxemb's or a raw client's; a server's client keeps none."""
 
 from __future__ import annotations
