@@ -55,9 +55,9 @@ def ray_session(args: argparse.Namespace, name: str) -> Any:
             "--ray writes to a Chroma server every actor can reach: give --host and --port "
             "(an embedded folder is one process's)"
         )
-    from ctxemb_chroma._ray import ServerCollection
+    from ctxemb_ray import AdapterSession
 
-    return ServerCollection(args.host, args.port, name)
+    return AdapterSession("ctxemb_chroma", name, {"host": args.host, "port": args.port})
 
 
 def adapter() -> Any:

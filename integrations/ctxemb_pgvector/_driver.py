@@ -534,10 +534,12 @@ def driver(
     dsn_or_conn: str | psycopg.Connection[Any],
     table: str,
     *,
+    embedder: Embedder | None = None,
     schema: str = "public",
     hnsw: bool = True,
 ) -> PgvectorDriver:
     """The driver of ``table``: through a connection, or a new one to ``dsn`` (see
-    :func:`ctxemb_pgvector.connect`; :meth:`PgvectorDriver.close` closes it)."""
+    :func:`ctxemb_pgvector.connect`; :meth:`PgvectorDriver.close` closes it). ``embedder`` is
+    taken as every store's driver takes it; a table keeps no embedding settings."""
     conn = connect(dsn_or_conn) if isinstance(dsn_or_conn, str) else dsn_or_conn
-    return PgvectorDriver(conn, table, schema=schema, hnsw=hnsw)
+    return PgvectorDriver(conn, table, embedder=embedder, schema=schema, hnsw=hnsw)

@@ -41,9 +41,9 @@ def connect(args: argparse.Namespace, *, create: bool) -> Any:
 
 def ray_session(args: argparse.Namespace, name: str) -> Any:
     """Table ``name`` in the database, as every Ray actor reaches it (``ctxemb index --ray``)."""
-    from ctxemb_pgvector._ray import DatabaseTable
+    from ctxemb_ray import AdapterSession
 
-    return DatabaseTable(args.dsn, name, args.schema)
+    return AdapterSession("ctxemb_pgvector", name, {"dsn": args.dsn}, {"schema": args.schema})
 
 
 def adapter() -> Any:

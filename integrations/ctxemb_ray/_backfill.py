@@ -104,9 +104,9 @@ def backfill_with_ray(
         encoders: the job's driver's encoders for both contracts (it opens the target and the
             shadow through the guard to plan, as the in-process backfill does).
         sessions: the store's :data:`StoreSession` of an index, by name (``ctxemb_chroma``:
-            ``lambda name: ServerCollection(host, port, name)``); every actor reads the target
-            and writes the shadow through its own, so the store must be reachable from every
-            node.
+            ``lambda name: AdapterSession("ctxemb_chroma", name, {"host": host, "port": port})``);
+            every actor reads the target and writes the shadow through its own, so the store
+            must be reachable from every node.
         address, actors, batch_size, cache, num_cpus, url, api, api_key_env, served_model: as
             :func:`ctxemb_ray.index_with_ray` takes them.
         model_path: the new contract's model folder each actor loads (``None``: found from the

@@ -3,9 +3,10 @@ can make.
 
 The optional extra ``ctxemb[ray]`` (Ray Data); Ray is imported only inside the functions here.
 The corpus side (shards, their checks and row ranges) is :mod:`ctxemb_core.shards`; the store
-side is a :data:`StoreSession`, a picklable callable the store's adapter gives, which makes the
-index's driver on whichever node calls it (``ctxemb_chroma.index_with_ray`` gives one for a
-collection on a Chroma server, ``ctxemb_pgvector.index_with_ray`` one for a table).
+side is a :data:`StoreSession`, a picklable callable which makes the index's driver on whichever
+node calls it (for a store adapter, an :class:`~ctxemb_ray.AdapterSession`: what
+``ctxemb_chroma.index_with_ray`` gives for a collection on a Chroma server,
+``ctxemb_pgvector.index_with_ray`` for a table).
 
 The job's driver creates (or opens and verifies) the stamped index, reads the corpus as a Ray
 Dataset and runs ``map_batches`` over a pool of indexing actors. Each actor loads its model once
@@ -47,7 +48,7 @@ from ctxemb_ray._actors import on_cluster, ray_module, run_job
 #: What a store's adapter gives the job: called with the node's embedder, it opens a session
 #: with the store and yields the index's driver (closing what it opened on exit). It is sent
 #: to every actor, so it must pickle: a module-level class holding addresses and names only
-#: (a :class:`DriverSession`).
+#: (a :class:`DriverSession`, such as :class:`~ctxemb_ray.AdapterSession`).
 StoreSession = Callable[[Embedder], AbstractContextManager[StoreDriver]]
 
 #: Stored records the driver reads per page when it compares the corpus with the index.

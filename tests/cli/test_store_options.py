@@ -67,6 +67,20 @@ def test_the_ray_index_refuses_a_path_beside_its_host(tmp_path, monkeypatch, cap
     one_error(err, "name two stores")
 
 
+def test_the_ray_index_refuses_a_store_that_is_one_process_s(tmp_path, monkeypatch, capsys):
+    # Every actor reopens the store on its own node: an embedded Chroma folder is one
+    # process's, and Qdrant's adapter gives no Ray session (its local mode is one process's).
+    monkeypatch.chdir(tmp_path)
+    argv = ["index", CORPUS, "--collection", "docs", "--ray"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    one_error(err, "--ray writes to a Chroma server every actor can reach: give --host")
+    code, _, err = run(capsys, *argv, "--store", "qdrant")
+    assert code == 2
+    one_error(err, "--ray cannot write to the qdrant store")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_host_alone_uses_port_8000(tmp_path, monkeypatch, capsys):
     # No server there: the error names the address tried, with the default port filled in.
     monkeypatch.chdir(tmp_path)

@@ -97,10 +97,12 @@ SHARED_PG_GUARD = frozenset(
 )
 #: The store adapters the framework adapters build on, and the names each declares for them.
 SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}
-#: What the store adapters may import from ``ctxemb_ray``, the Ray integration: the job, its
-#: summary and the session base a store's picklable session derives from. ``ctxemb_ray``
-#: itself imports ``ctxemb_core`` alone (it knows no store), so it runs over any driver.
-SHARED_RAY = frozenset({"DriverSession", "IndexSummary", "index_with_ray"})
+#: What the store adapters may import from ``ctxemb_ray``, the Ray integration: the maker of
+#: their ``index_with_ray``, its summary and the one session every store's actors reopen it
+#: with (the adapter's name and its calls' keywords). ``ctxemb_ray`` itself imports
+#: ``ctxemb_core`` alone (it knows no store: a session imports its adapter by the name it
+#: holds), so it runs over any driver; a store adapter writes no session class of its own.
+SHARED_RAY = frozenset({"AdapterSession", "IndexSummary", "index_with_ray_for"})
 #: The integrations that build on core alone: they import no other adapter.
 OVER_CORE_ONLY = ("ctxemb_ray",)
 
@@ -442,23 +444,28 @@ def later():
 def test_the_scan_refuses_what_the_ray_integration_must_not_import_nor_give():
     source = """
 from ctxemb_chroma import open_collection
-from ctxemb_ray import DriverSession, run_job
+from ctxemb_ray import AdapterSession, DriverSession, run_job
 from ctxemb_ray._job import IndexSummary
+def open():
+    return importlib.import_module("ctxemb_pgvector")
 """
     found = imports_of(source, "x.py", "ctxemb_ray")
     ray = "\n".join(cross_adapter_breaches("ctxemb_ray", found))
     assert "x.py:2: ctxemb_ray imports ctxemb_chroma; it builds on ctxemb_core alone" in ray
+    assert "x.py:6: ctxemb_ray imports ctxemb_pgvector; it builds on" in ray  # even in a call
     store = "\n".join(cross_adapter_breaches("ctxemb_pgvector", found))
     assert "imports run_job from ctxemb_ray, not a name" in store
+    # A store's session is ctxemb_ray's one class: an adapter writes no DriverSession of its own.
+    assert "imports DriverSession from ctxemb_ray, not a name" in store
     assert "imports ctxemb_ray._job; use the names of ctxemb_ray itself" in store
-    assert "DriverSession" not in store
+    assert "AdapterSession" not in store
     framework = "\n".join(cross_adapter_breaches("ctxemb_langchain", found))
     assert "ctxemb_langchain imports ctxemb_ray; only a store adapter may" in framework
 
 
 def test_the_store_adapters_build_their_ray_jobs_on_the_ray_integration():
-    # Ray is no part of core (ctxemb_core imports no framework): the job is ctxemb_ray's, and
-    # each store adapter gives it only its own session.
+    # Ray is no part of core (ctxemb_core imports no framework): the job is ctxemb_ray's, and so
+    # are the session and the public index_with_ray; each store adapter gives only its keywords.
     assert not (INTEGRATIONS.parent / "ctxemb_core" / "scaleout").exists()
     for adapter in SHARED_GUARDS:
         names = {

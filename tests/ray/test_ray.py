@@ -6,9 +6,11 @@ are stopped when the module ends. A few hundred SciFact documents in tiny batche
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -488,8 +490,12 @@ def test_the_same_job_writes_a_postgresql_table_through_its_driver(
     with pytest.raises(ContractMismatchError, match="pooling"):
         ctxemb_pgvector.index_with_ray(corpus, other, table=name, dsn=dsn)
     # The session travels to every actor with its DSN; what it prints masks the password.
-    session = ctxemb_pgvector._ray.DatabaseTable("postgresql://app:s3cret@db/rag", "docs")
+    from ctxemb_core.cli.stores import store_options
+
+    args = argparse.Namespace(dsn="postgresql://app:s3cret@db/rag", schema="public")
+    session = store_options("pgvector").ray_session(args, "docs")
     assert "s3cret" not in repr(session) and "docs" in repr(session)
+    assert pickle.loads(pickle.dumps(session)) == session
 
 
 # The upgrade's backfill on Ray (issue 45, item 4): core's plan and writes, run by actors that
@@ -515,14 +521,15 @@ def cut(minilm: Embedder) -> Embedder:
 
 
 def _backfill_on_ray(port: int, catalog: Any, alias: str, encoders: Any, **kwargs: Any) -> Any:
-    from ctxemb_chroma._ray import ServerCollection
-    from ctxemb_ray import backfill_with_ray
+    from ctxemb_ray import AdapterSession, backfill_with_ray
 
     return backfill_with_ray(
         catalog,
         alias,
         encoders,
-        sessions=lambda name: ServerCollection("127.0.0.1", port, name),
+        sessions=lambda name: AdapterSession(
+            "ctxemb_chroma", name, {"host": "127.0.0.1", "port": port}
+        ),
         cache=False,
         **{"batch_size": 2, **kwargs},
     )
