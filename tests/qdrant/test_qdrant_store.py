@@ -145,7 +145,7 @@ def test_what_update_collection_can_change_moves_the_stamp_version(docs, qclient
 
 def test_a_name_qdrant_refuses_is_refused_before_anything_is_made(qclient, embedder):
     before = [c.name for c in qclient.get_collections().collections]
-    for name in ("a/b", "", "..", "x" * 256, "what?"):
+    for name in ("a/b", "", "..", "x" * 256, "what?", "é" * 128):  # a folder name of 256 bytes
         with pytest.raises(InvalidInputError):
             ctxemb_qdrant.open_collection(qclient, name, embedder)
     assert [c.name for c in qclient.get_collections().collections] == before
