@@ -162,7 +162,7 @@ def connect(
         key = server_key(api_key, API_KEY_ENV)
         bad = (ValueError, TypeError)
         with connecting(
-            url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,), secrets=[key]
+            url, "Qdrant server", "url", malformed=bad, unreachable=(Exception,), secrets=[key]
         ):
             client = QdrantClient(url=url, api_key=key, timeout=timeout, check_compatibility=False)
             client.get_collections()  # refused here when nothing answers
