@@ -291,7 +291,11 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         if wrong:
             raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
         points = points_of(records, sealed([LAYOUT.payload(r) for r in records]))
+        # A record adopted under its own point id (an int, a uuid) moves to its uuid5, once.
+        moved = [p for r in records if r.id in held for p in point_ids(r.id)[1:]]
         with calling(self.client, "writing"):
+            if moved:
+                self.client.delete(self._name, points_selector=qm.PointIdsList(points=moved))
             for part in sent_in_parts(self._key(), points, _STEP):  # a test may arm a failure
                 self.client.upsert(self._name, part, wait=True)
 
