@@ -95,11 +95,11 @@ def connecting(
         yield
     except malformed as exc:
         why = scrub(str(exc).strip(), hidden)
-        shown = redact_dsn(address)
+        shown = scrub(redact_dsn(address), hidden)  # a key written into the URL too
         raise InvalidInputError(f"{name} {shown!r} is not a {store} address: {why}") from None
     except unreachable as exc:
         why = scrub(str(exc).strip(), hidden)
-        shown = redact_dsn(address)
+        shown = scrub(redact_dsn(address), hidden)  # a key written into the URL too
         raise StoreUnavailableError(f"{store} at {shown!r} cannot be reached: {why}") from None
 
 

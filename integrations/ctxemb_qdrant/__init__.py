@@ -27,6 +27,9 @@ MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdr
 #: driver and index objects, then the point ids and a raw client for tests.
 __all__ = [*ADAPTER_API, "QdrantDriver", "GuardedQdrantCollection", "StoredCollection"]
 __all__ += ["POINT_NAMESPACE", "RawQdrant", "point_id"]
+# The in-place upgrade through named vectors (``_named``; docs/qdrant-advanced.md).
+__all__ += ["NamedVectorView", "add_named_vector", "backfill_named", "switch_named"]
+__all__ += ["serving_vector", "vector_stamps"]
 
 # Every name above, and the tools of store_tools.TOOL_NAMES, from ``_api`` on first use.
 __getattr__ = lazy_package(__name__, "_api")

@@ -10,6 +10,12 @@ from ctxemb_qdrant._aliases import catalog as _catalog
 from ctxemb_qdrant._detect import detect_or as _detect_or
 from ctxemb_qdrant._detect import open_or as _open_or
 from ctxemb_qdrant._driver import QdrantDriver as QdrantDriver
+from ctxemb_qdrant._named import NamedVectorView as NamedVectorView
+from ctxemb_qdrant._named import add_named_vector as add_named_vector
+from ctxemb_qdrant._named import backfill_named as backfill_named
+from ctxemb_qdrant._named import serving_vector as serving_vector
+from ctxemb_qdrant._named import switch_named as switch_named
+from ctxemb_qdrant._named import vector_stamps as vector_stamps
 from ctxemb_qdrant._raw import RawQdrant as RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE as POINT_NAMESPACE
 from ctxemb_qdrant._store import check_name as check_name

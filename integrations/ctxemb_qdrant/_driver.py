@@ -3,15 +3,13 @@
 :class:`QdrantDriver` gives :class:`~ctxemb_core.index.driver_kit.ObjectDriver` (head, stamp,
 reads, writes and deletes by id) what Qdrant's ``get_collection``, ``scroll``, ``retrieve``,
 ``upsert``, ``delete`` and ``query_points`` do; ``docs/qdrant.md`` ("How a collection is laid
-out") gives the reasons. In short: the stamp is the collection's ``metadata``, written by
-``create_collection``; a nonce beside it (kept out of the metadata the driver reports) is the
-identity Qdrant does not give; the stamp version also digests the vector, quantization and
-HNSW configuration (what ``update_collection`` can change); the store's setting is the
-datatype and width; collections are ``Dot`` (vectors kept bit for bit); a record is the point
-``uuid5(POINT_NAMESPACE, id)``, its payload core's :class:`PayloadLayout`, the store's order
-core's :class:`SealedOrder` of the payloads. No transactions (the guard undoes), no write mark
-(the guard lists ids on open). Local mode's head is read again only when the collection's live
-state changed (:meth:`QdrantDriver._live`).
+out") gives the reasons: the stamp is the collection's ``metadata``, written by
+``create_collection``, with a nonce (the identity Qdrant does not give); the stamp version
+digests the vector, quantization and HNSW configuration too; the store's setting is the
+datatype and width; the unnamed vector is ``Dot`` (named ones beside it: ``_named``'s upgrade);
+a record is the point ``uuid5(POINT_NAMESPACE, id)``, its payload core's :class:`PayloadLayout`,
+its order core's :class:`SealedOrder`. No transactions (the guard undoes), no write mark. Local
+mode's head is read again only when its live state changed (:meth:`QdrantDriver._live`).
 """
 
 from __future__ import annotations
@@ -67,12 +65,12 @@ _STEP = 256
 def points_of(
     records: Sequence[protocol.Record], payloads: Sequence[dict[str, Any]]
 ) -> list[qm.PointStruct]:
-    """Records as Qdrant's points: each id's :func:`point_id`, its vector (``{}``: none) and
+    """Records as Qdrant's points: each id's :func:`point_id`, its unnamed vector (``{}``: none),
     its payload of ``payloads``; unvalidated, all known valid (as local mode builds its own)."""
     return [
         qm.PointStruct.model_construct(
             id=point_id(r.id),
-            vector={} if r.vector is None else np.asarray(r.vector, np.float32).tolist(),
+            vector={} if r.vector is None else {"": np.asarray(r.vector, np.float32).tolist()},
             payload=payload,
         )
         for r, payload in zip(records, payloads, strict=True)
@@ -161,6 +159,8 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
 
     def _params(self, handle: qm.CollectionInfo) -> qm.VectorParams:
         vectors = handle.config.params.vectors
+        if isinstance(vectors, dict):  # named vectors added beside it (an in-place upgrade)
+            vectors = vectors.get("", vectors)
         if not isinstance(vectors, qm.VectorParams):
             raise InvalidInputError(
                 f"collection {self._name!r} holds named vectors {sorted(vectors or {})}; "
@@ -291,7 +291,11 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         if wrong:
             raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
         points = points_of(records, sealed([LAYOUT.payload(r) for r in records]))
+        # A record adopted under its own point id (an int, a uuid) moves to its uuid5, once.
+        moved = [p for r in records if r.id in held for p in point_ids(r.id)[1:]]
         with calling(self.client, "writing"):
+            if moved:
+                self.client.delete(self._name, points_selector=qm.PointIdsList(points=moved))
             for part in sent_in_parts(self._key(), points, _STEP):  # a test may arm a failure
                 self.client.upsert(self._name, part, wait=True)
 

@@ -28,15 +28,8 @@ from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import FolderClients, held_elsewhere, store_folder
 from ctxemb_qdrant._names import API_KEY_ENV, DEFAULT_PATH
 
-__all__ = [
-    "API_KEY_ENV",
-    "DEFAULT_PATH",
-    "POINT_NAMESPACE",
-    "calling",
-    "check_name",
-    "connect",
-    "point_id",
-]
+__all__ = ["API_KEY_ENV", "DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect"]
+__all__ += ["point_id"]
 
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")
@@ -65,9 +58,10 @@ def check_name(name: Any) -> str:
     """``name`` if Qdrant takes it as a collection name, else ``InvalidInputError`` saying why
     (checked before anything connects or is created)."""
     bad = isinstance(name, str) and next((c for c in _BAD_CHARS if c in name), None)
-    if not isinstance(name, str) or name in ("", ".", "..") or len(name) > 255 or bad:
+    size = len(name.encode(errors="replace")) if isinstance(name, str) else 0  # a folder's name
+    if not isinstance(name, str) or name in ("", ".", "..") or size > 255 or bad:
         raise InvalidInputError(
-            f"collection name {name!r} is not one Qdrant accepts: 1-255 characters, not '.' or "
+            f"collection name {name!r} is not one Qdrant accepts: 1-255 bytes (UTF-8), not '.' or "
             f"'..', none of {' '.join(repr(c) for c in _BAD_CHARS)}"
         )
     return name
@@ -168,7 +162,7 @@ def connect(
         key = server_key(api_key, API_KEY_ENV)
         bad = (ValueError, TypeError)
         with connecting(
-            url, "a Qdrant server", "url", malformed=bad, unreachable=(Exception,), secrets=[key]
+            url, "Qdrant server", "url", malformed=bad, unreachable=(Exception,), secrets=[key]
         ):
             client = QdrantClient(url=url, api_key=key, timeout=timeout, check_compatibility=False)
             client.get_collections()  # refused here when nothing answers

@@ -126,3 +126,19 @@ def test_a_server_s_head_is_one_request(listener, monkeypatch):
     listener.seen.clear()
     assert ctxemb_qdrant.QdrantDriver(client, "docs").head() is None  # 404: no collection
     assert [(method, path) for method, path, _ in listener.seen] == [("GET", "/collections/docs")]
+
+
+def test_a_key_written_into_the_url_is_not_shown_either():
+    import socket
+
+    from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreUnavailableError) as err:
+        ctxemb_qdrant.connect(url=f"http://127.0.0.1:{port}/{KEY}", api_key=KEY)
+    assert KEY not in str(err.value) and "Qdrant server at" in str(err.value)
+    with pytest.raises(InvalidInputError) as err:
+        ctxemb_qdrant.connect(url="http://bad host:6333", api_key=KEY)
+    assert "is not a Qdrant server address" in str(err.value)

@@ -111,3 +111,23 @@ def test_a_vector_written_around_the_guard_is_caught_on_open(client, old):
 
     with pytest.raises(ForeignVectorsError):
         GuardedIndex.open(NamedVectorView(client, "docs", "v1"), old, sample=len(TEXTS))
+
+
+def test_a_collection_ctxemb_made_keeps_serving_its_contract_through_the_upgrade(old, new):
+    # The in-place path on what open_collection makes (its unnamed vector): adding the named
+    # vector leaves the old index readable and writable through the guard until the switch.
+    import ctxemb_qdrant  # the upgrade's functions are the package's own too
+
+    client = QdrantClient(location=":memory:")
+    docs = ctxemb_qdrant.open_collection(client, "docs", old)
+    docs.add([f"d{k}" for k in range(6)], TEXTS[:6])
+    before = docs.query([TEXTS[2]], n_results=3)["ids"]
+    ctxemb_qdrant.add_named_vector(client, "docs", "v2", new)
+    assert docs.query([TEXTS[2]], n_results=3)["ids"] == before
+    docs.add(["d6"], [TEXTS[6]])
+    assert ctxemb_qdrant.backfill_named(client, "docs", "v2", new) == 7
+    ctxemb_qdrant.switch_named(client, "docs", "v2")
+    view = ctxemb_qdrant.NamedVectorView(client, "docs", "v2")
+    assert GuardedIndex.open(view, new).count() == 7
+    reopened = ctxemb_qdrant.open_collection(client, "docs", old)
+    assert reopened.count() == 7 and reopened.query([TEXTS[6]], n_results=1)["ids"] == [["d6"]]

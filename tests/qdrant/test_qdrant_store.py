@@ -145,7 +145,7 @@ def test_what_update_collection_can_change_moves_the_stamp_version(docs, qclient
 
 def test_a_name_qdrant_refuses_is_refused_before_anything_is_made(qclient, embedder):
     before = [c.name for c in qclient.get_collections().collections]
-    for name in ("a/b", "", "..", "x" * 256, "what?"):
+    for name in ("a/b", "", "..", "x" * 256, "what?", "é" * 128):  # a folder name of 256 bytes
         with pytest.raises(InvalidInputError):
             ctxemb_qdrant.open_collection(qclient, name, embedder)
     assert [c.name for c in qclient.get_collections().collections] == before
@@ -257,3 +257,25 @@ def test_a_search_among_given_ids_only(qclient, embedder):
     assert found["ids"] == [["bike"]] and len(found["distances"][0]) == 1
     with pytest.raises(TypeError):
         docs.query([QUERY], n_results=1, exact=True)  # another store's option
+
+
+@pytest.mark.parametrize(
+    "point", [lambda k: k + 1, lambda k: f"00000000-0000-0000-0000-{k + 1:012d}"]
+)
+def test_an_adopted_point_under_its_own_id_is_replaced_not_doubled(qclient, embedder, point):
+    # A collection a plain client wrote (int or uuid point ids, no ctxemb id in the payload):
+    # once adopted, an upsert of one of its ids replaces that record, it does not add a second.
+    name = fresh_name()
+    texts = list(DOCS.values())
+    params = qm.VectorParams(size=embedder.contract.output_dim, distance=qm.Distance.COSINE)
+    qclient.create_collection(name, vectors_config=params)
+    points = [
+        qm.PointStruct(id=point(k), vector=v.tolist(), payload={"page_content": t, "metadata": {}})
+        for k, (t, v) in enumerate(zip(texts, embedder.embed_documents(texts), strict=True))
+    ]
+    qclient.upsert(name, points)
+    docs = ctxemb_qdrant.open_collection(qclient, name, embedder, adopt=True)
+    first = str(point(0))
+    docs.upsert([first], ["Oil the bicycle chain."])
+    assert docs.count() == len(texts) == len(docs.driver.ids())
+    assert docs.get(ids=[first])["documents"] == ["Oil the bicycle chain."]
