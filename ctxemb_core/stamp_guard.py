@@ -35,7 +35,13 @@ from ctxemb_core.errors import (
     StampError,
     StorageMismatchError,
 )
-from ctxemb_core.records import RecordCheck, check_stored, detection_probability, refuse_foreign
+from ctxemb_core.records import (
+    NO_TEXT,
+    RecordCheck,
+    check_stored,
+    detection_probability,
+    refuse_foreign,
+)
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp, agreement
 
 __all__ = [
@@ -519,10 +525,25 @@ def adopt_stamp(
             text included), or the index has records but none was checked.
     """
     result = sample if isinstance(sample, RecordCheck) else check_stored(embedder, *sample)
-    if result.bad or (stored and result.min_agreement is None):
-        raise MissingStampError(
-            f"cannot adopt {name!r}: its stored vectors are not this contract's "
-            f"(lowest agreement {result.min_agreement}, {len(result.bad)} of "
-            f"{result.checked} sampled documents differ, or no documents to re-embed)"
+    if not (result.bad or (stored and result.min_agreement is None)):
+        return IndexStamp.from_embedder(embedder)
+    untexted = sum(why == NO_TEXT for why in result.bad.values())
+    if untexted == len(result.bad) and result.min_agreement is None:
+        # Nothing was compared: a verdict on the vectors would be a guess (a framework that
+        # keeps its text under another key, or records written without text).
+        seen = (
+            f"{untexted} of {result.checked} sampled records carry no text where ctxemb reads it"
+            if result.checked
+            else f"none of its {stored} records was sampled"
         )
-    return IndexStamp.from_embedder(embedder)
+        raise MissingStampError(
+            f"cannot adopt {name!r}: no documents to re-embed ({seen}), so nothing proves which "
+            "contract made its vectors. A store written by another framework may keep its text "
+            "elsewhere: index the texts again under ctxemb"
+        )
+    also = f", {untexted} {'has' if untexted == 1 else 'have'} no text" if untexted else ""
+    raise MissingStampError(
+        f"cannot adopt {name!r}: its stored vectors are not this contract's (lowest agreement "
+        f"{result.min_agreement}, {len(result.bad) - untexted} of {result.checked} sampled "
+        f"documents differ{also})"
+    )

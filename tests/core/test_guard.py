@@ -73,6 +73,13 @@ def test_adopt_stamp_needs_a_sample_that_proves_the_stored_vectors(minilm, minil
     other = Embedder(minilm_contract.with_(pooling="max")).embed_documents(texts)
     with pytest.raises(MissingStampError, match=r"cannot adopt 'docs'.*1 of 2 sampled"):
         adopt_stamp(minilm, (["a", "b"], texts, [good[0], other[1]]), stored=2, name="docs")
-    with pytest.raises(MissingStampError, match="no documents to re-embed"):
+    with pytest.raises(MissingStampError, match="no documents to re-embed") as untexted:
         adopt_stamp(minilm, (["a"], [None], good[:1]), stored=1, name="docs")
+    # Nothing was compared: the refusal says so, not that the vectors are another contract's.
+    assert "1 of 1 sampled records carry no text" in str(untexted.value)
+    assert "not this contract's" not in str(untexted.value)
+    with pytest.raises(MissingStampError, match="none of its 3 records was sampled"):
+        adopt_stamp(minilm, ([], [], []), stored=3, name="docs")
+    with pytest.raises(MissingStampError, match=r"1 of 2 sampled documents differ, 1 has"):
+        adopt_stamp(minilm, (["a", "b"], [texts[0], None], [other[0], good[1]]), 2, "docs")
     assert adopt_stamp(minilm, ([], [], []), stored=0, name="empty").contract == minilm_contract
