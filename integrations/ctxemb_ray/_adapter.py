@@ -34,8 +34,10 @@ class AdapterSession(DriverSession):
     reaches it: ``adapter.connect(**connect)``, then ``adapter.driver(client, name,
     embedder=embedder, **driver)``, on the actor's own node.
 
-    The name is checked with the adapter's ``check_name`` when the session is made, so a bad
-    one fails before any actor starts; the keywords are the adapter's own calls' to check. The
+    The name, and each text keyword of the driver (the scope the index lives in: PostgreSQL's
+    schema), are checked with the adapter's ``check_name`` when the session is made, so a bad
+    one fails before anything is reached; the other keywords are the adapter's own calls' to
+    check. The
     keywords travel to the actors as they are (a DSN with its password); the ``repr`` masks
     any password.
 
@@ -50,7 +52,11 @@ class AdapterSession(DriverSession):
     driver: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._adapter().check_name(self.name)
+        adapter = self._adapter()
+        adapter.check_name(self.name)
+        for key, value in self.driver.items():  # a name the index lives in (a schema): a name too
+            if isinstance(value, str):
+                adapter.check_name(value, f"{key} name")
 
     def __repr__(self) -> str:
         shown = [repr(self.adapter), repr(self.name)]

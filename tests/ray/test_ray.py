@@ -42,6 +42,7 @@ from ctxemb_core.documents import TEXT_KEY, text_digest  # noqa: E402
 from ctxemb_core.errors import (  # noqa: E402
     ContractMismatchError,
     DataFormatError,
+    InvalidInputError,
     StoreUnavailableError,
 )
 from ctxemb_core.eval.beir import document_text, load_jsonl_corpus  # noqa: E402
@@ -496,6 +497,21 @@ def test_the_same_job_writes_a_postgresql_table_through_its_driver(
     session = store_options("pgvector").ray_session(args, "docs")
     assert "s3cret" not in repr(session) and "docs" in repr(session)
     assert pickle.loads(pickle.dumps(session)) == session
+
+
+def test_a_bad_name_or_schema_is_refused_before_the_store_is_reached(tmp_path):
+    # No database listens at this DSN: the names are refused first, as typed input errors.
+    pytest.importorskip("psycopg")
+    import ctxemb_pgvector
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", CORPUS)
+    nowhere = "postgresql://app:s3cret@127.0.0.1:1/rag"
+    contract = contract_for(MINILM)
+    for keywords, named in (({"table": "no such"}, "table name"), ({"schema": "a;b"}, "schema")):
+        given = {"table": "docs", "dsn": nowhere, **keywords}
+        with pytest.raises(InvalidInputError, match=named) as refused:
+            ctxemb_pgvector.index_with_ray(corpus, contract, **given)
+        assert "s3cret" not in str(refused.value)
 
 
 # The upgrade's backfill on Ray (issue 45, item 4): core's plan and writes, run by actors that
