@@ -31,6 +31,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_qdrant._named import NamedVectorView, _info, _vector_params
+from ctxemb_qdrant._serving import FASTEMBED_TEXT, fastembed_vector
 
 __all__ = [
     "FASTEMBED_TEXT",
@@ -40,11 +41,8 @@ __all__ = [
     "detect_or",
     "fastembed_layout",
     "fastembed_vector_name",
-    "open_or",
 ]
 
-#: The payload key fastembed's helpers kept a point's text under.
-FASTEMBED_TEXT = "document"
 #: The models ctxemb can run whose fastembed vector name a collection may carry.
 KNOWN_MODELS = (DEFAULT_MODEL,)
 
@@ -157,17 +155,13 @@ def adopt_fastembed(
 
 def fastembed_layout(client: QdrantClient, collection: str) -> str | None:
     """The fastembed vector's name when ``collection`` is in fastembed's layout (one
-    ``fast-<model>`` vector, no unnamed one), else ``None`` (also when there is no such
-    collection: the store's own calls then say so)."""
+    ``fast-<model>`` vector, no unnamed one: :func:`~ctxemb_qdrant._serving.fastembed_vector`),
+    else ``None`` (also when there is no such collection: the store's own calls then say so)."""
     try:
         info = _info(client, collection)
     except InvalidInputError:
         return None
-    if info is None:
-        return None
-    names = list(_vector_params(info))
-    fast = [n for n in names if n.startswith("fast-") and not n.startswith("fast-sparse-")]
-    return fast[0] if len(fast) == 1 and "" not in names else None
+    return None if info is None else fastembed_vector(_vector_params(info))
 
 
 def _view(client: QdrantClient, collection: str, vector: str) -> NamedVectorView:
@@ -188,22 +182,3 @@ def detect_or(detect: Any) -> Any:
         return detect_driver(_view(client, name, vector), *(models or named), **options)
 
     return detecting
-
-
-def open_or(open_collection: Any) -> Any:
-    """The adapter's ``open_collection``: a collection in fastembed's layout opens (and with
-    ``adopt=True`` is adopted: ``ctxemb detect --adopt``) as its fastembed vector through
-    core's guard, read-only; any other through ``open_collection``."""
-
-    @functools.wraps(open_collection)
-    def opening(client: Any, name: str, contract: Any, **options: Any) -> Any:
-        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
-        if vector is None:
-            return open_collection(client, name, contract, **options)
-        from ctxemb_core.index import GuardedIndex
-        from ctxemb_core.stamp_guard import as_embedder
-
-        options.pop("create", None)  # a fastembed collection exists: nothing is created
-        return GuardedIndex.open(_view(client, name, vector), as_embedder(contract), **options)
-
-    return opening
