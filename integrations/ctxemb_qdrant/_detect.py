@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -115,7 +115,7 @@ def detect_fastembed(
             "models (ctxemb detect --model ...)"
         )
     view = NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
-    report = detect_driver(view, *candidates, sample=sample)
+    report = _named_as(detect_driver(view, *candidates, sample=sample), vector)
     return FastembedFinding(collection, vector, named, report)
 
 
@@ -168,10 +168,28 @@ def _view(client: QdrantClient, collection: str, vector: str) -> NamedVectorView
     return NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
 
 
+def _named_as(report: DetectReport, vector: str) -> DetectReport:
+    """``report``, not conclusive where its best model is not the one ``vector``'s name
+    claims: fastembed named the vector after the model that wrote it."""
+    best = report.best
+    if not report.conclusive or best is None:
+        return report
+    claimed = fastembed_vector_name(best.contract.model)
+    if claimed == vector:
+        return report
+    why = (
+        f"the vector's name {vector!r} claims another model than the one whose vectors it "
+        f"holds ({best.contract.model}, whose fastembed name is {claimed!r})"
+    )
+    return replace(report, conclusive=False, unknown=(why, *report.unknown))
+
+
 def detect_or(detect: Any) -> Any:
     """The adapter's ``detect`` (``ctxemb detect``): a collection in fastembed's layout is read
     through its fastembed vector (the candidates: the models named, else those its name can
-    be); any other through ``detect``."""
+    be; a name ctxemb knows no model by is refused, as :func:`detect_fastembed` refuses it),
+    and is conclusive only for the model its vector's name claims; any other through
+    ``detect``."""
 
     @functools.wraps(detect)
     def detecting(client: Any, name: str, *models: Any, **options: Any) -> Any:
@@ -179,6 +197,12 @@ def detect_or(detect: Any) -> Any:
         if vector is None:
             return detect(client, name, *models, **options)
         named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
-        return detect_driver(_view(client, name, vector), *(models or named), **options)
+        if not (models or named):
+            raise InvalidInputError(
+                f"collection {name!r}: fastembed's vector {vector!r} names no model ctxemb "
+                "knows by that name; name the candidate models (ctxemb detect --model ...)"
+            )
+        report = detect_driver(_view(client, name, vector), *(models or named), **options)
+        return _named_as(report, vector)
 
     return detecting

@@ -193,3 +193,23 @@ def test_an_adopted_fastembed_collection_serves_every_command(tmp_path, vectors,
     assert np.array_equal(
         np.asarray(moved.get(include=["embeddings"])["embeddings"]).shape, (len(TEXTS), 384)
     )
+
+
+def test_a_vector_name_that_claims_another_model_is_not_conclusive(tmp_path, vectors, capsys):
+    """A ``fast-bge-small-en`` vector holding MiniLM's vectors: the name says one model, the
+    vectors another; neither ctxemb_qdrant.detect nor ``ctxemb detect --adopt`` takes it."""
+    import ctxemb_qdrant
+
+    folder = tmp_path / "q"
+    client = ctxemb_qdrant.connect(folder)
+    fastembed_collection(client, "liar", vectors, vector="fast-bge-small-en")
+    with pytest.raises(InvalidInputError, match="names no model ctxemb knows"):
+        ctxemb_qdrant.detect(client, "liar", sample=6)
+    report = ctxemb_qdrant.detect(client, "liar", MODEL, sample=6)
+    assert not report.conclusive and "claims another model" in report.unknown[0]
+    assert not detect_fastembed(client, "liar", MODEL, sample=6).conclusive
+    store = ("--store", "qdrant", "--qdrant-path", str(folder), "--collection", "liar")
+    code, out, err = run(capsys, "detect", *store, "--adopt", "--model", MODEL, "--sample", "6")
+    assert code != 0 and "claims another model" in out + err
+    held = ctxemb_qdrant.connect(folder).get_collection("liar").config.metadata
+    assert not (held or {}).get(VECTORS_KEY)
