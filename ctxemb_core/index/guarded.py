@@ -42,6 +42,7 @@ from ctxemb_core.documents import TEXT_KEY, check_fingerprint
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
+    ContractMismatchError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
@@ -314,6 +315,16 @@ def _all_ids(driver: StoreDriver) -> list[str]:
             return out
 
 
+def _noted(driver: StoreDriver, exc: ContractMismatchError) -> None:
+    """Add to ``exc`` what a driver knows of why its index is another contract's (its optional
+    ``mismatch_note(caller)``: a Qdrant collection switched to another named vector, and the
+    switch back), so a caller of the old contract learns the way back, not only the diff."""
+    noting = getattr(driver, "mismatch_note", None)
+    note = noting(exc.caller) if noting is not None and exc.caller is not None else None
+    if note:
+        exc.args = (f"{exc.problem.rstrip()}\n{note}. ", *exc.args[1:])
+
+
 def _verify_open(
     driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int, repair: bool = False
 ) -> tuple[IndexStamp, OpenCheck, StampRead]:
@@ -324,7 +335,11 @@ def _verify_open(
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
     stamp = IndexStamp.from_metadata(read.metadata)
-    stamp.verify(embedder)
+    try:
+        stamp.verify(embedder)
+    except ContractMismatchError as exc:
+        _noted(driver, exc)
+        raise
     try:
         _check_setting(driver, read, stamp)
     except ConfigurationMismatchError:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ctxemb_qdrant._aliases import catalog as _catalog
 from ctxemb_qdrant._detect import detect_or as _detect_or
-from ctxemb_qdrant._detect import open_or as _open_or
 from ctxemb_qdrant._driver import QdrantDriver as QdrantDriver
 from ctxemb_qdrant._named import NamedVectorView as NamedVectorView
 from ctxemb_qdrant._named import add_named_vector as add_named_vector
@@ -32,6 +31,5 @@ driver = QdrantDriver
 #: The store's collections and aliases for upgrades (Qdrant's native alias; ``_aliases``).
 catalog = _catalog
 detect = _detect_or(TOOLS.detect)  # fastembed's collections too (_detect)
-open_collection = _open_or(TOOLS.open)  # a fastembed collection: its vector, read-only
 # Core's other tools over a collection, under every adapter's names (store_tools.TOOL_NAMES).
 __getattr__ = TOOLS.exported("ctxemb_qdrant")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -31,6 +31,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_qdrant._named import NamedVectorView, _info, _vector_params
+from ctxemb_qdrant._serving import FASTEMBED_TEXT, fastembed_vector
 
 __all__ = [
     "FASTEMBED_TEXT",
@@ -40,11 +41,8 @@ __all__ = [
     "detect_or",
     "fastembed_layout",
     "fastembed_vector_name",
-    "open_or",
 ]
 
-#: The payload key fastembed's helpers kept a point's text under.
-FASTEMBED_TEXT = "document"
 #: The models ctxemb can run whose fastembed vector name a collection may carry.
 KNOWN_MODELS = (DEFAULT_MODEL,)
 
@@ -117,7 +115,7 @@ def detect_fastembed(
             "models (ctxemb detect --model ...)"
         )
     view = NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
-    report = detect_driver(view, *candidates, sample=sample)
+    report = _named_as(detect_driver(view, *candidates, sample=sample), vector)
     return FastembedFinding(collection, vector, named, report)
 
 
@@ -157,27 +155,41 @@ def adopt_fastembed(
 
 def fastembed_layout(client: QdrantClient, collection: str) -> str | None:
     """The fastembed vector's name when ``collection`` is in fastembed's layout (one
-    ``fast-<model>`` vector, no unnamed one), else ``None`` (also when there is no such
-    collection: the store's own calls then say so)."""
+    ``fast-<model>`` vector, no unnamed one: :func:`~ctxemb_qdrant._serving.fastembed_vector`),
+    else ``None`` (also when there is no such collection: the store's own calls then say so)."""
     try:
         info = _info(client, collection)
     except InvalidInputError:
         return None
-    if info is None:
-        return None
-    names = list(_vector_params(info))
-    fast = [n for n in names if n.startswith("fast-") and not n.startswith("fast-sparse-")]
-    return fast[0] if len(fast) == 1 and "" not in names else None
+    return None if info is None else fastembed_vector(_vector_params(info))
 
 
 def _view(client: QdrantClient, collection: str, vector: str) -> NamedVectorView:
     return NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
 
 
+def _named_as(report: DetectReport, vector: str) -> DetectReport:
+    """``report``, not conclusive where its best model is not the one ``vector``'s name
+    claims: fastembed named the vector after the model that wrote it."""
+    best = report.best
+    if not report.conclusive or best is None:
+        return report
+    claimed = fastembed_vector_name(best.contract.model)
+    if claimed == vector:
+        return report
+    why = (
+        f"the vector's name {vector!r} claims another model than the one whose vectors it "
+        f"holds ({best.contract.model}, whose fastembed name is {claimed!r})"
+    )
+    return replace(report, conclusive=False, unknown=(why, *report.unknown))
+
+
 def detect_or(detect: Any) -> Any:
     """The adapter's ``detect`` (``ctxemb detect``): a collection in fastembed's layout is read
     through its fastembed vector (the candidates: the models named, else those its name can
-    be); any other through ``detect``."""
+    be; a name ctxemb knows no model by is refused, as :func:`detect_fastembed` refuses it),
+    and is conclusive only for the model its vector's name claims; any other through
+    ``detect``."""
 
     @functools.wraps(detect)
     def detecting(client: Any, name: str, *models: Any, **options: Any) -> Any:
@@ -185,25 +197,12 @@ def detect_or(detect: Any) -> Any:
         if vector is None:
             return detect(client, name, *models, **options)
         named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
-        return detect_driver(_view(client, name, vector), *(models or named), **options)
+        if not (models or named):
+            raise InvalidInputError(
+                f"collection {name!r}: fastembed's vector {vector!r} names no model ctxemb "
+                "knows by that name; name the candidate models (ctxemb detect --model ...)"
+            )
+        report = detect_driver(_view(client, name, vector), *(models or named), **options)
+        return _named_as(report, vector)
 
     return detecting
-
-
-def open_or(open_collection: Any) -> Any:
-    """The adapter's ``open_collection``: a collection in fastembed's layout opens (and with
-    ``adopt=True`` is adopted: ``ctxemb detect --adopt``) as its fastembed vector through
-    core's guard, read-only; any other through ``open_collection``."""
-
-    @functools.wraps(open_collection)
-    def opening(client: Any, name: str, contract: Any, **options: Any) -> Any:
-        vector = fastembed_layout(client, name) if isinstance(client, QdrantClient) else None
-        if vector is None:
-            return open_collection(client, name, contract, **options)
-        from ctxemb_core.index import GuardedIndex
-        from ctxemb_core.stamp_guard import as_embedder
-
-        options.pop("create", None)  # a fastembed collection exists: nothing is created
-        return GuardedIndex.open(_view(client, name, vector), as_embedder(contract), **options)
-
-    return opening

@@ -6,9 +6,11 @@ reads, writes and deletes by id) what Qdrant's ``get_collection``, ``scroll``, `
 out") gives the reasons: the stamp is the collection's ``metadata``, written by
 ``create_collection``, with a nonce (the identity Qdrant does not give); the stamp version
 digests the vector, quantization and HNSW configuration too; the store's setting is the
-datatype and width; the unnamed vector is ``Dot`` (named ones beside it: ``_named``'s upgrade);
-a record is the point ``uuid5(POINT_NAMESPACE, id)``, its payload core's :class:`PayloadLayout`,
-its order core's :class:`SealedOrder`. No transactions (the guard undoes), no write mark. Local
+datatype and width; the unnamed vector is ``Dot``. Which vector it reads, writes and searches,
+and where that vector's stamp is, is ``_serving``'s one decision (the unnamed one; fastembed's
+one named vector; the one ``switch_named`` chose, each stamped apart); a record is the point
+``uuid5(POINT_NAMESPACE, id)``, its payload core's :class:`PayloadLayout`, its order core's
+:class:`SealedOrder`. No transactions (the guard undoes), no write mark. Local
 mode's head is read again only when its live state changed (:meth:`QdrantDriver._live`).
 """
 
@@ -36,8 +38,9 @@ from ctxemb_core.index.driver_kit import (
     unstamped_refusal,
 )
 from ctxemb_core.index.embedded import missing_index
-from ctxemb_core.index.payloads import PayloadLayout, SealedOrder
+from ctxemb_core.index.payloads import SealedOrder
 from ctxemb_core.index.shaped import Found, hits_of
+from ctxemb_qdrant._serving import IDENTITY_KEY, LAYOUT, Served, points_of, serving
 from ctxemb_qdrant._store import (
     calling,
     check_name,
@@ -45,41 +48,16 @@ from ctxemb_qdrant._store import (
     collections_in,
     is_store,
     local_engine,
-    point_id,
     point_ids,
     store_address,
 )
 
 __all__ = ["IDENTITY_KEY", "LAYOUT", "QdrantDriver", "points_of"]
 
-#: The collection metadata key of the creation nonce (the collection's identity).
-IDENTITY_KEY = "ctxemb_identity"
-#: Payload keys: the ctxemb id, the text and the metadata (as ``langchain-qdrant`` names them).
-LAYOUT = PayloadLayout(text="page_content", metadata="metadata", id="ctxemb_id")
 #: Qdrant's distances in the protocol's spaces.
 _SPACES = {qm.Distance.DOT: "ip", qm.Distance.COSINE: "cosine", qm.Distance.EUCLID: "l2"}
 #: Points per upsert, and per scroll page.
 _STEP = 256
-
-
-def points_of(
-    records: Sequence[protocol.Record], payloads: Sequence[dict[str, Any]]
-) -> list[qm.PointStruct]:
-    """Records as Qdrant's points: each id's :func:`point_id`, its unnamed vector (``{}``: none),
-    its payload of ``payloads``; unvalidated, all known valid (as local mode builds its own)."""
-    return [
-        qm.PointStruct.model_construct(
-            id=point_id(r.id),
-            vector={} if r.vector is None else {"": np.asarray(r.vector, np.float32).tolist()},
-            payload=payload,
-        )
-        for r, payload in zip(records, payloads, strict=True)
-    ]
-
-
-def _vector(point: Any) -> np.ndarray | None:
-    vector = point.vector.get("") or None if isinstance(point.vector, dict) else point.vector
-    return None if vector is None else np.asarray(vector, dtype=np.float32)  # {}: none held
 
 
 class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
@@ -157,16 +135,18 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         folder = Path(local.location) if local is not None and local.persistent else None
         return missing_index("collection", self._name, names, folder, is_store, collections_in)
 
+    def _served(self, handle: qm.CollectionInfo | None = None) -> Served:
+        """The vector the collection serves (``_serving``: unnamed, fastembed's, switched to)."""
+        return serving(handle or self._collection(), self._name)
+
     def _params(self, handle: qm.CollectionInfo) -> qm.VectorParams:
-        vectors = handle.config.params.vectors
-        if isinstance(vectors, dict):  # named vectors added beside it (an in-place upgrade)
-            vectors = vectors.get("", vectors)
-        if not isinstance(vectors, qm.VectorParams):
-            raise InvalidInputError(
-                f"collection {self._name!r} holds named vectors {sorted(vectors or {})}; "
-                "this driver reads a collection of one unnamed vector"
-            )
-        return vectors
+        return self._served(handle).params(handle)
+
+    def mismatch_note(self, caller: Any) -> str | None:
+        """After a switch: the vector served and how to switch back (core adds it to a
+        ``ContractMismatchError`` on open)."""
+        handle = self._collection(fresh=True)
+        return self._served(handle).note(handle.config.metadata, caller)
 
     def _identity(self, handle: qm.CollectionInfo) -> str:
         # Without a nonce (made around ctxemb, not yet stamped through it) the name stands in.
@@ -175,8 +155,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         return str(nonce) if created is None else f"{nonce}@{created}"
 
     def _metadata(self, handle: qm.CollectionInfo) -> Mapping[str, Any] | None:
-        meta = handle.config.metadata
-        return None if meta is None else {k: v for k, v in meta.items() if k != IDENTITY_KEY}
+        return self._served(handle).stamp(handle.config.metadata)
 
     def _storage(self, handle: qm.CollectionInfo) -> Mapping[str, Any]:
         params = self._params(handle)
@@ -201,12 +180,11 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
             self.client.create_collection(self._name, vectors_config=params, metadata=metadata)
 
     def _modify(self, handle: qm.CollectionInfo, metadata: dict[str, Any], stamp: Any) -> None:
-        # Qdrant merges metadata: a key to remove is sent as null.
-        gone: dict[str, Any] = {k: None for k in self._metadata(handle) or {} if k not in metadata}
+        update = self._served(handle).update(handle.config.metadata, metadata)
         if not (handle.config.metadata or {}).get(IDENTITY_KEY):  # adopted: an identity now
-            gone[IDENTITY_KEY] = uuid.uuid4().hex
+            update[IDENTITY_KEY] = uuid.uuid4().hex
         with calling(self.client, f"stamping {self._name!r}"):
-            self.client.update_collection(self._name, metadata={**metadata, **gone})
+            self.client.update_collection(self._name, metadata=update)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -215,7 +193,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         and its payload (what :class:`SealedOrder` orders)."""
         found: list[Any] = []
         offset: Any = None
-        query_filter = self._filter(where)
+        query_filter, layout = self._filter(where), self._served().layout
         with calling(self.client, f"reading collection {self._name!r}"):
             while True:
                 page, offset = self.client.scroll(
@@ -225,14 +203,17 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
                 if offset is None:
                     break
         return [
-            (LAYOUT.record(p.payload, p.id, None, frozenset()).id, p.id, p.payload or {})
+            (layout.record(p.payload, p.id, None, frozenset()).id, p.id, p.payload or {})
             for p in found
         ]
 
     def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[protocol.Record]:
         with calling(self.client, "reading records"):
             got = self.client.retrieve(self._name, keys, with_vectors="vector" in include)
-        by_id = {p.id: LAYOUT.record(p.payload, p.id, _vector(p), include) for p in got}
+        served = self._served()
+        by_id = {
+            p.id: served.layout.record(p.payload, p.id, served.vector_of(p), include) for p in got
+        }
         return [by_id[i] for i in keys if i in by_id]
 
     def count(self) -> int:
@@ -263,7 +244,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         if ids is not None:
             terms.append(qm.HasIdCondition(has_id=[p for i in ids for p in point_ids(i)]))
         for key, value in json_filter(where, "Qdrant").items() if where is not None else ():
-            field = f"{LAYOUT.metadata}.{key}"
+            field = self._served().field(key)
             if isinstance(value, (bool, int, str)):
                 terms.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             elif isinstance(value, float):
@@ -286,11 +267,13 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         held: Mapping[str, protocol.Record],
         replace: bool,
     ) -> None:
-        width = self._params(handle).size
+        served = self._served(handle)
+        served.check_writable()
+        width = served.params(handle).size
         wrong = [r.id for r in records if r.vector is not None and np.size(r.vector) != width]
         if wrong:
             raise InvalidInputError(f"ids {wrong[:5]}: vectors of another width than {width}")
-        points = points_of(records, sealed([LAYOUT.payload(r) for r in records]))
+        points = points_of(records, sealed([LAYOUT.payload(r) for r in records]), served.vector)
         # A record adopted under its own point id (an int, a uuid) moves to its uuid5, once.
         moved = [p for r in records if r.id in held for p in point_ids(r.id)[1:]]
         with calling(self.client, "writing"):
@@ -318,14 +301,15 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         """Each row's results in columns (core's ``ShapedFacade`` reads them), the head compared
         with ``stamp_version`` in the same hold of the client (local mode: one lock). ``ids``:
         among these only; ``with_vectors``: read vectors too (a third of a local search)."""
-        query_filter = self._filter(where, ids)
         with calling(self.client, "query"):
             l2 = self._unmoved(stamp_version).space == "l2"
+            query_filter, served = self._filter(where, ids), self._served()
             found = [
                 self.client.query_points(
                     self._name,
                     query=np.asarray(v, dtype=np.float32).ravel().tolist(),
                     limit=k,
+                    using=served.vector or None,
                     query_filter=query_filter,
                     with_vectors=with_vectors,
                 ).points
@@ -333,8 +317,8 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
             ]
         out = []
         for at in found:  # Qdrant's score: a similarity (Dot, Cosine), or Euclid's distance
-            ids_, texts, metas = LAYOUT.columns([p.payload for p in at], [p.id for p in at])
+            ids_, texts, metas = served.layout.columns([p.payload for p in at], [p.id for p in at])
             distances = [p.score**2 if l2 else 1.0 - p.score for p in at]
-            shown = [_vector(p) for p in at] if with_vectors else None
+            shown = [served.vector_of(p) for p in at] if with_vectors else None
             out.append(Found(ids_, distances, texts, metas, shown))  # type: ignore[arg-type]
         return out

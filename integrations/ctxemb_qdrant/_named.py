@@ -9,13 +9,20 @@ makes an upgrade possible in place, without a second copy of the payload:
 2. :func:`backfill_named`: embed every point's text under the new contract and write only that
    vector (``update_vectors``: the point's other vectors and payload stay as they are);
    resumable, it writes only the points whose new vector is missing or is not of their text;
-3. :func:`switch_named`: make ``name`` the vector the collection serves, in one metadata write.
+3. :func:`switch_named`: make ``name`` the vector the collection serves, in one metadata write:
+   every ordinary reader (``open_collection``, core's tools, the ``ctxemb`` commands, the
+   frameworks' Qdrant stores: all through the driver, whose vector ``_serving`` decides) then
+   serves ``name`` under its contract and refuses the old contract, naming the switch back.
+   Writes through the guard then go to ``name``, each point written whole (Qdrant's upsert):
+   the points written after the switch lose their other vectors, so a rollback
+   (``switch_named`` back) is refused until :func:`backfill_named` gave them the old one again.
 
 Each named vector's stamp is kept in the collection's metadata under :data:`VECTORS_KEY`
 (``{vector name: the stamp's metadata}``), so two contracts never share a stamp; which one the
-collection serves is :data:`SERVING_KEY`. A named vector opens through the guard as a
-:class:`NamedVectorView`: core's :class:`~ctxemb_core.index.GuardedIndex` over it verifies the
-stamp, the canary and a sample of the records and searches that vector, as it does any driver.
+collection serves is :data:`SERVING_KEY`. Before the switch, a named vector opens through the
+guard as a :class:`NamedVectorView`: core's :class:`~ctxemb_core.index.GuardedIndex` over it
+verifies the stamp, the canary and a sample of the records and searches that vector, as it does
+any driver.
 
 What the view does not do is write through the guard, and that is the driver protocol's limit,
 not Qdrant's: a :class:`~ctxemb_core.index.StoreDriver` is one index whose records are written
@@ -44,7 +51,9 @@ from ctxemb_core.errors import InvalidInputError, MissingStampError
 from ctxemb_core.index.driver import INCLUDE, Capabilities, Head, Hit, Record, StampRead
 from ctxemb_core.index.payloads import PayloadLayout
 from ctxemb_core.stamp import IndexStamp
-from ctxemb_qdrant._driver import _SPACES, IDENTITY_KEY
+from ctxemb_qdrant._driver import _SPACES
+from ctxemb_qdrant._serving import IDENTITY_KEY, SERVING_KEY, VECTORS_KEY
+from ctxemb_qdrant._serving import vector_params as _vector_params
 
 __all__ = [
     "SERVING_KEY",
@@ -57,10 +66,6 @@ __all__ = [
     "vector_stamps",
 ]
 
-#: The collection metadata key of the named vectors' stamps: ``{name: stamp metadata}``.
-VECTORS_KEY = "ctxemb_vectors"
-#: The collection metadata key of the named vector the collection serves.
-SERVING_KEY = "ctxemb_serving"
 #: The distance of a named vector ctxemb adds: Dot, as the driver's collections (Qdrant keeps a
 #: Cosine vector normalised on write, a Dot one bit for bit; a normalised contract ranks alike).
 DISTANCE = models.Distance.DOT
@@ -91,16 +96,21 @@ def vector_stamps(client: QdrantClient, collection: str) -> dict[str, Mapping[st
     return dict(stamps) if isinstance(stamps, Mapping) else {}
 
 
+def _stamp(client: QdrantClient, collection: str, name: str) -> Mapping[str, Any] | None:
+    """Vector ``name``'s stamp: its entry of :data:`VECTORS_KEY`; the unnamed vector's (``""``)
+    is the collection's own."""
+    if name:
+        return vector_stamps(client, collection).get(name)
+    info = _info(client, collection)
+    held = None if info is None else _metadata(info)
+    return held if held is not None and IndexStamp.is_stamped(held) else None
+
+
 def serving_vector(client: QdrantClient, collection: str) -> str | None:
     """The named vector ``collection`` serves (``None``: none was switched to)."""
     info = _info(client, collection)
     value = _metadata(info).get(SERVING_KEY) if info is not None else None
     return value if isinstance(value, str) else None
-
-
-def _vector_params(info: Any) -> dict[str, Any]:
-    vectors = info.config.params.vectors
-    return dict(vectors) if isinstance(vectors, Mapping) else {"": vectors}
 
 
 class NamedVectorView:
@@ -347,7 +357,7 @@ def backfill_named(
     vector ``name`` is there already are skipped, so a rerun does only what is left; the text
     digest each vector was made from is kept in the payload (``ctxemb_vectors_text.<name>``)
     so a text changed since is embedded again."""
-    stamp = vector_stamps(client, collection).get(name)
+    stamp = _stamp(client, collection, name)
     if stamp is None:
         raise MissingStampError(f"vector {name!r} of {collection!r} has no stamp: add it first")
     IndexStamp.from_metadata(stamp).check_contract(embedder.contract)
@@ -389,9 +399,12 @@ def backfill_named(
 
 
 def switch_named(client: QdrantClient, collection: str, name: str) -> str | None:
-    """Make ``collection`` serve named vector ``name`` (one metadata write); returns the one it
-    served before. Refused unless ``name`` is stamped and every point with a text holds it."""
-    if name not in vector_stamps(client, collection):
+    """Make ``collection`` serve named vector ``name`` (one metadata write; ``""``: the unnamed
+    vector, a rollback to what ``open_collection`` made); returns the one it served before
+    (``None``: none was switched to). Every reader of the collection then serves ``name``
+    (:func:`~ctxemb_qdrant._serving.serving`), and an open under another contract is refused.
+    Refused unless ``name`` is stamped and every point holds it."""
+    if _stamp(client, collection, name) is None:
         raise MissingStampError(f"vector {name!r} of {collection!r} has no stamp")
     view = NamedVectorView(client, collection, name)
     with _calling(client, f"counting {collection!r}"):

@@ -1,8 +1,8 @@
 """A user's own ``qdrant-client`` calls on one collection, around the guard: the conformance
 suite's :class:`~ctxemb_core.testing.conformance.RawAccess`, and what the tests tamper through.
 
-Records are written as the driver lays them out (:func:`~ctxemb_qdrant._driver.points_of`, the
-payload of :data:`~ctxemb_qdrant._driver.LAYOUT`) but without the write sequence and check of
+Records are written as the driver lays them out (:func:`~ctxemb_qdrant._serving.points_of`, the
+payload of :data:`~ctxemb_qdrant._serving.LAYOUT`) but without the write sequence and check of
 :func:`~ctxemb_core.index.driver_kit.sealed`, as a plain client writes them; metadata is edited
 with ``update_collection``; a failing write is armed in core (:mod:`ctxemb_core.index.armed`).
 """
@@ -18,7 +18,8 @@ from qdrant_client import models as qm
 
 from ctxemb_core.index.armed import armed
 from ctxemb_core.index.driver import Record
-from ctxemb_qdrant._driver import LAYOUT, QdrantDriver, points_of
+from ctxemb_qdrant._driver import QdrantDriver
+from ctxemb_qdrant._serving import LAYOUT, points_of
 from ctxemb_qdrant._store import calling
 
 __all__ = ["RawQdrant"]

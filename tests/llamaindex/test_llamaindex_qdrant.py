@@ -165,3 +165,32 @@ def test_the_qdrant_vias_share_one_collection_and_refuse_another_contract(tmp_pa
         assert "pooling" in capsys.readouterr().err
     assert main([*common, "--via", "langchain-qdrant", "--path", "./db"]) == 2
     assert "--via langchain-qdrant does not use --path" in capsys.readouterr().err
+
+
+def test_after_a_switch_every_framework_serves_the_named_vector(folder, contract, capsys):
+    """The in-place upgrade's switch reaches every reader: each framework's Qdrant store (and
+    core's) opened under the new contract serves vector ``v2``; under the old one it is refused
+    with the vector served and the switch back."""
+    core_write = WRITERS["langchain"]
+    core_write(folder, "switched", contract)
+    new = Embedder(contract.with_(truncate_dim=8))
+    client = ctxemb_qdrant.connect(folder)
+    ctxemb_qdrant.add_named_vector(client, "switched", "v2", new)
+    ctxemb_qdrant.backfill_named(client, "switched", "v2", new)
+    ctxemb_qdrant.switch_named(client, "switched", "v2")
+    from ctxemb_core.index import GuardedIndex
+
+    view = ctxemb_qdrant.NamedVectorView(client, "switched", "v2")
+    expected = GuardedIndex.open(view, new).query(QUERY, 1)[0][0].id  # v2's own answer
+    readers = {k: v for k, v in READERS.items() if k != "haystack"}  # its store: 16 wide
+    for reader, first in readers.items():
+        assert first(folder, "switched", new.contract) == expected, reader
+        with pytest.raises(ContractMismatchError, match="now serves vector 'v2'"):
+            first(folder, "switched", contract)
+    store = QdrantDocumentStore(path=folder, index="switched", embedding_dim=8, progress_bar=False)
+    query = ContractTextEmbedder(contract=new.contract).run(QUERY)
+    retriever = ContractRetriever(QdrantEmbeddingRetriever(store, top_k=1))
+    found = retriever.run(query["embedding"], query["fingerprint"])["documents"]
+    assert found[0].id == expected
+    with pytest.raises(ContractMismatchError, match="now serves vector 'v2'"):
+        haystack_first(folder, "switched", contract)

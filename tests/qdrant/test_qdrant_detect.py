@@ -10,6 +10,7 @@ is installed: it cannot download its models here).
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
@@ -39,10 +40,12 @@ TEXTS = [
 ]
 
 
-def fastembed_collection(client: QdrantClient, name: str, vectors: np.ndarray) -> None:
+def fastembed_collection(
+    client: QdrantClient, name: str, vectors: np.ndarray, vector: str = fastembed_vector_name(MODEL)
+) -> None:
     """What ``QdrantClient.add(name, TEXTS, metadata)`` with fastembed's all-MiniLM-L6-v2
-    wrote: one named vector, Cosine, 384 wide; payload ``{"document": text, **metadata}``."""
-    vector = fastembed_vector_name(MODEL)
+    wrote: one named vector, Cosine, 384 wide; payload ``{"document": text, **metadata}``
+    (``vector``: under another model's name, for a collection whose name lies)."""
     client.create_collection(
         name, vectors_config={vector: models.VectorParams(size=384, distance="Cosine")}
     )
@@ -144,3 +147,69 @@ def test_the_adapters_detect_and_adopt_take_a_fastembed_collection(client, vecto
     opened = ctxemb_qdrant.open_collection(client, "faq", minilm, create=False, adopt=True)
     assert opened.count() == len(TEXTS)
     assert ctxemb_qdrant.detect(client, "faq", sample=8).stamp_match
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from ctxemb_core.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_adopted_fastembed_collection_serves_every_command(tmp_path, vectors, minilm, capsys):
+    """Once adopted, the fastembed vector is what every path reads: open_collection (the
+    package's own guarded type), core's tools and the ``ctxemb`` store commands."""
+    import ctxemb_qdrant
+
+    folder = tmp_path / "q"
+    fastembed_collection(ctxemb_qdrant.connect(folder), "faq", vectors)
+    store = ("--store", "qdrant", "--qdrant-path", str(folder), "--collection", "faq")
+    code, out, err = run(capsys, "detect", *store, "--adopt", "--sample", "6")
+    assert code == 0 and "adopted" in out, err
+    code, out, err = run(
+        capsys, "query", *store, "--json", "Which tea is ground from shaded leaves?"
+    )
+    assert code == 0 and json.loads(out)["results"][0]["text"] == TEXTS[3], err
+    code, out, err = run(capsys, "query", *store, "--model", MODEL, "shaded leaves")
+    assert code == 0 and "Matcha" in out, err
+    code, out, err = run(capsys, "verify", *store, "--all")
+    assert code == 0 and json.loads(out)["ok"], err
+    code, out, err = run(capsys, "alias", *store, "create", "faq-live")
+    assert code == 0, err
+    code, out, err = run(capsys, "migrate", *store, "--to", "faq2")
+    assert code == 0, err
+
+    client = ctxemb_qdrant.connect(folder)
+    opened = ctxemb_qdrant.open_collection(client, "faq", minilm, create=False)
+    assert isinstance(opened, ctxemb_qdrant.GuardedQdrantCollection)
+    got = opened.query(["Which tea is ground from shaded leaves?"], n_results=1)
+    assert got["documents"] == [[TEXTS[3]]] and got["metadatas"] == [[{"source": "faq", "n": 3}]]
+    assert opened.get(where={"source": "faq"})["ids"] and opened.count() == len(TEXTS)
+    with pytest.raises(InvalidInputError, match="fastembed's layout"):
+        opened.add(["x"], ["A new tea."])
+    moved = ctxemb_qdrant.open_collection(client, "faq2", minilm, create=False)
+    assert moved.query(["shaded leaves"], n_results=1)["documents"] == [[TEXTS[3]]]
+    assert np.array_equal(
+        np.asarray(moved.get(include=["embeddings"])["embeddings"]).shape, (len(TEXTS), 384)
+    )
+
+
+def test_a_vector_name_that_claims_another_model_is_not_conclusive(tmp_path, vectors, capsys):
+    """A ``fast-bge-small-en`` vector holding MiniLM's vectors: the name says one model, the
+    vectors another; neither ctxemb_qdrant.detect nor ``ctxemb detect --adopt`` takes it."""
+    import ctxemb_qdrant
+
+    folder = tmp_path / "q"
+    client = ctxemb_qdrant.connect(folder)
+    fastembed_collection(client, "liar", vectors, vector="fast-bge-small-en")
+    with pytest.raises(InvalidInputError, match="names no model ctxemb knows"):
+        ctxemb_qdrant.detect(client, "liar", sample=6)
+    report = ctxemb_qdrant.detect(client, "liar", MODEL, sample=6)
+    assert not report.conclusive and "claims another model" in report.unknown[0]
+    assert not detect_fastembed(client, "liar", MODEL, sample=6).conclusive
+    store = ("--store", "qdrant", "--qdrant-path", str(folder), "--collection", "liar")
+    code, out, err = run(capsys, "detect", *store, "--adopt", "--model", MODEL, "--sample", "6")
+    assert code != 0 and "claims another model" in out + err
+    held = ctxemb_qdrant.connect(folder).get_collection("liar").config.metadata
+    assert not (held or {}).get(VECTORS_KEY)

@@ -113,9 +113,11 @@ def test_a_vector_written_around_the_guard_is_caught_on_open(client, old):
         GuardedIndex.open(NamedVectorView(client, "docs", "v1"), old, sample=len(TEXTS))
 
 
-def test_a_collection_ctxemb_made_keeps_serving_its_contract_through_the_upgrade(old, new):
+def test_a_collection_ctxemb_made_serves_the_switched_vector_and_rolls_back(old, new):
     # The in-place path on what open_collection makes (its unnamed vector): adding the named
-    # vector leaves the old index readable and writable through the guard until the switch.
+    # vector leaves the old index readable and writable through the guard until the switch;
+    # after it, an ordinary open under the new contract serves the new vector, one under the
+    # old contract is refused with the way back; the switch back works the same way.
     import ctxemb_qdrant  # the upgrade's functions are the package's own too
 
     client = QdrantClient(location=":memory:")
@@ -126,8 +128,65 @@ def test_a_collection_ctxemb_made_keeps_serving_its_contract_through_the_upgrade
     assert docs.query([TEXTS[2]], n_results=3)["ids"] == before
     docs.add(["d6"], [TEXTS[6]])
     assert ctxemb_qdrant.backfill_named(client, "docs", "v2", new) == 7
+    assert ctxemb_qdrant.switch_named(client, "docs", "v2") is None
+
+    served = ctxemb_qdrant.open_collection(client, "docs", new)
+    assert isinstance(served, ctxemb_qdrant.GuardedQdrantCollection)
+    assert served.count() == 7 and served.stamp.contract == new.contract
+    assert served.query([TEXTS[6]], n_results=1)["ids"] == [["d6"]]
+    assert len(served.get(include=["embeddings"])["embeddings"][0]) == 8  # v2's width
+    with pytest.raises(ContractMismatchError) as refused:
+        ctxemb_qdrant.open_collection(client, "docs", old)
+    assert "now serves vector 'v2'" in str(refused.value)
+    assert "switch_named(client, 'docs', '')" in str(refused.value)
+    with pytest.raises(ContractMismatchError, match="now serves vector 'v2'"):
+        docs.count()  # an index opened before the switch is refused on its next call
+    served.add(["d7"], [TEXTS[7]])  # written through the guard into v2
+    assert ctxemb_qdrant.stamped_contract(client, "docs") == new.contract
+
+    # Rollback: the old vector lacks d7 (written after the switch) until it is backfilled.
+    with pytest.raises(InvalidInputError, match="backfill it"):
+        ctxemb_qdrant.switch_named(client, "docs", "")
+    assert ctxemb_qdrant.backfill_named(client, "docs", "", old) >= 1
+    assert ctxemb_qdrant.switch_named(client, "docs", "") == "v2"
+    back = ctxemb_qdrant.open_collection(client, "docs", old)
+    assert back.count() == 8 and back.query([TEXTS[7]], n_results=1)["ids"] == [["d7"]]
+    with pytest.raises(ContractMismatchError, match="switch_named\\(client, 'docs', 'v2'\\)"):
+        ctxemb_qdrant.open_collection(client, "docs", new)
+
+
+def test_every_store_command_serves_the_switched_vector(tmp_path, old, new, capsys, monkeypatch):
+    import json
+
+    import ctxemb_qdrant
+    from ctxemb_core.cli import main
+
+    folder = tmp_path / "q"
+    client = ctxemb_qdrant.connect(folder)
+    docs = ctxemb_qdrant.open_collection(client, "docs", old)
+    docs.add([f"d{k}" for k in range(8)], TEXTS[:8])
+    ctxemb_qdrant.add_named_vector(client, "docs", "v2", new)
+    ctxemb_qdrant.backfill_named(client, "docs", "v2", new)
     ctxemb_qdrant.switch_named(client, "docs", "v2")
-    view = ctxemb_qdrant.NamedVectorView(client, "docs", "v2")
-    assert GuardedIndex.open(view, new).count() == 7
-    reopened = ctxemb_qdrant.open_collection(client, "docs", old)
-    assert reopened.count() == 7 and reopened.query([TEXTS[6]], n_results=1)["ids"] == [["d6"]]
+    served = ctxemb_qdrant.open_collection(client, "docs", new).query([TEXTS[5]], n_results=3)
+    monkeypatch.chdir(old.model_path.parent)  # the stamp names the model by its folder's name
+    store = ("--store", "qdrant", "--qdrant-path", str(folder), "--collection", "docs")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = run("query", *store, "--json", "-k", "3", TEXTS[5])
+    assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == served["ids"][0], err
+    code, out, err = run("verify", *store, "--all")
+    assert code == 0 and json.loads(out)["ok"], err
+    code, out, err = run("query", *store, "--model", old.model_path.name, TEXTS[5])
+    assert code == 2 and "now serves vector 'v2'" in err
+    code, out, err = run("migrate", *store, "--to", "docs2")
+    assert code == 0, err
+    code, out, err = run("alias", *store, "create", "docs-live")
+    assert code == 0, err
+    again = ctxemb_qdrant.connect(folder)
+    copied = ctxemb_qdrant.open_collection(again, "docs2", new, create=False)
+    assert copied.count() == 8 and copied.stamp.contract == new.contract
