@@ -114,8 +114,8 @@ def detect_fastembed(
             f"vector {vector!r} names no model ctxemb knows by that name; name the candidate "
             "models (ctxemb detect --model ...)"
         )
-    view = NamedVectorView(client, collection, vector, text_key=FASTEMBED_TEXT, metadata_key=None)
-    report = _named_as(detect_driver(view, *candidates, sample=sample), vector)
+    found = detect_driver(_view(client, collection, vector), *candidates, sample=sample)
+    report = _named_as(found, vector)
     return FastembedFinding(collection, vector, named, report)
 
 
@@ -131,9 +131,7 @@ def adopt_fastembed(
     finding = detect_fastembed(client, collection, *models, sample=sample)
     if not finding.conclusive:
         return finding
-    view = NamedVectorView(
-        client, collection, finding.vector, text_key=FASTEMBED_TEXT, metadata_key=None
-    )
+    view = _view(client, collection, finding.vector)
     read = view.read_stamp()
     assert read is not None  # detect_fastembed found the vector
     best = finding.report.best

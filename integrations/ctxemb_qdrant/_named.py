@@ -52,7 +52,7 @@ from ctxemb_core.index.driver import INCLUDE, Capabilities, Head, Hit, Record, S
 from ctxemb_core.index.payloads import PayloadLayout
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_qdrant._driver import _SPACES
-from ctxemb_qdrant._serving import IDENTITY_KEY, SERVING_KEY, VECTORS_KEY
+from ctxemb_qdrant._serving import IDENTITY_KEY, LAYOUT, SERVING_KEY, VECTORS_KEY, Served
 from ctxemb_qdrant._serving import vector_params as _vector_params
 
 __all__ = [
@@ -97,12 +97,11 @@ def vector_stamps(client: QdrantClient, collection: str) -> dict[str, Mapping[st
 
 
 def _stamp(client: QdrantClient, collection: str, name: str) -> Mapping[str, Any] | None:
-    """Vector ``name``'s stamp: its entry of :data:`VECTORS_KEY`; the unnamed vector's (``""``)
-    is the collection's own."""
-    if name:
-        return vector_stamps(client, collection).get(name)
+    """Vector ``name``'s stamp, where ``_serving`` keeps it (:meth:`Served.stamp`: its entry of
+    :data:`VECTORS_KEY`; the unnamed vector's (``""``) is the collection's own metadata)."""
     info = _info(client, collection)
-    held = None if info is None else _metadata(info)
+    served = Served(collection, name, LAYOUT, switched=False)
+    held = None if info is None else served.stamp(info.config.metadata)
     return held if held is not None and IndexStamp.is_stamped(held) else None
 
 
@@ -125,7 +124,6 @@ class NamedVectorView:
             ``langchain-qdrant`` write it; ``document`` as ``qdrant-client`` + fastembed did).
         metadata_key: the payload key holding a point's metadata (``None``: the rest of the
             payload is its metadata, as fastembed wrote it).
-        stamp_key: where the stamp is (``None``: the named vector's in :data:`VECTORS_KEY`).
     """
 
     #: ``transactions``: a write is refused whole before anything is sent, so the guard has
@@ -182,9 +180,7 @@ class NamedVectorView:
         return info, head
 
     def _stamp_of(self, metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        stamps = metadata.get(VECTORS_KEY)
-        found = stamps.get(self.vector) if isinstance(stamps, Mapping) else None
-        return found if isinstance(found, Mapping) else None
+        return Served(self.collection, self.vector, self.layout, switched=False).stamp(metadata)
 
     def head(self) -> Head | None:
         read = self._read()
