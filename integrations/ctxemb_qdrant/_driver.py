@@ -85,6 +85,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         self.client = client
         self._name = check_name(name)
         self.capabilities = protocol.Capabilities(filters=True, max_batch=4096)
+        self._served_for: tuple[Any, Served] | None = None  # per description: a query's path
 
     def describe(self) -> str:
         return f"qdrant {store_address(self.client)}"
@@ -136,8 +137,12 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         return missing_index("collection", self._name, names, folder, is_store, collections_in)
 
     def _served(self, handle: qm.CollectionInfo | None = None) -> Served:
-        """The vector the collection serves (``_serving``: unnamed, fastembed's, switched to)."""
-        return serving(handle or self._collection(), self._name)
+        """The vector the collection serves (``_serving``: unnamed, fastembed's, switched to),
+        decided once per description read."""
+        info = handle or self._collection()
+        if self._served_for is None or self._served_for[0] is not info:
+            self._served_for = (info, serving(info, self._name))
+        return self._served_for[1]
 
     def _params(self, handle: qm.CollectionInfo) -> qm.VectorParams:
         return self._served(handle).params(handle)
