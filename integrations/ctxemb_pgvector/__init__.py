@@ -8,9 +8,9 @@ CLI use only its public names, every store adapter's (``ctxemb_core.store_tools.
 and PostgreSQL's own: :func:`connect` (:func:`local_server`: a throwaway server);
 :func:`open_table` (also ``open_collection``), giving a :class:`GuardedTable`;
 :func:`stored_or_none`; :func:`check_name`; :func:`open_hybrid` (the lexical side in the same
-database); :func:`driver` / :class:`PgvectorDriver`; :class:`RawTable` (a user's SQL, for the
-conformance suite); :func:`index_with_ray`. It imports neither framework adapter nor the Chroma
-guard. The table has Haystack's ``PgvectorDocumentStore`` columns (``docs/pgvector.md``).
+database); :func:`driver` / :class:`PgvectorDriver`; :func:`index_with_ray`. It imports
+neither framework adapter nor the Chroma guard. The table has Haystack's
+``PgvectorDocumentStore`` columns (``docs/pgvector.md``).
 
 Example:
     >>> import ctxemb_pgvector
@@ -37,7 +37,6 @@ __all__ = [
     "IndexSummary",
     "Layout",
     "PgvectorDriver",
-    "RawTable",
     "StoredTable",
     "index_with_ray",
     "layout_for",

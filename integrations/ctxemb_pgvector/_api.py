@@ -11,7 +11,6 @@ from ctxemb_pgvector._connect import connect as connect
 from ctxemb_pgvector._connect import local_server as local_server
 from ctxemb_pgvector._driver import PgvectorDriver as PgvectorDriver
 from ctxemb_pgvector._driver import driver as driver
-from ctxemb_pgvector._raw import RawTable as RawTable
 from ctxemb_pgvector._sql import Layout as Layout
 from ctxemb_pgvector._sql import check_name as check_name
 from ctxemb_pgvector._sql import layout_for as layout_for

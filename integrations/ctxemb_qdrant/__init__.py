@@ -4,8 +4,8 @@ Install with ``pip install ctxemb[qdrant]`` (``qdrant-client``). Besides what ev
 adapter offers (``ctxemb_core.store_tools.ADAPTER_API``, whose checks are core's
 :class:`~ctxemb_core.index.GuardedIndex`'s): :func:`connect` (local mode in a folder, joined
 within a process; memory; a server's URL), :class:`GuardedQdrantCollection` (what
-:func:`open_collection` gives), :class:`StoredCollection` (unguarded), :class:`QdrantDriver`,
-:class:`RawQdrant` (a user's own client around the guard, for tests) and :func:`point_id`.
+:func:`open_collection` gives), :class:`StoredCollection` (unguarded), :class:`QdrantDriver`
+and :func:`point_id`.
 
 Example (local mode in ``./qdrant``; ``connect(url=...)`` for a server):
     >>> from ctxemb_core import contract_for
@@ -24,9 +24,9 @@ from ctxemb_core.store_tools import ADAPTER_API
 MissingDependencyError.require("ctxemb_qdrant", "qdrant", {"qdrant_client": "qdrant-client"})
 
 #: What every store adapter offers (``store_tools.ADAPTER_API``), then this one's own: its
-#: driver and index objects, then the point ids and a raw client for tests.
+#: driver and index objects, then the point ids.
 __all__ = [*ADAPTER_API, "QdrantDriver", "GuardedQdrantCollection", "StoredCollection"]
-__all__ += ["POINT_NAMESPACE", "RawQdrant", "point_id"]
+__all__ += ["POINT_NAMESPACE", "point_id"]
 # The in-place upgrade through named vectors (``_named``; docs/qdrant-advanced.md).
 __all__ += ["NamedVectorView", "add_named_vector", "backfill_named", "switch_named"]
 __all__ += ["serving_vector", "vector_stamps"]

@@ -15,7 +15,6 @@ from ctxemb_qdrant._named import backfill_named as backfill_named
 from ctxemb_qdrant._named import serving_vector as serving_vector
 from ctxemb_qdrant._named import switch_named as switch_named
 from ctxemb_qdrant._named import vector_stamps as vector_stamps
-from ctxemb_qdrant._raw import RawQdrant as RawQdrant
 from ctxemb_qdrant._store import POINT_NAMESPACE as POINT_NAMESPACE
 from ctxemb_qdrant._store import check_name as check_name
 from ctxemb_qdrant._store import connect as connect

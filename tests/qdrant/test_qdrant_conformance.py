@@ -8,10 +8,11 @@ from typing import ClassVar
 
 import pytest
 from conftest import fresh_name
+from qdrant_raw import RawQdrant
 
 from ctxemb_core.index import GuardedIndex
 from ctxemb_core.testing.conformance import DOCS, DriverConformance
-from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
+from ctxemb_qdrant import QdrantDriver, connect
 
 
 @pytest.fixture(scope="module")

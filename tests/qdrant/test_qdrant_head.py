@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import fresh_name
+from qdrant_raw import RawQdrant
 
 import ctxemb_qdrant
 from ctxemb_core.errors import DamagedStampError, ForeignVectorsError, InvalidInputError
 from ctxemb_core.index.driver import Record
 from ctxemb_core.testing.conformance import DOCS, QUERY, tiny_embedder
-from ctxemb_qdrant import QdrantDriver, RawQdrant, connect
+from ctxemb_qdrant import QdrantDriver, connect
 
 
 @pytest.fixture(scope="module")

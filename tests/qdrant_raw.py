@@ -1,5 +1,7 @@
 """A user's own ``qdrant-client`` calls on one collection, around the guard: the conformance
-suite's :class:`~ctxemb_core.testing.conformance.RawAccess`, and what the tests tamper through.
+suite's :class:`~ctxemb_core.testing.conformance.RawAccess` for Qdrant, and what the tests
+tamper through (each store's raw client is its tests' own, as ``docs/architecture.md``, "How to
+add a store", says).
 
 Records are written as the driver lays them out (:func:`~ctxemb_qdrant._serving.points_of`, the
 payload of :data:`~ctxemb_qdrant._serving.LAYOUT`) but without the write sequence and check of
@@ -21,8 +23,6 @@ from ctxemb_core.index.driver import Record
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._serving import LAYOUT, points_of
 from ctxemb_qdrant._store import calling
-
-__all__ = ["RawQdrant"]
 
 
 class RawQdrant:
