@@ -396,7 +396,8 @@ def resolve_alias(args: argparse.Namespace, adapter: Any, client: Any) -> Any:
 #: What a store's options module may leave to the shared options object it builds
 #: (:class:`FolderOrServer`, :class:`FolderOrUrl`, :class:`ConnectionString`): the
 #: :class:`StoreOptions` methods about the options themselves, and the optional ``defaults``,
-#: ``from_environment`` and ``scope``. ``connect`` and ``adapter`` are always the module's own.
+#: ``from_environment`` and ``scope``. ``connect`` is always the module's own; ``adapter``, unless
+#: the module defines it, is the package the module is in (:func:`options_of`).
 SHARED_OPTIONS = (
     "absent",
     "add_arguments",
@@ -411,7 +412,8 @@ SHARED_OPTIONS = (
 
 def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     """A store options module's ``__getattr__`` (PEP 562): each of :data:`SHARED_OPTIONS` it
-    does not define itself is the options object's that ``options()`` builds at the call.
+    does not define itself is the options object's that ``options()`` builds at the call, and
+    ``adapter()`` is the package the module is in.
 
     Built at the call, the object holds the module's defaults as they are then (a default
     changed there is the one every command fills in and shows); a method the object lacks is
@@ -424,6 +426,8 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     """
 
     def shared(name: str) -> Any:
+        if name == "adapter":  # the package the options module is in (imported only now)
+            return lambda: importlib.import_module(module.rpartition(".")[0])
         if name in SHARED_OPTIONS and hasattr(options(), name):
 
             @functools.wraps(getattr(options(), name))

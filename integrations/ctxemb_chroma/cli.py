@@ -22,7 +22,7 @@ def _options() -> FolderOrServer:
     return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
 
 
-# check_arguments, defaults, absent, flags, location: _options()'s.
+# check_arguments, defaults, absent, flags, location: _options()'s; adapter().
 __getattr__ = options_of(__name__, _options)
 
 
@@ -58,10 +58,3 @@ def ray_session(args: argparse.Namespace, name: str) -> Any:
     from ctxemb_ray import AdapterSession
 
     return AdapterSession("ctxemb_chroma", name, {"host": args.host, "port": args.port})
-
-
-def adapter() -> Any:
-    """The Chroma adapter: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
-    import ctxemb_chroma
-
-    return ctxemb_chroma

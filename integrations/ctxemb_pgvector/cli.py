@@ -28,7 +28,7 @@ def _options() -> ConnectionString:
     )
 
 
-# add_arguments, check_arguments, defaults, ...: _options()'s (nothing for the demo).
+# add_arguments, check_arguments, defaults, ...: _options()'s (nothing for the demo); adapter().
 __getattr__ = options_of(__name__, _options)
 
 
@@ -44,9 +44,3 @@ def ray_session(args: argparse.Namespace, name: str) -> Any:
     from ctxemb_ray import AdapterSession
 
     return AdapterSession("ctxemb_pgvector", name, {"dsn": args.dsn}, {"schema": args.schema})
-
-
-def adapter() -> Any:
-    import ctxemb_pgvector
-
-    return ctxemb_pgvector

@@ -23,7 +23,7 @@ def _options() -> FolderOrUrl:
     return FolderOrUrl("qdrant", "Qdrant", DEFAULT_PATH, API_KEY_ENV)
 
 
-# add_arguments, check_arguments, defaults, absent, flags, location: _options()'s.
+# add_arguments, check_arguments, defaults, absent, flags, location: _options()'s; adapter().
 __getattr__ = options_of(__name__, _options)
 
 
@@ -33,10 +33,3 @@ def connect(args: argparse.Namespace, *, create: bool) -> Any:
 
     where = _options().where(args)
     return _connect(**where) if "url" in where else _connect(**where, create=create)
-
-
-def adapter() -> Any:
-    """The Qdrant adapter: ``open_collection``, ``verify``, ``migrate``, ``restamp``, ..."""
-    import ctxemb_qdrant
-
-    return ctxemb_qdrant
