@@ -677,9 +677,13 @@ class ObjectDriver(KeyedDriver[H]):
         """The index's object as the store has it now, or ``None``: there is none."""
         raise NotImplementedError
 
-    def _missing(self) -> Exception:
-        """The refusal of a call on an index that is not there."""
-        return InvalidInputError(f"{self._kind} {self._name!r} does not exist")
+    def missing_error(self, why: str = "") -> Exception:
+        """The refusal of a call on an index that is not there (``why``: more of why)."""
+        return InvalidInputError(f"{self._kind} {self._name!r} does not exist{why}")
+
+    def stored(self) -> H | None:
+        """The index's object as the store has it now, unguarded, or ``None``: none."""
+        return self._lookup()
 
     def _identity(self, handle: H) -> str:
         raise NotImplementedError
@@ -729,7 +733,7 @@ class ObjectDriver(KeyedDriver[H]):
         if raw is None:
             raw = self._stored()
         if raw is None:
-            raise self._missing()
+            raise self.missing_error()
         return raw
 
     def _exists(self) -> bool:
@@ -783,7 +787,7 @@ class ObjectDriver(KeyedDriver[H]):
         a driver's own ``head`` may take again."""
         head = ObjectDriver.head(self)
         if head is None and stamp_version is None:
-            raise self._missing()
+            raise self.missing_error()
         if head is None or (stamp_version is not None and head.stamp_version != stamp_version):
             raise StampMovedError(
                 f"the stamp of {self._kind} {self._name!r} changed since it was checked"

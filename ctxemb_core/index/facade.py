@@ -8,15 +8,13 @@ keyword arguments and results; PostgreSQL's search breadth, exact scan and filte
 ``sync``, ``add_missing`` and ``delete_missing``, and the open path (:meth:`IndexFacade.open`).
 
 A subclass names its driver type and its :class:`~ctxemb_core.remedy.StoreTerms` (the words its
-errors' advice uses), and gives the few hooks only its store can: how the index's own object is
-read unguarded (:meth:`~IndexFacade._stored_in`), and optionally how its client's errors are
-translated, what it refuses in a batch, how a missing or unstamped index is named.
+errors' advice uses). The index's own object, read unguarded, and the refusal of a missing index
+are its driver's (``stored()``, ``missing_error(why)``); the subclass may say how its client's
+errors are translated, what it refuses in a batch, how an unstamped index is named.
 
 Example:
     >>> class GuardedThing(IndexFacade[ThingDriver, Thing]):          # doctest: +SKIP
     ...     _driver_type, _terms = ThingDriver, THING_TERMS
-    ...     @classmethod
-    ...     def _stored_in(cls, driver): return driver.client.find(driver.name)
     >>> things = GuardedThing.open(ThingDriver(client, "docs"), contract)  # doctest: +SKIP
     >>> things.sync(["d1"], ["Green tea is steamed."])                     # doctest: +SKIP
 """
@@ -126,12 +124,20 @@ class IndexFacade(Generic[DriverT, StoredT]):
 
     @classmethod
     def _stored_in(cls, driver: DriverT) -> StoredT | None:
-        """The index's object as the store has it now (unguarded), or ``None``: none."""
-        raise NotImplementedError(f"{cls.__name__} reads no store object")
+        """The index's object as the store has it now (unguarded), or ``None``: none (the
+        driver's ``stored()``)."""
+        stored = getattr(driver, "stored", None)
+        if not callable(stored):
+            raise NotImplementedError(f"{cls.__name__} reads no store object")
+        return cast("StoredT | None", stored())
 
     @classmethod
     def _missing(cls, driver: DriverT, why: str) -> Exception:
-        """The refusal of an index that is not there (a store may name near names)."""
+        """The refusal of an index that is not there: the driver's ``missing_error(why)`` (a
+        store may name near names), else in the facade's terms."""
+        worded = getattr(driver, "missing_error", None)
+        if callable(worded):
+            return cast(Exception, worded(why))
         return InvalidInputError(
             f"{cls._terms.kind} {driver.name!r} does not exist in {driver.describe()}{why}"
         )

@@ -184,6 +184,11 @@ def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
+    # A driver may word the refusal in its store's terms (near names, the schema it looked in).
+    worded = getattr(driver, "missing_error", None)
+    error = worded(why) if callable(worded) else None
+    if isinstance(error, InvalidInputError):
+        return error
     return InvalidInputError(f"index {driver.name!r} does not exist in {driver.describe()}{why}")
 
 

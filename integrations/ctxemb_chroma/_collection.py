@@ -10,9 +10,7 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import (
-    missing_collection,
     read_settled,
-    stored_or_none,
     translated,
 )
 from ctxemb_core import Embedder
@@ -34,14 +32,6 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     def raw(self) -> Collection:
         """The Chroma collection as it was last verified (no embedding function of its own)."""
         return self.driver._collection()
-
-    @classmethod
-    def _stored_in(cls, driver: ChromaDriver) -> Collection | None:
-        return stored_or_none(driver.client, driver.name)
-
-    @classmethod
-    def _missing(cls, driver: ChromaDriver, why: str) -> Exception:
-        return missing_collection(driver.client, driver.name, why)
 
     def _seen(self) -> Collection:
         return self.raw

@@ -100,8 +100,8 @@ class ChromaDriver(ObjectDriver[Collection]):
     def _lookup(self) -> Collection | None:
         return stored_or_none(self.client, self._name)
 
-    def _missing(self) -> Exception:
-        return missing_collection(self.client, self._name)
+    def missing_error(self, why: str = "") -> Exception:
+        return missing_collection(self.client, self._name, why)
 
     def _identity(self, handle: Collection) -> str:
         return str(handle.id)

@@ -48,6 +48,7 @@ from ctxemb_pgvector._store import (
     create_table,
     ensure_stamps,
     lock,
+    missing_table,
     repair,
     stored_or_none,
     unstamped,
@@ -167,8 +168,12 @@ class PgvectorDriver(TransactionalDriver[str]):
     def create(self, stamp: IndexStamp) -> bool:
         return create_table(self.conn, self.schema, self._name, stamp, self.hnsw)
 
-    def _stored(self) -> StoredTable | None:
+    def stored(self) -> StoredTable | None:
+        """The table as the database has it now, unguarded (``None``: none)."""
         return stored_or_none(self.conn, self._name, self.schema)
+
+    def missing_error(self, why: str = "") -> Exception:
+        return missing_table(self.conn, self._name, self.schema, why)
 
     def _layout_of(self, version: Version, stored: StoredTable) -> Layout | None:
         """The stamped contract's layout, kept per stamp version (``None``: no readable stamp)."""
@@ -220,11 +225,11 @@ class PgvectorDriver(TransactionalDriver[str]):
             version = version_of(row[2], row[3], row[0], versions[0] if versions else None)
             if not versions or (self._layout is not None and self._layout[0] == version):
                 return self._head(version, row[2], bool(row[1]), row)
-        stored = self._stored()  # the slow read: a damaged stamp row, a stamp not yet read
+        stored = self.stored()  # the slow read: a damaged stamp row, a stamp not yet read
         return None if stored is None else self._stored_head(stored, row)
 
     def read_stamp(self) -> StampRead | None:
-        stored = self._stored()
+        stored = self.stored()
         if stored is None:
             return None
         # The column's type, with the recorded one when they differ (refused until repaired).
@@ -240,14 +245,14 @@ class PgvectorDriver(TransactionalDriver[str]):
                 ensure_stamps(conn, self.schema)
                 lock(conn, self.schema, self._name)
                 self._hold()
-                stored = self._stored()
+                stored = self.stored()
                 if stored is None or stamp_version != stored.stamp_version:
                     return False
                 if not stored.seq:  # a table made without ctxemb gains its write mark
                     add_seq(conn, self.schema, self._name)
                     self._seq = None
                 write_stamp(conn, self.schema, self._name, metadata, layout)
-                stored = self._stored()
+                stored = self.stored()
                 assert stored is not None
                 repair(stored, stamp)  # the recorded layout, and an HNSW index where none is
         except StampMovedError:  # the table was dropped meanwhile: nothing written
@@ -323,7 +328,7 @@ class PgvectorDriver(TransactionalDriver[str]):
     def order(self) -> sql.Composable:
         """Oldest write first (by id for a table without ``ctxemb_seq``, as the head last saw)."""
         if self._seq is None:
-            stored = self._stored()
+            stored = self.stored()
             if stored is None:
                 raise InvalidInputError(f"table {self._name!r} does not exist")
             self._seq = stored.seq

@@ -16,7 +16,7 @@ from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
 from ctxemb_pgvector._connect import TERMS, translated
 from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import Layout, layout_for
-from ctxemb_pgvector._store import StoredTable, missing_table, stored_or_none
+from ctxemb_pgvector._store import StoredTable
 
 
 class Search(SearchOptions, total=False):
@@ -81,14 +81,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     @property
     def table(self) -> sql.Composed:
         return self.driver.table
-
-    @classmethod
-    def _stored_in(cls, driver: PgvectorDriver) -> StoredTable | None:
-        return stored_or_none(driver.conn, driver.name, driver.schema)
-
-    @classmethod
-    def _missing(cls, driver: PgvectorDriver, why: str) -> Exception:
-        return missing_table(driver.conn, driver.name, driver.schema, why)
 
     def _search_defaults(self) -> dict[str, Any]:
         return {"ef_search": self.ef_search}

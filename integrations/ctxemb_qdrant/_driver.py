@@ -129,12 +129,12 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
         with calling(self.client, f"reading collection {self._name!r}"):
             return collection_info(self.client, self._name)
 
-    def _missing(self) -> Exception:
+    def missing_error(self, why: str = "") -> Exception:
         with calling(self.client, "listing collections"):
             names = [c.name for c in self.client.get_collections().collections]
         local = local_engine(self.client)
         folder = Path(local.location) if local is not None and local.persistent else None
-        return missing_index("collection", self._name, names, folder, is_store, collections_in)
+        return missing_index("collection", self._name, names, folder, is_store, collections_in, why)
 
     def _served(self, handle: qm.CollectionInfo | None = None) -> Served:
         """The vector the collection serves (``_serving``: unnamed, fastembed's, switched to),

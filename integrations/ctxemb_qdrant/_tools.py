@@ -66,10 +66,6 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
         info = driver._lookup()
         return None if info is None else StoredCollection(driver.client, driver.name, info)
 
-    @classmethod
-    def _missing(cls, driver: QdrantDriver, why: str) -> Exception:
-        return driver._missing()
-
     def _select(
         self,
         ids: list[str] | None,
