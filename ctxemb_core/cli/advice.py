@@ -150,7 +150,11 @@ class Invocation:
 
         demo = self.command == "demo"
         with contextlib.suppress(CtxembError, AttributeError, KeyError):
-            if not demo:
+            if self.command == "eval":  # the store its --via path used (none: in memory)
+                from ctxemb_core.eval.paths import via_store
+
+                self.args.store = via_store(self.args.via)
+            elif not demo:
                 choose_store(self.args)
             options = store_options(self.args.store)
             options.check_arguments(self.args, demo=demo)

@@ -33,6 +33,7 @@ __all__ = [
     "check_documents",
     "check_pairs",
     "check_queries",
+    "via_store",
 ]
 
 #: Every ``--via`` of ``ctxemb eval``: the core's exact search, Chroma embedded and as a server,
@@ -57,6 +58,18 @@ VIAS = (
     "llamaindex-pgvector",
     "llamaindex-qdrant",
 )
+
+
+def via_store(via: str) -> str | None:
+    """The store a ``--via`` path keeps its index in (``chroma``, ``pgvector``, ``qdrant``), or
+    ``None`` for an in-memory one.
+
+    Example:
+        >>> via_store("llamaindex-pgvector"), via_store("chroma-server"), via_store("haystack")
+        ('pgvector', 'chroma', None)
+    """
+    framework, _, store = via.partition("-")
+    return next((s for s in ("qdrant", "pgvector", "chroma") if s in (framework, store)), None)
 
 
 @runtime_checkable

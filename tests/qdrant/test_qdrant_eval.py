@@ -53,3 +53,28 @@ def test_scifact_and_sts_through_qdrant(tmp_path, data_dir, minilm_contract):
     assert abs(sts["unrounded"]["spearman"] - STSB_SPEARMAN) <= 0.0005, sts
     found = _run("detect", *store, "--collection", scifact["collection"], "--json")
     assert found["conclusive"]
+
+
+def _mini(folder):
+    """A BEIR set of three documents and one query."""
+    folder.mkdir()
+    docs = {"tea": "Green tea leaves are steamed.", "moon": "The moon orbits the earth."}
+    lines = [json.dumps({"_id": k, "text": v}) for k, v in docs.items()]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "green tea"}) + "\n")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ttea\t1\n")
+    return folder
+
+
+def test_an_eval_refusal_advises_the_store_its_via_path_used(tmp_path):
+    # The advice of `ctxemb eval --via qdrant` names Qdrant's options, not Chroma's --path.
+    data = str(_mini(tmp_path / "mini"))
+    store = ("--qdrant-path", str(tmp_path / "qdrant"), "--collection", "docs")
+    _run("eval", "--via", "qdrant", *store, "--data", data)
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(["eval", "--via", "qdrant", *store, "--data", data, "--no-normalize"])
+    said = err.getvalue()
+    assert code != 0 and "ContractMismatchError" in said, said
+    assert "--qdrant-path" in said and " --path" not in said and "./chroma" not in said, said
