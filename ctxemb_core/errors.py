@@ -167,9 +167,13 @@ class CtxembError(Exception):
 
     def in_terms_of(self, terms: StoreTerms) -> CtxembError:
         """Word the advice in ``terms`` (a store adapter's), unless an adapter already did:
-        the innermost adapter the error passed through is the one the caller called."""
+        the innermost adapter the error passed through names the store. An outer framework
+        adapter over that store adds its own way to adopt (``terms.frameworks``), which a store
+        adapter's words leave out."""
         if self.terms is None:
             self.terms = terms
+        elif terms.frameworks and not self.terms.frameworks and terms.module == self.terms.module:
+            self.terms = self.terms.adopting_in(terms.frameworks)
         return self
 
     def _worded_as(self, advice: str) -> str:

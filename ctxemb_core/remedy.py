@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -129,7 +129,8 @@ class StoreTerms:
         records: what it calls the index's records (``rows``).
         cli_where: the command-line options that reach the same store, for advice that cannot
             spell them out (``--store pgvector and the same --dsn``).
-        frameworks: how the framework adapters adopt an index of this store, or ``""``.
+        frameworks: how the framework adapter the error came through adopts an index of this
+            store (:meth:`adopting_in`), or ``""``: a store adapter's own words name none.
     """
 
     module: str
@@ -161,6 +162,16 @@ class StoreTerms:
         where = f"--store {store} and the same {options}"
         return cls(f"ctxemb_{store}", open, kind, records, where, frameworks)
 
+    def adopting_in(self, frameworks: str) -> StoreTerms:
+        """These words, with a framework adapter's way to adopt an index (``"in LangChain
+        ContractChroma(..., adopt=True)"``): its own, never another framework's.
+
+        Example:
+            >>> DEFAULT_TERMS.adopting_in("in LlamaIndex ContractChromaVectorStore(...)").module
+            'ctxemb_chroma'
+        """
+        return replace(self, frameworks=frameworks)
+
 
 #: The default store's terms (Chroma's, the store the ``ctxemb`` command uses by default): an
 #: error that came through no adapter (built directly, or raised by core) is worded in them.
@@ -170,8 +181,6 @@ DEFAULT_TERMS = StoreTerms(
     kind="collection",
     records="records",
     cli_where="the same --path, or --host and --port",
-    frameworks="in LangChain ContractChroma(..., adopt=True); in Haystack ContractRetriever(..., "
-    "adopt=True) or ContractDocumentWriter(..., adopt=True)",
 )
 
 

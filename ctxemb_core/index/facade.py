@@ -72,10 +72,11 @@ class OpenOptions(TypedDict, total=False):
 
 
 def _worded(method: _Method) -> _Method:
-    """``method``'s errors give their advice in the facade's store terms."""
+    """``method``'s errors give their advice in the facade's store terms (a classmethod's: its
+    class's)."""
 
     @functools.wraps(method)
-    def call(self: IndexFacade[Any, Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except CtxembError as exc:
@@ -180,6 +181,7 @@ class IndexFacade(Generic[DriverT, StoredT]):
     # -- opening --------------------------------------------------------------------------
 
     @classmethod
+    @_worded  # its errors too: the store's words, whoever called it (a framework's store)
     def open(
         cls,
         driver: DriverT,

@@ -28,10 +28,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
+    CtxembError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
@@ -71,6 +73,7 @@ from ctxemb_core.records import (
     similarity,
     storable,
 )
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.stamp_guard import (
     RestampReport,
@@ -175,12 +178,26 @@ def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
         MissingStampError: the index carries no stamp.
         DamagedStampError: a stamp that cannot be read.
     """
-    read = driver.read_stamp()
-    if read is None:
-        raise _missing(driver)
-    if not IndexStamp.is_stamped(read.metadata):
-        raise _unstamped(driver)
-    return IndexStamp.from_metadata(read.metadata).contract
+    with _store_words(driver):
+        read = driver.read_stamp()
+        if read is None:
+            raise _missing(driver)
+        if not IndexStamp.is_stamped(read.metadata):
+            raise _unstamped(driver)
+        return IndexStamp.from_metadata(read.metadata).contract
+
+
+@contextlib.contextmanager
+def _store_words(driver: StoreDriver) -> Iterator[None]:
+    """Errors advise in the words of the driver's store adapter (its ``terms``, where it
+    declares them), whichever path reached the driver: an alias, a migration, a framework."""
+    try:
+        yield
+    except CtxembError as exc:
+        terms = getattr(driver, "terms", None)
+        if isinstance(terms, StoreTerms):
+            exc.in_terms_of(terms)
+        raise
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
@@ -459,34 +476,35 @@ class GuardedIndex:
             DamagedStampError: a stamp that cannot be read or contradicts itself.
             InvalidInputError: a bad argument, or no index with ``create=False``.
         """
-        check_driver(driver)
-        embedder = as_embedder(contract)
-        check_sample_size(sample)
-        check_flag(create, "create")
-        check_flag(adopt, "adopt")
-        check_flag(repair, "repair")
-        read = driver.read_stamp()
-        if read is None:
-            if not create:
-                raise _missing(driver, " (create=False)")
-            if stamp is None:
-                stamp = IndexStamp.from_embedder(embedder)
-            else:
-                stamp.verify(embedder)
-            if driver.create(stamp):
-                made = driver.head()
-                if made is None:
-                    raise _missing(driver, ": it was dropped as soon as it was made")
-                return cls(driver, embedder, stamp, made, sample=sample, created=True)
-            read = driver.read_stamp()  # another creator was first: open what it made
+        with _store_words(driver):
+            check_driver(driver)
+            embedder = as_embedder(contract)
+            check_sample_size(sample)
+            check_flag(create, "create")
+            check_flag(adopt, "adopt")
+            check_flag(repair, "repair")
+            read = driver.read_stamp()
             if read is None:
-                raise _missing(driver, ": another client made and dropped it meanwhile")
-        if adopt and not IndexStamp.is_stamped(read.metadata):
-            adopted = _adopt(driver, read, embedder, sample)
-            head = driver.head() or read.head
-            return cls(driver, embedder, adopted, head, sample=sample)
-        verified, check, read = _verify_open(driver, read, embedder, sample, repair)
-        return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
+                if not create:
+                    raise _missing(driver, " (create=False)")
+                if stamp is None:
+                    stamp = IndexStamp.from_embedder(embedder)
+                else:
+                    stamp.verify(embedder)
+                if driver.create(stamp):
+                    made = driver.head()
+                    if made is None:
+                        raise _missing(driver, ": it was dropped as soon as it was made")
+                    return cls(driver, embedder, stamp, made, sample=sample, created=True)
+                read = driver.read_stamp()  # another creator was first: open what it made
+                if read is None:
+                    raise _missing(driver, ": another client made and dropped it meanwhile")
+            if adopt and not IndexStamp.is_stamped(read.metadata):
+                adopted = _adopt(driver, read, embedder, sample)
+                head = driver.head() or read.head
+                return cls(driver, embedder, adopted, head, sample=sample)
+            verified, check, read = _verify_open(driver, read, embedder, sample, repair)
+            return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
 
     # -- what the index is --------------------------------------------------------------
 

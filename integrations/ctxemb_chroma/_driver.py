@@ -36,6 +36,7 @@ from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
 from ctxemb_core.index.driver_kit import ObjectDriver, unstamped_refusal
 from ctxemb_core.index.shaped import hits_in, named, records_in
+from ctxemb_core.remedy import DEFAULT_TERMS
 
 __all__ = ["ChromaDriver", "check_metadatas"]
 
@@ -56,6 +57,7 @@ class ChromaDriver(ObjectDriver[Collection]):
 
     _kind = "collection"
     _no_marks = "only an embedded Chroma store has one"
+    terms = DEFAULT_TERMS  # its errors' words (the default ones), whichever path reached it
 
     def __init__(self, client: ClientAPI, name: str, *, embedder: Embedder | None = None) -> None:
         self.client = check_client(client)

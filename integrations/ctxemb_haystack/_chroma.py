@@ -28,7 +28,10 @@ _SCALARS = (str, int, float, bool)
 class ChromaBinding:
     """The collection behind a ``ChromaDocumentStore`` (see :class:`._binding.Binding`)."""
 
-    terms = DEFAULT_TERMS  # the Chroma adapter's words are the default ones
+    #: The Chroma adapter's words (the default ones), with this framework's way to adopt.
+    terms = DEFAULT_TERMS.adopting_in(
+        "in Haystack ContractRetriever(..., adopt=True) or ContractDocumentWriter(..., adopt=True)"
+    )
 
     def __init__(self, store: ChromaDocumentStore) -> None:
         self.store = store

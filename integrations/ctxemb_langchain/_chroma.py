@@ -19,6 +19,7 @@ from ctxemb_chroma import (
 from ctxemb_core.errors import CtxembError, InvalidInputError, StampError
 from ctxemb_core.guard import OPEN_SAMPLE, check_flag, check_paging, check_sample_size
 from ctxemb_core.index import GuardedIndex
+from ctxemb_core.remedy import DEFAULT_TERMS
 from ctxemb_langchain._checks import UnstampedView, check_settings, chroma_documents
 from ctxemb_langchain._embeddings import ContractEmbeddings, contract_embeddings
 from ctxemb_langchain._writer import IndexWriter
@@ -57,6 +58,7 @@ class ContractChroma(IndexWriter, Chroma):
     """
 
     _merges = True  # an upsert keeps stored metadata keys the batch does not set, as Chroma's
+    _terms = DEFAULT_TERMS.adopting_in("in LangChain ContractChroma(..., adopt=True)")
 
     def __init__(
         self,

@@ -71,7 +71,7 @@ class ContractVectorStore(BasePydanticVectorStore):
         contract, or, without one, the contract its stamp holds; ``options``:
         :class:`~ctxemb_core.index.OpenOptions`."""
         if embed_model is None:
-            with _worded(facade):
+            with self._worded(facade):
                 contract = stamped_contract(driver_for(None))
             embed_model = ContractEmbedding(contract)
         elif not isinstance(embed_model, ContractEmbedding):
@@ -83,7 +83,21 @@ class ContractVectorStore(BasePydanticVectorStore):
             )
         embedder = embed_model.embedder
         self._embed = embed_model
-        self._facade = facade.open(driver_for(embedder), embedder, **options)
+        with self._worded(facade):
+            self._facade = facade.open(driver_for(embedder), embedder, **options)
+
+    @contextlib.contextmanager
+    def _worded(self, facade: Any = None) -> Iterator[None]:
+        """Errors give their advice in the store's terms (its facade's), adopting as this
+        class does (never as another framework would)."""
+        try:
+            yield
+        except CtxembError as exc:
+            terms = (facade or self._facade)._terms
+            exc.in_terms_of(
+                terms.adopting_in(f"in LlamaIndex {type(self).__name__}(..., adopt=True)")
+            )
+            raise
 
     def _open_store(
         self,
@@ -146,7 +160,7 @@ class ContractVectorStore(BasePydanticVectorStore):
             return []
         ids, texts, metas = zip(*(node_record(n) for n in nodes), strict=True)
         vectors = [n.embedding for n in nodes]
-        with _worded(self._facade):
+        with self._worded():
             given = [(i, t, v) for i, t, v in zip(ids, texts, vectors, strict=True) if v]
             self._check_documents(given)
             if len(given) < len(nodes):
@@ -184,7 +198,7 @@ class ContractVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete the nodes of one source document."""
-        with _worded(self._facade):
+        with self._worded():
             self.index.delete(where={"ref_doc_id": _text(ref_doc_id, "ref_doc_id")})
 
     def delete_nodes(
@@ -193,12 +207,12 @@ class ContractVectorStore(BasePydanticVectorStore):
         filters: MetadataFilters | None = None,
         **delete_kwargs: Any,
     ) -> None:
-        with _worded(self._facade):
+        with self._worded():
             self.index.delete(node_ids, where=where_of(filters))
 
     def clear(self) -> None:
         """Delete every node (the index and its stamp stay)."""
-        with _worded(self._facade):
+        with self._worded():
             ids = self.index.ids()
             if ids:
                 self.index.delete(ids)
@@ -210,7 +224,7 @@ class ContractVectorStore(BasePydanticVectorStore):
     ) -> list[BaseNode]:
         if node_ids is None or filters is not None:
             raise InvalidInputError("get_nodes reads nodes by node_ids (no filters)")
-        with _worded(self._facade):
+        with self._worded():
             found = self.index.get(node_ids)
         return [stored_node(r.id, r.text, r.metadata) for r in found]
 
@@ -228,7 +242,7 @@ class ContractVectorStore(BasePydanticVectorStore):
         k = check_count(query.similarity_top_k, "similarity_top_k")
         contract = self.contract
         where = where_of(query.filters, query.doc_ids)
-        with _worded(self._facade):
+        with self._worded():
             fingerprint = _query_origin(query.query_embedding, contract)
             vector = check_query_vector(query.query_embedding, contract.output_dim)
             found = self.index.query_vector(vector, k, fingerprint=fingerprint, where=where)
@@ -278,7 +292,7 @@ def _check_model(store: ContractVectorStore, embed_model: Any, where: str) -> No
             f"store refuses vectors any other model makes), got {type(embed_model).__name__}; "
             "use load_index(store), which takes the model from the index's stamp"
         )
-    with _worded(store._facade):
+    with store._worded():
         check_fingerprint(embed_model.fingerprint, store.contract)
 
 
@@ -300,16 +314,6 @@ def load_index(
         embed_model = store.embed_model
     _check_model(store, embed_model, "load_index")
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model, **kwargs)
-
-
-@contextlib.contextmanager
-def _worded(facade: Any) -> Iterator[None]:
-    """Errors give their advice in the store's terms (its facade's)."""
-    try:
-        yield
-    except CtxembError as exc:
-        exc.in_terms_of(facade._terms)
-        raise
 
 
 def _query_origin(vector: Any, contract: EmbeddingContract) -> str:

@@ -29,7 +29,7 @@ from ctxemb_core.index.driver import (
 from ctxemb_core.index.driver_kit import TransactionalDriver, check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
-from ctxemb_pgvector._connect import check_connection, connect, translated
+from ctxemb_pgvector._connect import TERMS, check_connection, connect, translated
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,
@@ -113,6 +113,7 @@ class PgvectorDriver(TransactionalDriver[str]):
     """
 
     capabilities = Capabilities(transactions=True, marks=True, filters=True)
+    terms = TERMS  # its errors' words, whichever path reached it
     _duplicate = (psycopg.errors.UniqueViolation,)
 
     def __init__(

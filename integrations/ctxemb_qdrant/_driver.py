@@ -42,6 +42,7 @@ from ctxemb_core.index.payloads import SealedOrder
 from ctxemb_core.index.shaped import Found, hits_of
 from ctxemb_qdrant._serving import IDENTITY_KEY, LAYOUT, Served, points_of, serving
 from ctxemb_qdrant._store import (
+    TERMS,
     calling,
     check_name,
     collection_info,
@@ -75,6 +76,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
 
     _kind = "collection"
     _no_marks = "Qdrant keeps no write sequence of its own"
+    terms = TERMS  # its errors' words, whichever path reached it
 
     def __init__(self, client: QdrantClient, name: str, *, embedder: Any = None) -> None:
         if not isinstance(client, QdrantClient):

@@ -26,10 +26,14 @@ from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting, exclusive, server_key
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import FolderClients, held_elsewhere, store_folder
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_qdrant._names import API_KEY_ENV, DEFAULT_PATH
 
 __all__ = ["API_KEY_ENV", "DEFAULT_PATH", "POINT_NAMESPACE", "calling", "check_name", "connect"]
-__all__ += ["point_id"]
+__all__ += ["TERMS", "point_id"]
+
+#: The adapter's words, in which its errors' advice names its calls and options.
+TERMS = StoreTerms.of("qdrant", "--qdrant-path or --qdrant-url", records="points")
 
 #: The namespace of the uuid5 that makes a ctxemb id a Qdrant point id (fixed: never change it).
 POINT_NAMESPACE = uuid.UUID("6a1c3a52-47e0-5d5b-9c1f-0c7e2d0b8a47")

@@ -15,17 +15,13 @@ from qdrant_client import models as qm
 
 from ctxemb_core.index.driver import Record
 from ctxemb_core.index.shaped import SearchOptions, ShapedFacade
-from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.store_tools import StoreTools
 from ctxemb_qdrant._driver import QdrantDriver
 from ctxemb_qdrant._hybrid import beside as _beside
 from ctxemb_qdrant._hybrid import place_for as _place_for
-from ctxemb_qdrant._store import check_name, translated
+from ctxemb_qdrant._store import TERMS, check_name, translated
 
 __all__ = ["TERMS", "TOOLS", "GuardedQdrantCollection", "StoredCollection", "stored_or_none"]
-
-#: The adapter's words, in which its errors' advice names its calls and options.
-TERMS = StoreTerms.of("qdrant", "--qdrant-path or --qdrant-url", records="points")
 
 
 @dataclass(frozen=True)

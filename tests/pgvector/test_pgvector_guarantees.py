@@ -665,3 +665,12 @@ def test_restamp_of_an_unstamped_table_is_refused(docs, other, minilm):
     with pytest.raises(MissingStampError):
         ctxemb_pgvector.restamp(other, "docs", minilm.contract.with_(query_prefix="q: "))
     assert stamp_row(other) is None
+
+
+def test_the_table_object_opened_over_a_driver_words_a_mismatch_as_postgresql(pg, docs, minilm):
+    # GuardedTable.open is what the frameworks' PostgreSQL stores call: PostgreSQL's words.
+    unnormalised = minilm.contract.with_(normalize=False)
+    with pytest.raises(ContractMismatchError) as err:
+        ctxemb_pgvector.GuardedTable.open(ctxemb_pgvector.driver(pg, "docs"), unnormalised)
+    assert "ctxemb_pgvector.stamped_contract(" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)

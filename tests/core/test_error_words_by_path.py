@@ -1,0 +1,110 @@
+"""A refusal speaks the terms of the store it came from and of the interface called, whatever
+path reached the store: the store adapter's own calls, core's alias functions over its catalog,
+its index object's ``open`` over a driver, or a framework's store (which adds its own way to
+adopt, and never another framework's)."""
+
+from __future__ import annotations
+
+import chromadb
+import numpy as np
+import pytest
+from conftest import fresh_name
+
+import ctxemb_chroma
+import ctxemb_qdrant
+from ctxemb_core import Embedder
+from ctxemb_core.aliases import create_alias
+from ctxemb_core.errors import ContractMismatchError, MissingStampError
+from ctxemb_core.testing.conformance import DOCS, tiny_embedder
+
+FRAMEWORKS = ("LangChain", "Haystack", "LlamaIndex")
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Embedder:
+    return tiny_embedder()
+
+
+@pytest.fixture(scope="module")
+def other(tiny) -> Embedder:
+    return Embedder(tiny.contract.with_(normalize=not tiny.contract.normalize))
+
+
+@pytest.fixture
+def unstamped_chroma(tmp_path, tiny):
+    """A collection a plain chromadb client wrote, with the contract's vectors."""
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    name = fresh_name()
+    raw = client.create_collection(name, embedding_function=None)
+    vectors = tiny.embed_documents(list(DOCS.values()))
+    raw.add(ids=list(DOCS), embeddings=np.asarray(vectors), documents=list(DOCS.values()))
+    return client, name
+
+
+def _named_frameworks(message: str) -> set[str]:
+    return {f for f in FRAMEWORKS if f in message}
+
+
+def test_the_chroma_adapter_itself_names_no_framework(unstamped_chroma, tiny):
+    client, name = unstamped_chroma
+    with pytest.raises(MissingStampError) as err:
+        ctxemb_chroma.open_collection(client, name, tiny)
+    assert "ctxemb_chroma.open_collection(" in str(err.value)
+    assert _named_frameworks(str(err.value)) == set(), str(err.value)
+
+
+def test_langchain_on_chroma_names_its_own_adopt_and_no_other_framework(unstamped_chroma, tiny):
+    from ctxemb_langchain import ContractChroma, ContractEmbeddings
+
+    client, name = unstamped_chroma
+    with pytest.raises(MissingStampError) as err:
+        ContractChroma(name, ContractEmbeddings(contract=tiny.contract), client=client)
+    assert "in LangChain ContractChroma(..., adopt=True)" in str(err.value)
+    assert _named_frameworks(str(err.value)) == {"LangChain"}, str(err.value)
+
+
+def test_llamaindex_on_chroma_names_its_own_adopt_and_no_other_framework(unstamped_chroma, tiny):
+    from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding
+
+    client, name = unstamped_chroma
+    with pytest.raises(MissingStampError) as err:
+        ContractChromaVectorStore(name, ContractEmbedding(tiny.contract), client=client)
+    assert "in LlamaIndex ContractChromaVectorStore(..., adopt=True)" in str(err.value)
+    assert _named_frameworks(str(err.value)) == {"LlamaIndex"}, str(err.value)
+
+
+@pytest.fixture
+def qdrant(tmp_path):
+    client = ctxemb_qdrant.connect(tmp_path / "qdrant")
+    yield client
+    client.close()
+
+
+def test_qdrants_index_object_opened_over_a_driver_words_a_mismatch_as_qdrant(qdrant, tiny, other):
+    ctxemb_qdrant.open_collection(qdrant, "docs", tiny)
+    driver = ctxemb_qdrant.driver(qdrant, "docs")
+    with pytest.raises(ContractMismatchError) as err:
+        ctxemb_qdrant.GuardedQdrantCollection.open(driver, other)
+    assert "ctxemb_qdrant.stamped_contract(" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)
+
+
+def test_an_alias_over_an_unstamped_qdrant_collection_is_refused_in_qdrants_words(qdrant, tiny):
+    from qdrant_raw import RawQdrant
+
+    RawQdrant(qdrant, "plain", tiny.contract.output_dim).create()
+    with pytest.raises(MissingStampError) as err:
+        create_alias(ctxemb_qdrant.catalog(qdrant), "live", "plain")
+    assert "ctxemb_qdrant.open_collection(client, 'plain', contract, adopt=True)" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)
+    assert "points" in err.value.message_for("cli")  # Qdrant's word for its records
+
+
+def test_llamaindex_on_qdrant_words_a_mismatch_as_qdrant(qdrant, tiny, other):
+    from ctxemb_llamaindex import ContractEmbedding, ContractQdrantVectorStore
+
+    ctxemb_qdrant.open_collection(qdrant, "docs", tiny)
+    with pytest.raises(ContractMismatchError) as err:
+        ContractQdrantVectorStore("docs", ContractEmbedding(other.contract), client=qdrant)
+    assert "ctxemb_qdrant.migrate(" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)
