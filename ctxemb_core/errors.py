@@ -765,23 +765,31 @@ class StorageMismatchError(StampError):
     """
 
     def __init__(
-        self, name: str, stored: dict[str, Any], expected: dict[str, Any], advice: str = ""
+        self,
+        name: str,
+        stored: dict[str, Any],
+        expected: dict[str, Any],
+        advice: str = "",
+        cli_advice: str | None = None,
     ) -> None:
         self.name = name
         self.stored = dict(stored)
         self.expected = dict(expected)
         self.fields = tuple(sorted(k for k in expected if stored.get(k) != expected[k]))
-        self.advice = advice
+        self.advice, self.cli_advice = advice, cli_advice
         shown = "; ".join(
             f"{k}: store={stored.get(k)!r}, stamp={expected[k]!r}" for k in self.fields
         )
-        super().__init__(
+        problem = (
             f"{name} stores its vectors in another form than its stamp's contract makes "
-            f"({shown}); its vectors would not be the contract's. {advice}".rstrip()
+            f"({shown}); its vectors would not be the contract's."
         )
+        cli = None if cli_advice is None else f"{problem} {cli_advice}"
+        super().__init__(f"{problem} {advice}".rstrip(), cli=cli)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.name, self.stored, self.expected, self.advice))
+        args = (self.name, self.stored, self.expected, self.advice, self.cli_advice)
+        return (type(self), args)
 
 
 class EncoderDriftError(StampError):
@@ -834,23 +842,24 @@ class AnalyzerDriftError(EncoderDriftError):
         expected: what the stamp or recipe records.
     """
 
-    def __init__(self, message: str, *, found: str, expected: str) -> None:
+    def __init__(self, message: str, *, found: str, expected: str, cli: str | None = None) -> None:
         self.found = found
         self.expected = expected
         self.min_cosine = None  # type: ignore[assignment]
         self.tolerance = None  # type: ignore[assignment]
         self.probe = None  # type: ignore[assignment]
         self.server = None
-        StampError.__init__(self, message)
+        StampError.__init__(self, message, cli=cli)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_analyzer_drift, (type(self), str(self), self.found, self.expected))
+        drift = (type(self), str(self), self.found, self.expected, self._cli)
+        return (_rebuild_analyzer_drift, drift)
 
 
 def _rebuild_analyzer_drift(
-    cls: type[AnalyzerDriftError], message: str, found: str, expected: str
+    cls: type[AnalyzerDriftError], message: str, found: str, expected: str, cli: str | None = None
 ) -> AnalyzerDriftError:
-    return cls(message, found=found, expected=expected)
+    return cls(message, found=found, expected=expected, cli=cli)
 
 
 #: The Python calls that re-embed records a raw client wrote into a stamped Chroma collection,

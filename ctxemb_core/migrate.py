@@ -91,7 +91,9 @@ def check_copied(
                 {"copied vectors": f"record {i!r} differs by {worst:.3g} of its length"},
                 {"copied vectors": f"within {COPY_TOLERANCE:g} of the source"},
                 "Nothing after this page was copied; check the target's column or "
-                "collection settings, or copy with re-embedding (reembed=True, --reembed).",
+                "collection settings, or copy with re-embedding (reembed=True).",
+                cli_advice="Nothing after this page was copied; check the target's column or "
+                "collection settings, or copy with re-embedding (--reembed).",
             )
     return worst
 

@@ -27,8 +27,11 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
+    "BUILD_LEXICAL_SIDE",
     "DEFAULT_TERMS",
+    "REBUILD_LEXICAL_SIDE",
     "Remedy",
+    "Said",
     "Step",
     "StoreTerms",
     "cli_advice",
@@ -181,6 +184,38 @@ DEFAULT_TERMS = StoreTerms(
     kind="collection",
     records="records",
     cli_where="the same --path, or --host and --port",
+)
+
+
+@dataclass(frozen=True)
+class Said:
+    """One step said to a Python caller and to a ``ctxemb`` user, for a refusal whose advice
+    is that step alone (no values to word): each audience reads only its own words.
+
+    Example:
+        >>> e = REBUILD_LEXICAL_SIDE.into(ValueError, "damaged; rebuild it ({do})")
+        >>> str(e)
+        'damaged; rebuild it (open_hybrid(..., rebuild=True))'
+    """
+
+    python: str
+    cli: str
+
+    def into(self, error: Any, text: str, **kwargs: Any) -> Any:
+        """``error(text)``, ``{do}`` in ``text`` said for Python, and for the command line as
+        its ``cli=`` message (where ``error`` takes one: every ctxemb error does)."""
+        python, cli = text.replace("{do}", self.python), text.replace("{do}", self.cli)
+        try:
+            return error(python, cli=cli, **kwargs)
+        except TypeError:  # not a ctxemb error: the Python words alone
+            return error(python, **kwargs)
+
+
+#: Build a hybrid index's lexical side from its dense side.
+BUILD_LEXICAL_SIDE = Said("open_hybrid(..., create=True)", "ctxemb index --hybrid")
+#: Rebuild a hybrid index's lexical side from its dense side, deliberately.
+REBUILD_LEXICAL_SIDE = Said(
+    "open_hybrid(..., rebuild=True)", "ctxemb index --hybrid --rebuild-lexical"
 )
 
 

@@ -57,6 +57,7 @@ import os
 import random
 import re
 import secrets
+import shlex
 import socket
 import threading
 import time
@@ -78,6 +79,7 @@ from ctxemb_core.errors import (
     RemoteEncoderError,
 )
 from ctxemb_core.pooling import l2_normalize
+from ctxemb_core.remedy import Said
 from ctxemb_core.stamp import CANARY_TOLERANCE, PROBES, IndexStamp, agreement
 
 __all__ = [
@@ -407,10 +409,12 @@ def _answers_to(served: ServerContract) -> tuple[str, ...]:
 
 def _misnamed(url: str, served: ServerContract, asked: str) -> ModelNotFoundError:
     """The server at ``url`` serves the contract asked for, under another id than ``asked``."""
-    return ModelNotFoundError(
+    said = (
         f"the embedding server at {url} serves this contract as model {served.model!r}, not "
-        f"{asked!r}: give served_model={served.model!r} (--served-model), or leave it out"
+        f"{asked!r}: give {{do}}, or leave it out"
     )
+    named = Said(f"served_model={served.model!r}", f"--served-model {shlex.quote(served.model)}")
+    return named.into(ModelNotFoundError, said)
 
 
 def _contract_path(model: str) -> str:

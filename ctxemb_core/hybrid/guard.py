@@ -17,6 +17,7 @@ from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.hybrid.fusion import Fusion
 from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
 from ctxemb_core.hybrid.store import HybridStamp
+from ctxemb_core.remedy import REBUILD_LEXICAL_SIDE
 
 __all__ = [
     "check_analyzer",
@@ -74,12 +75,12 @@ def check_analyzer(stamp: HybridStamp, analyzer: Analyzer) -> None:
     """
     found = analyzer.canary()
     if found != stamp.analyzer_canary:
-        raise AnalyzerDriftError(
+        raise REBUILD_LEXICAL_SIDE.into(
+            AnalyzerDriftError,
             "the lexical analyzer here turns the canary texts into other terms than when the "
             f"index was built (canary {found} != {stamp.analyzer_canary}): the same recipe on "
             "paper, another stemmer or tokenizer in fact (a PyStemmer or bm25s upgrade). Install "
-            "the versions the index was built with, or rebuild the lexical side "
-            "(ctxemb index --hybrid --rebuild-lexical).",
+            "the versions the index was built with, or rebuild the lexical side ({do}).",
             found=found,
             expected=stamp.analyzer_canary,
         )

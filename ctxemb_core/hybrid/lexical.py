@@ -247,12 +247,14 @@ class Analyzer:
         stop = stopword_list(contract.stopwords)
         if words_digest(stop) != contract.stopwords_digest:
             from ctxemb_core.errors import AnalyzerDriftError
+            from ctxemb_core.remedy import REBUILD_LEXICAL_SIDE
 
-            raise AnalyzerDriftError(
+            raise REBUILD_LEXICAL_SIDE.into(
+                AnalyzerDriftError,
                 f"the stop-word list {contract.stopwords!r} installed here is not the one the "
                 f"lexical contract pins ({contract.stopwords_digest}); another bm25s version "
                 "changed it. Install the version the index was built with, or rebuild the "
-                "lexical side (ctxemb index --hybrid).",
+                "lexical side ({do}).",
                 found=words_digest(stop),
                 expected=contract.stopwords_digest,
             )

@@ -56,6 +56,7 @@ from ctxemb_core.hybrid.store import (
     has_file_set,
     read_file_set,
 )
+from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, REBUILD_LEXICAL_SIDE
 from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
@@ -81,7 +82,6 @@ BATCH = 512
 #: How many times a query reads the lexical stamp and the dense count before it calls two
 #: differing counts out of step (a writer between the reads makes them differ for a moment).
 _READS = 3
-REBUILD = "ctxemb index --hybrid --rebuild-lexical (open_hybrid(..., rebuild=True))"
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,8 @@ class LexicalPlace:
         store: the lexical side's store.
         owner: the dense index's name and identity (a collection's id, a table's oid): a side
             records it when built and refuses any other.
-        remedy: what to do when the side belongs to another dense index, in the adapter's words.
+        remedy: what to do when the side belongs to another dense index, in the adapter's words
+            (``remedy_cli``: in the command line's, where they differ).
         folder: the side's folder, where it has one (printed, and searched for an old file set).
         joint: the dense store writes the lexical rows in its own transactions.
         mark: reads the side's token as the dense index records it (``None``: none recorded),
@@ -107,6 +108,7 @@ class LexicalPlace:
     joint: bool = False
     mark: Callable[[], str | None] | None = None
     set_mark: Callable[[str], None] | None = None
+    remedy_cli: str | None = None
 
 
 #: The folder of an embedded store that holds the lexical sides, one subfolder per index.
@@ -151,8 +153,10 @@ def folder_place(
     return LexicalPlace(
         LexicalStore(SQLiteLexical(folder, name)),
         owner=owner,
-        remedy=f"Give {kind} {name!r} a lexical folder of its own (lexical_path, "
-        f"--lexical-path); if the {kind} it belongs to is gone, remove {folder} first.",
+        remedy=f"Give {kind} {name!r} a lexical folder of its own (lexical_path=); if the {kind} "
+        f"it belongs to is gone, remove {folder} first.",
+        remedy_cli=f"Give {kind} {name!r} a lexical folder of its own (--lexical-path); if the "
+        f"{kind} it belongs to is gone, remove {folder} first.",
         folder=folder,
         mark=lambda: recorded_mark(metadata()),
         set_mark=record,
@@ -218,32 +222,33 @@ def open_hybrid(
         if not rebuild and place.folder is not None and has_file_set(place.folder):
             _convert(dense, place)
         elif not rebuild and place.mark is not None and place.mark() is not None:
-            raise DamagedStampError(
+            raise REBUILD_LEXICAL_SIDE.into(
+                DamagedStampError,
                 f"{name} records a lexical side (token {place.mark()}) that {store.where} no "
                 "longer holds: it was lost or moved. It is never rebuilt in silence under a "
                 "default recipe; restore it, or rebuild it deliberately under the recipe you "
-                f"want: {REBUILD}"
+                "want: {do}",
             )
         elif not create:
-            raise NoLexicalSideError(
-                f"{name} has no lexical side in {store.where}; build it with ctxemb index "
-                "--hybrid (or open_hybrid with create=True)"
+            raise BUILD_LEXICAL_SIDE.into(
+                NoLexicalSideError, f"{name} has no lexical side in {store.where}; build it: {{do}}"
             )
         else:
             _build(dense, place, lexical, fusion, progress)
     stamp = store.check()
     if not same_contract(stamp.contract.dense, dense.contract):
         raise ContractMismatchError(stamp.contract.dense, dense.contract, stamped=True)
-    store.check_owner(stamp, place.owner, place.remedy)
+    store.check_owner(stamp, place.owner, place.remedy, place.remedy_cli)
     if place.mark is not None:
         marked = place.mark()
         if marked is None and place.set_mark is not None:
             place.set_mark(stamp.token)
         elif marked is not None and marked != stamp.token:
-            raise DamagedStampError(
+            raise REBUILD_LEXICAL_SIDE.into(
+                DamagedStampError,
                 f"the lexical side in {store.where} is not the one {name} was built with (token "
                 f"{stamp.token}, the dense index records {marked}): replaced around ctxemb. "
-                f"Restore it, or rebuild it deliberately: {REBUILD}"
+                "Restore it, or rebuild it deliberately: {do}",
             )
     caller = HybridContract(
         stamp.contract.dense,

@@ -71,6 +71,7 @@ from ctxemb_core.hybrid.index import (
     vocabulary_digest,
 )
 from ctxemb_core.hybrid.lexical import Analyzer
+from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, REBUILD_LEXICAL_SIDE
 
 __all__ = [
     "SQL_TABLES",
@@ -135,16 +136,21 @@ class ForeignLexicalError(StampError):
         caller: the dense index it was opened with.
     """
 
-    def __init__(self, where: str, owner: str, caller: str, remedy: str) -> None:
+    def __init__(
+        self, where: str, owner: str, caller: str, remedy: str, remedy_cli: str | None = None
+    ) -> None:
         self.where, self.owner, self.caller, self.remedy = where, owner, caller, remedy
-        super().__init__(
+        self.remedy_cli = remedy_cli
+        problem = (
             f"the lexical side in {where} belongs to the dense index {owner}, not to {caller}; "
             "a lexical side belongs to exactly one dense index, and nothing of it was read or "
-            f"written. {remedy}"
+            "written."
         )
+        cli = None if remedy_cli is None else f"{problem} {remedy_cli}"
+        super().__init__(f"{problem} {remedy}", cli=cli)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.where, self.owner, self.caller, self.remedy))
+        return (type(self), (self.where, self.owner, self.caller, self.remedy, self.remedy_cli))
 
 
 @dataclass(frozen=True)
@@ -252,8 +258,8 @@ class LexicalStore:
         """
         side = self.side()
         if side is None:
-            raise NoLexicalSideError(
-                f"{self.where} holds no lexical side; build it with ctxemb index --hybrid"
+            raise BUILD_LEXICAL_SIDE.into(
+                NoLexicalSideError, f"{self.where} holds no lexical side; build it: {{do}}"
             )
         rows = self.db.execute(
             "SELECT schema, owner, token, contract, canary, documents, length, total, version FROM "
@@ -279,18 +285,21 @@ class LexicalStore:
         if fitted.documents != stamp.documents or fitted.vocabulary != vocabulary_digest(
             stamp.documents, stamp.length, stamp.total
         ):
-            raise DamagedStampError(
+            raise REBUILD_LEXICAL_SIDE.into(
+                DamagedStampError,
                 f"the lexical stamp in {self.where} contradicts itself: its fitted contract is "
                 "not the digest of its statistics (edited around ctxemb); rebuild the lexical "
-                "side (ctxemb index --hybrid --rebuild-lexical)"
+                "side ({do})",
             )
         return stamp
 
-    def check_owner(self, stamp: HybridStamp, owner: str, remedy: str) -> None:
+    def check_owner(
+        self, stamp: HybridStamp, owner: str, remedy: str, remedy_cli: str | None = None
+    ) -> None:
         """The side belongs to ``owner`` (the dense index's name and identity), or
-        :class:`ForeignLexicalError`."""
+        :class:`ForeignLexicalError` (``remedy_cli``: its advice on the command line)."""
         if stamp.owner != owner:
-            raise ForeignLexicalError(self.where, stamp.owner, owner, remedy)
+            raise ForeignLexicalError(self.where, stamp.owner, owner, remedy, remedy_cli)
 
     def check(self, *, full: bool = False) -> HybridStamp:
         """The stamp, once the side's rows are found to be what it records: the documents'
@@ -335,11 +344,11 @@ class LexicalStore:
         if entries is not None and terms_sum(entries) != stamp.total:
             wrong.append("the vocabulary is not the one the stamp's digest was fitted on")
         if wrong:
-            raise DamagedStampError(
+            raise REBUILD_LEXICAL_SIDE.into(
+                DamagedStampError,
                 f"the lexical side in {self.where} is not what its stamp records: "
                 + "; ".join(wrong)
-                + ". It was edited around ctxemb; rebuild it from the dense side "
-                "(ctxemb index --hybrid --rebuild-lexical)"
+                + ". It was edited around ctxemb; rebuild it from the dense side ({do})",
             )
         return stamp
 
@@ -596,10 +605,10 @@ class LexicalStore:
             df, cf = old.get(term, (0, 0))
             new_df, new_cf = df + delta[term][0], cf + delta[term][1]
             if new_df < 0 or new_cf < 0 or (new_df == 0) != (new_cf == 0):
-                raise DamagedStampError(
+                raise REBUILD_LEXICAL_SIDE.into(
+                    DamagedStampError,
                     f"the lexical side in {self.where} counts term {term!r} in fewer documents "
-                    "than it holds (edited around ctxemb); rebuild it "
-                    "(ctxemb index --hybrid --rebuild-lexical)"
+                    "than it holds (edited around ctxemb); rebuild it ({do})",
                 )
             if term in old:
                 total -= term_hash(term, df, cf)
@@ -956,11 +965,11 @@ def read_file_set(folder: str | os.PathLike[str]) -> tuple[LexicalIndex, HybridC
     try:
         version = json.loads(pointer.read_text(encoding="utf-8"))["version"]
     except FileNotFoundError:
-        raise DamagedStampError(
+        raise REBUILD_LEXICAL_SIDE.into(
+            DamagedStampError,
             f"{folder} holds version folders of a lexical side but no 'current' pointer: the "
             "stamped version cannot be told, and a side is never rebuilt under a default recipe "
-            "in its place. Restore the pointer, or remove the folder and rebuild "
-            "(ctxemb index --hybrid --rebuild-lexical)"
+            "in its place. Restore the pointer, or remove the folder and rebuild ({do})",
         ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DamagedStampError(f"the lexical pointer {pointer} is damaged: {exc}") from None
@@ -1009,9 +1018,10 @@ def read_file_set(folder: str | os.PathLike[str]) -> tuple[LexicalIndex, HybridC
         or contract.lexical.documents != len(index)
         or not np.array_equal(counted, index.lengths.astype(np.int64))
     ):
-        raise DamagedStampError(
+        raise REBUILD_LEXICAL_SIDE.into(
+            DamagedStampError,
             f"the postings in {where} are not the vocabulary its stamp was fitted on (edited "
-            "after it was written); rebuild it (ctxemb index --hybrid --rebuild-lexical)"
+            "after it was written); rebuild it ({do})",
         )
     refit = LexicalIndex._from_counts(
         contract.lexical.recipe(), index.ids, index.digests, index.counts()

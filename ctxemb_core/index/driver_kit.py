@@ -118,8 +118,9 @@ def chunks(count: int, step: int) -> Iterator[slice]:
 
 
 #: One rule of :func:`translator`: what the store raised (exception types, or ``(types, text)``:
-#: those types with ``text`` in the message), ctxemb's error, and its message.
-Rule = tuple[Any, type[CtxembError], str]
+#: those types with ``text`` in the message), ctxemb's error, and its message (or a
+#: :class:`~ctxemb_core.remedy.Said` pair of it: ``{do}`` said for Python and for the CLI).
+Rule = tuple[Any, type[CtxembError], Any]
 
 
 def translator(*rules: Rule) -> Callable[..., contextlib.AbstractContextManager[None]]:
@@ -161,7 +162,10 @@ class _Translated(contextlib.AbstractContextManager[None]):
             worded = isinstance(match, tuple) and isinstance(match[-1], str)
             types, text = match if worded else (match, "")
             if isinstance(exc, types) and text in str(exc):
-                raise error(f"{self.what}: " + message.format(exc=exc)) from exc
+                said = f"{self.what}: " + (message if isinstance(message, str) else message[0])
+                if isinstance(message, str):
+                    raise error(said.format(exc=exc)) from exc
+                raise message[1].into(error, said.format(exc=exc, do="{do}")) from exc
 
 
 #: The payload keys of :func:`sealed`: a record's write sequence and the check of its fields.

@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError, StoreUnavailableError
 from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.index.embedded import alive
-from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.remedy import Said, StoreTerms
 from ctxemb_core.store_tools import translator
 
 __all__ = [
@@ -113,8 +113,11 @@ translated = translator(
     (
         pg_errors.InvalidSchemaName,
         InvalidInputError,
-        "{exc}; create it first (CREATE SCHEMA name, by a role allowed to), or give the schema "
-        "the tables are in (schema=, --schema)",
+        (
+            "{exc}; create it first (CREATE SCHEMA name, by a role allowed to), or give the "
+            "schema the tables are in ({do})",
+            Said("schema=", "--schema"),
+        ),
     ),
 )
 

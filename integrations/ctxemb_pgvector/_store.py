@@ -14,6 +14,7 @@ from ctxemb_core import IndexStamp
 from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStampError
 from ctxemb_core.guard import check_storage
 from ctxemb_core.index.driver_kit import unstamped_refusal
+from ctxemb_core.remedy import Said
 from ctxemb_pgvector._connect import TERMS, check_connection, translated
 from ctxemb_pgvector._sql import (
     STAMPS,
@@ -148,10 +149,10 @@ def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -
     with translated("listing tables"):
         schemas = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
         if schemas.fetchone() is None:
-            return InvalidInputError(
+            return Said("schema=", "--schema").into(
+                InvalidInputError,
                 f"no table {name!r}: the database has no schema {schema!r}{why}; give the "
-                "schema the table is in (schema=, --schema), or create the schema first "
-                "(CREATE SCHEMA)"
+                "schema the table is in ({do}), or create the schema first (CREATE SCHEMA)",
             )
         names = [
             r[0]

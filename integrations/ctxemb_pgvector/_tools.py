@@ -9,6 +9,7 @@ from typing import Any
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.hybrid import LexicalStore
 from ctxemb_core.hybrid.pair import LexicalPlace
+from ctxemb_core.remedy import REBUILD_LEXICAL_SIDE
 from ctxemb_core.store_tools import StoreTools
 from ctxemb_pgvector._connect import TERMS
 from ctxemb_pgvector._driver import PgvectorDriver
@@ -24,12 +25,15 @@ def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
     """The lexical side of an opened table, owned by its oid (``folder``: an old one to convert)."""
     oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
     db = PgLexical(dense.conn, dense.schema, dense.name)
+    gone = (
+        f"Table {dense.name!r} was dropped and created again around ctxemb since its lexical "
+        "side was built: rebuild the side from its rows ("
+    )
     return LexicalPlace(
         LexicalStore(db),
         owner=f'table "{dense.schema}"."{dense.name}" (oid {oid})',
-        remedy=f"Table {dense.name!r} was dropped and created again around ctxemb since its "
-        "lexical side was built: rebuild the side from its rows (ctxemb index --hybrid "
-        "--rebuild-lexical; open_hybrid(..., rebuild=True)).",
+        remedy=f"{gone}{REBUILD_LEXICAL_SIDE.python}).",
+        remedy_cli=f"{gone}{REBUILD_LEXICAL_SIDE.cli}).",
         folder=folder,
         joint=True,
         mark=lambda: db.mark(oid),

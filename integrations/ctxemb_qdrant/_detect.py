@@ -29,6 +29,7 @@ from ctxemb_core.contract import same_contract
 from ctxemb_core.detect import DEFAULT_MODEL, DetectReport, detect_driver
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import InvalidInputError, StampError
+from ctxemb_core.remedy import Said
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_qdrant._named import NamedVectorView, _info, _vector_params
 from ctxemb_qdrant._serving import FASTEMBED_TEXT, fastembed_vector
@@ -45,6 +46,10 @@ __all__ = [
 
 #: The models ctxemb can run whose fastembed vector name a collection may carry.
 KNOWN_MODELS = (DEFAULT_MODEL,)
+
+
+#: Naming the models a collection may have been written with, for Python and the CLI.
+_CANDIDATES = Said("ctxemb_qdrant.detect(client, name, *models)", "ctxemb detect --model ...")
 
 
 def fastembed_vector_name(model: str) -> str:
@@ -110,9 +115,10 @@ def detect_fastembed(
     named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
     candidates = models or named
     if not candidates:
-        raise InvalidInputError(
+        raise _CANDIDATES.into(
+            InvalidInputError,
             f"vector {vector!r} names no model ctxemb knows by that name; name the candidate "
-            "models (ctxemb detect --model ...)"
+            "models ({do})",
         )
     found = detect_driver(_view(client, collection, vector), *candidates, sample=sample)
     report = _named_as(found, vector)
@@ -196,9 +202,10 @@ def detect_or(detect: Any) -> Any:
             return detect(client, name, *models, **options)
         named = tuple(m for m in KNOWN_MODELS if fastembed_vector_name(m) == vector)
         if not (models or named):
-            raise InvalidInputError(
+            raise _CANDIDATES.into(
+                InvalidInputError,
                 f"collection {name!r}: fastembed's vector {vector!r} names no model ctxemb "
-                "knows by that name; name the candidate models (ctxemb detect --model ...)"
+                "knows by that name; name the candidate models ({do})",
             )
         report = detect_driver(_view(client, name, vector), *(models or named), **options)
         return _named_as(report, vector)

@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import sqlite3
 import uuid
@@ -153,8 +154,11 @@ def test_a_lost_side_is_never_rebuilt_under_a_default_recipe(chroma, static):
     docs = corpus(12)
     h.sync(list(docs), list(docs.values()))
     shutil.rmtree(h.folder)  # the side is lost (a cleanup, a disk moved without it)
-    with pytest.raises(DamagedStampError, match="rebuild-lexical"):
+    with pytest.raises(DamagedStampError, match=re.escape("open_hybrid(..., rebuild=True)")) as err:
         ctxemb_chroma.open_hybrid(chroma, "docs", static)
+    # Each audience its own words: the command line's, never Python's.
+    cli = err.value.message_for("cli")
+    assert "--rebuild-lexical" in cli and "open_hybrid" not in cli
     assert not h.folder.exists()  # nothing was built in its place
     # Rebuilt deliberately, under the recipe asked for.
     again = ctxemb_chroma.open_hybrid(chroma, "docs", static, lexical=none, rebuild=True)
@@ -246,8 +250,9 @@ def test_postgresql_keeps_both_sides_in_one_transaction_and_needs_no_folder(pg, 
     assert "d000" not in a.lexical.ids() and a.verify()["ok"]
     # A table dropped and made again is another table: its old side is refused, then rebuilt.
     pg.execute('DROP TABLE "a"')
-    with pytest.raises(ForeignLexicalError, match="rebuild-lexical"):
+    with pytest.raises(ForeignLexicalError, match=re.escape("rebuild=True")) as err:
         ctxemb_pgvector.open_hybrid(pg, "a", static, hnsw=False)
+    assert "--rebuild-lexical" in err.value.message_for("cli") and "--" not in str(err.value)
     again = ctxemb_pgvector.open_hybrid(pg, "a", static, hnsw=False, rebuild=True)
     assert again.lexical.ids() == [] and again.count() == 0
     with pytest.raises(HybridMismatchError, match=r"lexical\.k1"):

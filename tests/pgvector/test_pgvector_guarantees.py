@@ -674,3 +674,12 @@ def test_the_table_object_opened_over_a_driver_words_a_mismatch_as_postgresql(pg
         ctxemb_pgvector.GuardedTable.open(ctxemb_pgvector.driver(pg, "docs"), unnormalised)
     assert "ctxemb_pgvector.stamped_contract(" in str(err.value)
     assert "ctxemb_chroma" not in str(err.value)
+
+
+def test_a_missing_schema_is_advised_in_each_audiences_own_words(pg, minilm):
+    for create in (True, False):
+        with pytest.raises(InvalidInputError) as err:
+            ctxemb_pgvector.open_table(pg, "docs", minilm, schema="nosuch", create=create)
+        python, cli = str(err.value), err.value.message_for("cli")
+        assert "schema=" in python and "--schema" not in python, python
+        assert "--schema" in cli and "schema=" not in cli, cli

@@ -224,8 +224,11 @@ def test_a_served_model_id_a_server_lacks_sends_encoders_on_to_the_next_url(
     old, new, served, elsewhere
 ):
     # The contract under another id: said with the id it is served under.
-    with pytest.raises(ModelNotFoundError, match="as model 'cut', not 'tiny-8'"):
+    with pytest.raises(ModelNotFoundError, match="as model 'cut', not 'tiny-8'") as err:
         Embedder(new.contract, url=elsewhere.url, served_model="tiny-8")
+    # Each audience its own words for the same step.
+    assert "served_model='cut'" in str(err.value) and "--served-model" not in str(err.value)
+    assert "--served-model cut" in err.value.message_for("cli")
     # Neither the id nor the contract: a contract mismatch naming the ids it serves.
     with pytest.raises(ContractMismatchError, match="'tiny-4', 'cut'"):
         Embedder(old.contract, url=elsewhere.url, served_model="tiny")
