@@ -150,7 +150,7 @@ def missing_index(
     with how to reach it (``connect(path)``; ``--path`` on the command line). ``python``: more
     of why, for the Python message."""
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f"; did you mean {close[0]!r}?" if close else _held(kind, names)
     near = folders_near(folder, is_store) if folder is not None and not close else []
     there = next((p for p in near if name in held(p)), None)
     if folder is not None and there is not None:  # e.g. the demo's index looked for elsewhere
@@ -164,6 +164,14 @@ def missing_index(
         f"{kind} {name!r} does not exist{python}{hint}",
         cli=f"{kind} {name!r} does not exist in this store{hint}",
     )
+
+
+def _held(kind: str, names: list[str]) -> str:
+    """What the store holds instead, for a name with no near one (the first twenty)."""
+    if not names:
+        return f"; the store holds no {kind}"
+    shown = ", ".join(repr(n) for n in sorted(names)[:20])
+    return f"; the store holds {shown}" + (" and more" if len(names) > 20 else "")
 
 
 def first_missing(folder: Path) -> Path | None:

@@ -108,3 +108,14 @@ def test_llamaindex_on_qdrant_words_a_mismatch_as_qdrant(qdrant, tiny, other):
         ContractQdrantVectorStore("docs", ContractEmbedding(other.contract), client=qdrant)
     assert "ctxemb_qdrant.migrate(" in str(err.value)
     assert "ctxemb_chroma" not in str(err.value)
+
+
+def test_a_missing_index_names_what_the_store_holds_instead(tmp_path, qdrant, tiny):
+    chroma = ctxemb_chroma.connect(tmp_path / "chroma")
+    for adapter, client in ((ctxemb_chroma, chroma), (ctxemb_qdrant, qdrant)):
+        with pytest.raises(Exception, match="the store holds no collection"):
+            adapter.open_collection(client, "nosuch", tiny, create=False)
+        adapter.open_collection(client, "docs", tiny)
+        with pytest.raises(Exception, match="the store holds 'docs'") as err:
+            adapter.open_collection(client, "zzz", tiny, create=False)
+        assert "the store holds 'docs'" in err.value.message_for("cli")
