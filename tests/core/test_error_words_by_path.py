@@ -1,7 +1,8 @@
 """A refusal speaks the terms of the store it came from and of the interface called, whatever
 path reached the store: the store adapter's own calls, core's alias functions over its catalog,
-its index object's ``open`` over a driver, or a framework's store (which adds its own way to
-adopt, and never another framework's)."""
+its index object's ``open`` over a driver. (A framework's store adds its own way to adopt, and
+never another framework's: ``tests/langchain/test_langchain_any_driver.py``,
+``tests/llamaindex/test_llamaindex_qdrant.py``, where the framework is imported already.)"""
 
 from __future__ import annotations
 
@@ -53,26 +54,6 @@ def test_the_chroma_adapter_itself_names_no_framework(unstamped_chroma, tiny):
     assert _named_frameworks(str(err.value)) == set(), str(err.value)
 
 
-def test_langchain_on_chroma_names_its_own_adopt_and_no_other_framework(unstamped_chroma, tiny):
-    from ctxemb_langchain import ContractChroma, ContractEmbeddings
-
-    client, name = unstamped_chroma
-    with pytest.raises(MissingStampError) as err:
-        ContractChroma(name, ContractEmbeddings(contract=tiny.contract), client=client)
-    assert "in LangChain ContractChroma(..., adopt=True)" in str(err.value)
-    assert _named_frameworks(str(err.value)) == {"LangChain"}, str(err.value)
-
-
-def test_llamaindex_on_chroma_names_its_own_adopt_and_no_other_framework(unstamped_chroma, tiny):
-    from ctxemb_llamaindex import ContractChromaVectorStore, ContractEmbedding
-
-    client, name = unstamped_chroma
-    with pytest.raises(MissingStampError) as err:
-        ContractChromaVectorStore(name, ContractEmbedding(tiny.contract), client=client)
-    assert "in LlamaIndex ContractChromaVectorStore(..., adopt=True)" in str(err.value)
-    assert _named_frameworks(str(err.value)) == {"LlamaIndex"}, str(err.value)
-
-
 @pytest.fixture
 def qdrant(tmp_path):
     client = ctxemb_qdrant.connect(tmp_path / "qdrant")
@@ -98,16 +79,6 @@ def test_an_alias_over_an_unstamped_qdrant_collection_is_refused_in_qdrants_word
     assert "ctxemb_qdrant.open_collection(client, 'plain', contract, adopt=True)" in str(err.value)
     assert "ctxemb_chroma" not in str(err.value)
     assert "points" in err.value.message_for("cli")  # Qdrant's word for its records
-
-
-def test_llamaindex_on_qdrant_words_a_mismatch_as_qdrant(qdrant, tiny, other):
-    from ctxemb_llamaindex import ContractEmbedding, ContractQdrantVectorStore
-
-    ctxemb_qdrant.open_collection(qdrant, "docs", tiny)
-    with pytest.raises(ContractMismatchError) as err:
-        ContractQdrantVectorStore("docs", ContractEmbedding(other.contract), client=qdrant)
-    assert "ctxemb_qdrant.migrate(" in str(err.value)
-    assert "ctxemb_chroma" not in str(err.value)
 
 
 def test_a_missing_index_names_what_the_store_holds_instead(tmp_path, qdrant, tiny):

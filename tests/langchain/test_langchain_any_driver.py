@@ -9,6 +9,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import MINILM
 from langchain_core.embeddings import Embeddings
@@ -65,3 +66,23 @@ def test_a_filter_that_matches_nothing_finds_nothing_on_every_search_path() -> N
     assert store.similarity_search("green tea", k=2, filter=attic) == []
     assert store.max_marginal_relevance_search("green tea", k=2, filter=attic) == []
     assert [d.id for d in store.max_marginal_relevance_search("green tea", k=2)] == ["tea"]
+
+
+def test_an_unstamped_chroma_collection_is_advised_in_langchains_words_alone(tmp_path):
+    # The adopt advice names LangChain's own store, never another framework's.
+    import chromadb
+
+    from ctxemb_core.errors import MissingStampError
+    from ctxemb_core.testing.conformance import DOCS, tiny_embedder
+    from ctxemb_langchain import ContractChroma
+
+    tiny = tiny_embedder()
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    raw = client.create_collection("plain", embedding_function=None)
+    vectors = np.asarray(tiny.embed_documents(list(DOCS.values())))
+    raw.add(ids=list(DOCS), embeddings=vectors, documents=list(DOCS.values()))
+    with pytest.raises(MissingStampError) as err:
+        ContractChroma("plain", ContractEmbeddings(contract=tiny.contract), client=client)
+    said = str(err.value)
+    assert "in LangChain ContractChroma(..., adopt=True)" in said, said
+    assert "Haystack" not in said and "LlamaIndex" not in said, said

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed")
@@ -194,3 +195,35 @@ def test_after_a_switch_every_framework_serves_the_named_vector(folder, contract
     assert found[0].id == expected
     with pytest.raises(ContractMismatchError, match="now serves vector 'v2'"):
         haystack_first(folder, "switched", contract)
+
+
+def test_llamaindex_on_chroma_names_its_own_adopt_and_no_other_framework(tmp_path):
+    # The adopt advice names LlamaIndex's own store, never another framework's.
+    import chromadb
+
+    from ctxemb_core.errors import MissingStampError
+    from ctxemb_core.testing.conformance import DOCS
+    from ctxemb_llamaindex import ContractChromaVectorStore
+
+    tiny = tiny_embedder()
+    client, name = chromadb.PersistentClient(path=str(tmp_path)), "plain"
+    raw = client.create_collection(name, embedding_function=None)
+    vectors = np.asarray(tiny.embed_documents(list(DOCS.values())))
+    raw.add(ids=list(DOCS), embeddings=vectors, documents=list(DOCS.values()))
+    with pytest.raises(MissingStampError) as err:
+        ContractChromaVectorStore(name, ContractEmbedding(tiny.contract), client=client)
+    assert "in LlamaIndex ContractChromaVectorStore(..., adopt=True)" in str(err.value)
+    assert "LangChain" not in str(err.value) and "Haystack" not in str(err.value)
+
+
+def test_llamaindex_on_qdrant_words_a_mismatch_as_qdrant(tmp_path):
+    # Qdrant's calls, not the default store's (Chroma's).
+    tiny = tiny_embedder()
+    other = tiny.contract.with_(normalize=not tiny.contract.normalize)
+    qdrant = ctxemb_qdrant.connect(tmp_path / "qdrant")
+    ctxemb_qdrant.open_collection(qdrant, "docs", tiny)
+    with pytest.raises(ContractMismatchError) as err:
+        ContractQdrantVectorStore("docs", ContractEmbedding(other), client=qdrant)
+    assert "ctxemb_qdrant.migrate(" in str(err.value)
+    assert "ctxemb_chroma" not in str(err.value)
+    qdrant.close()
