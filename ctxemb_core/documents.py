@@ -261,8 +261,11 @@ def check_documents(
     *,
     ids: Sequence[str] | None = None,
     known: Mapping[str, EmbeddingContract] | None = None,
+    rewrite: str = "",
 ) -> None:
-    """Refuse a retrieved result unless every document was embedded under ``contract``.
+    """Refuse a retrieved result unless every document was embedded under ``contract``
+    (``rewrite``: how the caller's framework deletes and writes documents again, for the
+    advice on documents written around ctxemb; none: ctxemb's embedder and writer).
 
     One document that is not the caller's refuses the whole result. When several problems are
     present, the most specific is raised: another contract's fingerprint first, then an
@@ -355,12 +358,7 @@ def check_documents(
             f"({_shown(missing)}): they were written around ctxemb, so nothing proves which "
             "contract embedded them, and the whole result was refused. Delete every stored "
             "document without it, then write them again through ctxemb's embedder and writer "
-            "(which stamp each one); in Haystack:\n"
-            f"    store.delete_documents([d.id for d in store.filter_documents() if "
-            f"{FINGERPRINT_KEY!r} not in d.meta])\n"
-            "and ContractDocumentEmbedder -> ContractDocumentWriter; in LangChain, through the "
-            "ContractVectorStore: store.delete(ids=[...]), then store.add_documents(documents). "
-            "Or rebuild the store."
+            f"(which stamp each one){': ' + rewrite if rewrite else ''}. Or rebuild the store."
         )
 
 

@@ -1012,11 +1012,14 @@ class NoEncoderError(AliasError):
         self.contract = contract
         self.alias = alias
         through = f"alias {alias!r} now serves" if alias else "the index is written under"
+        problem = f"no encoder for the contract {through}: {contract.describe()}" + (
+            f" ({where})" if where else ""
+        )
         super().__init__(
-            f"no encoder for the contract {through}: {contract.describe()}"
-            + (f" ({where})" if where else "")
-            + ". Give an embedder of this contract, its model folder or the URL of a server "
-            "that serves it (encoders=...)."
+            f"{problem}. Give an embedder of this contract, its model folder or the URL of a "
+            "server that serves it (encoders=...).",
+            cli=f"{problem}. Install its model on this machine, or give the URL of a server that "
+            "serves it (--url).",
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

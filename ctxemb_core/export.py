@@ -53,6 +53,7 @@ from ctxemb_core.folders.manifest import (
 from ctxemb_core.folders.manifest import is_export as _is_export
 from ctxemb_core.folders.static import is_static_folder
 from ctxemb_core.pooling import DenseHead
+from ctxemb_core.remedy import Said
 from ctxemb_core.resolve import check_fits, contract_for, export_contract
 
 __all__ = ["export_contract", "export_model", "is_export"]
@@ -237,9 +238,8 @@ def _check_target(target: Path, overwrite: bool) -> None:
             "overwrite); choose a new or empty folder"
         )
     if not overwrite:
-        raise InvalidInputError(
-            f"{target} holds an export already; pass overwrite=True (ctxemb export … "
-            "--overwrite) to replace it"
+        raise Said("pass overwrite=True", "give --overwrite").into(
+            InvalidInputError, f"{target} holds an export already; {{do}} to replace it"
         )
 
 

@@ -310,7 +310,9 @@ def _load_export(
         raise UnsupportedModelError(
             f"{folder} is a ctxemb export, served by onnxruntime on the CPU (backend='auto' or "
             f"'onnx', device='cpu'); backend={backend!r}, device={device!r} needs the model "
-            "folder it was exported from"
+            "folder it was exported from",
+            cli=f"{folder} is a ctxemb export, served by onnxruntime on the CPU (--backend auto "
+            f"or onnx); --backend {backend} needs the model folder it was exported from",
         )
     quant = f"+{contract.quantization.value}" if contract.quantization else ""
     key = (weights, f"export{quant}:{folder}", device)

@@ -400,6 +400,12 @@ def _not_found(answer: _Answer) -> bool:
     return answer.status == 404 and _error_code(answer.payload) == "model_not_found"
 
 
+#: Naming one contract of a server of several, for Python and for the CLI.
+_NAME_ONE = Said("server_contract(url, model=ID), or served_model=ID", "--served-model ID")
+#: Embedding through another OpenAI-compatible server.
+_OPENAI = Said("api='openai'", "--api openai")
+
+
 def _answers_to(served: ServerContract) -> tuple[str, ...]:
     """The ids under which a server answers for ``served``: its model's, each role's, and the
     recipe's."""
@@ -441,9 +447,10 @@ def server_contract(url: str, *, model: str | None = None, timeout: float = 30.0
         if model is None:
             answer = http_.request("GET", "/contract")
             if _names_no_model(answer):
-                raise InvalidInputError(
-                    f"the server at {http_.url} serves several contracts; name one with "
-                    f"model=ID. It says: {_error_message(answer.payload)}"
+                raise _NAME_ONE.into(
+                    InvalidInputError,
+                    f"the server at {http_.url} serves several contracts; name one ({{do}}). "
+                    f"It says: {_error_message(answer.payload)}",
                 )
             return _read_contract(http_, answer)
         answer = http_.request("GET", _contract_path(model))
@@ -466,13 +473,14 @@ def server_contract(url: str, *, model: str | None = None, timeout: float = 30.0
 def _read_contract(http_: _Http, answer: _Answer) -> ServerContract:
     status, headers, payload, _ = answer
     if status != 200 or not isinstance(payload, Mapping):
-        raise RemoteEncoderError(
+        raise _OPENAI.into(
+            RemoteEncoderError,
             http_.redact(
                 f"the server at {http_.url} does not say which contract it serves (GET "
                 f"{http_.base}/contract answered HTTP {status}: {_error_message(payload)}). Is it "
-                "ctxemb serve? For another OpenAI-compatible server use api='openai' with the "
-                "contract it should reproduce."
-            )
+                "ctxemb serve? For another OpenAI-compatible server use {do} with the contract "
+                "it should reproduce."
+            ),
         )
     try:
         contract = EmbeddingContract.from_dict(dict(payload["contract"]))
@@ -1084,10 +1092,11 @@ class RemoteEncoder:
         if fingerprint is None or instance is None:
             if answer.status != 200:
                 self._vectors(answer, 0, Role.DOCUMENT)  # raises, naming the HTTP error
-            raise RemoteEncoderError(
+            raise _OPENAI.into(
+                RemoteEncoderError,
                 f"the server at {self.url} sent no {FINGERPRINT_HEADER} / {INSTANCE_HEADER} "
                 f"headers (HTTP {answer.status} to POST {self._http.base}/embeddings): it is not "
-                "ctxemb serve (use api='openai' for another server)"
+                "ctxemb serve (use {do} for another server)",
             )
         return instance, fingerprint
 

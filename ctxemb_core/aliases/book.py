@@ -34,7 +34,9 @@ from typing import Any, Protocol, runtime_checkable
 from ctxemb_core.aliases.record import AliasRecord
 from ctxemb_core.errors import AliasMovedError, InvalidInputError
 from ctxemb_core.index.driver import StoreDriver
+from ctxemb_core.index.embedded import OWN_PREFIX
 from ctxemb_core.index.memory import MemoryStore
+from ctxemb_core.remedy import Said
 
 __all__ = [
     "AliasBook",
@@ -128,7 +130,7 @@ class ClaimBook:
     taken back.
     """
 
-    PREFIX = "ctxemb-alias--"
+    PREFIX = OWN_PREFIX
     _CLAIM = re.compile(rf"{re.escape(PREFIX)}(?P<name>.+)--(?P<generation>\d{{10}})")
     #: How often a read lists the claims again when the newest was removed meanwhile (by a
     #: swap that made a newer one).
@@ -335,9 +337,15 @@ def refuse_alias_member(catalog: Catalog, index: str, what: str) -> None:
         )
         held += [f"{name!r} ({role})" for role, t in roles if t is not None and t.index == index]
     if held:
-        raise AliasConflictError(
+        first = held[0].split(" (")[0].strip("'")
+        upgrade = Said(
+            f"begin_upgrade(catalog, {first!r}, ...) from ctxemb_core.aliases",
+            f"ctxemb upgrade {first} with the new contract's options",
+        )
+        raise upgrade.into(
+            AliasConflictError,
             f"cannot {what} index {index!r}: alias {', '.join(held)} holds it, and the alias's "
             "readers embed under the contract it records. Change the contract through the "
-            "alias instead: ctxemb upgrade ALIAS with the new contract's options (a shadow "
-            "under it, readers following at the cutover); nothing was written"
+            "alias instead: {do} (a shadow under it, readers following at the cutover); "
+            "nothing was written",
         )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ctxemb_core.aliases.record import AliasTarget
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.driver import Filter
+from ctxemb_core.remedy import Said
 
 if TYPE_CHECKING:
     from ctxemb_core.contract import EmbeddingContract
@@ -94,13 +95,14 @@ def lexical_contract(catalog: Any, index: str) -> HybridContract | None:
                 # A dense index whose lexical side is kept where an alias cannot follow it: its
                 # writes through the alias would leave that side stale, in silence.
                 where = "in a folder its callers name" if store is None else f"not in {store.where}"
-                raise InvalidInputError(
-                    f"index {index!r} has a lexical side (token {mark}) kept {where} (its "
-                    "lexical_path, --lexical-path), where an alias cannot reach it to keep it in "
+                raise Said("its lexical_path", "its --lexical-path").into(
+                    InvalidInputError,
+                    f"index {index!r} has a lexical side (token {mark}) kept {where} ({{do}}), "
+                    "where an alias cannot reach it to keep it in "
                     "step with the index's writes. An alias over a hybrid index needs the side "
                     "where its store keeps it by default (an embedded Chroma store's "
                     "ctxemb-lexical folder, PostgreSQL's schema); rebuild it there, or alias "
-                    "an index without one"
+                    "an index without one",
                 )
             return None
         return store.stamp().contract.recipe()
@@ -135,11 +137,16 @@ def check_dense_target(catalog: Any, target: AliasTarget, alias: str) -> None:
     in silence."""
     if target.hybrid is not None or lexical_contract(catalog, target.index) is None:
         return
-    raise InvalidInputError(
+    again = Said(
+        f"create_alias(catalog, NAME, {target.index!r})",
+        f"ctxemb alias create NAME --collection {target.index}",
+    )
+    raise again.into(
+        InvalidInputError,
         f"index {target.index!r} has a lexical side, but alias {alias!r} was created over it as a "
         "dense index and keeps only the dense side in step: its writes would leave the lexical "
-        "side stale. Create an alias over it again (ctxemb alias create NAME --collection "
-        f"{target.index}), which records the side, and open that one"
+        "side stale. Create an alias over it again ({do}), which records the side, and open "
+        "that one",
     )
 
 

@@ -56,7 +56,7 @@ from ctxemb_core.hybrid.store import (
     has_file_set,
     read_file_set,
 )
-from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, REBUILD_LEXICAL_SIDE
+from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, REBUILD_LEXICAL_SIDE, Said
 from ctxemb_core.sync import SyncReport, sync_batch
 from ctxemb_core.validate import check_positive_int
 
@@ -124,9 +124,10 @@ def lexical_home(store_folder: str | os.PathLike[str] | None, name: str, where: 
     beside itself. ``None``: the store has no folder on this machine (``where``: what it is
     instead, ``"a Chroma server"``), whose side lives where its caller names it: refused."""
     if not store_folder:
-        raise InvalidInputError(
+        raise Said("lexical_path=", "--lexical-path").into(
+            InvalidInputError,
             f"a hybrid index on {where} keeps its lexical side in a folder of this machine: "
-            "give lexical_path (--lexical-path)"
+            "give {do}",
         )
     return Path(store_folder) / LEXICAL_FOLDER / name
 

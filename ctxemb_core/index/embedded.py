@@ -149,6 +149,7 @@ def missing_index(
     ``names``, else (for a store in ``folder``) a store near it that holds one called ``name``,
     with how to reach it (``connect(path)``; ``--path`` on the command line). ``python``: more
     of why, for the Python message."""
+    names = [n for n in names if not n.startswith(OWN_PREFIX)]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else _held(kind, names)
     near = folders_near(folder, is_store) if folder is not None and not close else []
@@ -164,6 +165,11 @@ def missing_index(
         f"{kind} {name!r} does not exist{python}{hint}",
         cli=f"{kind} {name!r} does not exist in this store{hint}",
     )
+
+
+#: The names of ctxemb's own records in a store (an alias's claims: ``aliases.ClaimBook``),
+#: never offered as the user's indexes.
+OWN_PREFIX = "ctxemb-alias--"
 
 
 def _held(kind: str, names: list[str]) -> str:

@@ -23,6 +23,7 @@ from ctxemb_core.errors import (
 from ctxemb_core.folders.digests import weights_digest
 from ctxemb_core.folders.layouts import ModelLayout, classification_architecture, read_layout
 from ctxemb_core.folders.locate import locate_model, register_model
+from ctxemb_core.remedy import Said
 from ctxemb_core.rerank.contract import (
     Activation,
     PairFormat,
@@ -205,6 +206,10 @@ def _encoder(
     return model
 
 
+#: Choosing a reranker's activation, for Python and for the CLI (``ctxemb query --rerank``).
+_ACTIVATION = Said("activation=", "--activation")
+
+
 def _activation(layout: ModelLayout, given: Activation | str | None) -> Activation:
     """The activation given, else the one the folder saved, else CrossEncoder's default."""
     if given is not None:
@@ -212,20 +217,22 @@ def _activation(layout: ModelLayout, given: Activation | str | None) -> Activati
     saved = layout.saved_activation
     if saved is not None:
         if saved not in SAVED_ACTIVATIONS:
-            raise UnsupportedModelError(
+            raise _ACTIVATION.into(
+                UnsupportedModelError,
                 f"{layout.root.name} saved the activation {saved!r}, which is not one of "
                 f"{sorted(SAVED_ACTIVATIONS)}; ctxemb runs no code from a folder to find out "
-                "what it computes. Pass activation= one of "
-                + ", ".join(repr(a.value) for a in Activation)
+                "what it computes. Give {do} one of "
+                + ", ".join(repr(a.value) for a in Activation),
             )
         return SAVED_ACTIVATIONS[saved]
     if layout.cross_encoder:
         # sentence-transformers' documented default for a CrossEncoder that saved none.
         return Activation.SIGMOID if layout.num_labels == 1 else Activation.NONE
-    raise InvalidContractError(
+    raise _ACTIVATION.into(
+        InvalidContractError,
         f"{layout.root.name} is a plain transformers sequence-classification folder: it does "
-        "not say how its logits become a score, and ctxemb never guesses. Pass activation= one "
-        "of " + ", ".join(repr(a.value) for a in Activation)
+        "not say how its logits become a score, and ctxemb never guesses. Give {do} one of "
+        + ", ".join(repr(a.value) for a in Activation),
     )
 
 

@@ -22,7 +22,7 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from ctxemb_core.documents import check_documents, recall, store_sample
+from ctxemb_core.documents import FINGERPRINT_KEY, check_documents, recall, store_sample
 from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.guard import check_embedded, check_query_vector
 from ctxemb_haystack._writes import DuplicateDocumentsError, batch_of, contract_of, unique
@@ -31,6 +31,20 @@ if TYPE_CHECKING:
     from ctxemb_haystack._index import IndexGuard
 
 logger = logging.getLogger(__name__)
+
+
+def _check(documents: list[Document], contract: Any) -> None:
+    """``check_documents`` over Haystack documents, its advice in Haystack's calls."""
+    check_documents(
+        [d.meta for d in documents], contract, ids=[d.id for d in documents], rewrite=_REWRITE
+    )
+
+
+#: How a Haystack user writes again the documents written around ctxemb (a refusal's advice).
+_REWRITE = (
+    "\n    store.delete_documents([d.id for d in store.filter_documents() if "
+    f"{FINGERPRINT_KEY!r} not in d.meta])\nthen ContractDocumentEmbedder -> ContractDocumentWriter"
+)
 
 __all__ = ["DuplicateDocumentsError", "MemoryGuard", "contract_of", "guard_for", "unique"]
 
@@ -98,7 +112,7 @@ class MemoryGuard:
         check_embedded([d.embedding for d in documents], contract, ids)
         # ... and the store's: any few stored documents stand for it.
         sample = self.sample()
-        check_documents([d.meta for d in sample], contract, ids=[d.id for d in sample])
+        _check(sample, contract)
         stored = self.store.storage
         if policy in (DuplicatePolicy.NONE, DuplicatePolicy.FAIL):
             present = tuple(i for i in ids if i in stored)
@@ -115,7 +129,7 @@ class MemoryGuard:
     ) -> list[Document]:
         # The store first (the search itself may fail on another width), then every result.
         sample = self.sample()
-        check_documents([d.meta for d in sample], fingerprint, ids=[d.id for d in sample])
+        _check(sample, fingerprint)
         # Its width is known when this process built the contract (a ContractTextEmbedder did).
         contract = recall(fingerprint)
         width = contract.output_dim if contract is not None else None
@@ -126,8 +140,8 @@ class MemoryGuard:
         except Exception:
             # Another width outside the sample fails the search: name the contract, not numpy.
             every = list(self.store.storage.values())
-            check_documents([d.meta for d in every], fingerprint, ids=[d.id for d in every])
+            _check(every, fingerprint)
             raise
         documents: list[Document] = found["documents"]
-        check_documents([d.meta for d in documents], fingerprint, ids=[d.id for d in documents])
+        _check(documents, fingerprint)
         return documents

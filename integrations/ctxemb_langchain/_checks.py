@@ -21,6 +21,11 @@ from ctxemb_core.documents import (
 )
 from ctxemb_core.guard import check_records
 
+#: How a LangChain user writes again the documents written around ctxemb (a refusal's advice).
+REWRITE = (
+    "through the ContractVectorStore, store.delete(ids=[...]), then store.add_documents(documents)"
+)
+
 
 def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool = False) -> None:
     """Check a few stored records of an ``InMemoryVectorStore`` (they stand for the whole, as
@@ -32,7 +37,7 @@ def check_memory_sample(store: Any, contract: EmbeddingContract, *, every: bool 
     # Its own search fails on vectors of another width before any result could be checked.
     picked = list(records.values()) if every else store_sample(records.values())
     ids = [str(r.get("id")) for r in picked]
-    check_documents([r.get("metadata") or {} for r in picked], contract, ids=ids)
+    check_documents([r.get("metadata") or {} for r in picked], contract, ids=ids, rewrite=REWRITE)
     # The fingerprint may have been copied onto a vector of another width: name it here.
     check_document_widths([r.get("vector") for r in picked], contract, ids=ids)
 

@@ -12,6 +12,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from ctxemb_core.documents import check_documents
 from ctxemb_core.guard import check_query_vector
 from ctxemb_langchain._checks import (
+    REWRITE,
     check_memory_sample,
     documents_by_ids,
     stamped,
@@ -100,6 +101,7 @@ class ContractVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
             [d.metadata for d in documents],
             self.contract,
             ids=[str(d.id) if d.id is not None else str(i) for i, d in enumerate(documents)],
+            rewrite=REWRITE,
         )
         return [unstamped(d) for d in documents]
 

@@ -158,8 +158,9 @@ def missing_table(conn: Any, name: str, schema: str = "public", why: str = "") -
             r[0]
             for r in conn.execute(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname <> %s ORDER BY 1",
-                (schema, STAMPS),
+                "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname NOT LIKE 'ctxemb\\_%%' "
+                "ORDER BY 1",  # ctxemb's own tables (stamps, aliases, lexical sides) are not shown
+                (schema,),
             )
         ]
     return InvalidInputError(

@@ -90,3 +90,41 @@ def test_a_missing_index_names_what_the_store_holds_instead(tmp_path, qdrant, ti
         with pytest.raises(Exception, match="the store holds 'docs'") as err:
             adapter.open_collection(client, "zzz", tiny, create=False)
         assert "the store holds 'docs'" in err.value.message_for("cli")
+
+
+# -- each audience its own words: a Python caller no command, a ctxemb user no keyword ---------
+
+
+def _audiences(error: Exception) -> tuple[str, str]:
+    return str(error), error.message_for("cli")  # type: ignore[attr-defined]
+
+
+def test_documents_written_around_ctxemb_are_advised_in_the_callers_framework_alone(tiny):
+    from ctxemb_core.documents import check_documents
+
+    for rewrite in ("", "through MyFramework: store.rewrite(ids)"):
+        with pytest.raises(MissingStampError) as err:
+            check_documents([{}], tiny.contract, ids=["a"], rewrite=rewrite)
+        assert _named_frameworks(str(err.value)) == set(), str(err.value)
+        assert rewrite in str(err.value)
+
+
+def test_an_aliased_index_is_restamped_through_the_alias_in_each_audiences_words(tmp_path, tiny):
+    from ctxemb_core.errors import AliasConflictError
+
+    client = ctxemb_chroma.connect(tmp_path / "chroma")
+    ctxemb_chroma.open_collection(client, "docs", tiny)
+    create_alias(ctxemb_chroma.catalog(client), "live", "docs")
+    with pytest.raises(AliasConflictError) as err:
+        ctxemb_chroma.restamp(client, "docs", tiny.contract.with_(query_prefix="query: "))
+    python, cli = _audiences(err.value)
+    assert "begin_upgrade(catalog, 'live'" in python and "ctxemb upgrade" not in python
+    assert "ctxemb upgrade live" in cli and "begin_upgrade" not in cli
+
+
+def test_an_encoder_missing_for_an_alias_is_advised_in_each_audiences_words(tiny):
+    from ctxemb_core.errors import NoEncoderError
+
+    python, cli = _audiences(NoEncoderError(tiny.contract, "live"))
+    assert "encoders=" in python and "--url" not in python
+    assert "--url" in cli and "encoders=" not in cli

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ctxemb_core import contract_for
+from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.export import export_model
 from ctxemb_core.static import static_from_model
 
@@ -63,6 +64,11 @@ def test_a_replaced_export_follows_the_umask(tiny_contract, tmp_path):
     target = tmp_path / "export"
     with umask(0o022):
         export_model(tiny_contract, target)
+        with pytest.raises(InvalidInputError) as err:  # each audience its own words
+            export_model(tiny_contract, target)
+        python, cli = str(err.value), err.value.message_for("cli")
+        assert "overwrite=True" in python and "--overwrite" not in python
+        assert "--overwrite" in cli and "overwrite=True" not in cli
         export_model(tiny_contract, target, overwrite=True)
     assert mode(target) == 0o755 and leftovers(tmp_path) == []
 
