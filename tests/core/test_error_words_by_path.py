@@ -120,6 +120,10 @@ def test_an_aliased_index_is_restamped_through_the_alias_in_each_audiences_words
     python, cli = _audiences(err.value)
     assert "begin_upgrade(catalog, 'live'" in python and "ctxemb upgrade" not in python
     assert "ctxemb upgrade live" in cli and "begin_upgrade" not in cli
+    # The alias's own records are ctxemb's, never offered as the user's collections.
+    with pytest.raises(Exception, match="the store holds 'docs'") as missing:
+        ctxemb_chroma.open_collection(client, "zzz", tiny, create=False)
+    assert "ctxemb-alias" not in str(missing.value)
 
 
 def test_an_encoder_missing_for_an_alias_is_advised_in_each_audiences_words(tiny):
