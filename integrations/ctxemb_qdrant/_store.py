@@ -148,7 +148,8 @@ def connect(
     timeout: int = 10,
 ) -> QdrantClient:
     """A client of local mode in ``path`` (default ``./qdrant``; a folder already open in this
-    process is joined), of memory (``memory=True``), or of the server at ``url`` (``api_key``:
+    process is joined), of memory (``memory=True``, or qdrant-client's own spelling, the path
+    ``":memory:"``), or of the server at ``url`` (``api_key``:
     its key, by default ``$CTXEMB_QDRANT_API_KEY`` (core's
     :func:`~ctxemb_core.index.connecting.server_key`), never shown; asked
     once for its collections, so a URL where nothing answers is refused here).
@@ -158,7 +159,7 @@ def connect(
         StoreUnavailableError: the server does not answer; another process holds the folder.
         InvalidInputError: ``create=False`` and no store at ``path``; a malformed address.
     """
-    if memory:
+    if memory or path == ":memory:":  # never a folder of that name
         with translated("opening an in-memory Qdrant store"):
             return QdrantClient(location=":memory:")
     if url is not None:

@@ -279,3 +279,11 @@ def test_an_adopted_point_under_its_own_id_is_replaced_not_doubled(qclient, embe
     docs.upsert([first], ["Oil the bicycle chain."])
     assert docs.count() == len(texts) == len(docs.driver.ids())
     assert docs.get(ids=[first])["documents"] == ["Oil the bicycle chain."]
+
+
+def test_qdrant_clients_own_spelling_of_memory_makes_no_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    client = connect(":memory:")
+    assert client._client.__class__.__name__ == "QdrantLocal"  # local mode, in memory
+    assert list(tmp_path.iterdir()) == []  # not a folder called ":memory:"
+    client.close()
