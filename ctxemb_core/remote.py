@@ -327,10 +327,13 @@ class _Http:
             except (ConnectionError, http.client.HTTPException, OSError) as exc:
                 self._drop()
                 if isinstance(exc, TimeoutError):
-                    raise RemoteEncoderError(
+                    slow = (
                         f"the embedding server at {self.url} was too slow: no complete answer "
-                        f"to {method} {self.base + path} within timeout={self.timeout:g} s. "
-                        "Raise timeout= if it is busy, or check the server"
+                        f"to {method} {self.base + path} within {self.timeout:g} s"
+                    )
+                    raise RemoteEncoderError(
+                        f"{slow} (timeout=). Raise timeout= if it is busy, or check the server",
+                        cli=f"{slow}. Check the server, or run again when it is less busy",
                     ) from None
                 if attempt == 0:
                     continue
@@ -612,7 +615,8 @@ class RemoteEncoder:
             key = os.environ.get(api_key_env)
             if not key:
                 raise InvalidInputError(
-                    f"api_key_env={api_key_env!r}: that environment variable is not set"
+                    f"api_key_env={api_key_env!r}: that environment variable is not set",
+                    cli=f"--api-key-env {api_key_env}: that environment variable is not set",
                 )
             headers["Authorization"] = f"Bearer {key}"
         self.contract = contract

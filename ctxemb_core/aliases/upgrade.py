@@ -219,9 +219,12 @@ def begin_upgrade(
             f"alias {name!r} already serves this contract ({record.target}): nothing to upgrade"
         )
     if record.previous is not None:
+        problem = f"alias {name!r} still writes its previous target {record.previous.index}"
         raise AliasStateError(
-            f"alias {name!r} still writes its previous target {record.previous.index}: retire "
-            "it first (retire), or roll back to it (rollback)"
+            f"{problem}: retire it first (retire(catalog, {name!r})), or roll back to it "
+            f"(rollback(catalog, {name!r}))",
+            cli=f"{problem}: retire it first (ctxemb upgrade {name} --retire), or roll back to it "
+            f"(ctxemb upgrade {name} --rollback)",
         )
     target_name = shadow if shadow is not None else shadow_name(record, hybrid or embedder.contract)
     if target_name == record.target.index or catalog.aliases.read(target_name) is not None:

@@ -13,7 +13,7 @@ from conftest import fresh_name
 
 import ctxemb_chroma
 import ctxemb_qdrant
-from ctxemb_core import Embedder
+from ctxemb_core import Embedder, IndexStamp
 from ctxemb_core.aliases import create_alias
 from ctxemb_core.errors import ContractMismatchError, MissingStampError
 from ctxemb_core.testing.conformance import DOCS, tiny_embedder
@@ -132,3 +132,39 @@ def test_an_encoder_missing_for_an_alias_is_advised_in_each_audiences_words(tiny
     python, cli = _audiences(NoEncoderError(tiny.contract, "live"))
     assert "encoders=" in python and "--url" not in python
     assert "--url" in cli and "encoders=" not in cli
+
+
+def test_an_unset_key_variable_is_named_as_each_audience_gave_it(tiny):
+    from ctxemb_core.errors import InvalidInputError
+    from ctxemb_core.remote import RemoteEncoder
+
+    with pytest.raises(InvalidInputError) as err:
+        RemoteEncoder(
+            tiny.contract,
+            "http://127.0.0.1:9",
+            api="openai",
+            reference=IndexStamp.from_embedder(tiny),
+            api_key_env="CTXEMB_NOPE",
+        )
+    python, cli = _audiences(err.value)
+    assert "api_key_env='CTXEMB_NOPE'" in python and "--api-key-env" not in python
+    assert "--api-key-env CTXEMB_NOPE" in cli and "api_key_env=" not in cli
+
+
+def test_an_upgrade_over_a_kept_previous_target_is_advised_in_each_audiences_words(
+    tmp_path, tiny, other
+):
+    from ctxemb_core.aliases import Encoders, backfill, begin_upgrade, cutover
+    from ctxemb_core.errors import AliasStateError
+
+    catalog = ctxemb_chroma.catalog(ctxemb_chroma.connect(tmp_path / "chroma"))
+    ctxemb_chroma.open_collection(catalog.client, "docs", tiny).add(list(DOCS), list(DOCS.values()))
+    create_alias(catalog, "live", "docs")
+    begin_upgrade(catalog, "live", other)
+    backfill(catalog, "live", Encoders(tiny, other), progress=False)
+    cutover(catalog, "live", Encoders(tiny, other))
+    with pytest.raises(AliasStateError) as err:
+        begin_upgrade(catalog, "live", tiny)
+    python, cli = _audiences(err.value)
+    assert "retire(catalog, 'live')" in python and "--retire" not in python
+    assert "ctxemb upgrade live --retire" in cli and "retire(catalog" not in cli

@@ -133,6 +133,8 @@ def test_the_timeout_bounds_the_whole_answer(minilm_contract, stamp):
             RemoteEncoder(minilm_contract, url, api="openai", reference=stamp, timeout=1)
         assert time.monotonic() - start < 3
         assert "headers" not in str(info.value)
+        # Each audience its own words: the command line has no timeout option.
+        assert "timeout=" in str(info.value) and "timeout=" not in info.value.message_for("cli")
         start = time.monotonic()
         with pytest.raises(RemoteEncoderError, match="too slow"):
             Embedder(minilm_contract, url=url, api="openai", reference=stamp, timeout=1)
