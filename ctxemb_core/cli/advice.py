@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxemb_core.cli.common import contract_parameters, flag
-from ctxemb_core.errors import CtxembError
+from ctxemb_core.errors import CtxembError, InvalidContractError
 from ctxemb_core.remedy import (
     DEFAULT_TERMS,
     GIVE_CONTROLS,
@@ -443,4 +444,24 @@ def cli_message(exc: CtxembError, run: Invocation | None = None) -> str:
         advice = word(remedies, getattr(exc, "terms", None), run)
         return exc._worded_as(advice or f"See ctxemb {run.command} --help.")
     message_for = getattr(exc, "message_for", None)
-    return str(message_for("cli")) if callable(message_for) else str(exc)
+    message = str(message_for("cli")) if callable(message_for) else str(exc)
+    if run is not None and isinstance(exc, InvalidContractError):
+        return _as_option(message, run)
+    return message
+
+
+#: The head of a refused contract value as the contract names it: ``truncate_dim=9999 is ...``,
+#: ``max_tokens must be ...``.
+_FIELD_HEAD = re.compile(r"(?P<field>[a-z_]+)(=| must )")
+
+
+def _as_option(message: str, run: Invocation) -> str:
+    """A refused contract value said of the option the command line set it with, as argparse
+    says its own (``argument --truncate-dim: truncate_dim=9999 is larger ...``), where the
+    message names the field first and the user gave that option: the field's name stays, as
+    the command shows contracts with it."""
+    head = _FIELD_HEAD.match(message)
+    if head is None or head["field"] not in contract_parameters() or not run.given(head["field"]):
+        return message  # a value the command line did not give (a stamp's, a folder's)
+    option = run.typed(head["field"])
+    return f"argument {option}: " + message.replace(" or None", f", or leave {option} out")

@@ -213,6 +213,33 @@ def test_usage_errors_are_one_line_naming_the_argument(args, fragment, capsys):
     assert_one_error_line(err, "InvalidInputError", fragment, "--help")
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["index", CORPUS, "--truncate-dim", "9999"], "argument --truncate-dim: truncate_dim=9999"),
+        (["index", CORPUS, "--max-tokens", "0"], "argument --max-tokens: max_tokens must be"),
+        (
+            ["index", CORPUS, "--max-tokens", "9999"],
+            "argument --max-tokens: max_tokens=9999 exceeds",
+        ),
+        (["index", CORPUS, "--layers", "bogus"], "argument --layers: layers='bogus' is not valid"),
+    ],
+)
+def test_a_refused_contract_value_is_said_of_the_option_that_gave_it(args, said, tmp_path, capsys):
+    # The contract's own check names its field (truncate_dim=); on the command line it is also
+    # said of the option typed, as argparse says its own, and never advises Python's None.
+    fresh = tmp_path / "fresh"
+    code, _, err = run(capsys, *args, "--path", str(fresh), "--collection", "demo")
+    assert code == 2
+    assert_one_error_line(err, "InvalidContractError", said)
+    assert "None" not in err
+    assert not fresh.exists()
+    # ctxemb inspect, which takes no store: the same words.
+    code, _, err = run(capsys, "inspect", "sentence-transformers/all-MiniLM-L6-v2", *args[2:])
+    assert code == 2
+    assert_one_error_line(err, "InvalidContractError", said)
+
+
 def test_a_contract_mismatch_is_one_line_that_still_names_each_field(store, capsys):
     code, _, err = run(
         capsys, "query", "slugs", "--path", str(store), "--collection", "demo", "--no-normalize"
