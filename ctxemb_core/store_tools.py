@@ -66,7 +66,7 @@ from ctxemb_core.index import (
 )
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.guarded import stamped_contract
-from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.remedy import Said, StoreTerms
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
 from ctxemb_core.validate import check_count, check_flag
@@ -213,8 +213,12 @@ class StoreTools(Generic[F]):
             (``place_for(dense, folder)``). ``None``: the store has no hybrid index.
         catalog: ``"module:function"``, the adapter's ``catalog(client, **scope)`` -> the
             store's alias catalog, so that what would change an index under an alias's readers
-            (a restamp) sees it; named, not imported, since the catalog's module opens this
+            (a restamp) sees it, and an index opened by an alias's name is refused (its caller
+            meant the alias); named, not imported, since the catalog's module opens this
             store's hybrid sides through these tools.
+        resolves_aliases: the store resolves an alias of its own wherever an index is named
+            (Qdrant): an alias's name is refused even where the store finds an index by it
+            (writes by that name would miss an upgrade's shadow index).
     """
 
     def __init__(
@@ -234,6 +238,7 @@ class StoreTools(Generic[F]):
         check_name: Callable[[str], Any] | None = None,
         lexical: tuple[LexicalHome | None, Callable[[F, Any], LexicalPlace]] | None = None,
         catalog: str | None = None,
+        resolves_aliases: bool = False,
     ) -> None:
         self.terms = terms
         self._words = terms or facade._terms
@@ -249,6 +254,7 @@ class StoreTools(Generic[F]):
         self._check_name = check_name
         self._lexical = lexical
         self._catalog = catalog
+        self._resolves_aliases = resolves_aliases
         self._client_name = client_name
         signature = inspect.signature(new_driver).parameters.values()
         self._store_options = frozenset(
@@ -330,7 +336,10 @@ class StoreTools(Generic[F]):
     ) -> StoreDriver:
         """The driver of index ``name``, which must exist (a missing one named with hints)."""
         driver = self._new_driver(client, name, embedder=embedder, **options)
-        if self._facade._stored_in(driver) is None:
+        missing = self._facade._stored_in(driver) is None
+        if self._catalog is not None and (missing or self._resolves_aliases):
+            self._refuse_alias_name(client, name, options)
+        if missing:
             raise self._facade._missing(driver, "")
         return driver
 
@@ -365,6 +374,10 @@ class StoreTools(Generic[F]):
             self._checked(options, self._store_options, self._words.open)
             embedder = as_embedder(contract)
             driver = self._new_driver(client, name, embedder=embedder, **options)
+            if self._catalog is not None and (
+                self._resolves_aliases or self._facade._stored_in(driver) is None
+            ):
+                self._refuse_alias_name(client, name, options)
             repaired: list[str] = []
             if self._repair is not None and check_flag(opening.get("repair", False), "repair"):
                 read = driver.read_stamp()
@@ -376,6 +389,38 @@ class StoreTools(Generic[F]):
             if self._repair is not None:
                 opened.repaired = repaired
             return opened
+
+    def _catalog_of(self, client: Any, options: Mapping[str, Any]) -> Any:
+        """The store's alias catalog (the adapter's ``catalog(client, **scope)``), given the
+        options of the call that are its scope (a PostgreSQL table's ``schema``)."""
+        assert self._catalog is not None
+        module, function = self._catalog.split(":")
+        catalog = getattr(importlib.import_module(module), function)
+        takes = inspect.signature(catalog).parameters
+        return catalog(client, **{k: v for k, v in options.items() if k in takes})
+
+    def _refuse_alias_name(self, client: Any, name: str, options: Mapping[str, Any]) -> None:
+        """Refuse to open, or create, an index under the name of one of the store's aliases: its
+        caller meant the alias (whose readers would never see such an index)."""
+        from ctxemb_core.aliases.record import check_alias_name
+
+        record = None
+        with contextlib.suppress(InvalidInputError):  # not a name an alias can have
+            record = self._catalog_of(client, options).aliases.read(check_alias_name(name))
+        if record is None:
+            return
+        words, target = self._words, record.target.index
+        through = Said(
+            f"AliasedIndex.open({words.module}.catalog({self._client_name}), {name!r}, "
+            f"Encoders(...)) from ctxemb_core.aliases, or {words.open}(..., {target!r}, ...)",
+            f"--alias {name} where the command takes it, or --collection {target}",
+        )
+        raise through.into(
+            InvalidInputError,
+            f"{name!r} is an alias of this store (serving {words.kind} {target!r}), not a "
+            f"{words.kind}: open it through the alias, or the {words.kind} itself ({{do}}); a "
+            f"new {words.kind} needs a name that no alias has",
+        )
 
     def verify(
         self,
@@ -535,9 +580,7 @@ class StoreTools(Generic[F]):
             if self._catalog is not None:
                 from ctxemb_core.aliases.book import refuse_alias_member
 
-                module, function = self._catalog.split(":")
-                catalog = getattr(importlib.import_module(module), function)
-                refuse_alias_member(catalog(client, **scope), name, "re-stamp")
+                refuse_alias_member(self._catalog_of(client, scope), name, "re-stamp")
             try:
                 return restamp_index(driver, contract, embedder=embedder)
             except StampMovedError:

@@ -91,4 +91,5 @@ TOOLS = StoreTools(
     check_name=check_name,
     lexical=(_beside, _place_for),  # core's lexical store beside the collection (_hybrid)
     catalog="ctxemb_qdrant._aliases:catalog",  # by name: it opens its hybrid sides here
+    resolves_aliases=True,  # Qdrant finds a collection by its native alias's name
 )
