@@ -213,6 +213,33 @@ def contract_parameters() -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
+def contract_file(path: Path) -> EmbeddingContract:
+    """The contract a file holds: a contract's JSON (``contract.to_json()``), or what ``ctxemb
+    inspect`` prints (``{"fingerprint": ..., "contract": {...}}``, whose fingerprint must be
+    its contract's).
+
+    Raises:
+        DataFormatError: neither, or a fingerprint that is not the contract's.
+    """
+    import json
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and set(data) == {"fingerprint", "contract"}):
+        return EmbeddingContract.from_json(text)  # says what is wrong with it
+    contract = EmbeddingContract.from_dict(data["contract"])
+    if data["fingerprint"] != contract.fingerprint:
+        raise DataFormatError(
+            f"{path}: its fingerprint {str(data['fingerprint'])[:12]!r} is not its contract's "
+            f"({contract.fingerprint[:12]}): the contract was edited; print it again with "
+            "ctxemb inspect"
+        )
+    return contract
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a parameter: ``truncate_dim`` -> ``--truncate-dim``."""
     return "--" + name.replace("_", "-")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.cli.common import contract_args, file_size, overrides
+from ctxemb_core.cli.common import contract_args, contract_file, file_size, overrides
 from ctxemb_core.errors import InvalidInputError
 
 _DESCRIPTION = """\
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                 f"contract options ({', '.join(sorted(given))}) apply to a model, not to "
                 f"the contract in {args.model}; edit the contract, or export the model instead"
             )
-        target: EmbeddingContract | str = args.model
+        target: EmbeddingContract | str = contract_file(source) if source.is_file() else args.model
     else:
         target = contract_for(args.model, **given)
     folder = export_model(target, args.directory, overwrite=bool(args.overwrite))

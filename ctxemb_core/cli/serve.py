@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.cli.common import INTERRUPTED, POSITIVE, contract_args, examples, overrides
+from ctxemb_core.cli.common import (
+    INTERRUPTED,
+    POSITIVE,
+    contract_args,
+    contract_file,
+    examples,
+    overrides,
+)
 from ctxemb_core.errors import CtxembError, InvalidInputError
 
 _DESCRIPTION = """\
@@ -88,7 +95,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _embedder(args: argparse.Namespace) -> Any:
-    from ctxemb_core.contract import EmbeddingContract
     from ctxemb_core.embedder import Embedder
     from ctxemb_core.export import is_export
     from ctxemb_core.resolve import contract_for
@@ -102,7 +108,7 @@ def _embedder(args: argparse.Namespace) -> Any:
                 f"contract of {args.model}; edit the contract, or serve the model instead"
             )
         if source.is_file():
-            contract = EmbeddingContract.from_json(source.read_text(encoding="utf-8"))
+            contract = contract_file(source)
             return Embedder(contract, backend=args.backend)
         return Embedder.from_export(source, backend=args.backend)
     return Embedder(contract_for(args.model, **given), backend=args.backend)
@@ -110,7 +116,6 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 def _also(spec: str, backend: str) -> tuple[str | None, Any]:
     """The model id (``None``: the contract's model name) and the embedder of one ``--also``."""
-    from ctxemb_core.contract import EmbeddingContract
     from ctxemb_core.embedder import Embedder
     from ctxemb_core.export import is_export
     from ctxemb_core.resolve import contract_for
@@ -125,7 +130,7 @@ def _also(spec: str, backend: str) -> tuple[str | None, Any]:
             check_name(name)
         source = Path(given).expanduser()
         if source.is_file():
-            contract = EmbeddingContract.from_json(source.read_text(encoding="utf-8"))
+            contract = contract_file(source)
             return name, Embedder(contract, backend=backend)
         if is_export(source):
             return name, Embedder.from_export(source, backend=backend)

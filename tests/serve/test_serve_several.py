@@ -193,6 +193,30 @@ def test_the_command_loads_every_contract_before_it_listens(old, tmp_path, capsy
     assert "the same contract" in capsys.readouterr().err
 
 
+def test_what_ctxemb_inspect_prints_is_a_contract_file_the_command_takes(old, tmp_path, capsys):
+    folder = old.source.folders()[0]
+    assert folder is not None
+    # ctxemb inspect's output ({"fingerprint", "contract"}), saved as a user would save it.
+    assert main(["inspect", str(folder), "--name", str(folder), "--truncate-dim", "8"]) == 0
+    inspected = tmp_path / "cut.json"
+    inspected.write_text(capsys.readouterr().out)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        # Both loaded (the port, taken, is what is refused), first or beside the first.
+        assert main(["serve", str(folder), "--also", f"cut={inspected}", "--port", port]) == 2
+        assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+        assert main(["serve", str(inspected), "--port", port]) == 2
+        assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+    # A contract edited under its printed fingerprint: refused, naming both.
+    edited = tmp_path / "edited.json"
+    edited.write_text(inspected.read_text().replace('"truncate_dim": 8', '"truncate_dim": 4'))
+    assert main(["serve", str(folder), "--also", f"cut={edited}", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "DataFormatError" in err and "is not its contract's" in err and "ctxemb inspect" in err
+
+
 def test_a_server_without_the_contract_is_a_mismatch_behind_a_balancer_too(
     old, elsewhere, tmp_path
 ):
