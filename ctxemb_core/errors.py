@@ -58,9 +58,10 @@ them for the command line in general. Errors whose advice is not yet data give b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxemb_core.remedy import (
@@ -209,6 +210,19 @@ class CtxembError(Exception):
     def _state(self) -> dict[str, Any]:
         """What a rebuilt copy needs beside its arguments: the adapter's terms."""
         return {"terms": self.terms} if self.terms is not None else {}
+
+
+@contextlib.contextmanager
+def worded(terms: StoreTerms | None) -> Iterator[None]:
+    """The block's ctxemb errors give their advice in ``terms`` (:meth:`CtxembError.in_terms_of`;
+    ``None``: as they are): the one way every adapter, facade and tool words what it raises in
+    the store and interface its caller called."""
+    try:
+        yield
+    except CtxembError as exc:
+        if terms is not None:
+            exc.in_terms_of(terms)
+        raise
 
 
 class InvalidInputError(CtxembError, ValueError):

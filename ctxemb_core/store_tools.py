@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ctxemb_core.detect import DetectReport, detect_driver
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import CtxembError, InvalidInputError, StampError, StampMovedError
+from ctxemb_core.errors import InvalidInputError, StampError, StampMovedError, worded
 from ctxemb_core.index import (
     IndexFacade,
     OpenOptions,
@@ -144,11 +144,8 @@ def worded_in(terms: StoreTerms, target: Any) -> Any:
 
     @functools.wraps(target)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with worded(terms):
             return target(*args, **kwargs)
-        except CtxembError as exc:
-            exc.in_terms_of(terms)
-            raise
 
     return call
 
@@ -267,13 +264,8 @@ class StoreTools(Generic[F]):
     def _running(self, what: str | None = None) -> Iterator[None]:
         """A tool's block: its errors worded in the adapter's terms (and the store's errors
         translated, saying ``what``, when given)."""
-        try:
-            with self._translated(what) if what else contextlib.nullcontext():
-                yield
-        except CtxembError as exc:
-            if self.terms is not None:
-                exc.in_terms_of(self.terms)
-            raise
+        with worded(self.terms), self._translated(what) if what else contextlib.nullcontext():
+            yield
 
     def _checked(self, options: Mapping[str, Any], allowed: Collection[str], call: str) -> None:
         """``options`` must be the store's own keywords of ``call`` (``allowed``), as named

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar, ca
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import CtxembError, InvalidInputError, MissingStampError
+from ctxemb_core.errors import InvalidInputError, MissingStampError, worded
 from ctxemb_core.index.driver import StoreDriver
 from ctxemb_core.index.guarded import GuardedIndex
 from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
@@ -77,11 +77,8 @@ def _worded(method: _Method) -> _Method:
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with worded(self._terms):
             return method(self, *args, **kwargs)
-        except CtxembError as exc:
-            exc.in_terms_of(self._terms)
-            raise
 
     return cast(_Method, call)
 

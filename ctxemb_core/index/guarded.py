@@ -44,12 +44,12 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
-    CtxembError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
     StampError,
     StorageMismatchError,
+    worded,
 )
 from ctxemb_core.index.driver import (
     INCLUDE,
@@ -191,13 +191,9 @@ def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
 def _store_words(driver: StoreDriver) -> Iterator[None]:
     """Errors advise in the words of the driver's store adapter (its ``terms``, where it
     declares them), whichever path reached the driver: an alias, a migration, a framework."""
-    try:
+    terms = getattr(driver, "terms", None)
+    with worded(terms if isinstance(terms, StoreTerms) else None):
         yield
-    except CtxembError as exc:
-        terms = getattr(driver, "terms", None)
-        if isinstance(terms, StoreTerms):
-            exc.in_terms_of(terms)
-        raise
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:

@@ -22,7 +22,7 @@ from haystack.document_stores.types.filter_policy import apply_filter_policy
 
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
 from ctxemb_core.documents import check_fingerprint, recall
-from ctxemb_core.errors import CtxembError, ExistingIdsError, MissingStampError
+from ctxemb_core.errors import ExistingIdsError, MissingStampError, worded
 from ctxemb_core.guard import check_embedded, check_query_vector
 from ctxemb_core.index import GuardedIndex, StoreDriver
 from ctxemb_core.validate import check_records
@@ -63,11 +63,8 @@ class IndexGuard:
     @contextlib.contextmanager
     def worded(self) -> Iterator[None]:
         """Errors raised inside give their advice in the store adapter's words."""
-        try:
+        with worded(self.binding.terms):
             yield
-        except CtxembError as exc:
-            exc.in_terms_of(self.binding.terms)
-            raise
 
     def driver(self) -> StoreDriver:
         driver = self.binding.driver()

@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.documents import Document
 from typing_extensions import Self
 
-from ctxemb_core.errors import CtxembError, InvalidInputError
+from ctxemb_core.errors import InvalidInputError, worded
 from ctxemb_core.index import GuardedIndex, StoreDriver
 from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
 from ctxemb_core.validate import texts_from_iterable
@@ -128,11 +128,8 @@ class IndexWriter(TextWriter, GuardedStore):
 
     @contextlib.contextmanager
     def _worded(self) -> Iterator[None]:
-        try:
+        with worded(self._terms):
             yield
-        except CtxembError as exc:
-            exc.in_terms_of(self._terms)
-            raise
 
     def _opened(self, driver: StoreDriver, **options: Any) -> GuardedIndex:
         """The index on ``driver`` opened (or created) under this store's contract;

@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import (
 
 from ctxemb_core import Embedder, EmbeddingContract
 from ctxemb_core.documents import check_fingerprint
-from ctxemb_core.errors import CtxembError, InvalidArgumentsError, InvalidInputError
+from ctxemb_core.errors import InvalidArgumentsError, InvalidInputError, worded
 from ctxemb_core.guard import check_count, check_query_vector
 from ctxemb_core.index import GuardedIndex, IndexFacade, StoreDriver, stamped_contract
 from ctxemb_core.records import refuse_foreign
@@ -90,14 +90,9 @@ class ContractVectorStore(BasePydanticVectorStore):
     def _worded(self, facade: Any = None) -> Iterator[None]:
         """Errors give their advice in the store's terms (its facade's), adopting as this
         class does (never as another framework would)."""
-        try:
+        terms = (facade or self._facade)._terms
+        with worded(terms.adopting_in(f"in LlamaIndex {type(self).__name__}(..., adopt=True)")):
             yield
-        except CtxembError as exc:
-            terms = (facade or self._facade)._terms
-            exc.in_terms_of(
-                terms.adopting_in(f"in LlamaIndex {type(self).__name__}(..., adopt=True)")
-            )
-            raise
 
     def _open_store(
         self,
