@@ -8,9 +8,11 @@ Embedder's of its contract.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import socket
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -165,6 +167,16 @@ def test_a_server_refuses_two_ids_of_one_contract(old):
         EmbeddingService({"tiny:x": old})
 
 
+@contextlib.contextmanager
+def _taken_port() -> Iterator[str]:
+    """A port another socket listens on: a command that loads every contract before it listens
+    refuses it once they are all loaded."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield str(taken.getsockname()[1])
+
+
 def test_the_command_loads_every_contract_before_it_listens(old, tmp_path, capsys):
     folder = old.source.folders()[0]
     assert folder is not None
@@ -172,10 +184,7 @@ def test_the_command_loads_every_contract_before_it_listens(old, tmp_path, capsy
     # so the command finds the folder).
     cut = tmp_path / "cut.json"
     cut.write_text(contract_for(folder, name=str(folder), truncate_dim=8).to_json())
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = str(taken.getsockname()[1])
+    with _taken_port() as port:
         # Both loaded and stamped; then the port, taken, is refused in one line.
         assert main(["serve", str(folder), "--also", f"cut={cut}", "--port", port]) == 2
         assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
@@ -200,10 +209,7 @@ def test_what_ctxemb_inspect_prints_is_a_contract_file_the_command_takes(old, tm
     assert main(["inspect", str(folder), "--name", str(folder), "--truncate-dim", "8"]) == 0
     inspected = tmp_path / "cut.json"
     inspected.write_text(capsys.readouterr().out)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = str(taken.getsockname()[1])
+    with _taken_port() as port:
         # Both loaded (the port, taken, is what is refused), first or beside the first.
         assert main(["serve", str(folder), "--also", f"cut={inspected}", "--port", port]) == 2
         assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
