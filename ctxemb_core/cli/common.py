@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ctxemb_core.contract import EmbeddingContract
+from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.errors import (
     CtxembError,
     DataFormatError,
@@ -231,9 +231,10 @@ def contract_file(path: Path) -> EmbeddingContract:
     if not (isinstance(data, dict) and set(data) == {"fingerprint", "contract"}):
         return EmbeddingContract.from_json(text)  # says what is wrong with it
     contract = EmbeddingContract.from_dict(data["contract"])
-    if data["fingerprint"] != contract.fingerprint:
+    named = data["fingerprint"]
+    if not (isinstance(named, str) and same_contract(contract, named, exact=True)):
         raise DataFormatError(
-            f"{path}: its fingerprint {str(data['fingerprint'])[:12]!r} is not its contract's "
+            f"{path}: its fingerprint {str(named)[:12]!r} is not its contract's "
             f"({contract.fingerprint[:12]}): the contract was edited; print it again with "
             "ctxemb inspect"
         )
