@@ -34,6 +34,7 @@ from ctxemb_core.backends._tokenize import TextInput, Tokenizer
 from ctxemb_core.backends.onnx_recipes import EXPORT_FORMAT, HIDDEN, INPUTS, LAYERS, LOGITS
 from ctxemb_core.backends.ort import import_onnxruntime, session_options
 from ctxemb_core.errors import MissingDependencyError, UnsupportedModelError
+from ctxemb_core.remedy import Said
 
 __all__ = [
     "apply_recipe",
@@ -142,9 +143,10 @@ def build_export(
             break
         tried.append(f"{recipe}: {check.shortfall}")
     else:
-        raise UnsupportedModelError(
+        raise Said("backend='torch'", "--backend torch").into(
+            UnsupportedModelError,
             f"no ONNX export of {folder} reproduces its torch network ({'; '.join(tried)}); "
-            "use backend='torch' for this model"
+            "use {do} for this model",
         )
     return {
         "format": EXPORT_FORMAT,
