@@ -34,7 +34,6 @@ from ctxemb_core.backends._tokenize import TextInput, Tokenizer
 from ctxemb_core.backends.onnx_recipes import EXPORT_FORMAT, HIDDEN, INPUTS, LAYERS, LOGITS
 from ctxemb_core.backends.ort import import_onnxruntime, session_options
 from ctxemb_core.errors import MissingDependencyError, UnsupportedModelError
-from ctxemb_core.remedy import Said
 
 __all__ = [
     "apply_recipe",
@@ -143,10 +142,10 @@ def build_export(
             break
         tried.append(f"{recipe}: {check.shortfall}")
     else:
-        raise Said("backend='torch'", "--backend torch").into(
-            UnsupportedModelError,
-            f"no ONNX export of {folder} reproduces its torch network ({'; '.join(tried)}); "
-            "use {do} for this model",
+        problem = f"no ONNX export of {folder} reproduces its torch network ({'; '.join(tried)})"
+        raise UnsupportedModelError(
+            f"{problem}; use backend='torch' for this model",
+            cli=f"{problem}; use --backend torch for this model",
         )
     return {
         "format": EXPORT_FORMAT,
