@@ -328,10 +328,7 @@ class StoreTools(Generic[F]):
     ) -> StoreDriver:
         """The driver of index ``name``, which must exist (a missing one named with hints)."""
         driver = self._new_driver(client, name, embedder=embedder, **options)
-        missing = self._facade._stored_in(driver) is None
-        if self._catalog is not None and (missing or self._resolves_aliases):
-            self._refuse_alias_name(client, name, options)
-        if missing:
+        if self._missing_not_alias(client, driver, options):
             raise self._facade._missing(driver, "")
         return driver
 
@@ -366,10 +363,7 @@ class StoreTools(Generic[F]):
             self._checked(options, self._store_options, self._words.open)
             embedder = as_embedder(contract)
             driver = self._new_driver(client, name, embedder=embedder, **options)
-            if self._catalog is not None and (
-                self._resolves_aliases or self._facade._stored_in(driver) is None
-            ):
-                self._refuse_alias_name(client, name, options)
+            self._missing_not_alias(client, driver, options)  # created if missing
             repaired: list[str] = []
             if self._repair is not None and check_flag(opening.get("repair", False), "repair"):
                 read = driver.read_stamp()
@@ -390,6 +384,16 @@ class StoreTools(Generic[F]):
         catalog = getattr(importlib.import_module(module), function)
         takes = inspect.signature(catalog).parameters
         return catalog(client, **{k: v for k, v in options.items() if k in takes})
+
+    def _missing_not_alias(
+        self, client: Any, driver: StoreDriver, options: Mapping[str, Any]
+    ) -> bool:
+        """Whether the store holds no index of ``driver``'s name; refused where that name is one
+        of the store's aliases (see :meth:`_refuse_alias_name`)."""
+        missing = self._facade._stored_in(driver) is None
+        if self._catalog is not None and (missing or self._resolves_aliases):
+            self._refuse_alias_name(client, driver.name, options)
+        return missing
 
     def _refuse_alias_name(self, client: Any, name: str, options: Mapping[str, Any]) -> None:
         """Refuse to open, or create, an index under the name of one of the store's aliases: its
