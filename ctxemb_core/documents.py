@@ -178,15 +178,20 @@ def batch_fingerprint(
                 "documents embedded by a ctxemb embedder may be written into a ctxemb store "
                 "(nothing was written)"
             )
-        if first is None:
-            first = carried
-        elif carried != first:
-            ours, theirs = recall(first), recall(carried)
-            if ours is not None and theirs is not None:
-                raise ContractMismatchError(ours, theirs, documents=[name])
-            raise ContractMismatchError.from_fingerprints(
-                ours or first, theirs or carried, documents=[name]
-            )
+        if first is None or same_contract(first, carried):
+            first = first or carried
+            continue
+        # The one rule, on the contracts where this process knows them: a document embedded
+        # under a label-only twin of the batch's contract (a copied folder under its own name)
+        # belongs to the same batch.
+        ours, theirs = recall(first), recall(carried)
+        if ours is not None and theirs is not None:
+            if same_contract(ours, theirs):
+                continue
+            raise ContractMismatchError(ours, theirs, documents=[name])
+        raise ContractMismatchError.from_fingerprints(
+            ours or first, theirs or carried, documents=[name]
+        )
     return first
 
 

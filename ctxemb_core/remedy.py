@@ -134,6 +134,9 @@ class StoreTerms:
             spell them out (``--store pgvector and the same --dsn``).
         frameworks: how the framework adapter the error came through adopts an index of this
             store (:meth:`adopting_in`), or ``""``: a store adapter's own words name none.
+        scope: the keywords every call needs to reach the same index, as typed after the
+            others (``", schema='s2'"``; ``""``: none): :meth:`within`.
+        stamp_at: where the raw stamp's keys are kept (``"the collection's metadata"``).
     """
 
     module: str
@@ -142,6 +145,8 @@ class StoreTerms:
     records: str
     cli_where: str
     frameworks: str = ""
+    scope: str = ""
+    stamp_at: str = "the collection's metadata"
 
     @classmethod
     def of(
@@ -174,6 +179,16 @@ class StoreTerms:
             'ctxemb_chroma'
         """
         return replace(self, frameworks=frameworks)
+
+    def within(self, **scope: Any) -> StoreTerms:
+        """These words for an index that the calls reach only with ``scope`` (a PostgreSQL
+        table outside ``public``: ``within(schema="s2")``): every call they advise passes it.
+
+        Example:
+            >>> StoreTerms.of("pgvector", "--dsn").within(schema="s2").scope
+            ", schema='s2'"
+        """
+        return replace(self, scope="".join(f", {k}={v!r}" for k, v in scope.items()))
 
 
 #: The default store's terms (Chroma's, the store the ``ctxemb`` command uses by default): an
@@ -247,7 +262,7 @@ def repair_calls(terms: StoreTerms) -> str:
     """The Python calls that re-embed records written around ctxemb (run as printed)."""
     m = terms.module
     return (
-        f"    docs = {m}.{terms.open}(client, name, contract, sample=0)\n"
+        f"    docs = {m}.{terms.open}(client, name, contract, sample=0{terms.scope})\n"
         f"    bad = {m}.verify(docs, contract, all=True).bad_ids\n"
         '    got = docs.get(ids=list(bad), include=["documents", "metadatas"])\n'
         '    docs.upsert(got["ids"], got["documents"], got["metadatas"])'
@@ -294,7 +309,7 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             f"{repair_calls(t)}\n"
             "A record without text cannot be re-embedded: delete it (docs.delete(ids=[...])). "
             f"Or rebuild the index under this contract: {m}.migrate(docs, contract, "
-            "'<new name>')."
+            f"'<new name>'{t.scope})."
         )
     if Step.REFRESH in by:
         return (
@@ -324,11 +339,12 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
         text = (
             f"If its vectors were made under your contract, adopt it once (a sample of its "
             f"{t.records} is re-embedded, and it is stamped only if they match): "
-            f"{m}.{t.open}(client, {shown}, contract, adopt=True){frameworks}."
+            f"{m}.{t.open}(client, {shown}, contract, adopt=True{t.scope}){frameworks}."
         )
         if Step.DETECT in by:
             text += (
-                f" If you do not know its contract, {m}.detect(client, {shown}, model) finds it."
+                f" If you do not know its contract, {m}.detect(client, {shown}, model{t.scope}) finds "
+                "it."
             )
         return text
     if Step.USE_FOLDER in by:
@@ -366,8 +382,9 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
                 clauses.append("use the index's contract")
             elif r.get("stamped"):
                 clauses.append(
-                    f"{verb} the index's contract ({m}.stamped_contract(client, name) reads it; "
-                    "EmbeddingContract.from_json(metadata['ctxemb:contract']) from the raw stamp)"
+                    f"{verb} the index's contract ({m}.stamped_contract(client, name{t.scope}) "
+                    "reads it; EmbeddingContract.from_json of the 'ctxemb:contract' key in "
+                    f"{t.stamp_at}, from the raw stamp)"
                 )
             elif r.get("query"):
                 clauses.append(
@@ -381,12 +398,14 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             )
         elif r.step is Step.RESTAMP:
             clauses.append(
-                f"accept the new query side deliberately with {m}.restamp(client, name, contract)"
+                f"accept the new query side deliberately with {m}.restamp(client, name, contract"
+                f"{t.scope})"
             )
         elif r.step is Step.MIGRATE:
             clauses.append(
                 f"re-embed the {t.kind} into a new one under this contract with "
-                f"{m}.migrate(source, contract, new_name) (source: the {t.kind} opened under its "
+                f"{m}.migrate(source, contract, new_name{t.scope}) (source: the {t.kind} opened "
+                f"under its "
                 "own contract)"
             )
         elif r.step is Step.REEMBED:

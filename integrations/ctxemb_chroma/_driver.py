@@ -31,6 +31,7 @@ from ctxemb_chroma._store import (
     translated,
 )
 from ctxemb_core import Embedder, EmbeddingContract, IndexStamp
+from ctxemb_core.contract import same_contract
 from ctxemb_core.errors import MissingStampError, StampError
 from ctxemb_core.guard import check_querier
 from ctxemb_core.index import driver as protocol
@@ -124,7 +125,7 @@ class ChromaDriver(ObjectDriver[Collection]):
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder
         return ContractEmbeddingFunction(
-            given if given is not None and given.contract == contract else Embedder(contract)
+            given if given is not None and same_contract(contract, given.contract, exact=True) else Embedder(contract)
         )
 
     def _create(self, stamp: IndexStamp) -> None:

@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
+from ctxemb_core.contract import same_contract
 from ctxemb_core.documents import check_documents
 from ctxemb_core.guard import check_query_vector
 from ctxemb_langchain._checks import (
@@ -54,7 +55,9 @@ class ContractVectorStore(BuiltFromTexts, TextWriter, GuardedStore):
             embeddings if embeddings is not None else store.embeddings
         )
         inner = getattr(store.embeddings, "contract", None)
-        if store.embeddings is not None and inner != self._embeddings.contract:
+        if store.embeddings is not None and not (
+            inner is not None and same_contract(self._embeddings.contract, inner)
+        ):
             raise TypeError(
                 "the store embeds with other embeddings than the guard's contract; build it "
                 "with the same ContractEmbeddings"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,22 @@ from ctxemb_core.store_tools import translator
 __all__ = [
     "TERMS",
     "check_connection",
+    "terms_in",
     "connect",
     "local_server",
     "translated",
 ]
 
 #: This adapter's words, for the advice of the errors its calls raise.
-TERMS = StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows")
+TERMS = replace(
+    StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows"),
+    stamp_at="the table's row of the schema's ctxemb_stamps table (its stamp column)",
+)
+
+
+def terms_in(schema: str) -> StoreTerms:
+    """:data:`TERMS` for a table of ``schema``: advice outside ``public`` passes ``schema=``."""
+    return TERMS if schema == "public" else TERMS.within(schema=schema)
 
 
 def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[Any]:

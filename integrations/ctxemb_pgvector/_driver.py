@@ -29,7 +29,7 @@ from ctxemb_core.index.driver import (
 from ctxemb_core.index.driver_kit import TransactionalDriver, check_json_batch, json_filter
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
-from ctxemb_pgvector._connect import TERMS, check_connection, connect, translated
+from ctxemb_pgvector._connect import TERMS, check_connection, connect, terms_in, translated
 from ctxemb_pgvector._sql import (
     MAX_EF_SEARCH,
     MAX_ID,
@@ -129,6 +129,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         self.conn = check_connection(conn)
         self._name = check_name(name)
         self.schema = check_name(schema, "schema name")
+        self.terms = terms_in(self.schema)
         self.hnsw = check_flag(hnsw, "hnsw")
         self.ef_search = check_count(ef_search, "ef_search")
         self._described: str | None = None

@@ -15,7 +15,7 @@ from ctxemb_core.errors import DamagedStampError, InvalidInputError, MissingStam
 from ctxemb_core.guard import check_storage
 from ctxemb_core.index.driver_kit import unstamped_refusal
 from ctxemb_core.remedy import Said
-from ctxemb_pgvector._connect import TERMS, check_connection, translated
+from ctxemb_pgvector._connect import check_connection, terms_in, translated
 from ctxemb_pgvector._sql import (
     STAMPS,
     Layout,
@@ -177,7 +177,7 @@ def unstamped(name: str, schema: str = "public") -> MissingStampError:
         by="around ctxemb (Haystack's PgvectorDocumentStore, LangChain's PGVectorStore or "
         "plain SQL, say)",
     )
-    error.in_terms_of(TERMS)
+    error.in_terms_of(terms_in(schema))
     return error
 
 

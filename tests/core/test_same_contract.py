@@ -20,6 +20,7 @@ from ctxemb_core import Embedder, IndexStamp
 from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.documents import (
     FINGERPRINT_KEY,
+    batch_fingerprint,
     check_documents,
     check_fingerprint,
     remember,
@@ -192,6 +193,10 @@ def _sites(index: EmbeddingContract, caller: EmbeddingContract) -> dict[str, boo
             lambda: stamp_meta({FINGERPRINT_KEY: index.fingerprint}, caller)
         ),
         "hybrid": _accepted(lambda: check_caller(hybrid, hybrid.with_(dense=caller))),
+        # One batch of documents embedded under both (a writer's batch, Haystack's, hybrid's).
+        "one batch": _accepted(
+            lambda: batch_fingerprint([stamp_meta({}, index), stamp_meta({}, caller)])
+        ),
     }
 
 

@@ -493,6 +493,12 @@ def test_the_inner_store_must_embed_under_the_guards_contract(emb, minilm_contra
     # Another object with the same contract is the same recipe: accepted.
     same = ContractEmbeddings(minilm_contract)
     assert ContractVectorStore(InMemoryVectorStore(same), emb).embeddings is emb
+    # So is a label-only twin (the one rule: a copied folder under its own name).
+    twin = ContractEmbeddings(minilm_contract.with_(model="acme/minilm-copy"))
+    assert ContractVectorStore(InMemoryVectorStore(twin), emb).embeddings is emb
+    # A store without a contract of its own embeds under no guard's: refused.
+    with pytest.raises(TypeError, match="same ContractEmbeddings"):
+        ContractVectorStore(InMemoryVectorStore(DeterministicFakeEmbedding(size=384)), emb)
 
 
 # -- sync and async agree ------------------------------------------------------------------------

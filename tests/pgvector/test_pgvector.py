@@ -182,3 +182,29 @@ def test_a_table_in_another_schema(pg, minilm):
     assert pg.execute("SELECT count(*) FROM rag.ctxemb_stamps").fetchone()[0] == 1
     assert ctxemb_pgvector.stored_or_none(pg, "docs") is None
     assert _open(pg, minilm, schema="rag", create=False).count() == 1
+
+
+def test_the_advice_for_a_table_in_another_schema_reaches_that_table(pg, minilm):
+    # Followed as printed, advice without schema= would reach public's table of that name
+    # (and an open with create=True would make a new, empty one there).
+    pg.execute("CREATE SCHEMA adv")
+    pg.execute("CREATE TABLE adv.raw (id text PRIMARY KEY, embedding vector(384))")
+    with pytest.raises(MissingStampError) as unstamped:
+        _open(pg, minilm, "raw", schema="adv")
+    said = str(unstamped.value)
+    assert "open_table(client, 'raw', contract, adopt=True, schema='adv')" in said
+    assert "detect(client, 'raw', model, schema='adv')" in said
+    _open(pg, minilm, "docs", schema="adv").add(["tea"], [DOCS["tea"]])
+    with pytest.raises(ContractMismatchError) as mismatch:
+        _open(pg, Embedder(minilm.contract.with_(query_prefix="q: ")), "docs", schema="adv")
+    said = str(mismatch.value)
+    assert "stamped_contract(client, name, schema='adv')" in said
+    assert "restamp(client, name, contract, schema='adv')" in said
+    assert "ctxemb_stamps" in said and "metadata[" not in said  # where this store keeps it
+    # The advised call, as printed, reads the stamp of the table the refusal was about.
+    assert ctxemb_pgvector.stamped_contract(pg, "docs", schema="adv") == minilm.contract
+    # In public, nothing is added: the calls as a user types them there.
+    with pytest.raises(MissingStampError) as public:
+        pg.execute("CREATE TABLE raw (id text PRIMARY KEY, embedding vector(384))")
+        _open(pg, minilm, "raw")
+    assert "open_table(client, 'raw', contract, adopt=True)" in str(public.value)
