@@ -343,8 +343,8 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
         )
         if Step.DETECT in by:
             text += (
-                f" If you do not know its contract, {m}.detect(client, {shown}, model{t.scope}) finds "
-                "it."
+                f" If you do not know its contract, {m}.detect(client, {shown}, "
+                f"model{t.scope}) finds it."
             )
         return text
     if Step.USE_FOLDER in by:

@@ -275,13 +275,18 @@ def _check_marked(
     driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
 ) -> OpenCheck:
     """The open-time check of a driver with a write mark: what was written since the last
-    verified open, then random others (nothing when nothing was written)."""
+    verified open, then random others (nothing when nothing was written).
+
+    What it reads grows with what was written, never with the index: no id is listed, and the
+    records are counted only for a sample (where a store counts by a scan, as PostgreSQL does).
+    """
     mark = read.head.mark
     assert mark is not None
     key = _key(driver, read, embedder)
     verified = load_mark(key)
-    count = driver.count()
+    count: int | None = None
     if verified is None or verified > mark:  # no record, or a store whose marks went back
+        count = driver.count()
         records = sample_records(driver, sample, count)
         changed = None
     else:
@@ -294,18 +299,19 @@ def _check_marked(
             records = driver.read(chosen, _FOR_CHECK)
         else:
             records = driver.read(written, _FOR_CHECK)
-            seen = set(written)
-            # Then random others: of ``sample`` distinct positions at most len(written) hold a
-            # record already read, so the sample is full whenever the index has enough records.
-            need = sample - len(written)
-            for offset in random.sample(range(count), min(count, sample)):
-                if need <= 0:
-                    break
-                got = [r for r in driver.page(offset, 1, _FOR_CHECK) if r.id not in seen]
-                records += got
-                need -= len(got)
+            count = driver.count()
+            # Then random others, as one run of the store's order at a random place: of
+            # ``sample`` neighbours at most len(written) were read already, so the sample is
+            # full whenever the index has enough records (one read: an offset is a walk).
+            run = min(count, sample)
+            if run > 0 and sample > len(written):
+                seen = set(written)
+                start = random.randrange(count - run + 1)
+                others = [r for r in driver.page(start, run, _FOR_CHECK) if r.id not in seen]
+                records += others[: sample - len(written)]
     _refuse(embedder, records)
-    save_mark(key, mark)  # only after every check passed
+    if mark > 0:  # 0: a write in flight, or none yet; nothing to take up from (changes(0))
+        save_mark(key, mark)  # only after every check passed
     return OpenCheck(count, len(records), changed)
 
 

@@ -123,9 +123,10 @@ class ChromaDriver(ObjectDriver[Collection]):
         return None if self._marks is None else self._marks.mark(str(handle.id))
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
-        given = self.embedder
+        given = self.embedder  # the persisted setting names the stamp's contract exactly
+        same = given is not None and same_contract(contract, given.contract, exact=True)
         return ContractEmbeddingFunction(
-            given if given is not None and same_contract(contract, given.contract, exact=True) else Embedder(contract)
+            given if same and given is not None else Embedder(contract)
         )
 
     def _create(self, stamp: IndexStamp) -> None:

@@ -19,9 +19,9 @@ from ctxemb_core.store_tools import translator
 __all__ = [
     "TERMS",
     "check_connection",
-    "terms_in",
     "connect",
     "local_server",
+    "terms_in",
     "translated",
 ]
 

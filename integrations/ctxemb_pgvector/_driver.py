@@ -94,6 +94,12 @@ LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = 'embedding' AND N
 
 _NO_VECTOR = frozenset({"text", "metadata"})
 
+#: Which database of which cluster this is (:meth:`PgvectorDriver.describe`).
+_IDENTITY = """
+SELECT current_database(), (SELECT system_identifier FROM pg_control_system())::text,
+       (SELECT oid FROM pg_database WHERE datname = current_database())::text
+"""
+
 
 @serialised
 class PgvectorDriver(TransactionalDriver[str]):
@@ -148,14 +154,26 @@ class PgvectorDriver(TransactionalDriver[str]):
         self.conn.close()
 
     def describe(self) -> str:
+        """The server, its cluster and the database (part of the verified-open record's key).
+
+        The cluster's system identifier (set by ``initdb``) and the database's oid, not when the
+        server started: a restart keeps the record, a new cluster or database at the same
+        address never meets an old one. Where a role may not read the identifier, the start.
+        """
         if self._described is None:
             with translated("reading the server's identity"):
-                row = self.conn.execute(
-                    "SELECT current_database(), pg_postmaster_start_time()::text"
-                ).fetchone()
-            assert row is not None
+                try:
+                    row = self.conn.execute(_IDENTITY).fetchone()
+                    assert row is not None
+                    which = f"cluster {row[1]}, database oid {row[2]}"
+                except psycopg.errors.InsufficientPrivilege:
+                    row = self.conn.execute(
+                        "SELECT current_database(), pg_postmaster_start_time()::text"
+                    ).fetchone()
+                    assert row is not None
+                    which = f"started {row[1]}"
             info = self.conn.info
-            self._described = f"postgresql://{info.host}:{info.port}/{row[0]} (started {row[1]})"
+            self._described = f"postgresql://{info.host}:{info.port}/{row[0]} ({which})"
         return self._described
 
     def unstamped_error(self) -> Exception:

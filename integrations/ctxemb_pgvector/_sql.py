@@ -143,18 +143,27 @@ def table_statement(schema: str, name: str, column: str, *, seq: bool = True) ->
     )
 
 
+def seq_statements(schema: str, name: str) -> list[sql.Composed]:
+    """The indexes on ``ctxemb_seq`` that keep what a write mark reads proportional to what was
+    written: the rows by their write, and the rows without a vector (which an open always
+    re-reads), each without a scan of the table."""
+    table = ident(schema, name)
+    return [
+        sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
+            sql.Identifier(f"{name}_ctxemb_seq"), table
+        ),
+        sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq) WHERE embedding IS NULL").format(
+            sql.Identifier(f"{name}_ctxemb_novec"), table
+        ),
+    ]
+
+
 def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
     """The guarded table, its trigger and (``hnsw``) its HNSW index."""
     table = ident(schema, name)
     out = [
         table_statement(schema, name, layout.column),
-        sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
-            sql.Identifier(f"{name}_ctxemb_seq"), table
-        ),
-        # The rows without a vector, which an open always re-reads, without a scan.
-        sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq) WHERE embedding IS NULL").format(
-            sql.Identifier(f"{name}_ctxemb_novec"), table
-        ),
+        *seq_statements(schema, name),
         sql.SQL(
             "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
             "EXECUTE FUNCTION {}()"

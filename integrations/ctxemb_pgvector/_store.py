@@ -25,6 +25,7 @@ from ctxemb_pgvector._sql import (
     ident,
     layout_for,
     relation_exists,
+    seq_statements,
     setup_statements,
 )
 
@@ -262,6 +263,8 @@ def add_seq(conn: Any, schema: str, name: str) -> None:
             "ALTER COLUMN ctxemb_seq SET NOT NULL"
         ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
     )
+    for statement in seq_statements(schema, name):  # as a table ctxemb made has them
+        conn.execute(statement)
     conn.execute(
         sql.SQL(
             "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "

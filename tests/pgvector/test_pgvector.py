@@ -99,6 +99,33 @@ def test_an_unstamped_table_is_refused_then_adopted(pg, minilm):
     assert adopted.count() == len(DOCS)
 
 
+def test_a_table_made_without_ctxemb_gains_its_write_mark_and_indexes_when_adopted(pg, minilm):
+    # Haystack's layout, written by another tool: no ctxemb_seq. Adopted, it gets the column,
+    # its trigger and the indexes that keep an open proportional to what was written.
+    pg.execute(
+        "CREATE TABLE plain (id VARCHAR(128) PRIMARY KEY, embedding vector(384), content TEXT, "
+        "blob_data BYTEA, blob_meta JSONB, blob_mime_type VARCHAR(255), meta JSONB)"
+    )
+    vectors = minilm.embed_documents(list(DOCS.values()))
+    for (key, text), vector in zip(DOCS.items(), vectors, strict=True):
+        pg.execute(
+            "INSERT INTO plain (id, embedding, content) VALUES (%s, %s, %s)", (key, vector, text)
+        )
+    assert _open(pg, minilm, "plain", adopt=True).count() == len(DOCS)
+    indexes = {
+        r[0] for r in pg.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'plain'")
+    }
+    assert {"plain_ctxemb_seq", "plain_ctxemb_novec"} <= indexes
+
+
+def test_the_record_of_a_verified_open_is_keyed_by_the_cluster_not_the_servers_start(pg, minilm):
+    # A restart keeps the cluster's identifier: the record of a verified open stays usable.
+    driver = ctxemb_pgvector.driver(pg, "docs")
+    (system,) = pg.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+    assert f"cluster {system}, database oid " in driver.describe()
+    assert "started" not in driver.describe()
+
+
 def test_a_vector_updated_around_the_guard_is_caught_on_the_next_open(pg, minilm):
     docs = _open(pg, minilm)
     docs.add(list(DOCS), list(DOCS.values()))

@@ -4,6 +4,7 @@ between the guard's check and a write is verified again before the write goes th
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -28,7 +29,15 @@ class Counting(MemoryDriver):
         self.listed["ids"] += len(got)
         return got
 
+    def count(self):
+        self.listed["count calls"] += 1  # a scan in some stores (PostgreSQL's count(*))
+        return super().count()
+
     def page(self, offset, limit, include=frozenset({"vector", "text", "metadata"})):
+        self.listed["page calls"] += 1  # an offset is a walk in some stores
+        return self._page(offset, limit, include)
+
+    def _page(self, offset, limit, include):
         got = super().page(offset, limit, include)
         self.listed["page"] += len(got)
         return got
@@ -57,12 +66,42 @@ def test_an_open_with_a_write_mark_reads_only_what_was_written_since(embedder):
     quiet = Counting(store, "docs", marks=True)
     check = GuardedIndex.open(quiet, embedder).open_check
     assert check is not None and (check.checked, check.changed) == (0, 0)
-    assert sum(quiet.listed.values()) == 0  # no id listed, no record read: O(1) in the index
+    assert sum(quiet.listed.values()) == 0  # no id listed, no record read, none counted: O(1)
+    assert check.records is None
+    index.add(["one"], ["a single new text"])
+    one = Counting(store, "docs", marks=True)
+    check = GuardedIndex.open(one, embedder).open_check
+    assert check is not None and (check.changed, check.checked) == (1, OPEN_SAMPLE)
+    # The new record, then the random others in one read: one count, one page.
+    assert (one.listed["read"], one.listed["page calls"], one.listed["count calls"]) == (1, 1, 1)
     index.add([f"new{k}" for k in range(5)], ["fresh text"] * 5)
     after = Counting(store, "docs", marks=True)
     check = GuardedIndex.open(after, embedder).open_check
     assert check is not None and check.changed == 5 and check.checked == OPEN_SAMPLE
-    assert after.listed["ids"] == 0 and sum(after.listed.values()) <= OPEN_SAMPLE + 5
+    assert after.listed["ids"] == 0 and after.listed["page"] + after.listed["read"] <= 2 * 16
+    index.add([f"many{k}" for k in range(100)], ["another fresh text"] * 100)
+    many = Counting(store, "docs", marks=True)
+    check = GuardedIndex.open(many, embedder).open_check
+    assert check is not None and (check.changed, check.checked) == (100, OPEN_SAMPLE)
+    assert many.listed["count calls"] == many.listed["page calls"] == 0  # from the 100 alone
+
+
+def test_an_open_that_met_a_write_in_flight_keeps_the_last_verified_mark(embedder):
+    # A store that reports mark 0 while another session writes (PostgreSQL) must not leave 0
+    # as the verified mark: the next open would re-read every record written since the start.
+    store, _ = filled(embedder, marks=True, n=300)
+    GuardedIndex.open(Counting(store, "docs", marks=True), embedder)  # verified, remembered
+
+    class InFlight(Counting):
+        def head(self):
+            head = super().head()
+            return None if head is None else dataclasses.replace(head, mark=0)
+
+    busy = InFlight(store, "docs", marks=True)
+    assert GuardedIndex.open(busy, embedder).open_check.changed is None  # it sampled
+    quiet = Counting(store, "docs", marks=True)
+    check = GuardedIndex.open(quiet, embedder).open_check
+    assert (check.changed, check.checked, quiet.listed["read"]) == (0, 0, 0)
 
 
 def test_an_open_without_a_write_mark_lists_every_id(embedder):
