@@ -124,10 +124,9 @@ class ChromaDriver(ObjectDriver[Collection]):
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder  # the persisted setting names the stamp's contract exactly
-        same = given is not None and same_contract(contract, given.contract, exact=True)
-        return ContractEmbeddingFunction(
-            given if same and given is not None else Embedder(contract)
-        )
+        if given is None or not same_contract(contract, given.contract, exact=True):
+            given = Embedder(contract)
+        return ContractEmbeddingFunction(given)
 
     def _create(self, stamp: IndexStamp) -> None:
         """Create the collection with ``stamp`` in the create call, ctxemb's function persisted,
