@@ -345,7 +345,10 @@ def open_store(
     options = store_options(args.store)
     options.check_arguments(args, demo=demo)
     adapter = scoped(options.adapter(), options, args)
-    for option in ("collection", "to"):
+    # --to names an index of this store unless --to-store (or a --to-* option) named another,
+    # whose adapter checks it (ctxemb migrate).
+    named = ("collection",) if getattr(args, "to_store", None) else ("collection", "to")
+    for option in named:
         if getattr(args, option, None) is not None:
             adapter.check_name(getattr(args, option))  # before connecting creates a store
     client = options.connect(args, create=create)

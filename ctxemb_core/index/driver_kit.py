@@ -268,11 +268,16 @@ def json_filter(where: Any, store: str) -> dict[str, Any]:
             f"where must be a non-empty mapping of metadata values, got {where!r}"
         )
     operators = [k for k in where if str(k).startswith("$")]
-    if operators:
+    # A value that is an object or a list would be a store's own operator ({'$in': [...]}), or
+    # a containment that is not equality (PostgreSQL's @> matches a list holding it).
+    nested = [k for k, v in where.items() if isinstance(v, (Mapping, list, tuple, set))]
+    if operators or nested:
+        bad = repr(operators[0]) if operators else f"{nested[0]!r}: {where[nested[0]]!r}"
         raise InvalidInputError(
-            f"where: {operators[0]!r}: {store} filters by metadata equality "
-            "({'topic': 'tea', 'year': 2024}: every key holds its value); query the store "
-            "with its own client for anything else"
+            f"where: {bad}: {store} filters by "
+            "metadata equality to a string, number or boolean ({'topic': 'tea', 'year': "
+            "2024}: every key holds its value); query the store with its own client for "
+            "anything else"
         )
     try:
         return dict(json.loads(json.dumps(dict(where), allow_nan=False)))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar, ca
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import InvalidInputError, MissingStampError, worded
+from ctxemb_core.errors import InvalidArgumentsError, InvalidInputError, MissingStampError, worded
 from ctxemb_core.index.driver import StoreDriver
 from ctxemb_core.index.guarded import GuardedIndex
 from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
@@ -158,16 +158,17 @@ class IndexFacade(Generic[DriverT, StoredT]):
         returned them)."""
 
     @staticmethod
-    def _check_options(given: Mapping[str, Any], options: Any) -> None:
+    def _check_options(given: Mapping[str, Any], options: Any, call: str = "") -> None:
         """Keywords gathered as ``**given`` must be the ``options`` TypedDict's, as named
-        parameters would be (a ``TypeError`` naming the stray one otherwise)."""
+        parameters would be (an :class:`~ctxemb_core.errors.InvalidArgumentsError`, a
+        ``TypeError``, naming the stray one and what ``call`` takes otherwise)."""
         if not given:  # most calls give none (a query's every call passes here)
             return
         unknown = sorted(set(given) - set(options.__annotations__))
         if unknown:
-            raise TypeError(
-                f"unexpected keyword argument {unknown[0]!r}; the options ({options.__name__}) "
-                f"are {sorted(options.__annotations__)}"
+            raise InvalidArgumentsError(
+                f"{call or 'this call'}() got an unexpected keyword argument {unknown[0]!r}; "
+                f"besides its own parameters it takes {', '.join(sorted(options.__annotations__))}"
             )
 
     def _seen(self) -> StoredT:
@@ -194,7 +195,7 @@ class IndexFacade(Generic[DriverT, StoredT]):
             TypeError: an option :class:`OpenOptions` does not name.
             (and every refusal of :meth:`GuardedIndex.open`)
         """
-        cls._check_options(opening, OpenOptions)
+        cls._check_options(opening, OpenOptions, cls._terms.open)
         embedder = as_embedder(contract)
         stamp = opening.get("stamp")
         if stamp is not None:  # refused whether the index is made or only opened

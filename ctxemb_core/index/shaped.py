@@ -261,7 +261,7 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
             ForeignVectorsError: the search met records stored without a usable vector.
         """
         check_count(n_results, "n_results")
-        self._check_options(search, self._search_options)
+        self._check_options(search, self._search_options, "query")
         check_include(search.get("include", SHOWN))
         vectors = self.index.query_vectors(
             query_texts, embedder=embedder, read_head=self._head_before_search
@@ -274,7 +274,7 @@ class ShapedFacade(IndexFacade[DriverT, StoredT]):
         """Search with query vectors already in the stored form (checked by the caller), with
         :meth:`query`'s options."""
         check_count(n_results, "n_results")
-        self._check_options(search, self._search_options)
+        self._check_options(search, self._search_options, "query_vectors")
         shown = check_include(search.get("include", SHOWN))
         rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
         for _ in range(_ATTEMPTS):

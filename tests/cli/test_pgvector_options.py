@@ -71,6 +71,20 @@ def test_every_command_uses_the_schema_given(pg, tmp_path, capsys, minilm):
     assert ctxemb_pgvector.stamped_contract(pg, "docs2").query_prefix == "q: "
 
 
+def test_migrate_names_the_target_by_the_target_stores_rules(pg, tmp_path, capsys):
+    chroma = ("--path", str(tmp_path / "chroma"), "--collection", "docs")
+    assert run(capsys, "index", str(corpus(tmp_path, DOCS)), *chroma, "--model", MINILM)[0] == 0
+    # 'd2' is too short for a Chroma collection and a fine PostgreSQL table: the table's rules.
+    code, out, err = run(capsys, "migrate", *chroma, "--to", "d2", "--to-dsn", pg.ctxemb_dsn)
+    assert code == 0 and "d2: 6 documents in PostgreSQL" in out, err
+    # And the other way: a Chroma target is held to Chroma's rules, in Chroma's words.
+    pg_docs = ("--dsn", pg.ctxemb_dsn, "--collection", "d2")
+    code, out, err = run(
+        capsys, "migrate", *pg_docs, "--to", "Bad Name", "--to-path", str(tmp_path / "chroma")
+    )
+    assert code == 2 and "not one Chroma accepts" in err and "pgvector" not in err, err
+
+
 def test_a_missing_schema_is_a_named_error(pg, tmp_path, capsys):
     store = ("--store", "pgvector", "--dsn", pg.ctxemb_dsn, "--collection", "docs")
     for args in (("index", str(corpus(tmp_path, DOCS))), ("query", "tea")):

@@ -468,6 +468,12 @@ def test_bad_input_to_every_entry_point_is_a_named_error_and_writes_nothing(
         (lambda: docs.query(["ok"], where={}), "where"),
         (lambda: docs.query(["ok"], where="n = 1"), "where"),
         (lambda: docs.query(["ok"], where={"v": float("nan")}), "where"),
+        # A store's own operator one level down, or a containment (a list holding it): neither
+        # is equality, and PostgreSQL's @> would return nothing, or more, without a word.
+        (lambda: docs.query(["ok"], where={"x": {"$regex": "a"}}), "where: 'x'"),
+        (lambda: docs.query(["ok"], where={"x": {"$in": 3}}), "where: 'x'"),
+        (lambda: docs.get(where={"x": ["a"]}), "where: 'x'"),
+        (lambda: docs.query(["ok"], k=1), "query() got an unexpected keyword argument 'k'"),
         (lambda: docs.query(["ok"], include="documents"), "include"),
         (lambda: docs.query(["ok"], include=["bogus"]), "include"),
         (lambda: docs.query(["ok"], ef_search=0), "ef_search"),
