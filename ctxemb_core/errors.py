@@ -39,6 +39,8 @@ whole family in one place, and each carries the context needed to act on it::
         ├── ForeignVectorsError               stored vectors that this contract did not make
         ├── StampMovedError                   the stamp changed between the guard's check and
         │                                     a write; nothing was written
+        ├── UnfinishedCopyError               a copy (a migration) stopped before its last
+        │                                     record: not served until it is finished
         └── RerankerMismatchError             a score, threshold or token vectors of another
                                               reranker contract
 
@@ -114,6 +116,7 @@ __all__ = [
     "StorageMismatchError",
     "StoreUnavailableError",
     "TruncationWarning",
+    "UnfinishedCopyError",
     "UnknownAliasError",
     "UnsupportedModelError",
 ]
@@ -378,6 +381,30 @@ class StampMovedError(StampError):
     given a ``stamp_version`` that is no longer the index's. The guard verifies the new stamp and
     tries once more; a caller sees it only when the stamp keeps changing.
     """
+
+
+class UnfinishedCopyError(StampError):
+    """The index is a copy whose migration stopped before its last record (interrupted, or
+    failed): its stamp says so, and it is not opened until a migration finishes it.
+
+    Attributes:
+        index: the index's name.
+        source: the index it copies (its name and store).
+    """
+
+    def __init__(self, index: str, source: str, *, kind: str = "index", call: str = "") -> None:
+        self.index = index
+        self.source = source
+        what = (
+            f"{kind} {index!r} is an unfinished copy of {source}: a migration into it stopped "
+            "before its last record, so it is not served as if it were whole. Run the same "
+            "migration again to finish it (it takes up where it stopped"
+        )
+        python = f"{call}(source, contract, {index!r})" if call else "migrate"
+        super().__init__(
+            f"{what}: {python}), or drop it.",
+            cli=f"{what}: the same ctxemb migrate, with --to {index}), or drop it.",
+        )
 
 
 class MissingStampError(StampError):

@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,10 +85,22 @@ class IndexStamp:
     #: ``(2 * len(probes), output_dim)`` float32: the document-role vectors, then the query-role.
     canary: np.ndarray
     schema: int = STAMP_SCHEMA
+    #: Set while the index is a copy still being written (``ctxemb_core.index.migrate_index``):
+    #: the index it copies. An index whose stamp carries it is refused on open until the copy
+    #: ends, so that a copy stopped half-way is never served as the whole.
+    copying: str | None = None
 
     @property
     def fingerprint(self) -> str:
         return self.contract.fingerprint
+
+    def copy_of(self, source: str) -> IndexStamp:
+        """This stamp, for a copy of index ``source`` that is being written."""
+        return replace(self, copying=source)
+
+    def finished(self) -> IndexStamp:
+        """This stamp, for the copy written whole."""
+        return replace(self, copying=None)
 
     @classmethod
     def from_embedder(cls, embedder: Embedder, probes: tuple[str, ...] = PROBES) -> IndexStamp:
@@ -106,6 +118,7 @@ class IndexStamp:
             _K + "probes": json.dumps(list(self.probes), ensure_ascii=False),
             _K + "canary": "f32le:"
             + base64.b64encode(self.canary.astype("<f4").tobytes()).decode("ascii"),
+            **({} if self.copying is None else {_K + "copying": self.copying}),
         }
 
     @staticmethod
@@ -187,7 +200,15 @@ class IndexStamp:
             )
         probes = _read_probes(probes_json)
         canary = _read_canary(encoded, 2 * len(probes), contract.output_dim)
-        return cls(contract, probes, canary, schema)
+        copying = metadata.get(_K + "copying")
+        if copying is not None and (
+            not isinstance(copying, str) or not copying or len(copying) > _MAX_FIELD
+        ):
+            raise DamagedStampError(
+                f"the index's stamp field {_K + 'copying'!r} is not the name of the index it "
+                f"copies: {str(copying)[:80]!r}"
+            )
+        return cls(contract, probes, canary, schema, copying)
 
     # -- checks ------------------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ from ctxemb_core.index import (
 )
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.guarded import stamped_contract
+from ctxemb_core.index.migrate import check_not_itself
 from ctxemb_core.remedy import Said, StoreTerms
 from ctxemb_core.stamp import CANARY_TOLERANCE, IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
@@ -649,14 +650,10 @@ class StoreTools(Generic[F]):
             self._checked(options, self._store_options, "migrate")
             embedder = as_embedder(target_contract)
             target = self._new_driver(client, target_name, embedder=embedder, **options)
+            check_not_itself(copy.source, target, words.kind)
             # Within one store a migration under the same contract is a rebuild; across
             # stores, the same contract's vectors are carried.
             rebuild = ours and client is source.client
-            head = target.head() if rebuild else None
-            if head is not None and head.identity == source.index.verified_head.identity:
-                raise InvalidInputError(
-                    f"the target must be a new {words.kind}: the source is never modified"
-                )
             return self._facade(copy.into(target, embedder, rebuild=rebuild))
 
     def shortlist(

@@ -49,6 +49,7 @@ from ctxemb_core.errors import (
     MissingStampError,
     StampError,
     StorageMismatchError,
+    UnfinishedCopyError,
     worded,
 )
 from ctxemb_core.index.driver import (
@@ -349,16 +350,36 @@ def _noted(driver: StoreDriver, exc: ContractMismatchError) -> None:
         exc.args = (f"{exc.problem.rstrip()}\n{note}. ", *exc.args[1:])
 
 
+def _unfinished(driver: StoreDriver, stamp: IndexStamp) -> UnfinishedCopyError:
+    terms = getattr(driver, "terms", None)
+    words = terms if isinstance(terms, StoreTerms) else None
+    return UnfinishedCopyError(
+        driver.name,
+        stamp.copying or "",
+        kind=words.kind if words else "index",
+        call=f"{words.module}.migrate" if words else "ctxemb_core.index.migrate_index",
+    )
+
+
 def _verify_open(
-    driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int, repair: bool = False
+    driver: StoreDriver,
+    read: StampRead,
+    embedder: Embedder,
+    sample: int,
+    repair: bool = False,
+    finishing: str | None = None,
 ) -> tuple[IndexStamp, OpenCheck, StampRead]:
     """Every check of an existing index; its stamp, what was checked of its records and the
     read they were checked under. ``repair``: a query-embedding setting that disagrees with the
     stamp (:class:`~ctxemb_core.errors.ConfigurationMismatchError`) is written back from the
-    stamp once the stamp and canary pass; a setting of how vectors are kept never is."""
+    stamp once the stamp and canary pass; a setting of how vectors are kept never is.
+    ``finishing``: the copy (:attr:`IndexStamp.copying`) the caller is writing, which opens;
+    any other unfinished copy is refused."""
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
     stamp = IndexStamp.from_metadata(read.metadata)
+    if stamp.copying is not None and stamp.copying != finishing:
+        raise _unfinished(driver, stamp)
     try:
         stamp.verify(embedder)
     except ContractMismatchError as exc:
@@ -438,6 +459,8 @@ class GuardedIndex:
         self.created = created
         self._head = head
         self._queriers: list[Embedder] = [embedder]  # embedders whose canary this stamp passed
+        #: The copy this object writes (its stamp's ``copying``), which it may open unfinished.
+        self._finishing = stamp.copying
 
     # -- open ---------------------------------------------------------------------------
 
@@ -467,7 +490,9 @@ class GuardedIndex:
                 pass; a setting of how vectors are kept is never repaired.
             sample: stored records re-embedded on open (0: stamp, canary and setting only).
             stamp: the stamp a new index gets instead of one made now (another index's of the
-                same contract, carried with its vectors); it must pass its canary here.
+                same contract, carried with its vectors); it must pass its canary here. One that
+                marks a copy being written (:meth:`IndexStamp.copy_of`, as a migration makes)
+                also opens that copy unfinished, to take it up: every other open refuses it.
 
         Raises:
             ContractMismatchError: the index was written under another contract.
@@ -476,6 +501,7 @@ class GuardedIndex:
             StorageMismatchError: the store's own setting is not the stamp's contract's.
             MissingStampError: an unstamped index, without ``adopt=True``.
             DamagedStampError: a stamp that cannot be read or contradicts itself.
+            UnfinishedCopyError: a copy whose migration stopped before its last record.
             InvalidInputError: a bad argument, or no index with ``create=False``.
         """
         with _store_words(driver):
@@ -505,7 +531,8 @@ class GuardedIndex:
                 adopted = _adopt(driver, read, embedder, sample)
                 head = driver.head() or read.head
                 return cls(driver, embedder, adopted, head, sample=sample)
-            verified, check, read = _verify_open(driver, read, embedder, sample, repair)
+            finishing = None if stamp is None else stamp.copying
+            verified, check, read = _verify_open(driver, read, embedder, sample, repair, finishing)
             return cls(driver, embedder, verified, read.head, sample=sample, open_check=check)
 
     # -- what the index is --------------------------------------------------------------
@@ -539,7 +566,7 @@ class GuardedIndex:
         if read is None:
             raise _gone(self.driver)
         self.stamp, self.open_check, read = _verify_open(
-            self.driver, read, self.embedder, self.sample
+            self.driver, read, self.embedder, self.sample, finishing=self._finishing
         )
         self._head, self._queriers = read.head, [self.embedder]
         return read.head
@@ -552,6 +579,22 @@ class GuardedIndex:
         """Every id, in the store's order (oldest write first)."""
         self.current()
         return _all_ids(self.driver)
+
+    def finish_copy(self) -> None:
+        """Stamp a copy this object wrote as whole (:func:`ctxemb_core.index.migrate_index`
+        calls it after the last record): its stamp loses :attr:`IndexStamp.copying`, and the
+        index opens for every caller. Nothing happens to an index that is no copy.
+
+        Raises:
+            StampMovedError: another client changed the stamp meanwhile (nothing written).
+        """
+        if self.stamp.copying is None:
+            return
+        head = self.current()
+        done = self.stamp.finished()
+        if not self.driver.write_stamp(done, stamp_version=head.stamp_version):
+            raise StampMovedError(f"index {self.name!r} changed while its copy was finished")
+        self.stamp, self._finishing = done, None
 
     # -- writing ------------------------------------------------------------------------
 
@@ -988,7 +1031,10 @@ def restamp_index(
         raise _missing(driver)
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
-    new, report = restamp_stamp(IndexStamp.from_metadata(read.metadata), given or chosen)
+    stamped = IndexStamp.from_metadata(read.metadata)
+    if stamped.copying is not None:  # a new stamp would pass the half copy off as whole
+        raise _unfinished(driver, stamped)
+    new, report = restamp_stamp(stamped, given or chosen)
     if report.changed and not driver.write_stamp(new, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was re-stamped; try again")
     return report

@@ -27,12 +27,15 @@ from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.index.driver import INCLUDE, StoreDriver
 from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
 from ctxemb_core.migrate import Page, copy_missing
+from ctxemb_core.remedy import StoreTerms
+from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
 from ctxemb_core.validate import check_count, check_flag, check_positive_int
 
-__all__ = ["Migration", "migrate_index", "migration"]
+__all__ = ["Migration", "check_not_itself", "migrate_index", "migration"]
 
 _VECTOR = frozenset({"vector"})
+_TEXT_META = frozenset({"text", "metadata"})
 
 
 def _pages(source: GuardedIndex, size: int, vectors: bool) -> Iterator[Page]:
@@ -67,13 +70,19 @@ def migrate_index(
     (:func:`ctxemb_core.migrate.check_copied`); the vectors are what the source's open verified
     of them (``verify(all=True)`` first proves every one). Under another contract every text
     is re-embedded. A target that exists must carry the contract the copy writes; ids it holds
-    are skipped, so a copy stopped half-way resumes when run again and ends with exactly the
-    source's ids. The source is only read.
+    with the source's text and metadata are skipped, so a copy stopped half-way resumes when
+    run again and ends with exactly the source's records (one the source changed meanwhile is
+    written again, one it deleted is deleted). Until its last record is in, a new target's
+    stamp marks it a copy being written (:attr:`~ctxemb_core.stamp.IndexStamp.copying`): every
+    other open refuses it (:class:`~ctxemb_core.errors.UnfinishedCopyError`), so a copy
+    stopped half-way is never served as the whole; a migration of the same source takes it
+    up. The source is only read.
 
     Raises:
         ContractMismatchError: the target is another contract's index.
-        InvalidInputError: a source record without text, where re-embedding (nothing of its
-            page is written).
+        UnfinishedCopyError: the target is an unfinished copy of another index.
+        InvalidInputError: the target is the source itself, or a source record without
+            text, where re-embedding (nothing of its page is written).
         StorageMismatchError: the target changed a copied vector beyond float32 rounding.
     """
     if not isinstance(source, GuardedIndex):
@@ -84,9 +93,14 @@ def migrate_index(
         check_flag(progress, "progress")
     check_count(batch, "batch")
     embedder = source.embedder if contract is None else as_embedder(contract)
+    check_not_itself(source, target)
     # The stored vectors copy as they are only under the very contract that made them.
     same = not reembed and same_contract(source.stamp, embedder.contract, exact=True)
-    dest = GuardedIndex.open(target, embedder, stamp=source.stamp if same else None)
+    # A new target is stamped as a copy still being written (refused by every other open,
+    # taken up by a migration of the same source) until its last record is in.
+    stamp = source.stamp if same else IndexStamp.from_embedder(embedder)
+    copying = f"{source.name!r} in {source.driver.describe()}"
+    dest = GuardedIndex.open(target, embedder, stamp=stamp.copy_of(copying))
     fingerprint = source.stamp.fingerprint
 
     def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:
@@ -96,17 +110,75 @@ def migrate_index(
         got = target.read(ids, _VECTOR)
         return {"ids": [r.id for r in got], "embeddings": [r.vector for r in got]}
 
+    held = set(dest.ids())
+    seen: set[str] = set()
     copy_missing(
-        _pages(source, batch, same),
+        _taken_up(_pages(source, batch, same), dest, held, seen),
         dest.add,
-        set(dest.ids()),
+        held,
         total=source.count(),
         progress=progress,
         desc="copying" if same else "migrating",
         write_vectors=write_vectors if same else None,
         read_back=read_back if same else None,
     )
+    gone = sorted(held - seen)  # records the source no longer holds
+    for start in range(0, len(gone), batch):
+        dest.delete(gone[start : start + batch])
+    dest.finish_copy()
     return dest
+
+
+def check_not_itself(source: GuardedIndex, target: StoreDriver, kind: str | None = None) -> None:
+    """Refuse a ``target`` that is ``source`` itself (the same index of the same store, by
+    whatever client or name it was reached): a migration writes a new index and never
+    modifies its source. ``kind``: the store's word for an index (else its driver's terms')."""
+    head = target.head()
+    if (
+        head is not None
+        and head.identity == source.verified_head.identity
+        and target.describe() == source.driver.describe()
+    ):
+        terms = getattr(target, "terms", None)
+        kind = kind or (terms.kind if isinstance(terms, StoreTerms) else "index")
+        raise InvalidInputError(
+            f"the target must be a new {kind}: {kind} {target.name!r} in {target.describe()} "
+            "is the source, and a migration never modifies the source; give another name"
+        )
+
+
+def _own(metadata: Any) -> dict[str, Any]:
+    """A record's metadata without ctxemb's own keys (which each index writes itself)."""
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("ctxemb")}
+
+
+def _taken_up(
+    pages: Iterator[Page], dest: GuardedIndex, held: set[str], seen: set[str]
+) -> Iterator[Page]:
+    """The source's pages for a target that already holds ``held`` (a copy taken up again):
+    a held record whose text or metadata the source has since changed is deleted from the
+    target, and from ``held``, so that the copy writes it again; every id is added to
+    ``seen``."""
+    for page in pages:
+        seen.update(page.ids)
+        present = [i for i in page.ids if i in held]
+        if present:
+            stored = {r.id: r for r in dest.driver.read(present, _TEXT_META)}
+            metas = page.metadatas or [None] * len(page.ids)
+            stale = [
+                i
+                for i, text, meta in zip(page.ids, page.documents, metas, strict=True)
+                if i in held
+                and (
+                    i not in stored
+                    or stored[i].text != text
+                    or _own(stored[i].metadata) != _own(meta)
+                )
+            ]
+            if stale:
+                dest.delete(stale)
+                held.difference_update(stale)
+        yield page
 
 
 @dataclass(frozen=True)
