@@ -136,7 +136,8 @@ class StoreTerms:
             store (:meth:`adopting_in`), or ``""``: a store adapter's own words name none.
         scope: the keywords every call needs to reach the same index, as typed after the
             others (``", schema='s2'"``; ``""``: none): :meth:`within`.
-        stamp_at: where the raw stamp's keys are kept (``"the collection's metadata"``).
+        raw_contract: the stamp's contract JSON as read raw from the store (Chroma's
+            ``metadata['ctxemb:contract']``).
     """
 
     module: str
@@ -146,7 +147,7 @@ class StoreTerms:
     cli_where: str
     frameworks: str = ""
     scope: str = ""
-    stamp_at: str = "the collection's metadata"
+    raw_contract: str = "metadata['ctxemb:contract']"
 
     @classmethod
     def of(
@@ -383,8 +384,8 @@ def python_advice(remedies: Sequence[Remedy], terms: StoreTerms | None = None) -
             elif r.get("stamped"):
                 clauses.append(
                     f"{verb} the index's contract ({m}.stamped_contract(client, name{t.scope}) "
-                    "reads it; EmbeddingContract.from_json of the 'ctxemb:contract' key in "
-                    f"{t.stamp_at}, from the raw stamp)"
+                    f"reads it; EmbeddingContract.from_json({t.raw_contract}) from the raw "
+                    "stamp)"
                 )
             elif r.get("query"):
                 clauses.append(

@@ -28,7 +28,7 @@ __all__ = [
 #: This adapter's words, for the advice of the errors its calls raise.
 TERMS = replace(
     StoreTerms.of("pgvector", "--dsn", open="open_table", kind="table", records="rows"),
-    stamp_at="the table's row of the schema's ctxemb_stamps table (its stamp column)",
+    raw_contract="<SELECT stamp->>'ctxemb:contract' FROM ctxemb_stamps WHERE table_name = …>",
 )
 
 
