@@ -39,7 +39,8 @@ into and out of another driver (the reference in-memory one) bit for bit, resuma
 primitive the guard relies on, called directly: a write, delete or ``write_stamp`` at a stale
 stamp version refused with nothing changed, a stamp written keeping the index's own metadata
 keys, a delete returning exactly the ids it deleted, ``read`` in the order given, a search of
-at most ``k`` hits at their distance in the driver's space, ``ids`` and ``page`` past an offset.
+at most ``k`` hits at their distance in the driver's space, ``ids`` and ``page`` past an offset;
+and the refusals of an open index worded in the driver's ``terms``, never the default store's.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryStore
 from ctxemb_core.index.migrate import migrate_index
 from ctxemb_core.records import storable
+from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
 from ctxemb_core.resolve import contract_for
 from ctxemb_core.stamp import PROBES, IndexStamp
 from ctxemb_core.stamp_guard import restamp_stamp
@@ -772,6 +774,28 @@ class DriverConformance:
         assert [r.id for r in docs.driver.page(1, 2, frozenset())] == every[1:3]
         assert [r.id for r in docs.driver.page(4, 10, INCLUDE)] == every[4:]
         assert docs.driver.page(len(every), 2, INCLUDE) == []
+
+    def test_refusals_after_open_are_worded_in_the_driver_terms(self, docs, raw, others):
+        driver = docs.driver
+        terms = getattr(driver, "terms", None)
+        if not isinstance(terms, StoreTerms) or terms.module == DEFAULT_TERMS.module:
+            terms = StoreTerms.of("conformance", "--conformance-store")
+            driver.terms = terms  # a store's own words, on a driver that has the default's
+        refusals: list[Callable[[], Any]] = [
+            lambda: docs.query([QUERY], 1, embedder=others["pooling"]),
+            lambda: restamp_index(driver, others["pooling"]),
+        ]
+        for refusal in refusals:
+            with pytest.raises(ContractMismatchError) as err:
+                refusal()
+            assert terms.module in str(err.value), str(err.value)
+            assert DEFAULT_TERMS.module not in str(err.value), str(err.value)
+        raw.set_metadata(foreign_stamp(others["query_prefix"].contract).to_metadata())
+        for call in (lambda: docs.add(["fresh"], ["A fresh text."]), lambda: docs.count()):
+            with pytest.raises(ContractMismatchError) as err:
+                call()
+            assert terms.module in str(err.value), str(err.value)
+            assert DEFAULT_TERMS.module not in str(err.value), str(err.value)
 
     # -- migrating between drivers ---------------------------------------------------------
 
