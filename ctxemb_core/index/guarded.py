@@ -383,15 +383,15 @@ def _check_listed(
 
 def _all_ids(driver: StoreDriver) -> list[str]:
     out: list[str] = []
-    first = None  # the first id of the page before: a driver that ignores offset repeats it
+    before: list[str] = []  # a driver that ignores offset gives the same page again
     while True:
         got = driver.ids(len(out), PAGE)
-        if got and got[0] == first:
+        if got and got == before:
             raise InvalidInputError(
-                f"driver {driver!r}: ids({len(out)}, {PAGE}) began with the page before's "
-                f"first id ({first!r}) again; a driver's ids must honour offset"
+                f"driver {driver!r}: ids({len(out)}, {PAGE}) gave the page before again; "
+                "a driver's ids must honour offset"
             )
-        first = got[0] if got else None
+        before = got
         out += got
         if len(got) < PAGE:
             return out
