@@ -29,12 +29,13 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
+    CtxembError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
@@ -140,11 +142,21 @@ class Match:
     metadata: Mapping[str, Any] | None
 
 
+#: The members a driver must have (the protocol's methods, ``name`` and ``capabilities``).
+_MEMBERS = tuple(
+    sorted({*StoreDriver.__annotations__, *(n for n in vars(StoreDriver) if n[0] != "_")})
+)
+
+
 def check_driver(driver: Any) -> StoreDriver:
-    """``driver`` if it implements the :class:`StoreDriver` protocol, else named."""
+    """``driver`` if it implements the :class:`StoreDriver` protocol, else refused naming the
+    members it lacks."""
     if not isinstance(driver, StoreDriver):
+        lacking = [m for m in _MEMBERS if not hasattr(driver, m)]
+        which = f", which lacks {', '.join(lacking)}" if lacking else ""
         raise InvalidInputError(
-            f"driver must implement ctxemb_core.index.StoreDriver, got {type(driver).__name__}"
+            "driver must implement ctxemb_core.index.StoreDriver, got "
+            f"{type(driver).__name__}{which}"
         )
     return driver
 
@@ -195,6 +207,45 @@ def _store_words(driver: StoreDriver) -> Iterator[None]:
     terms = getattr(driver, "terms", None)
     with worded(terms if isinstance(terms, StoreTerms) else None):
         yield
+
+
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+def _in_store_words(method: _Call) -> _Call:
+    """A public call of an open :class:`GuardedIndex`, its refusals worded as
+    :func:`_store_words` words an open's: the driver's ``terms`` are read only when a ctxemb
+    error passes (a query costs no more than its ``try``)."""
+
+    @functools.wraps(method)
+    def call(self: GuardedIndex, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except CtxembError as exc:
+            _reworded(exc, self.driver)
+            raise
+
+    return cast(_Call, call)
+
+
+def _by_store_words(function: _Call) -> _Call:
+    """:func:`_in_store_words` for a function whose first argument is the driver."""
+
+    @functools.wraps(function)
+    def call(driver: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(driver, *args, **kwargs)
+        except CtxembError as exc:
+            _reworded(exc, driver)
+            raise
+
+    return cast(_Call, call)
+
+
+def _reworded(exc: CtxembError, driver: Any) -> None:
+    terms = getattr(driver, "terms", None)
+    if isinstance(terms, StoreTerms):
+        exc.in_terms_of(terms)
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
@@ -333,8 +384,15 @@ def _check_listed(
 
 def _all_ids(driver: StoreDriver) -> list[str]:
     out: list[str] = []
+    before: list[str] = []  # a driver that ignores offset gives the same page again
     while True:
         got = driver.ids(len(out), PAGE)
+        if got and got == before:
+            raise InvalidInputError(
+                f"driver {driver!r}: ids({len(out)}, {PAGE}) gave the page before again; "
+                "a driver's ids must honour offset"
+            )
+        before = got
         out += got
         if len(got) < PAGE:
             return out
@@ -551,6 +609,7 @@ class GuardedIndex:
         identity and stamp version, and calls :meth:`current` when they differ)."""
         return self._head
 
+    @_in_store_words
     def current(self) -> Head:
         """The head now, proven to carry the stamp this object verified (or re-verified)."""
         head = self.driver.head()
@@ -571,10 +630,12 @@ class GuardedIndex:
         self._head, self._queriers = read.head, [self.embedder]
         return read.head
 
+    @_in_store_words
     def count(self) -> int:
         self.current()
         return self.driver.count()
 
+    @_in_store_words
     def ids(self) -> list[str]:
         """Every id, in the store's order (oldest write first)."""
         self.current()
@@ -610,6 +671,7 @@ class GuardedIndex:
             store_rules(checked, documents, metas)
         return checked, metas
 
+    @_in_store_words
     def add(
         self,
         ids: Sequence[str],
@@ -624,6 +686,7 @@ class GuardedIndex:
         """
         self._write(ids, documents, metadatas, replace=False)
 
+    @_in_store_words
     def upsert(
         self,
         ids: Sequence[str],
@@ -633,6 +696,7 @@ class GuardedIndex:
         """Like :meth:`add`, replacing the records of ids already stored (restored on error)."""
         self._write(ids, documents, metadatas, replace=True)
 
+    @_in_store_words
     def add_embedded(
         self,
         ids: Sequence[str],
@@ -745,6 +809,7 @@ class GuardedIndex:
         for part in self._parts(old):
             self.driver.write(part, replace=True)
 
+    @_in_store_words
     def add_missing(
         self,
         ids: Sequence[str],
@@ -759,6 +824,7 @@ class GuardedIndex:
         self.current()
         return {r.id for r in self.driver.read(ids, _ID_ONLY)}
 
+    @_in_store_words
     def sync(
         self,
         ids: Sequence[str],
@@ -784,6 +850,7 @@ class GuardedIndex:
         texts = {r.id: r.text for r in self.driver.read(legacy, _ONLY_TEXT)} if legacy else {}
         return {i: (texts.get(i), m) for i, m in metas.items()}
 
+    @_in_store_words
     def delete(self, ids: Sequence[str] | None = None, *, where: Filter | None = None) -> list[str]:
         """Delete records by id, by filter, or both (a record must match both); returns the ids
         deleted. An empty filter is refused, never read as "everything"."""
@@ -798,6 +865,7 @@ class GuardedIndex:
             )
         )
 
+    @_in_store_words
     def delete_missing(self, keep: Iterable[str], *, dry_run: bool = False) -> list[str]:
         """Delete the records whose ids are not in ``keep`` (a corpus's ids); returns them."""
         check_flag(dry_run, "dry_run")
@@ -810,6 +878,7 @@ class GuardedIndex:
 
     # -- reading ------------------------------------------------------------------------
 
+    @_in_store_words
     def check_filter(self, where: Any) -> None:
         """``where`` if this index's driver can filter by it (``None``: no filter), else named."""
         if where is None:
@@ -822,6 +891,7 @@ class GuardedIndex:
                 "query without where="
             )
 
+    @_in_store_words
     def get(
         self, ids: Sequence[str], include: Iterable[str] = ("text", "metadata")
     ) -> list[Record]:
@@ -832,6 +902,7 @@ class GuardedIndex:
         self.current()
         return self.driver.read(checked, parts)
 
+    @_in_store_words
     def page(
         self, offset: int = 0, limit: int = PAGE, include: Iterable[str] = ("text", "metadata")
     ) -> list[Record]:
@@ -842,6 +913,7 @@ class GuardedIndex:
         self.current()
         return self.driver.page(offset, limit, parts)
 
+    @_in_store_words
     def query(
         self,
         query_texts: Sequence[str] | str,
@@ -864,6 +936,7 @@ class GuardedIndex:
         vectors, head = self._query_vectors(query_texts, embedder)
         return [self._search(v, n_results, where, head) for v in vectors]
 
+    @_in_store_words
     def query_vectors(
         self,
         query_texts: Sequence[str] | str,
@@ -900,6 +973,7 @@ class GuardedIndex:
         vectors = storable(querier.embed_queries(list(query_texts)), querier.contract.precision)
         return vectors, head
 
+    @_in_store_words
     def query_vector(
         self,
         vector: Any,
@@ -919,7 +993,7 @@ class GuardedIndex:
         return self._search(np.asarray(row, dtype=np.float32), n_results, where, head)
 
     def _search(self, vector: np.ndarray, k: int, where: Filter | None, head: Head) -> list[Match]:
-        hits = self.driver.search(vector, k, where=where)
+        hits = self.driver.search(vector, k, where=where)[:k]  # at most k, whatever it gave
         refuse_vectorless([h.id for h in hits if h.distance is None], len(hits))
         scores = similarity([h.distance for h in hits], head.space, self.contract)
         return [
@@ -929,6 +1003,7 @@ class GuardedIndex:
 
     # -- verify -------------------------------------------------------------------------
 
+    @_in_store_words
     def verify(
         self, *, all: bool = False, sample: int | None = None, progress: bool | None = None
     ) -> VerifyReport:
@@ -943,6 +1018,7 @@ class GuardedIndex:
         )
 
 
+@_by_store_words
 def verify_driver(
     driver: StoreDriver,
     contract: EmbeddingContract | Embedder,
@@ -1000,6 +1076,7 @@ def verify_driver(
     return replace(report, configuration=setting)
 
 
+@_by_store_words
 def restamp_index(
     driver: StoreDriver,
     contract: EmbeddingContract | Embedder,

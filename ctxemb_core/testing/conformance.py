@@ -35,7 +35,12 @@ on query, nothing written or returned; a stamp tampered with or missing is refus
 written around the guard (a foreign vector, a record without text or vector, with a write
 mark also one rewritten in place) are caught on the next open; a write that fails or is
 interrupted leaves nothing half-written; the sync rules; adopt, verify and re-stamp; a copy
-into and out of another driver (the reference in-memory one) bit for bit, resumable.
+into and out of another driver (the reference in-memory one) bit for bit, resumable. And each
+primitive the guard relies on, called directly: a write, delete or ``write_stamp`` at a stale
+stamp version refused with nothing changed, a stamp written keeping the index's own metadata
+keys, a delete returning exactly the ids it deleted, ``read`` in the order given, a search of
+at most ``k`` hits at their distance in the driver's space, ``ids`` and ``page`` past an offset;
+and the refusals of an open index worded in the driver's ``terms``, never the default store's.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from ctxemb_core.errors import (
     ForeignVectorsError,
     InvalidInputError,
     MissingStampError,
+    StampMovedError,
     StoreUnavailableError,
 )
 from ctxemb_core.index.driver import INCLUDE, Record, StoreDriver
@@ -70,8 +76,10 @@ from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
 from ctxemb_core.index.memory import MemoryStore
 from ctxemb_core.index.migrate import migrate_index
 from ctxemb_core.records import storable
+from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
 from ctxemb_core.resolve import contract_for
 from ctxemb_core.stamp import PROBES, IndexStamp
+from ctxemb_core.stamp_guard import restamp_stamp
 from ctxemb_core.static import static_from_vectors
 from ctxemb_core.sync import SyncReport
 
@@ -676,6 +684,118 @@ class DriverConformance:
         assert reopened.query([QUERY], 1)[0][0].id == "tea"
         with pytest.raises(ContractMismatchError):
             docs.query([QUERY], 1)  # the old contract's handle sees the new stamp
+
+    # -- each primitive, called directly: what the guard relies on ------------------------
+
+    def moved_stamp(self, docs: GuardedIndex, new_driver: Any, others: Any) -> Any:
+        """Another client re-stamps the index (a query-side change, through its own driver's
+        ``write_stamp``); returns the stamp version the index had before."""
+        read = docs.driver.read_stamp()
+        assert read is not None
+        stamp, _ = restamp_stamp(IndexStamp.from_metadata(read.metadata), others["query_prefix"])
+        assert new_driver().write_stamp(stamp, stamp_version=read.head.stamp_version) is True
+        head = docs.driver.head()
+        assert head is not None and head.stamp_version != read.head.stamp_version
+        return read.head.stamp_version
+
+    def test_a_write_or_delete_at_a_stale_stamp_version_is_refused(
+        self, docs, new_driver, others, embedder
+    ):
+        stale = self.moved_stamp(docs, new_driver, others)
+        before = self.snapshot(docs.driver)
+        fresh = self.records(embedder, {"fresh": "A fresh text."})
+        replaced = self.records(embedder, {"tea": "Tea, replaced."})
+        for call in (
+            lambda: docs.driver.write(fresh, replace=False, stamp_version=stale),
+            lambda: docs.driver.write(replaced, replace=True, stamp_version=stale),
+            lambda: docs.driver.delete(["tea", "bike"], stamp_version=stale),
+        ):
+            with pytest.raises(StampMovedError):
+                call()
+        if docs.driver.capabilities.filters:
+            with pytest.raises(StampMovedError):
+                docs.driver.delete(where={"n": 0}, stamp_version=stale)
+        assert self.snapshot(docs.driver) == before
+
+    def test_write_stamp_at_a_stale_version_writes_nothing_and_a_stamp_keeps_other_keys(
+        self, docs, raw, new_driver, others
+    ):
+        # The index's own metadata key, beside the stamp (where the store keeps metadata).
+        raw.set_metadata({**raw_metadata(docs.driver), "owner": "team-a"})
+        old = IndexStamp.from_metadata(raw_metadata(docs.driver))
+        stale = self.moved_stamp(docs, new_driver, others)
+        kept = dict(raw_metadata(docs.driver))
+        assert kept["owner"] == "team-a"  # another client's write_stamp kept it
+        assert kept["ctxemb:contract"] == others["query_prefix"].contract.to_json()
+        before = self.snapshot(docs.driver)
+        assert docs.driver.write_stamp(old, stamp_version=stale) is False
+        assert self.snapshot(docs.driver) == before and dict(raw_metadata(docs.driver)) == kept
+
+    def test_a_delete_of_several_ids_returns_exactly_those_it_deleted(self, docs):
+        head = docs.driver.head()
+        assert head is not None
+        gone = docs.driver.delete(["moon", "absent", "tea"], stamp_version=head.stamp_version)
+        assert sorted(gone) == ["moon", "tea"]
+        assert sorted(docs.driver.ids()) == ["bank", "bike", "slugs"]
+        assert docs.driver.delete(["absent"]) == []
+        assert docs.delete(["bike", "absent"]) == ["bike"]
+
+    def test_read_returns_records_in_the_order_given(self, docs):
+        order = ["moon", "absent", "tea", "bank", "slugs", "bike"]
+        want = [i for i in order if i in DOCS]
+        for include in (INCLUDE, frozenset(), frozenset({"metadata"})):
+            assert [r.id for r in docs.driver.read(order, include)] == want
+        assert [r.id for r in docs.get(order)] == want
+
+    def test_a_search_returns_at_most_k_hits_at_their_distance_in_its_space(self, docs):
+        head = docs.driver.head()
+        assert head is not None
+        query = docs.query_vectors([QUERY])[0]
+        hits = docs.driver.search(query, 2)
+        assert [h.id for h in hits][:1] == ["tea"] and len(hits) == 2
+        assert len(docs.driver.search(query, len(DOCS) + 3)) == len(DOCS)
+        (tea,) = docs.driver.read(["tea"], frozenset({"vector"}))
+        assert tea.vector is not None
+        q, v = np.asarray(query, np.float64), np.asarray(tea.vector, np.float64)
+        want = {
+            "cosine": 1.0 - float(q @ v) / float(np.linalg.norm(q) * np.linalg.norm(v)),
+            "ip": 1.0 - float(q @ v),
+            "l2": float(((q - v) ** 2).sum()),
+        }[head.space]
+        assert hits[0].distance is not None and abs(hits[0].distance - want) < 1e-4
+        assert len(docs.query([QUERY], 2)[0]) == 2
+
+    def test_ids_and_page_honour_an_offset_past_the_first_page(self, docs):
+        every = docs.driver.ids()
+        assert sorted(every) == sorted(DOCS)
+        assert docs.driver.ids(1, 2) == every[1:3]
+        assert docs.driver.ids(3) == every[3:]
+        assert docs.driver.ids(len(every), 2) == []
+        assert [r.id for r in docs.driver.page(1, 2, frozenset())] == every[1:3]
+        assert [r.id for r in docs.driver.page(4, 10, INCLUDE)] == every[4:]
+        assert docs.driver.page(len(every), 2, INCLUDE) == []
+
+    def test_refusals_after_open_are_worded_in_the_driver_terms(self, docs, raw, others):
+        driver = docs.driver
+        terms = getattr(driver, "terms", None)
+        if not isinstance(terms, StoreTerms) or terms.module == DEFAULT_TERMS.module:
+            terms = StoreTerms.of("conformance", "--conformance-store")
+            driver.terms = terms  # a store's own words, on a driver that has the default's
+        refusals: list[Callable[[], Any]] = [
+            lambda: docs.query([QUERY], 1, embedder=others["pooling"]),
+            lambda: restamp_index(driver, others["pooling"]),
+        ]
+        for refusal in refusals:
+            with pytest.raises(ContractMismatchError) as err:
+                refusal()
+            assert terms.module in str(err.value), str(err.value)
+            assert DEFAULT_TERMS.module not in str(err.value), str(err.value)
+        raw.set_metadata(foreign_stamp(others["query_prefix"].contract).to_metadata())
+        for call in (lambda: docs.add(["fresh"], ["A fresh text."]), lambda: docs.count()):
+            with pytest.raises(ContractMismatchError) as err:
+                call()
+            assert terms.module in str(err.value), str(err.value)
+            assert DEFAULT_TERMS.module not in str(err.value), str(err.value)
 
     # -- migrating between drivers ---------------------------------------------------------
 

@@ -26,7 +26,12 @@ from ctxemb_core.index.driver import (
     StampRead,
     Version,
 )
-from ctxemb_core.index.driver_kit import TransactionalDriver, check_json_batch, json_filter
+from ctxemb_core.index.driver_kit import (
+    TransactionalDriver,
+    check_json_batch,
+    json_filter,
+    restamped,
+)
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.validate import check_count, check_flag, check_ids
 from ctxemb_pgvector._connect import TERMS, check_connection, connect, terms_in, translated
@@ -259,7 +264,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return StampRead(self._stored_head(stored), stored.metadata, {"column": column})
 
     def write_stamp(self, stamp: IndexStamp, *, stamp_version: Version) -> bool:
-        conn, metadata, layout = self.conn, stamp.to_metadata(), layout_for(stamp.contract)
+        conn, layout = self.conn, layout_for(stamp.contract)
         try:
             with translated(f"stamping {self._name!r}"), conn.transaction():
                 ensure_stamps(conn, self.schema)
@@ -271,6 +276,7 @@ class PgvectorDriver(TransactionalDriver[str]):
                 if not stored.seq:  # a table made without ctxemb gains its write mark
                     add_seq(conn, self.schema, self._name)
                     self._seq = None
+                metadata = restamped(stored.metadata, stamp)  # the table's own keys stay
                 write_stamp(conn, self.schema, self._name, metadata, layout)
                 stored = self.stored()
                 assert stored is not None

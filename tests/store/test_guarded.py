@@ -10,10 +10,17 @@ from collections import Counter
 
 import pytest
 
-from ctxemb_core.errors import ContractMismatchError, ExistingIdsError, StorageMismatchError
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    ExistingIdsError,
+    ForeignVectorsError,
+    InvalidInputError,
+    StorageMismatchError,
+)
 from ctxemb_core.guard import OPEN_SAMPLE
 from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore, Record
 from ctxemb_core.index.driver import Capabilities
+from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.testing.conformance import foreign_stamp, tiny_embedder, variants
 
 
@@ -189,3 +196,64 @@ def test_an_undone_batch_leaves_what_another_writer_stored_meanwhile(embedder):
         index.add(["a", "b", "x", "c"], ["green tea", "black tea", "white tea", "oolong tea"])
     held = store.raw("docs").snapshot()
     assert sorted(held) == ["x"] and held["x"][1] == "the other writer's"
+
+
+# -- what the guard does whatever a driver gets wrong ------------------------------------------
+
+
+class Overfull(MemoryDriver):
+    """A driver whose search returns every record, whatever ``k`` asks."""
+
+    def search(self, vector, k, *, where=None):
+        return super().search(vector, self.count(), where=where)
+
+
+def test_a_query_returns_at_most_n_results_whatever_the_driver_returns(embedder):
+    index = GuardedIndex.open(Overfull(MemoryStore(), "docs", Capabilities()), embedder)
+    index.add(["a", "b", "c"], ["green tea leaves", "black tea leaves", "the moon"])
+    assert [len(m) for m in index.query(["green tea"], 2)] == [2]
+    vector = index.query_vectors(["tea"])[0]
+    assert len(index.query_vector(vector, 1, fingerprint=index.contract.fingerprint)) == 1
+
+
+class OffsetBlind(MemoryDriver):
+    """A driver whose ``ids`` ignores offset: the guard's listing of every id would never end."""
+
+    def ids(self, offset=0, limit=None):
+        return super().ids(0, limit)
+
+
+def test_a_driver_that_ignores_offset_is_refused_not_listed_forever(embedder, monkeypatch):
+    monkeypatch.setattr("ctxemb_core.index.guarded.PAGE", 2)
+    index = GuardedIndex.open(OffsetBlind(MemoryStore(), "docs", Capabilities()), embedder)
+    index.add(["a", "b", "c"], ["green tea leaves", "black tea leaves", "the moon"])
+    with pytest.raises(InvalidInputError, match="must honour offset"):
+        index.ids()
+
+
+def test_a_driver_missing_members_is_refused_naming_them(embedder):
+    class Partial:
+        capabilities = Capabilities()
+        name = "docs"
+
+        def head(self):
+            return None
+
+    with pytest.raises(InvalidInputError) as err:
+        GuardedIndex.open(Partial(), embedder)
+    message = str(err.value)
+    assert "got Partial, which lacks" in message
+    for member in ("changes", "read", "search", "write", "write_stamp"):
+        assert member in message
+    assert "head" not in message.split("lacks")[1] and "capabilities" not in message
+
+
+def test_a_refusal_after_open_is_worded_in_the_driver_terms(embedder):
+    store = MemoryStore()
+    driver = store.driver("docs")
+    driver.terms = StoreTerms.of("mystore", "--my-option")
+    index = GuardedIndex.open(driver, embedder)
+    store.raw("docs").write([Record("hollow", None, "A record without a vector.")])
+    with pytest.raises(ForeignVectorsError) as err:  # a record without a vector, met by a query
+        index.query(["green tea"], 3)
+    assert "ctxemb_mystore" in str(err.value) and "ctxemb_chroma" not in str(err.value)
