@@ -41,8 +41,9 @@ def add_parser(sub: Any) -> None:
         "migrate",
         help="re-embed a collection under a new contract into a new collection",
         description="Copy every document into a new stamped collection, re-embedded under the "
-        "source's contract with the changes given (or another --model). Resumable; the source "
-        "is never modified.",
+        "source's contract with the changes given (or another --model). Resumable: a copy "
+        "stopped half-way is refused by every command until the same migrate finishes it. The "
+        "source is never modified.",
         epilog=examples(
             "ctxemb migrate --collection demo --to demo-128 --truncate-dim 128 --path ./chroma",
             "ctxemb migrate --collection demo --to demo-e5 --model ./e5-small --family e5",

@@ -641,6 +641,7 @@ class GuardedIndex:
         self.current()
         return _all_ids(self.driver)
 
+    @_in_store_words
     def finish_copy(self) -> None:
         """Stamp a copy this object wrote as whole (:func:`ctxemb_core.index.migrate_index`
         calls it after the last record): its stamp loses :attr:`IndexStamp.copying`, and the

@@ -35,7 +35,8 @@ on query, nothing written or returned; a stamp tampered with or missing is refus
 written around the guard (a foreign vector, a record without text or vector, with a write
 mark also one rewritten in place) are caught on the next open; a write that fails or is
 interrupted leaves nothing half-written; the sync rules; adopt, verify and re-stamp; a copy
-into and out of another driver (the reference in-memory one) bit for bit, resumable. And each
+into and out of another driver (the reference in-memory one) bit for bit, resumable, a copy
+stopped half-way refused on every open until a migration of its source finishes it. And each
 primitive the guard relies on, called directly: a write, delete or ``write_stamp`` at a stale
 stamp version refused with nothing changed, a stamp written keeping the index's own metadata
 keys, a delete returning exactly the ids it deleted, ``read`` in the order given, a search of
@@ -70,10 +71,11 @@ from ctxemb_core.errors import (
     MissingStampError,
     StampMovedError,
     StoreUnavailableError,
+    UnfinishedCopyError,
 )
 from ctxemb_core.index.driver import INCLUDE, Record, StoreDriver
 from ctxemb_core.index.guarded import GuardedIndex, restamp_index, verify_driver
-from ctxemb_core.index.memory import MemoryStore
+from ctxemb_core.index.memory import MemoryDriver, MemoryStore
 from ctxemb_core.index.migrate import migrate_index
 from ctxemb_core.records import storable
 from ctxemb_core.remedy import DEFAULT_TERMS, StoreTerms
@@ -814,6 +816,26 @@ class DriverConformance:
         migrate_index(source, driver)
         assert self.snapshot(driver) == self.snapshot(source.driver)
 
+    def test_a_copy_stopped_half_way_is_refused_until_a_migration_takes_it_up(
+        self, driver, embedder
+    ):
+        store = MemoryStore()
+        source = GuardedIndex.open(store.driver("source"), embedder)
+        source.add(list(DOCS), list(DOCS.values()), [{"n": k} for k in range(len(DOCS))])
+        lost = GuardedIndex.open(_LostAfterOnePage.of(store, "source"), embedder, sample=0)
+        with pytest.raises(StoreUnavailableError):
+            migrate_index(lost, driver, batch=2)  # two records in, then the source is gone
+        for opening in (
+            lambda: GuardedIndex.open(driver, embedder),
+            lambda: GuardedIndex.open(driver, embedder, create=False, sample=0),
+            lambda: restamp_index(driver, embedder),
+        ):
+            with pytest.raises(UnfinishedCopyError):  # never served as the whole
+                opening()
+        migrate_index(source, driver, batch=2)  # the same source's migration finishes it
+        assert self.snapshot(driver) == self.snapshot(source.driver)  # its mark gone too
+        assert GuardedIndex.open(driver, embedder).count() == len(DOCS)
+
     def test_a_copy_under_another_contract_re_embeds(self, docs, others):
         target = MemoryStore().driver("copy")
         copy = migrate_index(docs, target, others["document_prefix"])
@@ -821,6 +843,23 @@ class DriverConformance:
         assert sorted(copy.ids()) == sorted(DOCS)
         with pytest.raises(ContractMismatchError):
             migrate_index(docs, target)  # the target is the other contract's now
+
+
+class _LostAfterOnePage(MemoryDriver):
+    """A source whose store goes away after its first page: a migration stopped half-way."""
+
+    pages = 0
+
+    @classmethod
+    def of(cls, store: MemoryStore, name: str) -> _LostAfterOnePage:
+        made = store.driver(name)
+        return cls(store, name, made.capabilities)
+
+    def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
+        self.pages += 1
+        if self.pages > 1:
+            raise StoreUnavailableError("the source's store went away")
+        return super().page(offset, limit, include)
 
 
 def raw_metadata(driver: StoreDriver) -> Mapping[str, Any]:
