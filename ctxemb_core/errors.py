@@ -459,6 +459,8 @@ class ContractMismatchError(StampError):
             serves, none of them ``caller``'s contract; ``()`` for a server of one.
         served_model: with ``served_models``, the id whose contract is ``index`` (the nearest
             to ``caller``: the fewest fields apart).
+        target: set when the index is a migration's target that exists under another
+            contract (its name): the advice is another name, never a re-stamp.
         stamped: the index carries a stamp (a Chroma collection's metadata), so a query-side
             change can be accepted by re-stamping it (:func:`ctxemb_chroma.restamp`); the advice
             says so only then (a store with a fingerprint per document cannot be re-stamped).
@@ -475,6 +477,7 @@ class ContractMismatchError(StampError):
         server: str | None = None,
         served_models: Sequence[str] = (),
         served_model: str | None = None,
+        target: str | None = None,
     ) -> None:
         self.folder: str | None = None if folder is None else os.fspath(folder)
         self.server: str | None = server
@@ -499,6 +502,22 @@ class ContractMismatchError(StampError):
             super().__init__(
                 _server_problem(self.diff.changes, server, self.served_models, served_model),
                 remedies=_server_remedies(self.diff, caller, server, self.served_models),
+            )
+            return
+        if target is not None:
+            # A migration's target that exists under another contract: someone else's index,
+            # never to be re-stamped or re-embedded for this copy.
+            problem = (
+                f"the target {target!r} already holds an index of another contract ("
+                + "; ".join(
+                    f"{c.field}: index={c.index!r}, caller={c.caller!r}" for c in self.diff.changes
+                )
+                + "); a migration writes a new index under its own contract (or takes up a "
+                "copy of its own) and never writes into another's"
+            )
+            super().__init__(
+                f"{problem}: give migrate another new name, or drop {target!r} first.",
+                cli=f"{problem}: give another --to, or drop {target!r} first.",
             )
             return
         super().__init__(

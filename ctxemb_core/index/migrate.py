@@ -23,7 +23,7 @@ import numpy as np
 
 from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.embedder import Embedder
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import ContractMismatchError, InvalidInputError
 from ctxemb_core.index.driver import INCLUDE, StoreDriver
 from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
 from ctxemb_core.migrate import Page, copy_missing
@@ -100,7 +100,12 @@ def migrate_index(
     # taken up by a migration of the same source) until its last record is in.
     stamp = source.stamp if same else IndexStamp.from_embedder(embedder)
     copying = f"{source.name!r} in {source.driver.describe()}"
-    dest = GuardedIndex.open(target, embedder, stamp=stamp.copy_of(copying))
+    try:
+        dest = GuardedIndex.open(target, embedder, stamp=stamp.copy_of(copying))
+    except ContractMismatchError as exc:  # another contract's index under the target's name
+        if exc.index is None or exc.caller is None:
+            raise
+        raise ContractMismatchError(exc.index, exc.caller, target=target.name) from None
     fingerprint = source.stamp.fingerprint
 
     def write_vectors(ids: list[str], vectors: list[Any], docs: list[str], metas: Any) -> None:

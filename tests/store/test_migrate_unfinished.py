@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ctxemb_core.errors import InvalidInputError, StoreUnavailableError, UnfinishedCopyError
+from ctxemb_core.errors import (
+    ContractMismatchError,
+    InvalidInputError,
+    StoreUnavailableError,
+    UnfinishedCopyError,
+)
 from ctxemb_core.index import GuardedIndex, MemoryDriver, MemoryStore, migrate_index, restamp_index
 from ctxemb_core.index.driver import Capabilities
 from ctxemb_core.testing.conformance import tiny_embedder, variants
@@ -98,3 +103,17 @@ def test_the_source_itself_is_never_the_target(source, embedder):
         with pytest.raises(InvalidInputError, match="the target must be a new index"):
             migrate_index(source, target, variants(embedder.contract)["document_prefix"])
     assert sorted(source.ids()) == sorted(TEXTS)
+
+
+def test_a_target_of_another_contract_is_refused_with_a_new_name_not_a_restamp(source, embedder):
+    store = MemoryStore()
+    other = variants(embedder.contract)["query_prefix"]
+    GuardedIndex.open(store.driver("taken"), other).add(["x"], ["their own text"])
+    with pytest.raises(ContractMismatchError) as refused:
+        migrate_index(source, store.driver("taken"))
+    said, cli = str(refused.value), refused.value.message_for("cli")
+    assert refused.value.fields == ("query_prefix",)
+    assert "the target 'taken' already holds an index of another contract" in said
+    assert "give migrate another new name" in said and "give another --to" in cli
+    assert "restamp" not in said + cli  # the advice of a mismatch with one's own index
+    assert store.driver("taken").count() == 1  # nothing written
