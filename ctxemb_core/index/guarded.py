@@ -351,12 +351,12 @@ def _check_marked(
             records = driver.read(chosen, _FOR_CHECK)
         else:
             records = driver.read(written, _FOR_CHECK)
-            count = driver.count()
             # Then random others, as one run of the store's order at a random place: of
             # ``sample`` neighbours at most len(written) were read already, so the sample is
             # full whenever the index has enough records (one read: an offset is a walk).
-            run = min(count, sample)
-            if run > 0 and sample > len(written):
+            if sample > len(written):
+                count = driver.count()
+                run = min(count, sample)
                 seen = set(written)
                 start = random.randrange(count - run + 1)
                 others = [r for r in driver.page(start, run, _FOR_CHECK) if r.id not in seen]
