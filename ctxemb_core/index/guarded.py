@@ -46,12 +46,14 @@ from ctxemb_core.errors import (
     ConfigurationMismatchError,
     ContractMismatchError,
     CtxembError,
+    DamagedStampError,
     ExistingIdsError,
     InvalidInputError,
     MissingStampError,
     StampError,
     StorageMismatchError,
     UnfinishedCopyError,
+    unstamped_remedies,
     worded,
 )
 from ctxemb_core.index.driver import (
@@ -197,7 +199,7 @@ def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
             raise _missing(driver)
         if not IndexStamp.is_stamped(read.metadata):
             raise _unstamped(driver)
-        return IndexStamp.from_metadata(read.metadata).contract
+        return _stamp_of(driver, read).contract
 
 
 @contextlib.contextmanager
@@ -408,6 +410,29 @@ def _noted(driver: StoreDriver, exc: ContractMismatchError) -> None:
         exc.args = (f"{exc.problem.rstrip()}\n{note}. ", *exc.args[1:])
 
 
+def _stamp_of(driver: StoreDriver, read: StampRead) -> IndexStamp:
+    """The index's stamp, read; a damaged one refused naming the index, with the way back."""
+    try:
+        return IndexStamp.from_metadata(read.metadata)
+    except DamagedStampError as exc:
+        terms = getattr(driver, "terms", None)
+        kind = terms.kind if isinstance(terms, StoreTerms) else "index"
+        raise DamagedStampError(
+            f"{kind} {driver.name!r} in {driver.describe()}: {exc}. Nothing proves which "
+            "contract made its vectors, so ctxemb neither reads nor writes it. An adoption "
+            "replaces a damaged stamp as it stamps an index without one. ",
+            remedies=unstamped_remedies(driver.name),
+        ) from None
+
+
+def _damaged(metadata: Any) -> bool:
+    try:
+        IndexStamp.from_metadata(metadata)
+    except DamagedStampError:
+        return True
+    return False
+
+
 def _unfinished(driver: StoreDriver, stamp: IndexStamp) -> UnfinishedCopyError:
     terms = getattr(driver, "terms", None)
     words = terms if isinstance(terms, StoreTerms) else None
@@ -435,7 +460,7 @@ def _verify_open(
     any other unfinished copy is refused."""
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
-    stamp = IndexStamp.from_metadata(read.metadata)
+    stamp = _stamp_of(driver, read)
     if stamp.copying is not None and stamp.copying != finishing:
         raise _unfinished(driver, stamp)
     try:
@@ -541,8 +566,8 @@ class GuardedIndex:
             contract: the caller's contract (or an :class:`~ctxemb_core.Embedder` of it).
             create: create the index (stamped in the same step) when it does not exist. Of two
                 creators at once one makes it; the other opens it with every check.
-            adopt: stamp an existing unstamped index once a sample of its records re-embeds
-                to their stored vectors.
+            adopt: stamp an existing unstamped index, or one whose stamp is damaged, once a
+                sample of its records re-embeds to their stored vectors.
             repair: write the store's query-embedding setting back from the stamp when it
                 disagrees (a ``ConfigurationMismatchError`` otherwise), once stamp and canary
                 pass; a setting of how vectors are kept is never repaired.
@@ -585,7 +610,8 @@ class GuardedIndex:
                 read = driver.read_stamp()  # another creator was first: open what it made
                 if read is None:
                     raise _missing(driver, ": another client made and dropped it meanwhile")
-            if adopt and not IndexStamp.is_stamped(read.metadata):
+            # A damaged stamp proves nothing either: adopting replaces it (sample first).
+            if adopt and (not IndexStamp.is_stamped(read.metadata) or _damaged(read.metadata)):
                 adopted = _adopt(driver, read, embedder, sample)
                 head = driver.head() or read.head
                 return cls(driver, embedder, adopted, head, sample=sample)
@@ -1109,7 +1135,7 @@ def restamp_index(
         raise _missing(driver)
     if not IndexStamp.is_stamped(read.metadata):
         raise _unstamped(driver)
-    stamped = IndexStamp.from_metadata(read.metadata)
+    stamped = _stamp_of(driver, read)
     if stamped.copying is not None:  # a new stamp would pass the half copy off as whole
         raise _unfinished(driver, stamped)
     new, report = restamp_stamp(stamped, given or chosen)

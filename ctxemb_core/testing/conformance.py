@@ -498,13 +498,20 @@ class DriverConformance:
             meta["ctxemb:schema"] = 99
         raw.set_metadata(meta)
         expected = MissingStampError if tamper == "removed" else DamagedStampError
-        with pytest.raises(expected):
+        with pytest.raises(expected) as refused:
             GuardedIndex.open(docs.driver, embedder)
+        assert repr(docs.driver.name) in str(refused.value)  # which index, and the way back:
+        assert "adopt=True" in str(refused.value)
         with pytest.raises(expected):
             docs.query([QUERY], 1)
         with pytest.raises(expected):
             docs.add(["fresh"], ["A fresh text."])
         assert not verify_driver(docs.driver, embedder).ok
+        # Adopting replaces a damaged stamp as it stamps a missing one: once a sample of the
+        # records re-embeds to their stored vectors.
+        adopted = GuardedIndex.open(docs.driver, embedder, adopt=True)
+        assert adopted.query([QUERY], 1)[0][0].id == "tea"
+        assert GuardedIndex.open(docs.driver, embedder).count() == len(DOCS)
 
     # -- records written around the guard -----------------------------------------------
 
