@@ -69,7 +69,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ctxemb_core.contract import EmbeddingContract, Role, same_contract
+from ctxemb_core.contract import EmbeddingContract, Precision, Role, same_contract
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -1122,6 +1122,17 @@ class RemoteEncoder:
             raise RemoteEncoderError(
                 f"the embedding server at {self.url} failed (HTTP {status}): {message}"
             )
+        if self.api == "openai" and c.precision is not Precision.FLOAT32 and _is_ctxemb(answer):
+            # ctxemb serve answers an OpenAI-style request in the contract's stored form: the
+            # precision step taken there, and again here, would give other vectors.
+            what = (
+                f"the server at {self.url} is ctxemb serve, whose OpenAI-compatible answers are "
+                f"already in the contract's {c.precision.value} form; connect to it with its own "
+                "protocol, which asks it for the float vectors the precision step takes"
+            )
+            raise RemoteEncoderError(
+                f"{what} (api='ctxemb', the default)", cli=f"{what} (--api ctxemb, the default)"
+            )
         width = c.output_dim if self.api == "ctxemb" else c.dimension
         vectors = _read_vectors(payload, count, width, self.url, unit=c.normalize)
         if self.api == "openai":
@@ -1134,6 +1145,11 @@ class RemoteEncoder:
     def close(self) -> None:
         """Close the connections to the server (the next request opens one again)."""
         self._http.close()
+
+
+def _is_ctxemb(answer: _Answer) -> bool:
+    """Whether ``answer`` came from ``ctxemb serve`` (it names its contract and instance)."""
+    return FINGERPRINT_HEADER in answer.headers and INSTANCE_HEADER in answer.headers
 
 
 def _numbers(value: list[Any]) -> bool:

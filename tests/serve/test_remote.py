@@ -115,6 +115,19 @@ def test_an_openai_compatible_server_is_held_to_the_contract_by_the_canary(
     assert "no vector was returned" in str(info.value)
 
 
+def test_ctxemb_serve_spoken_to_as_openai_under_a_precision_contract_is_refused(minilm):
+    # Its OpenAI-compatible answers are in the stored form already (int8 here): quantised there
+    # and again here, they would be other vectors. Its own protocol asks for the floats.
+    int8 = Embedder(minilm.contract.with_(precision="int8"))
+    with serving(int8) as server:
+        with pytest.raises(RemoteEncoderError) as refused:
+            Embedder(int8.contract, url=server.url, api="openai")
+        assert "api='ctxemb'" in str(refused.value)
+        assert "--api ctxemb" in refused.value.message_for("cli")
+        own = Embedder(int8.contract, url=server.url)
+        assert np.array_equal(own.embed_documents(DOCS[:2]), int8.embed_documents(DOCS[:2]))
+
+
 @pytest.mark.heavy
 def test_the_long_probe_catches_another_truncation(minilm_contract, minilm):
     long = long_probe(minilm_contract.max_tokens)
