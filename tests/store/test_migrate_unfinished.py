@@ -46,12 +46,18 @@ def source(embedder):
     return index
 
 
-def test_a_copy_stopped_half_way_is_refused_until_a_migration_finishes_it(source, embedder):
+def _stopped(source: GuardedIndex, writes: int) -> tuple[MemoryStore, Failing]:
+    """A migration of ``source`` into a new store's 'copy' that stops after ``writes`` writes."""
     store = MemoryStore()
     target = Failing(store, "copy")
-    target.fail_after = 2
+    target.fail_after = writes
     with pytest.raises(StoreUnavailableError):
         migrate_index(source, target, batch=10)
+    return store, target
+
+
+def test_a_copy_stopped_half_way_is_refused_until_a_migration_finishes_it(source, embedder):
+    store, target = _stopped(source, 2)
     assert 0 < store.driver("copy").count() < len(TEXTS)  # part of it is there, stamped
     for opening in (
         lambda: GuardedIndex.open(store.driver("copy"), embedder),
@@ -73,11 +79,7 @@ def test_a_copy_stopped_half_way_is_refused_until_a_migration_finishes_it(source
 
 
 def test_another_source_cannot_take_up_an_unfinished_copy(source, embedder):
-    store = MemoryStore()
-    target = Failing(store, "copy")
-    target.fail_after = 1
-    with pytest.raises(StoreUnavailableError):
-        migrate_index(source, target, batch=10)
+    store, _ = _stopped(source, 1)
     other = GuardedIndex.open(MemoryStore().driver("docs"), embedder)
     other.add(["x"], ["another text"])
     with pytest.raises(UnfinishedCopyError):
