@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOWED = {
     ("ctxemb_core/contract.py", "same_contract"),
     ("ctxemb_core/stamp.py", "from_metadata"),
+    # Whether an option changes the contract built here: a field's scope, not two contracts.
+    ("ctxemb_core/resolve.py", "static_contract"),
 }
 _NAMES = {"fingerprint", "recipe", "old_fingerprint", "new_fingerprint"}
 
@@ -62,6 +64,14 @@ def _about_contracts(node: ast.AST) -> bool:
             ):
                 return True
     return False
+
+
+def _a_contract(node: ast.AST) -> bool:
+    """Whether an operand is itself a contract (``x.contract``, ``caller_contract``): two
+    contracts compared with ``==`` decide sameness without the rule (a label twin differs)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "contract"
+    return isinstance(node, ast.Name) and node.id.endswith("contract")
 
 
 def _comparisons(source: str, relative: str) -> list[str]:
@@ -88,7 +98,10 @@ def _comparisons(source: str, relative: str) -> list[str]:
             ]
             if operands:
                 operands.append(node.left)
-        if any(_about_contracts(o) for o in operands):
+        equality = all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
+        if any(_about_contracts(o) for o in operands) or (
+            equality and any(_a_contract(o) for o in operands)
+        ):
             found.append(f"{relative}:{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -115,6 +128,8 @@ def test_the_scan_finds_what_it_looks_for():
         "carried != contract.fingerprint",
         "meta['fingerprint'] != fp",
         "config.get('fingerprint') not in (None, contract.fingerprint)",
+        "inner != self._embeddings.contract",
+        "given.contract == contract",
     ]
     fine = ["fingerprint is None", "key in contracts", "len(fp) != 64", "kind == 'label'"]
     source = "\n".join(f"x{i} = {f}" for i, f in enumerate(forms + fine))
