@@ -51,8 +51,9 @@ def _userinfo(rest: str) -> tuple[str, str] | None:
     return rest[:at], rest[at + 1 :]
 
 
-def redact_dsn(dsn: object) -> str:
-    """``dsn`` with every password replaced by :data:`MASK` (anything not a string: its type)."""
+def redact_dsn(dsn: object, mask: str = MASK) -> str:
+    """``dsn`` with every password replaced by ``mask`` (anything not a string: its type); an
+    empty password (``user:@host``) holds nothing to hide and stays as it is."""
     if not isinstance(dsn, str):
         return f"<{type(dsn).__name__}>"
     url = _URL.match(dsn.strip())
@@ -61,11 +62,11 @@ def redact_dsn(dsn: object) -> str:
         parts = _userinfo(rest)
         if parts is not None:
             info, after = parts
-            user, colon, _ = info.partition(":")
-            rest = f"{user}{':' + MASK if colon else ''}@{after}"
-        rest = _QUERY.sub(lambda m: m["key"] + MASK, rest)
+            user, colon, password = info.partition(":")
+            rest = f"{user}{colon}{mask if password else ''}@{after}"
+        rest = _QUERY.sub(lambda m: m["key"] + mask, rest)
         return url["scheme"] + rest
-    return _KEYWORD.sub(lambda m: m["key"] + MASK, dsn)
+    return _KEYWORD.sub(lambda m: m["key"] + mask, dsn)
 
 
 def secrets_in(*texts: object, environment: bool = True) -> list[str]:

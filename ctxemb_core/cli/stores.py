@@ -607,8 +607,14 @@ class ConnectionString:
         return False
 
     def flags(self, args: argparse.Namespace) -> str:
-        """The options, the password masked (a command line to show, not to hold secrets)."""
-        shown = shlex.quote(redact_dsn(getattr(args, self.flag)))
+        """The options as a command line to run, never holding a password: where the string
+        has one, the variable that holds it (when it came from there), else the string with
+        ``<password>`` to fill in (a masked one would be sent as it is)."""
+        given = getattr(args, self.flag)
+        shown = shlex.quote(redact_dsn(given))
+        if isinstance(given, str) and redact_dsn(given) != given:
+            from_env = os.environ.get(self.env) == given
+            shown = f'"${self.env}"' if from_env else shlex.quote(redact_dsn(given, "<password>"))
         scope = "" if self.within is None else self.within.flags(args)
         return f"--store {self.store} --{self.flag} {shown}{scope}"
 

@@ -162,3 +162,24 @@ def test_the_framework_adapters_raise_no_password(dsns):
 def test_paths_are_not_mistaken_for_secrets():
     assert scrub("folder /a/b", ["ab"]) == "folder /a/b"  # too short to search for
     assert Path(redact_dsn(123)) == Path("<int>")
+
+
+def test_a_command_the_advice_gives_holds_no_password_and_no_mask_to_send(
+    dsns, tmp_path, capsys, monkeypatch
+):
+    # A masked password in a command to run would be sent as it is: the advice gives the
+    # variable that holds the string, or a placeholder to fill in, never '***'.
+    url, _ = dsns
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"_id": i, "text": t}) for i, t in DOCS.items()))
+    assert main(["index", str(corpus), "--collection", "docs", "--dsn", url]) == 0
+    capsys.readouterr()
+    refused = ["query", "--collection", "docs", "--pooling", "cls", "tea"]
+    assert main([*refused, "--dsn", url]) == 2
+    err = clean(capsys.readouterr().err)
+    assert "ctxemb migrate --store pgvector --dsn 'postgresql://" in err and ":<password>@" in err
+    monkeypatch.setenv("CTXEMB_PG_DSN", url)
+    assert main(refused) == 2
+    err = clean(capsys.readouterr().err)
+    assert 'ctxemb migrate --store pgvector --dsn "$CTXEMB_PG_DSN"' in err, err
+    assert redact_dsn("postgresql://postgres:@h/db") == "postgresql://postgres:@h/db"  # none
