@@ -124,7 +124,15 @@ def setup_statements(schema: str) -> list[sql.Composed]:
             "CREATE OR REPLACE TRIGGER ctxemb_stamp_version BEFORE INSERT OR UPDATE ON {} "
             "FOR EACH ROW EXECUTE FUNCTION {}()"
         ).format(stamps, bump_version),
+        always(stamps, "ctxemb_stamp_version"),
     ]
+
+
+def always(table: sql.Composable, trigger: str) -> sql.Composed:
+    """``trigger`` fires whoever writes, a logical-replication subscriber too (an ordinary
+    trigger does not under ``session_replication_role = replica``, so rows a subscriber
+    applies would keep the mark and the stamp version they had: never checked again)."""
+    return sql.SQL("ALTER TABLE {} ENABLE ALWAYS TRIGGER {}").format(table, sql.Identifier(trigger))
 
 
 def table_statement(schema: str, name: str, column: str, *, seq: bool = True) -> sql.Composed:
@@ -168,6 +176,7 @@ def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> lis
             "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
             "EXECUTE FUNCTION {}()"
         ).format(table, ident(schema, "ctxemb_bump_seq")),
+        always(table, "ctxemb_row_seq"),
     ]
     if hnsw:
         out.append(

@@ -20,6 +20,7 @@ from ctxemb_pgvector._sql import (
     STAMPS,
     Layout,
     advisory_lock,
+    always,
     check_name,
     create_statements,
     ident,
@@ -271,6 +272,7 @@ def add_seq(conn: Any, schema: str, name: str) -> None:
             "EXECUTE FUNCTION {}()"
         ).format(table, ident(schema, "ctxemb_bump_seq"))
     )
+    conn.execute(always(table, "ctxemb_row_seq"))
 
 
 # -- putting back what the guard records about storage, once the stamp is proven ------------
@@ -316,4 +318,25 @@ def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
                 )
             )
             done.append(f"HNSW index ({layout.opclass}) created")
+        done += _always(conn, stored.schema, stored.name)
+    return done
+
+
+_TRIGGER = "SELECT tgenabled FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s"
+
+
+def _always(conn: Any, schema: str, name: str) -> list[str]:
+    """Make the write mark's and the stamp version's triggers of a table made before they were
+    made to fire always (:func:`always`); one left disabled by its owner stays as it is."""
+    done = []
+    for table, trigger in ((name, "ctxemb_row_seq"), (STAMPS, "ctxemb_stamp_version")):
+        found = conn.execute(_TRIGGER, (f'"{schema}"."{table}"', trigger)).fetchone()
+        if found is None or found[0] != "O":  # O: not when a subscriber applies rows
+            continue
+        try:
+            with conn.transaction():
+                conn.execute(always(ident(schema, table), trigger))
+            done.append(f"trigger {trigger} fires always")
+        except psycopg.errors.InsufficientPrivilege:  # not the table's owner: as it was
+            pass
     return done

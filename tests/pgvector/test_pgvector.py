@@ -137,6 +137,33 @@ def test_a_vector_updated_around_the_guard_is_caught_on_the_next_open(pg, minilm
     assert "bank" in str(err.value)
 
 
+def test_rows_a_replication_subscriber_applies_are_checked_on_the_next_open(pg, minilm):
+    # A subscriber applies rows under session_replication_role = replica, where an ordinary
+    # trigger does not fire: the write mark and the stamp version must move all the same.
+    docs = _open(pg, minilm)
+    docs.add(list(DOCS), list(DOCS.values()))
+    _open(pg, minilm)  # passes, and is remembered
+    enabled = pg.execute(
+        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgname LIKE 'ctxemb%%' ORDER BY 1"
+    ).fetchall()
+    assert enabled == [("ctxemb_row_seq", "A"), ("ctxemb_stamp_version", "A")]
+    with pg.transaction():
+        pg.execute("SET LOCAL session_replication_role = replica")
+        pg.execute("UPDATE docs SET embedding = (SELECT embedding FROM docs WHERE id = 'tea')")
+    with pytest.raises(ForeignVectorsError):
+        _open(pg, minilm, sample=2)
+    # A table made before: its triggers are made to fire always when it is repaired.
+    pg.execute("ALTER TABLE docs ENABLE TRIGGER ctxemb_row_seq")
+    pg.execute("ALTER TABLE ctxemb_stamps ENABLE TRIGGER ctxemb_stamp_version")
+    stored = ctxemb_pgvector.stored_table(pg, "docs")
+    from ctxemb_core import IndexStamp
+    from ctxemb_pgvector._store import repair
+
+    done = repair(stored, IndexStamp.from_metadata(stored.metadata))
+    assert "trigger ctxemb_row_seq fires always" in done
+    assert "trigger ctxemb_stamp_version fires always" in done
+
+
 def test_an_altered_column_is_refused(pg, minilm):
     _open(pg, minilm).add(["tea"], [DOCS["tea"]])
     pg.execute('DROP INDEX "docs_ctxemb_hnsw"')
