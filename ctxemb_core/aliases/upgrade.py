@@ -36,6 +36,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +52,7 @@ from ctxemb_core.aliases.encoders import Encoders
 from ctxemb_core.aliases.hybrid import drop_lexical, lexical_contract, open_target
 from ctxemb_core.aliases.record import AliasRecord, AliasState, AliasTarget, check_alias_name
 from ctxemb_core.contract import EmbeddingContract, same_contract
-from ctxemb_core.documents import TEXT_KEY
+from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
     AliasConflictError,
@@ -278,16 +280,38 @@ def text_digests(catalog: Catalog, index: str, contract: Embedder) -> dict[str, 
     return _digests(GuardedIndex.open(catalog.driver(index), contract, create=False, sample=0))
 
 
-def _digests(index: GuardedIndex) -> dict[str, str | None]:
+def _text_of(record: Record) -> str | None:
+    """A record's text digest: the one it carries, else its stored text's (a record written
+    before digests were kept); ``None`` without either."""
+    digest = (record.metadata or {}).get(TEXT_KEY)
+    if isinstance(digest, str):
+        return digest
+    return text_digest(record.text) if isinstance(record.text, str) else None
+
+
+def _state(record: Record) -> str | None:
+    """A record as a backfill, the parity gate and a rollback compare it: its text digest and
+    its own metadata (a change to metadata alone is a change: a filter reads it)."""
+    text = _text_of(record)
+    own = {k: v for k, v in (record.metadata or {}).items() if not str(k).startswith("ctxemb")}
+    if text is None or not own:
+        return text
+    shown = json.dumps(own, sort_keys=True, default=str, ensure_ascii=False)
+    return f"{text}:{hashlib.sha256(shown.encode()).hexdigest()}"
+
+
+def _digests(
+    index: GuardedIndex, of: Callable[[Record], str | None] = _text_of
+) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     offset = 0
     while True:
-        page = index.page(offset, PAGE, ("metadata",))
+        page = index.page(offset, PAGE, ("metadata", "text"))
         if not page:
             return out
         offset += len(page)
         for r in page:
-            out[r.id] = (r.metadata or {}).get(TEXT_KEY)
+            out[r.id] = of(r)
 
 
 @dataclass(frozen=True)
@@ -399,8 +423,8 @@ def _carry_records(dest: GuardedIndex, records: Sequence[Record], source: Guarde
 
 def _step_plan(source: GuardedIndex, dest: GuardedIndex, lexical: Any = None) -> BackfillPlan:
     started = time.perf_counter()
-    have = _digests(dest)
-    want = _digests(source)
+    have = _digests(dest, _state)
+    want = _digests(source, _state)
     todo = tuple(i for i, d in want.items() if d is None or have.get(i) != d)
     gone = tuple(sorted(set(have) - set(want)))
     return BackfillPlan(source, dest, todo, len(want) - len(todo), gone, started, lexical)
@@ -435,7 +459,7 @@ MEND_ROUNDS = 3
 
 def _stored_digests(index: GuardedIndex) -> Callable[[list[str]], dict[str, str | None]]:
     def read(ids: list[str]) -> dict[str, str | None]:
-        return {r.id: (r.metadata or {}).get(TEXT_KEY) for r in index.get(ids, ("metadata",))}
+        return {r.id: _state(r) for r in index.get(ids, ("metadata", "text"))}
 
     return read
 
@@ -585,12 +609,20 @@ def _quality(old: GuardedIndex, new: GuardedIndex, gate: QualityGate) -> Gate:
         ndcg_old = ndcg_at_k(before, gate.qrels, gate.k)
         ndcg_new = ndcg_at_k(after, gate.qrels, gate.k)
         ratio = ndcg_new / ndcg_old if ndcg_old > 0 else (1.0 if ndcg_new >= 0 else 0.0)
+        # Both at 0 measured nothing (a filter that keeps no record, judgements of ids neither
+        # index holds): that is no evidence the shadow is as good, so it does not pass.
+        measured = ndcg_new > 0 or ndcg_old > 0
         return Gate(
             "quality",
-            ratio >= gate.floor,
+            measured and ratio >= gate.floor,
             ndcg_new,
             f"nDCG@{gate.k} {ndcg_new:.5f} (shadow) vs {ndcg_old:.5f} (target): "
-            f"{ratio:.4f} of it, floor {gate.floor}",
+            + (
+                f"{ratio:.4f} of it, floor {gate.floor}"
+                if measured
+                else "both 0, so nothing was measured (do the judged ids, and the filter, "
+                "reach the indexes' records?)"
+            ),
         )
     overlaps = []
     for q in gate.queries:
@@ -665,7 +697,7 @@ def _parity(catalog: Catalog, record: AliasRecord, encoders: Encoders, embedder:
     assert record.shadow is not None
     old = _opened(catalog, record.target, encoders, record.name)
     new = GuardedIndex.open(catalog.driver(record.shadow.index), embedder, create=False, sample=0)
-    have, want = _digests(new), _digests(old)
+    have, want = _digests(new, _state), _digests(old, _state)
     differ = _settled(old, _stored_digests(new), _differing(want, have))
     return Gate(
         "parity",

@@ -105,3 +105,43 @@ def test_parity_waits_for_a_write_in_flight_and_not_for_one_that_died():
         upgrade.backfill = real
     assert len(rounds) == 2 and switched.target.index == shadow
     assert text_digests(catalog, shadow, new) == text_digests(catalog, "docs-v1", old)
+
+
+def test_a_change_to_metadata_alone_is_a_difference_parity_sees_and_the_cutover_mends():
+    # A filter reads metadata: a shadow that kept a record's old tag would answer
+    # where={"tag": "new"} with nothing after the cutover.
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    target = GuardedIndex.open(catalog.driver("docs-v1"), old)
+    target.add(["d1", "d2"], ["green tea", "black tea"], [{"tag": "old"}, {"tag": "old"}])
+    create_alias(catalog, "docs", "docs-v1")
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    backfill(catalog, "docs", Encoders(old, new))
+    target.upsert(["d1"], ["green tea"], [{"tag": "new"}])  # a writer that died after the target
+    gates = {g.name: g for g in check_gates(catalog, "docs", Encoders(old, new))}
+    assert not gates["parity"].passed and gates["parity"].figure == 1
+    cutover(catalog, "docs", Encoders(old, new))
+    served = AliasedIndex.open(catalog, "docs", new)
+    assert [r.id for r in served.index.get(["d1"]) if r.metadata["tag"] == "new"] == ["d1"]
+    assert shadow == catalog.aliases.read("docs").target.index
+
+
+def test_a_quality_gate_that_measured_nothing_does_not_pass():
+    from ctxemb_core.aliases import QualityGate
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(["d1", "d2"], ["green tea", "kettles"])
+    create_alias(catalog, "docs", "docs-v1")
+    begin_upgrade(catalog, "docs", new)
+    backfill(catalog, "docs", Encoders(old, new))
+    # Judgements of ids neither index holds: nDCG 0 on both sides is no evidence.
+    gate = QualityGate({"q": "tea"}, {"q": {"absent": 1}})
+    (quality,) = [
+        g
+        for g in check_gates(catalog, "docs", Encoders(old, new), quality=gate)
+        if g.name == "quality"
+    ]
+    assert not quality.passed and "nothing was measured" in quality.detail
