@@ -205,6 +205,7 @@ def begin_upgrade(
     Raises:
         UnknownAliasError: no such alias. AliasStateError: the alias serves ``to`` already,
             or is upgrading to another contract. AliasMovedError: changed meanwhile.
+        AliasConflictError: ``shadow`` names an index that exists, or an alias.
         InvalidInputError: ``lexical`` or ``fusion`` for an alias over a dense index.
     """
     record = read_alias(catalog, name)
@@ -231,6 +232,13 @@ def begin_upgrade(
     target_name = shadow if shadow is not None else shadow_name(record, hybrid or embedder.contract)
     if target_name == record.target.index or catalog.aliases.read(target_name) is not None:
         raise AliasConflictError(f"{target_name!r} cannot be the shadow index: it is taken")
+    if shadow is not None and catalog.exists(target_name):
+        # The backfill makes a shadow hold exactly the target's records: an index of its own
+        # (another alias's target, anyone's data) would lose what the target does not hold.
+        raise AliasConflictError(
+            f"{target_name!r} cannot be the shadow index: it exists, and a backfill would "
+            "delete every record of it the target does not hold; name a new index, or drop it"
+        )
     made = GuardedIndex.open(catalog.driver(target_name), embedder, sample=0)
     made_target = AliasTarget.of(made.name, made.stamp.contract, hybrid)
     if hybrid is not None:

@@ -67,6 +67,7 @@ from ctxemb_core.index.driver import (
     Version,
 )
 from ctxemb_core.index.driver_kit import unstamped_refusal
+from ctxemb_core.index.embedded import OWN_PREFIX
 from ctxemb_core.records import (
     OPEN_SAMPLE,
     RecordCheck,
@@ -598,6 +599,11 @@ class GuardedIndex:
             if read is None:
                 if not create:
                     raise _missing(driver, " (create=False)")
+                if driver.name.startswith(OWN_PREFIX):  # where a store keeps alias records
+                    raise InvalidInputError(
+                        f"{driver.name!r}: names beginning {OWN_PREFIX!r} are ctxemb's own (the "
+                        "records of aliases, in stores that keep them as indexes); give another"
+                    )
                 if stamp is None:
                     stamp = IndexStamp.from_embedder(embedder)
                 else:

@@ -145,3 +145,25 @@ def test_a_quality_gate_that_measured_nothing_does_not_pass():
         if g.name == "quality"
     ]
     assert not quality.passed and "nothing was measured" in quality.detail
+
+
+def test_a_named_shadow_that_exists_and_a_name_in_ctxembs_own_space_are_refused():
+    from ctxemb_core.errors import AliasConflictError, InvalidInputError
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(["d1"], ["green tea"])
+    GuardedIndex.open(catalog.driver("notes-v1"), new).add(["n1"], ["black tea"])
+    create_alias(catalog, "docs", "docs-v1")
+    # Another index under the new contract: its records would be deleted by the backfill.
+    with pytest.raises(AliasConflictError, match="'notes-v1' cannot be the shadow index"):
+        begin_upgrade(catalog, "docs", new, shadow="notes-v1")
+    assert GuardedIndex.open(catalog.driver("notes-v1"), new).count() == 1
+    # Where a store keeps alias records as indexes, an index under their names breaks them.
+    for name in ("ctxemb-alias--docs--0000000009", "ctxemb-alias--x"):
+        with pytest.raises(InvalidInputError, match="ctxemb's own"):
+            GuardedIndex.open(catalog.driver(name), old)
+        with pytest.raises(InvalidInputError, match="ctxemb's own"):
+            begin_upgrade(catalog, "docs", new, shadow=name)
+    assert catalog.aliases.read("docs").target.index == "docs-v1"
