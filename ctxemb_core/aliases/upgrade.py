@@ -40,7 +40,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -344,11 +344,21 @@ class BackfillPlan:
     started: float = field(default_factory=time.perf_counter)
     #: ``dest``'s hybrid pair, for a hybrid index: its lexical side follows every write.
     lexical: Any = None
+    #: Raises while ``dest`` is no longer the shadow the alias upgrades into (another process
+    #: cut over, or rolled back): run before every batch and before the deletes, so that a late
+    #: batch never lands in an index the alias serves (``None``: no alias to ask).
+    still: Callable[[], None] | None = None
 
     def write(self, ids: Sequence[str]) -> int:
         """Re-embed ``ids``' stored texts from ``source`` into ``dest``; returns how many. Under
         the very contract that made them (a hybrid index's new lexical recipe or fusion alone),
-        the stored vectors are carried as they are instead: nothing is embedded."""
+        the stored vectors are carried as they are instead: nothing is embedded.
+
+        Raises:
+            AliasMovedError: the alias no longer upgrades into ``dest`` (nothing written).
+        """
+        if self.still is not None:
+            self.still()
         carry = same_contract(self.source.stamp, self.dest.stamp, exact=True)
         records = self.source.get(
             ids, ("text", "metadata", "vector") if carry else ("text", "metadata")
@@ -370,6 +380,8 @@ class BackfillPlan:
         and say what the backfill did. A hybrid ``dest``'s lexical side is then brought in step
         with every text its dense side stores (what runners that write the dense side alone,
         on a cluster, left it)."""
+        if self.still is not None and self.gone:
+            self.still()
         for start in range(0, len(self.gone), batch):
             part = list(self.gone[start : start + batch])
             if self.lexical is None:
@@ -528,7 +540,25 @@ def plan_backfill(
         raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
     source = _opened(catalog, record.target, encoders, name)
     dest, lexical = _paired(catalog, record.shadow, encoders, name)
-    return _step_plan(source, dest, lexical)
+    return replace(_step_plan(source, dest, lexical), still=_still(catalog, name, dest.name))
+
+
+def _still(catalog: Catalog, name: str, shadow: str) -> Callable[[], None]:
+    """A check that alias ``name`` still upgrades into ``shadow`` (AliasMovedError if not)."""
+
+    def check() -> None:
+        now = read_alias(catalog, name)
+        if (
+            now.state is not AliasState.UPGRADING
+            or now.shadow is None
+            or now.shadow.index != shadow
+        ):
+            raise AliasMovedError(
+                f"alias {name!r} no longer upgrades into {shadow!r} (another client cut over or "
+                "rolled back): this backfill stopped, and wrote nothing more"
+            )
+
+    return check
 
 
 def backfill(

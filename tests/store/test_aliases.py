@@ -167,3 +167,25 @@ def test_a_named_shadow_that_exists_and_a_name_in_ctxembs_own_space_are_refused(
         with pytest.raises(InvalidInputError, match="ctxemb's own"):
             begin_upgrade(catalog, "docs", new, shadow=name)
     assert catalog.aliases.read("docs").target.index == "docs-v1"
+
+
+def test_a_backfill_batch_after_another_clients_cutover_writes_nothing():
+    # Two upgrades at once (or a --no-cutover backfill beside a cutover): the slower one's late
+    # batch must not land in what the alias now serves, undoing a write made through it since.
+    from ctxemb_core.errors import AliasMovedError
+
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    texts = {f"d{k}": f"green tea number {k}" for k in range(6)}
+    GuardedIndex.open(catalog.driver("docs-v1"), old).add(list(texts), list(texts.values()))
+    create_alias(catalog, "docs", "docs-v1")
+    begin_upgrade(catalog, "docs", new)
+    slow = plan_backfill(catalog, "docs", Encoders(old, new))
+    cutover(catalog, "docs", Encoders(old, new))  # the other client, all the way
+    served = AliasedIndex.open(catalog, "docs", Encoders(old, new))
+    served.upsert(["d3"], ["black tea now"])
+    with pytest.raises(AliasMovedError, match="no longer upgrades into"):
+        slow.write(list(slow.todo))
+    (d3,) = served.index.get(["d3"])
+    assert d3.text == "black tea now"
