@@ -245,12 +245,7 @@ def begin_upgrade(
         # Its lexical side, under the new recipe, from what the shadow holds (nothing yet).
         open_target(catalog, made_target, embedder, create=True, refresh=True, alias=name)
     new = record.next("begin", state=AliasState.UPGRADING, shadow=made_target)
-    try:
-        return _swap(catalog, new, record.generation)
-    except AliasMovedError:
-        if made.created:  # another begin won: the index this call made is nobody's
-            catalog.drop(made.name)
-        raise
+    return _swap(catalog, new, record.generation)
 
 
 @dataclass(frozen=True)

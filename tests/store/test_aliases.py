@@ -189,17 +189,3 @@ def test_a_backfill_batch_after_another_clients_cutover_writes_nothing():
         slow.write(list(slow.todo))
     (d3,) = served.index.get(["d3"])
     assert d3.text == "black tea now"
-
-
-def test_a_begin_that_loses_the_race_leaves_no_shadow_behind(monkeypatch):
-    from ctxemb_core.errors import AliasMovedError
-
-    old = tiny_embedder()
-    new = Embedder(old.contract.with_(truncate_dim=8))
-    catalog = MemoryCatalog(MemoryStore())
-    GuardedIndex.open(catalog.driver("docs-v1"), old).add(["d1"], ["green tea"])
-    create_alias(catalog, "docs", "docs-v1")
-    monkeypatch.setattr(catalog.aliases, "swap", lambda record, expected: False)
-    with pytest.raises(AliasMovedError):
-        begin_upgrade(catalog, "docs", new, shadow="docs-v2")
-    assert not catalog.exists("docs-v2")  # nothing records it, and no retire would drop it
