@@ -203,52 +203,48 @@ def stamped_contract(driver: StoreDriver) -> EmbeddingContract:
         return _stamp_of(driver, read).contract
 
 
+def terms_of(driver: Any) -> StoreTerms | None:
+    """The words of ``driver``'s store adapter (its ``terms``), or ``None`` where it declares
+    none: what every refusal that reaches a driver through core is worded in."""
+    terms = getattr(driver, "terms", None)
+    return terms if isinstance(terms, StoreTerms) else None
+
+
 @contextlib.contextmanager
 def _store_words(driver: StoreDriver) -> Iterator[None]:
     """Errors advise in the words of the driver's store adapter (its ``terms``, where it
     declares them), whichever path reached the driver: an alias, a migration, a framework."""
-    terms = getattr(driver, "terms", None)
-    with worded(terms if isinstance(terms, StoreTerms) else None):
+    with worded(terms_of(driver)):
         yield
 
 
 _Call = TypeVar("_Call", bound=Callable[..., Any])
 
 
-def _in_store_words(method: _Call) -> _Call:
-    """A public call of an open :class:`GuardedIndex`, its refusals worded as
-    :func:`_store_words` words an open's: the driver's ``terms`` are read only when a ctxemb
+def _worded_by(driver_of: Callable[[Any], Any]) -> Callable[[_Call], _Call]:
+    """A decorator: the call's refusals worded as :func:`_store_words` words an open's, in the
+    terms of the driver ``driver_of(first argument)`` gives; they are read only when a ctxemb
     error passes (a query costs no more than its ``try``)."""
 
-    @functools.wraps(method)
-    def call(self: GuardedIndex, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except CtxembError as exc:
-            _reworded(exc, self.driver)
-            raise
+    def decorate(function: _Call) -> _Call:
+        @functools.wraps(function)
+        def call(first: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(first, *args, **kwargs)
+            except CtxembError as exc:
+                terms = terms_of(driver_of(first))
+                if terms is not None:
+                    exc.in_terms_of(terms)
+                raise
 
-    return cast(_Call, call)
+        return cast(_Call, call)
 
-
-def _by_store_words(function: _Call) -> _Call:
-    """:func:`_in_store_words` for a function whose first argument is the driver."""
-
-    @functools.wraps(function)
-    def call(driver: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(driver, *args, **kwargs)
-        except CtxembError as exc:
-            _reworded(exc, driver)
-            raise
-
-    return cast(_Call, call)
+    return decorate
 
 
-def _reworded(exc: CtxembError, driver: Any) -> None:
-    terms = getattr(driver, "terms", None)
-    if isinstance(terms, StoreTerms):
-        exc.in_terms_of(terms)
+#: A public call of an open :class:`GuardedIndex`; a function whose first argument is the driver.
+_in_store_words = _worded_by(lambda index: index.driver)
+_by_store_words = _worded_by(lambda driver: driver)
 
 
 def _missing(driver: StoreDriver, why: str = "") -> InvalidInputError:
@@ -416,8 +412,8 @@ def _stamp_of(driver: StoreDriver, read: StampRead) -> IndexStamp:
     try:
         return IndexStamp.from_metadata(read.metadata)
     except DamagedStampError as exc:
-        terms = getattr(driver, "terms", None)
-        kind = terms.kind if isinstance(terms, StoreTerms) else "index"
+        terms = terms_of(driver)
+        kind = terms.kind if terms is not None else "index"
         raise DamagedStampError(
             f"{kind} {driver.name!r} in {driver.describe()}: {exc}. Nothing proves which "
             "contract made its vectors, so ctxemb neither reads nor writes it. An adoption "
@@ -435,8 +431,7 @@ def _damaged(metadata: Any) -> bool:
 
 
 def _unfinished(driver: StoreDriver, stamp: IndexStamp) -> UnfinishedCopyError:
-    terms = getattr(driver, "terms", None)
-    words = terms if isinstance(terms, StoreTerms) else None
+    words = terms_of(driver)
     return UnfinishedCopyError(
         driver.name,
         stamp.copying or "",

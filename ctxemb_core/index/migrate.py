@@ -25,9 +25,8 @@ from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import ContractMismatchError, InvalidInputError
 from ctxemb_core.index.driver import INCLUDE, StoreDriver
-from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver
+from ctxemb_core.index.guarded import PAGE, GuardedIndex, check_driver, terms_of
 from ctxemb_core.migrate import Page, copy_missing
-from ctxemb_core.remedy import StoreTerms
 from ctxemb_core.stamp import IndexStamp
 from ctxemb_core.stamp_guard import as_embedder
 from ctxemb_core.validate import check_count, check_flag, check_positive_int
@@ -144,8 +143,8 @@ def check_not_itself(source: GuardedIndex, target: StoreDriver, kind: str | None
         and head.identity == source.verified_head.identity
         and target.describe() == source.driver.describe()
     ):
-        terms = getattr(target, "terms", None)
-        kind = kind or (terms.kind if isinstance(terms, StoreTerms) else "index")
+        terms = terms_of(target)
+        kind = kind or (terms.kind if terms is not None else "index")
         raise InvalidInputError(
             f"the target must be a new {kind}: {kind} {target.name!r} in {target.describe()} "
             "is the source, and a migration never modifies the source; give another name"
