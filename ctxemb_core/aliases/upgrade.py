@@ -63,6 +63,7 @@ from ctxemb_core.errors import (
     InvalidInputError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
+from ctxemb_core.hybrid.pair import stored_digest
 from ctxemb_core.index.driver import Filter, Record
 from ctxemb_core.index.guarded import (
     OPEN_SAMPLE,
@@ -477,25 +478,38 @@ def _differing(want: dict[str, str | None], have: dict[str, str | None]) -> set[
 MEND_ROUNDS = 3
 
 
-def _stored_digests(index: GuardedIndex) -> Callable[[list[str]], dict[str, str | None]]:
+def _stored_digests(
+    index: GuardedIndex, of: Callable[[Record], str | None] | None = None
+) -> Callable[[list[str]], dict[str, str | None]]:
+    state = _state if of is None else of
+
     def read(ids: list[str]) -> dict[str, str | None]:
-        return {r.id: _state(r) for r in index.get(ids, ("metadata", "text"))}
+        return {r.id: state(r) for r in index.get(ids, ("metadata", "text"))}
 
     return read
 
 
 def _settled(
-    old: GuardedIndex, new: Callable[[list[str]], Mapping[str, str | None]], differ: set[str]
+    old: GuardedIndex,
+    new: Callable[[list[str]], Mapping[str, str | None]],
+    differ: set[str],
+    of: Callable[[Record], str | None] | None = None,
 ) -> int:
     """How many of ``differ`` still differ once writes in flight have reached both indexes
-    (``new``: the digests the other side holds for some ids)."""
+    (``new``: the digests the other side holds for some ids; ``of``: what ``old`` is compared
+    by, a record's state unless said)."""
     for pause in PARITY_REREADS:
         if not differ:
             break
         time.sleep(pause)
         ids = sorted(differ)
-        differ = _differing(_stored_digests(old)(ids), dict(new(ids)))
+        differ = _differing(_stored_digests(old, of)(ids), dict(new(ids)))
     return len(differ)
+
+
+def _lexical_of(record: Record) -> str:
+    """What a lexical side holds of a record: its stored text's digest."""
+    return stored_digest(record.text)
 
 
 def _opened(catalog: Catalog, target: AliasTarget, encoders: Encoders, alias: str) -> GuardedIndex:
@@ -757,9 +771,9 @@ def _lexical_parity(
         side = open_target(catalog, record.shadow, embedder, alias=record.name).lexical
     except CtxembError as exc:
         return Gate("lexical", False, float("nan"), f"the shadow's lexical side: {exc}")
-    want = _digests(old)
+    want = _digests(old, _lexical_of)
     have: dict[str, str | None] = dict(side.digests())
-    differ = _settled(old, side.digests, _differing(want, have))
+    differ = _settled(old, side.digests, _differing(want, have), _lexical_of)
     return Gate(
         "lexical",
         differ == 0,

@@ -49,6 +49,7 @@ from ctxemb_core.hybrid.guard import (
 )
 from ctxemb_core.hybrid.lexical import Analyzer, LexicalContract
 from ctxemb_core.hybrid.store import (
+    STORE_SCHEMA,
     HybridStamp,
     LexicalStore,
     NoLexicalSideError,
@@ -71,6 +72,7 @@ __all__ = [
     "open_hybrid",
     "open_paired",
     "recorded_mark",
+    "stored_digest",
     "stored_records",
 ]
 
@@ -223,13 +225,16 @@ def open_hybrid(
         if not rebuild and place.folder is not None and has_file_set(place.folder):
             _convert(dense, place)
         elif not rebuild and place.mark is not None and place.mark() is not None:
-            raise REBUILD_LEXICAL_SIDE.into(
-                DamagedStampError,
-                f"{name} records a lexical side (token {place.mark()}) that {store.where} no "
-                "longer holds: it was lost or moved. It is never rebuilt in silence under a "
-                "default recipe; restore it, or rebuild it deliberately under the recipe you "
-                "want: {do}",
-            )
+            # A side is committed before its mark is set: one found now was made by another
+            # process between the two looks, not lost.
+            if not store.exists():
+                raise REBUILD_LEXICAL_SIDE.into(
+                    DamagedStampError,
+                    f"{name} records a lexical side (token {place.mark()}) that {store.where} "
+                    "no longer holds: it was lost or moved. It is never rebuilt in silence under "
+                    "a default recipe; restore it, or rebuild it deliberately under the recipe "
+                    "you want: {do}",
+                )
         elif not create:
             raise BUILD_LEXICAL_SIDE.into(
                 NoLexicalSideError, f"{name} has no lexical side in {store.where}; build it: {{do}}"
@@ -259,6 +264,8 @@ def open_hybrid(
     check_caller(stamp.contract, caller, where=name)
     check_analyzer(stamp, store.analyzer(stamp))
     hybrid = HybridIndex(dense, place, stamp, (lexical, fusion))
+    if stamp.schema != STORE_SCHEMA:
+        hybrid._upgrade(progress)
     if refresh and not place.joint:
         left = store.pending()
         if left:  # a writer stopped between the two stores (or is between them now)
@@ -338,10 +345,10 @@ def _build(
     if place.set_mark is not None:
         place.set_mark(stamp.token)
     batch: list[tuple[str, str, str]] = []
-    for got in _pages(dense, ["documents", "metadatas"]):
-        for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+    for got in _pages(dense, ["documents"]):
+        for i, text in zip(got["ids"], got["documents"], strict=True):
             text = text if isinstance(text, str) else ""
-            batch.append((i, _record_digest(meta, text), text))
+            batch.append((i, stored_digest(text), text))
         if len(batch) >= BATCH:
             place.store.apply(batch)
             if progress is not None:
@@ -359,8 +366,8 @@ def _convert(dense: Any, place: LexicalPlace) -> None:
     index, contract, canary = read_file_set(place.folder)
     if not same_contract(contract.dense, dense.contract):
         raise ContractMismatchError(contract.dense, dense.contract, stamped=True)
-    try:
-        place.store.create(contract, place.owner, canary, index)
+    try:  # its digests are the ones records carried: brought to the store's form on open
+        place.store.create(contract, place.owner, canary, index, schema=2)
     except StampError:
         if not place.store.exists():
             raise
@@ -438,6 +445,31 @@ class HybridIndex:
             if progress is not None:
                 progress(len(part))
         return only_dense, only_lexical, changed
+
+    def _upgrade(self, progress: Callable[[int], None] | None = None) -> None:
+        """A side of schema 2 brought to the store's (:data:`~ctxemb_core.hybrid.store.
+        STORE_SCHEMA`): its rows kept the digest a dense record's metadata carries, which names
+        the text that made the vector; that text may differ from the stored one (a title joined
+        in), and a raw client that rewrote the stored text alone left it as it was. Each row
+        whose digest is its record's carried one, not its stored text's, is analysed again from
+        the stored text; rows that differ otherwise are left to be found out of step."""
+        with self.lexical.db.writing():
+            if self.lexical.stamp(lock=True).schema == STORE_SCHEMA:
+                return  # another process brought it first
+            held = self.lexical.digests()
+            again = []
+            for got in _pages(self.dense, ["metadatas", "documents"]):
+                for i, meta, text in zip(
+                    got["ids"], got["metadatas"], got["documents"], strict=True
+                ):
+                    carried = (meta or {}).get(TEXT_KEY)
+                    if held.get(i) == carried and carried != stored_digest(text):
+                        again.append(i)
+            for start in range(0, len(again), BATCH):
+                self.take(again[start : start + BATCH])
+                if progress is not None:
+                    progress(len(again[start : start + BATCH]))
+            self.stamp = self.lexical.set_schema()
 
     def refresh(self) -> tuple[list[str], list[str], list[str]]:
         """Bring the lexical side in step with the dense side's stored texts (every document
@@ -590,9 +622,8 @@ class HybridIndex:
         metadatas: Sequence[dict[str, Any] | None],
     ) -> None:
         """Called by the dense store inside the transaction that writes these rows."""
-        rows = [
-            (i, _record_digest(m, d), d) for i, d, m in zip(ids, documents, metadatas, strict=True)
-        ]
+        del metadatas  # the side keeps the digest of the text it analyses
+        rows = [(i, stored_digest(d), d) for i, d in zip(ids, documents, strict=True)]
         expect = self.stamp.contract.lexical.recipe().fingerprint
         self.stamp = self.lexical.apply(rows, expect=expect)
 
@@ -665,17 +696,15 @@ class HybridIndex:
             (i, 1.0 - float(d)) for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
         ]
         documents = dict(zip(found["ids"][0], found.get("documents", [[]])[0] or [], strict=False))
-        metas = dict(zip(found["ids"][0], found.get("metadatas", [[]])[0] or [], strict=False))
         fused = fuse(contract.fusion, dense, lexical_hits, n_results)
         dense_at = {i: (r, s) for r, (i, s) in enumerate(dense[: contract.fusion.depth], 1)}
         top = lexical_hits[: contract.fusion.depth]
         lexical_at = {i: (r, s) for r, (i, s) in enumerate(top, 1)}
         missing = [i for i, _ in fused if i not in documents]
         if missing:
-            got = self.dense.get(ids=missing, include=["documents", "metadatas"])
+            got = self.dense.get(ids=missing, include=["documents"])
             documents.update(zip(got["ids"], got["documents"], strict=True))
-            metas.update(zip(got["ids"], got["metadatas"], strict=True))
-        self._check_hits([i for i, _ in fused], documents, metas)
+        self._check_hits([i for i, _ in fused], documents)
         return [
             HybridHit(
                 i,
@@ -689,9 +718,7 @@ class HybridIndex:
             for i, s in fused
         ]
 
-    def _check_hits(
-        self, ids: Sequence[str], documents: dict[str, Any], metas: dict[str, Any]
-    ) -> None:
+    def _check_hits(self, ids: Sequence[str], documents: dict[str, Any]) -> None:
         """The documents to be returned hold the same text on both sides (the per-call count
         check cannot see a text changed around the index)."""
         lexical = self.lexical.digests(list(ids))
@@ -700,7 +727,7 @@ class HybridIndex:
             if i not in documents:
                 only_lexical.append(i)
                 continue
-            digest = _record_digest(metas.get(i), documents[i] or "")
+            digest = stored_digest(documents[i])
             if i not in lexical:
                 only_dense.append(i)
             elif lexical[i] != digest:
@@ -750,26 +777,28 @@ def _pages(dense: Any, include: list[str]) -> Any:
 
 
 def _dense_digests(dense: Any) -> dict[str, str]:
-    """Each dense id's stored text digest (the text itself where no digest was stored)."""
+    """Each dense id's stored text's digest."""
     out: dict[str, str] = {}
-    for got in _pages(dense, ["metadatas", "documents"]):
-        for i, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=True):
-            out[i] = _record_digest(meta, doc if isinstance(doc, str) else "")
+    for got in _pages(dense, ["documents"]):
+        for i, doc in zip(got["ids"], got["documents"], strict=True):
+            out[i] = stored_digest(doc)
     return out
 
 
-def _record_digest(meta: dict[str, Any] | None, text: str) -> str:
-    """A stored record's text digest: the one its metadata carries, else its text's."""
-    digest = (meta or {}).get(TEXT_KEY)
-    return digest if isinstance(digest, str) else text_digest(text)
+def stored_digest(text: Any) -> str:
+    """The digest the two sides are compared by: of the text the dense side stores, which is
+    the text the lexical side analyses. Not the digest a record's metadata carries: that names
+    the text its vector was made from (a title joined in, perhaps), and stays as it was when a
+    raw client rewrites the stored text alone, which would leave the side scoring old terms."""
+    return text_digest(text if isinstance(text, str) else "")
 
 
 def stored_records(dense: Any, ids: Sequence[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
     """``id -> (text, digest, metadata)`` of the stored ones of ``ids`` on a guarded dense side;
-    the digest is the one a record carries, or its text's (as the two sides are compared)."""
+    the digest is the stored text's (as the two sides are compared)."""
     got = dense.get(ids=list(ids), include=["documents", "metadatas"])
     out: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
         text = text if isinstance(text, str) else ""
-        out[i] = (text, _record_digest(meta, text), dict(meta or {}))
+        out[i] = (text, stored_digest(text), dict(meta or {}))
     return out

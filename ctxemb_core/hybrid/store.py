@@ -83,7 +83,14 @@ __all__ = [
     "read_file_set",
 ]
 
-STORE_SCHEMA = 2
+#: The form of a side's rows. 3: a document's digest is of the text the side analysed (the text
+#: the dense side stores). 2 (an earlier ctxemb): the digest a dense record's metadata carried,
+#: which names the text its vector was made from and stays when a raw client rewrites only the
+#: stored text; a side of schema 2 is read, and brought to 3 by the hybrid index's next open
+#: (:func:`~ctxemb_core.hybrid.pair.open_hybrid`).
+STORE_SCHEMA = 3
+#: Schemas read (the older brought to :data:`STORE_SCHEMA` on open).
+_READ_SCHEMAS = (2, STORE_SCHEMA)
 #: The SQLite file of a lexical side, inside its folder.
 SQLITE_FILE = "lexical.sqlite3"
 #: Ids or terms per ``IN (...)`` list (SQLite's limit on parameters is far above it).
@@ -169,6 +176,8 @@ class HybridStamp:
     length: int
     total: int
     version: int
+    #: The form of the side's rows (:data:`STORE_SCHEMA`; an older one is brought to it).
+    schema: int = STORE_SCHEMA
 
     @property
     def fingerprint(self) -> str:
@@ -270,12 +279,12 @@ class LexicalStore:
             raise DamagedStampError(f"the lexical side in {self.where} has no stamp row")
         schema, owner, token, text, canary, documents, length, total, version = rows[0]
         try:
-            if schema != STORE_SCHEMA:
+            if schema not in _READ_SCHEMAS:
                 raise ValueError(f"schema {schema!r} is not {STORE_SCHEMA}")
             contract = HybridContract.from_json(text)
             stamp = HybridStamp(
                 contract, str(canary), str(owner), str(token), int(documents), int(length),
-                int(total, 16), int(version),
+                int(total, 16), int(version), int(schema),
             )  # fmt: skip
         except (ValueError, TypeError, DataFormatError) as exc:
             raise DamagedStampError(
@@ -361,10 +370,16 @@ class LexicalStore:
     # -- creating and dropping ----------------------------------------------------------------
 
     def create(
-        self, contract: HybridContract, owner: str, canary: str, index: LexicalIndex | None = None
+        self,
+        contract: HybridContract,
+        owner: str,
+        canary: str,
+        index: LexicalIndex | None = None,
+        *,
+        schema: int = STORE_SCHEMA,
     ) -> HybridStamp:
         """A new side under ``contract`` (its lexical recipe), empty or holding ``index`` (an
-        old file set converted).
+        old file set converted: its digests are of ``schema`` 2's form).
 
         Raises:
             StampError: another process created one first (open it instead).
@@ -383,7 +398,7 @@ class LexicalStore:
                 "INSERT INTO {sides} (side, name, schema, owner, token, contract, canary, "
                 "documents, length, total, version) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, 1)",
                 (
-                    rows[0][0], self.db.name, STORE_SCHEMA, owner, uuid.uuid4().hex,
+                    rows[0][0], self.db.name, schema, owner, uuid.uuid4().hex,
                     stamped.to_json(), canary, f"{0:064x}",
                 ),
             )  # fmt: skip
@@ -445,6 +460,16 @@ class LexicalStore:
             self.db.execute(
                 "UPDATE {sides} SET contract = ?, version = version + 1 WHERE side = ?",
                 (contract.to_json(), self.side()),
+            )
+        return self.stamp()
+
+    def set_schema(self) -> HybridStamp:
+        """Record the side's rows as :data:`STORE_SCHEMA`'s (once they are brought to it)."""
+        with self.db.writing():
+            self.stamp(lock=True)
+            self.db.execute(
+                "UPDATE {sides} SET schema = ?, version = version + 1 WHERE side = ?",
+                (STORE_SCHEMA, self.side()),
             )
         return self.stamp()
 

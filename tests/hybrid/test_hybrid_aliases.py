@@ -205,3 +205,25 @@ def test_a_side_built_after_a_dense_alias_is_refused_rather_than_left_stale(
     catalog.open_hybrid("plain", old)  # a lexical side, built around the alias
     with pytest.raises(InvalidInputError, match="stale"):
         AliasedIndex.open(catalog, "plain-docs", old).upsert(["x"], ["a new document"])
+
+
+def test_the_lexical_gate_compares_the_stored_texts_the_sides_analyse(tmp_path, old):
+    """A record whose vector was made from another text than the one stored (a title joined
+    in: the digest it carries names that text) passes the lexical gate of an upgrade of the
+    lexical recipe: the shadow's side holds the stored text's digest, and the gate compares
+    that, not the carried one."""
+    from ctxemb_core.documents import text_digest
+
+    client = ctxemb_chroma.connect(path=str(tmp_path / "chroma"))
+    catalog = ctxemb_chroma.catalog(client)
+    catalog.open_hybrid("docs-v1", old).sync(list(DOCS), list(DOCS.values()))
+    raw = client.get_collection("docs-v1")
+    meta = {**raw.get(ids=["bike"])["metadatas"][0]}
+    meta["ctxemb_text"] = text_digest("Bikes. " + DOCS["bike"])
+    raw.update(ids=["bike"], metadatas=[meta])
+    create_alias(catalog, "docs", "docs-v1")
+    begin_upgrade(catalog, "docs", old, lexical=LexicalContract(k1=0.9))
+    gates = []
+    cutover(catalog, "docs", Encoders(old), sample=2, on_gate=gates.append)
+    lexical = next(g for g in gates if g.name == "lexical")
+    assert lexical.passed and lexical.figure == 0.0, lexical

@@ -11,6 +11,7 @@ import pytest
 from conftest import DOCS, fresh_name
 
 import ctxemb_chroma
+from ctxemb_core.documents import text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
@@ -170,3 +171,74 @@ def test_another_analyzer_behaviour_is_drift_not_a_pass(hybrid):
     assert str(pickle.loads(pickle.dumps(err.value))) == str(err.value)
     with pytest.raises(AnalyzerDriftError, match="stop-word list"):
         Analyzer(LexicalContract(stopwords_digest="sha256:" + "1" * 64))
+
+
+LUNAR = "Lunar regolith clings to spacesuits."
+
+
+def test_a_stored_text_rewritten_by_a_raw_client_keeping_its_metadata_is_out_of_step(
+    client, minilm, tmp_path
+):
+    """The sides are compared by the stored text, the text the lexical side analysed: a raw
+    rewrite of a document and its vector that keeps the metadata (and so the digest it carries)
+    is refused where it would be returned, reported by verify, and mended by refresh."""
+    name = fresh_name()
+    h = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=tmp_path / "lx")
+    h.sync(list(DOCS), list(DOCS.values()))
+    raw = client.get_collection(name)
+    raw.update(ids=["moon"], documents=[LUNAR], embeddings=minilm.embed_documents([LUNAR]))
+    assert raw.get(ids=["moon"])["metadatas"][0]["ctxemb_text"] == text_digest(DOCS["moon"])
+    with pytest.raises(OutOfStepError) as err:
+        h.query("regolith spacesuits", len(DOCS))
+    assert err.value.changed == ("moon",)
+    report = h.verify()
+    assert not report["ok"] and report["changed"] == ["moon"]
+    assert h.refresh() == ([], [], ["moon"])
+    assert h.query("regolith spacesuits", 1)[0].id == "moon" and h.verify()["ok"]
+
+
+def test_a_pgvector_row_whose_text_is_updated_in_sql_is_out_of_step(pg, minilm):
+    import ctxemb_pgvector
+
+    h = ctxemb_pgvector.open_hybrid(pg, "docs", minilm)
+    h.sync(list(DOCS), list(DOCS.values()))
+    pg.execute("UPDATE docs SET content = %s WHERE id = 'moon'", (LUNAR,))
+    with pytest.raises(OutOfStepError) as err:
+        h.query("moon phases", len(DOCS))
+    assert err.value.changed == ("moon",)
+    assert h.verify()["changed"] == ["moon"]
+    h.refresh()
+    assert h.query("regolith spacesuits", 1)[0].id == "moon" and h.verify()["ok"]
+
+
+def test_a_side_of_the_earlier_form_is_brought_to_the_stored_texts_on_open(
+    client, minilm, tmp_path
+):
+    """A side of schema 2 kept the digest records carry. On open, each document whose row has
+    that digest and whose stored text is another is analysed again from the stored text (here a
+    record embedded with a title joined in, and a text rewritten raw after it was indexed); a
+    row that matches neither is left to be found."""
+    name, lx = fresh_name(), tmp_path / "lx"
+    h = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx)
+    h.sync(list(DOCS), list(DOCS.values()))
+    raw = client.get_collection(name)
+    titled = "Astronomy. " + DOCS["bike"]  # what a record's vector was made from
+    meta = raw.get(ids=["bike"])["metadatas"][0]
+    raw.update(ids=["bike"], metadatas=[{**meta, "ctxemb_text": text_digest(titled)}])
+    raw.update(ids=["moon"], documents=[LUNAR], embeddings=minilm.embed_documents([LUNAR]))
+    db = sqlite3.connect(h.folder / "lexical.sqlite3")
+    db.execute("UPDATE ctxemb_lexical_sides SET schema = 2")
+    for i, digest in (("bike", text_digest(titled)), ("tea", "0" * 64)):
+        db.execute("UPDATE ctxemb_lexical_docs SET digest = ? WHERE id = ?", (digest, i))
+    db.commit()
+    again = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=lx)
+    assert again.stamp.schema == 3
+    assert db.execute("SELECT schema FROM ctxemb_lexical_sides").fetchall() == [(3,)]
+    db.close()
+    # moon kept the digest its record carries (the text before the raw rewrite): analysed again.
+    assert again.query("regolith spacesuits", 1)[0].id == "moon"
+    assert again.lexical.digests(["bike", "moon"]) == {
+        "bike": text_digest(DOCS["bike"]),
+        "moon": text_digest(LUNAR),
+    }
+    assert again.verify()["changed"] == ["tea"]
