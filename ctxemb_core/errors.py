@@ -115,6 +115,7 @@ __all__ = [
     "StampMovedError",
     "StorageMismatchError",
     "StoreUnavailableError",
+    "TextNotStoredError",
     "TruncationWarning",
     "UnfinishedCopyError",
     "UnknownAliasError",
@@ -1048,6 +1049,32 @@ class AliasConflictError(AliasError, InvalidInputError):
 class AliasStateError(AliasError, InvalidInputError):
     """The alias is not in a state that allows this step (``--retire`` while still upgrading,
     a cutover with no upgrade begun, an upgrade to the contract it already serves)."""
+
+
+class TextNotStoredError(AliasError, InvalidInputError):
+    """A backfill would re-embed records whose vectors were made from other texts than the ones
+    they store (the text digest each carries is not its stored text's: a framework joined
+    metadata in, as Haystack's ``meta_fields_to_embed`` does). A backfill embeds stored texts,
+    so these would come out of the upgrade embedded from less than before, and never match the
+    target's records; nothing was written.
+
+    Attributes:
+        index: the index the records are in.
+        ids: the records' ids.
+    """
+
+    def __init__(self, index: str, ids: Sequence[str]) -> None:
+        self.index, self.ids = index, tuple(ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" …" if len(self.ids) > 5 else "")
+        super().__init__(
+            f"{len(self.ids)} records of {index!r} were embedded from other texts than they "
+            f"store ({shown}): a backfill re-embeds stored texts, so the upgrade would embed "
+            "them from another text than before. Nothing was written. Write them into the "
+            "shadow through the pipeline that embedded them, or store the text you embed."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.index, self.ids))
 
 
 class AliasMovedError(AliasError):

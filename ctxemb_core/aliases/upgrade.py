@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +61,7 @@ from ctxemb_core.errors import (
     CtxembError,
     GateFailedError,
     InvalidInputError,
+    TextNotStoredError,
 )
 from ctxemb_core.hybrid.contract import HybridContract
 from ctxemb_core.hybrid.pair import stored_digest
@@ -298,6 +299,17 @@ def _text_of(record: Record) -> str | None:
     return text_digest(record.text) if isinstance(record.text, str) else None
 
 
+def _joined(record: Record) -> bool:
+    """Whether a record's vector was made from another text than it stores (the digest it
+    carries is not its stored text's)."""
+    digest = (record.metadata or {}).get(TEXT_KEY)
+    return (
+        isinstance(digest, str)
+        and isinstance(record.text, str)
+        and (digest != text_digest(record.text))
+    )
+
+
 def _state(record: Record) -> str | None:
     """A record as a backfill, the parity gate and a rollback compare it: its text digest and
     its own metadata (a change to metadata alone is a change: a filter reads it)."""
@@ -312,15 +324,18 @@ def _state(record: Record) -> str | None:
 def _digests(
     index: GuardedIndex, of: Callable[[Record], str | None] = _text_of
 ) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
+    return {r.id: of(r) for r in _each(index)}
+
+
+def _each(index: GuardedIndex) -> Iterator[Record]:
+    """Every record of ``index``, with its text and metadata, a page at a time."""
     offset = 0
     while True:
         page = index.page(offset, PAGE, ("metadata", "text"))
         if not page:
-            return out
+            return
         offset += len(page)
-        for r in page:
-            out[r.id] = of(r)
+        yield from page
 
 
 @dataclass(frozen=True)
@@ -442,11 +457,23 @@ def _carry_records(dest: GuardedIndex, records: Sequence[Record], source: Guarde
     return len(records)
 
 
-def _step_plan(source: GuardedIndex, dest: GuardedIndex, lexical: Any = None) -> BackfillPlan:
+def _step_plan(
+    source: GuardedIndex, dest: GuardedIndex, lexical: Any = None, *, whole: bool = False
+) -> BackfillPlan:
+    """``whole``: every record the plan would re-embed must store the text its vector was made
+    from (:class:`TextNotStoredError` otherwise, before anything is written)."""
     started = time.perf_counter()
     have = _digests(dest, _state)
-    want = _digests(source, _state)
+    check = whole and not same_contract(source.stamp, dest.stamp, exact=True)
+    want: dict[str, str | None] = {}
+    joined: set[str] = set()
+    for r in _each(source):
+        want[r.id] = _state(r)
+        if check and _joined(r):
+            joined.add(r.id)
     todo = tuple(i for i, d in want.items() if d is None or have.get(i) != d)
+    if joined & set(todo):
+        raise TextNotStoredError(source.name, [i for i in todo if i in joined])
     gone = tuple(sorted(set(have) - set(want)))
     return BackfillPlan(source, dest, todo, len(want) - len(todo), gone, started, lexical)
 
@@ -554,7 +581,8 @@ def plan_backfill(
         raise AliasStateError(f"alias {name!r} is not upgrading: begin an upgrade first")
     source = _opened(catalog, record.target, encoders, name)
     dest, lexical = _paired(catalog, record.shadow, encoders, name)
-    return replace(_step_plan(source, dest, lexical), still=_still(catalog, name, dest.name))
+    plan = _step_plan(source, dest, lexical, whole=True)
+    return replace(plan, still=_still(catalog, name, dest.name))
 
 
 def _still(catalog: Catalog, name: str, shadow: str) -> Callable[[], None]:

@@ -21,7 +21,8 @@ from ctxemb_core.aliases import (
     plan_backfill,
     text_digests,
 )
-from ctxemb_core.errors import AliasMovedError, DamagedAliasError
+from ctxemb_core.documents import text_digest
+from ctxemb_core.errors import AliasMovedError, DamagedAliasError, TextNotStoredError
 from ctxemb_core.index import GuardedIndex, MemoryStore
 from ctxemb_core.testing.aliases import CatalogConformance
 from ctxemb_core.testing.conformance import tiny_embedder
@@ -189,3 +190,38 @@ def test_a_backfill_batch_after_another_clients_cutover_writes_nothing():
         slow.write(list(slow.todo))
     (d3,) = served.index.get(["d3"])
     assert d3.text == "black tea now"
+
+
+def test_records_embedded_from_another_text_than_they_store_are_refused_not_re_embedded():
+    # A framework that joins metadata into the text it embeds (Haystack's meta_fields_to_embed)
+    # stores the content alone: a backfill re-embedding that content would drop the title from
+    # the vector, and its parity gate would never pass. Refused, naming the ids, before anything
+    # is written; once written into the shadow as its pipeline makes it, it is left alone.
+    old = tiny_embedder()
+    new = Embedder(old.contract.with_(truncate_dim=8))
+    catalog = MemoryCatalog(MemoryStore())
+    target = GuardedIndex.open(catalog.driver("docs-v1"), old)
+    target.add(["d1"], ["green tea"])
+    titled = "Tea. black tea"
+
+    def joined(index, embedder):
+        index.add_embedded(
+            ["d2"],
+            embedder.embed_documents([titled]),
+            ["black tea"],
+            [{"ctxemb_text": text_digest(titled)}],
+            fingerprint=embedder.contract.fingerprint,
+            upsert=True,
+        )
+
+    joined(target, old)
+    create_alias(catalog, "docs", "docs-v1")
+    shadow = begin_upgrade(catalog, "docs", new).shadow.index
+    with pytest.raises(TextNotStoredError) as err:
+        backfill(catalog, "docs", Encoders(old, new))
+    assert err.value.index == "docs-v1" and err.value.ids == ("d2",)
+    assert "'d2'" in str(err.value) and "Nothing was written" in str(err.value)
+    assert GuardedIndex.open(catalog.driver(shadow), new).count() == 0
+    joined(GuardedIndex.open(catalog.driver(shadow), new), new)
+    assert backfill(catalog, "docs", Encoders(old, new)).written == 1  # d1 alone
+    assert cutover(catalog, "docs", Encoders(old, new)).target.index == shadow
