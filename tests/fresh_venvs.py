@@ -38,11 +38,13 @@ DEV_SITE = Path(sysconfig.get_paths()["purelib"])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment, without anything that leads back to the checkout or .venv."""
+    """This process's environment, without anything that leads back to the checkout or .venv,
+    nor the options given to this test run's pytest (a snippet that runs pytest shows what a
+    reader's pytest prints)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
+        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTEST_ADDOPTS"}
     }
     env.update(
         HF_HUB_OFFLINE="1",

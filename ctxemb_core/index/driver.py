@@ -104,6 +104,13 @@ class Capabilities:
             (for a model upgrade without downtime; nothing uses it yet).
         max_batch: the most records one :meth:`StoreDriver.write` takes (``None``: no limit);
             the guard splits larger batches (each part all-or-nothing).
+        seeks: the driver has ``page_near(fraction, limit, include) -> list[Record]``: up to
+            ``limit`` records in the store's order from about ``fraction`` (0 to 1) of the way
+            through it, found without walking the order to get there (an index's seek), so
+            the random records an open reads beside what was written cost the same at any
+            size; ``page_near(0.0, n, ...)`` is ``page(0, n, ...)``. Without, the guard counts
+            the records and reads a page at a random offset (a walk in stores that page by
+            offset, PostgreSQL's and SQLite's).
     """
 
     transactions: bool = False
@@ -111,6 +118,7 @@ class Capabilities:
     filters: bool = False
     aliases: bool = False
     max_batch: int | None = None
+    seeks: bool = False
 
 
 @dataclass(frozen=True)

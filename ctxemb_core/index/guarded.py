@@ -352,18 +352,33 @@ def _check_marked(
             records = driver.read(written, _FOR_CHECK)
             # Then random others, as one run of the store's order at a random place: of
             # ``sample`` neighbours at most len(written) were read already, so the sample is
-            # full whenever the index has enough records (one read: an offset is a walk).
+            # full whenever the index has enough records.
             if sample > len(written):
-                count = driver.count()
-                run = min(count, sample)
                 seen = set(written)
-                start = random.randrange(count - run + 1)
-                others = [r for r in driver.page(start, run, _FOR_CHECK) if r.id not in seen]
+                run, count = _run_at_random(driver, sample)
+                others = [r for r in run if r.id not in seen]
                 records += others[: sample - len(written)]
     _refuse(embedder, records)
     if mark > 0:  # 0: a write in flight, or none yet; nothing to take up from (changes(0))
         save_mark(key, mark)  # only after every check passed
     return OpenCheck(count, len(records), changed)
+
+
+def _run_at_random(driver: StoreDriver, size: int) -> tuple[list[Record], int | None]:
+    """``size`` records in a row of the store's order from a random place (fewer only when the
+    index holds fewer), and the count where one was needed. A driver that seeks
+    (``capabilities.seeks``) goes to the place directly, the run continued from the start
+    where it reaches the end; elsewhere the records are counted (a scan in PostgreSQL) and a
+    page read at a random offset (a walk)."""
+    if not driver.capabilities.seeks:
+        count = driver.count()
+        run = min(count, size)
+        return driver.page(random.randrange(count - run + 1), run, _FOR_CHECK), count
+    got = list(driver.page_near(random.random(), size, _FOR_CHECK))  # type: ignore[attr-defined]
+    if len(got) < size:
+        have = {r.id for r in got}
+        got += [r for r in driver.page(0, size - len(got), _FOR_CHECK) if r.id not in have]
+    return got, None
 
 
 def _check_listed(

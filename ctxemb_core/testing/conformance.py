@@ -40,7 +40,8 @@ stopped half-way refused on every open until a migration of its source finishes 
 primitive the guard relies on, called directly: a write, delete or ``write_stamp`` at a stale
 stamp version refused with nothing changed, a stamp written keeping the index's own metadata
 keys, a delete returning exactly the ids it deleted, ``read`` in the order given, a search of
-at most ``k`` hits at their distance in the driver's space, ``ids`` and ``page`` past an offset;
+at most ``k`` hits at their distance in the driver's space, ``ids`` and ``page`` past an offset
+(and ``page_near`` a run of the store's order, where a driver seeks);
 and the refusals of an open index worded in the driver's ``terms``, never the default store's.
 """
 
@@ -783,6 +784,23 @@ class DriverConformance:
         assert [r.id for r in docs.driver.page(1, 2, frozenset())] == every[1:3]
         assert [r.id for r in docs.driver.page(4, 10, INCLUDE)] == every[4:]
         assert docs.driver.page(len(every), 2, INCLUDE) == []
+
+    def test_a_seeking_driver_pages_from_a_place_in_its_order(self, docs):
+        driver = docs.driver
+        if not driver.capabilities.seeks:
+            pytest.skip("the driver does not seek: an open counts and reads at an offset")
+        every = driver.ids()
+        assert [r.id for r in driver.page_near(0.0, 2, frozenset())] == every[:2]
+        starts = set()
+        for fraction in (0.0, 0.2, 0.4, 0.6, 0.8, 0.99):
+            run = driver.page_near(fraction, 3, INCLUDE)
+            got = [r.id for r in run]
+            assert len(got) <= 3 and all(r.vector is not None and r.text for r in run)
+            if got:  # a run of the store's order, wherever it starts
+                starts.add(got[0])
+                assert got == every[every.index(got[0]) :][: len(got)]
+        assert len(starts) > 1  # not the same place whatever the fraction
+        assert len(driver.page_near(0.0, len(every) + 5, INCLUDE)) == len(every)
 
     def test_refusals_after_open_are_worded_in_the_driver_terms(self, docs, raw, others):
         driver = docs.driver

@@ -123,7 +123,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         >>> docs = GuardedIndex.open(driver(dsn, "docs"), embedder)  # doctest: +SKIP
     """
 
-    capabilities = Capabilities(transactions=True, marks=True, filters=True)
+    capabilities = Capabilities(transactions=True, marks=True, filters=True, seeks=True)
     terms = TERMS  # its errors' words, whichever path reached it
     _duplicate = (psycopg.errors.UniqueViolation,)
 
@@ -415,6 +415,23 @@ class PgvectorDriver(TransactionalDriver[str]):
 
     def page(self, offset: int, limit: int, include: frozenset[str] = INCLUDE) -> list[Record]:
         return self.select(None, None, limit, offset, include)
+
+    def page_near(
+        self, fraction: float, limit: int, include: frozenset[str] = INCLUDE
+    ) -> list[Record]:
+        """A page from about ``fraction`` of the way through the write order: the place is a
+        ``ctxemb_seq`` between the least and the greatest (each one seek of its index), the
+        rows read from there by the index; no walk (``Capabilities.seeks``)."""
+        order = self.order()
+        if not self._seq:  # a table without the write order (not yet adopted): by offset
+            return self.page(int(fraction * self.count()), limit, include)
+        query = self._select(include) + sql.SQL(
+            "WHERE ctxemb_seq >= (SELECT lo + floor(%s * (hi - lo + 1))::bigint "
+            "FROM (SELECT min(ctxemb_seq) AS lo, max(ctxemb_seq) AS hi FROM {}) b) "
+            "ORDER BY {} LIMIT %s"
+        ).format(self.table, order)
+        with translated(f"reading {self._name!r}"):
+            return _records(self.conn.execute(query, (fraction, limit)).fetchall())
 
     def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
         found = {r.id: r for r in self.select(ids, include=include)}
