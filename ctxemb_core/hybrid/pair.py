@@ -718,6 +718,20 @@ class HybridIndex:
             for i, s in fused
         ]
 
+    def check_found(self, ids: Sequence[str]) -> None:
+        """The documents of ``ids``, found and ranked elsewhere (a framework's own join of the
+        two sides' rankings), hold the same text on both sides now, as :meth:`query` checks
+        the ones it returns: a document whose stored text was rewritten around the index was
+        ranked by the dense side on its new text and by the lexical side on its old terms.
+
+        Raises:
+            OutOfStepError: ids named, on one side only or with another text on each side.
+        """
+        if not ids:
+            return
+        got = self.dense.get(ids=list(ids), include=["documents"])
+        self._check_hits(ids, dict(zip(got["ids"], got["documents"], strict=True)))
+
     def _check_hits(self, ids: Sequence[str], documents: dict[str, Any]) -> None:
         """The documents to be returned hold the same text on both sides (the per-call count
         check cannot see a text changed around the index)."""
