@@ -109,10 +109,12 @@ class ContractFusionJoiner(Serialised):
         fused = fuse(fusion, dense, lexical, n)
         # The dense documents were ranked on the texts the dense side stores; a document whose
         # text was rewritten around the index is ranked by the lexical side on its old terms (or
-        # not at all), which only the side it was read from can tell.
+        # not at all), which only the side it was read from can tell. Every candidate is
+        # checked, as HybridIndex.query checks them: one not returned still moved the others.
         side = side_of(hybrid)
         if side is not None:
-            side.hybrid().check_found([i for i, _ in fused])
+            ranked = dict.fromkeys([*(i for i, _ in fused), *dense_at, *lexical_at])
+            side.hybrid().check_found(list(ranked))
         out = []
         for i, score in fused:
             dr, ds = dense_at.get(i, (None, None))
