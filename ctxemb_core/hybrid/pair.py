@@ -679,8 +679,9 @@ class HybridIndex:
 
         Raises:
             OutOfStepError: the sides hold different numbers of documents now, or a document
-                to be returned is on one side only or has another text on each side (a write
-                around the index that kept the count: an upsert through the store).
+                either side ranked for the fusion is on one side only or has another text on
+                each side (a write around the index that kept the count: an upsert through the
+                store), whether or not it would be returned: it changes what is.
         """
         check_positive_int(n_results, "n_results")
         if not isinstance(text, str):
@@ -700,11 +701,17 @@ class HybridIndex:
         dense_at = {i: (r, s) for r, (i, s) in enumerate(dense[: contract.fusion.depth], 1)}
         top = lexical_hits[: contract.fusion.depth]
         lexical_at = {i: (r, s) for r, (i, s) in enumerate(top, 1)}
-        missing = [i for i, _ in fused if i not in documents]
+        # Every candidate of either ranking is checked, not only the ones returned: a document
+        # whose text was rewritten around the index moves the others' lexical ranks (and is
+        # ranked itself on old terms) without being returned, and the order served is wrong.
+        candidates = [i for i, _ in fused]
+        candidates += [i for i, _ in (*dense[: contract.fusion.depth], *top)]
+        candidates = list(dict.fromkeys(candidates))
+        missing = [i for i in candidates if i not in documents]
         if missing:
             got = self.dense.get(ids=missing, include=["documents"])
             documents.update(zip(got["ids"], got["documents"], strict=True))
-        self._check_hits([i for i, _ in fused], documents)
+        self._check_hits(candidates, documents)
         return [
             HybridHit(
                 i,
@@ -717,6 +724,20 @@ class HybridIndex:
             )
             for i, s in fused
         ]
+
+    def check_found(self, ids: Sequence[str]) -> None:
+        """The documents of ``ids``, found and ranked elsewhere (a framework's own join of the
+        two sides' rankings), hold the same text on both sides now, as :meth:`query` checks
+        the ones it returns: a document whose stored text was rewritten around the index was
+        ranked by the dense side on its new text and by the lexical side on its old terms.
+
+        Raises:
+            OutOfStepError: ids named, on one side only or with another text on each side.
+        """
+        if not ids:
+            return
+        got = self.dense.get(ids=list(ids), include=["documents"])
+        self._check_hits(ids, dict(zip(got["ids"], got["documents"], strict=True)))
 
     def _check_hits(self, ids: Sequence[str], documents: dict[str, Any]) -> None:
         """The documents to be returned hold the same text on both sides (the per-call count

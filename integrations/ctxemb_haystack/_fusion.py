@@ -16,7 +16,7 @@ from ctxemb_core.hybrid import Fusion, fuse
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.validate import check_positive_int
 from ctxemb_haystack._base import Serialised, documents_of, in_thread
-from ctxemb_haystack._hybrid_side import HYBRID_KEY, as_dict, recall, recipe
+from ctxemb_haystack._hybrid_side import HYBRID_KEY, as_dict, recall, recipe, side_of
 
 
 @component
@@ -29,8 +29,11 @@ class ContractFusionJoiner(Serialised):
     (nothing returned) when the stated fusion is not the stamp's
     (:class:`~ctxemb_core.errors.HybridMismatchError`, ``fusion.k`` …), when the query (or a
     dense document) was embedded under another dense contract than the stamp's
-    (:class:`~ctxemb_core.errors.ContractMismatchError`, fields named), or when a lexical document
-    was found under another hybrid contract than ``hybrid``.
+    (:class:`~ctxemb_core.errors.ContractMismatchError`, fields named), when a lexical document
+    was found under another hybrid contract than ``hybrid``, or when a document to be returned
+    is on one side only or holds another text on each (a write around the pair:
+    :class:`~ctxemb_core.errors.OutOfStepError`, ids named, as ``HybridIndex.query`` refuses
+    it).
 
     Each side is read best first and cut to the fusion's ``depth``, as
     ``HybridIndex.query`` does; give the dense retriever ``top_k`` = the depth for the same
@@ -103,8 +106,17 @@ class ContractFusionJoiner(Serialised):
         by_id.update({d.id: d for d in reversed(dense_documents)})
         dense_at = {i: (r, s) for r, (i, s) in enumerate(dense[: fusion.depth], 1)}
         lexical_at = {i: (r, s) for r, (i, s) in enumerate(lexical[: fusion.depth], 1)}
+        fused = fuse(fusion, dense, lexical, n)
+        # The dense documents were ranked on the texts the dense side stores; a document whose
+        # text was rewritten around the index is ranked by the lexical side on its old terms (or
+        # not at all), which only the side it was read from can tell. Every candidate is
+        # checked, as HybridIndex.query checks them: one not returned still moved the others.
+        side = side_of(hybrid)
+        if side is not None:
+            ranked = dict.fromkeys([*(i for i, _ in fused), *dense_at, *lexical_at])
+            side.hybrid().check_found(list(ranked))
         out = []
-        for i, score in fuse(fusion, dense, lexical, n):
+        for i, score in fused:
             dr, ds = dense_at.get(i, (None, None))
             lr, ls = lexical_at.get(i, (None, None))
             meta = {

@@ -30,14 +30,17 @@ from ctxemb_core.hybrid.pair import HybridIndex
 #: fused document): the fingerprint of the hybrid contract (the stamp) it was found under.
 HYBRID_KEY = "ctxemb_hybrid"
 
-_SEEN: OrderedDict[str, HybridContract] = OrderedDict()
+#: Each stamp a lexical retriever of this process read, by fingerprint, with the side it was read
+#: from (the fingerprint holds the fitted vocabulary, so it names one side's state).
+_SEEN: OrderedDict[str, tuple[HybridContract, LexicalSide | None]] = OrderedDict()
 _SEEN_LOCK = threading.Lock()
 
 
-def remember(contract: HybridContract) -> None:
-    """Keep a stamp's contract by fingerprint: the joiner names the fields of a mismatch."""
+def remember(contract: HybridContract, side: LexicalSide | None = None) -> None:
+    """Keep a stamp's contract by fingerprint, with the side it was read from: the joiner names
+    the fields of a mismatch, and checks the documents it fuses against that side."""
     with _SEEN_LOCK:
-        _SEEN[contract.fingerprint] = contract
+        _SEEN[contract.fingerprint] = (contract, side)
         _SEEN.move_to_end(contract.fingerprint)
         while len(_SEEN) > 64:
             _SEEN.popitem(last=False)
@@ -46,7 +49,15 @@ def remember(contract: HybridContract) -> None:
 def recall(fingerprint: Any) -> HybridContract | None:
     """The hybrid contract a lexical retriever of this process read under ``fingerprint``."""
     with _SEEN_LOCK:
-        return _SEEN.get(fingerprint) if isinstance(fingerprint, str) else None
+        seen = _SEEN.get(fingerprint) if isinstance(fingerprint, str) else None
+    return None if seen is None else seen[0]
+
+
+def side_of(fingerprint: Any) -> LexicalSide | None:
+    """The side a lexical retriever of this process read the stamp of ``fingerprint`` from."""
+    with _SEEN_LOCK:
+        seen = _SEEN.get(fingerprint) if isinstance(fingerprint, str) else None
+    return None if seen is None else seen[1]
 
 
 def recipe(value: Any, kind: type[Any], name: str) -> Any:
@@ -159,10 +170,10 @@ class LexicalSide:
         hybrid = self.hybrid()
         stamp = hybrid.current()
         self.caller(stamp.contract)
-        remember(stamp.contract)
+        remember(stamp.contract, self)
         depth = k or stamp.contract.fusion.depth
         hits, stamp = hybrid.lexical_search(query, depth, lexical=self.lexical, fusion=self.fusion)
-        remember(stamp.contract)
+        remember(stamp.contract, self)
         return hits, stamp
 
     # -- writing (ContractDocumentWriter with hybrid=True) -------------------------------------

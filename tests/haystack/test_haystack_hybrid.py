@@ -206,6 +206,27 @@ def test_a_write_around_the_pair_is_refused_naming_the_ids(indexed, minilm, path
     assert caught.value.only_dense == ("extra",)
 
 
+def test_a_dense_document_rewritten_around_the_pair_is_refused_by_the_joiner(
+    indexed, minilm_contract, minilm, path
+):
+    """A raw rewrite of a document's text and vector (its metadata kept) leaves the lexical side
+    scoring its old terms: a query of the new text finds it on the dense side only, where the
+    lexical retriever's own check never sees it. The joiner checks what it fuses against the
+    side the lexical documents were read from, as ``HybridIndex.query`` does."""
+    import chromadb
+
+    name, store = indexed
+    penguins = "Penguins huddle together through the Antarctic winter."
+    raw = chromadb.PersistentClient(path=path).get_collection(name)
+    raw.update(ids=["moon"], documents=[penguins], embeddings=minilm.embed_documents([penguins]))
+    with pytest.raises(PipelineRuntimeError) as caught:
+        ask(querying(minilm_contract, store), "penguins antarctic winter")
+    assert isinstance(cause(caught), OutOfStepError) and cause(caught).changed == ("moon",)
+    ctxemb_chroma.open_hybrid(ctxemb_chroma.connect(path), name, minilm).refresh()
+    found = ask(querying(minilm_contract, store), "penguins antarctic winter")
+    assert found[0].id == "moon" and found[0].meta["ctxemb_lexical_rank"] == 1
+
+
 def test_an_index_built_by_the_cli_is_queried_by_the_pipeline_and_back(
     tmp_path, minilm_contract, capsys, path
 ):

@@ -236,9 +236,49 @@ def test_a_side_of_the_earlier_form_is_brought_to_the_stored_texts_on_open(
     assert db.execute("SELECT schema FROM ctxemb_lexical_sides").fetchall() == [(3,)]
     db.close()
     # moon kept the digest its record carries (the text before the raw rewrite): analysed again.
-    assert again.query("regolith spacesuits", 1)[0].id == "moon"
+    assert again.lexical_search("regolith spacesuits", 1)[0][0][0] == "moon"
+    with pytest.raises(OutOfStepError) as err:  # tea, left as found, is ranked by the query
+        again.query("regolith spacesuits", 1)
+    assert err.value.changed == ("tea",)
     assert again.lexical.digests(["bike", "moon"]) == {
         "bike": text_digest(DOCS["bike"]),
         "moon": text_digest(LUNAR),
     }
     assert again.verify()["changed"] == ["tea"]
+
+
+CHAINS = "Oil the bicycle chain before it rusts."
+
+
+def test_a_document_rewritten_around_the_index_is_refused_where_it_ranks_not_only_returned(
+    client, minilm, tmp_path
+):
+    """A document rewritten raw (text and vector, metadata kept) that the query would not return
+    still changes what it returns: the dense side ranks its new text, the lexical side its old
+    terms, and the others' lexical ranks move by it. Every candidate of either ranking is
+    checked, so the query is refused (ids named), not served in another order."""
+    name = fresh_name()
+    h = ctxemb_chroma.open_hybrid(client, name, minilm, lexical_path=tmp_path / "lx")
+    h.sync(list(DOCS), list(DOCS.values()))
+    client.get_collection(name).update(
+        ids=["slug"], documents=[CHAINS], embeddings=minilm.embed_documents([CHAINS])
+    )
+    with pytest.raises(OutOfStepError) as err:
+        h.query(QUERY, 1)  # tea, not slug, would be returned
+    assert err.value.changed == ("slug",)
+    h.refresh()
+    assert h.query(QUERY, 1)[0].id == "tea"
+
+
+def test_a_pgvector_row_rewritten_in_sql_is_refused_where_it_ranks(pg, minilm):
+    import ctxemb_pgvector
+
+    h = ctxemb_pgvector.open_hybrid(pg, "docs", minilm)
+    h.sync(list(DOCS), list(DOCS.values()))
+    vector = "[" + ",".join(map(str, minilm.embed_documents([CHAINS])[0])) + "]"
+    pg.execute(
+        "UPDATE docs SET content = %s, embedding = %s::vector WHERE id = 'slug'", (CHAINS, vector)
+    )
+    with pytest.raises(OutOfStepError) as err:
+        h.query(QUERY, 1)
+    assert err.value.changed == ("slug",)
