@@ -132,6 +132,11 @@ class Counting:
         self.read_counts["records"] += len(got)
         return got
 
+    def page_near(self, fraction: float, limit: int, *args: Any) -> Any:
+        got = self._timed("page_near", fraction, limit, *args)
+        self.read_counts["records"] += len(got)
+        return got
+
     def read(self, ids: Any, *args: Any) -> Any:
         got = self._timed("read", ids, *args)
         self.read_counts["records"] += len(got)
@@ -459,6 +464,7 @@ def _line(row: dict[str, Any]) -> str:
     text += (
         f"; after 1 written {one['seconds'] * 1e3:.2f} ms (count "
         f"{one['store_ms'].get('count', 0):.2f}, page {one['store_ms'].get('page', 0):.2f}, "
+        f"page_near {one['store_ms'].get('page_near', 0):.2f}, "
         f"changes {one['store_ms'].get('changes', 0):.2f} ms), after 100 "
         f"{hundred['seconds'] * 1e3:.2f} ms; no-op sync of {noop['texts']:,} "
         f"{noop['seconds'] * 1e3:.2f} ms "

@@ -454,8 +454,10 @@ class HybridIndex:
         whose digest is its record's carried one, not its stored text's, is analysed again from
         the stored text; rows that differ otherwise are left to be found out of step."""
         with self.lexical.db.writing():
-            if self.lexical.stamp(lock=True).schema == STORE_SCHEMA:
-                return  # another process brought it first
+            now = self.lexical.stamp(lock=True)
+            if now.schema == STORE_SCHEMA:  # another process brought it first
+                self.stamp = now
+                return
             held = self.lexical.digests()
             again = []
             for got in _pages(self.dense, ["metadatas", "documents"]):
