@@ -218,5 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         module = COMMANDS.get(args.command) if args is not None else None
         after = getattr(module, "AFTER_INTERRUPT", "run the same command again")
+        # A command whose advice depends on what was asked (upgrade --rollback) words its own.
+        after_interrupt = getattr(module, "after_interrupt", None)
+        if after_interrupt is not None and args is not None:
+            after = after_interrupt(args)
         print(f"ctxemb: error: interrupted; {after}", file=sys.stderr)
         return INTERRUPTED

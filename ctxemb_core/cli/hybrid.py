@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import CtxembError, InvalidInputError
 
 
 def hybrid_args(p: argparse.ArgumentParser, *, building: bool, stored: bool = True) -> None:
@@ -158,6 +158,7 @@ def open_hybrid_index(
 
     if not hasattr(adapter, "open_hybrid"):
         raise InvalidInputError(f"--hybrid is not available for --store {args.store}")
+    from ctxemb_core.errors import DamagedStampError
     from ctxemb_core.hybrid import NoLexicalSideError
 
     rebuild = bool(getattr(args, "rebuild_lexical", False))
@@ -171,9 +172,11 @@ def open_hybrid_index(
     if not rebuild and adapter.stored_or_none(client, args.collection) is not None:
         try:
             index = adapter.open_hybrid(client, args.collection, contract, create=False, **options)
-        except NoLexicalSideError:
+        except NoLexicalSideError as exc:
             if not create:
-                raise
+                raise _spelled(exc, args) from None
+        except DamagedStampError as exc:  # a lost side: rebuilt only on request
+            raise _spelled(exc, args) from None
     if index is None:
         # A new lexical side (or one rebuilt on request): under the options' recipe.
         index = adapter.open_hybrid(
@@ -200,3 +203,30 @@ def open_hybrid_index(
         )
         check_caller(stamp, caller, where=repr(index.name))
     return index
+
+
+def _spelled(exc: CtxembError, args: argparse.Namespace) -> CtxembError:
+    """``exc`` (no lexical side, or a lost one) with its command spelled out for this store and
+    collection.
+
+    The stock advice, ``ctxemb index --hybrid`` (``--rebuild-lexical``), run as printed, is
+    refused for its missing corpus and collection, and would index into ``./chroma`` whatever
+    store was queried. The corpus must be the one the index was made from: indexing syncs, so
+    another would add its documents.
+    """
+    from ctxemb_core.cli.advice import Invocation, _quote
+    from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, DEFAULT_TERMS, REBUILD_LEXICAL_SIDE
+
+    run = Invocation.of(args)
+    if run is None:
+        return exc
+    target = f"{run.store(DEFAULT_TERMS)} --collection {_quote(args.collection)}"
+    line = f"ctxemb index <the corpus it was indexed from> --hybrid {target}"
+    cli = exc.message_for("cli")
+    if REBUILD_LEXICAL_SIDE.cli in cli:
+        cli = cli.replace(REBUILD_LEXICAL_SIDE.cli, f"{line} --rebuild-lexical")
+    elif BUILD_LEXICAL_SIDE.cli in cli:
+        cli = cli.replace(BUILD_LEXICAL_SIDE.cli, line)
+    else:  # another refusal (the dense side's): its own advice stands
+        return exc
+    return type(exc)(str(exc), cli=cli)

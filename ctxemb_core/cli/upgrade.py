@@ -32,6 +32,29 @@ AFTER_INTERRUPT = (
 )
 
 
+def after_interrupt(args: Any) -> str:
+    """:data:`AFTER_INTERRUPT` for the alias and store of this run.
+
+    A rollback is the one step that is not safe to run again blindly: it swaps target and
+    previous, so when the interrupt came after its switch had landed, the same command swaps
+    the alias back onto the index the user meant to leave. ``alias show`` tells which it was.
+    """
+    from ctxemb_core.cli.advice import Invocation, _quote
+    from ctxemb_core.remedy import DEFAULT_TERMS
+
+    name = _quote(args.alias_name)
+    run = Invocation.of(args)
+    store = run.store(DEFAULT_TERMS) if run is not None else "<store options>"
+    if getattr(args, "rollback", False):
+        return (
+            "the rollback switches the alias in one atomic step, which may have landed: "
+            f"ctxemb alias show {name} {store} says (its last step 'rollback', at a new "
+            "generation); run it again only if it did not, since a second rollback swaps the "
+            "alias back"
+        )
+    return AFTER_INTERRUPT.replace("ALIAS", f"{name} {store}")
+
+
 def add_parser(sub: Any) -> None:
     u = sub.add_parser(
         "upgrade",

@@ -59,12 +59,29 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
             if installed is None and create_extension:
                 # Two first connections can both try (IF NOT EXISTS is not atomic).
                 with contextlib.suppress(pg_errors.UniqueViolation):
-                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    try:
+                        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    except pg_errors.InsufficientPrivilege:
+                        raise _not_allowed(conn) from None
             _register_types(conn)
     except Exception:
         conn.close()
         raise
     return conn
+
+
+def _not_allowed(conn: psycopg.Connection[Any]) -> MissingDependencyError:
+    """The database has no pgvector and this role may not create it (pgvector is not a trusted
+    extension: on a managed server, an application's role usually may not). PostgreSQL says
+    only "permission denied ... Must be superuser", which names neither the database nor the
+    one statement that ends it; the DSN is not repeated, so no password is either."""
+    database = conn.info.dbname
+    return MissingDependencyError(
+        f"the database {database!r} has no pgvector, and role {conn.info.user!r} may not create "
+        "it (it takes a superuser, or the database owner where the server trusts the "
+        f"extension): have one run CREATE EXTENSION vector; in database {database!r} once, "
+        "then connect again"
+    )
 
 
 def _register_types(conn: psycopg.Connection[Any]) -> None:

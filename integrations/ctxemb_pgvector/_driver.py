@@ -57,6 +57,7 @@ from ctxemb_pgvector._store import (
     repair,
     stored_or_none,
     unstamped,
+    unusable,
     version_of,
     write_stamp,
 )
@@ -257,6 +258,9 @@ class PgvectorDriver(TransactionalDriver[str]):
         stored = self.stored()
         if stored is None:
             return None
+        refused = unusable(stored)
+        if refused is not None:  # another tool's table: not an index to adopt or detect
+            raise refused
         # The column's type, with the recorded one when they differ (refused until repaired).
         column, recorded = stored.column, (stored.layout or {}).get("column")
         if recorded is not None and recorded != column:

@@ -46,6 +46,8 @@ class StoredTable:
     layout: dict[str, Any] | None
     oid: int | None = None
     attnum: int | None = None
+    #: The table's columns, in order (what :func:`unusable` checks an unstamped table by).
+    columns: tuple[str, ...] = ()
 
     @property
     def table(self) -> sql.Composed:
@@ -79,6 +81,13 @@ SELECT format_type(a.atttypid, a.atttypmod),
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' AND NOT a.attisdropped
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
+"""
+
+
+#: A table's columns, in order (not in :data:`_TABLE`, which every call's head reads).
+_COLUMNS = """
+SELECT attname::text FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped
+ORDER BY attnum
 """
 
 
@@ -132,6 +141,7 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
         if found is None:
             return None
         row = _stamp_row(conn, schema, name)
+        columns = conn.execute(_COLUMNS, (found[2],)).fetchall()
     version, stamp, layout = row if row is not None else (None, None, None)
     return StoredTable(
         conn,
@@ -144,6 +154,46 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
         layout if isinstance(layout, dict) else None,
         found[2],
         found[3],
+        tuple(c[0] for c in columns),
+    )
+
+
+#: The columns every read and write of a table names (Haystack's ``PgvectorDocumentStore``'s).
+COLUMNS = ("id", "embedding", "content", "meta")
+#: The types pgvector's columns have, as ``format_type`` names them (before the width).
+VECTOR_TYPES = ("vector", "halfvec", "bit")
+
+
+def unusable(stored: StoredTable) -> InvalidInputError | None:
+    """The refusal of an unstamped table ctxemb could not read or stamp, or ``None``.
+
+    A table another tool made under the name (an application's own ``documents``, LangChain's
+    ``langchain_pg_embedding``) is not an index written around ctxemb: it lacks the columns
+    every statement names, or keeps no pgvector column. Told "carries no stamp", a user runs
+    ``ctxemb detect --adopt`` as advised, and that met PostgreSQL's ``UndefinedColumn`` as a
+    traceback, or (with only ``meta`` missing) stamped the table and left every later call to
+    fail. It is said here, before anything is read or written, with the columns it has. A
+    stamped table is not asked: a column altered or dropped under its stamp is the stamp
+    version's change, refused as such.
+    """
+    if stored.stamped or not stored.columns:
+        return None
+    missing = [c for c in COLUMNS if c not in stored.columns]
+    kind = (stored.column or "").split("(")[0]
+    if not missing and kind in VECTOR_TYPES:
+        return None
+    why = (
+        f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        if missing
+        else f"its embedding column is {stored.column}, not a pgvector type"
+    )
+    return Said("open_table(conn, '<new name>', ...)", "--collection <new name>").into(
+        InvalidInputError,
+        f"table {stored.name!r} in schema {stored.schema!r} is not one ctxemb can read or "
+        f"stamp: {why} (it has {', '.join(stored.columns)}), where ctxemb's tables have "
+        "Haystack's PgvectorDocumentStore columns (id, embedding a pgvector column, content, "
+        "meta jsonb); nothing was read or written. It is another tool's table: index under "
+        "another name ({do}), a table ctxemb creates with its stamp",
     )
 
 

@@ -336,3 +336,33 @@ def test_the_cli_knows_each_store_adapters_options_without_importing_it():
         stores.store_options(store).add_arguments(parser)
         added = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
         assert added - {"--help"} == set(stores.STORE_FLAGS[store]), store
+
+
+@pytest.mark.parametrize("rollback", [True, False])
+def test_an_interrupted_rollback_is_not_advised_to_be_run_again_blindly(
+    rollback, monkeypatch, capsys, tmp_path
+):
+    # "run the same command again to finish it" was said of every upgrade step; a rollback
+    # whose switch had landed when Ctrl-C came would then swap the alias back onto the index
+    # the user meant to leave. The advice names the alias and its store, for both.
+    import ctxemb_core.cli.stores as stores
+
+    real, calls = stores.choose_store, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C as the store is reached
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stores, "choose_store", interrupted)
+    store = str(tmp_path / "chroma")
+    step = ["--rollback"] if rollback else ["--truncate-dim", "256"]
+    code, _, err = run(capsys, "upgrade", "docs", "--path", store, *step)
+    assert code == 130 and err.count("\n") == 1
+    assert f"--path {store}" in err and "ALIAS" not in err
+    if rollback:
+        assert f"ctxemb alias show docs --path {store}" in err
+        assert "run it again only if it did not" in err and "run the same command" not in err
+    else:
+        assert "run the same command again to finish it, or ctxemb upgrade docs --path" in err

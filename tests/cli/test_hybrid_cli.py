@@ -93,3 +93,31 @@ def test_pgvector_keeps_the_lexical_side_in_its_database(pg, tmp_path, capsys):
     assert code == 0 and "no stemmer" in out, err
     code, _, err = run(capsys, "query", QUERY, *store, "--collection", "docs", "--stemmer", "none")
     assert code == 2 and "lexical.stemmer: index='english', caller='none'" in err
+
+
+def test_a_hybrid_query_before_the_lexical_side_says_the_whole_command(tmp_path, capsys):
+    # The advice was "build it: ctxemb index --hybrid" (and "--rebuild-lexical" for a lost
+    # side): run as printed, refused for its missing corpus and collection, and aimed at
+    # ./chroma whatever store was queried. It now names this store and collection, and the
+    # corpus the index came from (a re-index syncs: another corpus would add its documents).
+    import shutil
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", DOCS)
+    folder = tmp_path / "store"
+    store = ("--path", str(folder), "--collection", "docs")
+    assert run(capsys, "index", str(corpus), *store, "--model", MINILM)[0] == 0
+    code, out, err = run(capsys, "query", QUERY, *store, "--hybrid")
+    assert code == 2 and out == "" and err.startswith("ctxemb: error: NoLexicalSideError")
+    line = (
+        f"ctxemb index <the corpus it was indexed from> --hybrid --path {folder} --collection docs"
+    )
+    assert f"build it: {line}" in err and err.count("\n") == 1
+    assert not (folder / "ctxemb-lexical" / "docs").exists()  # nothing was built by the query
+    assert run(capsys, "index", str(corpus), *store, "--hybrid")[0] == 0  # as advised
+    shutil.rmtree(folder / "ctxemb-lexical" / "docs")  # the side lost
+    code, _, err = run(capsys, "query", QUERY, *store, "--hybrid")
+    assert code == 2 and err.startswith("ctxemb: error: DamagedStampError")
+    assert f"{line} --rebuild-lexical" in err
+    assert run(capsys, "index", str(corpus), *store, "--hybrid", "--rebuild-lexical")[0] == 0
+    code, out, _ = run(capsys, "query", QUERY, *store, "--hybrid", "-k", "1")
+    assert code == 0 and "tea" in out

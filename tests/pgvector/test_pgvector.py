@@ -118,6 +118,47 @@ def test_a_table_made_without_ctxemb_gains_its_write_mark_and_indexes_when_adopt
     assert {"plain_ctxemb_seq", "plain_ctxemb_novec"} <= indexes
 
 
+@pytest.mark.parametrize(
+    ("columns", "said"),
+    [
+        ("id SERIAL PRIMARY KEY, body TEXT", "lacks the columns embedding, content, meta"),
+        ("id TEXT PRIMARY KEY, embedding vector(384), content TEXT", "lacks the column meta"),
+        ("id TEXT PRIMARY KEY, embedding real[], content TEXT, meta JSONB", "not a pgvector"),
+    ],
+)
+def test_another_tools_table_is_refused_by_its_columns_before_detect_or_adopt(
+    pg, minilm, columns, said
+):
+    # "carries no stamp: ctxemb detect ... --adopt" was the advice for any table of the name;
+    # detect then met UndefinedColumn as a traceback, and a table lacking only ``meta`` was
+    # adopted (stamped, given ctxemb_seq) and failed every later call. Now each is one
+    # InvalidInputError naming the columns, and the table is left as it was.
+    pg.execute(f"CREATE TABLE theirs ({columns})")
+    before = [
+        r[0]
+        for r in pg.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'theirs'::regclass AND attnum > 0"
+        )
+    ]
+    for attempt in (
+        lambda: _open(pg, minilm, "theirs"),
+        lambda: _open(pg, minilm, "theirs", adopt=True),
+        lambda: ctxemb_pgvector.detect(pg, "theirs"),
+    ):
+        with pytest.raises(InvalidInputError, match=said) as err:
+            attempt()
+        assert "another name (open_table(conn, '<new name>', ...))" in str(err.value)
+        assert "--collection <new name>" in err.value.message_for("cli")
+    after = [
+        r[0]
+        for r in pg.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'theirs'::regclass AND attnum > 0"
+        )
+    ]
+    assert after == before
+    assert ctxemb_pgvector.stored_or_none(pg, "theirs").metadata is None  # no stamp row
+
+
 def test_the_record_of_a_verified_open_is_keyed_by_the_cluster_not_the_servers_start(pg, minilm):
     # A restart keeps the cluster's identifier: the record of a verified open stays usable.
     driver = ctxemb_pgvector.driver(pg, "docs")
@@ -242,7 +283,10 @@ def test_the_advice_for_a_table_in_another_schema_reaches_that_table(pg, minilm)
     # Followed as printed, advice without schema= would reach public's table of that name
     # (and an open with create=True would make a new, empty one there).
     pg.execute("CREATE SCHEMA adv")
-    pg.execute("CREATE TABLE adv.raw (id text PRIMARY KEY, embedding vector(384))")
+    pg.execute(
+        "CREATE TABLE adv.raw (id text PRIMARY KEY, embedding vector(384), content TEXT, "
+        "meta JSONB)"
+    )
     with pytest.raises(MissingStampError) as unstamped:
         _open(pg, minilm, "raw", schema="adv")
     said = str(unstamped.value)
@@ -259,6 +303,9 @@ def test_the_advice_for_a_table_in_another_schema_reaches_that_table(pg, minilm)
     assert ctxemb_pgvector.stamped_contract(pg, "docs", schema="adv") == minilm.contract
     # In public, nothing is added: the calls as a user types them there.
     with pytest.raises(MissingStampError) as public:
-        pg.execute("CREATE TABLE raw (id text PRIMARY KEY, embedding vector(384))")
+        pg.execute(
+            "CREATE TABLE raw (id text PRIMARY KEY, embedding vector(384), content TEXT, "
+            "meta JSONB)"
+        )
         _open(pg, minilm, "raw")
     assert "open_table(client, 'raw', contract, adopt=True)" in str(public.value)

@@ -58,3 +58,29 @@ def test_a_plain_connection_to_a_database_without_pgvector_says_so(pg_dsn, minil
         pytest.raises(MissingDependencyError, match="CREATE EXTENSION vector"),
     ):
         ctxemb_pgvector.open_table(conn, "docs", minilm)
+
+
+def test_a_role_that_may_not_create_pgvector_is_told_who_must_and_where(pg_dsn):
+    # The usual second-day case: an application's own role, on a database without pgvector.
+    # PostgreSQL says "permission denied to create extension ... Must be superuser", which
+    # connect passed on as StoreUnavailableError ("not allowed by the database"), against its
+    # docstring's MissingDependencyError and with no statement to run.
+    dsn = fresh_database(pg_dsn)
+    base, _, query = dsn.partition("?")
+    name = base.rsplit("/", 1)[1]
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("CREATE ROLE app_h47 LOGIN PASSWORD 'hunter2secret'")
+        admin.execute(f'ALTER DATABASE "{name}" OWNER TO app_h47')
+    as_app = base.replace("postgresql://postgres:@", "postgresql://app_h47:hunter2secret@")
+    as_app += f"?{query}" if query else ""
+    with pytest.raises(MissingDependencyError) as caught:
+        ctxemb_pgvector.connect(as_app)
+    said = str(caught.value)
+    assert f"CREATE EXTENSION vector; in database {name!r}" in said and "'app_h47'" in said
+    assert "hunter2secret" not in said
+    with psycopg.connect(dsn, autocommit=True) as admin:  # nothing was created
+        assert (
+            admin.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None
+        )
+        admin.execute("CREATE EXTENSION vector")  # as advised: then the role connects
+    ctxemb_pgvector.connect(as_app).close()
