@@ -31,7 +31,7 @@ from ctxemb_core.remedy import (
     served_models,
 )
 
-__all__ = ["PARSER", "Invocation", "cli_message", "word"]
+__all__ = ["PARSER", "Invocation", "cli_message", "shell_word", "word"]
 
 #: The namespace attributes where each command's parser leaves itself, and ``main`` the
 #: command line as given (see :meth:`Invocation.of`).
@@ -124,7 +124,7 @@ class Invocation:
             old = str(getattr(self.args, dest, ""))
             if old in words:
                 words[words.index(old)] = str(value)
-                return "ctxemb " + " ".join(_quote(w) for w in words)
+                return "ctxemb " + " ".join(shell_word(w) for w in words)
         option = action.option_strings[-1] if action is not None else flag(dest)
         kept, skip = [], False
         names = action.option_strings if action is not None else [option]
@@ -138,12 +138,14 @@ class Invocation:
             if any(word.startswith(n + "=") for n in names):
                 continue
             kept.append(word)
-        return "ctxemb " + " ".join([*(_quote(w) for w in kept), _option(option, value, action)])
+        return "ctxemb " + " ".join(
+            [*(shell_word(w) for w in kept), _option(option, value, action)]
+        )
 
     @property
     def collection(self) -> str:
         name = getattr(self.args, "collection", None)
-        return _quote(name) if name and self.has("collection") else "<name>"
+        return shell_word(name) if name and self.has("collection") else "<name>"
 
     def store(self, terms: StoreTerms) -> str:
         """The store options that reach the store the command used (as it would take them)."""
@@ -172,7 +174,8 @@ class Invocation:
         return [self.typed(d) for d in dests if self.given(d)]
 
 
-def _quote(value: Any) -> str:
+def shell_word(value: Any) -> str:
+    """``value`` as one word of a command line to paste (a ``<placeholder>`` as it is)."""
     text = str(getattr(value, "value", value))
     return text if text.startswith("<") and text.endswith(">") else shlex.quote(text)
 
@@ -180,7 +183,7 @@ def _quote(value: Any) -> str:
 def _option(option: str, value: Any, action: argparse.Action | None = None) -> str:
     if isinstance(value, bool) or isinstance(action, argparse.BooleanOptionalAction):
         return option if value else "--no-" + option.removeprefix("--")
-    return f"{option} {_quote(value)}"
+    return f"{option} {shell_word(value)}"
 
 
 #: The option (its dest) that sets a contract field, where the two names differ.
@@ -252,9 +255,11 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
     if Step.ADOPT in by:
         name = by[Step.ADOPT].get("name")
         models = getattr(run.args, "model", None) if c == "detect" else None
-        model = " ".join(f"--model {_quote(m)}" for m in models) if models else "--model <model>"
+        model = (
+            " ".join(f"--model {shell_word(m)}" for m in models) if models else "--model <model>"
+        )
         where = run.store(t)
-        named = _quote(name) if name else run.collection
+        named = shell_word(name) if name else run.collection
         return (
             f"Find its contract and stamp it: ctxemb detect {where} --collection {named} {model} "
             f"--adopt; the {t.kind} is stamped only if a sample of its {t.records} re-embeds to "
@@ -280,7 +285,7 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
         if r.step is Step.USE_INDEX_CONTRACT:
             clauses.append(_use_index(r, run))
         elif r.step is Step.NAME_MODEL and run.has("name"):
-            model = _quote(r.get("model"))
+            model = shell_word(r.get("model"))
             both = " with --model" if run.given("model") else ""
             clauses.append(f"pass --name {model}{both}")
         elif r.step is Step.RESTAMP:
@@ -298,7 +303,7 @@ def word(remedies: Sequence[Remedy], terms: StoreTerms | None, run: Invocation) 
             if left and not any(o.startswith("--model") for o in options):
                 options.insert(0, "--model <model>")
             if run.given("url"):
-                options.append(f"--url {_quote(run.args.url)}")
+                options.append(f"--url {shell_word(run.args.url)}")
             line = f"ctxemb migrate {run.target(t)} --to <new name> {' '.join(options)}".rstrip()
             clauses.append(f"re-embed it into a new collection: {line}")
         elif r.step is Step.REEMBED:
@@ -327,7 +332,7 @@ _FUSION = ("fusion", "rrf_k", "weights", "depth")
 
 def _hybrid(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
     """A hybrid index's steps: the stamp's recipe or fusion, a rebuild, a new fusion, a refresh."""
-    data = _quote(run.args.data) if run.command == "index" else "<corpus>"
+    data = shell_word(run.args.data) if run.command == "index" else "<corpus>"
     index = f"ctxemb index {data} --hybrid {run.target(t)}"
     if Step.REFRESH in by:
         if run.command == "index" and getattr(run.args, "hybrid", False):
@@ -345,7 +350,7 @@ def _hybrid(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
             continue
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
-        options.append(f"--{dest.replace('_', '-')} {_quote(value)}")
+        options.append(f"--{dest.replace('_', '-')} {shell_word(value)}")
     given = [run.typed(d) for d in (_LEXICAL if lexical else _FUSION) if run.given(d)]
     what = "recipe" if lexical else "fusion"
     verb = "keep" if run.command == "index" else "query with"
@@ -391,7 +396,7 @@ def _server(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
         [(k, v) for k, v in serve.values if k in serve.fields and k != "model"],
         lambda d: d in contract_parameters(),
     )
-    line = " ".join(["ctxemb serve", _quote(model), *options])
+    line = " ".join(["ctxemb serve", shell_word(model), *options])
     models = served_models(by)
     if models:
         # A server of several contracts: the one asked for is added with --also, and the
@@ -400,7 +405,7 @@ def _server(by: dict[Step, Remedy], t: StoreTerms, run: Invocation) -> str:
     clauses = [f"serve the contract asked for there: {line}"]
     given = " and ".join(run.contract_given())
     if given and run.command in _SERVER_DEFAULT and models and run.has("served_model"):
-        listed = ", ".join(_quote(m) for m in models)
+        listed = ", ".join(shell_word(m) for m in models)
         clauses.append(
             f"leave out {given} and give --served-model ID (one of {listed}) to use that "
             "model's contract"

@@ -214,13 +214,13 @@ def _spelled(exc: CtxembError, args: argparse.Namespace) -> CtxembError:
     store was queried. The corpus must be the one the index was made from: indexing syncs, so
     another would add its documents.
     """
-    from ctxemb_core.cli.advice import Invocation, _quote
+    from ctxemb_core.cli.advice import Invocation, shell_word
     from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, DEFAULT_TERMS, REBUILD_LEXICAL_SIDE
 
     run = Invocation.of(args)
     if run is None:
         return exc
-    target = f"{run.store(DEFAULT_TERMS)} --collection {_quote(args.collection)}"
+    target = f"{run.store(DEFAULT_TERMS)} --collection {shell_word(args.collection)}"
     line = f"ctxemb index <the corpus it was indexed from> --hybrid {target}"
     cli = exc.message_for("cli")
     if REBUILD_LEXICAL_SIDE.cli in cli:

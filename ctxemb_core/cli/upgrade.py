@@ -39,10 +39,10 @@ def after_interrupt(args: Any) -> str:
     previous, so when the interrupt came after its switch had landed, the same command swaps
     the alias back onto the index the user meant to leave. ``alias show`` tells which it was.
     """
-    from ctxemb_core.cli.advice import Invocation, _quote
+    from ctxemb_core.cli.advice import Invocation, shell_word
     from ctxemb_core.remedy import DEFAULT_TERMS
 
-    name = _quote(args.alias_name)
+    name = shell_word(args.alias_name)
     run = Invocation.of(args)
     store = run.store(DEFAULT_TERMS) if run is not None else "<store options>"
     if getattr(args, "rollback", False):
