@@ -131,13 +131,19 @@ class MemoryStore:
         marks: bool = True,
         filters: bool = True,
         max_batch: int | None = None,
+        seeks: bool = False,
     ) -> MemoryDriver:
-        """A driver for index ``name``; the flags make it behave as a weaker store would."""
+        """A driver for index ``name``; the flags make it behave as a weaker store would (or,
+        ``seeks``, show the optional ``page_near``)."""
         return MemoryDriver(
             self,
             name,
             Capabilities(
-                transactions=transactions, marks=marks, filters=filters, max_batch=max_batch
+                transactions=transactions,
+                marks=marks,
+                filters=filters,
+                max_batch=max_batch,
+                seeks=seeks,
             ),
         )
 
@@ -267,6 +273,15 @@ class MemoryDriver(KeyedDriver[_Index]):
             index = self.store.get(self._name)
             chosen = index.ordered()[offset : offset + limit]
             return [_copy(i, index.records[i], include) for i in chosen]
+
+    def page_near(
+        self, fraction: float, limit: int, include: frozenset[str] = INCLUDE
+    ) -> list[Record]:
+        """A page from about ``fraction`` of the way through the order (``Capabilities.seeks``;
+        here to show the call: the reference's order is a list, the place an index into it)."""
+        with self.store.lock:
+            count = len(self.store.get(self._name).records)
+            return self.page(min(count, int(fraction * count)), limit, include)
 
     # -- the primitives :class:`~ctxemb_core.index.driver_kit.KeyedDriver` writes through ---
 
