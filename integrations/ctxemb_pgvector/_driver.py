@@ -72,10 +72,12 @@ __all__ = ["PgvectorDriver", "driver"]
 #: The locks a session writing a table's rows holds on it until it ends.
 _WRITING = ("RowExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
 
-# The head in one statement: ``_TABLE``, the stamp row's version(s), the mark (docs/pgvector.md).
+# The head in one statement: ``_TABLE``, the stamp row's version(s), the mark (docs/pgvector.md)
+# and the isolation of the transaction it was read in.
 _HEAD = """
 SELECT t.col, t.seq, t.oid, t.attnum,
-       (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy
+       (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy,
+       current_setting('transaction_isolation')
 FROM ({table}) t(col, seq, oid, attnum)
 LEFT JOIN LATERAL (
   SELECT s.v, EXISTS (
@@ -232,9 +234,25 @@ class PgvectorDriver(TransactionalDriver[str]):
         self._seq = seq
         layout = self._layout[1] if self._layout and self._layout[0] == version else None
         space = layout.space_for_similarity if layout is not None else "cosine"
-        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md).
-        mark = None if not seq or not row else (0 if row[6] else int(row[5]))
+        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md). So too
+        # a head read in a caller's transaction that keeps one snapshot (repeatable read,
+        # serializable): the sequence is read live, but ``changes`` would read that snapshot,
+        # which may be older than a write that took a number below the mark and committed;
+        # recorded, the mark would pass that row over on every later open.
+        mark = (
+            None
+            if not seq or not row
+            else (0 if row[6] or self._snapshot_held(row) else int(row[5]))
+        )
         return Head(str(oid), version, mark, space)
+
+    def _snapshot_held(self, row: Sequence[Any]) -> bool:
+        """Whether the head's row was read in a caller's transaction whose snapshot outlives
+        the statement (the guard's own reads outside one each take a snapshot of their own)."""
+        return (
+            row[7] not in ("read committed", "read uncommitted")
+            and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        )
 
     def _stored_head(self, stored: StoredTable, row: Sequence[Any] | None = None) -> Head:
         version = stored.stamp_version
