@@ -60,6 +60,7 @@ __all__ = [
     "read_only",
     "require_store",
     "run_helper",
+    "sequence_number",
     "store_folder",
 ]
 
@@ -272,7 +273,7 @@ def opening_folder(folder: Path) -> Iterator[None]:
         raise
 
 
-def _number(value: Any) -> int:
+def sequence_number(value: Any) -> int:
     """A sequence number as SQLite holds it: an integer, or 8 big-endian bytes."""
     if isinstance(value, bytes | bytearray | memoryview):
         return int.from_bytes(bytes(value), "big")
@@ -339,7 +340,7 @@ class SqliteMarks:
             if segment is None:
                 return None
             row = self._db().execute(self.MARK, (segment,)).fetchone()
-        return 0 if row is None or row[0] is None else _number(row[0])
+        return 0 if row is None or row[0] is None else sequence_number(row[0])
 
     def changes(self, index_id: str, since: int) -> list[str]:
         """Ids of the records whose last write is numbered above ``since``, oldest first."""
@@ -348,7 +349,7 @@ class SqliteMarks:
             if segment is None:
                 return []
             mark = self._db().execute(self.MARK, (segment,)).fetchone()
-            if mark is None or mark[0] is None or _number(mark[0]) <= since:
+            if mark is None or mark[0] is None or sequence_number(mark[0]) <= since:
                 return []  # nothing numbered since: no scan of the segment's rows
             rows = self._db().execute(self.CHANGES, (segment, since)).fetchall()
         return [str(r[0]) for r in rows]

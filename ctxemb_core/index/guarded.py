@@ -340,6 +340,15 @@ def _check_marked(
         count = driver.count()
         records = sample_records(driver, sample, count)
         changed = None
+        if verified is not None and mark == 0:
+            # No mark now (a write in flight, or a store whose writes are no longer numbered,
+            # which records none): what was written since the record still comes first, the
+            # records the store always lists among it (PostgreSQL's rows without a vector).
+            seen = {r.id for r in records}
+            written = [i for i in driver.changes(verified) if i not in seen]
+            if len(written) > sample:
+                written = [i for a, b in sample_ranges(len(written), sample) for i in written[a:b]]
+            records = driver.read(written, _FOR_CHECK) + records if written else records
     else:
         written = driver.changes(verified)  # after the head was read: nothing slips between
         changed = len(written)

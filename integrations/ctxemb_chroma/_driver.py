@@ -16,13 +16,14 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._embedded import SequenceMarks
+from ctxemb_chroma._embedded import SequenceMarks, view_holding, view_wrote
 from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
 from ctxemb_chroma._records import check_metadatas, chroma_where, space_of, write_whole
 from ctxemb_chroma._store import (
     check_client,
     check_name,
     configured_function,
+    folder_bindings,
     kept_metadata,
     missing_collection,
     read_settled,
@@ -120,7 +121,14 @@ class ChromaDriver(ObjectDriver[Collection]):
         return space_of(handle)
 
     def _mark(self, handle: Collection) -> int | None:
-        return None if self._marks is None else self._marks.mark(str(handle.id))
+        """The file's mark, with this process's view of the collection made to hold it (what
+        an open checks is then what the mark it records vouches for: ``view_holding``)."""
+        if self._marks is None:
+            return None
+        mark = self._marks.mark(str(handle.id))
+        if mark is not None:
+            view_holding(folder_bindings(handle), str(handle.id), mark)
+        return mark
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder  # the persisted setting names the stamp's contract exactly
@@ -197,7 +205,20 @@ class ChromaDriver(ObjectDriver[Collection]):
         held: Mapping[str, protocol.Record],
         replace: bool,
     ) -> None:
-        write_whole(handle, self.capabilities.max_batch or len(records), records, held, replace)
+        before = self._file_mark(handle)
+        sent = write_whole(
+            handle, self.capabilities.max_batch or len(records), records, held, replace
+        )
+        self._wrote(handle, before, sent)
+
+    def _file_mark(self, handle: Collection) -> int | None:
+        return None if self._marks is None else self._marks.mark(str(handle.id))
+
+    def _wrote(self, handle: Collection, before: int | None, operations: int) -> None:
+        """This process's own write is in its view (``view_wrote``): no reload for it."""
+        after = self._file_mark(handle)
+        if before is not None and after is not None:
+            view_wrote(folder_bindings(handle), str(handle.id), before, after, operations)
 
     def _selected(
         self, handle: Collection, ids: list[str] | None, where: protocol.Filter | None
@@ -208,8 +229,10 @@ class ChromaDriver(ObjectDriver[Collection]):
             )
 
     def _remove(self, handle: Collection, ids: list[str]) -> None:
+        before = self._file_mark(handle)
         with translated("delete"):
             handle.delete(ids=ids)
+        self._wrote(handle, before, len(ids))
 
     def search(
         self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None

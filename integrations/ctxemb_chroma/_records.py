@@ -41,15 +41,17 @@ def write_whole(
     records: Sequence[Record],
     held: Mapping[str, Record],
     replace: bool = True,
-) -> None:
+) -> int:
     """Write records whole, in chunks of ``step`` (``held``: the stored ones; ``docs/chroma.md``,
-    "How the driver keeps the protocol"); ``replace=False`` adds new records only."""
+    "How the driver keeps the protocol"); ``replace=False`` adds new records only. Returns how
+    many record operations were sent (the store numbers each: a record without text is deleted
+    and added, two)."""
     columns = dict(zip(_COLUMNS, columns_of(records, "Chroma"), strict=True))
     if not replace:
         with translated("writing"):
             for part in chunks(len(columns["ids"]), step):
                 raw.add(**{key: value[part] for key, value in columns.items()})
-        return
+        return len(columns["ids"])
     texted: dict[str, list[Any]] = {k: [] for k in columns}
     untexted: dict[str, list[Any]] = {k: [] for k in columns}
     for k, i in enumerate(columns["ids"]):
@@ -68,6 +70,7 @@ def write_whole(
         for write, batch in ((raw.upsert, texted), (raw.add, untexted)):
             for part in chunks(len(batch["ids"]), step):
                 write(**{key: value[part] for key, value in batch.items()})
+    return len(texted["ids"]) + 2 * len(untexted["ids"])
 
 
 def chroma_where(given: Filter | None) -> dict[str, Any] | None:

@@ -82,7 +82,7 @@ def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _folder_bindings(owner: Any) -> Any:
+def folder_bindings(owner: Any) -> Any:
     """The embedded API behind a folder store's client or collection (else ``None``)."""
     api = getattr(owner, "_server", None) or getattr(owner, "_client", None)
     if type(api).__name__ != "RustBindingsAPI":
@@ -94,7 +94,7 @@ def _folder_bindings(owner: Any) -> Any:
 def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
     """``read(**kwargs)``, a read, tried again while this process's view of the folder is
     stale (``docs/chroma.md``, "Several processes on one folder"); ``also``: more messages."""
-    bindings = _folder_bindings(getattr(read, "__self__", None))
+    bindings = folder_bindings(getattr(read, "__self__", None))
     try:
         return _tried(read, (_UNWRITTEN_SEGMENT, *also), 3 if bindings else 8, kwargs)
     except InternalError as exc:

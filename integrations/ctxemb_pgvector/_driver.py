@@ -72,10 +72,16 @@ __all__ = ["PgvectorDriver", "driver"]
 #: The locks a session writing a table's rows holds on it until it ends.
 _WRITING = ("RowExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
 
-# The head in one statement: ``_TABLE``, the stamp row's version(s), the mark (docs/pgvector.md).
+# The head in one statement: ``_TABLE``, the stamp row's version(s), the mark (docs/pgvector.md),
+# the isolation of the transaction it was read in, and whether the row trigger still numbers
+# the writes of every ordinary session (there, enabled, its function taking a number).
 _HEAD = """
 SELECT t.col, t.seq, t.oid, t.attnum,
-       (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy
+       (SELECT array_agg(version) FROM {stamps} WHERE table_name = %s), m.v, m.busy,
+       current_setting('transaction_isolation'),
+       EXISTS (SELECT 1 FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+               WHERE g.tgrelid = t.oid AND g.tgname = 'ctxemb_row_seq' AND g.tgenabled IN ('A', 'O')
+                 AND p.prosrc LIKE '%%NEW.ctxemb_seq := nextval(%%')
 FROM ({table}) t(col, seq, oid, attnum)
 LEFT JOIN LATERAL (
   SELECT s.v, EXISTS (
@@ -232,9 +238,29 @@ class PgvectorDriver(TransactionalDriver[str]):
         self._seq = seq
         layout = self._layout[1] if self._layout and self._layout[0] == version else None
         space = layout.space_for_similarity if layout is not None else "cosine"
-        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md).
-        mark = None if not seq or not row else (0 if row[6] else int(row[5]))
+        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md). So too
+        # a head read in a caller's transaction that keeps one snapshot (repeatable read,
+        # serializable): the sequence is read live, but ``changes`` would read that snapshot,
+        # which may be older than a write that took a number below the mark and committed;
+        # recorded, the mark would pass that row over on every later open. And a table whose
+        # row trigger no longer numbers every write (a table made again by hand, ``LIKE ...
+        # INCLUDING ALL``, which copies no trigger; the trigger disabled, as a bulk load does,
+        # dropped, or its function replaced): a row updated then keeps its old number, below
+        # any mark, so no mark vouches for it and every open samples afresh.
+        mark = (
+            None
+            if not seq or not row
+            else (0 if row[6] or self._snapshot_held(row) or not row[8] else int(row[5]))
+        )
         return Head(str(oid), version, mark, space)
+
+    def _snapshot_held(self, row: Sequence[Any]) -> bool:
+        """Whether the head's row was read in a caller's transaction whose snapshot outlives
+        the statement (the guard's own reads outside one each take a snapshot of their own)."""
+        return (
+            row[7] not in ("read committed", "read uncommitted")
+            and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        )
 
     def _stored_head(self, stored: StoredTable, row: Sequence[Any] | None = None) -> Head:
         version = stored.stamp_version

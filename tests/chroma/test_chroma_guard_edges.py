@@ -523,6 +523,35 @@ def test_a_foreign_vector_another_process_wrote_after_this_one_loaded_the_store_
         open_collection(client, name, embedder, sample=100)
 
 
+RAW_UPDATE = """
+import json, sys
+import chromadb
+path, name, key, vector = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+chromadb.PersistentClient(path=path).get_collection(name).update(ids=[key], embeddings=[vector])
+"""
+
+
+def test_a_vector_another_process_rewrote_in_place_is_refused_by_the_next_open(tmp_path, embedder):
+    # No error says this view is stale: it still held the record's old vector, so the open
+    # passed it and recorded the file's mark, which covers the rewrite. Every later open, a
+    # fresh process's sharing the cache folder too, then took the record as verified and
+    # served the other vector. The view is made again before what it read is vouched for.
+    client = connect(path=tmp_path)
+    name = fresh_name()
+    col = open_collection(client, name, embedder)
+    col.add(list(DOCS), list(DOCS.values()))
+    assert open_collection(client, name, embedder, sample=2).open_check is not None  # recorded
+    col.query(["tea"], n_results=1)  # the vectors are loaded here
+    foreign = np.random.default_rng(0).normal(size=embedder.contract.dimension)
+    foreign /= np.linalg.norm(foreign)
+    args = [str(tmp_path), name, "tea", json.dumps(foreign.tolist())]
+    subprocess.run([sys.executable, "-c", RAW_UPDATE, *args], check=True, timeout=120)
+    with pytest.raises(ForeignVectorsError, match="tea"):
+        open_collection(client, name, embedder, sample=2)
+    got = col.get(ids=["tea"], include=["embeddings"])["embeddings"][0]
+    assert np.allclose(got, foreign, atol=1e-6)  # this process reads what the folder holds
+
+
 @pytest.mark.transport
 def test_an_internal_failure_of_the_store_is_a_store_error_that_says_what_to_do(
     stamped, monkeypatch

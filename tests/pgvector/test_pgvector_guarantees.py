@@ -200,6 +200,60 @@ def test_an_old_row_updated_with_a_cls_vector_is_checked_first_on_the_next_open(
     assert ctxemb_pgvector.open_table(pg, "many", minilm, sample=0).count() == 120
 
 
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_an_open_in_a_callers_snapshot_records_no_mark_that_passes_a_later_update_over(
+    many, pg, other, minilm, isolation
+):
+    """The mark is the sequence read live, but in a caller's transaction that keeps one snapshot
+    ``changes`` reads that snapshot: an update committed after it took a number below the mark.
+    Recorded, that mark made every later open skip the row; the open records none there."""
+    texts = many[1]
+    cls = Embedder(minilm.contract.with_(pooling="cls")).embed_documents([texts[3]])[0]
+    with pg.transaction():
+        pg.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+        pg.execute("SELECT 1 FROM many LIMIT 1").fetchall()  # the snapshot is taken
+        other.execute("UPDATE many SET embedding = %s WHERE id = 'd3'", (vec(cls),))
+        ctxemb_pgvector.open_table(pg, "many", minilm, sample=2)  # d3 as the snapshot has it
+    with pytest.raises(ForeignVectorsError) as err:
+        ctxemb_pgvector.open_table(pg, "many", minilm, sample=2)
+    assert err.value.ids == ("d3",)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "made again by hand",
+        "ALTER TABLE many DISABLE TRIGGER ctxemb_row_seq",
+        "DROP TRIGGER ctxemb_row_seq ON many",
+        "CREATE OR REPLACE FUNCTION ctxemb_bump_seq() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RETURN NEW; END $$",
+    ],
+)
+def test_a_table_whose_writes_are_no_longer_numbered_records_no_mark(
+    many, pg, other, minilm, change
+):
+    """A table made again by hand (``LIKE ... INCLUDING ALL`` copies no trigger) or whose row
+    trigger was turned off: an update keeps the row's old number, below the mark. A mark
+    recorded over such a table passed every later update over; none is, and each open samples
+    afresh (here every row, so the update is found)."""
+    if change == "made again by hand":
+        with other.transaction():
+            other.execute("CREATE TABLE many2 (LIKE many INCLUDING ALL)")
+            other.execute("INSERT INTO many2 SELECT * FROM many")
+            other.execute("DROP TABLE many")
+            other.execute("ALTER TABLE many2 RENAME TO many")
+    else:
+        other.execute(change)
+    table = ctxemb_pgvector.open_table(pg, "many", minilm, sample=200)  # every row: right
+    assert table.driver.head().mark == 0
+    texts = many[1]
+    cls = Embedder(minilm.contract.with_(pooling="cls")).embed_documents([texts[3]])[0]
+    other.execute("UPDATE many SET embedding = %s WHERE id = 'd3'", (vec(cls),))
+    with pytest.raises(ForeignVectorsError) as err:
+        ctxemb_pgvector.open_table(pg, "many", minilm, sample=200)
+    assert err.value.ids == ("d3",)
+
+
 def test_an_update_of_the_text_alone_is_caught_too(many, pg, other, minilm):
     table = many[0]
     other.execute("UPDATE many SET content = 'Something else entirely.' WHERE id = 'd40'")
