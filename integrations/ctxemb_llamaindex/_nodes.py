@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from ctxemb_core.documents import FINGERPRINT_KEY, TEXT_KEY
-from ctxemb_core.errors import InvalidInputError
+from ctxemb_core.errors import DataFormatError, InvalidInputError
 
 #: The keys LlamaIndex's own node JSON is kept under (those of its Chroma and other stores).
 _NODE_KEYS = ("_node_content", "_node_type")
@@ -39,10 +39,25 @@ def node_record(node: Any) -> tuple[str, str, dict[str, Any]]:
 
 def stored_node(node_id: str, text: str | None, metadata: Mapping[str, Any] | None) -> BaseNode:
     """A stored record as the node written (its node JSON), or, for a record another framework
-    or the CLI wrote, a ``TextNode`` of its text and metadata."""
+    or the CLI wrote, a ``TextNode`` of its text and metadata.
+
+    The node JSON carries the node's text a second time, and what the guard checks (a vector
+    against its text, the hybrid sides against each other) is the record's stored text: a node
+    whose JSON says another text (its metadata rewritten around ctxemb, or a concurrent write
+    between two reads) would serve a text nothing checked. It is refused (``DataFormatError``).
+    """
     meta = {k: v for k, v in (metadata or {}).items() if k not in (TEXT_KEY, FINGERPRINT_KEY)}
     if all(k in meta for k in _NODE_KEYS):
-        return metadata_dict_to_node(meta)
+        node = metadata_dict_to_node(meta)
+        if text is not None and node.get_content(metadata_mode=MetadataMode.EMBED) != text:
+            raise DataFormatError(
+                f"node {node_id!r}: the node JSON its metadata carries ('_node_content') holds "
+                "another text than the record stores, the text its vector and the lexical side "
+                "are checked against (rewritten around ctxemb, or another write between two "
+                "reads); nothing was returned. Write the node again through the store, or "
+                "delete it."
+            )
+        return node
     return TextNode(id_=node_id, text=text or "", metadata=meta)
 
 
