@@ -506,12 +506,10 @@ MEND_ROUNDS = 3
 
 
 def _stored_digests(
-    index: GuardedIndex, of: Callable[[Record], str | None] | None = None
+    index: GuardedIndex, of: Callable[[Record], str | None] = _state
 ) -> Callable[[list[str]], dict[str, str | None]]:
-    state = _state if of is None else of
-
     def read(ids: list[str]) -> dict[str, str | None]:
-        return {r.id: state(r) for r in index.get(ids, ("metadata", "text"))}
+        return {r.id: of(r) for r in index.get(ids, ("metadata", "text"))}
 
     return read
 
@@ -520,7 +518,7 @@ def _settled(
     old: GuardedIndex,
     new: Callable[[list[str]], Mapping[str, str | None]],
     differ: set[str],
-    of: Callable[[Record], str | None] | None = None,
+    of: Callable[[Record], str | None] = _state,
 ) -> int:
     """How many of ``differ`` still differ once writes in flight have reached both indexes
     (``new``: the digests the other side holds for some ids; ``of``: what ``old`` is compared

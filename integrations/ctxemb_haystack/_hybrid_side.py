@@ -46,18 +46,20 @@ def remember(contract: HybridContract, side: LexicalSide | None = None) -> None:
             _SEEN.popitem(last=False)
 
 
-def recall(fingerprint: Any) -> HybridContract | None:
-    """The hybrid contract a lexical retriever of this process read under ``fingerprint``."""
+def _seen(fingerprint: Any) -> tuple[HybridContract | None, LexicalSide | None]:
     with _SEEN_LOCK:
         seen = _SEEN.get(fingerprint) if isinstance(fingerprint, str) else None
-    return None if seen is None else seen[0]
+    return (None, None) if seen is None else seen
+
+
+def recall(fingerprint: Any) -> HybridContract | None:
+    """The hybrid contract a lexical retriever of this process read under ``fingerprint``."""
+    return _seen(fingerprint)[0]
 
 
 def side_of(fingerprint: Any) -> LexicalSide | None:
     """The side a lexical retriever of this process read the stamp of ``fingerprint`` from."""
-    with _SEEN_LOCK:
-        seen = _SEEN.get(fingerprint) if isinstance(fingerprint, str) else None
-    return None if seen is None else seen[1]
+    return _seen(fingerprint)[1]
 
 
 def recipe(value: Any, kind: type[Any], name: str) -> Any:
