@@ -18,7 +18,9 @@ needs that is no store's own:
   for its life (Qdrant's local mode), one client per folder in this process, joined by every
   opener, and a folder another process holds refused before the store reads it;
 - :class:`SqliteMarks`: a write mark (:meth:`~ctxemb_core.index.driver.StoreDriver.changes`)
-  read from the sequence numbers a store's SQLite file gives its writes.
+  read from the sequence numbers a store's SQLite file gives its writes, and what this
+  process's own view of each index holds of them (a store that loads an index into each
+  process once and never reloads another process's writes).
 
 Example:
     >>> from pathlib import Path
@@ -38,6 +40,7 @@ import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -280,6 +283,12 @@ def sequence_number(value: Any) -> int:
     return int(value)
 
 
+#: Per view (a store's in-process system: the object :meth:`SqliteMarks.view_of` names), the
+#: write mark up to which each index's view is known to hold the file (:meth:`SqliteMarks.vouched`).
+_VIEWS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_VIEWS_LOCK = threading.Lock()
+
+
 class SqliteMarks:
     """Read-only access to the write numbers of one store's SQLite file.
 
@@ -293,10 +302,12 @@ class SqliteMarks:
     """
 
     #: The index's segment by the index's id; a segment's highest number; a segment's ids
-    #: numbered above a mark, oldest first; the tables these need.
+    #: numbered above a mark, oldest first; each index's id and highest number; the tables
+    #: these need.
     SEGMENT = ""
     MARK = ""
     CHANGES = ""
+    EVERY = ""
     TABLES: frozenset[str] = frozenset()
 
     def __init__(self, path: Path) -> None:
@@ -359,6 +370,77 @@ class SqliteMarks:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    # -- this process's view of each index ----------------------------------------------------
+
+    @staticmethod
+    def view_of(handle: Any) -> Any:
+        """The view (the in-process system that loaded the store) behind ``handle``, an index's
+        handle or a client; ``None``: none that could be stale (a subclass's store says)."""
+        return None
+
+    @staticmethod
+    def reload(view: Any) -> None:
+        """Make ``view`` again from the file (every write up to now, and any since)."""
+
+    def vouched(self, index_id: str, handle: Any) -> int | None:
+        """:meth:`mark`, with this process's view of the index (``view_of(handle)``) made to
+        hold every write up to it.
+
+        A store that loads an index into each process once and never reloads what another
+        process wrote afterwards (embedded Chroma: ``docs/chroma.md``, "A stale view") serves
+        each process its own view, while the mark is read from the file, whoever wrote. An
+        open that checked the records of a stale view passed the old vectors of records
+        another process had rewritten, and recorded the file's mark: every later open, in any
+        process sharing the cache folder, then took those records as verified and served the
+        rewritten vectors unchecked. So a view is vouched for only up to what this process
+        saw, and made again (:meth:`reload`) when the file holds writes it did not see.
+        """
+        mark = self.mark(index_id)
+        view = None if mark is None else self.view_of(handle)
+        if mark is None or view is None:
+            return mark
+        with _VIEWS_LOCK:
+            seen = _VIEWS.setdefault(view, {})
+            if mark == 0 or seen.get(index_id, -1) >= mark:  # 0: nothing written to miss
+                seen.setdefault(index_id, mark)
+            else:
+                self.reload(view)
+                seen[index_id] = mark
+        return mark
+
+    def wrote(self, index_id: str, handle: Any, write: Callable[[], int]) -> None:
+        """Run ``write``, this process's write to the index, which returns how many record
+        operations it sent (each numbered once by the store): where the view held the mark
+        before and no other writer's numbers fell between, it holds the mark after (its own
+        writes are in it: no reload for them)."""
+        before = self.mark(index_id)
+        operations = write()
+        after = self.mark(index_id)
+        view = self.view_of(handle)
+        if view is None or before is None or after is None:
+            return
+        with _VIEWS_LOCK:
+            seen = _VIEWS.get(view)
+            if seen is not None and seen.get(index_id) == before and after == before + operations:
+                seen[index_id] = after
+
+    @classmethod
+    def new_view(cls, path: Path, make: Callable[[], C]) -> C:
+        """``make()``, a client whose view of the store at ``path`` is made now and has loaded
+        nothing yet: it holds at least every index's mark read just before (no reload for its
+        first open)."""
+        marks: dict[str, int] = {}
+        with contextlib.suppress(sqlite3.Error):
+            if path.is_file():
+                with contextlib.closing(read_only(path)) as db:
+                    marks = {str(i): sequence_number(m) for i, m in db.execute(cls.EVERY)}
+        client = make()
+        view = cls.view_of(client)
+        if view is not None:
+            with _VIEWS_LOCK:
+                _VIEWS.setdefault(view, {}).update(marks)
+        return client
 
 
 def alive(pid: int) -> bool:

@@ -11,15 +11,15 @@ from chromadb.api import ClientAPI
 from chromadb.config import Settings
 
 from ctxemb_chroma._embedded import (
+    STORE_FILE,
+    SequenceMarks,
     collections_in,
-    file_marks,
     is_store,
     joinable,
-    new_view,
     opened_on,
     shared_system,
 )
-from ctxemb_chroma._store import folder_bindings, translated
+from ctxemb_chroma._store import translated
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.guard import check_flag
 from ctxemb_core.index.connecting import check_server, reason
@@ -80,11 +80,12 @@ def connect(
             name, shared = shared_system(spelling)
             if shared is not None:
                 options["settings"] = joinable(shared, options.get("settings"), name)
-            marks = {} if shared is not None else file_marks(Path(folder))  # before it loads
-            client = chromadb.PersistentClient(path=name, **options)
+
+            def make() -> ClientAPI:
+                return chromadb.PersistentClient(path=name, **options)
+
+            client = make() if shared else SequenceMarks.new_view(Path(folder) / STORE_FILE, make)
             opened_on(client, spelling)
-            if shared is None:
-                new_view(folder_bindings(client), marks)
             return client
     except InvalidInputError:
         raise

@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -16,14 +16,13 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from ctxemb_chroma._embedded import SequenceMarks, view_holding, view_wrote
+from ctxemb_chroma._embedded import SequenceMarks
 from ctxemb_chroma._function import NAME, ContractEmbeddingFunction
 from ctxemb_chroma._records import check_metadatas, chroma_where, space_of, write_whole
 from ctxemb_chroma._store import (
     check_client,
     check_name,
     configured_function,
-    folder_bindings,
     kept_metadata,
     missing_collection,
     read_settled,
@@ -122,13 +121,8 @@ class ChromaDriver(ObjectDriver[Collection]):
 
     def _mark(self, handle: Collection) -> int | None:
         """The file's mark, with this process's view of the collection made to hold it (what
-        an open checks is then what the mark it records vouches for: ``view_holding``)."""
-        if self._marks is None:
-            return None
-        mark = self._marks.mark(str(handle.id))
-        if mark is not None:
-            view_holding(folder_bindings(handle), str(handle.id), mark)
-        return mark
+        an open checks is then what the mark it records vouches for: ``vouched``)."""
+        return None if self._marks is None else self._marks.vouched(str(handle.id), handle)
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
         given = self.embedder  # the persisted setting names the stamp's contract exactly
@@ -205,20 +199,15 @@ class ChromaDriver(ObjectDriver[Collection]):
         held: Mapping[str, protocol.Record],
         replace: bool,
     ) -> None:
-        before = self._file_mark(handle)
-        sent = write_whole(
-            handle, self.capabilities.max_batch or len(records), records, held, replace
-        )
-        self._wrote(handle, before, sent)
+        step = self.capabilities.max_batch or len(records)
+        self._wrote(handle, lambda: write_whole(handle, step, records, held, replace))
 
-    def _file_mark(self, handle: Collection) -> int | None:
-        return None if self._marks is None else self._marks.mark(str(handle.id))
-
-    def _wrote(self, handle: Collection, before: int | None, operations: int) -> None:
-        """This process's own write is in its view (``view_wrote``): no reload for it."""
-        after = self._file_mark(handle)
-        if before is not None and after is not None:
-            view_wrote(folder_bindings(handle), str(handle.id), before, after, operations)
+    def _wrote(self, handle: Collection, write: Callable[[], int]) -> None:
+        """``write``, whose writes are then in this process's view (``SqliteMarks.wrote``)."""
+        if self._marks is None:
+            write()
+        else:
+            self._marks.wrote(str(handle.id), handle, write)
 
     def _selected(
         self, handle: Collection, ids: list[str] | None, where: protocol.Filter | None
@@ -229,10 +218,12 @@ class ChromaDriver(ObjectDriver[Collection]):
             )
 
     def _remove(self, handle: Collection, ids: list[str]) -> None:
-        before = self._file_mark(handle)
-        with translated("delete"):
-            handle.delete(ids=ids)
-        self._wrote(handle, before, len(ids))
+        def delete() -> int:
+            with translated("delete"):
+                handle.delete(ids=ids)
+            return len(ids)
+
+        self._wrote(handle, delete)
 
     def search(
         self, vector: np.ndarray, k: int, *, where: protocol.Filter | None = None

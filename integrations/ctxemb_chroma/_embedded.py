@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
-import threading
 import weakref
 from pathlib import Path
 from typing import Any
 
 from ctxemb_core.errors import InvalidInputError
-from ctxemb_core.index.embedded import SqliteMarks, read_only, sequence_number
+from ctxemb_core.index.embedded import SqliteMarks, read_only
 
 #: The file every embedded Chroma store keeps at the top of its folder.
 STORE_FILE = "chroma.sqlite3"
@@ -42,6 +40,15 @@ def embedded_folder(client: Any) -> Path | None:
     return None
 
 
+def folder_bindings(owner: Any) -> Any:
+    """The embedded API behind a folder store's client or collection (else ``None``)."""
+    api = getattr(owner, "_server", None) or getattr(owner, "_client", None)
+    if type(api).__name__ != "RustBindingsAPI":
+        return None
+    settings = getattr(getattr(api, "_system", None), "settings", None)
+    return api if getattr(settings, "is_persistent", False) else None
+
+
 class SequenceMarks(SqliteMarks):
     """The write mark: the sequence numbers the store's own file keeps, read only (why they are
     a sound mark: ``docs/chroma.md``, "How the driver keeps the protocol")."""
@@ -51,7 +58,22 @@ class SequenceMarks(SqliteMarks):
     CHANGES = (
         "SELECT embedding_id FROM embeddings WHERE segment_id = ? AND seq_id > ? ORDER BY seq_id"
     )
+    EVERY = (
+        "SELECT s.collection, m.seq_id FROM segments s JOIN max_seq_id m ON m.segment_id = s.id "
+        "WHERE s.scope = 'METADATA'"
+    )
     TABLES = frozenset({"segments", "max_seq_id", "embeddings"})
+
+    # Chroma loads a collection's vectors into each process once and never reloads what
+    # another process wrote (``docs/chroma.md``, "A stale view"): core's SqliteMarks keeps
+    # what each view holds; a folder's embedded API is the view, made again by ``start``.
+    @staticmethod
+    def view_of(handle: Any) -> Any:
+        return folder_bindings(handle)
+
+    @staticmethod
+    def reload(view: Any) -> None:
+        view.start()
 
     @classmethod
     def of(cls, client: Any) -> SqliteMarks | None:
@@ -65,76 +87,6 @@ class SequenceMarks(SqliteMarks):
         if str(getattr(settings, "chroma_api_impl", "")).endswith("FastAPI"):
             return None  # a server's client: its file is the server's
         return cls.at(Path(str(settings.persist_directory)) / STORE_FILE)
-
-
-#: Per embedded API object (one per folder's system in this process), the write mark up to
-#: which each collection's view is known to hold the folder: read from the file just before
-#: that API's bindings were made again, or raised by this process's own writes through ctxemb.
-_VIEWS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
-_VIEWS_LOCK = threading.Lock()
-
-
-def view_holding(bindings: Any, index_id: str, mark: int) -> None:
-    """Make this process's view of collection ``index_id`` hold every write up to ``mark``
-    (the file's mark, just read), its bindings made again from the folder where it may not.
-
-    Chroma loads a collection's vectors into each process once and never reloads what another
-    process wrote afterwards (``docs/chroma.md``, "A stale view"), while the mark is read from
-    the file, whoever wrote. An open that checked the records of such a view passed the old
-    vectors of records another process had rewritten, and recorded the file's mark: every later
-    open, in any process sharing the cache folder, then took those records as verified and
-    served the rewritten vectors unchecked. So a view is vouched for only up to what this
-    process saw, and made again (about 10 ms, then the collection's vectors reloaded on their
-    next read) when the file holds writes it did not see. ``bindings`` ``None``: nothing to
-    reload (a server's client, an in-memory store)."""
-    if bindings is None:
-        return
-    with _VIEWS_LOCK:
-        seen = _VIEWS.setdefault(bindings, {})
-        if mark == 0 or seen.get(index_id, -1) >= mark:  # 0: nothing written, nothing to miss
-            seen.setdefault(index_id, mark)
-            return
-        bindings.start()  # the folder as it is now: every write up to mark, and any since
-        seen[index_id] = mark
-
-
-def file_marks(folder: Path) -> dict[str, int]:
-    """Each collection's write mark in ``folder``'s file (none: no file, or not Chroma's)."""
-    query = (
-        "SELECT s.collection, m.seq_id FROM segments s JOIN max_seq_id m ON m.segment_id = s.id "
-        "WHERE s.scope = 'METADATA'"
-    )
-    path = folder / STORE_FILE
-    if not path.is_file():
-        return {}
-    try:
-        db = read_only(path)
-        try:
-            return {str(c): sequence_number(m) for c, m in db.execute(query)}
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}
-
-
-def new_view(bindings: Any, marks: dict[str, int]) -> None:
-    """A system made in this process after ``marks`` were read: it has loaded nothing yet, so
-    its view of each collection holds at least those (no reload for its first open)."""
-    if bindings is not None:
-        with _VIEWS_LOCK:
-            _VIEWS.setdefault(bindings, {}).update(marks)
-
-
-def view_wrote(bindings: Any, index_id: str, before: int, after: int, operations: int) -> None:
-    """This process wrote ``operations`` records (each numbered once by the store) to
-    ``index_id``, the file's mark ``before`` and ``after``: where its view held ``before`` and
-    no other writer's numbers fell between, it holds ``after`` (its own writes are in it)."""
-    if bindings is None:
-        return
-    with _VIEWS_LOCK:
-        seen = _VIEWS.get(bindings)
-        if seen is not None and seen.get(index_id) == before and after == before + operations:
-            seen[index_id] = after
 
 
 #: The real folder each embedded system was opened on (its name may be relative: a ``chdir``).

@@ -23,7 +23,7 @@ from chromadb.errors import (
 )
 from chromadb.types import Collection as CollectionModel
 
-from ctxemb_chroma._embedded import collections_in, embedded_folder, is_store
+from ctxemb_chroma._embedded import collections_in, embedded_folder, folder_bindings, is_store
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import missing_index
@@ -80,15 +80,6 @@ def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs
                 raise
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def folder_bindings(owner: Any) -> Any:
-    """The embedded API behind a folder store's client or collection (else ``None``)."""
-    api = getattr(owner, "_server", None) or getattr(owner, "_client", None)
-    if type(api).__name__ != "RustBindingsAPI":
-        return None
-    settings = getattr(getattr(api, "_system", None), "settings", None)
-    return api if getattr(settings, "is_persistent", False) else None
 
 
 def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
