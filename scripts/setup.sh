@@ -91,6 +91,8 @@ else
   install "$EXTRAS"
 fi
 [ -z "$nginx_job" ] || wait "$nginx_job" || true
+# pgvector that runs on this CPU (the wheel's needs AVX-512; scripts/portable_pgvector.sh).
+case ",$EXTRAS," in *,pgvector,*) bash scripts/portable_pgvector.sh "$VENV" ;; esac
 # The check below imports torch and every framework (~5 s): once for each state of the
 # environment, not on every `make check` of the inner loop.
 state=$(python -m uv pip freeze -q --python "$VENV/bin/python")
