@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,19 +201,27 @@ def changed_ids(ids: Sequence[str], verified: Sequence[str]) -> list[str]:
 
 
 def plan_sample(
-    ids: Sequence[str], verified: Sequence[str] | None, size: int
+    ids: Sequence[str],
+    verified: Sequence[str] | None,
+    size: int,
+    unproven: Collection[str] = (),
 ) -> tuple[list[str], int | None]:
     """Which stored records an open re-embeds, and how many changed since ``verified``.
 
     Without a record: the newest half and a random half of ``size`` (as every open samples).
     With one: nothing when nothing changed; else the changed records first (the newest half and
     a random half of them when there are more than ``size``), then random others up to ``size``.
+    ``unproven``: ids that count as changed whatever their place (a record whose seal does not
+    hold: a write around ctxemb need not move it, the last record's or an unsealed one's).
     """
     if size <= 0 or not ids:
         return [], None if verified is None else 0
     if verified is None:
         return [i for a, b in sample_ranges(len(ids), size) for i in ids[a:b]], None
     changed = changed_ids(ids, verified)
+    if unproven:
+        seen = set(changed).union(unproven)
+        changed = [i for i in ids if i in seen]
     if not changed:
         return [], 0
     if len(changed) > size:

@@ -111,6 +111,13 @@ class Capabilities:
             size; ``page_near(0.0, n, ...)`` is ``page(0, n, ...)``. Without, the guard counts
             the records and reads a page at a random offset (a walk in stores that page by
             offset, PostgreSQL's and SQLite's).
+        seals: the store keeps no write mark and no order of its own, but a seal in each record
+            (:func:`~ctxemb_core.index.driver_kit.sealed`), and the driver has ``listed() ->
+            tuple[list[str], list[str]]``: every id in the store's order and those whose seal
+            does not hold (written around the driver: each is checked on every open until it
+            is proven), in one read; and ``seal(ids) -> list[str]``: those records sealed as
+            they are now (once an open proved them, or an adoption accepted them), the ids it
+            sealed (a record it cannot seal stays unproven).
     """
 
     transactions: bool = False
@@ -119,6 +126,7 @@ class Capabilities:
     aliases: bool = False
     max_batch: int | None = None
     seeks: bool = False
+    seals: bool = False
 
 
 @dataclass(frozen=True)

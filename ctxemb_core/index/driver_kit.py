@@ -35,9 +35,10 @@ driver would otherwise write again in its own words:
   message than in the type, by its words;
 - :func:`unstamped_refusal`: the refusal of an unstamped index, a driver adding only who
   writes around ctxemb in its store (its ``unstamped_error``);
-- :func:`sealed` and :func:`write_order`: the store's order, oldest write first, for a store
-  that keeps none (a sequence and a check in each record's payload), a record written or edited
-  around the driver last;
+- :func:`sealed`, :func:`resealed` and :func:`write_order`: the store's order, oldest write
+  first, for a store that keeps none (a sequence and a check in each record's payload), a
+  record written or edited around the driver last and, its seal broken, checked on every open
+  until one proves it (capability ``seals``);
 - :func:`chunks` and :func:`version_digest`.
 
 Example:
@@ -93,6 +94,7 @@ __all__ = [
     "columns_of",
     "json_filter",
     "records_of",
+    "resealed",
     "restamped",
     "same",
     "sealed",
@@ -194,11 +196,21 @@ def sealed(batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**f, SEQ_KEY: start + k, CHECK_KEY: _seal(f, start + k)} for k, f in enumerate(batch)]
 
 
+def resealed(payloads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The seal keys (:data:`SEQ_KEY`, :data:`CHECK_KEY`) that make each stored payload
+    :func:`sealed` as it is now, to merge into it: for records an open proved (re-embedded and
+    matched) or an adoption accepted, written around the driver."""
+    fields = [{k: v for k, v in p.items() if k not in (SEQ_KEY, CHECK_KEY)} for p in payloads]
+    return [{SEQ_KEY: f[SEQ_KEY], CHECK_KEY: f[CHECK_KEY]} for f in sealed(fields)]
+
+
 def write_order(payload: Mapping[str, Any], tiebreak: str) -> tuple[int, int, str]:
     """Where a record :func:`sealed` comes in the store's order (oldest write first): by its
     sequence while its check holds; after every such record (by ``tiebreak``) when it has none
     or its fields changed since: written or edited around the driver, the newest the guard
-    should see, which the open-time sample draws and an open's id list sees move."""
+    should see. Such a record is unproven (``order[0] == 1``): its place alone cannot show a
+    later write around the driver (the last record, a record never sealed stays where it was),
+    so an open checks it every time until it is sealed again."""
     fields = {k: v for k, v in payload.items() if k not in (SEQ_KEY, CHECK_KEY)}
     seq = payload.get(SEQ_KEY)
     if isinstance(seq, int) and payload.get(CHECK_KEY) == _seal(fields, seq):

@@ -15,7 +15,10 @@ What an open re-embeds of the stored records:
   rewritten in place around ctxemb takes a fresh mark, so it is among them. The record of the
   verified state is one number (:func:`ctxemb_core.verified.save_mark`), kept at any size.
 - without a mark: every id is listed and compared with the ids of the verified state
-  (:func:`ctxemb_core.verified.plan_sample`), as the adapters did.
+  (:func:`ctxemb_core.verified.plan_sample`), as the adapters did. A driver that seals its
+  records (``capabilities.seals``, Qdrant's) names the records whose seal does not hold too:
+  each is checked on every open, whatever its place, and sealed once it passed; an adoption
+  seals every record it accepted.
 - without any record: the newest half and a random half of ``sample``.
 
 Example:
@@ -394,13 +397,21 @@ def _check_listed(
     driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
 ) -> OpenCheck:
     """The open-time check of a driver without a mark: every id listed and compared with the
-    verified state's (:func:`ctxemb_core.verified.plan_sample`)."""
-    ids = _all_ids(driver)
+    verified state's (:func:`ctxemb_core.verified.plan_sample`). A driver that seals
+    (``capabilities.seals``) lists its unproven records in the same read: they count as
+    changed, and those that pass are sealed (after every check passed)."""
+    if driver.capabilities.seals:
+        ids, unproven = driver.listed()  # type: ignore[attr-defined]
+    else:
+        ids, unproven = _all_ids(driver), []
     key = _key(driver, read, embedder)
     verified = load_verified(key) if len(ids) <= MAX_RECORDED else None
-    chosen, changed = plan_sample(ids, verified, sample)
+    chosen, changed = plan_sample(ids, verified, sample, unproven)
     records = driver.read(chosen, _FOR_CHECK) if chosen else []
     _refuse(embedder, records)
+    if unproven:
+        pending = set(unproven)
+        driver.seal([r.id for r in records if r.id in pending])  # type: ignore[attr-defined]
     save_verified(key, ids)
     return OpenCheck(len(ids), len(chosen), changed)
 
@@ -521,6 +532,10 @@ def _adopt(driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
         _check_setting(driver, read, stamp)
     if not driver.write_stamp(stamp, stamp_version=read.head.stamp_version):
         raise StampMovedError(f"index {driver.name!r} changed while it was adopted; open it again")
+    if driver.capabilities.seals:
+        # What the adoption accepted, sealed as it is: a later write around ctxemb breaks a
+        # seal, where it would not move a record that never had one.
+        driver.seal(driver.listed()[1])  # type: ignore[attr-defined]
     return stamp
 
 

@@ -12,7 +12,8 @@ that are no store's own:
   for a store that keeps none,
   from the write sequence :func:`~ctxemb_core.index.driver_kit.sealed` puts in each payload
   (:func:`~ctxemb_core.index.driver_kit.write_order`: oldest write first, a record written or
-  edited around the driver last).
+  edited around the driver last); and capability ``seals``: ``listed`` (the ids and the
+  unproven ones, in one read) and ``seal``.
 
 Example:
     >>> from ctxemb_core.index.driver import Record
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ctxemb_core.index.driver import INCLUDE, Record
-from ctxemb_core.index.driver_kit import write_order
+from ctxemb_core.index.driver_kit import resealed, write_order
 
 __all__ = ["PayloadLayout", "SealedOrder"]
 
@@ -125,13 +126,45 @@ class SealedOrder:
         """The records stored under ``keys``, in the order given."""
         raise NotImplementedError
 
+    def _payloads_of(self, ids: Sequence[str]) -> list[tuple[str, Any, Mapping[str, Any]]]:
+        """The records stored under ``ids`` as :meth:`_payloads` gives them, in any order."""
+        raise NotImplementedError
+
+    def _reseal(self, keys: Sequence[Any], seals: Sequence[Mapping[str, Any]]) -> bool:
+        """Merge ``seals`` into the payloads stored under ``keys`` (the other keys kept);
+        ``False``: this store's records are not the driver's to seal (nothing written)."""
+        raise NotImplementedError
+
+    def _ordered(self, where: Any = None) -> list[tuple[tuple[int, int, str], str, Any]]:
+        """Every record of :meth:`_payloads` as its place, id and key, oldest write first."""
+        found = [(write_order(p, str(key)), i, key) for i, key, p in self._payloads(where)]
+        found.sort(key=lambda f: f[0])
+        return found
+
     def _in_order(self, where: Any = None) -> list[tuple[str, Any]]:
         """The ids and keys of :meth:`_payloads`, oldest write first."""
-        found = sorted(self._payloads(where), key=lambda f: write_order(f[2], str(f[1])))
-        return [(i, key) for i, key, _ in found]
+        return [(i, key) for _, i, key in self._ordered(where)]
 
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
         return [i for i, _ in self._in_order()[offset : None if limit is None else offset + limit]]
+
+    def listed(self) -> tuple[list[str], list[str]]:
+        """Every id in the store's order, and the ids whose seal does not hold (written or
+        edited around the driver), in one read of the payloads."""
+        found = self._ordered()
+        return [i for _, i, _ in found], [i for place, i, _ in found if place[0]]
+
+    def seal(self, ids: Sequence[str]) -> list[str]:
+        """Seal the records of ``ids`` whose seal does not hold, as they are now; the ids
+        sealed (in the order given, which their new sequence keeps)."""
+        if not ids:
+            return []
+        by_id = {i: (key, p) for i, key, p in self._payloads_of(ids)}
+        todo = [i for i in dict.fromkeys(ids) if i in by_id and write_order(by_id[i][1], "")[0]]
+        if not todo:
+            return []
+        seals = resealed([by_id[i][1] for i in todo])
+        return todo if self._reseal([by_id[i][0] for i in todo], seals) else []
 
     def _selected(self, handle: Any, ids: list[str] | None, where: Any) -> list[str]:
         """The stored ids among ``ids`` (``None``: all) that match ``where``, in the store's

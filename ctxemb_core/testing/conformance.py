@@ -802,6 +802,18 @@ class DriverConformance:
         assert len(starts) > 1  # not the same place whatever the fraction
         assert len(driver.page_near(0.0, len(every) + 5, INCLUDE)) == len(every)
 
+    def test_a_sealing_driver_names_what_it_did_not_write_until_sealed(self, docs, raw, embedder):
+        driver = docs.driver
+        if not driver.capabilities.seals:
+            pytest.skip("the driver does not seal its records")
+        ids, unproven = driver.listed()
+        assert ids == driver.ids() and unproven == []
+        last = ids[-1]  # written around the driver in its place: the seal, not the order, says
+        raw.write(self.records(embedder, {last: DOCS[last]}))
+        assert driver.listed() == (ids, [last])
+        assert driver.seal([last, "absent"]) == [last] and driver.seal([last]) == []
+        assert driver.listed() == (ids, [])
+
     def test_refusals_after_open_are_worded_in_the_driver_terms(self, docs, raw, others):
         driver = docs.driver
         terms = getattr(driver, "terms", None)

@@ -86,8 +86,8 @@ class ContractHybridRetriever(BaseRetriever):
         opener = getattr(store, "_open_hybrid", None)
         if opener is None:
             raise TypeError(
-                "ContractHybridRetriever.from_store needs a ContractChromaVectorStore or a "
-                f"ContractPGVectorStore, got {type(store).__name__}"
+                "ContractHybridRetriever.from_store needs a ContractChromaVectorStore, a "
+                f"ContractPGVectorStore or a ContractQdrantVectorStore, got {type(store).__name__}"
             )
         options = {"lexical": lexical, "fusion": fusion, "create": create, "refresh": refresh}
         index = opener(lexical_path=lexical_path, **options)

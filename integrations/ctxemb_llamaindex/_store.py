@@ -122,7 +122,10 @@ class ContractVectorStore(BasePydanticVectorStore):
     def _open_hybrid(self, **options: Any) -> Any:
         """The hybrid index beside this store's (for ContractHybridRetriever.from_store)."""
         if self._hybrid is None:
-            raise TypeError(f"{type(self).__name__} has no hybrid index (Chroma and PostgreSQL do)")
+            raise TypeError(
+                f"{type(self).__name__} has no hybrid index (Chroma's, PostgreSQL's and "
+                "Qdrant's stores do)"
+            )
         return self._hybrid(**options)
 
     @property

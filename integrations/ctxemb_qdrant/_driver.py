@@ -33,6 +33,7 @@ from ctxemb_core.index.armed import sent_in_parts
 from ctxemb_core.index.driver_kit import (
     ObjectDriver,
     check_json_batch,
+    chunks,
     json_filter,
     sealed,
     unstamped_refusal,
@@ -86,7 +87,7 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
             )
         self.client = client
         self._name = check_name(name)
-        self.capabilities = protocol.Capabilities(filters=True, max_batch=4096)
+        self.capabilities = protocol.Capabilities(filters=True, max_batch=4096, seals=True)
         self._served_for: tuple[Any, Served] | None = None  # per description: a query's path
 
     def describe(self) -> str:
@@ -213,6 +214,25 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
             (layout.record(p.payload, p.id, None, frozenset()).id, p.id, p.payload or {})
             for p in found
         ]
+
+    def _payloads_of(self, ids: Sequence[str]) -> list[tuple[str, Any, Any]]:
+        layout, wanted = self._served().layout, set(ids)
+        with calling(self.client, "reading records"):
+            got = self.client.retrieve(self._name, [p for i in ids for p in point_ids(i)])
+        found = [(layout.record(p.payload, p.id, None, frozenset()).id, p) for p in got]
+        return [(i, p.id, p.payload or {}) for i, p in found if i in wanted]
+
+    def _reseal(self, keys: Sequence[Any], seals: Sequence[Mapping[str, Any]]) -> bool:
+        if self._served().layout is not LAYOUT:  # fastembed's payloads: read, never written
+            return False
+        ops = [
+            qm.SetPayloadOperation(set_payload=qm.SetPayload(payload=dict(seal), points=[key]))
+            for key, seal in zip(keys, seals, strict=True)
+        ]
+        with calling(self.client, "sealing records"):
+            for part in chunks(len(ops), _STEP):
+                self.client.batch_update_points(self._name, ops[part], wait=True)
+        return True
 
     def _at(self, keys: Sequence[Any], include: frozenset[str]) -> list[protocol.Record]:
         with calling(self.client, "reading records"):

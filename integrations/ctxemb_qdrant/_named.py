@@ -127,8 +127,8 @@ class NamedVectorView:
     """
 
     #: ``transactions``: a write is refused whole before anything is sent, so the guard has
-    #: nothing to undo.
-    capabilities = Capabilities(filters=True, transactions=True)
+    #: nothing to undo. ``seals``: none of its records is proven (:meth:`listed`).
+    capabilities = Capabilities(filters=True, transactions=True, seals=True)
 
     def __init__(
         self,
@@ -247,6 +247,16 @@ class NamedVectorView:
     def ids(self, offset: int = 0, limit: int | None = None) -> list[str]:
         end = self.count() if limit is None else offset + limit
         return [r.id for r in self.page(offset, end - offset, frozenset())]
+
+    def listed(self) -> tuple[list[str], list[str]]:
+        """Every id, each unproven: a named vector's points keep no order a write moves
+        (``update_vectors`` leaves a point where it was) and no seal of their own (the payload
+        is every vector's), so every open samples them as an open without a record does."""
+        ids = self.ids()
+        return ids, ids
+
+    def seal(self, ids: Sequence[str]) -> list[str]:
+        return []  # nothing of a point is this vector's own to seal (see :meth:`listed`)
 
     def read(self, ids: Sequence[str], include: frozenset[str] = INCLUDE) -> list[Record]:
         wanted = set(ids)

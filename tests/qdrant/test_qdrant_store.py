@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import fresh_name
 from qdrant_client import models as qm
+from qdrant_raw import RawQdrant
 
 import ctxemb_qdrant
 from ctxemb_core import Embedder
@@ -25,6 +26,7 @@ from ctxemb_core.errors import (
     StoreUnavailableError,
 )
 from ctxemb_core.index import GuardedIndex, verify_driver
+from ctxemb_core.index.driver import Record
 from ctxemb_core.testing.conformance import DOCS, QUERY, DriverConformance, tiny_embedder
 from ctxemb_qdrant import QdrantDriver, connect, point_id
 
@@ -71,6 +73,30 @@ def test_an_upsert_of_other_vectors_is_caught_on_the_next_open(docs, qclient, em
         payload={"page_content": DOCS["tea"], "metadata": {"n": 0}, "ctxemb_id": "tea"},
     )
     qclient.upsert(docs.name, [point])
+    with pytest.raises(ForeignVectorsError) as err:
+        GuardedIndex.open(docs.driver, docs.embedder)
+    assert err.value.ids == ("tea",)
+
+
+def test_an_upsert_of_other_vectors_over_the_last_record_is_caught(docs, qclient, embedder):
+    # The last record in the store's order has nowhere to move: its broken seal, not its
+    # place, says it was written around ctxemb.
+    last = docs.driver.ids()[-1]
+    RawQdrant(qclient, docs.name).write([Record(last, _foreign(embedder), DOCS[last], {})])
+    with pytest.raises(ForeignVectorsError) as err:
+        GuardedIndex.open(docs.driver, docs.embedder)
+    assert err.value.ids == (last,)
+
+
+def test_a_record_written_around_ctxemb_stays_checked_until_it_is_proven(docs, qclient, embedder):
+    # A plain client writes the right vector (a co-writer of the same model): the next open
+    # checks and seals it; a second plain write of other vectors is caught again.
+    raw = RawQdrant(qclient, docs.name)
+    (vector,) = embedder.embed_documents([DOCS["tea"]])
+    raw.write([Record("tea", vector, DOCS["tea"], {})])
+    assert GuardedIndex.open(docs.driver, docs.embedder).open_check.changed == 1
+    assert GuardedIndex.open(docs.driver, docs.embedder).open_check.changed == 0
+    raw.write([Record("tea", _foreign(embedder), DOCS["tea"], {})])
     with pytest.raises(ForeignVectorsError) as err:
         GuardedIndex.open(docs.driver, docs.embedder)
     assert err.value.ids == ("tea",)
@@ -279,6 +305,33 @@ def test_an_adopted_point_under_its_own_id_is_replaced_not_doubled(qclient, embe
     docs.upsert([first], ["Oil the bicycle chain."])
     assert docs.count() == len(texts) == len(docs.driver.ids())
     assert docs.get(ids=[first])["documents"] == ["Oil the bicycle chain."]
+
+
+@pytest.mark.parametrize("which", [0, -1])
+def test_an_adopted_point_upserted_around_the_guard_is_caught(qclient, embedder, which):
+    # Points a plain client wrote carry no seal; adopting seals them as they are, so a later
+    # plain upsert of other vectors (the first or the last point by id) is seen on the next open.
+    name = fresh_name()
+    texts = list(DOCS.values())
+    params = qm.VectorParams(size=embedder.contract.output_dim, distance=qm.Distance.COSINE)
+    qclient.create_collection(name, vectors_config=params)
+    vectors = embedder.embed_documents(texts)
+    qclient.upsert(
+        name,
+        [
+            qm.PointStruct(id=k + 1, vector=v.tolist(), payload={"page_content": t})
+            for k, (t, v) in enumerate(zip(texts, vectors, strict=True))
+        ],
+    )
+    ctxemb_qdrant.open_collection(qclient, name, embedder, adopt=True)
+    ctxemb_qdrant.open_collection(qclient, name, embedder)  # the verified state, recorded
+    assert ctxemb_qdrant.open_collection(qclient, name, embedder).open_check.changed == 0
+    point = range(1, len(texts) + 1)[which]
+    changed = {"page_content": texts[point - 1]}
+    qclient.upsert(name, [qm.PointStruct(id=point, vector=_foreign(embedder), payload=changed)])
+    with pytest.raises(ForeignVectorsError) as err:
+        ctxemb_qdrant.open_collection(qclient, name, embedder)
+    assert err.value.ids == (str(point),)
 
 
 def test_qdrant_clients_own_spelling_of_memory_makes_no_folder(tmp_path, monkeypatch):
