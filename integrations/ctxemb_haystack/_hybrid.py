@@ -14,7 +14,7 @@ from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.hybrid.pair import stored_records
 from ctxemb_core.validate import check_positive_int
 from ctxemb_haystack._base import Serialised, in_thread
-from ctxemb_haystack._hybrid_side import HYBRID_KEY, LexicalSide, as_dict, recipe
+from ctxemb_haystack._hybrid_side import HYBRID_KEY, SIDE_KEY, LexicalSide, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 
 
@@ -106,7 +106,7 @@ class ContractLexicalRetriever(Serialised):
             Document(
                 id=i,
                 content=stored[i][0],
-                meta={**stored[i][2], HYBRID_KEY: contract.fingerprint},
+                meta={**stored[i][2], HYBRID_KEY: contract.fingerprint, SIDE_KEY: self._side.token},
                 score=s,
             )
             for i, s in hits

@@ -11,6 +11,8 @@ opens, and the other way round.
 from __future__ import annotations
 
 import threading
+import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +37,12 @@ HYBRID_KEY = "ctxemb_hybrid"
 _SEEN: OrderedDict[str, tuple[HybridContract, LexicalSide | None]] = OrderedDict()
 _SEEN_LOCK = threading.Lock()
 
+#: The metadata key of a lexical document naming the side it was read from
+#: (:attr:`LexicalSide.token`): two indexes of one corpus and recipe share a stamp's
+#: fingerprint, not a side, and the joiner checks what it fuses against the side read.
+SIDE_KEY = "ctxemb_lexical_side"
+_SIDES: weakref.WeakValueDictionary[str, LexicalSide] = weakref.WeakValueDictionary()
+
 
 def remember(contract: HybridContract, side: LexicalSide | None = None) -> None:
     """Keep a stamp's contract by fingerprint, with the side it was read from: the joiner names
@@ -57,9 +65,12 @@ def recall(fingerprint: Any) -> HybridContract | None:
     return _seen(fingerprint)[0]
 
 
-def side_of(fingerprint: Any) -> LexicalSide | None:
-    """The side a lexical retriever of this process read the stamp of ``fingerprint`` from."""
-    return _seen(fingerprint)[1]
+def side_of(fingerprint: Any, token: Any = None) -> LexicalSide | None:
+    """The side a lexical retriever of this process read: the one of ``token`` (its documents'
+    :data:`SIDE_KEY`) while it lives, else the last read under stamp ``fingerprint``."""
+    with _SEEN_LOCK:
+        side = _SIDES.get(token) if isinstance(token, str) else None
+    return side if side is not None else _seen(fingerprint)[1]
 
 
 def recipe(value: Any, kind: type[Any], name: str) -> Any:
@@ -111,6 +122,9 @@ class LexicalSide:
         self.lexical, self.fusion = lexical, fusion
         self._hybrid: HybridIndex | None = None
         self._lock = threading.Lock()
+        self.token = uuid.uuid4().hex  # what its documents name it by (SIDE_KEY)
+        with _SEEN_LOCK:
+            _SIDES[self.token] = self
 
     def params(self) -> dict[str, Any]:
         """What a writer's ``to_dict`` records of its lexical side."""

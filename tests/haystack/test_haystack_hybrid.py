@@ -227,6 +227,45 @@ def test_a_dense_document_rewritten_around_the_pair_is_refused_by_the_joiner(
     assert found[0].id == "moon" and found[0].meta["ctxemb_lexical_rank"] == 1
 
 
+def test_the_joiner_checks_against_the_side_it_was_given_not_a_twin_of_one_stamp(
+    indexed, minilm_contract, minilm, tmp_path, path
+):
+    """Two indexes of one corpus and recipe (a store copied or migrated, the old one still
+    served) have one stamp fingerprint but two sides. A stale document of one, found on its
+    dense side only, must be refused by its joiner even when the twin's lexical retriever ran
+    last: the joiner checks against the side its lexical documents were read from."""
+    import chromadb
+
+    name, store = indexed
+    twin = ChromaDocumentStore(collection_name=name, persist_path=str(tmp_path / "twin"))
+    indexing(minilm_contract, twin).run({"embedder": {"documents": documents()}})
+    penguins = "Penguins huddle together through the Antarctic winter."
+    raw = chromadb.PersistentClient(path=path).get_collection(name)
+    raw.update(ids=["moon"], documents=[penguins], embeddings=minilm.embed_documents([penguins]))
+    query = "penguins antarctic winter"
+    vector = ContractTextEmbedder(contract=minilm_contract).run(query)
+    dense = ContractRetriever(ChromaEmbeddingRetriever(store, top_k=10)).run(
+        query_embedding=vector["embedding"], fingerprint=vector["fingerprint"]
+    )
+    lexical = ContractLexicalRetriever(store).run(query)
+    other = ContractLexicalRetriever(twin).run(query)  # the twin's, read last
+    assert other["hybrid"] == lexical["hybrid"]  # one stamp, two sides
+    joiner = ContractFusionJoiner(top_k=3)
+    with pytest.raises(OutOfStepError) as caught:
+        joiner.run(
+            dense["documents"], lexical["documents"], vector["fingerprint"], lexical["hybrid"]
+        )
+    assert caught.value.changed == ("moon",)
+    twin_dense = ContractRetriever(ChromaEmbeddingRetriever(twin, top_k=10)).run(
+        query_embedding=vector["embedding"], fingerprint=vector["fingerprint"]
+    )
+    ContractLexicalRetriever(store).run(query)  # the stale one's, read last: the twin's passes
+    fused = joiner.run(
+        twin_dense["documents"], other["documents"], vector["fingerprint"], other["hybrid"]
+    )
+    assert fused["documents"][0].content != penguins
+
+
 def test_an_index_built_by_the_cli_is_queried_by_the_pipeline_and_back(
     tmp_path, minilm_contract, capsys, path
 ):
