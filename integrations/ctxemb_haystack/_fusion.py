@@ -16,7 +16,7 @@ from ctxemb_core.hybrid import Fusion, fuse
 from ctxemb_core.hybrid.guard import check_caller
 from ctxemb_core.validate import check_positive_int
 from ctxemb_haystack._base import Serialised, documents_of, in_thread
-from ctxemb_haystack._hybrid_side import HYBRID_KEY, SIDE_KEY, as_dict, recall, recipe, side_of
+from ctxemb_haystack._hybrid_side import HYBRID_KEY, as_dict, recall, recipe, side_of
 
 
 @component
@@ -111,8 +111,7 @@ class ContractFusionJoiner(Serialised):
         # text was rewritten around the index is ranked by the lexical side on its old terms (or
         # not at all), which only the side it was read from can tell. Every candidate is
         # checked, as HybridIndex.query checks them: one not returned still moved the others.
-        read = {d.meta.get(SIDE_KEY) for d in lexical_documents}
-        side = side_of(hybrid, read.pop() if len(read) == 1 else None)
+        side = side_of(hybrid)
         if side is not None:
             ranked = dict.fromkeys([*(i for i, _ in fused), *dense_at, *lexical_at])
             side.hybrid().check_found(list(ranked))

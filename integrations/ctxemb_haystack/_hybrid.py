@@ -14,7 +14,7 @@ from ctxemb_core.hybrid import Fusion, LexicalContract
 from ctxemb_core.hybrid.pair import stored_records
 from ctxemb_core.validate import check_positive_int
 from ctxemb_haystack._base import Serialised, in_thread
-from ctxemb_haystack._hybrid_side import HYBRID_KEY, SIDE_KEY, LexicalSide, as_dict, recipe
+from ctxemb_haystack._hybrid_side import HYBRID_KEY, LexicalSide, SideStamp, as_dict, recipe
 from ctxemb_haystack._stores import guard_for
 
 
@@ -34,7 +34,8 @@ class ContractLexicalRetriever(Serialised):
     re-read on every call (one row of the lexical store).
 
     Each document's ``score`` is its BM25 score and ``meta["ctxemb_hybrid"]`` the stamp's hybrid
-    fingerprint; the ``hybrid`` output is that fingerprint, for :class:`ContractFusionJoiner`.
+    fingerprint; the ``hybrid`` output is that fingerprint, for :class:`ContractFusionJoiner`
+    (a ``str`` that also names the side read, which the joiner checks what it fuses against).
 
     Args:
         document_store: a ``ChromaDocumentStore`` or ``PgvectorDocumentStore`` (the dense side).
@@ -106,11 +107,11 @@ class ContractLexicalRetriever(Serialised):
             Document(
                 id=i,
                 content=stored[i][0],
-                meta={**stored[i][2], HYBRID_KEY: contract.fingerprint, SIDE_KEY: self._side.token},
+                meta={**stored[i][2], HYBRID_KEY: contract.fingerprint},
                 score=s,
             )
             for i, s in hits
         ]
-        return {"documents": documents, "hybrid": contract.fingerprint}
+        return {"documents": documents, "hybrid": SideStamp(contract.fingerprint, self._side.token)}
 
     run_async = in_thread(run)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -37,11 +36,27 @@ HYBRID_KEY = "ctxemb_hybrid"
 _SEEN: OrderedDict[str, tuple[HybridContract, LexicalSide | None]] = OrderedDict()
 _SEEN_LOCK = threading.Lock()
 
-#: The metadata key of a lexical document naming the side it was read from
-#: (:attr:`LexicalSide.token`): two indexes of one corpus and recipe share a stamp's
-#: fingerprint, not a side, and the joiner checks what it fuses against the side read.
-SIDE_KEY = "ctxemb_lexical_side"
-_SIDES: weakref.WeakValueDictionary[str, LexicalSide] = weakref.WeakValueDictionary()
+#: Each side a lexical retriever of this process read, by its token (:attr:`LexicalSide.token`,
+#: what :class:`SideStamp` names): kept while its stamp is (a retriever may be gone before its
+#: joiner runs).
+_SIDES: OrderedDict[str, LexicalSide] = OrderedDict()
+
+
+class SideStamp(str):
+    """The ``hybrid`` a lexical retriever outputs: the stamp's fingerprint, naming the side it
+    was read from too. Two indexes of one corpus and recipe share a fingerprint, not a side,
+    and the joiner checks what it fuses against the side read (its lexical documents may be
+    none: a stale document found on the dense side only)."""
+
+    side: str
+
+    def __new__(cls, fingerprint: str, side: str) -> SideStamp:
+        stamp = super().__new__(cls, fingerprint)
+        stamp.side = side
+        return stamp
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SideStamp, (str(self), self.side))
 
 
 def remember(contract: HybridContract, side: LexicalSide | None = None) -> None:
@@ -50,8 +65,12 @@ def remember(contract: HybridContract, side: LexicalSide | None = None) -> None:
     with _SEEN_LOCK:
         _SEEN[contract.fingerprint] = (contract, side)
         _SEEN.move_to_end(contract.fingerprint)
-        while len(_SEEN) > 64:
-            _SEEN.popitem(last=False)
+        if side is not None:
+            _SIDES[side.token] = side
+            _SIDES.move_to_end(side.token)
+        for kept in (_SEEN, _SIDES):
+            while len(kept) > 64:
+                kept.popitem(last=False)
 
 
 def _seen(fingerprint: Any) -> tuple[HybridContract | None, LexicalSide | None]:
@@ -65,12 +84,12 @@ def recall(fingerprint: Any) -> HybridContract | None:
     return _seen(fingerprint)[0]
 
 
-def side_of(fingerprint: Any, token: Any = None) -> LexicalSide | None:
-    """The side a lexical retriever of this process read: the one of ``token`` (its documents'
-    :data:`SIDE_KEY`) while it lives, else the last read under stamp ``fingerprint``."""
+def side_of(hybrid: Any) -> LexicalSide | None:
+    """The side a lexical retriever of this process read: the one a :class:`SideStamp` names
+    while it lives, else the last read under stamp fingerprint ``hybrid``."""
     with _SEEN_LOCK:
-        side = _SIDES.get(token) if isinstance(token, str) else None
-    return side if side is not None else _seen(fingerprint)[1]
+        side = _SIDES.get(hybrid.side) if isinstance(hybrid, SideStamp) else None
+    return side if side is not None else _seen(str(hybrid) if isinstance(hybrid, str) else None)[1]
 
 
 def recipe(value: Any, kind: type[Any], name: str) -> Any:
@@ -122,9 +141,7 @@ class LexicalSide:
         self.lexical, self.fusion = lexical, fusion
         self._hybrid: HybridIndex | None = None
         self._lock = threading.Lock()
-        self.token = uuid.uuid4().hex  # what its documents name it by (SIDE_KEY)
-        with _SEEN_LOCK:
-            _SIDES[self.token] = self
+        self.token = uuid.uuid4().hex  # what its SideStamp names it by
 
     def params(self) -> dict[str, Any]:
         """What a writer's ``to_dict`` records of its lexical side."""
