@@ -68,9 +68,9 @@ install() { python -m uv pip install -q --python "$VENV/bin/python" -c constrain
 nginx_light() {
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] && return 0
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 0
-  apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]' ||
+  apt-cache policy nginx-light 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null ||
     apt-get update -qq >/dev/null 2>&1 || return 0
-  apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]' || return 0
+  apt-cache policy nginx-light 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null || return 0
   RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     nginx-light >/dev/null 2>&1 || echo "setup: nginx-light could not be installed; the tests behind nginx skip"
 }
