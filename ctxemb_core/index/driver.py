@@ -70,6 +70,8 @@ __all__ = [
     "Head",
     "Hit",
     "Record",
+    "SealingDriver",
+    "SeekingDriver",
     "StampMovedError",
     "StampRead",
     "StoreDriver",
@@ -302,6 +304,29 @@ class StoreDriver(Protocol):
 
     def search(self, vector: np.ndarray, k: int, *, where: Filter | None = None) -> list[Hit]:
         """The ``k`` nearest records to ``vector`` (matching ``where``), nearest first."""
+        ...
+
+
+class SeekingDriver(StoreDriver, Protocol):
+    """A driver whose ``capabilities.seeks`` is set: it has :meth:`page_near`."""
+
+    def page_near(
+        self, fraction: float, limit: int, include: frozenset[str] = INCLUDE
+    ) -> list[Record]:
+        """Up to ``limit`` records in the store's order from about ``fraction`` (0 to 1) of the
+        way through it, found without walking the order (``Capabilities.seeks``)."""
+        ...
+
+
+class SealingDriver(StoreDriver, Protocol):
+    """A driver whose ``capabilities.seals`` is set: it has :meth:`listed` and :meth:`seal`."""
+
+    def listed(self) -> tuple[list[str], list[str]]:
+        """Every id in the store's order, and those whose seal does not hold, in one read."""
+        ...
+
+    def seal(self, ids: Sequence[str]) -> list[str]:
+        """Seal the records of ``ids`` as they are now; the ids it sealed."""
         ...
 
 

@@ -64,6 +64,8 @@ from ctxemb_core.index.driver import (
     Filter,
     Head,
     Record,
+    SealingDriver,
+    SeekingDriver,
     StampMovedError,
     StampRead,
     StoreDriver,
@@ -386,7 +388,7 @@ def _run_at_random(driver: StoreDriver, size: int) -> tuple[list[Record], int | 
         count = driver.count()
         run = min(count, size)
         return driver.page(random.randrange(count - run + 1), run, _FOR_CHECK), count
-    got = list(driver.page_near(random.random(), size, _FOR_CHECK))  # type: ignore[attr-defined]
+    got = list(cast(SeekingDriver, driver).page_near(random.random(), size, _FOR_CHECK))
     if len(got) < size:
         have = {r.id for r in got}
         got += [r for r in driver.page(0, size - len(got), _FOR_CHECK) if r.id not in have]
@@ -400,8 +402,9 @@ def _check_listed(
     verified state's (:func:`ctxemb_core.verified.plan_sample`). A driver that seals
     (``capabilities.seals``) lists its unproven records in the same read: they count as
     changed, and those that pass are sealed (after every check passed)."""
-    if driver.capabilities.seals:
-        ids, unproven = driver.listed()  # type: ignore[attr-defined]
+    sealing = cast(SealingDriver, driver) if driver.capabilities.seals else None
+    if sealing is not None:
+        ids, unproven = sealing.listed()
     else:
         ids, unproven = _all_ids(driver), []
     key = _key(driver, read, embedder)
@@ -409,9 +412,9 @@ def _check_listed(
     chosen, changed = plan_sample(ids, verified, sample, unproven)
     records = driver.read(chosen, _FOR_CHECK) if chosen else []
     _refuse(embedder, records)
-    if unproven:
+    if sealing is not None and unproven:
         pending = set(unproven)
-        driver.seal([r.id for r in records if r.id in pending])  # type: ignore[attr-defined]
+        sealing.seal([r.id for r in records if r.id in pending])
     save_verified(key, ids)
     return OpenCheck(len(ids), len(chosen), changed)
 
@@ -535,7 +538,8 @@ def _adopt(driver: StoreDriver, read: StampRead, embedder: Embedder, sample: int
     if driver.capabilities.seals:
         # What the adoption accepted, sealed as it is: a later write around ctxemb breaks a
         # seal, where it would not move a record that never had one.
-        driver.seal(driver.listed()[1])  # type: ignore[attr-defined]
+        sealing = cast(SealingDriver, driver)
+        sealing.seal(sealing.listed()[1])
     return stamp
 
 
