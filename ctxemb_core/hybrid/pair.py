@@ -33,6 +33,7 @@ from ctxemb_core.documents import TEXT_KEY, text_digest
 from ctxemb_core.errors import (
     ContractMismatchError,
     DamagedStampError,
+    InvalidArgumentsError,
     InvalidInputError,
     OutOfStepError,
     StampError,
@@ -67,6 +68,7 @@ __all__ = [
     "HybridHit",
     "HybridIndex",
     "LexicalPlace",
+    "beside_store",
     "folder_place",
     "lexical_home",
     "open_hybrid",
@@ -178,6 +180,30 @@ class HybridHit:
     dense_score: float | None
     lexical_rank: int | None
     lexical_score: float | None
+
+
+def beside_store(
+    store: Any,
+    accepted: str,
+    *,
+    lexical_path: str | os.PathLike[str] | None = None,
+    lexical: LexicalContract | None = None,
+    fusion: Fusion | None = None,
+    create: bool = True,
+    refresh: bool = False,
+) -> HybridIndex:
+    """The hybrid index beside a framework's guarded store, opened by that store's adapter as
+    the CLI opens it (the store's ``_open_hybrid``: the same lexical side and stamp); what a
+    framework's ``ContractHybridRetriever.from_store`` builds on. ``accepted`` names the
+    framework's stores that have one, for the refusal of any other object."""
+    opener = getattr(store, "_open_hybrid", None)
+    if opener is None:
+        raise InvalidArgumentsError(
+            f"ContractHybridRetriever.from_store needs {accepted}, got {type(store).__name__}"
+        )
+    options = {"lexical": lexical, "fusion": fusion, "create": create, "refresh": refresh}
+    index: HybridIndex = opener(lexical_path=lexical_path, **options)
+    return index
 
 
 def open_hybrid(

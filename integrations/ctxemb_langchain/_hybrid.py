@@ -30,12 +30,15 @@ from pydantic import ConfigDict, model_validator
 
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
 from ctxemb_core.hybrid.guard import check_recipe
-from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.hybrid.pair import HybridIndex, beside_store
 from ctxemb_core.validate import check_ids, check_positive_int
 from ctxemb_langchain._results import hybrid_documents
 from ctxemb_langchain._writer import TextWriter
 
 _PER_CALL = ("k", "lexical", "fusion")
+
+#: The stores whose hybrid index :meth:`ContractHybridRetriever.from_store` opens.
+_STORES = "a ContractQdrant, a ContractChroma or a ContractPGVector"
 
 
 class ContractHybridRetriever(TextWriter, BaseRetriever):
@@ -98,9 +101,10 @@ class ContractHybridRetriever(TextWriter, BaseRetriever):
         refresh: bool = False,
         **kwargs: Any,
     ) -> ContractHybridRetriever:
-        """The retriever of ``store``'s hybrid index (a :class:`ContractChroma` or a
-        :class:`ContractPGVector`), opened by that store's adapter (``ctxemb_chroma`` /
-        ``ctxemb_pgvector.open_hybrid``): the same lexical store and stamp as the CLI's.
+        """The retriever of ``store``'s hybrid index (a :class:`ContractChroma`, a
+        :class:`ContractPGVector` or a :class:`ContractQdrant`), opened by that store's adapter
+        (``ctxemb_chroma`` / ``ctxemb_pgvector`` / ``ctxemb_qdrant.open_hybrid``): the same
+        lexical store and stamp as the CLI's.
 
         Args:
             lexical_path: Chroma: the lexical side's folder (an embedded store's default:
@@ -112,14 +116,15 @@ class ContractHybridRetriever(TextWriter, BaseRetriever):
                 retriever) instead of refusing.
             **kwargs: the retriever's own fields (``tags``, ``metadata``).
         """
-        opener = getattr(store, "_open_hybrid", None)
-        if opener is None:
-            raise TypeError(
-                "ContractHybridRetriever.from_store needs a ContractChroma or a ContractPGVector, "
-                f"got {type(store).__name__}"
-            )
-        options = {"lexical": lexical, "fusion": fusion, "create": create, "refresh": refresh}
-        index = opener(lexical_path=lexical_path, **options)
+        index = beside_store(
+            store,
+            _STORES,
+            lexical_path=lexical_path,
+            lexical=lexical,
+            fusion=fusion,
+            create=create,
+            refresh=refresh,
+        )
         return cls(index=index, k=k, lexical=lexical, fusion=fusion, **kwargs)
 
     @classmethod

@@ -19,10 +19,13 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ctxemb_core.hybrid import Fusion, HybridContract, LexicalContract
 from ctxemb_core.hybrid.guard import check_recipe
-from ctxemb_core.hybrid.pair import HybridIndex
+from ctxemb_core.hybrid.pair import HybridIndex, beside_store
 from ctxemb_core.validate import check_ids, check_positive_int
 from ctxemb_llamaindex._nodes import node_record, stored_node
 from ctxemb_llamaindex._store import ContractVectorStore
+
+#: The stores whose hybrid index :meth:`ContractHybridRetriever.from_store` opens.
+_STORES = "a ContractChromaVectorStore, a ContractPGVectorStore or a ContractQdrantVectorStore"
 
 
 class ContractHybridRetriever(BaseRetriever):
@@ -83,14 +86,15 @@ class ContractHybridRetriever(BaseRetriever):
         its store adapter as the CLI opens it (``lexical_path``: Chroma's lexical folder;
         ``create``: build the lexical side from the stored texts if there is none;
         ``refresh``: bring it in step after writes around the retriever)."""
-        opener = getattr(store, "_open_hybrid", None)
-        if opener is None:
-            raise TypeError(
-                "ContractHybridRetriever.from_store needs a ContractChromaVectorStore, a "
-                f"ContractPGVectorStore or a ContractQdrantVectorStore, got {type(store).__name__}"
-            )
-        options = {"lexical": lexical, "fusion": fusion, "create": create, "refresh": refresh}
-        index = opener(lexical_path=lexical_path, **options)
+        index = beside_store(
+            store,
+            _STORES,
+            lexical_path=lexical_path,
+            lexical=lexical,
+            fusion=fusion,
+            create=create,
+            refresh=refresh,
+        )
         return cls(index, lexical=lexical, fusion=fusion, **kwargs)
 
     def add(self, nodes: Sequence[BaseNode]) -> list[str]:

@@ -180,6 +180,9 @@ def test_a_write_through_the_plain_store_is_refused_until_refresh(store, retriev
     assert retriever.index.verify()["ok"] and len(retriever.index.lexical) == len(DOCS) + 1
     with pytest.raises(TypeError, match="ContractChroma or a ContractPGVector"):
         ContractHybridRetriever.from_store(store.guarded)
+    # One refusal in core for every framework: ctxemb's own error too, naming Qdrant's store.
+    with pytest.raises(InvalidInputError, match="needs a ContractQdrant, "):
+        ContractHybridRetriever.from_store(store.guarded)
 
 
 def test_on_postgresql(pg):

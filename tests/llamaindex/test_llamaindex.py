@@ -450,6 +450,8 @@ def test_hybrid_retriever_fuses_under_the_stamp_and_refuses_another_recipe(tmp_p
         retriever.retrieve("kettle")
     assert retriever.refresh()[0] == ["kettle"]
     assert retriever.retrieve("kettles boil water")[0].node.node_id == "kettle"
+    with pytest.raises(InvalidArgumentsError, match="a ContractQdrantVectorStore, got PosixPath"):
+        ContractHybridRetriever.from_store(tmp_path)
 
 
 def test_the_rag_example_answers_from_the_right_documents_and_shows_a_refusal(tmp_path, capsys):
