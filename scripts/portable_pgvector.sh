@@ -56,7 +56,7 @@ if [ ! -f "$cache/vector.so" ]; then
   sed -i 's/vacuum_delay_point()/vacuum_delay_point(false)/' "$src"/src/*.c
   sed -i 's/buildstate->tupdesc->attrs\[0\]\.atttypid/TupleDescAttr(buildstate->tupdesc, 0)->atttypid/' "$src"/src/*.c
   echo '#include <locale.h>' >"$work/shim/xlocale.h"  # glibc 2.26+ has none; c.h asks for it
-  make -s -C "$src" -j 2 PG_CONFIG="$pginstall/bin/pg_config" OPTFLAGS= PG_CPPFLAGS="-I$work/shim" >/dev/null
+  env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s -C "$src" -j 2 PG_CONFIG="$pginstall/bin/pg_config" OPTFLAGS= PG_CPPFLAGS="-I$work/shim" >/dev/null
   mkdir -p "$cache.tmp/sql"
   cp "$src/vector.so" "$cache.tmp/"
   cp "$src/vector.control" "$cache.tmp/"
