@@ -479,9 +479,13 @@ class ContractMismatchError(StampError):
         served_models: Sequence[str] = (),
         served_model: str | None = None,
         target: str | None = None,
+        instance: str | None = None,
     ) -> None:
         self.folder: str | None = None if folder is None else os.fspath(folder)
         self.server: str | None = server
+        #: The ``ctxemb serve`` process (its instance id) that answered, behind a balancer one
+        #: replica of several at ``server`` (``None``: a server that names none).
+        self.instance: str | None = instance
         self.served_models: tuple[str, ...] = tuple(served_models)
         self.served_model: str | None = served_model
         self.index: EmbeddingContract | None = index
@@ -501,7 +505,9 @@ class ContractMismatchError(StampError):
             return
         if server is not None:
             super().__init__(
-                _server_problem(self.diff.changes, server, self.served_models, served_model),
+                _server_problem(
+                    self.diff.changes, server, self.served_models, served_model, instance
+                ),
                 remedies=_server_remedies(self.diff, caller, server, self.served_models),
             )
             return
@@ -619,6 +625,7 @@ class ContractMismatchError(StampError):
                 getattr(self, "server", None),
                 getattr(self, "served_models", ()),
                 getattr(self, "served_model", None),
+                getattr(self, "instance", None),
             ),
             self._state(),
         )
@@ -636,6 +643,7 @@ def _rebuild_mismatch(
     server: str | None = None,
     served_models: tuple[str, ...] = (),
     served_model: str | None = None,
+    instance: str | None = None,
 ) -> ContractMismatchError:
     if index is None:
         return cls.from_fingerprints(index_fingerprint, caller, documents=documents)
@@ -650,6 +658,7 @@ def _rebuild_mismatch(
         server=server,
         served_models=served_models,
         served_model=served_model,
+        instance=instance,
     )
 
 
@@ -1216,9 +1225,12 @@ def _server_problem(
     server: str,
     served_models: tuple[str, ...],
     served_model: str | None,
+    instance: str | None = None,
 ) -> str:
     """The embedding server at ``server`` serves another contract (a server of several: none
-    of its ``served_models``; the fields are those of ``served_model``'s)."""
+    of its ``served_models``; the fields are those of ``served_model``'s). ``instance``: the
+    process that answered, which ``ctxemb serve`` prints when it starts: behind a load
+    balancer, the one replica of several to find."""
     lines = "\n".join(f"  {c.field}: server={c.index!r}, caller={c.caller!r}" for c in changes)
     several = ""
     if served_models:
@@ -1227,9 +1239,10 @@ def _server_problem(
             f"  (it serves {len(served_models)} contracts, models {listed}; the fields above "
             f"are those of {served_model!r}, the nearest)\n"
         )
+    which = "" if instance is None else f" (its instance {instance}, one replica if several)"
     return (
-        f"contract mismatch: the embedding server at {server} serves another contract than the "
-        "one asked for; nothing was embedded.\n" + lines + "\n" + several
+        f"contract mismatch: the embedding server at {server}{which} serves another contract "
+        "than the one asked for; nothing was embedded.\n" + lines + "\n" + several
     )
 
 

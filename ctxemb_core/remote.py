@@ -716,11 +716,18 @@ class RemoteEncoder:
         fingerprint = served.contract.fingerprint
         if fingerprint not in self._contracts:
             if not same_contract(served.contract, self.contract):
-                error = ContractMismatchError(served.contract, self.contract, server=self.url)
+                error = ContractMismatchError(
+                    served.contract, self.contract, server=self.url, instance=served.instance
+                )
                 self._contracts[fingerprint] = error
                 raise error
             self._contracts[fingerprint] = served
         known = self._contracts[fingerprint]
+        if isinstance(known, ContractMismatchError) and known.instance != served.instance:
+            # Another replica of the same other contract: the refusal names the one that answered.
+            raise ContractMismatchError(
+                served.contract, self.contract, server=self.url, instance=served.instance
+            )
         if isinstance(known, BaseException):
             raise known
         self.served_id = known.model
@@ -756,6 +763,7 @@ class RemoteEncoder:
             server=self.url,
             served_models=ids,
             served_model=nearest.model,
+            instance=nearest.instance,
         )
 
     def _ask(self, path: str, instance: str | None) -> _Answer:

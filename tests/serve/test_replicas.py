@@ -11,6 +11,7 @@ contract's, has no vector of its returned.
 
 from __future__ import annotations
 
+import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -113,6 +114,27 @@ def test_a_replica_of_another_recipe_behind_nginx_never_has_a_vector_returned(
     assert right > 0
     assert {type(e) for e in errors} <= {ContractMismatchError, EncoderDriftError}
     assert set(remote.remote.verified) == {good.instance}
+    # A refusal names the replica that answered, by the id its `ctxemb serve` printed.
+    assert {e.instance for e in errors if isinstance(e, ContractMismatchError)} <= {cls.instance}
+
+
+def test_the_refusal_names_the_replica_of_another_recipe_behind_one_url(minilm, minilm_contract):
+    """Behind a balancer the URL is every replica's: the refusal names the one to find (its
+    instance id, which `ctxemb serve` prints at start), each time the one that answered."""
+    other = Embedder(minilm_contract.with_(pooling="cls"))
+    with serving(other) as first, serving(other) as second, serving(minilm) as good:
+        balancer = ConnectionBalancer([first.url, second.url, good.url])
+        try:
+            named = []
+            for _ in range(2):  # a new encoder, so a new connection: the next replica
+                with pytest.raises(ContractMismatchError, match="pooling") as err:
+                    Embedder(minilm.contract, url=balancer.url).embed_query("herons")
+                named.append(err.value.instance)
+                assert f"{balancer.url} (its instance {err.value.instance}," in str(err.value)
+                assert pickle.loads(pickle.dumps(err.value)).instance == err.value.instance
+            assert named == [first.instance, second.instance]
+        finally:
+            balancer.close()
 
 
 def test_replicas_behind_a_per_connection_balancer(minilm, expected):
