@@ -875,20 +875,29 @@ class EncoderDriftError(StampError):
     """
 
     def __init__(
-        self, min_cosine: float, tolerance: float, probe: str, server: str | None = None
+        self,
+        min_cosine: float,
+        tolerance: float,
+        probe: str,
+        server: str | None = None,
+        instance: str | None = None,
     ) -> None:
         self.min_cosine = min_cosine
         self.tolerance = tolerance
         self.probe = probe
         #: The URL of the embedding server that failed the canary, or ``None`` (a local encoder).
         self.server = server
+        #: The ``ctxemb serve`` process that failed it (behind a balancer, one replica of
+        #: several at ``server``), or ``None``.
+        self.instance = instance
         if server is not None:
             super().__init__(
-                f"encoder drift: the embedding server at {server} re-embeds the canary probe "
-                f"{probe!r} with cosine {min_cosine:.6f} to the contract's canary vector "
-                f"(tolerance {tolerance}). It serves other vectors than the contract's (another "
-                "model, pooling or truncation behind the same URL), so no vector was returned "
-                "from it; every call checks it again until it reproduces the canary."
+                f"encoder drift: the embedding server at {server}{_replica(instance)} re-embeds "
+                f"the canary probe {probe!r} with cosine {min_cosine:.6f} to the contract's "
+                f"canary vector (tolerance {tolerance}). It serves other vectors than the "
+                "contract's (another model, pooling or truncation behind the same URL), so no "
+                "vector was returned from it; every call checks it again until it reproduces the "
+                "canary."
             )
             return
         super().__init__(
@@ -899,7 +908,8 @@ class EncoderDriftError(StampError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.min_cosine, self.tolerance, self.probe, self.server))
+        drift = (self.min_cosine, self.tolerance, self.probe, self.server, self.instance)
+        return (type(self), drift)
 
 
 class AnalyzerDriftError(EncoderDriftError):
@@ -919,6 +929,7 @@ class AnalyzerDriftError(EncoderDriftError):
         self.tolerance = None  # type: ignore[assignment]
         self.probe = None  # type: ignore[assignment]
         self.server = None
+        self.instance = None
         StampError.__init__(self, message, cli=cli)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -1220,6 +1231,12 @@ def _folder_remedies(folder: str) -> tuple[Remedy, ...]:
     return (Remedy.of(Step.USE_FOLDER), Remedy.of(Step.READ_FOLDER, folder=folder))
 
 
+def _replica(instance: str | None) -> str:
+    """Which ``ctxemb serve`` process answered, for a message about the server at a URL: the
+    id it prints when it starts (behind a load balancer, the one replica to find)."""
+    return "" if instance is None else f" (its instance {instance}, one replica if several)"
+
+
 def _server_problem(
     changes: tuple[FieldChange, ...],
     server: str,
@@ -1239,10 +1256,9 @@ def _server_problem(
             f"  (it serves {len(served_models)} contracts, models {listed}; the fields above "
             f"are those of {served_model!r}, the nearest)\n"
         )
-    which = "" if instance is None else f" (its instance {instance}, one replica if several)"
     return (
-        f"contract mismatch: the embedding server at {server}{which} serves another contract "
-        "than the one asked for; nothing was embedded.\n" + lines + "\n" + several
+        f"contract mismatch: the embedding server at {server}{_replica(instance)} serves "
+        "another contract than the one asked for; nothing was embedded.\n" + lines + "\n" + several
     )
 
 

@@ -983,6 +983,7 @@ class RemoteEncoder:
                         self.tolerance,
                         f"{side.value}: {texts[worst][:80]}",
                         server=self.url,
+                        instance=None if self.api == "openai" else key,
                     )
         except (EncoderDriftError, RemoteEncoderError, InvalidInputError) as exc:
             with self._lock:

@@ -116,6 +116,7 @@ def test_a_replica_of_another_recipe_behind_nginx_never_has_a_vector_returned(
     assert set(remote.remote.verified) == {good.instance}
     # A refusal names the replica that answered, by the id its `ctxemb serve` printed.
     assert {e.instance for e in errors if isinstance(e, ContractMismatchError)} <= {cls.instance}
+    assert {e.instance for e in errors if isinstance(e, EncoderDriftError)} <= {liar.instance}
 
 
 def test_the_refusal_names_the_replica_of_another_recipe_behind_one_url(minilm, minilm_contract):
@@ -135,6 +136,14 @@ def test_the_refusal_names_the_replica_of_another_recipe_behind_one_url(minilm, 
             assert named == [first.instance, second.instance]
         finally:
             balancer.close()
+    # And a replica whose vectors are not its contract's, held to an index's stamp.
+    with serving(minilm) as liar:
+        _liar(liar)
+        stamp = IndexStamp.from_embedder(minilm)
+        with pytest.raises(EncoderDriftError) as drift:
+            Embedder(minilm.contract, url=liar.url, reference=stamp).embed_query("herons")
+        assert drift.value.instance == liar.instance and liar.instance in str(drift.value)
+        assert pickle.loads(pickle.dumps(drift.value)).instance == liar.instance
 
 
 def test_replicas_behind_a_per_connection_balancer(minilm, expected):
