@@ -116,15 +116,8 @@ class ContractHybridRetriever(TextWriter, BaseRetriever):
                 retriever) instead of refusing.
             **kwargs: the retriever's own fields (``tags``, ``metadata``).
         """
-        index = beside_store(
-            store,
-            _STORES,
-            lexical_path=lexical_path,
-            lexical=lexical,
-            fusion=fusion,
-            create=create,
-            refresh=refresh,
-        )
+        options: dict[str, Any] = {"lexical": lexical, "fusion": fusion, "create": create}
+        index = beside_store(store, _STORES, lexical_path=lexical_path, refresh=refresh, **options)
         return cls(index=index, k=k, lexical=lexical, fusion=fusion, **kwargs)
 
     @classmethod

@@ -86,15 +86,8 @@ class ContractHybridRetriever(BaseRetriever):
         its store adapter as the CLI opens it (``lexical_path``: Chroma's lexical folder;
         ``create``: build the lexical side from the stored texts if there is none;
         ``refresh``: bring it in step after writes around the retriever)."""
-        index = beside_store(
-            store,
-            _STORES,
-            lexical_path=lexical_path,
-            lexical=lexical,
-            fusion=fusion,
-            create=create,
-            refresh=refresh,
-        )
+        options: dict[str, Any] = {"lexical": lexical, "fusion": fusion, "create": create}
+        index = beside_store(store, _STORES, lexical_path=lexical_path, refresh=refresh, **options)
         return cls(index, lexical=lexical, fusion=fusion, **kwargs)
 
     def add(self, nodes: Sequence[BaseNode]) -> list[str]:
