@@ -532,6 +532,21 @@ class ContractMismatchError(StampError):
             remedies=_mismatch_remedies(self.diff, self.stamped, index.model),
         )
 
+    def answered_by(self, instance: str) -> ContractMismatchError:
+        """This refusal of a server's contract as replica ``instance`` gave it: another
+        ``ctxemb serve`` process of the same other contract behind one URL is named for itself
+        (``self`` where no instance was named, or it is that one)."""
+        if self.instance in (None, instance) or self.index is None or self.caller is None:
+            return self
+        return type(self)(
+            self.index,
+            self.caller,
+            server=self.server,
+            served_models=self.served_models,
+            served_model=self.served_model,
+            instance=instance,
+        )
+
     def _worded_as(self, advice: str) -> str:
         return f"{self.problem}{advice}{_documents_line(self.documents)}"
 

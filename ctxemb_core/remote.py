@@ -723,11 +723,8 @@ class RemoteEncoder:
                 raise error
             self._contracts[fingerprint] = served
         known = self._contracts[fingerprint]
-        if isinstance(known, ContractMismatchError) and known.instance != served.instance:
-            # Another replica of the same other contract: the refusal names the one that answered.
-            raise ContractMismatchError(
-                served.contract, self.contract, server=self.url, instance=served.instance
-            )
+        if isinstance(known, ContractMismatchError):
+            raise known.answered_by(served.instance)  # another replica: named for itself
         if isinstance(known, BaseException):
             raise known
         self.served_id = known.model
@@ -893,6 +890,8 @@ class RemoteEncoder:
             known = self._contracts.get(fingerprint)
             if known is None:
                 return False
+            if isinstance(known, ContractMismatchError):
+                known = known.answered_by(key)  # another replica: named for itself
             if isinstance(known, BaseException):
                 with self._lock:
                     server.error = known
@@ -959,6 +958,8 @@ class RemoteEncoder:
         if reference is None:
             known = self._contracts.get(fingerprint or "")
             if not isinstance(known, ServerContract):
+                if isinstance(known, ContractMismatchError) and self.api != "openai":
+                    known = known.answered_by(key)  # another replica: named for itself
                 if isinstance(known, BaseException):
                     with self._lock:
                         server.error = known

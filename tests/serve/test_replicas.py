@@ -136,6 +136,16 @@ def test_the_refusal_names_the_replica_of_another_recipe_behind_one_url(minilm, 
             assert named == [first.instance, second.instance]
         finally:
             balancer.close()
+    # One encoder from 8 threads, a connection each: each refusal names its own replica.
+    with serving(other) as first, serving(other) as second, serving(minilm) as good:
+        balancer = ConnectionBalancer([first.url, second.url, good.url])
+        try:
+            remote = _first(lambda: Embedder(minilm.contract, url=balancer.url))
+            right, errors = _hammer(remote, minilm.embed_documents(TEXTS))
+            named = {e.instance for e in errors if isinstance(e, ContractMismatchError)}
+            assert right > 0 and named == {first.instance, second.instance}
+        finally:
+            balancer.close()
     # And a replica whose vectors are not its contract's, held to an index's stamp.
     with serving(minilm) as liar:
         _liar(liar)
