@@ -37,6 +37,12 @@ page's install. How the lines are read:
   outside the checkout. The embedding cache is the test run's, as before (``CTXEMB_CACHE_DIR``,
   its exports seeded by tests/conftest.py): no environment exports the model again.
 
+Each snippet's process (``python snippet.py``, or a console session's ``ctxemb`` command) is
+forked from a server of its page's environment (:mod:`warm`) that imported the modules the page's
+snippets import: its own process, folder, environment, streams and exit status, without paying
+for the imports again (~1 CPU-s of Chroma, ~3 of Haystack, per process). ``CTXEMB_DOCS_COLD=1``
+starts each afresh instead.
+
 Output is compared line by line, with allowances that keep the comparison honest across CPUs:
 progress-bar lines (drawn for a terminal) are dropped, a line ``...`` stands for any number of
 lines (the page says where it shortens), ``…`` inside a line stands for any text, and numbers
@@ -53,12 +59,14 @@ are); a human reads the diff before committing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,12 +77,14 @@ from pathlib import Path
 
 import fresh_venvs
 import pytest
+import warm
 from fresh_venvs import CONSTRAINTS, Venv
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+WARM = Path(__file__).resolve().parent / "warm.py"
 DOCS = REPO / "docs"
 MKDOCS = REPO / "mkdocs.yml"
 #: Every page whose snippets run: the front page first, then the site's pages.
@@ -238,6 +248,19 @@ class Environments:
         #: The wheel's top-level packages (ctxemb_core and the adapters).
         names = zipfile.ZipFile(wheel).namelist()
         self.packages = sorted({n.split("/")[0] for n in names if ".dist-info/" not in n})
+        #: Each environment's warm server (:mod:`warm`), started on first use.
+        self.servers: dict[Install, Warm] = {}
+
+    def warm(self, install: Install) -> Warm | None:
+        """The server that forks this environment's snippets, its page modules imported (None
+        where CTXEMB_DOCS_COLD is set: each snippet a process started fresh, as a reader's)."""
+        if install not in self.servers and not os.environ.get("CTXEMB_DOCS_COLD"):
+            mine = [b for b in BLOCKS if b.install == install]
+            modules = warm.preloads(
+                [b.text for b in mine if b.kind == "python"], any(b.kind == "console" for b in mine)
+            )
+            self.servers[install] = Warm(self(install), modules)
+        return self.servers.get(install)
 
     def __call__(self, install: Install) -> Venv:
         if install not in self.made:
@@ -268,6 +291,8 @@ class Environments:
         return venv
 
     def remove(self) -> None:
+        for server in self.servers.values():
+            server.stop()
         for venv in self.made.values():
             fresh_venvs.harvest_bytecode(venv)  # for the rest of the test run
             venv.remove()
@@ -290,11 +315,67 @@ def _env(venv: Venv) -> dict[str, str]:
     return env
 
 
-def run_python(block: Block, cwd: Path, venv: Venv) -> str:
+class Warm:
+    """A :mod:`warm` server in ``venv``: ``python SCRIPT`` and ``ctxemb ...`` run as processes
+    forked from it, the modules of the environment's page imported once."""
+
+    def __init__(self, venv: Venv, modules: list[str]) -> None:
+        self.venv = venv
+        self.folder = Path(tempfile.mkdtemp(prefix="ctxemb-warm-"))  # a socket's path is short
+        self.socket = str(self.folder / "socket")
+        # The server's script in a folder of its own: sys.path[0] is its folder, which the
+        # snippet's process replaces with the snippet's (warm.run).
+        shutil.copy(WARM, self.folder / "warm.py")
+        self.process = subprocess.Popen(
+            [venv.python, self.folder / "warm.py", "serve", self.socket, *modules],
+            env=_env(venv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its snippets' processes too: stop() ends them all
+        )
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline().split()
+        assert ready[:1] == ["ready"], f"the warm server of {venv.root} did not start: {ready}"
+        # Forking is safe where no thread runs but numpy's BLAS one (re-made in the child).
+        assert int(ready[1]) <= 2, f"{ready[1]} threads after importing {modules}"
+        #: First on a console session's PATH: ``ctxemb`` through the server.
+        self.bin = self.folder / "bin"
+        self.bin.mkdir()
+        shim = self.bin / "ctxemb"
+        shim.write_text(
+            f'#!/bin/sh\nexec {shlex.join(self.call("ctxemb", str(venv.bin("ctxemb"))))} "$@"\n'
+        )
+        shim.chmod(0o755)
+
+    def call(self, kind: str, *argv: str) -> list[str]:
+        """The command that runs ``argv`` (a script, or the console script's path and its
+        arguments) through the server; ``-S``: the caller needs the standard library only."""
+        script = str(self.folder / "warm.py")
+        return [str(self.venv.python), "-S", script, "call", self.socket, kind, *argv]
+
+    def stop(self) -> None:
+        # The server waits for its snippets' processes; one still running (a test that timed
+        # out) is ended with it.
+        self.process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def run_python(block: Block, cwd: Path, venv: Venv, server: Warm | None = None) -> str:
     script = cwd / "snippet.py"
     script.write_text(block.text)
+    command = (
+        server.call("python", str(script))
+        if server
+        else [venv.python, "-W", "ignore::DeprecationWarning", str(script)]
+    )
     done = subprocess.run(
-        [venv.python, "-W", "ignore::DeprecationWarning", str(script)],
+        command,
         cwd=cwd,
         env=_env(venv),
         capture_output=True,
@@ -322,11 +403,16 @@ def console_steps(block: Block) -> list[tuple[str, list[str]]]:
     return steps
 
 
-def run_command(block: Block, command: str, cwd: Path, venv: Venv) -> tuple[int, str]:
+def run_command(
+    block: Block, command: str, cwd: Path, venv: Venv, server: Warm | None = None
+) -> tuple[int, str]:
+    env = _env(venv)
+    if server:
+        env["PATH"] = os.pathsep.join([str(server.bin), env["PATH"]])
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=_env(venv),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -452,7 +538,8 @@ def test_every_snippet_has_an_install_block_above_it() -> None:
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.name for b in PYTHON])
 def test_python_snippet(block: Block, tmp_path: Path, environments: Environments) -> None:
-    out = run_python(block, tmp_path, environment(block, environments))
+    venv = environment(block, environments)
+    out = run_python(block, tmp_path, venv, environments.warm(block.install))
     assert block.output is not None
     expected = block.output.text.splitlines()
     actual = out.splitlines()
@@ -462,8 +549,9 @@ def test_python_snippet(block: Block, tmp_path: Path, environments: Environments
 @pytest.mark.parametrize("block", CONSOLE, ids=[b.name for b in CONSOLE])
 def test_console_session(block: Block, tmp_path: Path, environments: Environments) -> None:
     venv = environment(block, environments)
+    server = environments.warm(block.install)
     for command, expected in console_steps(block):
-        code, out = run_command(block, command, tmp_path, venv)
+        code, out = run_command(block, command, tmp_path, venv, server)
         actual = out.splitlines()
         assert matches(expected, actual), _explain(f"{block.name} $ {command}", expected, actual)
         wants_failure = command.rstrip().endswith("# exit 1") or command.rstrip().endswith(
@@ -644,6 +732,60 @@ for folder, code in json.loads(sys.stdin.read()):
     outs.append(out.getvalue())
 print(json.dumps(outs))
 """
+
+
+# -- The warm server runs a snippet as a process started fresh would: the same output, exit
+# status, folder, arguments, path, stdin and warnings. (Set CTXEMB_DOCS_COLD=1 to run every
+# snippet as a process started fresh instead.)
+
+_PROBE = """
+import json, os, sys, warnings
+print(json.dumps({
+    "name": __name__, "argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(),
+    "stdin": sys.stdin.read(), "marker": os.environ.get("PROBE"),
+    "deprecation": warnings.filters[0][:3:2] if warnings.filters else None,
+    "ctxemb": "ctxemb_core" in sys.modules,
+}, default=str))
+sys.exit(3)
+"""
+
+
+def test_the_warm_server_runs_a_snippet_as_a_fresh_process_would(
+    tmp_path: Path, environments: Environments
+) -> None:
+    (block,) = [b for b in CONSOLE if b.source == "README.md"][:1]
+    assert block.install is not None
+    venv, server = environments(block.install), Warm(environments(block.install), ["ctxemb_core"])
+    try:
+        script = tmp_path / "probe.py"
+        script.write_text(_PROBE)
+        runs = []
+        for command in (
+            server.call("python", str(script)),
+            [str(venv.python), "-W", "ignore::DeprecationWarning", str(script)],
+        ):
+            done = subprocess.run(
+                command,
+                cwd=tmp_path,
+                env={**_env(venv), "PROBE": "x"},
+                input="in",
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            runs.append((done.returncode, json.loads(done.stdout)))
+        (warm_code, warm), (cold_code, cold) = runs
+        assert warm_code == cold_code == 3
+        # Everything alike but what the server imported up front.
+        assert warm.pop("ctxemb") and not cold.pop("ctxemb")
+        assert warm == cold and cold["stdin"] == "in" and cold["marker"] == "x"
+        for command in ("ctxemb --version", "ctxemb query tea --collection docs --path ./none"):
+            warm_run = run_command(block, command, tmp_path, venv, server)
+            assert warm_run == run_command(block, command, tmp_path, venv), command
+        assert warm_run[0] == 2 and "no Chroma store" in warm_run[1]
+    finally:
+        server.stop()
+    assert server.process.returncode is not None and not server.folder.exists()
 
 
 @pytest.mark.heavy  # the model loaded, PostgreSQL started: ~10 s
