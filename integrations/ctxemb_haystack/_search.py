@@ -105,7 +105,9 @@ def _found(index: GuardedIndex, found: list[Match]) -> list[Document]:
 
 
 def _document(i: str, text: Any, meta: Any, vector: Any, score: float | None) -> Document:
-    embedding = None if vector is None else [float(x) for x in vector]
+    # Python floats, as Haystack keeps an embedding: one conversion of the array, not one
+    # float() per component (a search of 300 queries spent 2.5 s on it).
+    embedding = None if vector is None else np.asarray(vector, dtype=np.float64).tolist()
     return Document(id=i, content=text, meta=dict(meta or {}), embedding=embedding, score=score)
 
 
