@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from chromadb.api.models.Collection import Collection
@@ -23,10 +22,7 @@ class GuardedCollection(IndexFacade[ChromaDriver, Collection]):
     own: Chroma's shapes and ``raw``."""
 
     _driver_type = ChromaDriver
-
-    @staticmethod
-    def _translated(what: str) -> AbstractContextManager[None]:
-        return translated(what)
+    _translated = staticmethod(translated)  # Chroma's errors as ctxemb's
 
     @property
     def raw(self) -> Collection:

@@ -4,7 +4,6 @@ its :class:`~ctxemb_core.index.shaped.ShapedFacade`, with PostgreSQL's search op
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
@@ -41,11 +40,8 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     _driver_type = PgvectorDriver
     _terms = TERMS
     _search_options = Search
+    _translated = staticmethod(translated)
     _head_before_search = False  # the search reads the stamp's version in its own snapshot
-
-    @staticmethod
-    def _translated(what: str) -> AbstractContextManager[None]:
-        return translated(what)
 
     def __init__(
         self,

@@ -6,7 +6,6 @@ that the alias book and the hybrid side reach them without importing the package
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +50,8 @@ class GuardedQdrantCollection(ShapedFacade[QdrantDriver, StoredCollection]):
     _terms = TERMS
     _search_options = Search
     #: The driver's ``search_columns`` compares the stamp version under the client's hold.
+    _translated = staticmethod(translated)
     _head_before_search = False
-
-    @staticmethod
-    def _translated(what: str) -> AbstractContextManager[None]:
-        return translated(what)
 
     @classmethod
     def _stored_in(cls, driver: QdrantDriver) -> StoredCollection | None:
