@@ -84,6 +84,7 @@ __all__ = [
     "ADAPTER_API",
     "TOOL_NAMES",
     "FolderHybrids",
+    "StoreCatalog",
     "StoreTools",
     "Translated",
     "translator",
@@ -850,28 +851,41 @@ class StoreTools(Generic[F]):
         return None
 
 
-class FolderHybrids:
-    """The hybrid methods of a store's alias catalog (:class:`~ctxemb_core.aliases.hybrid.
-    HybridCatalog`) where the store keeps each lexical side in a folder beside it: the same for
-    every such store. ``open_hybrid`` and ``lexical`` are its tools' (:meth:`_tools`),
-    ``lexical_mark`` the token the index's metadata records (:meth:`_metadata`). The catalog
-    holds ``client``.
+class StoreCatalog:
+    """What a store adapter's alias catalog (:class:`~ctxemb_core.aliases.book.Catalog`) takes
+    from its tools (:meth:`_tools`), the same for every store: the driver of index ``name``
+    (the tools' ``new_driver``, which checks the name) and, for a
+    :class:`~ctxemb_core.aliases.hybrid.HybridCatalog`, ``open_hybrid`` as the adapter's.
+    The catalog holds ``client`` and ``scope``, the store's keywords of each index it names
+    (a PostgreSQL table's ``schema``); its ``aliases``, ``exists`` (asked of any name, an
+    alias's too: no driver), ``drop`` and ``describe`` are the store's own.
     """
 
     client: Any
+    scope: Mapping[str, Any] = {}
 
     def _tools(self) -> StoreTools[Any]:
         """The store adapter's tools (imported at the call: they name the catalog)."""
         raise NotImplementedError
 
-    def _metadata(self, name: str) -> Mapping[str, Any] | None:
-        """Index ``name``'s metadata as the store keeps it, or ``None`` for no such index."""
-        raise NotImplementedError
+    def driver(self, name: str) -> StoreDriver:
+        return self._tools()._new_driver(self.client, name, **self.scope)
 
     def open_hybrid(
         self, name: str, contract: EmbeddingContract | Embedder, **options: Any
     ) -> HybridIndex:
-        return self._tools().open_hybrid(self.client, name, contract, **options)
+        return self._tools().open_hybrid(self.client, name, contract, **self.scope, **options)
+
+
+class FolderHybrids(StoreCatalog):
+    """A :class:`StoreCatalog` whose store keeps each lexical side in a folder beside it: the
+    same for every such store. ``lexical`` is its tools', ``lexical_mark`` the token the
+    index's metadata records (:meth:`_metadata`).
+    """
+
+    def _metadata(self, name: str) -> Mapping[str, Any] | None:
+        """Index ``name``'s metadata as the store keeps it, or ``None`` for no such index."""
+        raise NotImplementedError
 
     def lexical(self, name: str) -> LexicalStore | None:
         return self._tools().lexical_side(self.client, name)

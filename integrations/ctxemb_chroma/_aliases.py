@@ -10,7 +10,6 @@ from typing import Any
 
 from chromadb.api import ClientAPI
 
-from ctxemb_chroma._driver import ChromaDriver
 from ctxemb_chroma._store import check_client, check_name, store_address, stored_or_none, translated
 from ctxemb_core.aliases import ClaimBook
 from ctxemb_core.errors import InvalidInputError
@@ -59,9 +58,6 @@ class ChromaCatalog(FolderHybrids):
         self.client = check_client(client)
         self.aliases = ClaimBook(ChromaClaims(self.client))
 
-    def driver(self, name: str) -> ChromaDriver:
-        return ChromaDriver(self.client, check_name(name))
-
     def exists(self, name: str) -> bool:
         return stored_or_none(self.client, name) is not None
 
@@ -78,7 +74,7 @@ class ChromaCatalog(FolderHybrids):
     def describe(self) -> str:
         return store_address(self.client)
 
-    # A hybrid index (core's HybridCatalog, FolderHybrids): the lexical side beside the store.
+    # Its drivers and hybrid indexes, its tools' (core's FolderHybrids: the side beside it).
     def _tools(self) -> Any:
         from ctxemb_chroma._tools import TOOLS
 

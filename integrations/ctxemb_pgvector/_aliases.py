@@ -12,8 +12,8 @@ from psycopg.types.json import Jsonb
 
 from ctxemb_core.aliases import AliasRecord, RowBook
 from ctxemb_core.index.connecting import exclusive
+from ctxemb_core.store_tools import StoreCatalog
 from ctxemb_pgvector._connect import check_connection, translated
-from ctxemb_pgvector._driver import PgvectorDriver
 from ctxemb_pgvector._sql import advisory_lock, check_name, ident, relation_exists
 from ctxemb_pgvector._store import drop_table, stored_or_none
 
@@ -61,16 +61,14 @@ class PgAliasBook(RowBook):
             )
 
 
-class PgCatalog:
+class PgCatalog(StoreCatalog):
     """A schema of a database as an upgrade sees it: its tables by name and its aliases."""
 
     def __init__(self, conn: Any, schema: str = "public") -> None:
-        self.conn = check_connection(conn)
+        self.client = self.conn = check_connection(conn)
         self.schema = check_name(schema, "schema name")
+        self.scope = {"schema": self.schema}
         self.aliases = PgAliasBook(self.conn, self.schema)
-
-    def driver(self, name: str) -> PgvectorDriver:
-        return PgvectorDriver(self.conn, check_name(name), schema=self.schema)
 
     def exists(self, name: str) -> bool:
         return stored_or_none(self.conn, name, self.schema) is not None
@@ -83,11 +81,11 @@ class PgCatalog:
         info = self.conn.info
         return f"postgresql://{info.host}:{info.port}/{info.dbname} schema {self.schema}"
 
-    # A hybrid index (core's HybridCatalog): its lexical side in the schema's tables.
-    def open_hybrid(self, name: str, contract: Any, **options: Any) -> Any:
+    # Its drivers and hybrid indexes, its tools' (core's StoreCatalog: the side in its tables).
+    def _tools(self) -> Any:
         from ctxemb_pgvector._tools import TOOLS
 
-        return TOOLS.open_hybrid(self.conn, name, contract, schema=self.schema, **options)
+        return TOOLS
 
     def lexical(self, name: str) -> Any:
         from ctxemb_core.hybrid import LexicalStore

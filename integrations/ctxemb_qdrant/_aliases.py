@@ -150,12 +150,6 @@ class QdrantCatalog(FolderHybrids):
         self.client = client
         self.aliases = QdrantAliasBook(client)
 
-    def driver(self, name: str) -> Any:
-        from ctxemb_qdrant._driver import QdrantDriver
-        from ctxemb_qdrant._store import check_name
-
-        return QdrantDriver(self.client, check_name(name))
-
     def exists(self, name: str) -> bool:
         # A collection, never an alias: Qdrant resolves an alias wherever a collection is named,
         # and an alias is not an index.
