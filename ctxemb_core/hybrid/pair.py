@@ -70,6 +70,7 @@ __all__ = [
     "LexicalPlace",
     "beside_store",
     "folder_place",
+    "joint_place",
     "lexical_home",
     "open_hybrid",
     "open_paired",
@@ -165,6 +166,38 @@ def folder_place(
         folder=folder,
         mark=lambda: recorded_mark(metadata()),
         set_mark=record,
+    )
+
+
+def joint_place(
+    store: LexicalStore,
+    name: str,
+    owner: str,
+    mark: Callable[[], str | None],
+    set_mark: Callable[[str], None],
+    *,
+    kind: str = "table",
+    records: str = "rows",
+    folder: Path | None = None,
+) -> LexicalPlace:
+    """The lexical side of an opened index ``name`` (a ``kind``) kept in ``store``, the index's
+    own database, and written in the index's transactions; owned by ``owner`` (its name and
+    identity), its token read and recorded by the database (``mark``, ``set_mark``). A side
+    of another owner is the index's own made again around ctxemb since: rebuilt from its
+    ``records``, deliberately (``folder``: an old side to convert)."""
+    gone = (
+        f"{kind.capitalize()} {name!r} was dropped and created again around ctxemb since its "
+        f"lexical side was built: rebuild the side from its {records} ("
+    )
+    return LexicalPlace(
+        store,
+        owner=owner,
+        remedy=f"{gone}{REBUILD_LEXICAL_SIDE.python}).",
+        remedy_cli=f"{gone}{REBUILD_LEXICAL_SIDE.cli}).",
+        folder=folder,
+        joint=True,
+        mark=mark,
+        set_mark=set_mark,
     )
 
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
 from ctxemb_core.hybrid import LexicalStore
-from ctxemb_core.hybrid.pair import LexicalPlace
-from ctxemb_core.remedy import REBUILD_LEXICAL_SIDE
+from ctxemb_core.hybrid.pair import LexicalPlace, joint_place
 from ctxemb_core.store_tools import StoreTools
 from ctxemb_pgvector._connect import TERMS
 from ctxemb_pgvector._driver import PgvectorDriver
@@ -25,19 +24,14 @@ def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
     """The lexical side of an opened table, owned by its oid (``folder``: an old one to convert)."""
     oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
     db = PgLexical(dense.conn, dense.schema, dense.name)
-    gone = (
-        f"Table {dense.name!r} was dropped and created again around ctxemb since its lexical "
-        "side was built: rebuild the side from its rows ("
-    )
-    return LexicalPlace(
+    owner = f'table "{dense.schema}"."{dense.name}" (oid {oid})'
+    return joint_place(
         LexicalStore(db),
-        owner=f'table "{dense.schema}"."{dense.name}" (oid {oid})',
-        remedy=f"{gone}{REBUILD_LEXICAL_SIDE.python}).",
-        remedy_cli=f"{gone}{REBUILD_LEXICAL_SIDE.cli}).",
+        dense.name,
+        owner,
+        lambda: db.mark(oid),
+        lambda token: db.set_mark(oid, token),
         folder=folder,
-        joint=True,
-        mark=lambda: db.mark(oid),
-        set_mark=lambda token: db.set_mark(oid, token),
     )
 
 
