@@ -35,7 +35,8 @@ def embedded_folder(client: Any) -> Path | None:
     """The folder of an embedded client, ``None`` for a server's or the in-memory store."""
     with contextlib.suppress(Exception):
         settings = client._system.settings
-        if settings.is_persistent and settings.persist_directory:
+        server = str(getattr(settings, "chroma_api_impl", "")).endswith("FastAPI")
+        if settings.is_persistent and settings.persist_directory and not server:
             return Path(settings.persist_directory)
     return None
 
@@ -77,16 +78,10 @@ class SequenceMarks(SqliteMarks):
 
     @classmethod
     def of(cls, client: Any) -> SqliteMarks | None:
-        """The marks of ``client``'s store, or ``None`` when it keeps none that ctxemb can read."""
-        try:
-            settings = client.get_settings()
-        except Exception:
-            return None
-        if not settings.is_persistent or not settings.persist_directory:
-            return None
-        if str(getattr(settings, "chroma_api_impl", "")).endswith("FastAPI"):
-            return None  # a server's client: its file is the server's
-        return cls.at(Path(str(settings.persist_directory)) / STORE_FILE)
+        """The marks of ``client``'s store, or ``None`` when it keeps none that ctxemb can read
+        (a server's client: its file is the server's)."""
+        folder = embedded_folder(client)
+        return None if folder is None else cls.at(folder / STORE_FILE)
 
 
 #: The real folder each embedded system was opened on (its name may be relative: a ``chdir``).

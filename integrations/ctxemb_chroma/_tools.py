@@ -11,6 +11,7 @@ from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._collection import GuardedCollection
 from ctxemb_chroma._driver import ChromaDriver
+from ctxemb_chroma._embedded import embedded_folder
 from ctxemb_chroma._store import check_name, kept_metadata, translated
 from ctxemb_core.hybrid.pair import MARK_KEY, LexicalPlace, folder_place, lexical_home
 from ctxemb_core.index import Capabilities
@@ -35,9 +36,7 @@ class _Given(ChromaDriver):
 def beside(client: ClientAPI, name: str) -> Path:
     """Where an embedded store keeps collection ``name``'s lexical side (core's ``lexical_home``;
     a server's: refused)."""
-    settings = client.get_settings()
-    folder = settings.persist_directory if settings.is_persistent else None
-    return lexical_home(folder, name, "a Chroma server")
+    return lexical_home(embedded_folder(client), name, "a Chroma server")
 
 
 def place_for(dense: Any, folder: Path) -> LexicalPlace:
