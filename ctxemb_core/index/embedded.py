@@ -57,6 +57,7 @@ __all__ = [
     "first_missing",
     "folders_near",
     "held_elsewhere",
+    "helper_main",
     "locked",
     "missing_index",
     "opening_folder",
@@ -476,3 +477,16 @@ def run_helper(start: Callable[[], tuple[str, list[str]]]) -> int:
             time.sleep(3600)
     except KeyboardInterrupt:
         return 0
+
+
+def helper_main(
+    module: str, start: Callable[[str], tuple[str, list[str]]], argv: list[str] | None = None
+) -> int:
+    """``python -m MODULE DIR`` (``argv``: the arguments, by default the command line's):
+    :func:`run_helper` of ``start(DIR)``, or the usage and status 2 for anything but one
+    folder."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(f"usage: python -m {module} DIR", file=sys.stderr)
+        return 2
+    return run_helper(lambda: start(argv[0]))

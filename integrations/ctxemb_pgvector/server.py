@@ -1,5 +1,5 @@
 """``python -m ctxemb_pgvector.server DIR``: a local PostgreSQL with pgvector, for trying it out,
-its DSN printed and kept running by core's :func:`~ctxemb_core.index.embedded.run_helper`
+its DSN printed and kept running by core's :func:`~ctxemb_core.index.embedded.helper_main`
 (``docs/pgvector.md``, "Trying it out: a local server")."""
 
 from __future__ import annotations
@@ -8,16 +8,12 @@ import os
 import sys
 from pathlib import Path
 
-from ctxemb_core.index.embedded import alive, run_helper
+from ctxemb_core.index.embedded import alive, helper_main
 from ctxemb_pgvector._connect import _adopt_orphan, connect, local_server
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m ctxemb_pgvector.server DIR", file=sys.stderr)
-        return 2
-    return run_helper(lambda: _start(argv[0]))
+    return helper_main("ctxemb_pgvector.server", _start, argv)
 
 
 def _start(given: str) -> tuple[str, list[str]]:
