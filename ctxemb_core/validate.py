@@ -49,6 +49,7 @@ __all__ = [
     "check_embedded",
     "check_flag",
     "check_ids",
+    "check_instance",
     "check_json_metadata",
     "check_paging",
     "check_positive_int",
@@ -184,6 +185,14 @@ def check_flag(value: Any, name: str) -> bool:
     """``value`` if it is a bool (a flag that is ``1`` or ``"yes"`` is a mistake, not a yes)."""
     if not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_instance(value: Any, kind: type, name: str, what: str) -> Any:
+    """``value`` if it is a ``kind`` (a store's client, handed to its adapter), else named with
+    ``what`` it must be (the type, and where to get one)."""
+    if not isinstance(value, kind):
+        raise InvalidInputError(f"{name} must be {what}, got {type(value).__name__}")
     return value
 
 

@@ -27,6 +27,7 @@ from ctxemb_chroma._embedded import collections_in, embedded_folder, folder_bind
 from ctxemb_core.errors import InvalidInputError, StoreUnavailableError
 from ctxemb_core.index.driver_kit import translator
 from ctxemb_core.index.embedded import missing_index
+from ctxemb_core.validate import check_instance
 
 # Chroma's refusals of an argument, besides the ValueError/TypeError it raises for most.
 _REFUSED = (
@@ -45,12 +46,8 @@ _NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]")
 
 
 def check_client(client: Any) -> ClientAPI:
-    if not isinstance(client, ClientAPI):
-        raise InvalidInputError(
-            f"client must be a chromadb client (PersistentClient, HttpClient or "
-            f"ctxemb_chroma.connect()), got {type(client).__name__}"
-        )
-    return client
+    what = "a chromadb client (PersistentClient, HttpClient or ctxemb_chroma.connect())"
+    return check_instance(client, ClientAPI, "client", what)
 
 
 def check_name(name: Any) -> str:

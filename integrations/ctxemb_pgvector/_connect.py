@@ -15,6 +15,7 @@ from ctxemb_core.index.connecting import check_address, connecting
 from ctxemb_core.index.embedded import alive
 from ctxemb_core.remedy import Said, StoreTerms
 from ctxemb_core.store_tools import translator
+from ctxemb_core.validate import check_instance
 
 __all__ = [
     "TERMS",
@@ -99,11 +100,8 @@ def _register_types(conn: psycopg.Connection[Any]) -> None:
 
 def check_connection(conn: Any) -> psycopg.Connection[Any]:
     """``conn`` if the guard can work through it (autocommit, pgvector's types registered)."""
-    if not isinstance(conn, psycopg.Connection):
-        raise InvalidInputError(
-            "conn must be a psycopg connection (ctxemb_pgvector.connect(dsn)), got "
-            f"{type(conn).__name__}"
-        )
+    what = "a psycopg connection (ctxemb_pgvector.connect(dsn))"
+    conn = check_instance(conn, psycopg.Connection, "conn", what)
     if conn.closed:
         raise InvalidInputError("the connection is closed: connect again")
     if not conn.autocommit:

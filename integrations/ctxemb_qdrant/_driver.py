@@ -41,6 +41,7 @@ from ctxemb_core.index.driver_kit import (
 from ctxemb_core.index.embedded import missing_index
 from ctxemb_core.index.payloads import SealedOrder
 from ctxemb_core.index.shaped import Found, hits_of
+from ctxemb_core.validate import check_instance
 from ctxemb_qdrant._serving import IDENTITY_KEY, LAYOUT, Served, points_of, serving
 from ctxemb_qdrant._store import (
     TERMS,
@@ -80,12 +81,8 @@ class QdrantDriver(SealedOrder, ObjectDriver[qm.CollectionInfo]):
     terms = TERMS  # its errors' words, whichever path reached it
 
     def __init__(self, client: QdrantClient, name: str, *, embedder: Any = None) -> None:
-        if not isinstance(client, QdrantClient):
-            raise InvalidInputError(
-                "client must be a qdrant_client.QdrantClient (or ctxemb_qdrant.connect()), "
-                f"got {type(client).__name__}"
-            )
-        self.client = client
+        what = "a qdrant_client.QdrantClient (or ctxemb_qdrant.connect())"
+        self.client: QdrantClient = check_instance(client, QdrantClient, "client", what)
         self._name = check_name(name)
         self.capabilities = protocol.Capabilities(filters=True, max_batch=4096, seals=True)
         self._served_for: tuple[Any, Served] | None = None  # per description: a query's path
