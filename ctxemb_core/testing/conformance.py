@@ -50,8 +50,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
+import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +64,7 @@ from typing import Any, Protocol
 import numpy as np
 import pytest
 
+from ctxemb_core._version import __version__ as ctxemb_version
 from ctxemb_core.contract import EmbeddingContract, same_contract
 from ctxemb_core.embedder import Embedder
 from ctxemb_core.errors import (
@@ -169,11 +173,42 @@ def _static_model(folder: Path, seed: int) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _models() -> tuple[Path, Path, Path]:
-    # Built once per process in a temporary folder (milliseconds; static models need no torch),
-    # removed when the process ends: a suite run in many processes left one folder each in /tmp.
-    base = Path(tempfile.mkdtemp(prefix="ctxemb-conformance-"))
-    atexit.register(shutil.rmtree, base, ignore_errors=True)
-    return _static_model(base / "a", 0), _static_model(base / "b", 1), _static_model(base / "c", 2)
+    # Static models (milliseconds to build, no torch), built once per user and version of
+    # what they hold into one folder of the temporary directory, which every later process
+    # reuses. A folder per process, removed at exit, was left behind by every process that
+    # was killed (a suite's servers and helpers: dozens a day).
+    key = hashlib.sha256(f"{_WORDS}|0,1,2|{ctxemb_version}".encode()).hexdigest()[:16]
+    base = Path(tempfile.gettempdir()) / f"ctxemb-conformance-{_user()}-{key}"
+    if not _ours(base):
+        building = Path(tempfile.mkdtemp(prefix=base.name + ".building-", dir=base.parent))
+        for name, seed in (("a", 0), ("b", 1), ("c", 2)):
+            _static_model(building / name, seed)
+        try:
+            building.rename(base)  # whole, or not there at all
+        except OSError:  # another process's is there now
+            shutil.rmtree(building, ignore_errors=True)
+        if not _ours(base):  # another user's, under our name: a folder of this process's own
+            base = Path(tempfile.mkdtemp(prefix="ctxemb-conformance-"))
+            atexit.register(shutil.rmtree, base, ignore_errors=True)
+            for name, seed in (("a", 0), ("b", 1), ("c", 2)):
+                _static_model(base / name, seed)
+    return base / "a" / "model", base / "b" / "model", base / "c" / "model"
+
+
+def _user() -> str:
+    getuid = getattr(os, "getuid", None)
+    return str(getuid()) if getuid else "user"
+
+
+def _ours(folder: Path) -> bool:
+    """``folder`` is a whole set of the models, made by this user (no one else could write it)."""
+    try:
+        info = folder.lstat()
+    except OSError:
+        return False
+    getuid = getattr(os, "getuid", None)
+    owned = getuid is None or (info.st_uid == getuid() and not info.st_mode & 0o022)
+    return owned and stat.S_ISDIR(info.st_mode) and (folder / "c" / "model").is_dir()
 
 
 def tiny_embedder() -> Embedder:
