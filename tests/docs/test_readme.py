@@ -336,9 +336,13 @@ class Warm:
         )
         assert self.process.stdout is not None
         ready = self.process.stdout.readline().split()
-        assert ready[:1] == ["ready"], f"the warm server of {venv.root} did not start: {ready}"
-        # Forking is safe where no thread runs but numpy's BLAS one (re-made in the child).
-        assert int(ready[1]) <= 2, f"{ready[1]} threads after importing {modules}"
+        try:
+            assert ready[:1] == ["ready"], f"the warm server of {venv.root} did not start"
+            # Forking is safe where no thread runs but numpy's BLAS one (re-made in the child).
+            assert int(ready[1]) <= 2, f"{ready[1]} threads after importing {modules}"
+        except AssertionError:
+            self.stop()  # not left running to the end of the session
+            raise
         #: First on a console session's PATH: ``ctxemb`` through the server.
         self.bin = self.folder / "bin"
         self.bin.mkdir()
@@ -356,7 +360,7 @@ class Warm:
 
     def stop(self) -> None:
         # The server waits for its snippets' processes; one still running (a test that timed
-        # out) is ended with it.
+        # out) is ended with it. (Before the shim exists too: a server that failed its checks.)
         self.process.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
@@ -786,6 +790,33 @@ def test_the_warm_server_runs_a_snippet_as_a_fresh_process_would(
     finally:
         server.stop()
     assert server.process.returncode is not None and not server.folder.exists()
+
+
+def test_a_warm_server_that_fails_its_checks_is_stopped_at_once(
+    environments: Environments, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (block,) = [b for b in CONSOLE if b.source == "README.md"][:1]
+    assert block.install is not None
+    venv = environments(block.install)
+    started: list[subprocess.Popen] = []
+    popen = subprocess.Popen
+
+    def kept(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    copy = shutil.copy
+
+    def blocked(source: Path, target: Path) -> None:  # the socket's path taken: no server
+        copy(source, target)
+        (Path(target).parent / "socket").mkdir()
+
+    monkeypatch.setattr(subprocess, "Popen", kept)
+    monkeypatch.setattr(shutil, "copy", blocked)
+    with pytest.raises(AssertionError, match="did not start"):
+        Warm(venv, [])
+    (process,) = started
+    assert process.returncode is not None
 
 
 @pytest.mark.heavy  # the model loaded, PostgreSQL started: ~10 s
