@@ -171,6 +171,12 @@ def _static_model(folder: Path, seed: int) -> Path:
     return static_from_vectors(folder / "vectors.txt", folder / "model")
 
 
+def _build_models(folder: Path) -> Path:
+    for name, seed in (("a", 0), ("b", 1), ("c", 2)):
+        _static_model(folder / name, seed)
+    return folder
+
+
 @functools.lru_cache(maxsize=1)
 def _models() -> tuple[Path, Path, Path]:
     # Static models (milliseconds to build, no torch), built once per user and version of
@@ -180,9 +186,9 @@ def _models() -> tuple[Path, Path, Path]:
     key = hashlib.sha256(f"{_WORDS}|0,1,2|{ctxemb_version}".encode()).hexdigest()[:16]
     base = Path(tempfile.gettempdir()) / f"ctxemb-conformance-{_user()}-{key}"
     if not _ours(base):
-        building = Path(tempfile.mkdtemp(prefix=base.name + ".building-", dir=base.parent))
-        for name, seed in (("a", 0), ("b", 1), ("c", 2)):
-            _static_model(building / name, seed)
+        building = _build_models(
+            Path(tempfile.mkdtemp(prefix=base.name + ".building-", dir=base.parent))
+        )
         try:
             building.rename(base)  # whole, or not there at all
         except OSError:  # another process's is there now
@@ -190,8 +196,7 @@ def _models() -> tuple[Path, Path, Path]:
         if not _ours(base):  # another user's, under our name: a folder of this process's own
             base = Path(tempfile.mkdtemp(prefix="ctxemb-conformance-"))
             atexit.register(shutil.rmtree, base, ignore_errors=True)
-            for name, seed in (("a", 0), ("b", 1), ("c", 2)):
-                _static_model(base / name, seed)
+            _build_models(base)
     return base / "a" / "model", base / "b" / "model", base / "c" / "model"
 
 
