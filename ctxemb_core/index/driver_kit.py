@@ -724,15 +724,17 @@ class ObjectDriver(KeyedDriver[H]):
         return None
 
     def _live(self) -> tuple[object, Any] | None:
-        """For a store whose engine keeps the index in this process's memory (an embedded
-        store): the engine's own object of the index and the parts of it the store's
-        description is made from (its metadata, its configuration), as they are, not copied;
-        ``None`` where it cannot tell (the default: a server's, whose head is one request).
+        """For a store that can tell cheaply, in this process, that the index's description
+        has not changed: an object and a value that together change whenever it may have (an
+        embedded engine's own object of the index and the parts of it the description is made
+        from, as they are, not copied; or a store file's data version); ``None`` where it
+        cannot tell (the default: a server's, whose head is one request).
 
         Where it can, :meth:`head` reads the description again only when that object (by
-        identity: an index dropped and made again is another object) or those parts (by
+        identity: an index dropped and made again is another object) or that value (by
         :func:`same`, against a copy taken before the last read) changed since: a look where
-        the store's description costs more (local Qdrant's counts every point)."""
+        the store's description costs more (local Qdrant's counts every point; embedded
+        Chroma's is a third of a query)."""
         return None
 
     def _modify(self, handle: H, metadata: dict[str, Any], stamp: IndexStamp) -> None:

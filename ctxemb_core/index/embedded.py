@@ -366,6 +366,16 @@ class SqliteMarks:
             rows = self._db().execute(self.CHANGES, (segment, since)).fetchall()
         return [str(r[0]) for r in rows]
 
+    def data_version(self) -> int | None:
+        """A number that moves whenever anything was committed to the file since the last
+        call, by any connection but this object's own (which only reads): the store itself,
+        in this process or another (SQLite's ``PRAGMA data_version``). ``None``: unreadable."""
+        with self._lock:
+            try:
+                return int(self._db().execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                return None
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

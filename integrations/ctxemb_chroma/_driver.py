@@ -119,6 +119,12 @@ class ChromaDriver(ObjectDriver[Collection]):
     def _space(self, handle: Collection) -> str:
         return space_of(handle)
 
+    def _live(self) -> tuple[object, Any] | None:
+        """An embedded store's file and its data version: nothing committed to it since the
+        last head, by any client in any process, leaves the collection as that head read it."""
+        version = None if self._marks is None else self._marks.data_version()
+        return None if version is None else (self._marks, version)
+
     def _mark(self, handle: Collection) -> int | None:
         """The file's mark, with this process's view of the collection made to hold it (what
         an open checks is then what the mark it records vouches for: ``vouched``)."""

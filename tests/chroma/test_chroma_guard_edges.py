@@ -552,6 +552,63 @@ def test_a_vector_another_process_rewrote_in_place_is_refused_by_the_next_open(t
     assert np.allclose(got, foreign, atol=1e-6)  # this process reads what the folder holds
 
 
+RAW_REMAKE = """
+import json, sys
+import chromadb
+path, name, metadata = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+client = chromadb.PersistentClient(path=path)
+client.delete_collection(name)
+client.create_collection(name, metadata=metadata)
+"""
+
+
+def test_a_collection_another_process_made_again_is_refused_by_the_next_query(tmp_path, embedder):
+    # Between two commits to the store's file an embedded head is not read again; a
+    # collection dropped and made again elsewhere is a commit, so the next call reads it.
+    client = connect(path=tmp_path)
+    name = fresh_name()
+    col = open_collection(client, name, embedder)
+    col.add(list(DOCS), list(DOCS.values()))
+    for _ in range(3):
+        assert col.query(["tea"], n_results=1)["ids"] == [["tea"]]
+    foreign = {"made": "elsewhere"}
+    args = [str(tmp_path), name, json.dumps(foreign)]
+    subprocess.run([sys.executable, "-c", RAW_REMAKE, *args], check=True, timeout=120)
+    with pytest.raises(MissingStampError):
+        col.query(["tea"], n_results=1)
+    with pytest.raises(MissingStampError):
+        col.add(["fresh"], ["A fresh one."])
+
+
+def test_an_embedded_head_is_read_again_only_after_a_commit_to_the_store(
+    tmp_path, embedder, monkeypatch
+):
+    client = connect(path=tmp_path)
+    name = fresh_name()
+    col = open_collection(client, name, embedder)
+    col.add(list(DOCS), list(DOCS.values()))
+    col.query(["tea"], n_results=1)
+    reads = []
+    real = type(client).get_collection
+
+    def counted(self, *args, **kwargs):
+        reads.append(args[:1])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(client), "get_collection", counted)
+    for _ in range(5):
+        assert col.query(["tea"], n_results=1)["ids"] == [["tea"]]
+    assert reads == []  # nothing committed since: the head this object read holds
+    # A write by another client of the folder, in this process: the next head reads again.
+    other = connect(path=tmp_path).get_collection(name, embedding_function=None)
+    other.modify(metadata={**dict(other.metadata or {}), "note": "raw"})
+    col.query(["tea"], n_results=1)
+    assert len(reads) >= 1
+    settled = len(reads)
+    col.query(["tea"], n_results=1)
+    assert len(reads) == settled
+
+
 @pytest.mark.transport
 def test_an_internal_failure_of_the_store_is_a_store_error_that_says_what_to_do(
     stamped, monkeypatch
