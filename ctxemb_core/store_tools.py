@@ -51,7 +51,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from ctxemb_core.detect import DetectReport, detect_driver
 from ctxemb_core.embedder import Embedder
@@ -167,6 +167,13 @@ def _showing(method: Callable[..., Any], names: Collection[str]) -> Callable[...
     parameters = [*kept, *sorted(shown, key=str)]
     call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return call
+
+
+def named(spec: str) -> Any:
+    """The object ``"module:NAME"`` names, its module imported now (an adapter's catalog or
+    tools, named where importing them would import the module that names them)."""
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 #: A store adapter's public index object (its ``open`` makes every check).
@@ -382,8 +389,7 @@ class StoreTools(Generic[F]):
         """The store's alias catalog (the adapter's ``catalog(client, **scope)``), given the
         options of the call that are its scope (a PostgreSQL table's ``schema``)."""
         assert self._catalog is not None
-        module, function = self._catalog.split(":")
-        catalog = getattr(importlib.import_module(module), function)
+        catalog = named(self._catalog)
         takes = inspect.signature(catalog).parameters
         return catalog(client, **{k: v for k, v in options.items() if k in takes})
 
@@ -863,10 +869,13 @@ class StoreCatalog:
 
     client: Any
     scope: Mapping[str, Any] = {}
+    #: ``"module:NAME"``, the adapter's :class:`StoreTools`: named, not imported, since they
+    #: name the catalog (``StoreTools(catalog=...)``); imported at the first call.
+    tools: str
 
     def _tools(self) -> StoreTools[Any]:
-        """The store adapter's tools (imported at the call: they name the catalog)."""
-        raise NotImplementedError
+        """The store adapter's tools (:attr:`tools`)."""
+        return cast("StoreTools[Any]", named(self.tools))
 
     def driver(self, name: str) -> StoreDriver:
         return self._tools()._new_driver(self.client, name, **self.scope)

@@ -54,6 +54,8 @@ class ChromaClaims:
 class ChromaCatalog(FolderHybrids):
     """A Chroma store as an upgrade sees it: its collections by name and its aliases."""
 
+    tools = "ctxemb_chroma._tools:TOOLS"  # its drivers and hybrid indexes (the side beside it)
+
     def __init__(self, client: ClientAPI) -> None:
         self.client = check_client(client)
         self.aliases = ClaimBook(ChromaClaims(self.client))
@@ -73,12 +75,6 @@ class ChromaCatalog(FolderHybrids):
 
     def describe(self) -> str:
         return store_address(self.client)
-
-    # Its drivers and hybrid indexes, its tools' (core's FolderHybrids: the side beside it).
-    def _tools(self) -> Any:
-        from ctxemb_chroma._tools import TOOLS
-
-        return TOOLS
 
     def _metadata(self, name: str) -> Any:
         found = stored_or_none(self.client, check_name(name))

@@ -64,6 +64,8 @@ class PgAliasBook(RowBook):
 class PgCatalog(StoreCatalog):
     """A schema of a database as an upgrade sees it: its tables by name and its aliases."""
 
+    tools = "ctxemb_pgvector._tools:TOOLS"  # its drivers and hybrid indexes (the side in it)
+
     def __init__(self, conn: Any, schema: str = "public") -> None:
         self.client = self.conn = check_connection(conn)
         self.schema = check_name(schema, "schema name")
@@ -80,12 +82,6 @@ class PgCatalog(StoreCatalog):
     def describe(self) -> str:
         info = self.conn.info
         return f"postgresql://{info.host}:{info.port}/{info.dbname} schema {self.schema}"
-
-    # Its drivers and hybrid indexes, its tools' (core's StoreCatalog: the side in its tables).
-    def _tools(self) -> Any:
-        from ctxemb_pgvector._tools import TOOLS
-
-        return TOOLS
 
     def lexical(self, name: str) -> Any:
         from ctxemb_core.hybrid import LexicalStore

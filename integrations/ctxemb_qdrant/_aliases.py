@@ -141,6 +141,8 @@ class QdrantAliasBook(ClaimBook):
 class QdrantCatalog(FolderHybrids):
     """A Qdrant store as an upgrade sees it: its collections by name and its aliases."""
 
+    tools = "ctxemb_qdrant._tools:TOOLS"  # its drivers and hybrid indexes (the side beside it)
+
     def __init__(self, client: QdrantClient) -> None:
         if not isinstance(client, QdrantClient):
             raise InvalidInputError(
@@ -165,12 +167,6 @@ class QdrantCatalog(FolderHybrids):
         from ctxemb_qdrant._store import store_address
 
         return store_address(self.client)
-
-    # A hybrid index (core's HybridCatalog, FolderHybrids): the lexical side beside the store.
-    def _tools(self) -> Any:
-        from ctxemb_qdrant._tools import TOOLS
-
-        return TOOLS
 
     def _metadata(self, name: str) -> Any:
         if not self.exists(name):
