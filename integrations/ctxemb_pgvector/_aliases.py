@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from psycopg import sql
@@ -34,10 +33,8 @@ class PgAliasBook(RowBook):
         self.schema = check_name(schema, "schema name")
         self.table = ident(self.schema, ALIASES)
 
-    @contextlib.contextmanager
-    def _running(self, what: str) -> Iterator[None]:
-        with exclusive(self.conn), translated(what):  # threads sharing conn take turns
-            yield
+    def _running(self, what: str) -> AbstractContextManager[None]:
+        return translated(what, exclusive(self.conn))  # threads sharing conn take turns
 
     def _run(self, query: str, params: tuple[Any, ...] = ()) -> tuple[list[tuple[Any, ...]], int]:
         statement = sql.SQL(query.replace("?", "%s")).format(table=self.table)
@@ -76,7 +73,6 @@ class PgCatalog(StoreCatalog):
         return stored_or_none(self.conn, name, self.schema) is not None
 
     def drop(self, name: str) -> None:
-        """Drop table ``name`` and its stamp row in one transaction (:func:`drop_table`)."""
         drop_table(self.conn, self.schema, check_name(name))
 
     def describe(self) -> str:

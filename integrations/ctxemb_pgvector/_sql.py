@@ -119,13 +119,18 @@ def setup_statements(schema: str) -> list[sql.Composed]:
         sql.SQL(
             "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             "NEW.ctxemb_seq := nextval({}); RETURN NEW; END $$"
-        ).format(bump_seq, sql.Literal(f'"{schema}".ctxemb_row_seq')),
+        ).format(bump_seq, row_seq(schema)),
         sql.SQL(
             "CREATE OR REPLACE TRIGGER ctxemb_stamp_version BEFORE INSERT OR UPDATE ON {} "
             "FOR EACH ROW EXECUTE FUNCTION {}()"
         ).format(stamps, bump_version),
         always(stamps, "ctxemb_stamp_version"),
     ]
+
+
+def row_seq(schema: str) -> sql.Literal:
+    """The sequence every row's ``ctxemb_seq`` is taken from, as ``nextval`` names it."""
+    return sql.Literal(f'"{schema}".ctxemb_row_seq')
 
 
 def always(table: sql.Composable, trigger: str) -> sql.Composed:
@@ -143,9 +148,7 @@ def table_statement(schema: str, name: str, column: str, *, seq: bool = True) ->
     ).format(
         ident(schema, name),
         sql.SQL(column),
-        sql.SQL(", ctxemb_seq bigint NOT NULL DEFAULT nextval({})").format(
-            sql.Literal(f'"{schema}".ctxemb_row_seq')
-        )
+        sql.SQL(", ctxemb_seq bigint NOT NULL DEFAULT nextval({})").format(row_seq(schema))
         if seq
         else sql.SQL(""),
     )
@@ -154,7 +157,7 @@ def table_statement(schema: str, name: str, column: str, *, seq: bool = True) ->
 def seq_statements(schema: str, name: str) -> list[sql.Composed]:
     """The indexes on ``ctxemb_seq`` that keep what a write mark reads proportional to what was
     written: the rows by their write, and the rows without a vector (which an open always
-    re-reads), each without a scan of the table."""
+    re-reads), each without a scan of the table; and the row trigger that numbers every write."""
     table = ident(schema, name)
     return [
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(
@@ -163,25 +166,21 @@ def seq_statements(schema: str, name: str) -> list[sql.Composed]:
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq) WHERE embedding IS NULL").format(
             sql.Identifier(f"{name}_ctxemb_novec"), table
         ),
-    ]
-
-
-def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
-    """The guarded table, its trigger and (``hnsw``) its HNSW index."""
-    table = ident(schema, name)
-    out = [
-        table_statement(schema, name, layout.column),
-        *seq_statements(schema, name),
         sql.SQL(
             "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
             "EXECUTE FUNCTION {}()"
         ).format(table, ident(schema, "ctxemb_bump_seq")),
         always(table, "ctxemb_row_seq"),
     ]
+
+
+def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
+    """The guarded table, its trigger and (``hnsw``) its HNSW index."""
+    out = [table_statement(schema, name, layout.column), *seq_statements(schema, name)]
     if hnsw:
         out.append(
             sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
-                sql.Identifier(f"{name}_ctxemb_hnsw"), table, sql.SQL(layout.opclass)
+                sql.Identifier(f"{name}_ctxemb_hnsw"), ident(schema, name), sql.SQL(layout.opclass)
             )
         )
     return out

@@ -26,6 +26,7 @@ from ctxemb_pgvector._sql import (
     ident,
     layout_for,
     relation_exists,
+    row_seq,
     seq_statements,
     setup_statements,
 )
@@ -165,17 +166,9 @@ VECTOR_TYPES = ("vector", "halfvec", "bit")
 
 
 def unusable(stored: StoredTable) -> InvalidInputError | None:
-    """The refusal of an unstamped table ctxemb could not read or stamp, or ``None``.
-
-    A table another tool made under the name (an application's own ``documents``, LangChain's
-    ``langchain_pg_embedding``) is not an index written around ctxemb: it lacks the columns
-    every statement names, or keeps no pgvector column. Told "carries no stamp", a user runs
-    ``ctxemb detect --adopt`` as advised, and that met PostgreSQL's ``UndefinedColumn`` as a
-    traceback, or (with only ``meta`` missing) stamped the table and left every later call to
-    fail. It is said here, before anything is read or written, with the columns it has. A
-    stamped table is not asked: a column altered or dropped under its stamp is the stamp
-    version's change, refused as such.
-    """
+    """The refusal of an unstamped table another tool made (LangChain's
+    ``langchain_pg_embedding``, say), which ctxemb could not read or stamp, or ``None``: before
+    anything is read or written (``docs/pgvector.md``, "The guarantees")."""
     if stored.stamped or not stored.columns:
         return None
     missing = [c for c in COLUMNS if c not in stored.columns]
@@ -303,26 +296,15 @@ def add_seq(conn: Any, schema: str, name: str) -> None:
     """Give a table made without ctxemb ``ctxemb_seq`` and its trigger (caller's transaction)."""
     table = ident(schema, name)
     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ctxemb_seq bigint").format(table))
-    conn.execute(
-        sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(
-            table, sql.Literal(f'"{schema}".ctxemb_row_seq')
-        )
-    )
+    conn.execute(sql.SQL("UPDATE {} SET ctxemb_seq = nextval({})").format(table, row_seq(schema)))
     conn.execute(
         sql.SQL(
             "ALTER TABLE {} ALTER COLUMN ctxemb_seq SET DEFAULT nextval({}), "
             "ALTER COLUMN ctxemb_seq SET NOT NULL"
-        ).format(table, sql.Literal(f'"{schema}".ctxemb_row_seq'))
+        ).format(table, row_seq(schema))
     )
     for statement in seq_statements(schema, name):  # as a table ctxemb made has them
         conn.execute(statement)
-    conn.execute(
-        sql.SQL(
-            "CREATE TRIGGER ctxemb_row_seq BEFORE INSERT OR UPDATE ON {} FOR EACH ROW "
-            "EXECUTE FUNCTION {}()"
-        ).format(table, ident(schema, "ctxemb_bump_seq"))
-    )
-    conn.execute(always(table, "ctxemb_row_seq"))
 
 
 # -- putting back what the guard records about storage, once the stamp is proven ------------
