@@ -8,10 +8,7 @@ from typing import Any
 from chromadb.api.models.Collection import Collection
 
 from ctxemb_chroma._driver import ChromaDriver
-from ctxemb_chroma._store import (
-    read_settled,
-    translated,
-)
+from ctxemb_chroma._store import read_settled, translated
 from ctxemb_core import Embedder
 from ctxemb_core.guard import check_count, check_delete, check_paging
 from ctxemb_core.index import IndexFacade
