@@ -80,6 +80,7 @@ __all__ = [
     "LexicalStore",
     "NoLexicalSideError",
     "SQLiteLexical",
+    "ServerLexical",
     "read_file_set",
 ]
 
@@ -780,6 +781,79 @@ class LexicalStore:
             )
             docs = self.db.execute("SELECT num, id, length FROM {docs} WHERE side = ?", (side,))
         return sorted(str(i) for num, i, n in docs if int(sums.get(num, 0)) != int(n))
+
+
+class ServerLexical:
+    """A lexical side in tables of the database server that holds its dense index (every side
+    of a schema in one set of :data:`SQL_TABLES`), written in the dense rows' own transactions,
+    which hold the side's row (``FOR UPDATE``): the :class:`Dialect` of a connection with
+    ``execute`` and ``cursor`` (psycopg's), ``?`` run as ``%s``, the same for every such store.
+
+    A store gives ``names`` (each key of :data:`TABLES`, with ``docs_by_id`` and
+    ``postings_by_num``, as its SQL names the table), :attr:`tables` (:data:`SQL_TABLES` and
+    any table of its own), :meth:`_translated`, :meth:`_exists`, :meth:`_transaction`,
+    :meth:`_lock_tables`, :meth:`any_of` and :meth:`reading`.
+    """
+
+    lock = " FOR UPDATE"
+    single = False
+    #: The tables' statements, named as queries name them.
+    tables = SQL_TABLES
+
+    def __init__(self, conn: Any, name: str, where: str, names: dict[str, str]) -> None:
+        self.conn, self.name, self.where = conn, name, where
+        self._names = names
+
+    @staticmethod
+    def _translated(what: str) -> contextlib.AbstractContextManager[None]:
+        """The database's errors as ctxemb's while ``what`` runs."""
+        raise NotImplementedError
+
+    def _exists(self, table: str) -> bool:
+        """Whether the database has ``table``."""
+        raise NotImplementedError
+
+    def _transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """One transaction, the connection held for all of it, its errors translated."""
+        raise NotImplementedError
+
+    def _lock_tables(self) -> None:
+        """Until the transaction ends: two creators of the tables or of sides take turns."""
+        raise NotImplementedError
+
+    def sql(self, query: str) -> str:
+        return query.format(**self._names).replace("?", "%s")
+
+    def present(self) -> bool:
+        return self._exists(SIDES)
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._translated(f"the lexical side of {self.name!r}"):
+            cur = self.conn.execute(self.sql(query), tuple(params))
+            return list(cur.fetchall()) if cur.description is not None else []
+
+    def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        writing = self._translated(f"writing the lexical side of {self.name!r}")
+        with writing, contextlib.closing(self.conn.cursor()) as cur:
+            cur.executemany(self.sql(query), rows)
+
+    def create_tables(self) -> None:
+        with self._transaction("creating the lexical tables"):
+            self._lock_tables()
+            for statement in self.sql(self.tables).split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        return self._transaction(f"the lexical side of {self.name!r}")
+
+    @contextlib.contextmanager
+    def creating(self) -> Iterator[None]:
+        with self.writing():
+            self._lock_tables()
+            yield
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[list[Any]]:

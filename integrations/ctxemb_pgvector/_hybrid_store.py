@@ -1,5 +1,6 @@
 """The lexical side of a pgvector table in the schema's ``ctxemb_lexical_*`` tables, for core's
-:class:`~ctxemb_core.hybrid.LexicalStore`, written in the dense rows' own transaction."""
+:class:`~ctxemb_core.hybrid.LexicalStore`, written in the dense rows' own transaction (core's
+:class:`~ctxemb_core.hybrid.store.ServerLexical`, in PostgreSQL's words)."""
 
 from __future__ import annotations
 
@@ -10,46 +11,37 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.hybrid.store import SIDES, SQL_TABLES, TABLES
+from ctxemb_core.hybrid.store import SQL_TABLES, TABLES, ServerLexical
 from ctxemb_core.index.connecting import exclusive, serialised
 from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import advisory_lock, relation_exists
 
-# Core's tables, and PostgreSQL's own: which tables were given a side (by oid).
-_TABLES = SQL_TABLES + (
-    "CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);"
-)
 #: Which tables were given a lexical side (by oid, with its token): a side deleted is lost.
 MARKS = "ctxemb_hybrid_marks"
 
 
 @serialised
-class PgLexical:
+class PgLexical(ServerLexical):
     """The lexical side of table ``name`` in ``schema`` (see the module docstring)."""
 
-    lock = " FOR UPDATE"
-    single = False
+    # Core's tables, and PostgreSQL's own: which tables were given a side (by oid).
+    tables = SQL_TABLES + (
+        "CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);"
+    )
+    _translated = staticmethod(translated)
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str, name: str) -> None:
-        self.conn = conn
         self.schema = schema
-        self.name = name
-        self.where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
         tables = {**TABLES, "marks": MARKS}
-        self._names = {key: sql.Identifier(schema, t).as_string(conn) for key, t in tables.items()}
+        names = {key: sql.Identifier(schema, t).as_string(conn) for key, t in tables.items()}
         # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
-        self._names["docs_by_id"] = self._names["docs"]
-        self._names["postings_by_num"] = self._names["postings"]
-
-    def sql(self, query: str) -> str:
-        return query.format(**self._names).replace("?", "%s")
+        names["docs_by_id"], names["postings_by_num"] = names["docs"], names["postings"]
+        where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
+        super().__init__(conn, name, where, names)
 
     def _exists(self, table: str) -> bool:
         with translated(f"reading the lexical side of {self.name!r}"):
             return relation_exists(self.conn, self.schema, table)
-
-    def present(self) -> bool:
-        return self._exists(SIDES)
 
     def mark(self, oid: int) -> str | None:
         """The token recorded for the table of ``oid``, or ``None``."""
@@ -66,45 +58,16 @@ class PgLexical:
             (oid, token),
         )
 
-    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with translated(f"the lexical side of {self.name!r}"):
-            cur = self.conn.execute(self.sql(query), tuple(params))
-            return list(cur.fetchall()) if cur.description is not None else []
-
-    def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        if not rows:
-            return
-        with translated(f"writing the lexical side of {self.name!r}"), self.conn.cursor() as cur:
-            cur.executemany(self.sql(query), rows)
-
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
 
-    def _lock_schema(self) -> None:
-        # Two processes creating tables or sides at once: one waits for the other.
+    def _lock_tables(self) -> None:
         advisory_lock(self.conn, f"ctxemb_lexical:{self.schema}")
 
-    def create_tables(self) -> None:
-        with translated("creating the lexical tables"), self.conn.transaction():
-            self._lock_schema()
-            for statement in self.sql(_TABLES).split(";"):
-                if statement.strip():
-                    self.conn.execute(statement)
-
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, what: str) -> Iterator[None]:
         # Held for the whole transaction, which spans calls of the dense side's driver.
-        what = f"the lexical side of {self.name!r}"
         with exclusive(self.conn), translated(what), self.conn.transaction():
-            yield
-
-    def writing(self) -> contextlib.AbstractContextManager[None]:
-        return self._transaction()
-
-    @contextlib.contextmanager
-    def creating(self) -> Iterator[None]:
-        with self._transaction():
-            self._lock_schema()
             yield
 
     @contextlib.contextmanager
