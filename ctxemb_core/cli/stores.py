@@ -415,8 +415,10 @@ SHARED_OPTIONS = (
 
 def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     """A store options module's ``__getattr__`` (PEP 562): each of :data:`SHARED_OPTIONS` it
-    does not define itself is the options object's that ``options()`` builds at the call, and
-    ``adapter()`` is the package the module is in.
+    does not define itself is the options object's that ``options()`` builds at the call,
+    ``adapter()`` is the package the module is in, and ``connect(args, create=)`` that
+    package's ``connect`` with the object's ``connection(args, create=)`` (the checked options
+    as its keywords; the store's client library imported only then).
 
     Built at the call, the object holds the module's defaults as they are then (a default
     changed there is the one every command fills in and shows); a method the object lacks is
@@ -428,9 +430,17 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
         ...                                         DEFAULT_PORT, DEMO_PATH))  # doctest: +SKIP
     """
 
+    def adapter() -> Any:
+        return importlib.import_module(module.rpartition(".")[0])  # imported only now
+
+    def connect(args: argparse.Namespace, *, create: bool) -> Any:
+        return adapter().connect(**options().connection(args, create=create))
+
     def shared(name: str) -> Any:
-        if name == "adapter":  # the package the options module is in (imported only now)
-            return lambda: importlib.import_module(module.rpartition(".")[0])
+        if name == "adapter":
+            return adapter
+        if name == "connect" and hasattr(options(), "connection"):
+            return connect
         if name in SHARED_OPTIONS and hasattr(options(), name):
 
             @functools.wraps(getattr(options(), name))
@@ -503,6 +513,10 @@ class FolderOrServer:
         """The folder, or ``host:port`` of the server."""
         return str(args.path or f"{args.host}:{args.port}")
 
+    def connection(self, args: argparse.Namespace, *, create: bool) -> dict[str, Any]:
+        """The adapter's ``connect`` keywords (``create=False``: no new store)."""
+        return {"path": args.path, "host": args.host, "port": args.port, "create": create}
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -556,6 +570,9 @@ class ConnectionString:
     example: str
     flag: str = "dsn"
     within: Scope | None = None
+    #: The adapter's ``connect`` keyword that lets it make what the store lacks (pgvector's
+    #: ``create_extension``), given ``connect(args, create=)``'s ``create``.
+    create: str = "create"
 
     def add_argument(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -623,6 +640,10 @@ class ConnectionString:
         within = self.within
         scope = "" if within is None else f" {within.name} {getattr(args, within.name)}"
         return redact_dsn(getattr(args, self.flag)) + scope
+
+    def connection(self, args: argparse.Namespace, *, create: bool) -> dict[str, Any]:
+        """The adapter's ``connect`` keywords: the string, and :attr:`create`."""
+        return {self.flag: getattr(args, self.flag), self.create: create}
 
 
 @dataclass(frozen=True)
@@ -702,3 +723,8 @@ class FolderOrUrl:
         if url is not None:
             return {"url": url, "api_key": os.environ.get(self.key_env) or None}
         return {"path": path}
+
+    def connection(self, args: argparse.Namespace, *, create: bool) -> dict[str, Any]:
+        """:meth:`where`, and for a folder ``create`` (``False``: no new store)."""
+        where = self.where(args)
+        return where if "url" in where else {**where, "create": create}

@@ -22,7 +22,7 @@ def _options() -> FolderOrServer:
     return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
 
 
-# check_arguments, defaults, absent, flags, location: _options()'s; adapter().
+# check_arguments, defaults, absent, flags, location, connect: _options()'s; adapter().
 __getattr__ = options_of(__name__, _options)
 
 
@@ -39,13 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
     parser.add_argument(
         "--port", type=PORT, help=f"the server's port, with --host (default: {DEFAULT_PORT})"
     )
-
-
-def connect(args: argparse.Namespace, *, create: bool) -> Any:
-    """A client of the store the checked options name (see :func:`ctxemb_chroma.connect`)."""
-    from ctxemb_chroma._connect import connect as _connect  # chromadb: only now
-
-    return _connect(path=args.path, host=args.host, port=args.port, create=create)
 
 
 def ray_session(args: argparse.Namespace, name: str) -> Any:

@@ -23,20 +23,14 @@ def _check_schema(name: str, what: str) -> str:
 def _options() -> ConnectionString:
     """A connection string's options with ``--schema``, from this module's defaults at the call."""
     schema = Scope("schema", DEFAULT_SCHEMA, "PostgreSQL: the tables' schema", _check_schema)
+    example = "postgresql://user@localhost:5432/rag"
     return ConnectionString(
-        "pgvector", "PostgreSQL", DSN_ENV, "postgresql://user@localhost:5432/rag", within=schema
+        "pgvector", "PostgreSQL", DSN_ENV, example, within=schema, create="create_extension"
     )
 
 
-# add_arguments, check_arguments, defaults, ...: _options()'s (nothing for the demo); adapter().
+# add_arguments, check_arguments, connect, ...: _options()'s (nothing for the demo); adapter().
 __getattr__ = options_of(__name__, _options)
-
-
-def connect(args: argparse.Namespace, *, create: bool) -> Any:
-    """A connection to the database (pgvector enabled only when the command may create)."""
-    from ctxemb_pgvector._connect import connect as _connect  # psycopg: only now
-
-    return _connect(args.dsn, create_extension=create)
 
 
 def ray_session(args: argparse.Namespace, name: str) -> Any:

@@ -6,9 +6,6 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from ctxemb_core.cli.stores import FolderOrUrl, options_of
 from ctxemb_qdrant import _names
 
@@ -23,13 +20,5 @@ def _options() -> FolderOrUrl:
     return FolderOrUrl("qdrant", "Qdrant", DEFAULT_PATH, API_KEY_ENV)
 
 
-# add_arguments, check_arguments, defaults, absent, flags, location: _options()'s; adapter().
+# add_arguments, check_arguments, absent, flags, location, connect...: _options()'s; adapter().
 __getattr__ = options_of(__name__, _options)
-
-
-def connect(args: argparse.Namespace, *, create: bool) -> Any:
-    """A client of the store the checked options name (see :func:`ctxemb_qdrant.connect`)."""
-    from ctxemb_qdrant._store import connect as _connect  # qdrant-client: only now
-
-    where = _options().where(args)
-    return _connect(**where) if "url" in where else _connect(**where, create=create)
