@@ -143,19 +143,13 @@ def stored_or_none(conn: Any, name: str, schema: str = "public") -> StoredTable 
             return None
         row = _stamp_row(conn, schema, name)
         columns = conn.execute(_COLUMNS, (found[2],)).fetchall()
+    column, seq, oid, attnum = found
     version, stamp, layout = row if row is not None else (None, None, None)
+    metadata = stamp if isinstance(stamp, dict) else ({} if stamp is not None else None)
+    layout = layout if isinstance(layout, dict) else None
+    names = tuple(c[0] for c in columns)
     return StoredTable(
-        conn,
-        schema,
-        name,
-        found[0],
-        bool(found[1]),
-        version,
-        stamp if isinstance(stamp, dict) else ({} if stamp is not None else None),
-        layout if isinstance(layout, dict) else None,
-        found[2],
-        found[3],
-        tuple(c[0] for c in columns),
+        conn, schema, name, column, bool(seq), version, metadata, layout, oid, attnum, names
     )
 
 
