@@ -61,10 +61,7 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     def conn(self) -> psycopg.Connection[Any]:
         return self.driver.conn
 
-    @property
-    def client(self) -> psycopg.Connection[Any]:
-        """The connection (named as the Chroma adapter's ``client`` for shared code)."""
-        return self.conn
+    client = conn  # core's name for the index's client (IndexFacade.client)
 
     @property
     def schema(self) -> str:
