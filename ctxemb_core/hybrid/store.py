@@ -74,6 +74,7 @@ from ctxemb_core.hybrid.lexical import Analyzer
 from ctxemb_core.remedy import BUILD_LEXICAL_SIDE, REBUILD_LEXICAL_SIDE
 
 __all__ = [
+    "MARKS",
     "SQL_TABLES",
     "ForeignLexicalError",
     "HybridStamp",
@@ -105,6 +106,8 @@ TERMS = "ctxemb_lexical_terms"
 #: Ids a writer is about to write to a dense store that shares no transaction with the lexical
 #: side: taken from the dense side by the next writer if the one that wrote them stopped first.
 PENDING = "ctxemb_lexical_pending"
+#: In a database server's tables (:class:`ServerLexical`): which dense indexes were given a side.
+MARKS = "ctxemb_hybrid_marks"
 #: The tables as queries name them (``{sides}``...): a dialect's :meth:`Dialect.sql` gives
 #: each key its table's name in its database (quoted, in a schema).
 TABLES = {"sides": SIDES, "docs": DOCS, "postings": POSTINGS, "terms": TERMS, "pending": PENDING}
@@ -789,10 +792,14 @@ class ServerLexical:
     which hold the side's row (``FOR UPDATE``): the :class:`Dialect` of a connection with
     ``execute`` and ``cursor`` (psycopg's), ``?`` run as ``%s``, the same for every such store.
 
-    A store gives ``names`` (each key of :data:`TABLES`, with ``docs_by_id`` and
-    ``postings_by_num``, as its SQL names the table), :attr:`tables` (:data:`SQL_TABLES` and
-    any table of its own), :meth:`_translated`, :meth:`_exists`, :meth:`_transaction`,
-    :meth:`_lock_tables`, :meth:`any_of` and :meth:`reading`.
+    Which dense indexes were given a side, each with its token, is a table of marks
+    (:data:`MARKS`, ``{marks}``, keyed by the index's identity in column ``{marked}``), so a
+    side whose rows were deleted is found lost, never taken for none yet.
+
+    A store gives ``names`` (each key of :data:`TABLES` and ``marks`` as its SQL names the
+    table, ``marked``, and ``docs_by_id`` / ``postings_by_num``), :attr:`tables` (the
+    statements: :data:`SQL_TABLES` and the marks table's), :meth:`_translated`, :meth:`_exists`,
+    :meth:`_transaction`, :meth:`_lock_tables`, :meth:`any_of` and :meth:`reading`.
     """
 
     lock = " FOR UPDATE"
@@ -826,6 +833,21 @@ class ServerLexical:
 
     def present(self) -> bool:
         return self._exists(SIDES)
+
+    def mark(self, identity: Any) -> str | None:
+        """The token recorded for the dense index of ``identity``, or ``None``."""
+        if not self._exists(MARKS):
+            return None
+        rows = self.execute("SELECT token FROM {marks} WHERE {marked} = ?", (identity,))
+        return str(rows[0][0]) if rows else None
+
+    def set_mark(self, identity: Any, token: str) -> None:
+        self.create_tables()
+        self.execute(
+            "INSERT INTO {marks} ({marked}, token) VALUES (?, ?) "
+            "ON CONFLICT ({marked}) DO UPDATE SET token = EXCLUDED.token",
+            (identity, token),
+        )
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._translated(f"the lexical side of {self.name!r}"):

@@ -11,20 +11,17 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ctxemb_core.hybrid.store import SQL_TABLES, TABLES, ServerLexical
+from ctxemb_core.hybrid.store import MARKS, SQL_TABLES, TABLES, ServerLexical
 from ctxemb_core.index.connecting import exclusive, serialised
 from ctxemb_pgvector._connect import translated
 from ctxemb_pgvector._sql import advisory_lock, relation_exists
-
-#: Which tables were given a lexical side (by oid, with its token): a side deleted is lost.
-MARKS = "ctxemb_hybrid_marks"
 
 
 @serialised
 class PgLexical(ServerLexical):
     """The lexical side of table ``name`` in ``schema`` (see the module docstring)."""
 
-    # Core's tables, and PostgreSQL's own: which tables were given a side (by oid).
+    # Core's tables, and its marks: which tables were given a side, by oid.
     tables = SQL_TABLES + (
         "CREATE TABLE IF NOT EXISTS {marks} (table_oid oid PRIMARY KEY, token text NOT NULL);"
     )
@@ -36,27 +33,13 @@ class PgLexical(ServerLexical):
         names = {key: sql.Identifier(schema, t).as_string(conn) for key, t in tables.items()}
         # PostgreSQL's planner finds the (side, id) and (side, num) indexes by itself.
         names["docs_by_id"], names["postings_by_num"] = names["docs"], names["postings"]
+        names["marked"] = "table_oid"
         where = f'PostgreSQL tables "{schema}".ctxemb_lexical_* (table {name!r})'
         super().__init__(conn, name, where, names)
 
     def _exists(self, table: str) -> bool:
         with translated(f"reading the lexical side of {self.name!r}"):
             return relation_exists(self.conn, self.schema, table)
-
-    def mark(self, oid: int) -> str | None:
-        """The token recorded for the table of ``oid``, or ``None``."""
-        if not self._exists(MARKS):
-            return None
-        rows = self.execute("SELECT token FROM {marks} WHERE table_oid = ?", (oid,))
-        return str(rows[0][0]) if rows else None
-
-    def set_mark(self, oid: int, token: str) -> None:
-        self.create_tables()
-        self.execute(
-            "INSERT INTO {marks} (table_oid, token) VALUES (?, ?) "
-            "ON CONFLICT (table_oid) DO UPDATE SET token = EXCLUDED.token",
-            (oid, token),
-        )
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
