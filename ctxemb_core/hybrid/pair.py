@@ -54,6 +54,7 @@ from ctxemb_core.hybrid.store import (
     HybridStamp,
     LexicalStore,
     NoLexicalSideError,
+    ServerLexical,
     SQLiteLexical,
     has_file_set,
     read_file_set,
@@ -170,34 +171,32 @@ def folder_place(
 
 
 def joint_place(
-    store: LexicalStore,
-    name: str,
+    db: ServerLexical,
+    identity: Any,
     owner: str,
-    mark: Callable[[], str | None],
-    set_mark: Callable[[str], None],
     *,
     kind: str = "table",
     records: str = "rows",
     folder: Path | None = None,
 ) -> LexicalPlace:
-    """The lexical side of an opened index ``name`` (a ``kind``) kept in ``store``, the index's
+    """The lexical side of an opened index (a ``kind``, ``db.name``) kept in ``db``, the index's
     own database, and written in the index's transactions; owned by ``owner`` (its name and
-    identity), its token read and recorded by the database (``mark``, ``set_mark``). A side
+    identity), its token recorded in ``db``'s marks under the index's ``identity``. A side
     of another owner is the index's own made again around ctxemb since: rebuilt from its
     ``records``, deliberately (``folder``: an old side to convert)."""
     gone = (
-        f"{kind.capitalize()} {name!r} was dropped and created again around ctxemb since its "
+        f"{kind.capitalize()} {db.name!r} was dropped and created again around ctxemb since its "
         f"lexical side was built: rebuild the side from its {records} ("
     )
     return LexicalPlace(
-        store,
+        LexicalStore(db),
         owner=owner,
         remedy=f"{gone}{REBUILD_LEXICAL_SIDE.python}).",
         remedy_cli=f"{gone}{REBUILD_LEXICAL_SIDE.cli}).",
         folder=folder,
         joint=True,
-        mark=mark,
-        set_mark=set_mark,
+        mark=lambda: db.mark(identity),
+        set_mark=lambda token: db.set_mark(identity, token),
     )
 
 

@@ -828,6 +828,14 @@ class ServerLexical:
         """Until the transaction ends: two creators of the tables or of sides take turns."""
         raise NotImplementedError
 
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` among ``values``, as the database takes a list."""
+        raise NotImplementedError
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """One snapshot for a search's reads (the statistics and the postings they score)."""
+        raise NotImplementedError
+
     def sql(self, query: str) -> str:
         return query.format(**self._names).replace("?", "%s")
 

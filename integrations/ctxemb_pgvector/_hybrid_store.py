@@ -55,7 +55,6 @@ class PgLexical(ServerLexical):
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        # One snapshot for the statistics and the postings they score.
         with exclusive(self.conn), self._snapshot():
             yield
 

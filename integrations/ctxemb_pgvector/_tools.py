@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from ctxemb_core.contract import EmbeddingContract
-from ctxemb_core.hybrid import LexicalStore
 from ctxemb_core.hybrid.pair import LexicalPlace, joint_place
 from ctxemb_core.store_tools import StoreTools
 from ctxemb_pgvector._connect import TERMS
@@ -23,16 +22,8 @@ __all__ = ["TOOLS", "stamped_contract"]
 def place_for(dense: Any, folder: Path | None = None) -> LexicalPlace:
     """The lexical side of an opened table, owned by its oid (``folder``: an old one to convert)."""
     oid = int(dense.index.verified_head.identity)  # the driver's identity: the table's oid
-    db = PgLexical(dense.conn, dense.schema, dense.name)
     owner = f'table "{dense.schema}"."{dense.name}" (oid {oid})'
-    return joint_place(
-        LexicalStore(db),
-        dense.name,
-        owner,
-        lambda: db.mark(oid),
-        lambda token: db.set_mark(oid, token),
-        folder=folder,
-    )
+    return joint_place(PgLexical(dense.conn, dense.schema, dense.name), oid, owner, folder=folder)
 
 
 TOOLS: StoreTools[GuardedTable] = StoreTools(
