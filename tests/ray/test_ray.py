@@ -330,7 +330,9 @@ def test_an_actor_killed_mid_job_is_retried_and_the_ids_are_exactly_the_corpus(
     killer = threading.Thread(target=kill_once_writing)
     killer.start()
     try:
-        summary = _index(corpus_file, cluster, name, batch_size=8)
+        # One document per write: 64 writes leave the watcher a window of seconds, where eight
+        # batches of eight short texts could all land between two of its looks on a fast host.
+        summary = _index(corpus_file, cluster, name, batch_size=1)
     finally:
         done.set()
         killer.join()
