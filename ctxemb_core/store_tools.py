@@ -46,6 +46,7 @@ import functools
 import importlib
 import inspect
 import os
+import shutil
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -889,12 +890,26 @@ class StoreCatalog:
 class FolderHybrids(StoreCatalog):
     """A :class:`StoreCatalog` whose store keeps each lexical side in a folder beside it: the
     same for every such store. ``lexical`` is its tools', ``lexical_mark`` the token the
-    index's metadata records (:meth:`_metadata`).
+    index's metadata records (:meth:`_metadata`), ``drop`` the store's :meth:`_drop` and the
+    side's folder with it.
     """
 
     def _metadata(self, name: str) -> Mapping[str, Any] | None:
         """Index ``name``'s metadata as the store keeps it, or ``None`` for no such index."""
         raise NotImplementedError
+
+    def _drop(self, name: str) -> None:
+        """Drop index ``name`` from the store, if it is there."""
+        raise NotImplementedError
+
+    def drop(self, name: str) -> None:
+        """Drop index ``name`` and the folder of its lexical side beside the store (a server's
+        side lives where its caller named it: left to them)."""
+        self._drop(name)
+        with contextlib.suppress(InvalidInputError):
+            folder = self._tools().lexical_folder(self.client, name)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def lexical(self, name: str) -> LexicalStore | None:
         return self._tools().lexical_side(self.client, name)

@@ -5,14 +5,12 @@ two clients, one gets it), holding the alias record in its metadata."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 from typing import Any
 
 from chromadb.api import ClientAPI
 
 from ctxemb_chroma._store import check_client, check_name, store_address, stored_or_none, translated
 from ctxemb_core.aliases import ClaimBook
-from ctxemb_core.errors import InvalidInputError
 from ctxemb_core.store_tools import FolderHybrids
 
 __all__ = ["ChromaCatalog", "ChromaClaims", "catalog"]
@@ -63,15 +61,10 @@ class ChromaCatalog(FolderHybrids):
     def exists(self, name: str) -> bool:
         return stored_or_none(self.client, name) is not None
 
-    def drop(self, name: str) -> None:
-        """Drop collection ``name`` and, for an embedded store, its lexical side's folder."""
-        from ctxemb_chroma._tools import beside
-
+    def _drop(self, name: str) -> None:
         with translated(f"dropping collection {name!r}"):
             if stored_or_none(self.client, name) is not None:
                 self.client.delete_collection(name)
-        with contextlib.suppress(InvalidInputError):  # a server's: in a folder its caller named
-            shutil.rmtree(beside(self.client, name), True)
 
     def describe(self) -> str:
         return store_address(self.client)

@@ -157,7 +157,7 @@ class QdrantCatalog(FolderHybrids):
         # and an alias is not an index.
         return name in _collections(self.client)
 
-    def drop(self, name: str) -> None:
+    def _drop(self, name: str) -> None:
         """Drop collection ``name`` (Qdrant drops the aliases pointing at it with it)."""
         with _calling(self.client, f"dropping collection {name!r}"):
             if name in [c.name for c in self.client.get_collections().collections]:

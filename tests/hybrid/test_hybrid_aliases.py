@@ -60,7 +60,10 @@ def _lexical_ids(catalog, index: str) -> set[str]:
     return set(catalog.lexical(index).ids())
 
 
-def test_an_alias_over_a_hybrid_index_writes_both_sides_and_upgrades_them(store, old, new):
+def test_an_alias_over_a_hybrid_index_writes_both_sides_and_upgrades_them(
+    store, old, new, tmp_path, request
+):
+    store_kind = request.node.callspec.params["store"]
     catalog = store
     record = read_alias(catalog, "docs")
     assert record.target.hybrid is not None and record.target.hybrid.lexical.k1 == 1.2
@@ -92,8 +95,11 @@ def test_an_alias_over_a_hybrid_index_writes_both_sides_and_upgrades_them(store,
     aliased.delete(["kettle"])
     rollback(catalog, "docs", Encoders(old, new))
     assert "kettle" not in _lexical_ids(catalog, "docs-v1")
+    folder = tmp_path / "chroma" / "ctxemb-lexical" / shadow.index  # embedded Chroma's side
+    assert folder.is_dir() == (store_kind == "chroma")
     retire(catalog, "docs")
     assert not catalog.exists(shadow.index) and not catalog.lexical(shadow.index).exists()
+    assert not folder.exists()  # its folder too
 
 
 def test_a_lexical_recipe_alone_or_the_same_hybrid_contract(store, old, monkeypatch):

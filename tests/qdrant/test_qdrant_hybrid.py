@@ -65,7 +65,7 @@ def test_a_store_without_a_folder_needs_one_named(old, tmp_path):
     assert named.query(QUERY, 1)[0].lexical_rank == 1
 
 
-def test_an_alias_over_a_hybrid_collection_upgrades_both_sides(client, old):
+def test_an_alias_over_a_hybrid_collection_upgrades_both_sides(client, old, tmp_path):
     new = Embedder(old.contract.with_(truncate_dim=8))
     catalog = ctxemb_qdrant.catalog(client)
     hybrid = catalog.open_hybrid("docs-v1", old)
@@ -81,3 +81,4 @@ def test_an_alias_over_a_hybrid_collection_upgrades_both_sides(client, old):
     assert found.index == shadow.index and found.hits[0].id == "kettle"
     retire(catalog, "docs")
     assert not catalog.exists("docs-v1") and not catalog.lexical("docs-v1").exists()
+    assert not (tmp_path / "qdrant" / LEXICAL_FOLDER / "docs-v1").exists()  # its folder too
