@@ -177,13 +177,14 @@ def seq_statements(schema: str, name: str) -> list[sql.Composed]:
 def create_statements(schema: str, name: str, layout: Layout, hnsw: bool) -> list[sql.Composed]:
     """The guarded table, its trigger and (``hnsw``) its HNSW index."""
     out = [table_statement(schema, name, layout.column), *seq_statements(schema, name)]
-    if hnsw:
-        out.append(
-            sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
-                sql.Identifier(f"{name}_ctxemb_hnsw"), ident(schema, name), sql.SQL(layout.opclass)
-            )
-        )
-    return out
+    return [*out, hnsw_statement(schema, name, layout)] if hnsw else out
+
+
+def hnsw_statement(schema: str, name: str, layout: Layout, suffix: str = "") -> sql.Composed:
+    """An HNSW index of the layout's operator class on ``embedding``, ``<name>_ctxemb_hnsw``."""
+    return sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
+        sql.Identifier(f"{name}_ctxemb_hnsw{suffix}"), ident(schema, name), sql.SQL(layout.opclass)
+    )
 
 
 #: pgvector's highest ``hnsw.ef_search``.

@@ -23,6 +23,7 @@ from ctxemb_pgvector._sql import (
     always,
     check_name,
     create_statements,
+    hnsw_statement,
     ident,
     layout_for,
     relation_exists,
@@ -62,11 +63,6 @@ class StoredTable:
     @property
     def stamped(self) -> bool:
         return IndexStamp.is_stamped(self.metadata)
-
-    def count(self) -> int:
-        with translated(f"counting {self.name!r}"):
-            row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self.table))
-            return int(row.fetchone()[0])  # type: ignore[index]
 
 
 def version_of(oid: Any, attnum: Any, column: Any, stamp_row: Any) -> str:
@@ -238,22 +234,16 @@ def ensure_stamps(conn: Any, schema: str) -> None:
 
 
 def write_stamp(
-    conn: Any,
-    schema: str,
-    name: str,
-    metadata: Mapping[str, Any],
-    layout: Layout,
-    *,
-    keep_layout: bool = False,
+    conn: Any, schema: str, name: str, metadata: Mapping[str, Any], layout: Layout
 ) -> None:
-    """Insert or replace the stamp row of ``name`` (``keep_layout``: as a user's SQL would)."""
-    update = "stamp = EXCLUDED.stamp" + ("" if keep_layout else ", layout = EXCLUDED.layout")
+    """Insert or replace the stamp row of ``name``."""
     try:
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-                "ON CONFLICT (table_name) DO UPDATE SET {}"
-            ).format(ident(schema, STAMPS), sql.SQL(update)),
+                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
+                "layout = EXCLUDED.layout"
+            ).format(ident(schema, STAMPS)),
             (name, Jsonb(dict(metadata)), Jsonb(layout.to_dict())),
         )
     except psycopg.errors.InvalidColumnReference:
@@ -336,13 +326,7 @@ def repair(stored: StoredTable, stamp: IndexStamp) -> list[str]:
             )
             done.append(f"layout record: {stored.layout!r} -> {layout.to_dict()!r}")
         if layout.opclass not in hnsw_opclasses(stored):
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding {})").format(
-                    sql.Identifier(f"{stored.name}_ctxemb_hnsw_{layout.space}"),
-                    stored.table,
-                    sql.SQL(layout.opclass),
-                )
-            )
+            conn.execute(hnsw_statement(stored.schema, stored.name, layout, f"_{layout.space}"))
             done.append(f"HNSW index ({layout.opclass}) created")
         done += _always(conn, stored.schema, stored.name)
     return done

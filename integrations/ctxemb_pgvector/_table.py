@@ -34,7 +34,6 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     Args:
         index: a guarded index over a :class:`~ctxemb_pgvector.PgvectorDriver`.
         ef_search: the HNSW search breadth of queries (default: the driver's).
-        repaired: what the open repaired, in words.
     """
 
     _driver_type = PgvectorDriver
@@ -43,17 +42,10 @@ class GuardedTable(ShapedFacade[PgvectorDriver, StoredTable]):
     _translated = staticmethod(translated)
     _head_before_search = False  # the search reads the stamp's version in its own snapshot
 
-    def __init__(
-        self,
-        index: GuardedIndex,
-        *,
-        ef_search: int | None = None,
-        repaired: list[str] | None = None,
-    ) -> None:
+    def __init__(self, index: GuardedIndex, *, ef_search: int | None = None) -> None:
         super().__init__(index)
         given = self.driver.ef_search if ef_search is None else ef_search
         self.ef_search = check_count(given, "ef_search")
-        self.repaired = list(repaired or [])
 
     # -- what the table is ---------------------------------------------------------------
 
