@@ -64,8 +64,7 @@ T = TypeVar("T")
 
 #: An embedded store's words for a view older than the folder (``read_settled``).
 _UNWRITTEN_SEGMENT = "Nothing found on disk"
-UNWRITTEN_RECORD = "Error finding id"
-_STALE_VIEW = (_UNWRITTEN_SEGMENT, UNWRITTEN_RECORD)
+_STALE_VIEW = (_UNWRITTEN_SEGMENT, "Error finding id")
 
 
 def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs: Any) -> T:
@@ -79,17 +78,17 @@ def _tried(read: Callable[..., T], settling: tuple[str, ...], tries: int, kwargs
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def read_settled(read: Callable[..., T], *, also: tuple[str, ...] = (), **kwargs: Any) -> T:
+def read_settled(read: Callable[..., T], **kwargs: Any) -> T:
     """``read(**kwargs)``, a read, tried again while this process's view of the folder is
-    stale (``docs/chroma.md``, "Several processes on one folder"); ``also``: more messages."""
+    stale (``docs/chroma.md``, "Several processes on one folder")."""
     bindings = folder_bindings(getattr(read, "__self__", None))
     try:
-        return _tried(read, (_UNWRITTEN_SEGMENT, *also), 3 if bindings else 8, kwargs)
+        return _tried(read, (_UNWRITTEN_SEGMENT,), 3 if bindings else 8, kwargs)
     except InternalError as exc:
         if bindings is None or not any(m in str(exc) for m in _STALE_VIEW):
             raise
     bindings.start()  # new bindings from the folder
-    return _tried(read, (*_STALE_VIEW, *also), 8, kwargs)
+    return _tried(read, _STALE_VIEW, 8, kwargs)
 
 
 #: Chroma's errors in ctxemb's tree; anything else passes unchanged.
