@@ -55,14 +55,11 @@ class PgLexical(ServerLexical):
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        with exclusive(self.conn), self._snapshot():
-            yield
-
-    @contextlib.contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            yield
-            return
-        with translated(f"reading the lexical side of {self.name!r}"), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            yield
+        """One snapshot for a read's statements (a caller's transaction: its own)."""
+        with exclusive(self.conn):
+            if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                yield
+                return
+            with translated(f"reading the lexical side of {self.name!r}"), self.conn.transaction():
+                self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield
