@@ -120,14 +120,12 @@ class ChromaDriver(ObjectDriver[Collection]):
         return space_of(handle)
 
     def _live(self) -> tuple[object, Any] | None:
-        """An embedded store's file and its data version: nothing committed to it since the
-        last head, by any client in any process, leaves the collection as that head read it."""
+        """The store file and its data version (docs/chroma.md, "The head of an embedded store")."""
         version = None if self._marks is None else self._marks.data_version()
         return None if version is None else (self._marks, version)
 
     def _mark(self, handle: Collection) -> int | None:
-        """The file's mark, with this process's view of the collection made to hold it (what
-        an open checks is then what the mark it records vouches for: ``vouched``)."""
+        """The file's mark, this process's view made to hold it (``SqliteMarks.vouched``)."""
         return None if self._marks is None else self._marks.vouched(str(handle.id), handle)
 
     def _function(self, contract: EmbeddingContract) -> ContractEmbeddingFunction:
@@ -137,8 +135,7 @@ class ChromaDriver(ObjectDriver[Collection]):
         return ContractEmbeddingFunction(given)
 
     def _create(self, stamp: IndexStamp) -> None:
-        """Create the collection with ``stamp`` in the create call, ctxemb's function persisted,
-        in the contract's space (``docs/chroma.md``, "How the driver keeps the protocol")."""
+        """The collection made stamped (``docs/chroma.md``, "How the driver keeps ...")."""
         function = self._function(stamp.contract)
         with translated(f"creating collection {self._name!r}"):
             self.client.create_collection(

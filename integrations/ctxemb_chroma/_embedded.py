@@ -65,9 +65,7 @@ class SequenceMarks(SqliteMarks):
     )
     TABLES = frozenset({"segments", "max_seq_id", "embeddings"})
 
-    # Chroma loads a collection's vectors into each process once and never reloads what
-    # another process wrote (``docs/chroma.md``, "A stale view"): core's SqliteMarks keeps
-    # what each view holds; a folder's embedded API is the view, made again by ``start``.
+    # A folder's embedded API is a process's view (``docs/chroma.md``, "A stale view").
     @staticmethod
     def view_of(handle: Any) -> Any:
         return folder_bindings(handle)
@@ -78,8 +76,7 @@ class SequenceMarks(SqliteMarks):
 
     @classmethod
     def of(cls, client: Any) -> SqliteMarks | None:
-        """The marks of ``client``'s store, or ``None`` when it keeps none that ctxemb can read
-        (a server's client: its file is the server's)."""
+        """The marks of ``client``'s store, or ``None``: none ctxemb can read (a server's)."""
         folder = embedded_folder(client)
         return None if folder is None else cls.at(folder / STORE_FILE)
 

@@ -43,9 +43,8 @@ def write_whole(
     replace: bool = True,
 ) -> int:
     """Write records whole, in chunks of ``step`` (``held``: the stored ones; ``docs/chroma.md``,
-    "How the driver keeps the protocol"); ``replace=False`` adds new records only. Returns how
-    many record operations were sent (the store numbers each: a record without text is deleted
-    and added, two)."""
+    "A write replaces records whole"); ``replace=False``: add only. Returns the operations sent
+    (the store numbers each: a record without text is deleted and added, two)."""
     columns = dict(zip(_COLUMNS, columns_of(records, "Chroma"), strict=True))
     if not replace:
         with translated("writing"):

@@ -72,8 +72,7 @@ def connect(dsn: str, *, create_extension: bool = True) -> psycopg.Connection[An
 
 
 def _not_allowed(conn: psycopg.Connection[Any]) -> MissingDependencyError:
-    """The database has no pgvector and this role may not create it: PostgreSQL's "permission
-    denied" names neither the database nor the statement that ends it (no DSN: no password)."""
+    """No pgvector, and a role that may not create it: who may, and where (no DSN shown)."""
     database = conn.info.dbname
     return MissingDependencyError(
         f"the database {database!r} has no pgvector, and role {conn.info.user!r} may not create "

@@ -166,12 +166,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         self.conn.close()
 
     def describe(self) -> str:
-        """The server, its cluster and the database (part of the verified-open record's key).
-
-        The cluster's system identifier (set by ``initdb``) and the database's oid, not when the
-        server started: a restart keeps the record, a new cluster or database at the same
-        address never meets an old one. Where a role may not read the identifier, the start.
-        """
+        """The server, its cluster and the database (``docs/pgvector.md``, "Which server")."""
         if self._described is None:
             with translated("reading the server's identity"):
                 try:
@@ -238,8 +233,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         self._seq = seq
         layout = self._layout[1] if self._layout and self._layout[0] == version else None
         space = layout.space_for_similarity if layout is not None else "cosine"
-        # 0 while another session writes the table, in a caller's snapshot, or where the row
-        # trigger no longer numbers every write (docs/pgvector.md, "The write mark").
+        # 0 where the mark is not sound now (docs/pgvector.md, "The write mark").
         mark = (
             None
             if not seq or not row
@@ -248,8 +242,7 @@ class PgvectorDriver(TransactionalDriver[str]):
         return Head(str(oid), version, mark, space)
 
     def _snapshot_held(self, row: Sequence[Any]) -> bool:
-        """Whether the head's row was read in a caller's transaction whose snapshot outlives
-        the statement (the guard's own reads outside one each take a snapshot of their own)."""
+        """Whether the head's row was read in a caller's transaction that keeps its snapshot."""
         return (
             row[7] not in ("read committed", "read uncommitted")
             and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -442,9 +435,8 @@ class PgvectorDriver(TransactionalDriver[str]):
     def page_near(
         self, fraction: float, limit: int, include: frozenset[str] = INCLUDE
     ) -> list[Record]:
-        """A page from about ``fraction`` of the way through the write order: the place is a
-        ``ctxemb_seq`` between the least and the greatest (each one seek of its index), the
-        rows read from there by the index; no walk (``Capabilities.seeks``)."""
+        """A page from about ``fraction`` of the way through the write order, by two seeks
+        (``docs/pgvector.md``, "page_near")."""
         order = self.order()
         if not self._seq:  # a table without the write order (not yet adopted): by offset
             return self.page(int(fraction * self.count()), limit, include)
@@ -461,13 +453,11 @@ class PgvectorDriver(TransactionalDriver[str]):
         return [found[i] for i in ids if i in found]
 
     def changes(self, since: int) -> list[str]:
-        # And the rows without a vector; by the two indexes whatever the planner's statistics
-        # say, in a transaction of its own (docs/pgvector.md, "changes(since)").
+        # And the rows without a vector, by two index reads (docs/pgvector.md, "changes(since)").
         query = sql.SQL(
             "SELECT id FROM (SELECT id, ctxemb_seq FROM {t} WHERE ctxemb_seq > %s "
             "UNION SELECT id, ctxemb_seq FROM {t} WHERE embedding IS NULL) c ORDER BY ctxemb_seq"
         ).format(t=self.table)
-        # (SET LOCAL would outlive a savepoint in a caller's transaction.)
         own = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         alone = self.conn.transaction() if own else contextlib.nullcontext()
         with translated(f"reading what was written to {self._name!r}"), alone:
@@ -550,8 +540,7 @@ class PgvectorDriver(TransactionalDriver[str]):
     def _plain(
         self, key: tuple[Layout, bool], value: Any, k: int, ef: int, stamp_version: Version | None
     ) -> list[Any]:
-        """A search without filters in one statement, reading the stamp's version and the
-        connection's ``hnsw.ef_search`` (set here when it is not ``ef``) in its own snapshot."""
+        """A search without filters in one statement (``docs/pgvector.md``, "Reads")."""
         query = self._plain_sql.get(key)
         if query is None:  # composing costs more than the statement's round trip
             select, order = self._searching(*key)

@@ -134,9 +134,7 @@ def row_seq(schema: str) -> sql.Literal:
 
 
 def always(table: sql.Composable, trigger: str) -> sql.Composed:
-    """``trigger`` fires whoever writes, a logical-replication subscriber too (an ordinary
-    trigger does not under ``session_replication_role = replica``, so rows a subscriber
-    applies would keep the mark and the stamp version they had: never checked again)."""
+    """``trigger`` fires whoever writes, a replication subscriber too (``docs/pgvector.md``)."""
     return sql.SQL("ALTER TABLE {} ENABLE ALWAYS TRIGGER {}").format(table, sql.Identifier(trigger))
 
 
@@ -155,9 +153,7 @@ def table_statement(schema: str, name: str, column: str, *, seq: bool = True) ->
 
 
 def seq_statements(schema: str, name: str) -> list[sql.Composed]:
-    """The indexes on ``ctxemb_seq`` that keep what a write mark reads proportional to what was
-    written: the rows by their write, and the rows without a vector (which an open always
-    re-reads), each without a scan of the table; and the row trigger that numbers every write."""
+    """The indexes of the rows by write and of those without a vector, and the row trigger."""
     table = ident(schema, name)
     return [
         sql.SQL("CREATE INDEX {} ON {} (ctxemb_seq)").format(

@@ -336,8 +336,7 @@ _TRIGGER = "SELECT tgenabled FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND
 
 
 def _always(conn: Any, schema: str, name: str) -> list[str]:
-    """Make the write mark's and the stamp version's triggers of a table made before they were
-    made to fire always (:func:`always`); one left disabled by its owner stays as it is."""
+    """A table made before: its triggers made to fire always (:func:`always`; docs)."""
     done = []
     for table, trigger in ((name, "ctxemb_row_seq"), (STAMPS, "ctxemb_stamp_version")):
         found = conn.execute(_TRIGGER, (f'"{schema}"."{table}"', trigger)).fetchone()
