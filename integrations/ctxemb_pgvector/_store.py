@@ -234,16 +234,22 @@ def ensure_stamps(conn: Any, schema: str) -> None:
 
 
 def write_stamp(
-    conn: Any, schema: str, name: str, metadata: Mapping[str, Any], layout: Layout
+    conn: Any,
+    schema: str,
+    name: str,
+    metadata: Mapping[str, Any],
+    layout: Layout,
+    *,
+    keep_layout: bool = False,
 ) -> None:
-    """Insert or replace the stamp row of ``name``."""
+    """Insert or replace the stamp row of ``name`` (``keep_layout``: as a user's SQL would)."""
+    update = "stamp = EXCLUDED.stamp" + ("" if keep_layout else ", layout = EXCLUDED.layout")
     try:
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (table_name, version, stamp, layout) VALUES (%s, 0, %s, %s) "
-                "ON CONFLICT (table_name) DO UPDATE SET stamp = EXCLUDED.stamp, "
-                "layout = EXCLUDED.layout"
-            ).format(ident(schema, STAMPS)),
+                "ON CONFLICT (table_name) DO UPDATE SET {}"
+            ).format(ident(schema, STAMPS), sql.SQL(update)),
             (name, Jsonb(dict(metadata)), Jsonb(layout.to_dict())),
         )
     except psycopg.errors.InvalidColumnReference:
