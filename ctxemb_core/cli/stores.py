@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ctxemb_core.cli.common import PORT, Parser
+from ctxemb_core.cli.common import PORT, Parser, ray_integration
 from ctxemb_core.errors import InvalidInputError, MissingDependencyError
 from ctxemb_core.redact import redact_dsn
 
@@ -418,7 +418,9 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     does not define itself is the options object's that ``options()`` builds at the call,
     ``adapter()`` is the package the module is in, and ``connect(args, create=)`` that
     package's ``connect`` with the object's ``connection(args, create=)`` (the checked options
-    as its keywords; the store's client library imported only then).
+    as its keywords; the store's client library imported only then), and ``ray_session(args,
+    name)`` the ``ctxemb_ray.AdapterSession`` of index ``name`` with the object's
+    ``ray_connection(args)`` and ``scope(args)`` (where it has them).
 
     Built at the call, the object holds the module's defaults as they are then (a default
     changed there is the one every command fills in and shows); a method the object lacks is
@@ -436,11 +438,21 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     def connect(args: argparse.Namespace, *, create: bool) -> Any:
         return adapter().connect(**options().connection(args, create=create))
 
+    def ray_session(args: argparse.Namespace, name: str) -> Any:
+        made = options()
+        scope = made.scope(args) if hasattr(made, "scope") else {}
+        adapter_name = module.rpartition(".")[0]  # imported by each actor, by name
+        return ray_integration().AdapterSession(
+            adapter_name, name, made.ray_connection(args), scope
+        )
+
     def shared(name: str) -> Any:
         if name == "adapter":
             return adapter
         if name == "connect" and hasattr(options(), "connection"):
             return connect
+        if name == "ray_session" and hasattr(options(), "ray_connection"):
+            return ray_session
         if name in SHARED_OPTIONS and hasattr(options(), name):
 
             @functools.wraps(getattr(options(), name))
@@ -516,6 +528,15 @@ class FolderOrServer:
     def connection(self, args: argparse.Namespace, *, create: bool) -> dict[str, Any]:
         """The adapter's ``connect`` keywords (``create=False``: no new store)."""
         return {"path": args.path, "host": args.host, "port": args.port, "create": create}
+
+    def ray_connection(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The ``connect`` keywords of every Ray actor: a server's, which every node reaches."""
+        if args.host is None:
+            raise InvalidInputError(
+                f"--ray writes to a {self.store} server every actor can reach: give --host and "
+                "--port (an embedded folder is one process's)"
+            )
+        return {"host": args.host, "port": args.port}
 
 
 @dataclass(frozen=True)
@@ -644,6 +665,10 @@ class ConnectionString:
     def connection(self, args: argparse.Namespace, *, create: bool) -> dict[str, Any]:
         """The adapter's ``connect`` keywords: the string, and :attr:`create`."""
         return {self.flag: getattr(args, self.flag), self.create: create}
+
+    def ray_connection(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The ``connect`` keywords of every Ray actor: the string."""
+        return {self.flag: getattr(args, self.flag)}
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,8 @@ checked and said back by core's :class:`~ctxemb_core.cli.stores.FolderOrServer`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ctxemb_core.cli.stores import PORT, FolderOrServer, options_of
-from ctxemb_core.errors import InvalidInputError
 
 #: Where a store command looks without --path or --host, and the port of a --host without one.
 DEFAULT_PATH = "./chroma"
@@ -22,7 +20,8 @@ def _options() -> FolderOrServer:
     return FolderOrServer("Chroma", DEFAULT_PATH, DEFAULT_PORT, DEMO_PATH)
 
 
-# check_arguments, defaults, absent, flags, location, connect: _options()'s; adapter().
+# check_arguments, defaults, absent, flags, location, connect, ray_session: _options()'s;
+# adapter().
 __getattr__ = options_of(__name__, _options)
 
 
@@ -39,15 +38,3 @@ def add_arguments(parser: argparse.ArgumentParser, *, demo: bool = False) -> Non
     parser.add_argument(
         "--port", type=PORT, help=f"the server's port, with --host (default: {DEFAULT_PORT})"
     )
-
-
-def ray_session(args: argparse.Namespace, name: str) -> Any:
-    """Collection ``name`` on the server, as every Ray actor reaches it (``--ray``)."""
-    if args.host is None:
-        raise InvalidInputError(
-            "--ray writes to a Chroma server every actor can reach: give --host and --port "
-            "(an embedded folder is one process's)"
-        )
-    from ctxemb_ray import AdapterSession
-
-    return AdapterSession("ctxemb_chroma", name, {"host": args.host, "port": args.port})

@@ -3,9 +3,6 @@ and ``--schema``, for ``--store pgvector`` (the protocol ``cli.stores.StoreOptio
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from ctxemb_core.cli.stores import ConnectionString, Scope, options_of
 
 #: The environment variable ``--dsn`` defaults to.
@@ -29,12 +26,6 @@ def _options() -> ConnectionString:
     )
 
 
-# add_arguments, check_arguments, connect, ...: _options()'s (nothing for the demo); adapter().
+# add_arguments, check_arguments, connect, ray_session, ...: _options()'s (nothing for the
+# demo); adapter().
 __getattr__ = options_of(__name__, _options)
-
-
-def ray_session(args: argparse.Namespace, name: str) -> Any:
-    """Table ``name`` in the database, as every Ray actor reaches it (``ctxemb index --ray``)."""
-    from ctxemb_ray import AdapterSession
-
-    return AdapterSession("ctxemb_pgvector", name, {"dsn": args.dsn}, {"schema": args.schema})
