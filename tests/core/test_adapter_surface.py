@@ -98,11 +98,12 @@ SHARED_PG_GUARD = frozenset(
 #: The store adapters the framework adapters build on, and the names each declares for them.
 SHARED_GUARDS = {"ctxemb_chroma": SHARED_CHROMA_GUARD, "ctxemb_pgvector": SHARED_PG_GUARD}
 #: What the store adapters may import from ``ctxemb_ray``, the Ray integration: the maker of
-#: their ``index_with_ray``, its summary and the one session every store's actors reopen it
-#: with (the adapter's name and its calls' keywords). ``ctxemb_ray`` itself imports
-#: ``ctxemb_core`` alone (it knows no store: a session imports its adapter by the name it
-#: holds), so it runs over any driver; a store adapter writes no session class of its own.
-SHARED_RAY = frozenset({"AdapterSession", "IndexSummary", "index_with_ray_for"})
+#: their ``index_with_ray`` and its summary. The one session every store's actors reopen it
+#: with (the adapter's name and its calls' keywords) is made by core's CLI from the store's
+#: options (``options_of``'s ``ray_session``), so no adapter builds it. ``ctxemb_ray`` itself
+#: imports ``ctxemb_core`` alone (it knows no store: a session imports its adapter by the name
+#: it holds), so it runs over any driver; a store adapter writes no session class of its own.
+SHARED_RAY = frozenset({"IndexSummary", "index_with_ray_for"})
 #: The integrations that build on core alone: they import no other adapter.
 OVER_CORE_ONLY = ("ctxemb_ray",)
 
@@ -458,7 +459,8 @@ def open():
     # A store's session is ctxemb_ray's one class: an adapter writes no DriverSession of its own.
     assert "imports DriverSession from ctxemb_ray, not a name" in store
     assert "imports ctxemb_ray._job; use the names of ctxemb_ray itself" in store
-    assert "AdapterSession" not in store
+    # Its session too is made for it (core's CLI, from its options): no adapter builds one.
+    assert "imports AdapterSession from ctxemb_ray, not a name" in store
     framework = "\n".join(cross_adapter_breaches("ctxemb_langchain", found))
     assert "ctxemb_langchain imports ctxemb_ray; only a store adapter may" in framework
 
@@ -473,4 +475,10 @@ def test_the_store_adapters_build_their_ray_jobs_on_the_ray_integration():
         }
         assert names == SHARED_RAY, adapter
     ctxemb_ray = pytest.importorskip("ctxemb_ray")
-    assert set(ctxemb_ray.__all__) >= SHARED_RAY
+    assert set(ctxemb_ray.__all__) >= SHARED_RAY | {"AdapterSession"}
+    # Each store's --ray session is core's, from what its options say every actor connects with.
+    from ctxemb_core.cli.stores import store_options
+
+    for store in SHARED_GUARDS:
+        options = store_options(store.removeprefix("ctxemb_"))
+        assert options.ray_session.__module__ == "ctxemb_core.cli.stores", store
