@@ -432,8 +432,10 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
         ...                                         DEFAULT_PORT, DEMO_PATH))  # doctest: +SKIP
     """
 
+    package = module.rpartition(".")[0]  # the adapter, named: each Ray actor imports it too
+
     def adapter() -> Any:
-        return importlib.import_module(module.rpartition(".")[0])  # imported only now
+        return importlib.import_module(package)  # imported only now
 
     def connect(args: argparse.Namespace, *, create: bool) -> Any:
         return adapter().connect(**options().connection(args, create=create))
@@ -441,10 +443,7 @@ def options_of(module: str, options: Callable[[], Any]) -> Callable[[str], Any]:
     def ray_session(args: argparse.Namespace, name: str) -> Any:
         made = options()
         scope = made.scope(args) if hasattr(made, "scope") else {}
-        adapter_name = module.rpartition(".")[0]  # imported by each actor, by name
-        return ray_integration().AdapterSession(
-            adapter_name, name, made.ray_connection(args), scope
-        )
+        return ray_integration().AdapterSession(package, name, made.ray_connection(args), scope)
 
     def shared(name: str) -> Any:
         if name == "adapter":
